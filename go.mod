@@ -1,6 +1,6 @@
 module github.com/hermesbox/hbx
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/cyphar/filepath-securejoin v0.7.0
