@@ -1,0 +1,60 @@
+// Package extract applies OCI image layers (tar streams) to a directory tree
+// without letting any entry read or write outside that tree.
+//
+// It is shared by the installer (image layers) and by backup restore
+// (archives), so it knows nothing about registries or digests.
+//
+// # Path resolution
+//
+// Every entry name is resolved with chroot semantics through root-scoped
+// handles (github.com/cyphar/filepath-securejoin/pathrs-lite, openat2 with
+// RESOLVE_IN_ROOT where the kernel has it): a symlink met as a parent of a
+// later entry is followed inside the root, absolute ones too, so a base
+// layer's var/run -> /run followed by var/run/app.pid lands at
+// <root>/run/app.pid. The last component of a name is never followed: it is
+// created, replaced or removed with *at calls on its parent's handle
+// (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW). No path is ever built by joining the
+// root's name with an entry name.
+//
+// # What it refuses
+//
+//   - names that climb above the root ("../x", "a/../../x"): ErrUnsafePath;
+//   - hardlinks whose target climbs above the root, is missing or is a
+//     directory: ErrUnsafePath or ErrBadLink;
+//   - an entry that resolves to the root itself (".", "./", "/") unless it is
+//     a directory, in which case only the root's metadata changes;
+//   - character and block devices, fifos and unknown entry types:
+//     ErrUnsupportedType;
+//   - malformed whiteouts (".wh.", ".wh..", ".wh...", whiteouts of reserved
+//     names): ErrBadWhiteout;
+//   - more uncompressed bytes than Options.MaxBytes (ErrTooLarge, checked
+//     against each header's claimed size before any byte is read), more
+//     entries than Options.MaxEntries, names longer than Options.MaxPathLen
+//     (ErrLimit).
+//
+// A refused entry fails the whole Apply: the caller is expected to throw the
+// tree away (the installer extracts into a staging directory).
+//
+// # Whiteouts (image-spec layer.md, "Whiteouts")
+//
+// ".wh.NAME" removes NAME as left by lower layers; ".wh..wh..opq" removes
+// every lower-layer child of its directory. Neither affects entries of its
+// own layer, whatever their order in the tar stream. Other ".wh..wh."
+// names (aufs metadata such as ".wh..wh.plnk") are skipped.
+//
+// # Metadata
+//
+// Modes, mtimes and atimes are kept; numeric owners when
+// Options.PreserveOwners is set (it needs CAP_CHOWN). setuid and setgid bits
+// are dropped and counted in Stats.DroppedSetid. Symlink targets are stored
+// verbatim. Directory modes and times are applied after the layer's last
+// entry, so a read-only directory can still receive its children. Extended
+// attributes are not applied.
+//
+// # What it does not guarantee
+//
+// Apply is not atomic: on error the tree holds a partial layer. It is not
+// safe against another process changing the tree while Apply runs (hbx
+// extracts into a private staging directory). Nothing is fsynced; the caller
+// makes the finished tree durable (one syncfs) before publishing it.
+package extract

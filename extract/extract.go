@@ -1,0 +1,824 @@
+package extract
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"golang.org/x/sys/unix"
+)
+
+// Errors returned (wrapped) by Apply. Use errors.Is.
+var (
+	// ErrUnsafePath: an entry or hardlink name climbs above the root, or the
+	// root itself is named by something that is not a directory.
+	ErrUnsafePath = errors.New("path escapes root")
+	// ErrUnsupportedType: devices, fifos and unknown tar entry types.
+	ErrUnsupportedType = errors.New("unsupported entry type")
+	// ErrBadWhiteout: a whiteout that names nothing or a reserved name.
+	ErrBadWhiteout = errors.New("malformed whiteout")
+	// ErrBadLink: a hardlink whose target is missing or a directory.
+	ErrBadLink = errors.New("bad hardlink")
+	// ErrTooLarge: the uncompressed stream exceeds Options.MaxBytes.
+	ErrTooLarge = errors.New("uncompressed size limit exceeded")
+	// ErrLimit: entry count or name length exceeds its cap.
+	ErrLimit = errors.New("archive limit exceeded")
+)
+
+// Whiteout names, image-spec layer.md "Whiteouts".
+const (
+	whiteoutPrefix = ".wh."
+	whiteoutMeta   = ".wh..wh."
+	whiteoutOpaque = ".wh..wh..opq"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxEntries = 4 << 20 // entries per Applier
+	DefaultMaxPathLen = 4096    // bytes, as PATH_MAX
+)
+
+// Options tune an Applier. The zero value applies no byte cap; callers that
+// read untrusted streams set MaxBytes.
+type Options struct {
+	// MaxBytes caps the uncompressed bytes read across every Apply of this
+	// Applier, tar headers and padding included. 0 means no cap.
+	MaxBytes int64
+	// MaxEntries caps the entries across every Apply (default DefaultMaxEntries).
+	MaxEntries int
+	// MaxPathLen caps the length in bytes of entry and link names
+	// (default DefaultMaxPathLen).
+	MaxPathLen int
+	// PreserveOwners applies each entry's numeric uid and gid (needs root).
+	PreserveOwners bool
+	// HashFiles records a sha256 of every regular file written, for Files.
+	HashFiles bool
+	// Logger receives one line per dropped setuid/setgid bit and skipped
+	// aufs entry. nil discards.
+	Logger *slog.Logger
+}
+
+// Stats counts what one Applier did, across all its Apply calls.
+type Stats struct {
+	Entries      int      // tar entries read
+	Bytes        int64    // uncompressed bytes read
+	Whiteouts    int      // whiteouts applied (opaque ones included)
+	DroppedSetid []string // entry names whose setuid/setgid bits were dropped
+}
+
+// Applier applies layers, in order, to one root directory.
+// It is not safe for concurrent use.
+type Applier struct {
+	root  *os.File
+	opts  Options
+	log   *slog.Logger
+	stats Stats
+	buf   []byte
+
+	dirs    map[string]*os.File // resolved directories by root-relative name, invalidated on any removal
+	retired []*os.File          // invalidated handles, closed once the current entry is done
+	hashes map[uint64]string   // inode -> sha256 hex of regular files written
+
+	// per layer
+	layerPaths map[string]bool // names this layer created (true) or passed through (false)
+	dirMeta    []dirMeta
+}
+
+type dirMeta struct {
+	name  string
+	mode  uint32
+	atime time.Time
+	mtime time.Time
+}
+
+// New opens rootDir, which must be an existing directory, for applying layers.
+// Close releases it.
+func New(rootDir string, opts Options) (*Applier, error) {
+	root, err := os.OpenFile(rootDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open root: %w", err)
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
+	if opts.MaxPathLen <= 0 {
+		opts.MaxPathLen = DefaultMaxPathLen
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Applier{
+		root:   root,
+		opts:   opts,
+		log:    log,
+		buf:    make([]byte, 1<<20),
+		dirs:   map[string]*os.File{},
+		hashes: map[uint64]string{},
+	}, nil
+}
+
+// Close releases the root and cached directory handles.
+func (a *Applier) Close() error {
+	a.dropDirs()
+	return a.root.Close()
+}
+
+// Stats returns the counters so far.
+func (a *Applier) Stats() Stats { return a.stats }
+
+// Apply reads one uncompressed tar stream to its end (trailing padding
+// included, so a caller hashing the stream sees every byte) and applies it
+// as the next layer. Errors name the entry and wrap one of the package's
+// sentinels or the underlying syscall error.
+func (a *Applier) Apply(r io.Reader) error {
+	lr := &limitReader{r: r, a: a}
+	a.layerPaths = map[string]bool{}
+	a.dirMeta = a.dirMeta[:0]
+	tr := tar.NewReader(lr)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read tar: %w", err)
+		}
+		err = a.entry(tr, hdr)
+		a.closeRetired()
+		if err != nil {
+			return fmt.Errorf("entry %q: %w", hdr.Name, err)
+		}
+	}
+	if _, err := io.CopyBuffer(io.Discard, lr, a.buf); err != nil {
+		return fmt.Errorf("read tar trailer: %w", err)
+	}
+	return a.finishLayer()
+}
+
+// limitReader counts bytes into the Applier's stats and stops at MaxBytes.
+type limitReader struct {
+	r io.Reader
+	a *Applier
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	max := l.a.opts.MaxBytes
+	if max > 0 {
+		left := max - l.a.stats.Bytes
+		if left <= 0 {
+			// Allow reading EOF exactly at the cap.
+			var one [1]byte
+			n, err := l.r.Read(one[:])
+			if n > 0 {
+				return 0, fmt.Errorf("%w (%d bytes)", ErrTooLarge, max)
+			}
+			return 0, err
+		}
+		if int64(len(p)) > left {
+			p = p[:left]
+		}
+	}
+	n, err := l.r.Read(p)
+	l.a.stats.Bytes += int64(n)
+	return n, err
+}
+
+// cleanName turns a tar name into a root-relative clean path ("" is the
+// root). It refuses names that climb above the root.
+func cleanName(name string) (string, error) {
+	if strings.IndexByte(name, 0) >= 0 {
+		return "", fmt.Errorf("%w: NUL byte in name", ErrUnsafePath)
+	}
+	var parts []string
+	for _, c := range strings.Split(name, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if len(parts) == 0 {
+				return "", ErrUnsafePath
+			}
+			parts = parts[:len(parts)-1]
+		default:
+			parts = append(parts, c)
+		}
+	}
+	return strings.Join(parts, "/"), nil
+}
+
+func splitName(p string) (dir, leaf string) {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return "", p
+	}
+	return p[:i], p[i+1:]
+}
+
+func (a *Applier) entry(tr *tar.Reader, hdr *tar.Header) error {
+	a.stats.Entries++
+	if a.stats.Entries > a.opts.MaxEntries {
+		return fmt.Errorf("%w: more than %d entries", ErrLimit, a.opts.MaxEntries)
+	}
+	if len(hdr.Name) > a.opts.MaxPathLen || len(hdr.Linkname) > a.opts.MaxPathLen {
+		return fmt.Errorf("%w: name longer than %d bytes", ErrLimit, a.opts.MaxPathLen)
+	}
+	if max := a.opts.MaxBytes; max > 0 && hdr.Size > max-a.stats.Bytes {
+		return fmt.Errorf("%w: entry claims %d bytes, %d left of %d", ErrTooLarge, hdr.Size, max-a.stats.Bytes, max)
+	}
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		return nil
+	}
+	p, err := cleanName(hdr.Name)
+	if err != nil {
+		return err
+	}
+	dir, leaf := splitName(p)
+
+	// Whiteouts and aufs metadata.
+	for _, c := range strings.Split(p, "/") {
+		if strings.HasPrefix(c, whiteoutMeta) && !(c == whiteoutOpaque && c == leaf) {
+			a.log.Debug("skip aufs metadata", "entry", hdr.Name)
+			return nil
+		}
+	}
+	if leaf == whiteoutOpaque {
+		a.stats.Whiteouts++
+		return a.opaque(dir)
+	}
+	if strings.HasPrefix(leaf, whiteoutPrefix) {
+		name := strings.TrimPrefix(leaf, whiteoutPrefix)
+		if name == "" || name == "." || name == ".." {
+			return ErrBadWhiteout
+		}
+		a.stats.Whiteouts++
+		return a.whiteout(path.Join(dir, name))
+	}
+
+	a.markLayerPath(p)
+	if p == "" {
+		if hdr.Typeflag != tar.TypeDir {
+			return fmt.Errorf("%w: the root may only be a directory", ErrUnsafePath)
+		}
+		return a.rootDir(hdr)
+	}
+
+	mode := uint32(hdr.Mode) & 0o7777
+	if mode&(unix.S_ISUID|unix.S_ISGID) != 0 && hdr.Typeflag != tar.TypeSymlink && hdr.Typeflag != tar.TypeLink {
+		mode &^= unix.S_ISUID | unix.S_ISGID
+		a.stats.DroppedSetid = append(a.stats.DroppedSetid, p)
+		a.log.Warn("dropped setuid/setgid bits", "entry", p)
+	}
+
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return a.mkdir(p, dir, leaf, mode, hdr)
+	case tar.TypeReg, tar.TypeRegA, tar.TypeCont: //nolint:staticcheck // old archives still use '\x00'
+		return a.file(tr, dir, leaf, mode, hdr)
+	case tar.TypeSymlink:
+		return a.symlink(dir, leaf, hdr)
+	case tar.TypeLink:
+		return a.hardlink(dir, leaf, hdr)
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		return fmt.Errorf("%w: device or fifo (type %q)", ErrUnsupportedType, hdr.Typeflag)
+	default:
+		return fmt.Errorf("%w: type %q", ErrUnsupportedType, hdr.Typeflag)
+	}
+}
+
+// markLayerPath records p as created by this layer and its parents as
+// passed through (unless created themselves).
+func (a *Applier) markLayerPath(p string) {
+	a.layerPaths[p] = true
+	for d, _ := splitName(p); d != ""; d, _ = splitName(d) {
+		if _, ok := a.layerPaths[d]; ok {
+			break
+		}
+		a.layerPaths[d] = false
+	}
+}
+
+// maxSymlinks bounds the symlinks followed while resolving one name, as
+// the kernel's MAXSYMLINKS.
+const maxSymlinks = 40
+
+// parent returns a handle on directory dir (root-relative), resolved inside
+// the root with chroot semantics and created with mode 0755 where missing.
+// Unlike pathrs-lite's MkdirAllHandle it follows dangling symlinks and
+// creates their targets, as tar does under chroot: var/run -> /run makes
+// <root>/run.
+func (a *Applier) parent(dir string) (*os.File, error) {
+	f, err := a.mkdirAll(dir, 0)
+	if err != nil {
+		return nil, fmt.Errorf("resolve parent %q: %w", dir, err)
+	}
+	return f, nil
+}
+
+func (a *Applier) mkdirAll(dir string, links int) (*os.File, error) {
+	if dir == "" {
+		return a.root, nil
+	}
+	if f, ok := a.dirs[dir]; ok {
+		return f, nil
+	}
+	up, leaf := splitName(dir)
+	p, err := a.mkdirAll(up, links)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		var st unix.Stat_t
+		err := unix.Fstatat(fd(p), leaf, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if errors.Is(err, unix.ENOENT) {
+			if err := unix.Mkdirat(fd(p), leaf, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+				return nil, fmt.Errorf("mkdir %q: %w", dir, err)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lstat %q: %w", dir, err)
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			cfd, err := unix.Openat(fd(p), leaf, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return nil, fmt.Errorf("open %q: %w", dir, err)
+			}
+			f := os.NewFile(uintptr(cfd), dir)
+			if len(a.dirs) >= 512 {
+				a.invalidate()
+			}
+			a.dirs[dir] = f
+			return f, nil
+		case unix.S_IFLNK:
+			if links >= maxSymlinks {
+				return nil, fmt.Errorf("resolve %q: %w", dir, unix.ELOOP)
+			}
+			target, err := readlinkAt(p, leaf)
+			if err != nil {
+				return nil, fmt.Errorf("readlink %q: %w", dir, err)
+			}
+			return a.mkdirAll(linkTarget(up, target), links+1)
+		default:
+			return nil, fmt.Errorf("%q: %w", dir, unix.ENOTDIR)
+		}
+	}
+}
+
+// linkTarget resolves a symlink target found in directory dir to a
+// root-relative name: absolute targets start at the root, ".." stops at the
+// root. ".." is applied lexically to the joined name.
+func linkTarget(dir, target string) string {
+	if strings.HasPrefix(target, "/") {
+		dir = ""
+	}
+	return strings.TrimPrefix(path.Clean("/"+dir+"/"+target), "/")
+}
+
+func readlinkAt(dir *os.File, leaf string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(fd(dir), leaf, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+		if size > 1<<16 {
+			return "", unix.ENAMETOOLONG
+		}
+	}
+}
+
+// lookupDir resolves an existing directory inside the root without creating
+// anything. It returns (nil, nil) when dir does not exist or is not a directory.
+func (a *Applier) lookupDir(dir string) (*os.File, error) {
+	if dir == "" {
+		return a.root, nil
+	}
+	if f, ok := a.dirs[dir]; ok {
+		return f, nil
+	}
+	h, err := pathrs.OpenatInRoot(a.root, dir)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolve %q: %w", dir, err)
+	}
+	defer h.Close()
+	f, err := pathrs.Reopen(h, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if errors.Is(err, unix.ENOTDIR) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reopen %q: %w", dir, err)
+	}
+	a.dirs[dir] = f
+	return f, nil
+}
+
+// invalidate forgets every cached handle: a removal may have taken away
+// what they name. Handles stay open until the current entry is done, since
+// the caller may still be using one.
+func (a *Applier) invalidate() {
+	for k, f := range a.dirs {
+		a.retired = append(a.retired, f)
+		delete(a.dirs, k)
+	}
+}
+
+func (a *Applier) closeRetired() {
+	for _, f := range a.retired {
+		f.Close()
+	}
+	a.retired = a.retired[:0]
+}
+
+func (a *Applier) dropDirs() {
+	a.invalidate()
+	a.closeRetired()
+}
+
+func fd(f *os.File) int { return int(f.Fd()) }
+
+// lstatAt stats leaf in dir without following it. ok is false when absent.
+func lstatAt(dir *os.File, leaf string) (st unix.Stat_t, ok bool, err error) {
+	err = unix.Fstatat(fd(dir), leaf, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, fmt.Errorf("lstat: %w", err)
+	}
+	return st, true, nil
+}
+
+// remove deletes leaf in dir, recursively for directories, never following
+// symlinks. Absence is not an error.
+func (a *Applier) remove(dir *os.File, leaf string) error {
+	a.invalidate()
+	return removeAllAt(fd(dir), leaf)
+}
+
+func removeAllAt(dirfd int, name string) error {
+	err := unix.Unlinkat(dirfd, name, 0)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("remove %q: %w", name, err)
+	}
+	cfd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %q for removal: %w", name, err)
+	}
+	d := os.NewFile(uintptr(cfd), name)
+	defer d.Close()
+	// A read-only directory cannot lose children for a non-root user.
+	_ = unix.Fchmod(cfd, 0o700)
+	for {
+		names, err := d.Readdirnames(256)
+		for _, n := range names {
+			if err := removeAllAt(cfd, n); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF || len(names) == 0 {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("list %q: %w", name, err)
+		}
+	}
+	if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("remove directory %q: %w", name, err)
+	}
+	return nil
+}
+
+// whiteout removes p as left by lower layers.
+func (a *Applier) whiteout(p string) error {
+	if a.layerPaths[p] {
+		return nil // created by this layer: whiteouts only hide lower layers
+	}
+	dir, leaf := splitName(p)
+	d, err := a.lookupDir(dir)
+	if err != nil || d == nil {
+		return err
+	}
+	if _, ok := a.layerPaths[p]; ok {
+		// p holds entries of this layer below it: hide only lower content.
+		return a.clearLower(d, leaf, p)
+	}
+	return a.remove(d, leaf)
+}
+
+// opaque hides every lower-layer child of dir.
+func (a *Applier) opaque(dir string) error {
+	a.markLayerPath(dir)
+	a.layerPaths[dir] = true
+	d, err := a.lookupDir(dir)
+	if err != nil || d == nil {
+		return err
+	}
+	return a.clearChildren(d, dir)
+}
+
+// clearLower empties leaf (a directory in parent d) of lower-layer content.
+func (a *Applier) clearLower(d *os.File, leaf, p string) error {
+	st, ok, err := lstatAt(d, leaf)
+	if err != nil || !ok {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil
+	}
+	cfd, err := unix.Openat(fd(d), leaf, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %q: %w", p, err)
+	}
+	c := os.NewFile(uintptr(cfd), p)
+	defer c.Close()
+	return a.clearChildren(c, p)
+}
+
+// clearChildren removes the children of directory d (root-relative name p)
+// that this layer did not create, recursing into those it passed through.
+func (a *Applier) clearChildren(d *os.File, p string) error {
+	if _, err := d.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("rewind %q: %w", p, err)
+	}
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("list %q: %w", p, err)
+	}
+	if _, err := d.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("rewind %q: %w", p, err)
+	}
+	for _, n := range names {
+		child := path.Join(p, n)
+		if _, inLayer := a.layerPaths[child]; !inLayer {
+			if err := a.remove(d, n); err != nil {
+				return err
+			}
+			continue
+		}
+		// Created or passed through by this layer: keep it, but hide what
+		// lower layers left inside it.
+		if err := a.clearLower(d, n, child); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *Applier) rootDir(hdr *tar.Header) error {
+	mode := uint32(hdr.Mode) & 0o7777 &^ (unix.S_ISUID | unix.S_ISGID)
+	if err := a.chown(a.root, "", hdr); err != nil {
+		return err
+	}
+	a.dirMeta = append(a.dirMeta, dirMeta{name: "", mode: mode, atime: hdr.AccessTime, mtime: hdr.ModTime})
+	return nil
+}
+
+func (a *Applier) mkdir(p, dir, leaf string, mode uint32, hdr *tar.Header) error {
+	d, err := a.parent(dir)
+	if err != nil {
+		return err
+	}
+	st, ok, err := lstatAt(d, leaf)
+	if err != nil {
+		return err
+	}
+	if ok && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if err := a.remove(d, leaf); err != nil {
+			return err
+		}
+		ok = false
+	}
+	if !ok {
+		// Owner rwx until the layer ends, so children can be created.
+		if err := unix.Mkdirat(fd(d), leaf, 0o700); err != nil {
+			return fmt.Errorf("mkdir: %w", err)
+		}
+	}
+	if err := a.chown(d, leaf, hdr); err != nil {
+		return err
+	}
+	a.dirMeta = append(a.dirMeta, dirMeta{name: p, mode: mode, atime: hdr.AccessTime, mtime: hdr.ModTime})
+	return nil
+}
+
+func (a *Applier) file(tr io.Reader, dir, leaf string, mode uint32, hdr *tar.Header) error {
+	d, err := a.parent(dir)
+	if err != nil {
+		return err
+	}
+	if _, ok, err := lstatAt(d, leaf); err != nil {
+		return err
+	} else if ok {
+		if err := a.remove(d, leaf); err != nil {
+			return err
+		}
+	}
+	ffd, err := unix.Openat(fd(d), leaf, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	f := os.NewFile(uintptr(ffd), leaf)
+	var w io.Writer = f
+	var h hash.Hash
+	if a.opts.HashFiles {
+		h = sha256.New()
+		w = io.MultiWriter(f, h)
+	}
+	n, err := io.CopyBuffer(w, tr, a.buf)
+	if err == nil && n != hdr.Size {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("write: %w", err)
+	}
+	if a.opts.PreserveOwners {
+		if err := unix.Fchown(ffd, hdr.Uid, hdr.Gid); err != nil {
+			f.Close()
+			return fmt.Errorf("chown: %w", err)
+		}
+	}
+	if err := unix.Fchmod(ffd, mode); err != nil {
+		f.Close()
+		return fmt.Errorf("chmod: %w", err)
+	}
+	if h != nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(ffd, &st); err != nil {
+			f.Close()
+			return fmt.Errorf("stat: %w", err)
+		}
+		a.hashes[st.Ino] = hex.EncodeToString(h.Sum(nil))
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return setTimes(d, leaf, hdr)
+}
+
+func (a *Applier) symlink(dir, leaf string, hdr *tar.Header) error {
+	d, err := a.parent(dir)
+	if err != nil {
+		return err
+	}
+	if _, ok, err := lstatAt(d, leaf); err != nil {
+		return err
+	} else if ok {
+		if err := a.remove(d, leaf); err != nil {
+			return err
+		}
+	}
+	if err := unix.Symlinkat(hdr.Linkname, fd(d), leaf); err != nil {
+		return fmt.Errorf("symlink: %w", err)
+	}
+	if err := a.chown(d, leaf, hdr); err != nil {
+		return err
+	}
+	return setTimes(d, leaf, hdr)
+}
+
+func (a *Applier) hardlink(dir, leaf string, hdr *tar.Header) error {
+	target, err := cleanName(hdr.Linkname)
+	if err != nil {
+		return fmt.Errorf("link target %q: %w", hdr.Linkname, err)
+	}
+	if target == "" {
+		return fmt.Errorf("%w: link target %q is the root", ErrBadLink, hdr.Linkname)
+	}
+	tdir, tleaf := splitName(target)
+	td, err := a.lookupDir(tdir)
+	if err != nil {
+		return err
+	}
+	if td == nil {
+		return fmt.Errorf("%w: link target %q does not exist", ErrBadLink, hdr.Linkname)
+	}
+	tst, ok, err := lstatAt(td, tleaf)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: link target %q does not exist", ErrBadLink, hdr.Linkname)
+	}
+	if tst.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return fmt.Errorf("%w: link target %q is a directory", ErrBadLink, hdr.Linkname)
+	}
+	d, err := a.parent(dir)
+	if err != nil {
+		return err
+	}
+	if st, ok, err := lstatAt(d, leaf); err != nil {
+		return err
+	} else if ok {
+		if st.Dev == tst.Dev && st.Ino == tst.Ino {
+			return nil // already that file
+		}
+		if err := a.remove(d, leaf); err != nil {
+			return err
+		}
+	}
+	if err := unix.Linkat(fd(td), tleaf, fd(d), leaf, 0); err != nil {
+		return fmt.Errorf("link to %q: %w", hdr.Linkname, err)
+	}
+	return nil
+}
+
+// chown applies the entry's numeric owner to leaf in d (or d itself when
+// leaf is ""), without following symlinks.
+func (a *Applier) chown(d *os.File, leaf string, hdr *tar.Header) error {
+	if !a.opts.PreserveOwners {
+		return nil
+	}
+	var err error
+	if leaf == "" {
+		err = unix.Fchown(fd(d), hdr.Uid, hdr.Gid)
+	} else {
+		err = unix.Fchownat(fd(d), leaf, hdr.Uid, hdr.Gid, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err != nil {
+		return fmt.Errorf("chown: %w", err)
+	}
+	return nil
+}
+
+func timespecs(atime, mtime time.Time) []unix.Timespec {
+	if atime.IsZero() {
+		atime = mtime
+	}
+	return []unix.Timespec{unix.NsecToTimespec(atime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
+}
+
+func setTimes(d *os.File, leaf string, hdr *tar.Header) error {
+	if err := unix.UtimesNanoAt(fd(d), leaf, timespecs(hdr.AccessTime, hdr.ModTime), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("set times: %w", err)
+	}
+	return nil
+}
+
+// finishLayer applies directory modes and times, deepest last-created first.
+// A directory removed or replaced later in the layer is skipped.
+func (a *Applier) finishLayer() error {
+	for i := len(a.dirMeta) - 1; i >= 0; i-- {
+		m := a.dirMeta[i]
+		if err := a.applyDirMeta(m); err != nil {
+			return fmt.Errorf("entry %q: %w", m.name, err)
+		}
+	}
+	a.dirMeta = a.dirMeta[:0]
+	a.layerPaths = nil
+	return nil
+}
+
+func (a *Applier) applyDirMeta(m dirMeta) error {
+	var dfd int
+	if m.name == "" {
+		dfd = fd(a.root)
+		if err := unix.Fchmod(dfd, m.mode); err != nil {
+			return fmt.Errorf("chmod: %w", err)
+		}
+		if err := unix.UtimesNanoAt(dfd, ".", timespecs(m.atime, m.mtime), 0); err != nil {
+			return fmt.Errorf("set times: %w", err)
+		}
+		return nil
+	}
+	dir, leaf := splitName(m.name)
+	d, err := a.lookupDir(dir)
+	if err != nil || d == nil {
+		return err
+	}
+	cfd, err := unix.Openat(fd(d), leaf, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	defer unix.Close(cfd)
+	if err := unix.Fchmod(cfd, m.mode); err != nil {
+		return fmt.Errorf("chmod: %w", err)
+	}
+	if err := unix.UtimesNanoAt(fd(d), leaf, timespecs(m.atime, m.mtime), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("set times: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,501 @@
+package extract
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hermesbox/hbx/internal/tartest"
+)
+
+// tree describes a directory in the DSL of Go's os/root_test.go:
+// "d/ 0755", "f 0644 content", "l => target".
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "." {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			out = append(out, fmt.Sprintf("%s => %s", rel, target))
+		case info.IsDir():
+			out = append(out, fmt.Sprintf("%s/ %04o", rel, info.Mode().Perm()|info.Mode()&fs.ModeSticky>>11))
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out = append(out, fmt.Sprintf("%s %04o %s", rel, info.Mode().Perm(), b))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sandbox makes <tmp>/root (the extraction root) and <tmp>/outside with a
+// file that nothing may touch.
+func sandbox(t *testing.T) (root, outside string) {
+	t.Helper()
+	tmp := t.TempDir()
+	root = filepath.Join(tmp, "root")
+	outside = filepath.Join(tmp, "outside")
+	for _, d := range []string{root, outside} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root, outside
+}
+
+func applyLayers(t *testing.T, root string, opts Options, layers ...[]byte) error {
+	t.Helper()
+	a, err := New(root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for i, l := range layers {
+		if err := a.Apply(bytes.NewReader(l)); err != nil {
+			return fmt.Errorf("layer %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// TestBreakouts is the table of known attacks on layer extractors. Each must
+// leave everything outside the root as it was; some must be refused.
+func TestBreakouts(t *testing.T) {
+	type tc struct {
+		name    string
+		from    string // where the attack class is documented
+		layers  func(outside string) [][]byte
+		wantErr error  // nil: must succeed, but stay inside the root
+		want    string // a tree line expected inside the root, if any
+	}
+	abs := func(outside string) string { return outside } // an absolute host path
+	cases := []tc{
+		{
+			name: "dotdot name", from: "CVE-2018-15664 class (zip-slip)",
+			layers:  func(o string) [][]byte { return [][]byte{tartest.New().File("../outside/secret", "pwned", 0o644).Bytes()} },
+			wantErr: ErrUnsafePath,
+		},
+		{
+			name: "dotdot inside name", from: "zip-slip",
+			layers:  func(o string) [][]byte { return [][]byte{tartest.New().File("a/../../outside/x", "pwned", 0o644).Bytes()} },
+			wantErr: ErrUnsafePath,
+		},
+		{
+			name: "absolute name lands inside", from: "GNU tar strips leading /",
+			layers: func(o string) [][]byte { return [][]byte{tartest.New().File(abs(o)+"/x", "in", 0o644).Bytes()} },
+			want:   "x 0644 in",
+		},
+		{
+			name: "absolute symlink then write through", from: "CVE-2019-14271, containerd issue 2530",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Symlink("s", abs(o)).File("s/secret", "pwned", 0o644).Bytes()}
+			},
+			want: "secret 0644 pwned",
+		},
+		{
+			name: "relative symlink climbing then write through", from: "CVE-2018-15664",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Symlink("s", "../../../..").File("s/outside/secret", "pwned", 0o644).Bytes()}
+			},
+			want: "outside/secret 0644 pwned",
+		},
+		{
+			name: "symlink in lower layer, write in upper", from: "CVE-2021-30465 class",
+			layers: func(o string) [][]byte {
+				return [][]byte{
+					tartest.New().Symlink("s", abs(o)).Bytes(),
+					tartest.New().File("s/secret", "pwned", 0o644).Bytes(),
+				}
+			},
+			want: "secret 0644 pwned",
+		},
+		{
+			name: "replace symlink leaf pointing outside", from: "O_NOFOLLOW on the last component",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Symlink("s", abs(o)+"/secret").File("s", "mine", 0o644).Bytes()}
+			},
+			want: "s 0644 mine",
+		},
+		{
+			name: "hardlink to outside", from: "CVE-2019-10152 class",
+			layers:  func(o string) [][]byte { return [][]byte{tartest.New().Link("h", "../outside/secret").Bytes()} },
+			wantErr: ErrUnsafePath,
+		},
+		{
+			name: "hardlink through absolute symlink", from: "hardlink via symlinked parent",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Symlink("s", abs(o)).Link("h", "s/secret").Bytes()}
+			},
+			wantErr: ErrBadLink,
+		},
+		{
+			name: "hardlink to directory", from: "link(2) refuses, tar should too",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Dir("d", 0o755).Link("h", "d").Bytes()}
+			},
+			wantErr: ErrBadLink,
+		},
+		{
+			name: "whiteout through symlink", from: "escaping whiteout",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Symlink("s", abs(o)).Whiteout("s", "secret").Bytes()}
+			},
+		},
+		{
+			name: "whiteout with dotdot", from: "escaping whiteout",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().File("../.wh.secret", "", 0o644).Bytes()}
+			},
+			wantErr: ErrUnsafePath,
+		},
+		{
+			name: "whiteout of dotdot", from: "malformed whiteout",
+			layers:  func(o string) [][]byte { return [][]byte{tartest.New().File("a/.wh..", "", 0o644).Bytes()} },
+			wantErr: ErrBadWhiteout,
+		},
+		{
+			name: "opaque whiteout under symlink", from: "containerd issue 2530 class",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Symlink("s", abs(o)).Opaque("s").Bytes()}
+			},
+		},
+		{
+			name: "opaque whiteout under relative symlink", from: "containerd issue 2530 class",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Symlink("s", "../outside").Opaque("s").Bytes()}
+			},
+		},
+		{
+			name: "char device", from: "device nodes give host access",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Header(&tar.Header{Typeflag: tar.TypeChar, Name: "dev/mem", Devmajor: 1, Devminor: 1, Mode: 0o666}, nil).Bytes()}
+			},
+			wantErr: ErrUnsupportedType,
+		},
+		{
+			name: "block device", from: "device nodes give host access",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Header(&tar.Header{Typeflag: tar.TypeBlock, Name: "sda", Devmajor: 8, Mode: 0o666}, nil).Bytes()}
+			},
+			wantErr: ErrUnsupportedType,
+		},
+		{
+			name: "fifo", from: "a fifo can hang readers",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Header(&tar.Header{Typeflag: tar.TypeFifo, Name: "p", Mode: 0o666}, nil).Bytes()}
+			},
+			wantErr: ErrUnsupportedType,
+		},
+		{
+			name: "dot entry that is a symlink", from: "root replaced by a symlink",
+			layers:  func(o string) [][]byte { return [][]byte{tartest.New().Symlink(".", abs(o)).Bytes()} },
+			wantErr: ErrUnsafePath,
+		},
+		{
+			name: "dot entry that is a file", from: "root replaced by a file",
+			layers:  func(o string) [][]byte { return [][]byte{tartest.New().File(".", "x", 0o644).Bytes()} },
+			wantErr: ErrUnsafePath,
+		},
+		{
+			name: "dangling absolute symlink parent resolves in root", from: "Debian var/run -> /run",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Dir("var", 0o755).Symlink("var/run", "/run").File("var/run/app.pid", "1", 0o644).Bytes()}
+			},
+			want: "run/app.pid 0644 1",
+		},
+		{
+			name: "symlink chain to outside", from: "multi-hop symlink escape",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().Symlink("a", "b").Symlink("b", "../c").Symlink("c", abs(o)).File("a/secret", "pwned", 0o644).Bytes()}
+			},
+			want: "secret 0644 pwned",
+		},
+		{
+			name: "hardlink target replaced then linked", from: "link to a path redirected by symlink",
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().File("f", "x", 0o644).Symlink("d", "/").Link("d/g", "f").Bytes()}
+			},
+			want: "g 0644 x",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root, outside := sandbox(t)
+			before := tree(t, outside)
+			err := applyLayers(t, root, Options{MaxBytes: 1 << 20}, c.layers(outside)...)
+			if c.wantErr != nil {
+				if !errors.Is(err, c.wantErr) {
+					t.Fatalf("Apply() = %v, want %v (%s)", err, c.wantErr, c.from)
+				}
+			} else if err != nil {
+				t.Fatalf("Apply() = %v, want success (%s)", err, c.from)
+			}
+			if diff := cmp.Diff(before, tree(t, outside)); diff != "" {
+				t.Errorf("outside of the root changed (-before +after) (%s):\n%s", c.from, diff)
+			}
+			if c.want != "" {
+				got := tree(t, root)
+				found := false
+				for _, l := range got {
+					if l == c.want || strings.HasSuffix(l, "/"+c.want) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("root tree = %q, want a line %q", got, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestWhiteouts(t *testing.T) {
+	base := tartest.New().
+		Dir("a", 0o755).File("a/x", "x1", 0o644).File("a/y", "y1", 0o644).
+		Dir("d", 0o755).File("d/1", "1", 0o644).Dir("d/sub", 0o755).File("d/sub/2", "2", 0o644).
+		Dir("gone", 0o755).File("gone/deep", "z", 0o644).
+		Bytes()
+	cases := []struct {
+		name  string
+		upper []byte
+		want  []string
+	}{
+		{
+			name:  "whiteout file, opaque dir, whiteout dir",
+			upper: tartest.New().Whiteout("a", "x").Opaque("d").File("d/new", "n", 0o644).Whiteout("", "gone").Bytes(),
+			want:  []string{"a/ 0755", "a/y 0644 y1", "d/ 0755", "d/new 0644 n"},
+		},
+		{
+			name:  "whiteout after an entry of its own layer keeps the entry",
+			upper: tartest.New().File("a/x", "x2", 0o644).Whiteout("a", "x").Bytes(),
+			want:  []string{"a/ 0755", "a/x 0644 x2", "a/y 0644 y1", "d/ 0755", "d/1 0644 1", "d/sub/ 0755", "d/sub/2 0644 2", "gone/ 0755", "gone/deep 0644 z"},
+		},
+		{
+			name:  "opaque after entries of its own layer keeps them",
+			upper: tartest.New().File("d/new", "n", 0o644).File("d/sub/3", "3", 0o644).Opaque("d").Bytes(),
+			want:  []string{"a/ 0755", "a/x 0644 x1", "a/y 0644 y1", "d/ 0755", "d/new 0644 n", "d/sub/ 0755", "d/sub/3 0644 3", "gone/ 0755", "gone/deep 0644 z"},
+		},
+		{
+			name:  "whiteout of a directory this layer writes into hides only lower content",
+			upper: tartest.New().File("gone/fresh", "f", 0o644).Whiteout("", "gone").Bytes(),
+			want:  []string{"a/ 0755", "a/x 0644 x1", "a/y 0644 y1", "d/ 0755", "d/1 0644 1", "d/sub/ 0755", "d/sub/2 0644 2", "gone/ 0755", "gone/fresh 0644 f"},
+		},
+		{
+			name:  "whiteout of something absent is a no-op",
+			upper: tartest.New().Whiteout("nope", "x").Whiteout("a", "nope").Bytes(),
+			want:  []string{"a/ 0755", "a/x 0644 x1", "a/y 0644 y1", "d/ 0755", "d/1 0644 1", "d/sub/ 0755", "d/sub/2 0644 2", "gone/ 0755", "gone/deep 0644 z"},
+		},
+		{
+			name:  "file replaces directory and directory replaces file",
+			upper: tartest.New().File("d", "now a file", 0o600).Dir("a/x", 0o700).Bytes(),
+			want:  []string{"a/ 0755", "a/x/ 0700", "a/y 0644 y1", "d 0600 now a file", "gone/ 0755", "gone/deep 0644 z"},
+		},
+		{
+			name:  "aufs metadata is skipped",
+			upper: tartest.New().Dir(".wh..wh.plnk", 0o700).File(".wh..wh.plnk/1.2", "x", 0o644).File(".wh..wh.aufs", "", 0o644).Bytes(),
+			want:  []string{"a/ 0755", "a/x 0644 x1", "a/y 0644 y1", "d/ 0755", "d/1 0644 1", "d/sub/ 0755", "d/sub/2 0644 2", "gone/ 0755", "gone/deep 0644 z"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root, _ := sandbox(t)
+			if err := applyLayers(t, root, Options{}, base, c.upper); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.want, tree(t, root)); diff != "" {
+				t.Errorf("tree (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMetadata(t *testing.T) {
+	root, _ := sandbox(t)
+	mtime := time.Date(2020, 2, 3, 4, 5, 6, 0, time.UTC)
+	layer := tartest.New().
+		Header(&tar.Header{Typeflag: tar.TypeDir, Name: "ro/", Mode: 0o555, ModTime: mtime}, nil).
+		Header(&tar.Header{Typeflag: tar.TypeReg, Name: "ro/suid", Mode: 0o4755, ModTime: mtime}, []byte("#!/bin/sh\n")).
+		Header(&tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777, ModTime: mtime}, nil).
+		Header(&tar.Header{Typeflag: tar.TypeSymlink, Name: "abs", Linkname: "/does/not/exist", ModTime: mtime}, nil).
+		Header(&tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o750, ModTime: mtime}, nil).
+		Bytes()
+	a, err := New(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Apply(bytes.NewReader(layer)); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Stats().DroppedSetid; !cmp.Equal(got, []string{"ro/suid"}) {
+		t.Errorf("DroppedSetid = %q, want [ro/suid]", got)
+	}
+	for name, want := range map[string]fs.FileMode{"ro": fs.ModeDir | 0o555, "ro/suid": 0o755, "tmp": fs.ModeDir | fs.ModeSticky | 0o777, ".": fs.ModeDir | 0o750} {
+		st, err := os.Lstat(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode() != want {
+			t.Errorf("mode of %s = %v, want %v", name, st.Mode(), want)
+		}
+		if !st.ModTime().Equal(mtime) {
+			t.Errorf("mtime of %s = %v, want %v", name, st.ModTime(), mtime)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(root, "abs")); err != nil || target != "/does/not/exist" {
+		t.Errorf("Readlink(abs) = %q, %v; want /does/not/exist stored verbatim", target, err)
+	}
+}
+
+func TestHardlinks(t *testing.T) {
+	root, _ := sandbox(t)
+	layer := tartest.New().File("a", "same", 0o644).Link("b", "a").Link("b", "a").Dir("d", 0o755).Link("d/c", "/a").Bytes()
+	if err := applyLayers(t, root, Options{}, layer); err != nil {
+		t.Fatal(err)
+	}
+	var sa, sc os.FileInfo
+	sa, _ = os.Stat(filepath.Join(root, "a"))
+	sc, _ = os.Stat(filepath.Join(root, "d/c"))
+	if !os.SameFile(sa, sc) {
+		t.Errorf("d/c is not a hardlink of a")
+	}
+}
+
+func TestLimits(t *testing.T) {
+	big := strings.Repeat("x", 4096)
+	cases := []struct {
+		name    string
+		opts    Options
+		layer   []byte
+		wantErr error
+	}{
+		{"bytes", Options{MaxBytes: 3000}, tartest.New().File("f", big, 0o644).Bytes(), ErrTooLarge},
+		{"claimed size refused before reading", Options{MaxBytes: 1 << 20},
+			tartest.New().Header(&tar.Header{Typeflag: tar.TypeReg, Name: "huge", Size: 1 << 50, Mode: 0o644}, nil).Truncated(), ErrTooLarge},
+		{"entries", Options{MaxEntries: 2}, tartest.New().File("1", "", 0o644).File("2", "", 0o644).File("3", "", 0o644).Bytes(), ErrLimit},
+		{"path length", Options{MaxPathLen: 10}, tartest.New().File(strings.Repeat("a", 11), "", 0o644).Bytes(), ErrLimit},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root, _ := sandbox(t)
+			if err := applyLayers(t, root, c.opts, c.layer); !errors.Is(err, c.wantErr) {
+				t.Errorf("Apply() = %v, want %v", err, c.wantErr)
+			}
+		})
+	}
+}
+
+// TestDifferentialGNUTar checks that on benign archives the tree we build is
+// the one GNU tar builds: same paths, types, modes, link targets, contents.
+func TestDifferentialGNUTar(t *testing.T) {
+	gnutar, err := exec.LookPath("tar")
+	if err != nil {
+		t.Skip("GNU tar not installed")
+	}
+	layer := tartest.New().
+		Dir("usr", 0o755).Dir("usr/bin", 0o755).File("usr/bin/tool", "#!/bin/sh\necho hi\n", 0o755).
+		Symlink("usr/bin/alias", "tool").Symlink("usr/abs", "/usr/bin/tool").
+		Dir("etc", 0o700).File("etc/conf", "k=v\n", 0o600).Link("etc/conf2", "etc/conf").
+		File("implicit/parent/file", "p", 0o640).Dir("empty", 0o711).
+		Bytes()
+	ours, _ := sandbox(t)
+	if err := applyLayers(t, ours, Options{}, layer); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(t.TempDir(), "gnu")
+	if err := os.Mkdir(theirs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(gnutar, "-xpf", "-", "-C", theirs)
+	cmd.Stdin = bytes.NewReader(layer)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tar -x: %v\n%s", err, out)
+	}
+	// Implicit parents: GNU tar makes them with the umask; we make 0755.
+	got, want := tree(t, ours), tree(t, theirs)
+	filter := func(lines []string) []string {
+		var out []string
+		for _, l := range lines {
+			if !strings.HasPrefix(l, "implicit/ ") && !strings.HasPrefix(l, "implicit/parent/ ") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	if diff := cmp.Diff(filter(want), filter(got)); diff != "" {
+		t.Errorf("tree differs from GNU tar (-tar +ours):\n%s", diff)
+	}
+}
+
+func TestCleanName(t *testing.T) {
+	cases := []struct {
+		in, want string
+		err      error
+	}{
+		{"a/b", "a/b", nil}, {"./a/./b/", "a/b", nil}, {"/a", "a", nil}, {".", "", nil}, {"/", "", nil}, {"./", "", nil},
+		{"a/../b", "b", nil}, {"..", "", ErrUnsafePath}, {"a/../../b", "", ErrUnsafePath}, {"a\x00b", "", ErrUnsafePath},
+	}
+	for _, c := range cases {
+		got, err := cleanName(c.in)
+		if got != c.want || !errors.Is(err, c.err) {
+			t.Errorf("cleanName(%q) = %q, %v; want %q, %v", c.in, got, err, c.want, c.err)
+		}
+	}
+}
+
+// FuzzApply feeds arbitrary streams to the applier: it may refuse them, but
+// it must never panic or touch anything outside the root.
+func FuzzApply(f *testing.F) {
+	f.Add(tartest.New().Symlink("s", "/").File("s/x", "x", 0o644).Bytes())
+	f.Add(tartest.New().Symlink("s", "../outside").Opaque("s").Whiteout("s", "secret").Bytes())
+	f.Add(tartest.New().Dir("d", 0o755).File("d/f", "f", 0o644).Link("h", "d/f").Whiteout("", "d").Bytes())
+	f.Add(tartest.New().File("../x", "x", 0o644).Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		root, outside := sandbox(t)
+		before := tree(t, outside)
+		a, err := New(root, Options{MaxBytes: 1 << 20, MaxEntries: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		_ = a.Apply(bytes.NewReader(data))
+		if diff := cmp.Diff(before, tree(t, outside)); diff != "" {
+			t.Fatalf("outside changed:\n%s", diff)
+		}
+	})
+}

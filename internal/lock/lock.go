@@ -1,0 +1,121 @@
+// Package lock is the one flock(2) per state directory that serialises hbx
+// commands (install, backup, restore). The kernel releases the lock when its
+// holder dies, so there is no stale-lock heuristic; the file's content names
+// the current holder (PID, command, since when) for error messages.
+package lock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrLocked is wrapped by the error Acquire returns when another process
+// holds the lock past the wait. Use IsLocked or errors.As(*HeldError).
+var ErrLocked = errors.New("locked by another process")
+
+// Holder describes the process holding a lock.
+type Holder struct {
+	PID     int       `json:"pid"`
+	Command string    `json:"command"`
+	Since   time.Time `json:"since"`
+}
+
+func (h Holder) String() string {
+	if h.PID == 0 {
+		return "an unknown process"
+	}
+	return fmt.Sprintf("pid %d (%s) since %s", h.PID, h.Command, h.Since.UTC().Format(time.RFC3339))
+}
+
+// HeldError reports who holds the lock.
+type HeldError struct {
+	Path   string
+	Holder Holder
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("%s is held by %s", e.Path, e.Holder)
+}
+
+// Unwrap makes errors.Is(err, ErrLocked) true.
+func (e *HeldError) Unwrap() error { return ErrLocked }
+
+// IsLocked reports whether err says a lock was held by someone else.
+func IsLocked(err error) bool { return errors.Is(err, ErrLocked) }
+
+// Lock is a held lock. Release it with Unlock.
+type Lock struct {
+	f *os.File
+}
+
+// Acquire takes the exclusive lock on path (created 0600 if missing),
+// polling until wait has passed (0: try once). command describes this
+// holder for others' messages. onWait, if not nil, is called once with the
+// current holder when Acquire has to wait.
+func Acquire(ctx context.Context, path, command string, wait time.Duration, onWait func(Holder)) (*Lock, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	deadline := time.Now().Add(wait)
+	warned := false
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("flock %s: %w", path, err)
+		}
+		holder := readHolder(path)
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, &HeldError{Path: path, Holder: holder}
+		}
+		if !warned && onWait != nil {
+			onWait(holder)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("wait for lock %s: %w", path, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	h := Holder{PID: os.Getpid(), Command: command, Since: time.Now().UTC()}
+	b, _ := json.Marshal(h)
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt(append(b, '\n'), 0)
+	}
+	return &Lock{f: f}, nil
+}
+
+func readHolder(path string) Holder {
+	var h Holder
+	b, err := os.ReadFile(path)
+	if err == nil {
+		_ = json.Unmarshal([]byte(strings.TrimSpace(string(b))), &h)
+	}
+	return h
+}
+
+// Unlock releases the lock. The file stays (removing it would race with a
+// waiter that already opened it).
+func (l *Lock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	_ = l.f.Truncate(0)
+	err := l.f.Close() // closing the last descriptor releases the flock
+	l.f = nil
+	return err
+}
