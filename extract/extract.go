@@ -87,7 +87,7 @@ type Applier struct {
 
 	dirs    map[string]*os.File // resolved directories by root-relative name, invalidated on any removal
 	retired []*os.File          // invalidated handles, closed once the current entry is done
-	hashes map[uint64]string   // inode -> sha256 hex of regular files written
+	hashes  map[uint64]string   // inode -> sha256 hex of regular files written
 
 	// per layer
 	layerPaths map[string]bool // names this layer created (true) or passed through (false)

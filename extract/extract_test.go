@@ -107,12 +107,16 @@ func TestBreakouts(t *testing.T) {
 	cases := []tc{
 		{
 			name: "dotdot name", from: "CVE-2018-15664 class (zip-slip)",
-			layers:  func(o string) [][]byte { return [][]byte{tartest.New().File("../outside/secret", "pwned", 0o644).Bytes()} },
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().File("../outside/secret", "pwned", 0o644).Bytes()}
+			},
 			wantErr: ErrUnsafePath,
 		},
 		{
 			name: "dotdot inside name", from: "zip-slip",
-			layers:  func(o string) [][]byte { return [][]byte{tartest.New().File("a/../../outside/x", "pwned", 0o644).Bytes()} },
+			layers: func(o string) [][]byte {
+				return [][]byte{tartest.New().File("a/../../outside/x", "pwned", 0o644).Bytes()}
+			},
 			wantErr: ErrUnsafePath,
 		},
 		{
