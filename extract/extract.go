@@ -822,3 +822,11 @@ func (a *Applier) applyDirMeta(m dirMeta) error {
 	}
 	return nil
 }
+
+// FileHash returns the sha256 (hex) of the regular file with inode number
+// ino as this Applier wrote it, when Options.HashFiles is set. It is meant
+// for listing a finished tree without reading it again (release.Scan).
+func (a *Applier) FileHash(ino uint64) (string, bool) {
+	h, ok := a.hashes[ino]
+	return h, ok
+}

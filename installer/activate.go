@@ -1,0 +1,114 @@
+package installer
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/release"
+	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+)
+
+// Directories of the runtime directory that hbx owns besides release's.
+const (
+	stagingDir = "staging"
+	blobsDir   = "blobs"
+	scratchDir = "tmp"
+	lockFile   = "hbx.lock"
+)
+
+// activate publishes the staged release directory as releases/<hex> and
+// points current at it, previous at what current named before.
+//
+// Crash windows: before the rename nothing visible changed. After it,
+// releases/<hex> is complete and durable but current is unchanged. The
+// previous link moves before current does; current moves in one rename.
+func activate(runtimeDir, staged, hex string, log *slog.Logger, prog Progress, manifest digest.Digest) error {
+	relDir := filepath.Join(runtimeDir, release.ReleasesDir)
+	if err := os.MkdirAll(relDir, 0o755); err != nil {
+		return fmt.Errorf("create releases directory: %w", err)
+	}
+	final := filepath.Join(relDir, hex)
+	err := unix.Renameat2(unix.AT_FDCWD, staged, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EEXIST) {
+		// A damaged or half-published release of the same digest is there
+		// (maybe current itself): swap, so current never dangles, then the
+		// old tree sits at the staging path and is removed with staging.
+		log.Info("replacing existing release directory", "release", hex)
+		err = unix.Renameat2(unix.AT_FDCWD, staged, unix.AT_FDCWD, final, unix.RENAME_EXCHANGE)
+	}
+	if err != nil {
+		return fmt.Errorf("publish release %s: %w", hex, err)
+	}
+	if err := atomicfile.SyncDir(relDir); err != nil {
+		return err
+	}
+	prog.Event(Event{Kind: EventRenamed, Digest: manifest})
+	target := filepath.Join(release.ReleasesDir, hex)
+	current := filepath.Join(runtimeDir, release.CurrentLink)
+	old, err := os.Readlink(current)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("read current: %w", err)
+	case old != target:
+		if err := atomicfile.Symlink(old, filepath.Join(runtimeDir, release.PreviousLink)); err != nil {
+			return fmt.Errorf("record previous release: %w", err)
+		}
+	}
+	prog.Event(Event{Kind: EventSwap, Digest: manifest})
+	if err := atomicfile.Symlink(target, current); err != nil {
+		return fmt.Errorf("switch current: %w", err)
+	}
+	return nil
+}
+
+// cleanup removes what earlier runs left: staging trees, temporary files,
+// releases that are neither current nor previous, and the blob cache unless
+// keepBlobs. Errors are logged, not returned: cleanup never fails an install.
+func cleanup(runtimeDir string, keepBlobs bool, log *slog.Logger) {
+	keep := map[string]bool{}
+	for _, l := range []string{release.CurrentLink, release.PreviousLink} {
+		if t, err := os.Readlink(filepath.Join(runtimeDir, l)); err == nil {
+			keep[filepath.Base(t)] = true
+		}
+	}
+	rm := func(p string) {
+		if err := os.RemoveAll(p); err != nil {
+			log.Warn("cleanup", "path", p, "err", err)
+		}
+	}
+	rm(filepath.Join(runtimeDir, stagingDir))
+	rm(filepath.Join(runtimeDir, scratchDir))
+	if ents, err := os.ReadDir(filepath.Join(runtimeDir, release.ReleasesDir)); err == nil {
+		for _, e := range ents {
+			if !keep[e.Name()] {
+				log.Info("removing old release", "release", e.Name())
+				rm(filepath.Join(runtimeDir, release.ReleasesDir, e.Name()))
+			}
+		}
+	}
+	if ents, err := os.ReadDir(runtimeDir); err == nil {
+		for _, e := range ents {
+			if atomicfile.IsTemp(e.Name()) {
+				rm(filepath.Join(runtimeDir, e.Name()))
+			}
+		}
+	}
+	blobs := filepath.Join(runtimeDir, blobsDir)
+	if !keepBlobs {
+		rm(blobs)
+		return
+	}
+	filepath.WalkDir(blobs, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && atomicfile.IsTemp(d.Name()) {
+			rm(p)
+		}
+		return nil
+	})
+}

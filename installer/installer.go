@@ -1,0 +1,303 @@
+package installer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/hermesbox/hbx/extract"
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/release"
+	digest "github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/docker/reference"
+)
+
+// ErrBadReference: the image reference lacks an explicit tag or a full
+// sha256 digest, or does not parse.
+var ErrBadReference = errors.New("invalid image reference")
+
+// Options is one install request. Image, Platform and RuntimeDir are
+// required; the rest have working zero values.
+type Options struct {
+	Image          string        // name:tag@sha256:<64 hex>
+	Platform       string        // os/arch[/variant]
+	PlatformDigest digest.Digest // pinned child manifest digest, "" when not pinned
+	RuntimeDir     string        // absolute
+
+	MaxUncompressedBytes int64         // cap on all layers' uncompressed bytes; 0 = none
+	KeepBlobs            bool          // keep the blob cache after activation
+	LockWait             time.Duration // wait this long for another install's lock
+	ValidateTimeout      time.Duration // limit for the staged program's --version; 0 skips the run
+	Verify               bool          // re-hash the active release against files.json
+	Registry             RegistryOptions
+	HbxVersion           string // recorded in release.json
+
+	Logger   *slog.Logger // nil discards
+	Progress Progress     // nil: no events
+}
+
+// Result says what Install did.
+type Result struct {
+	Changed  bool               // false: the active release already matched
+	Reason   string             // why it installed, or why nothing was needed
+	Release  *release.Installed // the active release afterwards
+	Fetched  int                // blobs downloaded
+	Reused   int                // blobs found complete in the cache
+	Duration time.Duration
+	Version  string // first line of the program's --version, when it ran
+}
+
+// ParseReference checks an image reference has an explicit tag and a full
+// sha256 digest (name:tag@sha256:<64 hex>), per the distribution reference
+// grammar and go-digest.
+func ParseReference(s string) (reference.Canonical, error) {
+	named, err := reference.ParseNormalizedNamed(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrBadReference, s, err)
+	}
+	c, ok := named.(reference.Canonical)
+	if !ok {
+		return nil, fmt.Errorf("%w %q: no @sha256: digest", ErrBadReference, s)
+	}
+	if _, ok := named.(reference.Tagged); !ok {
+		return nil, fmt.Errorf("%w %q: no explicit tag", ErrBadReference, s)
+	}
+	if c.Digest().Algorithm() != digest.SHA256 {
+		return nil, fmt.Errorf("%w %q: digest must be sha256", ErrBadReference, s)
+	}
+	if err := c.Digest().Validate(); err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrBadReference, s, err)
+	}
+	return c, nil
+}
+
+// Install makes the configured release the active one, or confirms it
+// already is. See the package doc for what it guarantees.
+func Install(ctx context.Context, opts Options) (res *Result, err error) {
+	start := time.Now()
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	prog := opts.Progress
+	if prog == nil {
+		prog = nopProgress{}
+	}
+	ref, err := ParseReference(opts.Image)
+	if err != nil {
+		return nil, err
+	}
+	plat, err := ParsePlatform(opts.Platform)
+	if err != nil {
+		return nil, err
+	}
+	if opts.PlatformDigest != "" {
+		if err := opts.PlatformDigest.Validate(); err != nil {
+			return nil, fmt.Errorf("pinned %s manifest digest: %w", plat, err)
+		}
+	}
+	if !filepath.IsAbs(opts.RuntimeDir) {
+		return nil, fmt.Errorf("runtime directory %q is not absolute", opts.RuntimeDir)
+	}
+	if err := os.MkdirAll(opts.RuntimeDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create runtime directory: %w", err)
+	}
+	lk, err := lock.Acquire(ctx, filepath.Join(opts.RuntimeDir, lockFile), "hbx install", opts.LockWait, func(h lock.Holder) {
+		log.Info("waiting for the install lock", "holder", h.String(), "wait", opts.LockWait)
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := lk.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("release lock: %w", uerr)
+		}
+	}()
+
+	reason := "no active release"
+	if cur, cerr := release.Current(opts.RuntimeDir); cerr == nil {
+		reason, err = checkActive(cur, ref.Digest(), plat.String(), opts.PlatformDigest, opts.Verify)
+		if err != nil {
+			return nil, err
+		}
+		if reason == "" {
+			return &Result{Reason: "active release matches", Release: cur, Duration: time.Since(start)}, nil
+		}
+	} else if !errors.Is(cerr, release.ErrNoRelease) {
+		reason = cerr.Error()
+	}
+	log.Info("installing", "image", opts.Image, "platform", plat.String(), "reason", reason)
+
+	res, err = coldInstall(ctx, opts, ref, plat, log, prog)
+	if err != nil {
+		return nil, err
+	}
+	res.Reason, res.Changed, res.Duration = reason, true, time.Since(start)
+	return res, nil
+}
+
+// checkActive returns "" when cur is the configured release and intact,
+// else the reason to install.
+func checkActive(cur *release.Installed, index digest.Digest, plat string, pin digest.Digest, verify bool) (string, error) {
+	if err := cur.Meta.Matches(index, plat, pin); err != nil {
+		return err.Error(), nil
+	}
+	if _, err := cur.Program(); err != nil {
+		return err.Error(), nil
+	}
+	if !verify {
+		return "", nil
+	}
+	want, err := cur.ReadFiles()
+	if err != nil {
+		return err.Error(), nil
+	}
+	got, err := release.Scan(cur.Rootfs(), nil)
+	if err != nil {
+		return "", fmt.Errorf("verify active release: %w", err)
+	}
+	if d := release.Diff(want, got); d != "" {
+		return "verify: " + d, nil
+	}
+	return "", nil
+}
+
+func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress) (*Result, error) {
+	cleanup(opts.RuntimeDir, true, log) // what a killed run left; keep its complete blobs
+	src, err := openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, scratchDir))
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	r, err := resolve(ctx, src, ref.Digest(), plat, opts.PlatformDigest)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	cache := blobCache{dir: filepath.Join(opts.RuntimeDir, blobsDir)}
+	for i, l := range r.Manifest.Layers {
+		prog.Event(Event{Kind: EventBlobStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(r.Manifest.Layers)})
+		fetched, err := cache.fetch(ctx, src, l, opts.Registry.Retries, log)
+		if err != nil {
+			return nil, fmt.Errorf("fetch layer %s from %s: %w", l.Digest, reference.Domain(ref), err)
+		}
+		if fetched {
+			res.Fetched++
+		} else {
+			res.Reused++
+		}
+		log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", fetched)
+		prog.Event(Event{Kind: EventBlobDone, Digest: l.Digest, Size: l.Size, Index: i, Count: len(r.Manifest.Layers)})
+	}
+
+	hexd := r.ManifestDigest.Encoded()
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	staged := filepath.Join(opts.RuntimeDir, stagingDir, hexd+"-"+hex.EncodeToString(rnd[:]))
+	rootfs := filepath.Join(staged, release.RootfsDir)
+	if err := os.MkdirAll(rootfs, 0o755); err != nil {
+		return nil, fmt.Errorf("create staging directory: %w", err)
+	}
+	published := false
+	defer func() {
+		if !published {
+			os.RemoveAll(staged)
+		}
+	}()
+	a, err := extract.New(rootfs, extract.Options{
+		MaxBytes:       opts.MaxUncompressedBytes,
+		PreserveOwners: os.Geteuid() == 0,
+		HashFiles:      true,
+		Logger:         log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	for i, l := range r.Manifest.Layers {
+		prog.Event(Event{Kind: EventLayerStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(r.Manifest.Layers)})
+		if err := applyLayer(cache, a, l, r.Config.RootFS.DiffIDs[i], log); err != nil {
+			return nil, fmt.Errorf("extract layer %s: %w", l.Digest, err)
+		}
+		log.Info("layer applied", "digest", l.Digest, "index", i)
+		prog.Event(Event{Kind: EventLayerDone, Digest: l.Digest, Size: l.Size, Index: i, Count: len(r.Manifest.Layers)})
+	}
+	if n := len(a.Stats().DroppedSetid); n > 0 {
+		log.Warn("dropped setuid/setgid bits", "entries", n, "first", a.Stats().DroppedSetid[0])
+	}
+
+	files, err := release.Scan(rootfs, a.FileHash)
+	if err != nil {
+		return nil, err
+	}
+	meta := newMeta(opts, plat, r)
+	for name, v := range map[string]any{release.FilesFile: files, release.MetaFile: meta} {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", name, err)
+		}
+		if err := atomicfile.WriteFile(filepath.Join(staged, name), append(b, '\n'), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	inst, err := release.Open(staged)
+	if err != nil {
+		return nil, err
+	}
+	if res.Version, err = validate(ctx, inst, plat, opts.ValidateTimeout); err != nil {
+		return nil, fmt.Errorf("validate release: %w", err)
+	}
+	if err := atomicfile.SyncFS(staged); err != nil {
+		return nil, err
+	}
+	prog.Event(Event{Kind: EventActivate, Digest: r.ManifestDigest})
+	if err := activate(opts.RuntimeDir, staged, hexd, log, prog, r.ManifestDigest); err != nil {
+		return nil, fmt.Errorf("activate: %w", err)
+	}
+	published = true
+	log.Info("activated", "manifest", r.ManifestDigest, "entries", a.Stats().Entries, "bytes", a.Stats().Bytes)
+	cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
+	if res.Release, err = release.Current(opts.RuntimeDir); err != nil {
+		return nil, fmt.Errorf("read activated release: %w", err)
+	}
+	return res, nil
+}
+
+func newMeta(opts Options, plat Platform, r *resolved) release.Meta {
+	c := r.Config.Config
+	m := release.Meta{
+		Format:         release.MetaFormat,
+		Image:          opts.Image,
+		IndexDigest:    r.IndexDigest,
+		ManifestDigest: r.ManifestDigest,
+		ConfigDigest:   r.ConfigDigest,
+		Platform:       plat.String(),
+		DiffIDs:        r.Config.RootFS.DiffIDs,
+		InstalledAt:    time.Now().UTC(),
+		HbxVersion:     opts.HbxVersion,
+		Config: release.ImageConfig{
+			Entrypoint: c.Entrypoint, Cmd: c.Cmd, Env: c.Env, WorkingDir: c.WorkingDir, User: c.User,
+		},
+	}
+	for _, l := range r.Manifest.Layers {
+		m.Layers = append(m.Layers, l.Digest)
+	}
+	for v := range c.Volumes {
+		m.Config.Volumes = append(m.Config.Volumes, v)
+	}
+	for p := range c.ExposedPorts {
+		m.Config.ExposedPorts = append(m.Config.ExposedPorts, p)
+	}
+	sort.Strings(m.Config.Volumes)
+	sort.Strings(m.Config.ExposedPorts)
+	return m
+}

@@ -1,0 +1,36 @@
+package installer
+
+import digest "github.com/opencontainers/go-digest"
+
+// EventKind names a step of an install, in the order they happen.
+type EventKind string
+
+// The events an install reports.
+const (
+	EventBlobStart  EventKind = "blob-start"      // a layer blob is about to be fetched (or found cached)
+	EventBlobDone   EventKind = "blob-done"       // the blob is complete and verified in the cache
+	EventLayerStart EventKind = "layer-start"     // a layer is about to be applied
+	EventLayerDone  EventKind = "layer-done"      // the layer is applied and its diff_id checked
+	EventActivate   EventKind = "activate"        // the staged release is durable; publishing starts
+	EventRenamed    EventKind = "release-renamed" // releases/<hex> is in place
+	EventSwap       EventKind = "symlink-swap"    // current is about to be switched
+)
+
+// Event is one progress report. Size is in bytes; Index counts from 0 of Count.
+type Event struct {
+	Kind   EventKind     `json:"event"`
+	Digest digest.Digest `json:"digest,omitempty"`
+	Size   int64         `json:"size,omitempty"`
+	Index  int           `json:"index"`
+	Count  int           `json:"count,omitempty"`
+}
+
+// Progress receives events. Implementations must be quick; they run on the
+// install's goroutine.
+type Progress interface {
+	Event(Event)
+}
+
+type nopProgress struct{}
+
+func (nopProgress) Event(Event) {}

@@ -1,0 +1,86 @@
+package installer
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/docker/reference"
+	"go.podman.io/image/v5/types"
+)
+
+// RegistryOptions is how hbx talks to registries.
+type RegistryOptions struct {
+	// InsecureHosts lists host[:port] reached over plain HTTP. Config
+	// validation keeps it to loopback hosts.
+	InsecureHosts []string
+	// AuthFile is a containers auth.json or docker config.json; "" means
+	// anonymous pulls.
+	AuthFile string
+	// Retries is how many times a failed blob fetch is retried.
+	Retries int
+}
+
+// systemContext builds the only inputs the image library gets: nothing from
+// /etc/containers, /etc/docker or the user's home unless configured.
+func systemContext(ref reference.Named, opts RegistryOptions, scratch string) *types.SystemContext {
+	nowhere := filepath.Join(scratch, "none") // never created
+	sys := &types.SystemContext{
+		SystemRegistriesConfPath:    nowhere,
+		SystemRegistriesConfDirPath: nowhere,
+		RegistriesDirPath:           nowhere,
+		UserShortNameAliasConfPath:  nowhere,
+		SignaturePolicyPath:         nowhere,
+		DockerPerHostCertDirPath:    nowhere,
+		DockerCertPath:              nowhere,
+		BigFilesTemporaryDir:        scratch,
+		DockerRegistryUserAgent:     "hbx",
+		DockerDisableV1Ping:         true,
+	}
+	if opts.AuthFile != "" {
+		sys.AuthFilePath = opts.AuthFile
+		sys.LegacyFormatAuthFilePath = nowhere
+	} else {
+		sys.DockerAuthConfig = &types.DockerAuthConfig{} // anonymous
+	}
+	if isInsecure(reference.Domain(ref), opts.InsecureHosts) {
+		sys.DockerInsecureSkipTLSVerify = types.OptionalBoolTrue
+	}
+	return sys
+}
+
+func isInsecure(domain string, hosts []string) bool {
+	if slices.Contains(hosts, domain) {
+		return true
+	}
+	// "127.0.0.1" also covers "127.0.0.1:5000".
+	if h, _, err := net.SplitHostPort(domain); err == nil {
+		return slices.Contains(hosts, h)
+	}
+	return false
+}
+
+// openSource opens the image by digest only (the image library refuses
+// name:tag@digest, and the tag adds nothing once the digest is pinned).
+func openSource(ctx context.Context, ref reference.Canonical, opts RegistryOptions, scratch string) (types.ImageSource, error) {
+	byDigest, err := reference.WithDigest(reference.TrimNamed(ref), ref.Digest())
+	if err != nil {
+		return nil, fmt.Errorf("build reference: %w", err)
+	}
+	iref, err := docker.NewReference(byDigest)
+	if err != nil {
+		return nil, fmt.Errorf("build reference: %w", err)
+	}
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return nil, fmt.Errorf("create scratch directory: %w", err)
+	}
+	src, err := iref.NewImageSource(ctx, systemContext(ref, opts, scratch))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", reference.Domain(ref), err)
+	}
+	return src, nil
+}

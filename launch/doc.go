@@ -1,0 +1,23 @@
+// Package launch runs the active release's payload natively: no chroot, no
+// namespaces, no container engine.
+//
+// The program and its arguments come from the image config (Entrypoint +
+// Cmd). The program name is looked up through the image's PATH entries
+// mapped into the rootfs; the child's PATH lists those rootfs directories
+// first, then the host's. The working directory is WorkingDir inside the
+// rootfs. Arguments that are absolute image paths are mapped too: under a
+// declared volume to the data directory, else to the rootfs when they exist
+// there.
+//
+// The host's libc and dynamic loader serve the payload: an ELF program's
+// PT_INTERP (/lib64/ld-linux-x86-64.so.2, /lib/ld-linux-aarch64.so.1) and
+// its shared libraries are the host's, not the image's. That is why the
+// payload must be relocatable: Bun is a single binary linked only against
+// glibc, and it finds its scripts relative to the working directory. A
+// payload that needs the image's own /usr/lib will not run this way.
+//
+// The environment is the image's Env with hbx's overrides (listen address,
+// port, data directory, base URL, local-network policy, IPv6 switch, HOME,
+// TMPDIR and XDG directories under the state directory), then the
+// variables of the env file. Values from the env file are never logged.
+package launch

@@ -1,0 +1,318 @@
+package launch
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/hermesbox/hbx/release"
+	digest "github.com/opencontainers/go-digest"
+)
+
+// ErrNotInstalled: no active release, or not the configured one. The
+// message tells the operator to run hbx install.
+var ErrNotInstalled = errors.New("run `hbx install` first")
+
+// ErrEnvFile: the env file is readable by others or malformed.
+var ErrEnvFile = errors.New("bad env file")
+
+// PidFile is the name of the pidfile in the state directory.
+const PidFile = "executor.pid"
+
+// Options describe how the payload should run. Paths are absolute.
+type Options struct {
+	RuntimeDir string
+	DataDir    string // EXECUTOR_DATA_DIR; created 0700, owned by User
+	StateDir   string // HOME, TMPDIR, XDG dirs; created 0700, owned by User
+	User       string // user name or numeric uid; "" runs as the caller
+	EnvFile    string // optional KEY=VALUE file, mode 0600 or stricter
+
+	Listen            string // loopback IP for EXECUTOR_HOST
+	Port              int    // PORT
+	HostPort          int    // host-side port for EXECUTOR_WEB_BASE_URL
+	AllowLocalNetwork bool   // EXECUTOR_ALLOW_LOCAL_NETWORK
+	DisableIPv6       bool   // BUN_FEATURE_FLAG_DISABLE_IPV6=1
+
+	// The configured release; the active one must match.
+	IndexDigest digest.Digest
+	Platform    string
+	ManifestPin digest.Digest
+	HostPath    string // the host's PATH, appended after the rootfs dirs
+	ExtraEnv    []string
+}
+
+// Spec is a prepared command: exec Path with Args in Dir with Env, as
+// Credential when not nil.
+type Spec struct {
+	Path       string
+	Args       []string
+	Dir        string
+	Env        []string
+	Credential *syscall.Credential
+	PidFile    string
+	Release    *release.Installed
+}
+
+// Prepare checks the active release against the configuration, creates the
+// data and state directories, and builds the command. Nothing is started.
+func Prepare(o Options) (*Spec, error) {
+	inst, err := release.Current(o.RuntimeDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
+	}
+	if err := inst.Meta.Matches(o.IndexDigest, o.Platform, o.ManifestPin); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
+	}
+	prog, err := inst.Program()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
+	}
+	cred, err := lookupUser(o.User)
+	if err != nil {
+		return nil, err
+	}
+	if err := ensureDir(o.DataDir, cred); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	dirs := map[string]string{
+		"HOME":            filepath.Join(o.StateDir, "home"),
+		"TMPDIR":          filepath.Join(o.StateDir, "tmp"),
+		"XDG_CACHE_HOME":  filepath.Join(o.StateDir, "cache"),
+		"XDG_CONFIG_HOME": filepath.Join(o.StateDir, "config"),
+		"XDG_DATA_HOME":   filepath.Join(o.StateDir, "data"),
+		"XDG_STATE_HOME":  filepath.Join(o.StateDir, "state"),
+	}
+	if err := ensureDir(o.StateDir, cred); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	for _, d := range dirs {
+		if err := ensureDir(d, cred); err != nil {
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+	}
+	fileEnv, err := ReadEnvFile(o.EnvFile)
+	if err != nil {
+		return nil, err
+	}
+
+	env := newEnv(prog.Env)
+	hostPath := o.HostPath
+	if hostPath == "" {
+		hostPath = "/usr/local/bin:/usr/bin:/bin"
+	}
+	env.set("PATH", strings.Join(append(append([]string(nil), prog.PathDirs...), hostPath), ":"))
+	env.set("EXECUTOR_HOST", o.Listen)
+	env.set("PORT", strconv.Itoa(o.Port))
+	env.set("EXECUTOR_DATA_DIR", o.DataDir)
+	env.set("EXECUTOR_WEB_BASE_URL", "http://"+net.JoinHostPort("localhost", strconv.Itoa(o.HostPort)))
+	env.set("EXECUTOR_ALLOW_LOCAL_NETWORK", strconv.FormatBool(o.AllowLocalNetwork))
+	if o.DisableIPv6 {
+		env.set("BUN_FEATURE_FLAG_DISABLE_IPV6", "1")
+	}
+	for k, v := range dirs {
+		env.set(k, v)
+	}
+	if cred != nil {
+		if u, err := user.LookupId(strconv.Itoa(int(cred.Uid))); err == nil {
+			env.set("USER", u.Username)
+			env.set("LOGNAME", u.Username)
+		}
+	}
+	for _, kv := range o.ExtraEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		env.set(k, v)
+	}
+	for _, kv := range fileEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		env.set(k, v)
+	}
+
+	args := append([]string(nil), prog.Args...)
+	for i := 1; i < len(args); i++ {
+		args[i] = mapArg(inst, args[i], o.DataDir)
+	}
+	return &Spec{
+		Path:       prog.Path,
+		Args:       args,
+		Dir:        prog.Dir,
+		Env:        env.list(),
+		Credential: cred,
+		PidFile:    filepath.Join(o.StateDir, PidFile),
+		Release:    inst,
+	}, nil
+}
+
+// mapArg maps an absolute image path argument to the host: under a volume
+// to the data directory, else into the rootfs when it exists there.
+func mapArg(inst *release.Installed, arg, dataDir string) string {
+	if !path.IsAbs(arg) {
+		return arg
+	}
+	clean := path.Clean(arg)
+	for _, v := range inst.Meta.Config.Volumes {
+		v = path.Clean(v)
+		if clean == v {
+			return dataDir
+		}
+		if strings.HasPrefix(clean, v+"/") {
+			return filepath.Join(dataDir, strings.TrimPrefix(clean, v+"/"))
+		}
+	}
+	if host, _, err := release.ResolveInRoot(inst.Rootfs(), clean); err == nil {
+		return host
+	}
+	return arg
+}
+
+// lookupUser returns the credential to switch to (nil: stay as we are).
+func lookupUser(name string) (*syscall.Credential, error) {
+	if name == "" {
+		return nil, nil
+	}
+	var u *user.User
+	var err error
+	if _, perr := strconv.Atoi(name); perr == nil {
+		u, err = user.LookupId(name)
+	} else {
+		u, err = user.Lookup(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("executor.user %q: %w", name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if uid == os.Geteuid() {
+		return nil, nil
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("executor.user %q: running as another user needs root (hbx runs as uid %d)", name, os.Geteuid())
+	}
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if gids, err := u.GroupIds(); err == nil {
+		for _, g := range gids {
+			if n, err := strconv.Atoi(g); err == nil {
+				cred.Groups = append(cred.Groups, uint32(n))
+			}
+		}
+	}
+	return cred, nil
+}
+
+// ensureDir creates d with mode 0700 (and its missing parents 0755), owned
+// by cred's user when switching users. An existing directory keeps its mode.
+func ensureDir(d string, cred *syscall.Credential) error {
+	if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
+		return err
+	}
+	err := os.Mkdir(d, 0o700)
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	st, serr := os.Stat(d)
+	if serr != nil {
+		return serr
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", d)
+	}
+	if err == nil && cred != nil {
+		if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadEnvFile reads KEY=VALUE lines ("#" comments and blank lines skipped)
+// from path, which must not be readable or writable by group or others.
+// "" reads nothing. Errors wrap ErrEnvFile and never quote a value.
+func ReadEnvFile(p string) ([]string, error) {
+	if p == "" {
+		return nil, nil
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: executor.env_file: %w", ErrEnvFile, err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%w: executor.env_file %s has mode %04o: it holds secrets and must be 0600 or stricter", ErrEnvFile, p, st.Mode().Perm())
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: executor.env_file: %w", ErrEnvFile, err)
+	}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		line = strings.TrimPrefix(line, "export ")
+		k, v, ok := strings.Cut(line, "=")
+		k = strings.TrimSpace(k)
+		if !ok || !validEnvKey(k) {
+			return nil, fmt.Errorf("%w: executor.env_file %s line %d: want KEY=VALUE", ErrEnvFile, p, n)
+		}
+		if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {
+			v = v[1 : len(v)-1]
+		}
+		out = append(out, k+"="+v)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: executor.env_file %s: %w", ErrEnvFile, p, err)
+	}
+	return out, nil
+}
+
+func validEnvKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, c := range k {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// env keeps variables in first-set order with later sets replacing values.
+type env struct {
+	keys []string
+	vals map[string]string
+}
+
+func newEnv(base []string) *env {
+	e := &env{vals: map[string]string{}}
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		e.set(k, v)
+	}
+	return e
+}
+
+func (e *env) set(k, v string) {
+	if _, ok := e.vals[k]; !ok {
+		e.keys = append(e.keys, k)
+	}
+	e.vals[k] = v
+}
+
+func (e *env) list() []string {
+	out := make([]string, 0, len(e.keys))
+	for _, k := range e.keys {
+		out = append(out, k+"="+e.vals[k])
+	}
+	return out
+}

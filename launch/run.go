@@ -1,0 +1,98 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
+)
+
+// forwarded are the signals Run passes to the payload's process group.
+var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// ExitError carries the payload's exit status: its exit code, or 128+N
+// when signal N ended it (the shell's convention).
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("executor exited with status %d", e.Code) }
+
+// Run starts spec in its own process group, writes the pidfile, forwards
+// signals to the group, and waits. When ctx ends first, the group gets
+// SIGTERM. A non-zero exit is an *ExitError.
+func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Logger) error {
+	cmd := &exec.Cmd{
+		Path:   spec.Path,
+		Args:   spec.Args,
+		Dir:    spec.Dir,
+		Env:    spec.Env,
+		Stdout: stdout,
+		Stderr: stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:    true,
+			Credential: spec.Credential,
+			Pdeathsig:  syscall.SIGTERM,
+		},
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", spec.Args[0], err)
+	}
+	pid := cmd.Process.Pid
+	if err := atomicfile.WriteFile(spec.PidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		log.Warn("write pidfile", "err", err)
+	}
+	defer os.Remove(spec.PidFile)
+	log.Info("executor started", "pid", pid, "program", spec.Path, "dir", spec.Dir)
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	termSent := false
+	var err error
+loop:
+	for {
+		select {
+		case s := <-sigs:
+			sig := s.(syscall.Signal)
+			termSent = termSent || sig == syscall.SIGTERM || sig == syscall.SIGINT
+			_ = syscall.Kill(-pid, sig)
+		case <-ctx.Done():
+			if !termSent {
+				termSent = true
+				_ = syscall.Kill(-pid, syscall.SIGTERM)
+			}
+			ctx = context.Background() // stop selecting on it
+		case err = <-done:
+			break loop
+		}
+	}
+	// Whatever the leader left in its group goes with it.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		st := ee.Sys().(syscall.WaitStatus)
+		code := st.ExitStatus()
+		if st.Signaled() {
+			code = 128 + int(st.Signal())
+			if termSent && (st.Signal() == syscall.SIGTERM || st.Signal() == syscall.SIGINT) {
+				log.Info("executor stopped", "signal", st.Signal().String())
+				return nil
+			}
+		}
+		return &ExitError{Code: code}
+	}
+	if err != nil {
+		return fmt.Errorf("wait for executor: %w", err)
+	}
+	log.Info("executor exited", "status", 0)
+	return nil
+}

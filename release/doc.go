@@ -1,0 +1,18 @@
+// Package release describes an installed Executor release on disk and finds
+// its program, for the installer (which writes releases) and for whoever
+// runs them (hbx run, the supervisor, health).
+//
+// Layout of the runtime directory (executor.runtime_dir):
+//
+//	releases/<manifest-hex>/rootfs/        the applied layers
+//	releases/<manifest-hex>/release.json   Meta: digests, platform, image config
+//	releases/<manifest-hex>/files.json     Files: every path with type, mode, size, sha256
+//	current  -> releases/<manifest-hex>    the active release (relative symlink)
+//	previous -> releases/<manifest-hex>    the release current replaced (rollback)
+//
+// Paths named by the image (Entrypoint, Cmd, WorkingDir, PATH entries) are
+// resolved inside rootfs with chroot semantics (pathrs-lite), so an
+// absolute symlink in the image never leads to the host's file of that name.
+// The package only reads; it guarantees nothing about concurrent installs
+// (callers hold the runtime directory's lock when that matters).
+package release

@@ -1,0 +1,137 @@
+package release
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultPath is the PATH a container runtime uses when the image sets none.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Program is the image's command line mapped onto the host: what running the
+// payload natively needs.
+type Program struct {
+	Path     string   // host path of the executable, resolved inside the rootfs
+	Args     []string // argv as the image gives it (Entrypoint + Cmd); Args[0] unmapped
+	Dir      string   // host path of WorkingDir inside the rootfs
+	PathDirs []string // host paths of the image's PATH entries that exist in the rootfs, in order
+	Env      []string // the image's Env, unmodified
+}
+
+// ImageEnv returns the value of key in an image Env list ("K=V" strings).
+func ImageEnv(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Program resolves the release's entry program, working directory and PATH
+// inside its rootfs (chroot semantics). Errors wrap ErrCorrupt and name what
+// is missing: no Entrypoint/Cmd, a WorkingDir that is not a directory, a
+// program not found on the image's PATH or not an executable regular file.
+// It costs a few stat calls and reads no file content.
+func (i *Installed) Program() (*Program, error) {
+	cfg := i.Meta.Config
+	argv := cfg.Argv()
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("%w: image config has no Entrypoint or Cmd", ErrCorrupt)
+	}
+	rootfs := i.Rootfs()
+	wd := cfg.WorkingDir
+	if wd == "" {
+		wd = "/"
+	}
+	dir, st, err := ResolveInRoot(rootfs, wd)
+	if err != nil {
+		return nil, fmt.Errorf("%w: working directory %q: %w", ErrCorrupt, wd, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil, fmt.Errorf("%w: working directory %q is not a directory", ErrCorrupt, wd)
+	}
+	imgPath, ok := ImageEnv(cfg.Env, "PATH")
+	if !ok {
+		imgPath = DefaultPath
+	}
+	p := &Program{Args: argv, Dir: dir, Env: cfg.Env}
+	for _, d := range filepath.SplitList(imgPath) {
+		if !path.IsAbs(d) {
+			continue // a relative PATH entry means nothing without a cwd convention
+		}
+		host, st, err := ResolveInRoot(rootfs, d)
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			p.PathDirs = append(p.PathDirs, host)
+		}
+	}
+	name := argv[0]
+	var candidates []string
+	switch {
+	case path.IsAbs(name):
+		candidates = []string{name}
+	case strings.Contains(name, "/"):
+		candidates = []string{path.Join(wd, name)}
+	default:
+		for _, d := range filepath.SplitList(imgPath) {
+			if path.IsAbs(d) {
+				candidates = append(candidates, path.Join(d, name))
+			}
+		}
+	}
+	var lastErr error = fmt.Errorf("not found on the image's PATH %q", imgPath)
+	for _, c := range candidates {
+		host, st, err := ResolveInRoot(rootfs, c)
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				lastErr = err
+			}
+			continue
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
+			lastErr = fmt.Errorf("%s is not an executable file", c)
+			continue
+		}
+		p.Path = host
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: program %q: %w", ErrCorrupt, name, lastErr)
+}
+
+// ResolveInRoot resolves the image path p inside rootfs with chroot
+// semantics (symlinks, absolute ones too, stay inside rootfs) and returns
+// the host path it names and its stat. Missing paths wrap os.ErrNotExist.
+func ResolveInRoot(rootfs, p string) (string, unix.Stat_t, error) {
+	var st unix.Stat_t
+	h, err := pathrs.OpenInRoot(rootfs, p)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return "", st, fmt.Errorf("%s: %w", p, os.ErrNotExist)
+		}
+		return "", st, fmt.Errorf("resolve %s: %w", p, err)
+	}
+	defer h.Close()
+	if err := unix.Fstat(int(h.Fd()), &st); err != nil {
+		return "", st, fmt.Errorf("stat %s: %w", p, err)
+	}
+	host, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(h.Fd())))
+	if err != nil {
+		return "", st, fmt.Errorf("locate %s: %w", p, err)
+	}
+	real, err := filepath.EvalSymlinks(rootfs)
+	if err != nil {
+		return "", st, fmt.Errorf("locate rootfs: %w", err)
+	}
+	if host != real && !strings.HasPrefix(host, real+"/") {
+		return "", st, fmt.Errorf("resolve %s: landed outside the rootfs at %s", p, host)
+	}
+	return host, st, nil
+}

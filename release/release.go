@@ -1,0 +1,171 @@
+package release
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	digest "github.com/opencontainers/go-digest"
+)
+
+// Names inside the runtime directory and a release directory.
+const (
+	ReleasesDir  = "releases"
+	CurrentLink  = "current"
+	PreviousLink = "previous"
+	RootfsDir    = "rootfs"
+	MetaFile     = "release.json"
+	FilesFile    = "files.json"
+	// MetaFormat is the version of release.json this hbx writes and reads.
+	MetaFormat = 1
+)
+
+// ErrNoRelease: no active release (current is missing or dangling).
+var ErrNoRelease = errors.New("no active release")
+
+// ErrCorrupt: a release directory whose metadata or entry program is missing
+// or does not parse.
+var ErrCorrupt = errors.New("release is damaged")
+
+// Meta is release.json: what was installed, from where, and the image
+// config hbx needs to run it.
+type Meta struct {
+	Format         int             `json:"format"`
+	Image          string          `json:"image"` // reference as configured (name:tag@digest)
+	IndexDigest    digest.Digest   `json:"index_digest"`
+	ManifestDigest digest.Digest   `json:"manifest_digest"`
+	ConfigDigest   digest.Digest   `json:"config_digest"`
+	Platform       string          `json:"platform"` // os/arch[/variant]
+	Layers         []digest.Digest `json:"layers"`
+	DiffIDs        []digest.Digest `json:"diff_ids"`
+	Config         ImageConfig     `json:"config"`
+	InstalledAt    time.Time       `json:"installed_at"`
+	HbxVersion     string          `json:"hbx_version"`
+}
+
+// ImageConfig is the part of the OCI image config (image-spec config.md,
+// "config") that running the payload needs.
+type ImageConfig struct {
+	Entrypoint   []string `json:"entrypoint,omitempty"`
+	Cmd          []string `json:"cmd,omitempty"`
+	Env          []string `json:"env,omitempty"`
+	WorkingDir   string   `json:"working_dir,omitempty"`
+	User         string   `json:"user,omitempty"`
+	Volumes      []string `json:"volumes,omitempty"`
+	ExposedPorts []string `json:"exposed_ports,omitempty"`
+}
+
+// Argv is Entrypoint followed by Cmd, as a container runtime builds it.
+func (c ImageConfig) Argv() []string {
+	return append(append([]string(nil), c.Entrypoint...), c.Cmd...)
+}
+
+// File is one entry of files.json.
+type File struct {
+	Path   string `json:"path"`             // root-relative, slash-separated
+	Type   string `json:"type"`             // "file", "dir", "symlink"
+	Mode   uint32 `json:"mode"`             // permission bits incl. sticky
+	Size   int64  `json:"size,omitempty"`   // regular files
+	SHA256 string `json:"sha256,omitempty"` // regular files, hex
+	Target string `json:"target,omitempty"` // symlinks, verbatim
+}
+
+// Installed is a release directory with its parsed metadata.
+type Installed struct {
+	Dir  string // absolute path of releases/<hex>
+	Meta Meta
+}
+
+// Rootfs is the host path of the release's root filesystem.
+func (i *Installed) Rootfs() string { return filepath.Join(i.Dir, RootfsDir) }
+
+// Open reads the release in dir.
+func Open(dir string) (*Installed, error) {
+	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrCorrupt, MetaFile, err)
+	}
+	var m Meta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: parse %s: %w", ErrCorrupt, MetaFile, err)
+	}
+	if m.Format != MetaFormat {
+		return nil, fmt.Errorf("%w: %s format %d, want %d", ErrCorrupt, MetaFile, m.Format, MetaFormat)
+	}
+	if err := m.ManifestDigest.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: manifest digest: %w", ErrCorrupt, err)
+	}
+	return &Installed{Dir: dir, Meta: m}, nil
+}
+
+// Link reads the release a runtime-directory symlink (CurrentLink or
+// PreviousLink) points to. ErrNoRelease when the link is missing or
+// dangling.
+func Link(runtimeDir, name string) (*Installed, error) {
+	target, err := os.Readlink(filepath.Join(runtimeDir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s has no %s", ErrNoRelease, runtimeDir, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	// Our links are always releases/<hex>; anything else was not made by hbx.
+	dir, hex, ok := strings.Cut(filepath.ToSlash(target), "/")
+	if !ok || dir != ReleasesDir || !isHex64(hex) {
+		return nil, fmt.Errorf("%w: %s points to %q, not %s/<digest>", ErrCorrupt, name, target, ReleasesDir)
+	}
+	abs := filepath.Join(runtimeDir, ReleasesDir, hex)
+	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s points to missing %s", ErrNoRelease, name, target)
+	}
+	return Open(abs)
+}
+
+// Current reads the active release.
+func Current(runtimeDir string) (*Installed, error) { return Link(runtimeDir, CurrentLink) }
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ReadFiles reads files.json of the release.
+func (i *Installed) ReadFiles() ([]File, error) {
+	b, err := os.ReadFile(filepath.Join(i.Dir, FilesFile))
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrCorrupt, FilesFile, err)
+	}
+	var fs []File
+	if err := json.Unmarshal(b, &fs); err != nil {
+		return nil, fmt.Errorf("%w: parse %s: %w", ErrCorrupt, FilesFile, err)
+	}
+	return fs, nil
+}
+
+// ErrMismatch: the active release is not the configured one.
+var ErrMismatch = errors.New("release does not match the configuration")
+
+// Matches checks the release against the configured index digest, platform
+// and (when not "") pinned manifest digest. The error says which differs.
+func (m Meta) Matches(indexDigest digest.Digest, platform string, manifestPin digest.Digest) error {
+	switch {
+	case m.IndexDigest != indexDigest:
+		return fmt.Errorf("%w: installed index %s, configured %s", ErrMismatch, m.IndexDigest, indexDigest)
+	case m.Platform != platform:
+		return fmt.Errorf("%w: installed platform %s, configured %s", ErrMismatch, m.Platform, platform)
+	case manifestPin != "" && m.ManifestDigest != manifestPin:
+		return fmt.Errorf("%w: installed manifest %s, pinned %s", ErrMismatch, m.ManifestDigest, manifestPin)
+	}
+	return nil
+}
