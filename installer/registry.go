@@ -27,10 +27,16 @@ type RegistryOptions struct {
 
 // systemContext builds the only inputs the image library gets: nothing from
 // /etc/containers, /etc/docker or the user's home unless configured.
-func systemContext(ref reference.Named, opts RegistryOptions, scratch string) *types.SystemContext {
+func systemContext(ref reference.Named, opts RegistryOptions, scratch string) (*types.SystemContext, error) {
 	nowhere := filepath.Join(scratch, "none") // never created
+	// The library insists on reading a registries.conf when one is named:
+	// give it an empty one of our own.
+	conf := filepath.Join(scratch, "registries.conf")
+	if err := os.WriteFile(conf, nil, 0o600); err != nil {
+		return nil, fmt.Errorf("write empty registries.conf: %w", err)
+	}
 	sys := &types.SystemContext{
-		SystemRegistriesConfPath:    nowhere,
+		SystemRegistriesConfPath:    conf,
 		SystemRegistriesConfDirPath: nowhere,
 		RegistriesDirPath:           nowhere,
 		UserShortNameAliasConfPath:  nowhere,
@@ -50,7 +56,7 @@ func systemContext(ref reference.Named, opts RegistryOptions, scratch string) *t
 	if isInsecure(reference.Domain(ref), opts.InsecureHosts) {
 		sys.DockerInsecureSkipTLSVerify = types.OptionalBoolTrue
 	}
-	return sys
+	return sys, nil
 }
 
 func isInsecure(domain string, hosts []string) bool {
@@ -78,7 +84,11 @@ func openSource(ctx context.Context, ref reference.Canonical, opts RegistryOptio
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return nil, fmt.Errorf("create scratch directory: %w", err)
 	}
-	src, err := iref.NewImageSource(ctx, systemContext(ref, opts, scratch))
+	sys, err := systemContext(ref, opts, scratch)
+	if err != nil {
+		return nil, err
+	}
+	src, err := iref.NewImageSource(ctx, sys)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", reference.Domain(ref), err)
 	}
