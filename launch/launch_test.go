@@ -1,0 +1,216 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesbox/hbx/extract"
+	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/release"
+	digest "github.com/opencontainers/go-digest"
+)
+
+var (
+	indexDigest    = digest.FromString("index")
+	manifestDigest = digest.FromString("manifest")
+)
+
+// installFake lays out runtimeDir as the installer would, with a payload
+// that is a shell script.
+func installFake(t *testing.T, script string, cfg release.ImageConfig) (runtimeDir string) {
+	t.Helper()
+	runtimeDir = filepath.Join(t.TempDir(), "runtime")
+	dir := filepath.Join(runtimeDir, release.ReleasesDir, manifestDigest.Encoded())
+	rootfs := filepath.Join(dir, release.RootfsDir)
+	if err := os.MkdirAll(rootfs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, err := extract.New(rootfs, extract.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := tartest.New().
+		Dir("usr/local/bin", 0o755).File("usr/local/bin/payload", script, 0o755).
+		Dir("app", 0o755).File("app/serve.js", "", 0o644).Dir("data", 0o755).
+		Bytes()
+	if err := a.Apply(bytes.NewReader(layer)); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	meta := release.Meta{Format: release.MetaFormat, IndexDigest: indexDigest, ManifestDigest: manifestDigest, Platform: "linux/amd64", Config: cfg}
+	b, _ := json.Marshal(meta)
+	if err := os.WriteFile(filepath.Join(dir, release.MetaFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(release.ReleasesDir, manifestDigest.Encoded()), filepath.Join(runtimeDir, release.CurrentLink)); err != nil {
+		t.Fatal(err)
+	}
+	return runtimeDir
+}
+
+func baseOptions(t *testing.T, runtimeDir string) Options {
+	tmp := t.TempDir()
+	return Options{
+		RuntimeDir: runtimeDir, DataDir: filepath.Join(tmp, "data"), StateDir: filepath.Join(tmp, "state"),
+		Listen: "127.0.0.1", Port: 4788, HostPort: 14788, DisableIPv6: true,
+		IndexDigest: indexDigest, Platform: "linux/amd64", HostPath: "/usr/bin:/bin",
+	}
+}
+
+var cfg = release.ImageConfig{
+	Entrypoint: []string{"payload"},
+	Cmd:        []string{"/app/serve.js", "/data/db.sqlite", "/nonexistent"},
+	Env:        []string{"PATH=/usr/local/bin:/usr/bin", "EXECUTOR_HOST=0.0.0.0", "PORT=1", "EXECUTOR_DATA_DIR=/data", "NODE_ENV=production"},
+	WorkingDir: "/app",
+	Volumes:    []string{"/data"},
+}
+
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func TestPrepare(t *testing.T) {
+	rt := installFake(t, "#!/bin/sh\n", cfg)
+	o := baseOptions(t, rt)
+	o.EnvFile = filepath.Join(t.TempDir(), "executor.env")
+	os.WriteFile(o.EnvFile, []byte("# secrets\nBETTER_AUTH_SECRET=s3cret\nexport QUOTED=\"a b\"\n\nNODE_ENV=staging\n"), 0o600)
+	spec, err := Prepare(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootfs, _ := filepath.EvalSymlinks(filepath.Join(rt, "current", "rootfs"))
+	env := envMap(spec.Env)
+	want := map[string]string{
+		"EXECUTOR_HOST": "127.0.0.1", "PORT": "4788", "EXECUTOR_DATA_DIR": o.DataDir,
+		"EXECUTOR_WEB_BASE_URL": "http://localhost:14788", "EXECUTOR_ALLOW_LOCAL_NETWORK": "false",
+		"BUN_FEATURE_FLAG_DISABLE_IPV6": "1", "HOME": filepath.Join(o.StateDir, "home"), "TMPDIR": filepath.Join(o.StateDir, "tmp"),
+		"XDG_CACHE_HOME": filepath.Join(o.StateDir, "cache"), "BETTER_AUTH_SECRET": "s3cret", "QUOTED": "a b", "NODE_ENV": "staging",
+		"PATH": filepath.Join(rootfs, "usr/local/bin") + ":/usr/bin:/bin",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, env[k], v)
+		}
+	}
+	if spec.Path != filepath.Join(rootfs, "usr/local/bin/payload") || spec.Dir != filepath.Join(rootfs, "app") {
+		t.Errorf("Path, Dir = %s, %s", spec.Path, spec.Dir)
+	}
+	wantArgs := []string{"payload", filepath.Join(rootfs, "app/serve.js"), filepath.Join(o.DataDir, "db.sqlite"), "/nonexistent"}
+	if strings.Join(spec.Args, " ") != strings.Join(wantArgs, " ") {
+		t.Errorf("Args = %q, want %q", spec.Args, wantArgs)
+	}
+	for _, d := range []string{o.DataDir, o.StateDir, filepath.Join(o.StateDir, "home")} {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm() != 0o700 {
+			t.Errorf("Stat(%s) = %v, %v; want mode 0700", d, st.Mode(), err)
+		}
+	}
+}
+
+func TestPrepareRefuses(t *testing.T) {
+	rt := installFake(t, "#!/bin/sh\n", cfg)
+	cases := []struct {
+		name    string
+		mut     func(*Options)
+		wantErr error
+		wantMsg string
+	}{
+		{"no release", func(o *Options) { o.RuntimeDir = t.TempDir() }, ErrNotInstalled, "hbx install"},
+		{"other index digest", func(o *Options) { o.IndexDigest = digest.FromString("other") }, ErrNotInstalled, "configured"},
+		{"other platform", func(o *Options) { o.Platform = "linux/arm64" }, ErrNotInstalled, "platform"},
+		{"pinned manifest differs", func(o *Options) { o.ManifestPin = digest.FromString("x") }, ErrNotInstalled, "pinned"},
+		{"env file readable by others", func(o *Options) {
+			o.EnvFile = filepath.Join(t.TempDir(), "env")
+			os.WriteFile(o.EnvFile, []byte("A=1\n"), 0o644)
+		}, ErrEnvFile, "0600 or stricter"},
+		{"env file malformed", func(o *Options) {
+			o.EnvFile = filepath.Join(t.TempDir(), "env")
+			os.WriteFile(o.EnvFile, []byte("A=1\nnot a pair topsecret\n"), 0o600)
+		}, ErrEnvFile, "line 2"},
+		{"unknown user", func(o *Options) { o.User = "no-such-user-hbx" }, nil, `executor.user "no-such-user-hbx"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := baseOptions(t, rt)
+			c.mut(&o)
+			_, err := Prepare(o)
+			if err == nil || (c.wantErr != nil && !errors.Is(err, c.wantErr)) || !strings.Contains(err.Error(), c.wantMsg) {
+				t.Fatalf("Prepare() = %v; want %v containing %q", err, c.wantErr, c.wantMsg)
+			}
+			if strings.Contains(err.Error(), "topsecret") {
+				t.Errorf("error %q quotes the env file", err)
+			}
+		})
+	}
+}
+
+func TestRunExitStatusAndSignals(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	t.Run("exit status", func(t *testing.T) {
+		rt := installFake(t, "#!/bin/sh\necho \"$EXECUTOR_HOST:$PORT $1\"\nexit 3\n", cfg)
+		spec, err := Prepare(baseOptions(t, rt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		err = Run(context.Background(), spec, &out, io.Discard, log)
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != 3 {
+			t.Fatalf("Run() = %v, want exit status 3", err)
+		}
+		if !strings.HasPrefix(out.String(), "127.0.0.1:4788 /") {
+			t.Errorf("payload printed %q", out.String())
+		}
+		if _, err := os.Stat(spec.PidFile); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("pidfile left after exit: %v", err)
+		}
+	})
+	t.Run("stop on cancel", func(t *testing.T) {
+		rt := installFake(t, "#!/bin/sh\ntrap 'echo stopping; exit 0' TERM\nsleep 30 & wait\n", cfg)
+		spec, err := Prepare(baseOptions(t, rt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var out bytes.Buffer
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, spec, &out, io.Discard, log) }()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			if b, err := os.ReadFile(spec.PidFile); err == nil && len(b) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("pidfile never appeared")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond) // let the shell install its trap
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run() after cancel = %v, want nil (payload exited 0)", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run() did not return after cancel")
+		}
+		if !strings.Contains(out.String(), "stopping") {
+			t.Errorf("payload did not get SIGTERM: %q", out.String())
+		}
+	})
+}
