@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Strict reports whether missing test dependencies are failures rather than
+// skips: when HBXTEST_E2E=1 (make e2e) or CI=true.
+func Strict() bool {
+	return os.Getenv("HBXTEST_E2E") == "1" || os.Getenv("CI") == "true"
+}
+
+// Unavailable reports a missing test dependency described by msg: it fails
+// the test under [Strict] and skips it otherwise. msg should say what is
+// missing; Unavailable adds the remedy, scripts/testdeps.sh.
+func Unavailable(t testing.TB, msg string) {
+	t.Helper()
+	msg += " (run scripts/testdeps.sh)"
+	if Strict() {
+		t.Fatal(msg + "; failing, not skipping, as HBXTEST_E2E=1 or CI=true")
+	}
+	t.Skip(msg)
+}
+
+// RepoRoot returns the repository root: the nearest directory at or above
+// the working directory that holds go.mod. It fails the test if there is
+// none.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("RepoRoot: %v", err)
+	}
+	root, err := FindRepoRoot(wd)
+	if err != nil {
+		t.Fatalf("RepoRoot: %v", err)
+	}
+	return root
+}
+
+// FindRepoRoot returns the nearest directory at or above dir that holds
+// go.mod, as an absolute path.
+func FindRepoRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("find repository root: %w", err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		_, err := os.Stat(filepath.Join(d, "go.mod"))
+		if err == nil {
+			return d, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("find repository root: %w", err)
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("find repository root: no go.mod at or above %s", dir)
+		}
+	}
+}

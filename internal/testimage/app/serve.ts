@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Stand-in for the Executor self-hosted server, run by the real Bun from the
+// hbx test image with `bun run src/serve.ts` in /app/apps/host-selfhost.
+// It answers the parts of Executor's surface that hbx touches: /api/health,
+// the setup page, the OAuth-protected MCP endpoint with the two tools
+// `execute` and `resume`, and a data directory whose contents persist.
+//
+// Environment (as the image config and hbx set it):
+//   EXECUTOR_HOST, PORT        listen address (default 0.0.0.0:4788)
+//   EXECUTOR_DATA_DIR          data directory (default /data), created 0700
+//   EXECUTOR_WEB_BASE_URL      public base URL in the MCP auth challenge
+// Test-only switches (never set by hbx):
+//   HBXTEST_FORCE_HOST         listen on this address instead of EXECUTOR_HOST
+//   HBXTEST_FAIL_HEALTH=1      /api/health answers 503
+//   HBXTEST_EXIT_AT_START=N    exit with status N right after start-up
+//   HBXTEST_START_DELAY_MS=N   wait N ms before listening
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import { banner } from "@hbx-test/banner";
+import { padLeft } from "hbx-pad";
+
+const STATE_FORMAT_SUPPORTED = 1;
+const PROTOCOL_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+function fail(msg: string): never {
+  console.error(`executor: ${msg}`);
+  process.exit(1);
+}
+
+function readText(path: string): string | undefined {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err: any) {
+    if (err?.code === "ENOENT") return undefined;
+    fail(`read ${path}: ${err?.message ?? err}`);
+  }
+}
+
+// writeDurable replaces path with data: temp file, fsync, rename.
+function writeDurable(path: string, data: string, mode: number) {
+  const tmp = `${path}.tmp-${process.pid}`;
+  const fd = openSync(tmp, "w", mode);
+  try {
+    writeSync(fd, data);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+const appDir = `${import.meta.dir}/..`;
+const version = (readText(`${appDir}/VERSION`) ?? fail(`missing ${appDir}/VERSION (was the last layer applied?)`)).trim();
+const stateFormat = Number((readText(`${appDir}/STATE_FORMAT`) ?? "1").trim());
+if (!Number.isInteger(stateFormat) || stateFormat < 1) fail(`bad STATE_FORMAT ${stateFormat}`);
+
+const port = Number(process.env.PORT ?? "4788");
+if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`bad PORT ${process.env.PORT}`);
+const host = process.env.HBXTEST_FORCE_HOST || process.env.EXECUTOR_HOST || "0.0.0.0";
+const dataDir = process.env.EXECUTOR_DATA_DIR || "/data";
+const baseURL = (process.env.EXECUTOR_WEB_BASE_URL || `http://localhost:${port}`).replace(/\/+$/, "");
+
+// Data directory, API key and state file.
+try {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+} catch (err: any) {
+  fail(`create data directory ${dataDir}: ${err?.message ?? err}`);
+}
+const keyPath = `${dataDir}/api-key`;
+let apiKey = readText(keyPath)?.trim();
+if (apiKey === undefined) {
+  apiKey = randomBytes(32).toString("hex");
+  writeDurable(keyPath, apiKey + "\n", 0o600);
+} else if (apiKey === "") {
+  fail(`${keyPath} is empty`);
+}
+
+const statePath = `${dataDir}/state.json`;
+let starts = 0;
+const prevText = readText(statePath);
+if (prevText !== undefined) {
+  let prev: any;
+  try {
+    prev = JSON.parse(prevText);
+  } catch (err: any) {
+    fail(`parse ${statePath}: ${err?.message ?? err}`);
+  }
+  if (!Number.isInteger(prev?.format) || !Number.isInteger(prev?.starts)) fail(`${statePath}: bad contents`);
+  if (prev.format > stateFormat) {
+    fail(`${statePath}: data format ${prev.format} is newer than this release (${version}) supports (${stateFormat})`);
+  }
+  starts = prev.starts;
+}
+starts++;
+writeDurable(statePath, JSON.stringify({ format: stateFormat, version, starts }) + "\n", 0o600);
+
+if (process.env.HBXTEST_EXIT_AT_START) {
+  const code = Number(process.env.HBXTEST_EXIT_AT_START);
+  console.log(`executor: exiting with status ${code} as HBXTEST_EXIT_AT_START asks`);
+  process.exit(code);
+}
+const delay = Number(process.env.HBXTEST_START_DELAY_MS ?? "0");
+if (delay > 0) await Bun.sleep(delay);
+
+// HTTP surface.
+function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "Content-Type": "application/json", ...headers },
+  });
+}
+
+const keyBytes = Buffer.from(apiKey);
+function authorized(req: Request): boolean {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.get("authorization") ?? "");
+  if (!m) return false;
+  const got = Buffer.from(m[1]);
+  return got.length === keyBytes.length && timingSafeEqual(got, keyBytes);
+}
+
+const TOOLS = [
+  {
+    name: "execute",
+    description: "Run code against the connected integrations.",
+    inputSchema: {
+      type: "object",
+      properties: { code: { type: "string", description: "TypeScript to run" } },
+      required: ["code"],
+    },
+  },
+  {
+    name: "resume",
+    description: "Resume a paused execution.",
+    inputSchema: {
+      type: "object",
+      properties: { executionId: { type: "string" }, response: { type: "string" } },
+      required: ["executionId"],
+    },
+  },
+];
+
+const sessions = new Set<string>();
+
+type RPC = { jsonrpc?: string; id?: string | number | null; method?: string; params?: any };
+
+// handleRPC answers one JSON-RPC message; undefined means "no response"
+// (notifications and client responses).
+function handleRPC(msg: RPC): object | undefined {
+  const isRequest = msg && typeof msg.method === "string" && msg.id !== undefined && msg.id !== null;
+  if (!isRequest) return undefined;
+  const ok = (result: unknown) => ({ jsonrpc: "2.0", id: msg.id, result });
+  const err = (code: number, message: string) => ({ jsonrpc: "2.0", id: msg.id, error: { code, message } });
+  switch (msg.method) {
+    case "initialize": {
+      const asked = msg.params?.protocolVersion;
+      return ok({
+        protocolVersion: PROTOCOL_VERSIONS.includes(asked) ? asked : PROTOCOL_VERSIONS[0],
+        capabilities: { tools: { listChanged: false } },
+        serverInfo: { name: "executor", version },
+      });
+    }
+    case "ping":
+      return ok({});
+    case "tools/list":
+      return ok({ tools: TOOLS });
+    case "tools/call": {
+      const name = msg.params?.name;
+      const args = msg.params?.arguments ?? {};
+      if (name === "execute") {
+        return ok({ content: [{ type: "text", text: JSON.stringify({ status: "completed", code: String(args.code ?? "") }) }], isError: false });
+      }
+      if (name === "resume") {
+        return ok({ content: [{ type: "text", text: `no paused execution ${String(args.executionId ?? "")}` }], isError: true });
+      }
+      return err(-32602, `unknown tool ${JSON.stringify(name)}`);
+    }
+    default:
+      return err(-32601, `method ${JSON.stringify(msg.method)} not found`);
+  }
+}
+
+async function handleMCP(req: Request): Promise<Response> {
+  if (!authorized(req)) {
+    return json({ error: "unauthorized" }, 401, {
+      "WWW-Authenticate": `Bearer realm="executor", resource_metadata="${baseURL}/.well-known/oauth-protected-resource/mcp"`,
+    });
+  }
+  if (req.method !== "POST") {
+    return new Response(null, { status: 405, headers: { Allow: "POST" } });
+  }
+  const sid = req.headers.get("mcp-session-id");
+  if (sid !== null && !sessions.has(sid)) {
+    return json({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "session not found" } }, 404);
+  }
+  let body: any;
+  try {
+    body = await req.json();
+  } catch {
+    return json({ jsonrpc: "2.0", id: null, error: { code: -32700, message: "parse error" } }, 400);
+  }
+  const batch = Array.isArray(body);
+  const msgs: RPC[] = batch ? body : [body];
+  const headers: Record<string, string> = {};
+  if (msgs.some((m) => m?.method === "initialize" && m.id !== undefined)) {
+    const id = randomUUID();
+    sessions.add(id);
+    headers["Mcp-Session-Id"] = id;
+  }
+  const out = msgs.map(handleRPC).filter((r) => r !== undefined);
+  if (out.length === 0) return new Response(null, { status: 202 });
+  return json(batch ? out : out[0], 200, headers);
+}
+
+const setupPage = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>Executor setup</title>
+<style>
+body { font-family: system-ui, sans-serif; max-width: 36rem; margin: 4rem auto; padding: 0 1rem; color: #222; }
+code { background: #f2f2f2; padding: 0 .25rem; }
+</style>
+</head>
+<body>
+<h1>Executor</h1>
+<p>Set up your self-hosted Executor.</p>
+<p>This is the hbx test image, release <code>${version}</code>. MCP endpoint: <code>${baseURL}/mcp</code>.</p>
+</body>
+</html>
+`;
+
+const server = Bun.serve({
+  hostname: host,
+  port,
+  async fetch(req) {
+    const url = new URL(req.url);
+    if (url.pathname === "/mcp") return handleMCP(req);
+    if (req.method !== "GET" && req.method !== "HEAD") return json({ error: "method not allowed" }, 405);
+    switch (url.pathname) {
+      case "/api/health":
+        if (process.env.HBXTEST_FAIL_HEALTH === "1") return json({ status: "unhealthy" }, 503);
+        return json({ status: "ok" });
+      case "/":
+        return new Response(setupPage, { headers: { "Content-Type": "text/html; charset=utf-8" } });
+      case "/.well-known/oauth-protected-resource/mcp":
+        return json({
+          resource: `${baseURL}/mcp`,
+          authorization_servers: [baseURL],
+          bearer_methods_supported: ["header"],
+          resource_name: "Executor",
+        });
+      case "/api/hbxtest/info":
+        // Test-only: lets tests check the environment hbx gave the payload.
+        return json({
+          version,
+          starts,
+          pid: process.pid,
+          cwd: process.cwd(),
+          argv: process.argv,
+          bun: Bun.version,
+          env: Object.fromEntries(
+            Object.entries(process.env).filter(([k]) => /^(EXECUTOR_|BUN_|HBXTEST_|NODE_ENV$|PORT$|PATH$|HOME$)/.test(k)),
+          ),
+        });
+      default:
+        return json({ error: "not found" }, 404);
+    }
+  },
+});
+
+function stop(signal: string) {
+  console.log(`executor: ${signal}, stopping`);
+  server.stop(true);
+  process.exit(0);
+}
+process.on("SIGTERM", () => stop("SIGTERM"));
+process.on("SIGINT", () => stop("SIGINT"));
+
+console.log(`${banner(version)} (start ${padLeft(String(starts), 3, "0")}) listening on http://${server.hostname}:${server.port}`);
