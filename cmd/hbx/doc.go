@@ -1,0 +1,11 @@
+// Command hbx installs the digest-pinned Executor OCI image and runs it
+// natively, without a container engine.
+//
+// This package is the command line only: it parses flags, loads the
+// configuration (internal/config), builds the logger and calls the domain
+// packages. One file per subcommand holds its options, its flag binding and
+// a runX(ctx, opts) function that tests call directly.
+//
+// Exit codes (exitcode.go is the one table): 0 success; 1 failure; 2 invalid
+// configuration or usage.
+package main

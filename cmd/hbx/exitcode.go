@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/launch"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes. exitCodesHelp documents them in `hbx --help`; keep both and
+// exitCode in step.
+const (
+	exitOK      = 0 // success
+	exitFailure = 1 // the command failed
+	exitUsage   = 2 // invalid configuration or command line
+)
+
+// exitCodesHelp is the exit code section of the root command's help.
+const exitCodesHelp = `Exit codes:
+  0  success
+  1  failure: network, registry, disk, digest mismatch, a program that
+     would not start, and every other error
+  2  invalid configuration (config file, HBX_* environment variables,
+     flags) or usage (unknown command or flag, bad arguments)
+  "hbx run executor" exits with the payload's own status (128+N when
+  signal N ended it).`
+
+// exitCode maps the error run returned to the process exit status: nil to
+// exitOK, config.ErrInvalid and usage errors to exitUsage, anything else to
+// exitFailure.
+func exitCode(err error) int {
+	var ue *usageError
+	var xe *launch.ExitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &xe):
+		return xe.Code
+	case errors.Is(err, config.ErrInvalid), errors.As(err, &ue):
+		return exitUsage
+	default:
+		return exitFailure
+	}
+}
+
+// usageError marks a bad command line: unknown command or flag, bad
+// arguments or flag values.
+type usageError struct{ err error }
+
+// Error returns the wrapped error's text.
+func (e *usageError) Error() string { return e.err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *usageError) Unwrap() error { return e.err }
+
+// usageErrorf formats a usageError.
+func usageErrorf(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// usageArgs wraps a cobra argument validator so its errors are usage errors.
+func usageArgs(validate cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := validate(cmd, args); err != nil {
+			return &usageError{err}
+		}
+		return nil
+	}
+}

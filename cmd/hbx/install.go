@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/config"
+	digest "github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+)
+
+type installOptions struct {
+	verify bool
+}
+
+// newInstallCommand builds `hbx install`.
+func newInstallCommand(g *globals) *cobra.Command {
+	var o installOptions
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Install the pinned Executor image into the runtime directory",
+		Long: `Install resolves executor.image by its digest, picks the manifest for
+executor.platform (checked against executor.platform_digests when pinned),
+fetches and verifies every blob, applies the layers into a staged release and
+activates it atomically. When the active release already matches, it does
+nothing and makes no network request.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			return runInstall(cmd, g, cfg, o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.verify, "verify", false, "re-hash the active release against its recorded file list and replace it when it differs")
+	return cmd
+}
+
+// installerOptions maps the configuration onto an install request.
+func installerOptions(g *globals, cfg *config.Config) installer.Options {
+	return installer.Options{
+		Image:                cfg.Executor.Image,
+		Platform:             cfg.Executor.Platform,
+		PlatformDigest:       platformPin(cfg),
+		RuntimeDir:           cfg.Executor.RuntimeDir,
+		MaxUncompressedBytes: cfg.Install.MaxUncompressedBytes,
+		KeepBlobs:            cfg.Install.KeepBlobs,
+		LockWait:             cfg.Install.LockWait,
+		ValidateTimeout:      cfg.Install.ValidateTimeout,
+		Registry: installer.RegistryOptions{
+			InsecureHosts: cfg.Registry.InsecureHosts,
+			AuthFile:      cfg.Registry.AuthFile,
+			Retries:       cfg.Registry.Retries,
+		},
+		HbxVersion: buildinfo.Version,
+		Logger:     g.log,
+	}
+}
+
+// platformPin is the pinned child manifest digest for the configured
+// platform ("" when not pinned). linux/arm64 also pins linux/arm64/v8.
+func platformPin(cfg *config.Config) digest.Digest {
+	p := cfg.Executor.Platform
+	if d, ok := cfg.Executor.PlatformDigests[p]; ok {
+		return digest.Digest(d)
+	}
+	if parts := strings.Split(p, "/"); len(parts) == 3 {
+		if d, ok := cfg.Executor.PlatformDigests[parts[0]+"/"+parts[1]]; ok {
+			return digest.Digest(d)
+		}
+	}
+	return ""
+}
+
+func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, o installOptions) error {
+	opts := installerOptions(g, cfg)
+	opts.Verify = o.verify
+	res, err := installer.Install(cmd.Context(), opts)
+	if err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	m := res.Release.Meta
+	if !res.Changed {
+		fmt.Fprintf(g.stdout, "up to date: %s (%s, manifest %s)\n", cfg.Executor.Image, m.Platform, m.ManifestDigest)
+		return nil
+	}
+	fmt.Fprintf(g.stdout, "installed %s (%s, manifest %s) in %s: %d blobs fetched, %d reused; reason: %s\n",
+		cfg.Executor.Image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.Reused, res.Reason)
+	return nil
+}

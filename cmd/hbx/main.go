@@ -1,0 +1,27 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hbx: %v\n", err)
+	}
+	os.Exit(exitCode(err))
+}
+
+// run is hbx without the process around it: args exclude the program name,
+// the environment is the process's. The returned error is what main prints;
+// exitCode maps it to the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runEnv(ctx, args, os.Environ(), stdout, stderr)
+}

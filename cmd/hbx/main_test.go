@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/config"
+)
+
+const testImage = "127.0.0.1:5000/hbx/executor:v2@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+// writeConfig writes a config file into a fresh temp directory.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hbx.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runTest runs hbx with args and env and returns stdout, stderr and the
+// exit code main would use.
+func runTest(t *testing.T, env []string, args ...string) (stdout, stderr string, code int, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err = runEnv(context.Background(), args, env, &out, &errOut)
+	return out.String(), errOut.String(), exitCode(err), err
+}
+
+func TestConfigShow(t *testing.T) {
+	path := writeConfig(t, "executor:\n  port: 4790\n  listen: 127.0.0.2\n")
+	env := []string{"HBX_EXECUTOR_IMAGE=" + testImage, "HBX_EXECUTOR_LISTEN=::1", "PATH=/bin"}
+	out, _, code, err := runTest(t, env, "config", "show", "--config", path, "--registry-retries=5", "--log-level=debug")
+	if code != 0 {
+		t.Fatalf("config show = %v (exit %d)", err, code)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != len(config.Keys()) {
+		t.Errorf("config show printed %d lines, want %d:\n%s", len(lines), len(config.Keys()), out)
+	}
+	byKey := map[string]string{}
+	for _, l := range lines {
+		k, _, _ := strings.Cut(l, ":")
+		byKey[k] = l
+	}
+	want := map[string]string{
+		"executor.image":                 "executor.image: " + testImage + "  # env HBX_EXECUTOR_IMAGE",
+		"executor.listen":                `executor.listen: "::1"  # env HBX_EXECUTOR_LISTEN`,
+		"executor.port":                  "executor.port: 4790  # file " + path,
+		"executor.host_port":             "executor.host_port: 4788  # default",
+		"executor.platform_digests":      "executor.platform_digests: {linux/arm64: sha256:c089ee8bffdbd81c854c3aee47a788484398694149597bc9d8863491b07e262f}  # default",
+		"registry.retries":               "registry.retries: 5  # flag --registry-retries",
+		"registry.insecure_hosts":        "registry.insecure_hosts: []  # default",
+		"registry.stall_timeout":         "registry.stall_timeout: 30s  # default",
+		"install.max_uncompressed_bytes": "install.max_uncompressed_bytes: 17179869184  # default",
+		"executor.env_file":              `executor.env_file: ""  # default`,
+	}
+	for k, w := range want {
+		if byKey[k] != w {
+			t.Errorf("config show line for %s = %q, want %q", k, byKey[k], w)
+		}
+	}
+	if lines[0] != want["executor.image"] {
+		t.Errorf("config show first line = %q, want executor.image first", lines[0])
+	}
+}
+
+func TestConfigShowJSON(t *testing.T) {
+	path := writeConfig(t, "install:\n  lock_wait: 1m\nregistry:\n  insecure_hosts: [\"[::1]:5000\"]\n")
+	out, _, code, err := runTest(t, []string{"HBX_EXECUTOR_PORT=4791"}, "config", "show", "--json", "--config", path)
+	if code != 0 {
+		t.Fatalf("config show --json = %v (exit %d)", err, code)
+	}
+	var got map[string]shownValue
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("json.Unmarshal(config show --json) = %v\n%s", err, out)
+	}
+	if len(got) != len(config.Keys()) {
+		t.Errorf("config show --json has %d keys, want %d", len(got), len(config.Keys()))
+	}
+	want := map[string]shownValue{
+		"executor.port":           {Value: float64(4791), Source: "env", Detail: "HBX_EXECUTOR_PORT"},
+		"install.lock_wait":       {Value: "1m0s", Source: "file", Detail: path},
+		"registry.insecure_hosts": {Value: []any{"[::1]:5000"}, Source: "file", Detail: path},
+		"executor.disable_ipv6":   {Value: true, Source: "default"},
+	}
+	for k, w := range want {
+		if diff := cmp.Diff(got[k], w); diff != "" {
+			t.Errorf("config show --json[%s] (-got +want):\n%s", k, diff)
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	good := writeConfig(t, "executor:\n  port: 4790\n")
+	unknownKey := writeConfig(t, "executor:\n  prot: 4790\n")
+	badValues := writeConfig(t, "executor:\n  listen: 0.0.0.0\n  port: 0\n")
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	tests := []struct {
+		name     string
+		env      []string
+		args     []string
+		wantCode int
+		wantErr  []string // substrings of the error text
+	}{
+		{"version", nil, []string{"version"}, 0, nil},
+		{"help", nil, []string{"--help"}, 0, nil},
+		{"no command prints help", nil, []string{}, 0, nil},
+		{"config group prints help", nil, []string{"config"}, 0, nil},
+		{"config show", nil, []string{"config", "show", "--config", good}, 0, nil},
+		{"unknown command", nil, []string{"nope"}, 2, []string{`unknown command "nope" for "hbx"`}},
+		{"unknown subcommand", nil, []string{"config", "nope"}, 2, []string{`unknown command "nope" for "hbx config"`}},
+		{"unknown flag", nil, []string{"version", "--nope"}, 2, []string{"unknown flag: --nope"}},
+		{"extra argument", nil, []string{"version", "extra"}, 2, []string{`unknown command "extra" for "hbx version"`}},
+		{"bad log level", nil, []string{"version", "--log-level=loud"}, 2, []string{`--log-level "loud"`}},
+		{"unknown file key", nil, []string{"config", "show", "--config", unknownKey}, 2, []string{"executor.prot: unknown key [file " + unknownKey + "]"}},
+		{"unknown env variable", []string{"HBX_EXECUTOR_PROT=1"}, []string{"config", "show", "--config", good}, 2, []string{"HBX_EXECUTOR_PROT: unknown environment variable"}},
+		{"bad listen lists every problem", []string{"HBX_REGISTRY_RETRIES=-1"}, []string{"config", "show", "--config", badValues}, 2, []string{
+			"invalid config, 3 problems:",
+			`executor.listen: "0.0.0.0" is not a loopback address (want 127.0.0.0/8 or ::1) [file ` + badValues + "]",
+			"executor.port: 0 is not a port number (want 1-65535) [file " + badValues + "]",
+			"registry.retries: -1 is negative [env HBX_REGISTRY_RETRIES]",
+		}},
+		{"bad flag value", nil, []string{"config", "show", "--config", good, "--executor-port=x"}, 2, []string{`executor.port: "x" is not an integer [flag --executor-port]`}},
+		{"missing explicit config", nil, []string{"config", "show", "--config", missing}, 2, []string{"config file " + missing + " does not exist"}},
+		{"unreadable config", nil, []string{"config", "show", "--config", filepath.Dir(good)}, 1, []string{"read config file"}},
+		{"run needs a program name", nil, []string{"run", "--config", good}, 2, []string{"accepts 1 arg(s), received 0"}},
+		{"run knows only executor", nil, []string{"run", "hermes", "--config", good}, 2, []string{`invalid argument "hermes"`}},
+		{"install with bad config", nil, []string{"install", "--config", badValues}, 2, []string{"executor.listen"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, code, err := runTest(t, tt.env, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("hbx %q exit code = %d (%v), want %d", tt.args, code, err, tt.wantCode)
+			}
+			for _, w := range tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("hbx %q error = %v, want it to contain %q", tt.args, err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{config.ErrInvalid, 2},
+		{&usageError{context.Canceled}, 2},
+		{context.Canceled, 1},
+		{os.ErrNotExist, 1},
+	}
+	for _, tt := range tests {
+		if got := exitCode(tt.err); got != tt.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestHelpDocumentsExitCodes(t *testing.T) {
+	out, _, _, err := runTest(t, nil, "--help")
+	if err != nil {
+		t.Fatalf("hbx --help = %v", err)
+	}
+	for _, w := range []string{"Exit codes:", "  0  success", "  1  failure", "  2  invalid configuration", "--executor-port int", "--install-keep-blobs"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("hbx --help does not contain %q:\n%s", w, out)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"version"}, &out, &errOut); err != nil {
+		t.Fatalf("run(version) = %v", err)
+	}
+	want := "platform: " + buildinfo.Platform() + "\n"
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "version:  "+buildinfo.Version+"\n") {
+		t.Errorf("run(version) printed %q, want a version line and %q", out.String(), want)
+	}
+	if errOut.Len() != 0 {
+		t.Errorf("run(version) wrote to stderr: %q", errOut.String())
+	}
+}
+
+func TestLogLevel(t *testing.T) {
+	for _, level := range []string{"debug", "INFO", "warn", "error"} {
+		if _, err := newLogger(&bytes.Buffer{}, level); err != nil {
+			t.Errorf("newLogger(%q) = %v", level, err)
+		}
+	}
+	var buf bytes.Buffer
+	log, err := newLogger(&buf, "warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hidden")
+	log.Warn("shown")
+	if strings.Contains(buf.String(), "hidden") || !strings.Contains(buf.String(), "level=WARN msg=shown") {
+		t.Errorf("newLogger(warn) wrote %q, want only the warning", buf.String())
+	}
+}
+
+func TestYAMLValue(t *testing.T) {
+	tests := []struct {
+		in   any
+		want string
+	}{
+		{"ghcr.io/o/x:v1@sha256:ab", "ghcr.io/o/x:v1@sha256:ab"},
+		{"/storage/executor-runtime", "/storage/executor-runtime"},
+		{"127.0.0.1", "127.0.0.1"},
+		{"linux/arm64", "linux/arm64"},
+		{"", `""`},
+		{"::1", `"::1"`},
+		{"1000", `"1000"`},
+		{"0x10", `"0x10"`},
+		{"true", `"true"`},
+		{"No", `"No"`},
+		{"a b", `"a b"`},
+		{"a#b", `"a#b"`},
+		{"-x", `"-x"`},
+		{"x:", `"x:"`},
+		{4788, "4788"},
+		{int64(1 << 34), "17179869184"},
+		{true, "true"},
+		{30 * time.Second, "30s"},
+		{[]string{}, "[]"},
+		{[]string{"127.0.0.1:5000", "[::1]:5000"}, `[127.0.0.1:5000, "[::1]:5000"]`},
+		{map[string]string{"linux/arm64": "sha256:b", "linux/amd64": "sha256:a"}, "{linux/amd64: sha256:a, linux/arm64: sha256:b}"},
+		{map[string]string{}, "{}"},
+	}
+	for _, tt := range tests {
+		if got := yamlValue(tt.in); got != tt.want {
+			t.Errorf("yamlValue(%#v) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/spf13/cobra"
+)
+
+// globals is what every subcommand shares: the process's environment and
+// output streams, the persistent flags and the logger built from them.
+// Subcommands receive it from newRootCommand; nothing here is a package
+// global.
+type globals struct {
+	env    []string  // the environment, os.Environ() form; config reads HBX_* from it
+	stdout io.Writer // command output
+	stderr io.Writer // logs
+
+	configPath string // --config
+	logLevel   string // --log-level
+
+	// log writes text records to stderr at --log-level. It discards until
+	// the root's PersistentPreRunE has run, so runX functions called
+	// directly from tests may use it.
+	log *slog.Logger
+}
+
+// runEnv runs hbx with args (without the program name) and the environment
+// env, writing to stdout and stderr. It returns the command's error, to be
+// mapped by exitCode.
+func runEnv(ctx context.Context, args, env []string, stdout, stderr io.Writer) error {
+	g := &globals{env: env, stdout: stdout, stderr: stderr, log: slog.New(slog.DiscardHandler)}
+	root := newRootCommand(g)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	return root.ExecuteContext(ctx)
+}
+
+// newRootCommand builds the command tree. Each subcommand lives in its own
+// file and is registered here. Subcommands must not set PersistentPreRun(E):
+// cobra would run theirs instead of the root's, which builds g.log.
+func newRootCommand(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "hbx",
+		Short: "Install and run the pinned Executor image natively",
+		Long: `hbx installs a digest-pinned multi-platform OCI image (the Executor
+Bun app) and runs it natively, without a container engine.
+
+Configuration comes from flags, then HBX_* environment variables (for
+example HBX_EXECUTOR_PORT), then the config file (--config), then built-in
+defaults. "hbx config show" prints every effective value and its source.
+
+` + exitCodesHelp,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Args:              cobra.ArbitraryArgs, // runGroup reports unknown commands as usage errors
+		RunE:              runGroup,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			log, err := newLogger(g.stderr, g.logLevel)
+			if err != nil {
+				return err
+			}
+			g.log = log
+			return nil
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.configPath, "config", config.DefaultPath, "config file (YAML); a missing default file is fine, a missing named one is an error")
+	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	config.RegisterFlags(pf)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+
+	root.AddCommand(
+		newVersionCommand(g),
+		newConfigCommand(g),
+		newInstallCommand(g),
+		newRunCommand(g),
+	)
+	return root
+}
+
+// runGroup is the RunE of commands that only group subcommands: with no
+// argument it prints help, with one it reports an unknown command.
+func runGroup(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+	}
+	return cmd.Help()
+}
+
+// loadConfig loads the configuration for cmd: the --config file (a missing
+// file is an error only when --config was given), g's environment and the
+// config-key flags the user set. Errors wrap config.ErrInvalid unless the
+// file exists but cannot be read.
+func (g *globals) loadConfig(cmd *cobra.Command) (*config.Config, *config.Sources, error) {
+	return config.Load(config.LoadOptions{
+		Path:         g.configPath,
+		PathExplicit: cmd.Flags().Changed("config"),
+		Env:          g.env,
+		Flags:        cmd.Flags(),
+	})
+}
+
+// newLogger returns a text logger writing to w at level ("debug", "info",
+// "warn", "error", any case). An unknown level is a usage error.
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageErrorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

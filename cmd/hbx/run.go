@@ -1,0 +1,67 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/launch"
+	"github.com/spf13/cobra"
+)
+
+// newRunCommand builds `hbx run executor`.
+func newRunCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "run executor",
+		Short: "Run the active Executor release natively, in the foreground",
+		Long: `Run starts the active release's program (the image config's Entrypoint
+and Cmd) natively, with the image's Env and hbx's overrides: listen address,
+port, data directory, base URL, local-network policy, HOME and TMPDIR under
+the state directory, then the env file. Signals are passed to it and its exit
+status becomes hbx's. It refuses to start when no release is active or the
+active one is not the configured image: run "hbx install" first.`,
+		Args:      usageArgs(cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs)),
+		ValidArgs: []string{"executor"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			spec, err := launch.Prepare(launchOptions(cfg, envValue(g.env, "PATH")))
+			if err != nil {
+				return err
+			}
+			return launch.Run(cmd.Context(), spec, g.stdout, g.stderr, g.log)
+		},
+	}
+}
+
+// launchOptions maps the configuration onto the payload's run options.
+func launchOptions(cfg *config.Config, hostPath string) launch.Options {
+	ref, _ := config.ParseImageRef(cfg.Executor.Image) // validated by Load
+	return launch.Options{
+		RuntimeDir:        cfg.Executor.RuntimeDir,
+		DataDir:           cfg.Executor.DataDir,
+		StateDir:          cfg.Executor.StateDir,
+		User:              cfg.Executor.User,
+		EnvFile:           cfg.Executor.EnvFile,
+		Listen:            cfg.Executor.Listen,
+		Port:              cfg.Executor.Port,
+		HostPort:          cfg.Executor.HostPort,
+		AllowLocalNetwork: cfg.Executor.AllowLocalNetwork,
+		DisableIPv6:       cfg.Executor.DisableIPv6,
+		IndexDigest:       ref.Digest,
+		Platform:          cfg.Executor.Platform,
+		ManifestPin:       platformPin(cfg),
+		HostPath:          hostPath,
+	}
+}
+
+// envValue returns key's value in an os.Environ()-form list.
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

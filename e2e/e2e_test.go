@@ -1,0 +1,406 @@
+// Package e2e runs the real hbx binary against the real registry
+// (docker-registry) and the real Bun runtime inside the project's test
+// image. It runs under `make e2e` (HBXTEST_E2E=1); elsewhere it skips, and
+// under HBXTEST_E2E=1 or CI=true a missing prerequisite fails instead.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/internal/testimage"
+)
+
+var (
+	imageOnce sync.Once
+	image     *testimage.Image
+	imageErr  error
+	binOnce   sync.Once
+	hbxBin    string
+	binErr    error
+)
+
+// requireE2E skips unless the e2e run was asked for.
+func requireE2E(t *testing.T) {
+	t.Helper()
+	if os.Getenv("HBXTEST_E2E") != "1" && os.Getenv("CI") != "true" {
+		t.Skip("end-to-end test: run `make e2e` (HBXTEST_E2E=1)")
+	}
+}
+
+// testImage builds the test image layout once per run.
+func testImage(t *testing.T) *testimage.Image {
+	t.Helper()
+	root := testenv.RepoRoot(t)
+	imageOnce.Do(func() {
+		tarballs, err := testimage.BunTarballs(root)
+		if err != nil {
+			imageErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "hbx-e2e-image-")
+		if err != nil {
+			imageErr = err
+			return
+		}
+		image, imageErr = testimage.BuildLayout(dir, testimage.Options{BunTarballs: tarballs})
+	})
+	if imageErr != nil {
+		testenv.Unavailable(t, fmt.Sprintf("test image: %v", imageErr))
+	}
+	return image
+}
+
+// binary is the hbx under test: HBXTEST_BIN, or built once.
+func binary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if b := os.Getenv("HBXTEST_BIN"); b != "" {
+			hbxBin = b
+			return
+		}
+		dir, err := os.MkdirTemp("", "hbx-e2e-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		hbxBin = filepath.Join(dir, "hbx")
+		cmd := exec.Command("go", "build", "-o", hbxBin, "./cmd/hbx")
+		cmd.Dir = testenv.RepoRoot(t)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false -tags=containers_image_openpgp")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return hbxBin
+}
+
+// box is one simulated Hermes Box: its directories and config file.
+type box struct {
+	t          *testing.T
+	dir        string
+	config     string
+	runtimeDir string
+	dataDir    string
+	stateDir   string
+	port       int
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// newBox writes an hbx.yaml for ref served by reg.
+func newBox(t *testing.T, reg *testenv.Registry, ref string, pins map[string]string, extra string) *box {
+	t.Helper()
+	dir := t.TempDir()
+	b := &box{t: t, dir: dir, runtimeDir: filepath.Join(dir, "storage/executor-runtime"),
+		dataDir: filepath.Join(dir, "workspace/executor/data"), stateDir: filepath.Join(dir, "var/lib/hbx/executor"), port: freePort(t)}
+	var pinLines strings.Builder
+	for k, v := range pins {
+		fmt.Fprintf(&pinLines, "    %s: %q\n", k, v)
+	}
+	if pinLines.Len() == 0 {
+		pinLines.WriteString("    {}\n")
+	}
+	cfg := fmt.Sprintf(`executor:
+  image: %q
+  platform: linux/%s
+  platform_digests:
+%s  runtime_dir: %s
+  data_dir: %s
+  state_dir: %s
+  port: %d
+  host_port: %d
+registry:
+  insecure_hosts: [%q]
+%s`, ref, runtime.GOARCH, pinLines.String(), b.runtimeDir, b.dataDir, b.stateDir, b.port, b.port, reg.Host(), extra)
+	b.config = filepath.Join(dir, "hbx.yaml")
+	if err := os.WriteFile(b.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+	took           time.Duration
+}
+
+// hbx runs the binary with the box's config and waits.
+func (b *box) hbx(args ...string) result {
+	b.t.Helper()
+	cmd := exec.Command(binary(b.t), append([]string{"--config", b.config}, args...)...)
+	cmd.Env = cleanEnv()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		b.t.Fatalf("run hbx: %v", err)
+	}
+	return r
+}
+
+// cleanEnv drops HBX_* variables of the caller so only the config file counts.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HBX_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func (b *box) current() string {
+	s, _ := os.Readlink(filepath.Join(b.runtimeDir, "current"))
+	return s
+}
+
+// pushed starts a registry, pushes the test image and returns both.
+func pushed(t *testing.T) (*testenv.Registry, *testimage.Image, string) {
+	t.Helper()
+	img := testImage(t)
+	reg := testenv.StartRegistry(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ref := reg.Host() + "/rhyssullivan/executor-selfhost:v1.5.12"
+	idx, err := testimage.Push(ctx, img.Dir, ref)
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	return reg, img, ref + "@" + idx.String()
+}
+
+func waitHealthy(t *testing.T, port int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/health", port))
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && strings.Contains(string(body), `"status"`) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/api/health did not answer 200 within %s (last error %v)", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestInstallAndRun(t *testing.T) {
+	requireE2E(t)
+	reg, img, ref := pushed(t)
+	plat := "linux/" + runtime.GOARCH
+	b := newBox(t, reg, ref, map[string]string{plat: img.Manifests[plat].String()}, "")
+
+	// Cold install.
+	r := b.hbx("install")
+	if r.code != 0 {
+		t.Fatalf("hbx install = %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("cold install took %s", r.took)
+	if got, want := b.current(), "releases/"+img.Manifests[plat].Encoded(); got != want {
+		t.Fatalf("current -> %q, want %q", got, want)
+	}
+	rootfs := filepath.Join(b.runtimeDir, "current", "rootfs")
+	if _, err := os.Lstat(filepath.Join(rootfs, "usr/local/bin/bun")); err != nil {
+		t.Errorf("bun missing from the rootfs: %v", err)
+	}
+	var meta struct {
+		IndexDigest    string `json:"index_digest"`
+		ManifestDigest string `json:"manifest_digest"`
+	}
+	mb, err := os.ReadFile(filepath.Join(b.runtimeDir, "current", "release.json"))
+	if err != nil || json.Unmarshal(mb, &meta) != nil || meta.IndexDigest != img.IndexDigest.String() {
+		t.Errorf("release.json = %s, %v; want index %s", mb, err, img.IndexDigest)
+	}
+	if _, err := os.Stat(filepath.Join(b.runtimeDir, "blobs")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("blob cache kept after activation: %v", err)
+	}
+
+	// Warm install with the registry gone: no network, same release.
+	if err := reg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r = b.hbx("install")
+	if r.code != 0 {
+		t.Fatalf("warm hbx install without a registry = %d\n%s", r.code, r.stderr)
+	}
+	t.Logf("warm install took %s", r.took)
+
+	// Run it twice: state persists in the data dir.
+	for round := 1; round <= 2; round++ {
+		runOnce(t, b, round)
+	}
+}
+
+func runOnce(t *testing.T, b *box, round int) {
+	t.Helper()
+	cmd := exec.Command(binary(t), "--config", b.config, "run", "executor")
+	cmd.Env = cleanEnv()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+	}()
+	waitHealthy(t, b.port, 30*time.Second)
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", b.port)
+	resp, err := http.Post(base+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
+		t.Errorf("POST /mcp without a key = %d %q, want 401 with a Bearer challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	if !strings.Contains(resp.Header.Get("WWW-Authenticate"), fmt.Sprintf("http://localhost:%d/", b.port)) {
+		t.Errorf("challenge %q does not carry the host-side base URL", resp.Header.Get("WWW-Authenticate"))
+	}
+	// The payload sees what hbx promised it.
+	resp, err = http.Get(base + "/api/hbxtest/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Env map[string]string `json:"env"`
+	}
+	json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	for k, want := range map[string]string{"EXECUTOR_HOST": "127.0.0.1", "EXECUTOR_DATA_DIR": b.dataDir,
+		"EXECUTOR_ALLOW_LOCAL_NETWORK": "false", "BUN_FEATURE_FLAG_DISABLE_IPV6": "1", "PORT": strconv.Itoa(b.port)} {
+		if info.Env[k] != want {
+			t.Errorf("payload env %s = %q, want %q", k, info.Env[k], want)
+		}
+	}
+	// Nothing but loopback answers.
+	if addrs := nonLoopbackAddrs(); len(addrs) > 0 {
+		if c, err := net.DialTimeout("tcp", net.JoinHostPort(addrs[0], strconv.Itoa(b.port)), time.Second); err == nil {
+			c.Close()
+			t.Errorf("the service answers on %s, want loopback only", addrs[0])
+		}
+	}
+	pid, err := os.ReadFile(filepath.Join(b.stateDir, "executor.pid"))
+	if err != nil || strings.TrimSpace(string(pid)) == "" {
+		t.Errorf("pidfile: %q, %v", pid, err)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("hbx run executor after SIGTERM = %v\n%s", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("hbx run executor did not stop after SIGTERM\n%s", out.String())
+	}
+	var state struct {
+		Starts int `json:"starts"`
+	}
+	sb, err := os.ReadFile(filepath.Join(b.dataDir, "state.json"))
+	if err != nil || json.Unmarshal(sb, &state) != nil || state.Starts != round {
+		t.Errorf("state.json = %s, %v; want starts %d", sb, err, round)
+	}
+	st, err := os.Stat(b.dataDir)
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("data dir mode = %v, %v; want 0700", st.Mode(), err)
+	}
+}
+
+func nonLoopbackAddrs() []string {
+	var out []string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+			out = append(out, ipn.IP.String())
+		}
+	}
+	return out
+}
+
+func TestInstallRefusesE2E(t *testing.T) {
+	requireE2E(t)
+	reg, _, ref := pushed(t)
+	plat := "linux/" + runtime.GOARCH
+	cases := []struct {
+		name     string
+		ref      string
+		pins     map[string]string
+		extra    string
+		wantCode int
+		wantMsg  string
+	}{
+		{"pinned manifest differs", ref, map[string]string{plat: "sha256:" + strings.Repeat("0", 64)}, "", 1, "digest mismatch"},
+		{"reference without digest", strings.Split(ref, "@")[0], nil, "", 2, "executor.image"},
+		{"reference without tag", strings.Replace(ref, ":v1.5.12@", "@", 1), nil, "", 2, "executor.image"},
+		{"index digest that is not there", strings.Split(ref, "@")[0] + "@sha256:" + strings.Repeat("1", 64), nil, "", 1, "manifest unknown"},
+		{"listen address not loopback", ref, nil, "", 2, "executor.listen"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBox(t, reg, c.ref, c.pins, c.extra)
+			if c.name == "listen address not loopback" {
+				os.WriteFile(b.config, []byte(strings.Replace(readFile(t, b.config), "executor:\n", "executor:\n  listen: 0.0.0.0\n", 1)), 0o600)
+			}
+			r := b.hbx("install")
+			if r.code != c.wantCode || !strings.Contains(r.stderr, c.wantMsg) {
+				t.Fatalf("hbx install = %d, stderr %q; want %d containing %q", r.code, r.stderr, c.wantCode, c.wantMsg)
+			}
+			if b.current() != "" {
+				t.Errorf("a refused install activated %s", b.current())
+			}
+		})
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

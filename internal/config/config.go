@@ -1,0 +1,238 @@
+package config
+
+import (
+	"maps"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/buildinfo"
+)
+
+// DefaultPath is the config file hbx reads when --config is not given. It
+// may be absent: then only the environment, flags and defaults count.
+const DefaultPath = "/etc/hbx/hbx.yaml"
+
+// The pinned facts of MISSION.md, used by Defaults.
+const (
+	defaultImage       = "ghcr.io/rhyssullivan/executor-selfhost:v1.5.12@sha256:e40b2179c005b3124e794e9a8505341db46d0a9a1631e7f3fdcd023462ecf70b"
+	defaultArm64Digest = "sha256:c089ee8bffdbd81c854c3aee47a788484398694149597bc9d8863491b07e262f"
+)
+
+// Config is hbx's effective configuration. Load returns it validated; each
+// field's comment gives its key, unit and default.
+type Config struct {
+	Executor Executor // executor.*: the image and how to run it
+	Install  Install  // install.*: limits of `hbx install`
+	Registry Registry // registry.*: how to reach the registry
+}
+
+// Executor says which Executor image to run and how to run it (keys
+// executor.*).
+type Executor struct {
+	// Image is the multi-platform OCI image to install, as
+	// name:tag@sha256:<64 hex> (executor.image). Default: the pinned
+	// ghcr.io/rhyssullivan/executor-selfhost:v1.5.12@sha256:e40b2179….
+	Image string
+	// Platform is the os/arch[/variant] whose child manifest is installed
+	// (executor.platform). Default, also when set empty: the platform hbx
+	// was built for, e.g. "linux/arm64".
+	Platform string
+	// PlatformDigests pins the child manifest digest of each platform, keyed
+	// by os/arch[/variant] (executor.platform_digests). A platform without an
+	// entry is pinned only through the index digest in Image. Default:
+	// {"linux/arm64": "sha256:c089ee8b…"}. A value from a layer replaces the
+	// whole map; it is not merged with lower layers.
+	PlatformDigests map[string]string
+	// RuntimeDir holds the installed, disposable runtime releases
+	// (executor.runtime_dir). Absolute. Default "/storage/executor-runtime".
+	RuntimeDir string
+	// DataDir is Executor's persistent data directory, the image's /data
+	// volume (executor.data_dir). Absolute. Default "/workspace/executor/data".
+	DataDir string
+	// StateDir holds hbx's own state: lock, install records
+	// (executor.state_dir). Absolute. Default "/var/lib/hbx/executor".
+	StateDir string
+	// User is the user Executor runs as (executor.user). Default, also when
+	// set empty: the user running hbx.
+	User string
+	// EnvFile is an optional file of KEY=value lines added to Executor's
+	// environment, e.g. secrets (executor.env_file). Absolute when set.
+	// Default "" (none).
+	EnvFile string
+	// Listen is the loopback IP literal Executor listens on
+	// (executor.listen). Default "127.0.0.1".
+	Listen string
+	// Port is the TCP port Executor listens on in the guest (executor.port).
+	// Default 4788.
+	Port int
+	// HostPort is the loopback port on the host that maps to Port
+	// (executor.host_port); hbx only reports it. Default 4788.
+	HostPort int
+	// AllowLocalNetwork sets EXECUTOR_ALLOW_LOCAL_NETWORK
+	// (executor.allow_local_network). Default false.
+	AllowLocalNetwork bool
+	// DisableIPv6 sets BUN_FEATURE_FLAG_DISABLE_IPV6=1 in Executor's
+	// environment (executor.disable_ipv6). Default true.
+	DisableIPv6 bool
+}
+
+// Install bounds and tunes `hbx install` (keys install.*).
+type Install struct {
+	// MaxUncompressedBytes caps the total bytes the layers may expand to
+	// (install.max_uncompressed_bytes). Positive. Default 16 GiB.
+	MaxUncompressedBytes int64
+	// KeepBlobs keeps the blob cache after activation
+	// (install.keep_blobs). Default false.
+	KeepBlobs bool
+	// LockWait is how long to wait for another install's lock; 0 fails at
+	// once (install.lock_wait). Default 0.
+	LockWait time.Duration
+	// ValidateTimeout bounds the `--version` run of the staged program; 0
+	// means no limit (install.validate_timeout). Default 10s.
+	ValidateTimeout time.Duration
+}
+
+// Registry says how to talk to the registry (keys registry.*).
+type Registry struct {
+	// InsecureHosts are registry hosts, host[:port], that may be reached
+	// over plain HTTP; each must be a loopback IP literal or localhost
+	// (registry.insecure_hosts). Default none.
+	InsecureHosts []string
+	// AuthFile is a containers auth.json or docker config.json holding
+	// registry credentials; absolute when set (registry.auth_file).
+	// Default "" (anonymous).
+	AuthFile string
+	// StallTimeout aborts a transfer that makes no progress for this long;
+	// 0 means no limit (registry.stall_timeout). Default 30s.
+	StallTimeout time.Duration
+	// Retries is how many times a failed request is retried
+	// (registry.retries). Non-negative. Default 3.
+	Retries int
+}
+
+// Defaults returns the built-in configuration: the pinned facts of the
+// mission, the platform hbx was built for and the user running hbx (or its
+// numeric uid when the user database has no entry for it). Every call
+// returns fresh maps and slices.
+func Defaults() Config {
+	return Config{
+		Executor: Executor{
+			Image:           defaultImage,
+			Platform:        buildinfo.Platform(),
+			PlatformDigests: map[string]string{"linux/arm64": defaultArm64Digest},
+			RuntimeDir:      "/storage/executor-runtime",
+			DataDir:         "/workspace/executor/data",
+			StateDir:        "/var/lib/hbx/executor",
+			User:            currentUser(),
+			Listen:          "127.0.0.1",
+			Port:            4788,
+			HostPort:        4788,
+			DisableIPv6:     true,
+		},
+		Install: Install{
+			MaxUncompressedBytes: 16 << 30,
+			ValidateTimeout:      10 * time.Second,
+		},
+		Registry: Registry{
+			InsecureHosts: []string{},
+			StallTimeout:  30 * time.Second,
+			Retries:       3,
+		},
+	}
+}
+
+// currentUser names the user running hbx, falling back to the numeric uid.
+func currentUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return strconv.Itoa(os.Getuid())
+}
+
+// Keys returns every config key in display order, e.g. "executor.image"
+// first and "registry.retries" last. The slice is fresh on each call.
+func Keys() []string {
+	keys := make([]string, len(keySpecs))
+	for i, s := range keySpecs {
+		keys[i] = s.name
+	}
+	return keys
+}
+
+// Value returns the value of key in c, typed by the key: string, int,
+// int64 (install.max_uncompressed_bytes), bool, time.Duration, []string
+// (registry.insecure_hosts) or map[string]string
+// (executor.platform_digests); slices and maps are copies. It returns nil
+// for an unknown key.
+func (c *Config) Value(key string) any {
+	spec, ok := lookupKey(key)
+	if !ok {
+		return nil
+	}
+	switch p := spec.field(c).(type) {
+	case *string:
+		return *p
+	case *int:
+		return *p
+	case *int64:
+		return *p
+	case *bool:
+		return *p
+	case *time.Duration:
+		return *p
+	case *[]string:
+		return slices.Clone(*p)
+	case *map[string]string:
+		return maps.Clone(*p)
+	}
+	return nil
+}
+
+// Validate checks c against every rule and returns nil or an error wrapping
+// ErrInvalid that lists every Problem (see Problems). Load already calls it.
+func (c *Config) Validate() error {
+	return problemsError(validate(c, nil, nil))
+}
+
+// Source kinds: where an effective value came from.
+const (
+	SourceDefault = "default" // the built-in default
+	SourceFile    = "file"    // the config file; Detail is its path
+	SourceEnv     = "env"     // an environment variable; Detail is its name
+	SourceFlag    = "flag"    // a command-line flag; Detail is "--name"
+)
+
+// Source says where one effective value came from.
+type Source struct {
+	// Kind is SourceDefault, SourceFile, SourceEnv or SourceFlag.
+	Kind string
+	// Detail is the file path, the variable name or the flag ("--executor-port");
+	// empty for SourceDefault.
+	Detail string
+}
+
+// String renders s for people: "default", "file /etc/hbx/hbx.yaml",
+// "env HBX_EXECUTOR_IMAGE", "flag --executor-port".
+func (s Source) String() string {
+	if s.Detail == "" {
+		return s.Kind
+	}
+	return s.Kind + " " + s.Detail
+}
+
+// Sources maps every config key to the Source of its effective value.
+type Sources struct {
+	byKey map[string]Source
+}
+
+// Of returns the Source of key's effective value, or the zero Source for an
+// unknown key or a nil s.
+func (s *Sources) Of(key string) Source {
+	if s == nil {
+		return Source{}
+	}
+	return s.byKey[key]
+}

@@ -1,0 +1,35 @@
+// Package config loads, merges and validates hbx's configuration.
+//
+// A value comes from one of four layers, highest precedence first:
+//
+//   - a command-line flag the user set (RegisterFlags, FlagName);
+//   - an environment variable HBX_<SECTION>_<KEY>, e.g. HBX_EXECUTOR_IMAGE
+//     for executor.image (EnvName);
+//   - the YAML config file, DefaultPath unless another is given;
+//   - the built-in default (Defaults), which pins the Executor image.
+//
+// Load reports where every effective value came from (Sources), so
+// `hbx config show` can say so.
+//
+// # What it guarantees
+//
+// Load returns either a Config that passed every rule in Validate, or no
+// Config and an error that wraps ErrInvalid (or an I/O error reading the
+// file). Validation is strict and complete: unknown file keys, unknown HBX_*
+// variables, values that do not parse and values that break a rule are all
+// reported together, one Problem each, naming the key, the value, the rule
+// and the value's source. Problems returns them as a list.
+//
+// Lists and maps given as strings (environment variables, flags) are
+// comma-separated: "a,b" and "linux/arm64=sha256:...,linux/amd64=sha256:...".
+// Durations use Go syntax ("30s", "1m30s"); sizes are integers of bytes or
+// integers with a binary suffix ("16GiB", "512MiB").
+//
+// # What it does not do
+//
+// It checks values, not the world: it does not check that directories or
+// the env file exist, their modes, that the user exists, or that the
+// registry is reachable. Those checks belong to the commands that use them.
+// File keys are matched case-insensitively (a viper property); environment
+// variable names are case-sensitive.
+package config

@@ -1,0 +1,120 @@
+package config
+
+import "strings"
+
+// kind is the type of a config key's value; it picks the decoder.
+type kind int
+
+const (
+	kindString   kind = iota // string
+	kindInt                  // int
+	kindBool                 // bool
+	kindDuration             // time.Duration, Go syntax
+	kindBytes                // int64 byte count, plain or with a binary suffix
+	kindList                 // []string, comma-separated as a string
+	kindMap                  // map[string]string, k=v,k=v as a string
+)
+
+// String names k as flag help shows it.
+func (k kind) String() string {
+	switch k {
+	case kindInt:
+		return "int"
+	case kindBool:
+		return "bool"
+	case kindDuration:
+		return "duration"
+	case kindBytes:
+		return "bytes"
+	case kindList:
+		return "list"
+	case kindMap:
+		return "map"
+	}
+	return "string"
+}
+
+// keySpec describes one config key.
+type keySpec struct {
+	name  string            // "executor.image"
+	kind  kind              // decoder
+	usage string            // flag help, with the default
+	field func(*Config) any // pointer to the field: *string, *int, ...
+}
+
+// keySpecs lists every key in display order.
+var keySpecs = []keySpec{
+	{"executor.image", kindString, "image to install, name:tag@sha256:<64 hex> (default: the pinned executor-selfhost v1.5.12)",
+		func(c *Config) any { return &c.Executor.Image }},
+	{"executor.platform", kindString, "platform to install, os/arch[/variant] (default: the platform hbx was built for)",
+		func(c *Config) any { return &c.Executor.Platform }},
+	{"executor.platform_digests", kindMap, "pinned child manifest digests, os/arch=sha256:...,... (default: the pinned linux/arm64 digest)",
+		func(c *Config) any { return &c.Executor.PlatformDigests }},
+	{"executor.runtime_dir", kindString, "absolute directory of installed runtimes (default /storage/executor-runtime)",
+		func(c *Config) any { return &c.Executor.RuntimeDir }},
+	{"executor.data_dir", kindString, "absolute directory of Executor's persistent data (default /workspace/executor/data)",
+		func(c *Config) any { return &c.Executor.DataDir }},
+	{"executor.state_dir", kindString, "absolute directory of hbx's state (default /var/lib/hbx/executor)",
+		func(c *Config) any { return &c.Executor.StateDir }},
+	{"executor.user", kindString, "user Executor runs as (default: the user running hbx)",
+		func(c *Config) any { return &c.Executor.User }},
+	{"executor.env_file", kindString, "absolute path of a KEY=value file added to Executor's environment (default none)",
+		func(c *Config) any { return &c.Executor.EnvFile }},
+	{"executor.listen", kindString, "loopback IP Executor listens on (default 127.0.0.1)",
+		func(c *Config) any { return &c.Executor.Listen }},
+	{"executor.port", kindInt, "port Executor listens on in the guest (default 4788)",
+		func(c *Config) any { return &c.Executor.Port }},
+	{"executor.host_port", kindInt, "host loopback port mapped to executor.port (default 4788)",
+		func(c *Config) any { return &c.Executor.HostPort }},
+	{"executor.allow_local_network", kindBool, "set EXECUTOR_ALLOW_LOCAL_NETWORK=true (default false)",
+		func(c *Config) any { return &c.Executor.AllowLocalNetwork }},
+	{"executor.disable_ipv6", kindBool, "set BUN_FEATURE_FLAG_DISABLE_IPV6=1 (default true)",
+		func(c *Config) any { return &c.Executor.DisableIPv6 }},
+	{"install.max_uncompressed_bytes", kindBytes, "cap on the bytes the layers expand to, e.g. 16GiB (default 16GiB)",
+		func(c *Config) any { return &c.Install.MaxUncompressedBytes }},
+	{"install.keep_blobs", kindBool, "keep the blob cache after activation (default false)",
+		func(c *Config) any { return &c.Install.KeepBlobs }},
+	{"install.lock_wait", kindDuration, "how long to wait for another install's lock (default 0: fail at once)",
+		func(c *Config) any { return &c.Install.LockWait }},
+	{"install.validate_timeout", kindDuration, "time limit of the staged program's --version run, 0 for none (default 10s)",
+		func(c *Config) any { return &c.Install.ValidateTimeout }},
+	{"registry.insecure_hosts", kindList, "loopback registry hosts host[:port] allowed over plain HTTP, comma-separated (default none)",
+		func(c *Config) any { return &c.Registry.InsecureHosts }},
+	{"registry.auth_file", kindString, "absolute path of an auth.json or docker config.json (default none)",
+		func(c *Config) any { return &c.Registry.AuthFile }},
+	{"registry.stall_timeout", kindDuration, "abort a transfer without progress for this long, 0 for never (default 30s)",
+		func(c *Config) any { return &c.Registry.StallTimeout }},
+	{"registry.retries", kindInt, "retries of a failed registry request (default 3)",
+		func(c *Config) any { return &c.Registry.Retries }},
+}
+
+// sections are the top-level keys of the file.
+var sections = []string{"executor", "install", "registry"}
+
+// lookupKey returns the spec of key.
+func lookupKey(key string) (keySpec, bool) {
+	for _, s := range keySpecs {
+		if s.name == key {
+			return s, true
+		}
+	}
+	return keySpec{}, false
+}
+
+// EnvPrefix starts every environment variable hbx reads; any other variable
+// with this prefix is an error.
+const EnvPrefix = "HBX_"
+
+// EnvName returns the environment variable of key: EnvPrefix, then the key
+// upper-cased with dots turned to underscores. "executor.host_port" is
+// HBX_EXECUTOR_HOST_PORT.
+func EnvName(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// FlagName returns the command-line flag of key, without dashes: the key
+// with dots and underscores turned to dashes. "executor.host_port" is
+// --executor-host-port.
+func FlagName(key string) string {
+	return strings.NewReplacer(".", "-", "_", "-").Replace(key)
+}

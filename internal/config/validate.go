@@ -1,0 +1,295 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+)
+
+// ErrInvalid is wrapped by every error that a bad configuration value, key,
+// variable or file causes, and by ParseImageRef's and ParsePlatform's
+// errors. The CLI maps it to exit code 2.
+var ErrInvalid = errors.New("invalid config")
+
+// Problem is one broken rule: a key, the offending value, the rule and where
+// the value came from. It wraps ErrInvalid. Its text is one line, e.g.
+//
+//	executor.listen: "0.0.0.0" is not a loopback address (want 127.0.0.0/8 or ::1) [env HBX_EXECUTOR_LISTEN]
+type Problem struct {
+	// Key is the config key ("executor.listen"), a map entry
+	// ("executor.platform_digests.linux/arm64"), or the unknown file key or
+	// environment variable.
+	Key string
+	// Value is the offending value as shown to people (strings quoted), or
+	// "" when the rule is about the key itself.
+	Value string
+	// Rule says what is wrong and, where useful, what is wanted.
+	Rule string
+	// Source is where Value came from; zero when not known.
+	Source Source
+}
+
+// Error renders p on one line: key, value, rule and source.
+func (p *Problem) Error() string {
+	var b strings.Builder
+	b.WriteString(p.Key)
+	b.WriteString(": ")
+	if p.Value != "" {
+		b.WriteString(p.Value)
+		b.WriteByte(' ')
+	}
+	b.WriteString(p.Rule)
+	if p.Source.Kind != "" && p.Source.Kind != SourceDefault {
+		fmt.Fprintf(&b, " [%s]", p.Source)
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrInvalid.
+func (p *Problem) Unwrap() error { return ErrInvalid }
+
+// Problems returns every *Problem in err's tree, in order; nil when there
+// are none (also for ErrInvalid errors that are not about one key, such as
+// a file that is not YAML).
+func Problems(err error) []*Problem {
+	var out []*Problem
+	var walk func(error)
+	walk = func(e error) {
+		switch x := e.(type) {
+		case nil:
+		case *Problem:
+			out = append(out, x)
+		case interface{ Unwrap() []error }:
+			for _, c := range x.Unwrap() {
+				walk(c)
+			}
+		case interface{ Unwrap() error }:
+			walk(x.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// problemList is the error Load and Validate return: all problems found.
+type problemList []*Problem
+
+// problemsError returns nil for no problems, else a problemList.
+func problemsError(probs []*Problem) error {
+	if len(probs) == 0 {
+		return nil
+	}
+	return problemList(probs)
+}
+
+// Error renders one problem on one line, several as a header and one
+// indented line each.
+func (l problemList) Error() string {
+	if len(l) == 1 {
+		return "invalid config: " + l[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid config, %d problems:", len(l))
+	for _, p := range l {
+		b.WriteString("\n  ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the problems, so errors.Is(err, ErrInvalid) holds.
+func (l problemList) Unwrap() []error {
+	errs := make([]error, len(l))
+	for i, p := range l {
+		errs[i] = p
+	}
+	return errs
+}
+
+// Rule texts shared by several keys.
+const (
+	ruleNotAbs      = "is not an absolute path"
+	ruleNotPort     = "is not a port number (want 1-65535)"
+	ruleNegative    = "is negative"
+	ruleNotLoopback = "is not a loopback address (want 127.0.0.0/8 or ::1)"
+)
+
+// validate checks c against every rule and returns the problems, each
+// naming the source srcs gives (srcs may be nil). Keys in skip already
+// failed to decode and are not checked again.
+func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
+	var probs []*Problem
+	addAs := func(srcKey, key, value, rule string) {
+		if !skip[srcKey] {
+			probs = append(probs, &Problem{Key: key, Value: value, Rule: rule, Source: srcs.Of(srcKey)})
+		}
+	}
+	add := func(key, value, rule string) { addAs(key, key, value, rule) }
+	q := strconv.Quote
+
+	e := &c.Executor
+	if _, rule := parseImageRef(e.Image); rule != "" {
+		add("executor.image", q(e.Image), rule)
+	}
+	if _, _, _, rule := parsePlatform(e.Platform); rule != "" {
+		add("executor.platform", q(e.Platform), rule)
+	}
+	for _, p := range slices.Sorted(maps.Keys(e.PlatformDigests)) {
+		if _, _, _, rule := parsePlatform(p); rule != "" {
+			addAs("executor.platform_digests", "executor.platform_digests", q(p), "has a key that "+rule)
+		}
+		if rule := sha256Rule(e.PlatformDigests[p]); rule != "" {
+			addAs("executor.platform_digests", "executor.platform_digests."+p, q(e.PlatformDigests[p]), rule)
+		}
+	}
+
+	dirs := []struct{ key, path string }{
+		{"executor.runtime_dir", e.RuntimeDir},
+		{"executor.data_dir", e.DataDir},
+		{"executor.state_dir", e.StateDir},
+	}
+	good := dirs[:0:0]
+	for _, d := range dirs {
+		switch {
+		case !filepath.IsAbs(d.path):
+			add(d.key, q(d.path), ruleNotAbs)
+		case filepath.Clean(d.path) != d.path:
+			add(d.key, q(d.path), fmt.Sprintf("is not a clean path (want %q)", filepath.Clean(d.path)))
+		default:
+			good = append(good, d)
+		}
+	}
+	for i, a := range good {
+		for _, b := range good[i+1:] {
+			switch {
+			case a.path == b.path:
+				add(b.key, q(b.path), "is the same directory as "+a.key)
+			case within(a.path, b.path):
+				add(b.key, q(b.path), fmt.Sprintf("is inside %s %q", a.key, a.path))
+			case within(b.path, a.path):
+				add(a.key, q(a.path), fmt.Sprintf("is inside %s %q", b.key, b.path))
+			}
+		}
+	}
+
+	if e.User == "" {
+		add("executor.user", q(e.User), "is empty (want a user name)")
+	}
+	if e.EnvFile != "" && !filepath.IsAbs(e.EnvFile) {
+		add("executor.env_file", q(e.EnvFile), ruleNotAbs)
+	}
+	if !isLoopbackIP(e.Listen) {
+		add("executor.listen", q(e.Listen), ruleNotLoopback)
+	}
+	if e.Port < 1 || e.Port > 65535 {
+		add("executor.port", strconv.Itoa(e.Port), ruleNotPort)
+	}
+	if e.HostPort < 1 || e.HostPort > 65535 {
+		add("executor.host_port", strconv.Itoa(e.HostPort), ruleNotPort)
+	}
+
+	in := &c.Install
+	if in.MaxUncompressedBytes <= 0 {
+		add("install.max_uncompressed_bytes", strconv.FormatInt(in.MaxUncompressedBytes, 10), "is not positive")
+	}
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"install.lock_wait", in.LockWait},
+		{"install.validate_timeout", in.ValidateTimeout},
+		{"registry.stall_timeout", c.Registry.StallTimeout},
+	} {
+		if d.d < 0 {
+			add(d.key, d.d.String(), ruleNegative)
+		}
+	}
+
+	r := &c.Registry
+	for _, h := range r.InsecureHosts {
+		if !isLoopbackHost(h) {
+			add("registry.insecure_hosts", q(h), "is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)")
+		}
+	}
+	if r.AuthFile != "" && !filepath.IsAbs(r.AuthFile) {
+		add("registry.auth_file", q(r.AuthFile), ruleNotAbs)
+	}
+	if r.Retries < 0 {
+		add("registry.retries", strconv.Itoa(r.Retries), ruleNegative)
+	}
+	return probs
+}
+
+// within reports whether the clean absolute path inner lies below outer.
+func within(outer, inner string) bool {
+	if outer == "/" {
+		return inner != "/"
+	}
+	return strings.HasPrefix(inner, outer+"/")
+}
+
+// isLoopbackIP reports whether s is an IPv4 address in 127.0.0.0/8 or
+// exactly ::1, without a zone. Names, including "localhost", are not.
+func isLoopbackIP(s string) bool {
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return false
+	}
+	return (a.Is4() && a.IsLoopback()) || a == netip.IPv6Loopback()
+}
+
+// isLoopbackHost reports whether s is host[:port] with a loopback IP
+// literal (IPv6 in brackets) or "localhost" as host and, if present, a port
+// in 1-65535.
+func isLoopbackHost(s string) bool {
+	host, port, hasPort := s, "", false
+	if rest, ok := strings.CutPrefix(s, "["); ok {
+		h, after, ok := strings.Cut(rest, "]")
+		if !ok {
+			return false
+		}
+		host = h
+		if after != "" {
+			port, hasPort = strings.CutPrefix(after, ":")
+			if !hasPort {
+				return false
+			}
+		}
+		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() || !isLoopbackIP(host) {
+			return false
+		}
+	} else {
+		if strings.Count(s, ":") > 1 {
+			return false // IPv6 without brackets
+		}
+		host, port, hasPort = strings.Cut(s, ":")
+		if host != "localhost" && !isLoopbackIP(host) {
+			return false
+		}
+	}
+	if hasPort {
+		n, err := strconv.Atoi(port)
+		if err != nil || strings.Trim(port, "0123456789") != "" || n < 1 || n > 65535 {
+			return false
+		}
+	}
+	return true
+}
+
+// sha256Rule returns "" when s is a sha256 digest with 64 lowercase hex
+// digits, else the broken rule.
+func sha256Rule(s string) string {
+	d, err := digest.Parse(s)
+	if err != nil || d.Algorithm() != digest.SHA256 {
+		return "is not a sha256 digest (want sha256:<64 lowercase hex>)"
+	}
+	return ""
+}

@@ -1,0 +1,280 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/opencontainers/go-digest"
+)
+
+var (
+	hexA = strings.Repeat("a", 64)
+	hexB = strings.Repeat("b", 64)
+)
+
+func TestValidateDefaults(t *testing.T) {
+	c := Defaults()
+	if err := c.Validate(); err != nil {
+		t.Errorf("Defaults().Validate() = %v", err)
+	}
+}
+
+func TestValidateRules(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+		want   []string // Problem texts; nil means valid
+	}{
+		// executor.image
+		{"image pinned", func(c *Config) { c.Executor.Image = "127.0.0.1:5000/x:v1@sha256:" + hexA }, nil},
+		{"image without digest", func(c *Config) { c.Executor.Image = "ghcr.io/o/x:v1" },
+			[]string{`executor.image: "ghcr.io/o/x:v1" has no digest (want name:tag@sha256:<64 hex>)`}},
+		{"image without tag", func(c *Config) { c.Executor.Image = "ghcr.io/o/x@sha256:" + hexA },
+			[]string{`executor.image: "ghcr.io/o/x@sha256:` + hexA + `" has no tag (want name:tag@sha256:<64 hex>)`}},
+		{"image bare name", func(c *Config) { c.Executor.Image = "ghcr.io/o/x" },
+			[]string{`executor.image: "ghcr.io/o/x" has no tag and no digest (want name:tag@sha256:<64 hex>)`}},
+		{"image short digest", func(c *Config) { c.Executor.Image = "ghcr.io/o/x:v1@sha256:abcd" },
+			[]string{`executor.image: "ghcr.io/o/x:v1@sha256:abcd" is not an image reference: invalid reference format`}},
+		{"image empty", func(c *Config) { c.Executor.Image = "" },
+			[]string{`executor.image: "" is empty (want name:tag@sha256:<64 hex>)`}},
+
+		// executor.platform and executor.platform_digests
+		{"platform with variant", func(c *Config) { c.Executor.Platform = "linux/arm/v7" }, nil},
+		{"platform os only", func(c *Config) { c.Executor.Platform = "linux" },
+			[]string{`executor.platform: "linux" is not a platform (want os/arch[/variant], e.g. linux/arm64)`}},
+		{"digests bad key and value", func(c *Config) {
+			c.Executor.PlatformDigests = map[string]string{"linux": "sha256:" + hexA, "linux/amd64": "sha512:" + hexA, "linux/arm64": "sha256:" + strings.ToUpper(hexB)}
+		}, []string{
+			`executor.platform_digests: "linux" has a key that is not a platform (want os/arch[/variant], e.g. linux/arm64)`,
+			`executor.platform_digests.linux/amd64: "sha512:` + hexA + `" is not a sha256 digest (want sha256:<64 lowercase hex>)`,
+			`executor.platform_digests.linux/arm64: "sha256:` + strings.ToUpper(hexB) + `" is not a sha256 digest (want sha256:<64 lowercase hex>)`,
+		}},
+		{"digests empty", func(c *Config) { c.Executor.PlatformDigests = map[string]string{} }, nil},
+
+		// directories
+		{"relative dir", func(c *Config) { c.Executor.DataDir = "data" },
+			[]string{`executor.data_dir: "data" is not an absolute path`}},
+		{"empty dir", func(c *Config) { c.Executor.StateDir = "" },
+			[]string{`executor.state_dir: "" is not an absolute path`}},
+		{"unclean dir", func(c *Config) { c.Executor.RuntimeDir = "/storage/../storage/rt/" },
+			[]string{`executor.runtime_dir: "/storage/../storage/rt/" is not a clean path (want "/storage/rt")`}},
+		{"data inside runtime", func(c *Config) { c.Executor.DataDir = "/storage/executor-runtime/data" },
+			[]string{`executor.data_dir: "/storage/executor-runtime/data" is inside executor.runtime_dir "/storage/executor-runtime"`}},
+		{"runtime inside state", func(c *Config) { c.Executor.RuntimeDir = "/var/lib/hbx/executor/rt" },
+			[]string{`executor.runtime_dir: "/var/lib/hbx/executor/rt" is inside executor.state_dir "/var/lib/hbx/executor"`}},
+		{"same dirs", func(c *Config) { c.Executor.StateDir = c.Executor.DataDir },
+			[]string{`executor.state_dir: "/workspace/executor/data" is the same directory as executor.data_dir`}},
+		{"root contains all", func(c *Config) { c.Executor.RuntimeDir = "/" }, []string{
+			`executor.data_dir: "/workspace/executor/data" is inside executor.runtime_dir "/"`,
+			`executor.state_dir: "/var/lib/hbx/executor" is inside executor.runtime_dir "/"`,
+		}},
+		{"sibling prefix is not inside", func(c *Config) { c.Executor.DataDir = "/storage/executor-runtime2" }, nil},
+
+		// user, env_file
+		{"empty user", func(c *Config) { c.Executor.User = "" }, []string{`executor.user: "" is empty (want a user name)`}},
+		{"relative env file", func(c *Config) { c.Executor.EnvFile = "executor.env" },
+			[]string{`executor.env_file: "executor.env" is not an absolute path`}},
+		{"absolute env file", func(c *Config) { c.Executor.EnvFile = "/etc/hbx/executor.env" }, nil},
+
+		// executor.listen
+		{"listen 127.0.0.2", func(c *Config) { c.Executor.Listen = "127.0.0.2" }, nil},
+		{"listen ::1", func(c *Config) { c.Executor.Listen = "::1" }, nil},
+		{"listen any v4", func(c *Config) { c.Executor.Listen = "0.0.0.0" },
+			[]string{`executor.listen: "0.0.0.0" is not a loopback address (want 127.0.0.0/8 or ::1)`}},
+		{"listen any v6", func(c *Config) { c.Executor.Listen = "::" },
+			[]string{`executor.listen: "::" is not a loopback address (want 127.0.0.0/8 or ::1)`}},
+		{"listen localhost", func(c *Config) { c.Executor.Listen = "localhost" },
+			[]string{`executor.listen: "localhost" is not a loopback address (want 127.0.0.0/8 or ::1)`}},
+		{"listen public", func(c *Config) { c.Executor.Listen = "192.168.1.2" },
+			[]string{`executor.listen: "192.168.1.2" is not a loopback address (want 127.0.0.0/8 or ::1)`}},
+		{"listen mapped v4", func(c *Config) { c.Executor.Listen = "::ffff:127.0.0.1" },
+			[]string{`executor.listen: "::ffff:127.0.0.1" is not a loopback address (want 127.0.0.0/8 or ::1)`}},
+		{"listen zone", func(c *Config) { c.Executor.Listen = "::1%lo" },
+			[]string{`executor.listen: "::1%lo" is not a loopback address (want 127.0.0.0/8 or ::1)`}},
+		{"listen with port", func(c *Config) { c.Executor.Listen = "127.0.0.1:4788" },
+			[]string{`executor.listen: "127.0.0.1:4788" is not a loopback address (want 127.0.0.0/8 or ::1)`}},
+
+		// ports
+		{"port 0", func(c *Config) { c.Executor.Port = 0 }, []string{`executor.port: 0 is not a port number (want 1-65535)`}},
+		{"host port 65536", func(c *Config) { c.Executor.HostPort = 65536 },
+			[]string{`executor.host_port: 65536 is not a port number (want 1-65535)`}},
+		{"ports at the bounds", func(c *Config) { c.Executor.Port, c.Executor.HostPort = 1, 65535 }, nil},
+
+		// install.*
+		{"max bytes 0", func(c *Config) { c.Install.MaxUncompressedBytes = 0 },
+			[]string{`install.max_uncompressed_bytes: 0 is not positive`}},
+		{"negative durations", func(c *Config) {
+			c.Install.LockWait, c.Install.ValidateTimeout, c.Registry.StallTimeout = -time.Second, -time.Millisecond, -time.Minute
+		}, []string{
+			`install.lock_wait: -1s is negative`,
+			`install.validate_timeout: -1ms is negative`,
+			`registry.stall_timeout: -1m0s is negative`,
+		}},
+		{"zero durations", func(c *Config) { c.Install.ValidateTimeout, c.Registry.StallTimeout = 0, 0 }, nil},
+
+		// registry.*
+		{"loopback insecure hosts", func(c *Config) {
+			c.Registry.InsecureHosts = []string{"127.0.0.1", "127.0.0.1:5000", "127.1.2.3:1", "localhost", "localhost:65535", "[::1]", "[::1]:5000"}
+		}, nil},
+		{"bad insecure hosts", func(c *Config) {
+			c.Registry.InsecureHosts = []string{"ghcr.io", "10.0.0.1:5000", "::1", "[::1]5000", "[127.0.0.1]:5000", "localhost:0", "localhost:", "127.0.0.1:+80", "[::1"}
+		}, []string{
+			`registry.insecure_hosts: "ghcr.io" is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)`,
+			`registry.insecure_hosts: "10.0.0.1:5000" is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)`,
+			`registry.insecure_hosts: "::1" is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)`,
+			`registry.insecure_hosts: "[::1]5000" is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)`,
+			`registry.insecure_hosts: "[127.0.0.1]:5000" is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)`,
+			`registry.insecure_hosts: "localhost:0" is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)`,
+			`registry.insecure_hosts: "localhost:" is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)`,
+			`registry.insecure_hosts: "127.0.0.1:+80" is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)`,
+			`registry.insecure_hosts: "[::1" is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)`,
+		}},
+		{"relative auth file", func(c *Config) { c.Registry.AuthFile = "auth.json" },
+			[]string{`registry.auth_file: "auth.json" is not an absolute path`}},
+		{"negative retries", func(c *Config) { c.Registry.Retries = -1 }, []string{`registry.retries: -1 is negative`}},
+
+		// Every problem at once.
+		{"several problems", func(c *Config) {
+			c.Executor.Listen = "0.0.0.0"
+			c.Executor.Port = -1
+			c.Registry.Retries = -2
+		}, []string{
+			`executor.listen: "0.0.0.0" is not a loopback address (want 127.0.0.0/8 or ::1)`,
+			`executor.port: -1 is not a port number (want 1-65535)`,
+			`registry.retries: -2 is negative`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Defaults()
+			tt.mutate(&c)
+			err := c.Validate()
+			if diff := cmp.Diff(problemLines(err), tt.want); diff != "" {
+				t.Errorf("Validate() problems (-got +want):\n%s", diff)
+			}
+			if (err != nil) != (tt.want != nil) {
+				t.Errorf("Validate() = %v, want error: %v", err, tt.want != nil)
+			}
+			if err != nil && !errors.Is(err, ErrInvalid) {
+				t.Errorf("errors.Is(%v, ErrInvalid) = false", err)
+			}
+		})
+	}
+}
+
+func TestParseImageRef(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    ImageRef
+		wantErr string
+	}{
+		{
+			in: defaultImage,
+			want: ImageRef{
+				Name:   "ghcr.io/rhyssullivan/executor-selfhost",
+				Domain: "ghcr.io",
+				Path:   "rhyssullivan/executor-selfhost",
+				Tag:    "v1.5.12",
+				Digest: "sha256:e40b2179c005b3124e794e9a8505341db46d0a9a1631e7f3fdcd023462ecf70b",
+			},
+		},
+		{
+			in:   "127.0.0.1:5000/hbx/test:v1@sha256:" + hexA,
+			want: ImageRef{Name: "127.0.0.1:5000/hbx/test", Domain: "127.0.0.1:5000", Path: "hbx/test", Tag: "v1", Digest: digest.Digest("sha256:" + hexA)},
+		},
+		{
+			in:   "localhost:5000/test:latest@sha256:" + hexA,
+			want: ImageRef{Name: "localhost:5000/test", Domain: "localhost:5000", Path: "test", Tag: "latest", Digest: digest.Digest("sha256:" + hexA)},
+		},
+		{
+			in:   "oven/bun:1@sha256:" + hexA,
+			want: ImageRef{Name: "docker.io/oven/bun", Domain: "docker.io", Path: "oven/bun", Tag: "1", Digest: digest.Digest("sha256:" + hexA)},
+		},
+		{in: "ghcr.io/o/x:v1", wantErr: `image reference "ghcr.io/o/x:v1" has no digest (want name:tag@sha256:<64 hex>)`},
+		{in: "ghcr.io/o/x@sha256:" + hexA, wantErr: `has no tag`},
+		{in: "ghcr.io/o/x:v1@sha256:" + strings.ToUpper(hexA), wantErr: `is not an image reference`},
+		{in: "ghcr.io/o/x:v1@sha256:" + hexA[:63], wantErr: `is not an image reference`},
+		{in: "ghcr.io/o/x:v1@sha512:" + strings.Repeat("a", 128), wantErr: `sha512`},
+		{in: "ghcr.io/O/x:v1@sha256:" + hexA, wantErr: `is not an image reference`},
+		{in: "ghcr.io/o/x:v1@sha256:" + hexA + " ", wantErr: `is not an image reference`},
+		{in: "", wantErr: `is empty`},
+	}
+	for _, tt := range tests {
+		got, err := ParseImageRef(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalid) {
+				t.Errorf("ParseImageRef(%q) = %v, want an ErrInvalid containing %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseImageRef(%q) = %v", tt.in, err)
+			continue
+		}
+		if diff := cmp.Diff(got, tt.want); diff != "" {
+			t.Errorf("ParseImageRef(%q) (-got +want):\n%s", tt.in, diff)
+		}
+		if s := got.String(); s != tt.want.Name+":"+tt.want.Tag+"@"+tt.want.Digest.String() {
+			t.Errorf("ParseImageRef(%q).String() = %q", tt.in, s)
+		}
+	}
+}
+
+func TestParsePlatform(t *testing.T) {
+	tests := []struct {
+		in                string
+		os, arch, variant string
+		ok                bool
+	}{
+		{"linux/arm64", "linux", "arm64", "", true},
+		{"linux/amd64", "linux", "amd64", "", true},
+		{"linux/arm/v7", "linux", "arm", "v7", true},
+		{"linux/arm64/v8", "linux", "arm64", "v8", true},
+		{"linux", "", "", "", false},
+		{"linux/", "", "", "", false},
+		{"/arm64", "", "", "", false},
+		{"linux/arm64/", "", "", "", false},
+		{"linux/arm/v7/x", "", "", "", false},
+		{"Linux/arm64", "", "", "", false},
+		{"linux/arm 64", "", "", "", false},
+		{"", "", "", "", false},
+	}
+	for _, tt := range tests {
+		os, arch, variant, err := ParsePlatform(tt.in)
+		if (err == nil) != tt.ok {
+			t.Errorf("ParsePlatform(%q) error = %v, want ok %v", tt.in, err, tt.ok)
+			continue
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("errors.Is(ParsePlatform(%q), ErrInvalid) = false", tt.in)
+		}
+		if os != tt.os || arch != tt.arch || variant != tt.variant {
+			t.Errorf("ParsePlatform(%q) = %q, %q, %q, want %q, %q, %q", tt.in, os, arch, variant, tt.os, tt.arch, tt.variant)
+		}
+	}
+}
+
+func FuzzParseImageRef(f *testing.F) {
+	f.Add(defaultImage)
+	f.Add("127.0.0.1:5000/x:v1@sha256:" + hexA)
+	f.Add("x:v1@sha512:" + strings.Repeat("a", 128))
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseImageRef(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("ParseImageRef(%q) = %v, want ErrInvalid", s, err)
+			}
+			return
+		}
+		if r.Tag == "" || r.Digest.Algorithm() != digest.SHA256 || r.Digest.Validate() != nil {
+			t.Fatalf("ParseImageRef(%q) = %+v, want a tag and a sha256 digest", s, r)
+		}
+		again, err := ParseImageRef(r.String())
+		if err != nil || again != r {
+			t.Fatalf("ParseImageRef(%q) = %+v, %v; want %+v", r.String(), again, err, r)
+		}
+	})
+}
