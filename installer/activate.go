@@ -112,3 +112,32 @@ func cleanup(runtimeDir string, keepBlobs bool, log *slog.Logger) {
 		return nil
 	})
 }
+
+// hasLeftovers reports, with two directory reads, whether cleanup has work:
+// staging or scratch trees, temporaries, releases that are neither current
+// nor previous, or a blob cache that should not be kept.
+func hasLeftovers(runtimeDir string, keepBlobs bool) bool {
+	ents, err := os.ReadDir(runtimeDir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		switch n := e.Name(); {
+		case n == stagingDir, n == scratchDir, atomicfile.IsTemp(n), n == blobsDir && !keepBlobs:
+			return true
+		}
+	}
+	keep := map[string]bool{}
+	for _, l := range []string{release.CurrentLink, release.PreviousLink} {
+		if t, err := os.Readlink(filepath.Join(runtimeDir, l)); err == nil {
+			keep[filepath.Base(t)] = true
+		}
+	}
+	rels, _ := os.ReadDir(filepath.Join(runtimeDir, release.ReleasesDir))
+	for _, r := range rels {
+		if !keep[r.Name()] {
+			return true
+		}
+	}
+	return false
+}

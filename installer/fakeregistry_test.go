@@ -28,6 +28,8 @@ type fakeRegistry struct {
 	manifests map[string]served // by digest or tag
 	blobs     map[digest.Digest][]byte
 	requests  []string
+	// gate, when set, holds every blob request until it is closed.
+	gate chan struct{}
 }
 
 type served struct {
@@ -84,6 +86,12 @@ func (r *fakeRegistry) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if i := strings.Index(p, "/blobs/"); i >= 0 {
+		r.mu.Lock()
+		gate := r.gate
+		r.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
 		r.mu.Lock()
 		b, ok := r.blobs[digest.Digest(p[i+len("/blobs/"):])]
 		r.mu.Unlock()

@@ -130,6 +130,10 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 			return nil, err
 		}
 		if reason == "" {
+			// A run killed after its symlink swap leaves its leftovers to us.
+			if hasLeftovers(opts.RuntimeDir, opts.KeepBlobs) {
+				cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
+			}
 			return &Result{Reason: "active release matches", Release: cur, Duration: time.Since(start)}, nil
 		}
 	} else if !errors.Is(cerr, release.ErrNoRelease) {
@@ -184,19 +188,9 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	}
 	res := &Result{}
 	cache := blobCache{dir: filepath.Join(opts.RuntimeDir, blobsDir)}
-	for i, l := range r.Manifest.Layers {
-		prog.Event(Event{Kind: EventBlobStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(r.Manifest.Layers)})
-		fetched, err := cache.fetch(ctx, src, l, opts.Registry.Retries, log)
-		if err != nil {
-			return nil, fmt.Errorf("fetch layer %s from %s: %w", l.Digest, reference.Domain(ref), err)
-		}
-		if fetched {
-			res.Fetched++
-		} else {
-			res.Reused++
-		}
-		log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", fetched)
-		prog.Event(Event{Kind: EventBlobDone, Digest: l.Digest, Size: l.Size, Index: i, Count: len(r.Manifest.Layers)})
+	layers := r.Manifest.Layers
+	if err := checkSpace(opts.RuntimeDir, cache, layers); err != nil {
+		return nil, err
 	}
 
 	hexd := r.ManifestDigest.Encoded()
@@ -223,13 +217,57 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 		return nil, err
 	}
 	defer a.Close()
-	for i, l := range r.Manifest.Layers {
-		prog.Event(Event{Kind: EventLayerStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(r.Manifest.Layers)})
-		if err := applyLayer(cache, a, l, r.Config.RootFS.DiffIDs[i], log); err != nil {
-			return nil, fmt.Errorf("extract layer %s: %w", l.Digest, err)
+
+	// Fetch ahead of extraction: blob i+1 downloads while layer i is applied.
+	// The fetcher is stopped and waited for before Install returns, so it
+	// never writes into the cache after the lock is released.
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	fetchDone := make(chan struct{})
+	defer func() {
+		stopFetch()
+		<-fetchDone
+	}()
+	ready := make([]chan error, len(layers)) // buffered: the fetcher never blocks
+	for i := range ready {
+		ready[i] = make(chan error, 1)
+	}
+	go func() {
+		defer close(fetchDone)
+		for i, l := range layers {
+			prog.Event(Event{Kind: EventBlobStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
+			fetched, err := cache.fetch(fetchCtx, src, l, opts.Registry.Retries, log)
+			if err != nil {
+				ready[i] <- fmt.Errorf("fetch layer %s from %s: %w", l.Digest, reference.Domain(ref), err)
+				return
+			}
+			if fetched {
+				res.Fetched++ // read by the install goroutine only after <-ready[i]
+			} else {
+				res.Reused++
+			}
+			log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", fetched)
+			prog.Event(Event{Kind: EventBlobDone, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
+			ready[i] <- nil
+		}
+	}()
+	for i, l := range layers {
+		select {
+		case err := <-ready[i]:
+			if err != nil {
+				return nil, err
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		prog.Event(Event{Kind: EventLayerStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
+		report := func(done int64) {
+			prog.Event(Event{Kind: EventLayerProgress, Digest: l.Digest, Size: l.Size, Done: done, Index: i, Count: len(layers)})
+		}
+		if err := applyLayer(cache, a, l, r.Config.RootFS.DiffIDs[i], report); err != nil {
+			return nil, fmt.Errorf("extract layer %s: %w", l.Digest, noSpace(err, staged))
 		}
 		log.Info("layer applied", "digest", l.Digest, "index", i)
-		prog.Event(Event{Kind: EventLayerDone, Digest: l.Digest, Size: l.Size, Index: i, Count: len(r.Manifest.Layers)})
+		prog.Event(Event{Kind: EventLayerDone, Digest: l.Digest, Size: l.Size, Done: l.Size, Index: i, Count: len(layers)})
 	}
 	if n := len(a.Stats().DroppedSetid); n > 0 {
 		log.Warn("dropped setuid/setgid bits", "entries", n, "first", a.Stats().DroppedSetid[0])

@@ -3,10 +3,12 @@ package installer
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -360,5 +362,81 @@ func TestInstallResumesFromCompleteBlobs(t *testing.T) {
 		if strings.HasPrefix(en.Name(), ".tmp-") {
 			t.Errorf("temporary blob %s left behind", en.Name())
 		}
+	}
+}
+
+// TestConcurrentInstalls: the second install waits for the first, then finds
+// the release active and makes no request; its log names the holder.
+func TestConcurrentInstalls(t *testing.T) {
+	e := newEnv(t)
+	p := e.reg.publish(t, "executor", goodParts(hostPlat))
+	gate := make(chan struct{})
+	e.reg.mu.Lock()
+	e.reg.gate = gate
+	e.reg.mu.Unlock()
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := Install(context.Background(), e.opts(p))
+		first <- err
+	}()
+	// Wait until the first install holds the lock and is fetching.
+	for e.reg.requestCount() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	var logs strings.Builder
+	waiting := make(chan struct{})
+	second := make(chan *Result, 1)
+	go func() {
+		res, err := Install(context.Background(), e.opts(p, func(o *Options) {
+			o.LockWait = 30 * time.Second
+			o.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &logs, onWrite: func() { closeOnce(waiting) }}, nil))
+		}))
+		if err != nil {
+			t.Errorf("second Install() = %v", err)
+		}
+		second <- res
+	}()
+	<-waiting
+	close(gate)
+	if err := <-first; err != nil {
+		t.Fatalf("first Install() = %v", err)
+	}
+	after := e.reg.requestCount()
+	res := <-second
+	if res == nil || res.Changed {
+		t.Fatalf("second Install() = %+v, want unchanged", res)
+	}
+	if n := e.reg.requestCount() - after; n != 0 {
+		t.Errorf("second install made %d requests after the first finished, want 0", n)
+	}
+	if !strings.Contains(logs.String(), "waiting for the install lock") || !strings.Contains(logs.String(), "hbx install") {
+		t.Errorf("log %q does not say who held the lock", logs.String())
+	}
+}
+
+type syncWriter struct {
+	mu      sync.Mutex
+	w       *strings.Builder
+	onWrite func()
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.w.Write(p)
+	s.onWrite()
+	return n, err
+}
+
+var closeMu sync.Mutex
+
+func closeOnce(c chan struct{}) {
+	closeMu.Lock()
+	defer closeMu.Unlock()
+	select {
+	case <-c:
+	default:
+		close(c)
 	}
 }

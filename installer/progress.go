@@ -7,13 +7,14 @@ type EventKind string
 
 // The events an install reports.
 const (
-	EventBlobStart  EventKind = "blob-start"      // a layer blob is about to be fetched (or found cached)
-	EventBlobDone   EventKind = "blob-done"       // the blob is complete and verified in the cache
-	EventLayerStart EventKind = "layer-start"     // a layer is about to be applied
-	EventLayerDone  EventKind = "layer-done"      // the layer is applied and its diff_id checked
-	EventActivate   EventKind = "activate"        // the staged release is durable; publishing starts
-	EventRenamed    EventKind = "release-renamed" // releases/<hex> is in place
-	EventSwap       EventKind = "symlink-swap"    // current is about to be switched
+	EventBlobStart     EventKind = "blob-start"      // a layer blob is about to be fetched (or found cached)
+	EventBlobDone      EventKind = "blob-done"       // the blob is complete and verified in the cache
+	EventLayerStart    EventKind = "layer-start"     // a layer is about to be applied
+	EventLayerProgress EventKind = "layer-progress"  // Done of Size compressed bytes of the layer applied so far
+	EventLayerDone     EventKind = "layer-done"      // the layer is applied and its diff_id checked
+	EventActivate      EventKind = "activate"        // the staged release is durable; publishing starts
+	EventRenamed       EventKind = "release-renamed" // releases/<hex> is in place
+	EventSwap          EventKind = "symlink-swap"    // current is about to be switched
 )
 
 // Event is one progress report. Size is in bytes; Index counts from 0 of Count.
@@ -21,12 +22,14 @@ type Event struct {
 	Kind   EventKind     `json:"event"`
 	Digest digest.Digest `json:"digest,omitempty"`
 	Size   int64         `json:"size,omitempty"`
+	Done   int64         `json:"done,omitempty"`
 	Index  int           `json:"index"`
 	Count  int           `json:"count,omitempty"`
 }
 
-// Progress receives events. Implementations must be quick; they run on the
-// install's goroutine.
+// Progress receives events. Implementations must be quick and safe for
+// concurrent use: blob events come from the fetching goroutine while layer
+// events come from the extracting one.
 type Progress interface {
 	Event(Event)
 }

@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"log/slog"
+	"time"
 
 	"github.com/hermesbox/hbx/extract"
 	"github.com/klauspost/compress/zstd"
@@ -72,7 +72,7 @@ func decompress(r *bufio.Reader, c compression) (io.ReadCloser, error) {
 
 // applyLayer streams one cached layer blob through its digest check,
 // decompression and diff_id check into the applier.
-func applyLayer(cache blobCache, a *extract.Applier, desc v1.Descriptor, diffID digest.Digest, log *slog.Logger) error {
+func applyLayer(cache blobCache, a *extract.Applier, desc v1.Descriptor, diffID digest.Digest, report func(done int64)) error {
 	c, err := layerCompression(desc.MediaType)
 	if err != nil {
 		return err
@@ -83,7 +83,8 @@ func applyLayer(cache blobCache, a *extract.Applier, desc v1.Descriptor, diffID 
 	}
 	defer f.Close()
 	blobV := desc.Digest.Verifier()
-	br := bufio.NewReaderSize(io.TeeReader(f, blobV), 1<<20)
+	counted := &progressReader{r: f, report: report}
+	br := bufio.NewReaderSize(io.TeeReader(counted, blobV), 1<<20)
 	zr, err := decompress(br, c)
 	if err != nil {
 		return err
@@ -108,4 +109,22 @@ func applyLayer(cache blobCache, a *extract.Applier, desc v1.Descriptor, diffID 
 		return fmt.Errorf("%w: uncompressed layer does not hash to diff_id %s", ErrDigestMismatch, diffID)
 	}
 	return nil
+}
+
+// progressReader reports bytes read, at most every 100ms.
+type progressReader struct {
+	r      io.Reader
+	n      int64
+	last   time.Time
+	report func(int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	if p.report != nil && time.Since(p.last) >= 100*time.Millisecond {
+		p.last = time.Now()
+		p.report(p.n)
+	}
+	return n, err
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/hermesbox/hbx/installer"
@@ -13,6 +15,8 @@ import (
 
 type installOptions struct {
 	verify bool
+	quiet  bool // no progress, warnings and errors only
+	json   bool // JSON lines of progress events and the result on stdout
 }
 
 // newInstallCommand builds `hbx install`.
@@ -36,6 +40,8 @@ nothing and makes no network request.`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "re-hash the active release against its recorded file list and replace it when it differs")
+	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but warnings, errors and the result")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines on stdout")
 	return cmd
 }
 
@@ -78,11 +84,26 @@ func platformPin(cfg *config.Config) digest.Digest {
 func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, o installOptions) error {
 	opts := installerOptions(g, cfg)
 	opts.Verify = o.verify
+	switch {
+	case o.json:
+		opts.Progress = newJSONProgress(g.stdout)
+	case o.quiet:
+		opts.Logger = quietLogger(g)
+	case isTerminal(g.stderr):
+		opts.Progress = newTermProgress(g.stderr)
+	}
 	res, err := installer.Install(cmd.Context(), opts)
 	if err != nil {
 		return fmt.Errorf("install: %w", err)
 	}
 	m := res.Release.Meta
+	if o.json {
+		return json.NewEncoder(g.stdout).Encode(map[string]any{
+			"event": "result", "changed": res.Changed, "reason": res.Reason, "image": cfg.Executor.Image,
+			"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
+			"fetched": res.Fetched, "reused": res.Reused, "duration_ms": res.Duration.Milliseconds(),
+		})
+	}
 	if !res.Changed {
 		fmt.Fprintf(g.stdout, "up to date: %s (%s, manifest %s)\n", cfg.Executor.Image, m.Platform, m.ManifestDigest)
 		return nil
@@ -90,4 +111,9 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, o installOpt
 	fmt.Fprintf(g.stdout, "installed %s (%s, manifest %s) in %s: %d blobs fetched, %d reused; reason: %s\n",
 		cfg.Executor.Image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.Reused, res.Reason)
 	return nil
+}
+
+// quietLogger keeps warnings and errors of g's logger's destination.
+func quietLogger(g *globals) *slog.Logger {
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hermesbox/hbx/installer"
+	"golang.org/x/sys/unix"
+)
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// jsonProgress writes every event as one JSON line, for host-side tooling.
+type jsonProgress struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func newJSONProgress(w io.Writer) *jsonProgress { return &jsonProgress{enc: json.NewEncoder(w)} }
+
+func (p *jsonProgress) Event(e installer.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.enc.Encode(struct {
+		Time time.Time `json:"time"`
+		installer.Event
+	}{time.Now().UTC(), e})
+}
+
+// termProgress draws one line per layer, redrawn in place while the layer
+// is applied: index, digest, bytes of total, rate.
+type termProgress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+}
+
+func newTermProgress(w io.Writer) *termProgress { return &termProgress{w: w} }
+
+func (p *termProgress) Event(e installer.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch e.Kind {
+	case installer.EventLayerStart:
+		p.start = time.Now()
+		p.draw(e, 0, false)
+	case installer.EventLayerProgress:
+		p.draw(e, e.Done, false)
+	case installer.EventLayerDone:
+		p.draw(e, e.Size, true)
+	case installer.EventActivate:
+		fmt.Fprintf(p.w, "activating %s\n", short(string(e.Digest)))
+	}
+}
+
+func (p *termProgress) draw(e installer.Event, done int64, final bool) {
+	secs := time.Since(p.start).Seconds()
+	rate := 0.0
+	if secs > 0 {
+		rate = float64(done) / secs / 1e6
+	}
+	end := ""
+	if final {
+		end = "\n"
+	}
+	fmt.Fprintf(p.w, "\r\033[Klayer %d/%d %s %6.1f/%.1f MB %6.1f MB/s%s", e.Index+1, e.Count, short(string(e.Digest)), float64(done)/1e6, float64(e.Size)/1e6, rate, end)
+}
+
+// short abbreviates a digest to algorithm:12 hex.
+func short(d string) string {
+	if len(d) > 19 {
+		return d[:19]
+	}
+	return d
+}
