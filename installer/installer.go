@@ -177,7 +177,7 @@ func checkActive(cur *release.Installed, index digest.Digest, plat string, pin d
 
 func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress) (*Result, error) {
 	cleanup(opts.RuntimeDir, true, log) // what a killed run left; keep its complete blobs
-	src, err := openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, scratchDir))
+	src, err := openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, scratchDir), log)
 	if err != nil {
 		return nil, err
 	}
@@ -218,6 +218,11 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	}
 	defer a.Close()
 
+	// Write back what is applied while later layers extract, so the final
+	// syncfs has little left to do.
+	flusher := newFlusher(staged)
+	defer flusher.wait()
+
 	// Fetch ahead of extraction: blob i+1 downloads while layer i is applied.
 	// The fetcher is stopped and waited for before Install returns, so it
 	// never writes into the cache after the lock is released.
@@ -235,7 +240,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 		defer close(fetchDone)
 		for i, l := range layers {
 			prog.Event(Event{Kind: EventBlobStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
-			fetched, err := cache.fetch(fetchCtx, src, l, opts.Registry.Retries, log)
+			fetched, err := cache.fetch(fetchCtx, src, l)
 			if err != nil {
 				ready[i] <- fmt.Errorf("fetch layer %s from %s: %w", l.Digest, reference.Domain(ref), err)
 				return
@@ -259,6 +264,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		layerStart := time.Now()
 		prog.Event(Event{Kind: EventLayerStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
 		report := func(done int64) {
 			prog.Event(Event{Kind: EventLayerProgress, Digest: l.Digest, Size: l.Size, Done: done, Index: i, Count: len(layers)})
@@ -266,7 +272,8 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 		if err := applyLayer(cache, a, l, r.Config.RootFS.DiffIDs[i], report); err != nil {
 			return nil, fmt.Errorf("extract layer %s: %w", l.Digest, noSpace(err, staged))
 		}
-		log.Info("layer applied", "digest", l.Digest, "index", i)
+		log.Info("layer applied", "digest", l.Digest, "index", i, "took", time.Since(layerStart).Round(time.Millisecond))
+		flusher.kick()
 		prog.Event(Event{Kind: EventLayerDone, Digest: l.Digest, Size: l.Size, Done: l.Size, Index: i, Count: len(layers)})
 	}
 	if n := len(a.Stats().DroppedSetid); n > 0 {
@@ -294,9 +301,11 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	if res.Version, err = validate(ctx, inst, plat, opts.ValidateTimeout); err != nil {
 		return nil, fmt.Errorf("validate release: %w", err)
 	}
+	syncStart := time.Now()
 	if err := atomicfile.SyncFS(staged); err != nil {
 		return nil, err
 	}
+	log.Info("release durable", "took", time.Since(syncStart).Round(time.Millisecond))
 	prog.Event(Event{Kind: EventActivate, Digest: r.ManifestDigest})
 	if err := activate(opts.RuntimeDir, staged, hexd, log, prog, r.ManifestDigest); err != nil {
 		return nil, fmt.Errorf("activate: %w", err)

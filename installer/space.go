@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hermesbox/hbx/internal/atomicfile"
+
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
 )
@@ -63,4 +65,32 @@ func human(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// flusher runs syncfs on the staging filesystem in the background, at most
+// one at a time, so disk writeback overlaps with extraction. It is an
+// optimisation only: durability comes from the final, blocking syncfs.
+type flusher struct {
+	path string
+	busy chan struct{} // holds a token while a syncfs runs
+}
+
+func newFlusher(path string) *flusher { return &flusher{path: path, busy: make(chan struct{}, 1)} }
+
+// kick starts a background syncfs unless one is running.
+func (f *flusher) kick() {
+	select {
+	case f.busy <- struct{}{}:
+		go func() {
+			_ = atomicfile.SyncFS(f.path)
+			<-f.busy
+		}()
+	default:
+	}
+}
+
+// wait returns once no background syncfs runs.
+func (f *flusher) wait() {
+	f.busy <- struct{}{}
+	<-f.busy
 }

@@ -1,0 +1,67 @@
+// Command mkbenchimage builds the benchmark image (package benchimage) as an
+// OCI layout, reusing a previous build in the same directory, and pushes it.
+//
+//	mkbenchimage -out DIR [-scale 1] [-push HOST/REPO:TAG]
+//
+// It prints key=value lines: layout=, index=, manifest=, files=,
+// uncompressed=, compressed= and, when pushed, ref=HOST/REPO:TAG@sha256:...
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/hermesbox/hbx/internal/benchimage"
+	"github.com/hermesbox/hbx/internal/testimage"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "mkbenchimage: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("mkbenchimage", flag.ContinueOnError)
+	out := fs.String("out", "", "layout directory (reused when it holds a finished build of the same scale)")
+	scale := fs.Float64("scale", 1, "image size: 1 is the BENCHMARKING.md shape")
+	push := fs.String("push", "", "push to this reference")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fmt.Errorf("-out is required")
+	}
+	marker := filepath.Join(*out, "benchimage.json")
+	var img benchimage.Image
+	if b, err := os.ReadFile(marker); err == nil && json.Unmarshal(b, &img) == nil {
+		img.Dir = *out
+	} else {
+		os.RemoveAll(*out)
+		built, err := benchimage.Build(*out, benchimage.Options{Scale: *scale})
+		if err != nil {
+			return err
+		}
+		img = *built
+		b, _ := json.Marshal(img)
+		if err := os.WriteFile(marker, b, 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "layout=%s\nindex=%s\nmanifest=%s\nfiles=%d\nuncompressed=%d\ncompressed=%d\n",
+		img.Dir, img.IndexDigest, img.Manifest, img.Files, img.Uncompressed, img.Compressed)
+	if *push != "" {
+		d, err := testimage.Push(ctx, img.Dir, *push)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "ref=%s@%s\n", *push, d)
+	}
+	return nil
+}
