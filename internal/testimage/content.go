@@ -15,6 +15,17 @@ import (
 //go:embed app/serve.ts
 var serveTS string
 
+// entrypointSH stands in for oven/bun's docker-entrypoint.sh.
+const entrypointSH = `#!/bin/sh
+# Run bun when the command is a flag or not a program, else the command.
+set -e
+case "$1" in
+-*) set -- bun "$@" ;;
+*) command -v -- "$1" >/dev/null 2>&1 || set -- bun "$@" ;;
+esac
+exec "$@"
+`
+
 // AppDir is the image's working directory, where `bun run src/serve.ts` runs.
 const AppDir = "/app/apps/host-selfhost"
 
@@ -43,6 +54,10 @@ func baseEntries(bun func() (io.ReadCloser, int64, error)) []entry {
 		dir("usr/local/", 0o755),
 		dir("usr/local/bin/", 0o755),
 		{path: "usr/local/bin/bun", typ: tar.TypeReg, mode: 0o755, big: bun},
+		// oven/bun's image has a shell entrypoint that runs bun when the
+		// command is a flag or not a program; the pinned Executor image
+		// inherits it, so hbx must run it natively (host /bin/sh).
+		file("usr/local/bin/docker-entrypoint.sh", 0o755, entrypointSH),
 		// oven/bun links bunx with an absolute target: `ln -s /usr/local/bin/bun /usr/local/bin/bunx`.
 		symlink("usr/local/bin/bunx", "/usr/local/bin/bun"),
 		dir("var/", 0o755),

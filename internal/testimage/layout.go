@@ -46,6 +46,9 @@ var Env = []string{
 	"NODE_ENV=production",
 }
 
+// Entrypoint is the image config's entrypoint, inherited from oven/bun.
+var Entrypoint = []string{"/usr/local/bin/docker-entrypoint.sh"}
+
 // Cmd is the image config's command, run in [AppDir].
 var Cmd = []string{"bun", "run", "src/serve.ts"}
 
@@ -235,6 +238,7 @@ func writeImage(blobs string, platform ocispec.Platform, version string, layers 
 		Platform: platform,
 		Config: ocispec.ImageConfig{
 			Env:          Env,
+			Entrypoint:   Entrypoint,
 			Cmd:          Cmd,
 			WorkingDir:   AppDir,
 			Volumes:      map[string]struct{}{"/data": {}},

@@ -180,6 +180,7 @@ func TestLayoutShape(t *testing.T) {
 			}
 			wantConfig := ocispec.ImageConfig{
 				WorkingDir: "/app/apps/host-selfhost",
+				Entrypoint: []string{"/usr/local/bin/docker-entrypoint.sh"},
 				Cmd:        []string{"bun", "run", "src/serve.ts"},
 				Env: []string{
 					"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -300,6 +301,7 @@ func TestAppliedTree(t *testing.T) {
 		"d 0755 usr/local/",
 		"d 0755 usr/local/bin/",
 		"f 0755 usr/local/bin/bun",
+		"f 0755 usr/local/bin/docker-entrypoint.sh",
 		"l usr/local/bin/bunx -> /usr/local/bin/bun",
 		"d 0755 var/",
 		"l var/run -> /run",
