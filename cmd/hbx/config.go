@@ -72,12 +72,12 @@ type shownValue struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// runConfigShow prints opts.cfg key by key in config.Keys order, with
+// runConfigShow prints opts.cfg key by key in ShownKeys order, with
 // sources: "key: value  # source" lines, or one JSON object.
 func runConfigShow(_ context.Context, opts configShowOptions) error {
 	if opts.json {
 		out := map[string]shownValue{}
-		for _, k := range config.Keys() {
+		for _, k := range opts.cfg.ShownKeys() {
 			v := opts.cfg.Value(k)
 			if d, ok := v.(time.Duration); ok {
 				v = d.String()
@@ -93,7 +93,7 @@ func runConfigShow(_ context.Context, opts configShowOptions) error {
 		return nil
 	}
 	var b strings.Builder
-	for _, k := range config.Keys() {
+	for _, k := range opts.cfg.ShownKeys() {
 		fmt.Fprintf(&b, "%s: %s  # %s\n", k, yamlValue(opts.cfg.Value(k)), opts.sources.Of(k))
 	}
 	if _, err := io.WriteString(opts.stdout, b.String()); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/supervisor"
 	"github.com/spf13/cobra"
 )
 
@@ -23,7 +24,8 @@ const exitCodesHelp = `Exit codes:
   1  failure: network, registry, disk, digest mismatch, a program that
      would not start, and every other error
   2  invalid configuration (config file, HBX_* environment variables,
-     flags) or usage (unknown command or flag, bad arguments)
+     flags, a program's missing user) or usage (unknown command or flag,
+     bad arguments, an unknown program name)
   "hbx run executor" exits with the payload's own status (128+N when
   signal N ended it).`
 
@@ -38,7 +40,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &xe):
 		return xe.Code
-	case errors.Is(err, config.ErrInvalid), errors.As(err, &ue):
+	case errors.Is(err, config.ErrInvalid), errors.As(err, &ue),
+		errors.Is(err, supervisor.ErrInvalid), errors.Is(err, supervisor.ErrUnknownProgram):
 		return exitUsage
 	default:
 		return exitFailure

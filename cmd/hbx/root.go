@@ -79,7 +79,12 @@ defaults. "hbx config show" prints every effective value and its source.
 		newConfigCommand(g),
 		newInstallCommand(g),
 		newRunCommand(g),
+		newSuperviseCommand(g),
+		newStatusCommand(g),
+		newLogsCommand(g),
+		newShutdownCommand(g),
 	)
+	root.AddCommand(newStartStopCommands(g)...)
 	return root
 }
 

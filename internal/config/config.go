@@ -27,6 +27,32 @@ type Config struct {
 	Executor Executor // executor.*: the image and how to run it
 	Install  Install  // install.*: limits of `hbx install`
 	Registry Registry // registry.*: how to reach the registry
+	// Supervisor tunes `hbx supervise` (supervisor.*).
+	Supervisor Supervisor
+	// Programs are the supervised programs by name (programs.<name>.*),
+	// from the config file only. Default: "executor" and "hermes".
+	Programs map[string]Program
+}
+
+// Supervisor tunes `hbx supervise` and its control commands (keys
+// supervisor.*).
+type Supervisor struct {
+	// Socket is the control socket, absolute, at most 107 bytes
+	// (supervisor.socket). Default "/run/hbx/hbx.sock".
+	Socket string
+	// LogDir holds the programs' log files unless a program names its own
+	// (supervisor.log_dir). Absolute. Default "/var/log/hbx".
+	LogDir string
+	// HealthWait is the longest a starting Executor may take to answer
+	// GET /api/health with 200 (supervisor.health_wait). Positive.
+	// Default 60s.
+	HealthWait time.Duration
+	// HealthInterval is the period of Executor's health checks while it
+	// runs (supervisor.health_interval). Positive. Default 5s.
+	HealthInterval time.Duration
+	// WedgeFailures failed health checks in a row restart a running
+	// Executor; 0 never does (supervisor.wedge_failures). Default 3.
+	WedgeFailures int
 }
 
 // Executor says which Executor image to run and how to run it (keys
@@ -77,6 +103,9 @@ type Executor struct {
 	// DisableIPv6 sets BUN_FEATURE_FLAG_DISABLE_IPV6=1 in Executor's
 	// environment (executor.disable_ipv6). Default true.
 	DisableIPv6 bool
+	// InstallOnStart runs the install step once when `hbx supervise`
+	// starts, never on a restart (executor.install_on_start). Default false.
+	InstallOnStart bool
 }
 
 // Install bounds and tunes `hbx install` (keys install.*).
@@ -141,6 +170,14 @@ func Defaults() Config {
 			StallTimeout:  30 * time.Second,
 			Retries:       3,
 		},
+		Supervisor: Supervisor{
+			Socket:         "/run/hbx/hbx.sock",
+			LogDir:         "/var/log/hbx",
+			HealthWait:     60 * time.Second,
+			HealthInterval: 5 * time.Second,
+			WedgeFailures:  3,
+		},
+		Programs: defaultPrograms(),
 	}
 }
 
@@ -166,11 +203,12 @@ func Keys() []string {
 // int64 (install.max_uncompressed_bytes), bool, time.Duration, []string
 // (registry.insecure_hosts) or map[string]string
 // (executor.platform_digests); slices and maps are copies. It returns nil
-// for an unknown key.
+// for an unknown key. Program keys ("programs.hermes.exitcodes", see
+// ShownKeys) give the field's type, []int for exitcodes.
 func (c *Config) Value(key string) any {
 	spec, ok := lookupKey(key)
 	if !ok {
-		return nil
+		return c.programValue(key)
 	}
 	switch p := spec.field(c).(type) {
 	case *string:

@@ -11,6 +11,11 @@
 // Load reports where every effective value came from (Sources), so
 // `hbx config show` can say so.
 //
+// Supervised programs (programs.<name>.*, see Program) are read from the
+// file only, with yaml.v3 so environment names keep their case; the
+// built-ins "executor" and "hermes" are always present and a new name
+// declares a new program. ShownKeys lists them after Keys.
+//
 // # What it guarantees
 //
 // Load returns either a Config that passed every rule in Validate, or no

@@ -70,6 +70,8 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Executor.AllowLocalNetwork }},
 	{"executor.disable_ipv6", kindBool, "set BUN_FEATURE_FLAG_DISABLE_IPV6=1 (default true)",
 		func(c *Config) any { return &c.Executor.DisableIPv6 }},
+	{"executor.install_on_start", kindBool, "hbx supervise runs the install step once when it starts (default false)",
+		func(c *Config) any { return &c.Executor.InstallOnStart }},
 	{"install.max_uncompressed_bytes", kindBytes, "cap on the bytes the layers expand to, e.g. 16GiB (default 16GiB)",
 		func(c *Config) any { return &c.Install.MaxUncompressedBytes }},
 	{"install.keep_blobs", kindBool, "keep the blob cache after activation (default false)",
@@ -86,10 +88,20 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Registry.StallTimeout }},
 	{"registry.retries", kindInt, "retries of a failed registry request (default 3)",
 		func(c *Config) any { return &c.Registry.Retries }},
+	{"supervisor.socket", kindString, "absolute path of the control socket, at most 107 bytes (default /run/hbx/hbx.sock)",
+		func(c *Config) any { return &c.Supervisor.Socket }},
+	{"supervisor.log_dir", kindString, "absolute directory of the programs' log files (default /var/log/hbx)",
+		func(c *Config) any { return &c.Supervisor.LogDir }},
+	{"supervisor.health_wait", kindDuration, "longest wait for a starting Executor's first healthy answer (default 60s)",
+		func(c *Config) any { return &c.Supervisor.HealthWait }},
+	{"supervisor.health_interval", kindDuration, "period of Executor's health checks while it runs (default 5s)",
+		func(c *Config) any { return &c.Supervisor.HealthInterval }},
+	{"supervisor.wedge_failures", kindInt, "failed health checks in a row that restart Executor, 0 for never (default 3)",
+		func(c *Config) any { return &c.Supervisor.WedgeFailures }},
 }
 
 // sections are the top-level keys of the file.
-var sections = []string{"executor", "install", "registry"}
+var sections = []string{"executor", "install", "registry", "supervisor", "programs"}
 
 // lookupKey returns the spec of key.
 func lookupKey(key string) (keySpec, bool) {

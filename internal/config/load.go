@@ -46,7 +46,7 @@ func Load(opts LoadOptions) (*Config, *Sources, error) {
 	if path == "" {
 		path = DefaultPath
 	}
-	fileVals, probs, err := readFile(path, opts.PathExplicit)
+	fileVals, fileProgs, probs, err := readFile(path, opts.PathExplicit)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -86,6 +86,9 @@ func Load(opts LoadOptions) (*Config, *Sources, error) {
 		cfg.Executor.User = currentUser()
 		srcs.byKey["executor.user"] = Source{Kind: SourceDefault}
 	}
+	progs, progProbs := loadPrograms(fileProgs, srcs, failed)
+	cfg.Programs = progs
+	probs = append(probs, progProbs...)
 	probs = append(probs, validate(&cfg, srcs, failed)...)
 	if err := problemsError(probs); err != nil {
 		return nil, nil, err
@@ -129,21 +132,22 @@ type rawValue struct {
 }
 
 // readFile reads the YAML file at path with viper. It returns the known
-// keys' values and a problem for every unknown key.
-func readFile(path string, explicit bool) (map[string]rawValue, []*Problem, error) {
+// keys' values, the programs section (see readPrograms) and a problem for
+// every unknown key.
+func readFile(path string, explicit bool) (map[string]rawValue, map[string]map[string]rawValue, []*Problem, error) {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil, fmt.Errorf("%w: config file %s does not exist", ErrInvalid, path)
+		return nil, nil, nil, fmt.Errorf("%w: config file %s does not exist", ErrInvalid, path)
 	case err != nil:
-		return nil, nil, fmt.Errorf("read config file: %w", err)
+		return nil, nil, nil, fmt.Errorf("read config file: %w", err)
 	}
 	v := viper.New()
 	v.SetConfigType("yaml")
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		return nil, nil, fmt.Errorf("%w: parse config file %s: %w", ErrInvalid, path, err)
+		return nil, nil, nil, fmt.Errorf("%w: parse config file %s: %w", ErrInvalid, path, err)
 	}
 	src := Source{Kind: SourceFile, Detail: path}
 	vals := map[string]rawValue{}
@@ -161,6 +165,8 @@ func readFile(path string, explicit bool) (map[string]rawValue, []*Problem, erro
 			}
 		case parentMapKey(k) != "":
 			// A subkey of a map key: the map is read as a whole below.
+		case k == "programs" || strings.HasPrefix(k, "programs."):
+			// Read by readPrograms.
 		case slices.Contains(sections, k):
 			if v.Get(k) != nil {
 				probs = append(probs, &Problem{Key: k, Value: showRaw(v.Get(k)), Rule: "is not a mapping of keys", Source: src})
@@ -176,7 +182,8 @@ func readFile(path string, explicit bool) (map[string]rawValue, []*Problem, erro
 			}
 		}
 	}
-	return vals, probs, nil
+	progs, progProbs := readPrograms(data, src)
+	return vals, progs, append(probs, progProbs...), nil
 }
 
 // parentMapKey returns the map key k is a subkey of, or "".

@@ -200,6 +200,8 @@ func TestDecodeEachLayer(t *testing.T) {
 	want.Registry.AuthFile = "/root/.docker/config.json"
 	want.Registry.StallTimeout = time.Minute
 	want.Registry.Retries = 0
+	want.Executor.InstallOnStart = true
+	want.Supervisor = Supervisor{Socket: "/run/x.sock", LogDir: "/logs", HealthWait: 2 * time.Minute, HealthInterval: time.Second, WedgeFailures: 0}
 
 	file := `
 executor:
@@ -218,6 +220,7 @@ executor:
   host_port: 65535
   allow_local_network: true
   disable_ipv6: false
+  install_on_start: true
 install:
   max_uncompressed_bytes: 512MiB
   keep_blobs: true
@@ -228,6 +231,12 @@ registry:
   auth_file: /root/.docker/config.json
   stall_timeout: 1m
   retries: 0
+supervisor:
+  socket: /run/x.sock
+  log_dir: /logs
+  health_wait: 2m
+  health_interval: 1s
+  wedge_failures: 0
 `
 	strs := map[string]string{
 		"executor.image":                 want.Executor.Image,
@@ -251,6 +260,12 @@ registry:
 		"registry.auth_file":             "/root/.docker/config.json",
 		"registry.stall_timeout":         "60s",
 		"registry.retries":               "0",
+		"executor.install_on_start":      "true",
+		"supervisor.socket":              "/run/x.sock",
+		"supervisor.log_dir":             "/logs",
+		"supervisor.health_wait":         "120s",
+		"supervisor.health_interval":     "1s",
+		"supervisor.wedge_failures":      "0",
 	}
 	var env, flags []string
 	for k, v := range strs {
@@ -527,8 +542,8 @@ func TestParseBytes(t *testing.T) {
 func TestValueAndKeys(t *testing.T) {
 	c := Defaults()
 	keys := Keys()
-	if keys[0] != "executor.image" || keys[len(keys)-1] != "registry.retries" || len(keys) != 21 {
-		t.Errorf("Keys() = %v, want 21 keys from executor.image to registry.retries", keys)
+	if keys[0] != "executor.image" || keys[len(keys)-1] != "supervisor.wedge_failures" || len(keys) != 27 {
+		t.Errorf("Keys() = %v, want 27 keys from executor.image to supervisor.wedge_failures", keys)
 	}
 	for _, k := range keys {
 		if c.Value(k) == nil {

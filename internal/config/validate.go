@@ -225,7 +225,7 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	if r.Retries < 0 {
 		add("registry.retries", strconv.Itoa(r.Retries), ruleNegative)
 	}
-	return probs
+	return append(probs, validatePrograms(c, srcs, skip)...)
 }
 
 // within reports whether the clean absolute path inner lies below outer.

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/hermesbox/hbx/supervisor"
+	"github.com/spf13/cobra"
+)
+
+// logsOptions are the inputs of runLogs.
+type logsOptions struct {
+	socket string
+	req    supervisor.LogsRequest
+	stdout io.Writer
+}
+
+// newLogsCommand builds `hbx logs`.
+func newLogsCommand(g *globals) *cobra.Command {
+	var o logsOptions
+	cmd := &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Print a supervised program's log",
+		Long: `Logs prints the last lines of a program's stdout log (--stderr: its stderr
+log); -f keeps printing what the program writes until interrupted.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, _, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			if o.req.Lines < 0 {
+				return usageErrorf("-n %d: want a line count", o.req.Lines)
+			}
+			o.socket, o.req.Name, o.stdout = cfg.Supervisor.Socket, args[0], g.stdout
+			return runLogs(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().BoolVarP(&o.req.Follow, "follow", "f", false, "keep printing new output")
+	cmd.Flags().IntVarP(&o.req.Lines, "lines", "n", 10, "print the last N lines first")
+	cmd.Flags().BoolVar(&o.req.Stderr, "stderr", false, "the stderr log instead of stdout")
+	return cmd
+}
+
+// runLogs copies the log to opts.stdout.
+func runLogs(ctx context.Context, opts logsOptions) error {
+	c, err := supervisor.Dial(ctx, opts.socket)
+	if err != nil {
+		return err
+	}
+	if err := c.Logs(ctx, opts.req, opts.stdout); err != nil {
+		return fmt.Errorf("logs: %w", err)
+	}
+	return nil
+}

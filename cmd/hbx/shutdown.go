@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/hermesbox/hbx/supervisor"
+	"github.com/spf13/cobra"
+)
+
+// newShutdownCommand builds `hbx shutdown`.
+func newShutdownCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "shutdown",
+		Short: "Stop every supervised program and the supervisor",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			return runShutdown(cmd.Context(), cfg.Supervisor.Socket, g.stdout)
+		},
+	}
+}
+
+// runShutdown asks the supervisor at socket to stop everything and exit,
+// and returns once every program is stopped.
+func runShutdown(ctx context.Context, socket string, stdout io.Writer) error {
+	c, err := supervisor.Dial(ctx, socket)
+	if err != nil {
+		return err
+	}
+	if err := c.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	_, err = fmt.Fprintln(stdout, "shut down")
+	return err
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/hermesbox/hbx/supervisor"
+	"github.com/spf13/cobra"
+)
+
+// controlOptions are the inputs of runControl.
+type controlOptions struct {
+	socket string
+	verb   string // "start", "stop" or "restart"
+	names  []string
+	stdout io.Writer
+}
+
+// errSomeFailed: at least one program did not reach the wanted state.
+var errSomeFailed = errors.New("not every program did")
+
+// newControlCommand builds `hbx start`, `hbx stop` or `hbx restart`.
+func newControlCommand(g *globals, verb, short, long string) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " NAME...|all",
+		Short: short,
+		Long:  long,
+		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, _, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			return runControl(cmd.Context(), controlOptions{socket: cfg.Supervisor.Socket, verb: verb, names: args, stdout: g.stdout})
+		},
+	}
+}
+
+// newStartStopCommands builds the three control commands.
+func newStartStopCommands(g *globals) []*cobra.Command {
+	return []*cobra.Command{
+		newControlCommand(g, "start", "Start supervised programs and wait until they are RUNNING",
+			`Start starts the named programs ("all" for every one) in priority order and
+waits until each is RUNNING (Executor: answering its health check) or
+FATAL. Exit status 1 when one of them did not start.`),
+		newControlCommand(g, "stop", "Stop supervised programs and wait until their process groups are gone",
+			`Stop sends each program's stopsignal to its whole process group, waits
+stopwaitsecs, then SIGKILL; programs stop in reverse priority order.`),
+		newControlCommand(g, "restart", "Stop, then start supervised programs",
+			`Restart stops the named programs, then starts them again; a program starts
+only after its old process group is gone.`),
+	}
+}
+
+// runControl asks the supervisor to start, stop or restart opts.names and
+// prints one line per program.
+func runControl(ctx context.Context, opts controlOptions) error {
+	c, err := supervisor.Dial(ctx, opts.socket)
+	if err != nil {
+		return err
+	}
+	var res []supervisor.Result
+	switch opts.verb {
+	case "start":
+		res, err = c.Start(ctx, opts.names...)
+	case "stop":
+		res, err = c.Stop(ctx, opts.names...)
+	default:
+		res, err = c.Restart(ctx, opts.names...)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", opts.verb, err)
+	}
+	done := map[string]string{"start": "started", "stop": "stopped", "restart": "restarted"}[opts.verb]
+	failed := 0
+	for _, r := range res {
+		if r.Error != "" {
+			failed++
+			fmt.Fprintf(opts.stdout, "%s: ERROR (%s: %s)\n", r.Name, r.State, r.Error)
+			continue
+		}
+		fmt.Fprintf(opts.stdout, "%s: %s\n", r.Name, done)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%s: %d of %d programs: %w", opts.verb, failed, len(res), errSomeFailed)
+	}
+	return nil
+}

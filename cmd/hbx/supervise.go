@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/supervisor"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+)
+
+// newSuperviseCommand builds `hbx supervise`.
+func newSuperviseCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "supervise",
+		Short: "Run Executor and the configured programs under hbx's supervisor",
+		Long: `Supervise runs the built-in program "executor" (what "hbx run executor"
+runs, from the active release) and the programs configured under
+programs.<name>.* (by default "hermes", the Hermes gateway), with
+supervisord's semantics: priority order, depends_on, autorestart, startsecs,
+startretries, stopsignal and stopwaitsecs to the whole process group.
+Executor is RUNNING only once GET /api/health answers 200, so its dependents
+never start against a dead Executor.
+
+It serves a control socket (supervisor.socket, mode 0600) for "hbx status",
+"start", "stop", "restart", "logs" and "shutdown", writes each program's
+output to rotated log files under supervisor.log_dir, reaps every zombie
+(it is a child subreaper, and may be PID 1), and on SIGTERM or SIGINT stops
+everything in reverse priority order and exits 0. It refuses to start while
+another supervisor owns the socket.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := supervisor.New(superviseOptions(g, cfg))
+			if err != nil {
+				return fmt.Errorf("supervise: %w", err)
+			}
+			if err := s.Run(cmd.Context()); err != nil {
+				return fmt.Errorf("supervise: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
+// superviseOptions maps the configuration onto the supervisor's options.
+func superviseOptions(g *globals, cfg *config.Config) supervisor.Options {
+	var env []string
+	for _, kv := range g.env {
+		if !strings.HasPrefix(kv, config.EnvPrefix) {
+			env = append(env, kv)
+		}
+	}
+	opts := supervisor.Options{Env: env, Socket: cfg.Supervisor.Socket, Logger: g.log}
+	for _, name := range cfg.ProgramNames() {
+		pc := cfg.Programs[name]
+		if !pc.Enabled {
+			continue
+		}
+		opts.Programs = append(opts.Programs, supervisedProgram(g, cfg, name, pc))
+	}
+	if cfg.Executor.InstallOnStart {
+		opts.Install = func(ctx context.Context) error {
+			_, err := installer.Install(ctx, installerOptions(g, cfg))
+			return err
+		}
+	}
+	return opts
+}
+
+// supervisedProgram maps one programs.<name> entry.
+func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Program) supervisor.Program {
+	logFile := func(path, suffix string) supervisor.LogFile {
+		if path == "" {
+			path = filepath.Join(cfg.Supervisor.LogDir, name+suffix)
+		}
+		return supervisor.LogFile{Path: path, MaxBytes: pc.LogfileMaxBytes, Backups: pc.LogfileBackups}
+	}
+	p := supervisor.Program{
+		Name:         name,
+		Priority:     pc.Priority,
+		Autostart:    pc.Autostart,
+		Autorestart:  supervisor.Autorestart(pc.Autorestart),
+		ExitCodes:    pc.ExitCodes,
+		StartSecs:    time.Duration(pc.StartSecs) * time.Second,
+		StartRetries: pc.StartRetries,
+		StopSignal:   unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
+		StopWait:     time.Duration(pc.StopWaitSecs) * time.Second,
+		DependsOn:    pc.DependsOn,
+		Stdout:       logFile(pc.StdoutLogfile, ".out.log"),
+		Stderr:       logFile(pc.StderrLogfile, ".err.log"),
+	}
+	if name != config.ExecutorProgram {
+		p.Command, p.User, p.Directory = pc.Command, pc.User, pc.Directory
+		for _, k := range slices.Sorted(maps.Keys(pc.Environment)) {
+			p.Environment = append(p.Environment, k+"="+pc.Environment[k])
+		}
+		return p
+	}
+	// The built-in executor: the active release, prepared afresh at each
+	// start, gated and watched by its health check.
+	hostPath := envValue(g.env, "PATH")
+	p.Build = func(context.Context) (*supervisor.Command, error) {
+		spec, err := launch.Prepare(launchOptions(cfg, hostPath))
+		if err != nil {
+			return nil, err
+		}
+		return &supervisor.Command{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Credential: spec.Credential}, nil
+	}
+	p.Probe = executorProbe(cfg)
+	p.HealthWait = cfg.Supervisor.HealthWait
+	p.HealthInterval = cfg.Supervisor.HealthInterval
+	p.WedgeFailures = cfg.Supervisor.WedgeFailures
+	return p
+}
+
+// executorProbe checks Executor's GET /api/health on its listen address.
+func executorProbe(cfg *config.Config) supervisor.Probe {
+	u := (&url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Executor.Listen, strconv.Itoa(cfg.Executor.Port)), Path: "/api/health"}).String()
+	return supervisor.ProbeFunc(func(ctx context.Context) error { return health.APIHealth(ctx, u) })
+}

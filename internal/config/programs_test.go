@@ -1,0 +1,150 @@
+package config
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLoadPrograms(t *testing.T) {
+	path := writeConfig(t, `
+programs:
+  hermes:
+    enabled: false
+  worker:
+    command: /usr/bin/env "A B" 'c d' e\ f
+    environment: [HOME=/home/w, Mixed_Case=1]
+    autorestart: false
+    exitcodes: [0, 3]
+    depends_on: [executor]
+    logfile_maxbytes: 1MiB
+  executor:
+    startsecs: 0
+    priority: 5
+`)
+	cfg, srcs, err := Load(LoadOptions{Path: path})
+	if err != nil {
+		t.Fatalf("Load() = %v", err)
+	}
+	want := defaultProgram("worker")
+	want.Command = []string{"/usr/bin/env", "A B", "c d", "e f"}
+	want.Environment = map[string]string{"HOME": "/home/w", "Mixed_Case": "1"}
+	want.Autorestart, want.ExitCodes, want.DependsOn, want.LogfileMaxBytes = "false", []int{0, 3}, []string{"executor"}, 1<<20
+	if diff := cmp.Diff(cfg.Programs["worker"], want); diff != "" {
+		t.Errorf("Programs[worker] (-got +want):\n%s", diff)
+	}
+	if cfg.Programs["hermes"].Enabled || cfg.Programs["executor"].StartSecs != 0 || cfg.Programs["executor"].Priority != 5 {
+		t.Errorf("hermes, executor = %+v, %+v", cfg.Programs["hermes"], cfg.Programs["executor"])
+	}
+	if got := srcs.Of("programs.worker.exitcodes"); got != (Source{SourceFile, path}) {
+		t.Errorf("Of(programs.worker.exitcodes) = %v", got)
+	}
+	if got := srcs.Of("programs.worker.priority"); got != (Source{Kind: SourceDefault}) {
+		t.Errorf("Of(programs.worker.priority) = %v", got)
+	}
+	if got := cfg.Value("programs.worker.exitcodes"); !cmp.Equal(got, []int{0, 3}) {
+		t.Errorf("Value(programs.worker.exitcodes) = %v", got)
+	}
+	keys := cfg.ShownKeys()
+	if !strings.HasPrefix(strings.Join(keys, " "), strings.Join(Keys(), " ")+" programs.executor.priority") {
+		t.Errorf("ShownKeys() = %v, want Keys() then executor's (no command) first", keys)
+	}
+	for _, k := range keys {
+		if cfg.Value(k) == nil {
+			t.Errorf("Value(%q) = nil", k)
+		}
+	}
+}
+
+func TestExampleConfigPrograms(t *testing.T) {
+	path := filepath.Join("..", "..", "configs", "hbx.yaml")
+	cfg, srcs, err := Load(LoadOptions{Path: path, PathExplicit: true})
+	if err != nil {
+		t.Fatalf("Load(%s) = %v", path, err)
+	}
+	for _, k := range cfg.ShownKeys() {
+		if strings.HasPrefix(k, "programs.") && srcs.Of(k).Kind != SourceFile {
+			t.Errorf("the example does not set %s", k)
+		}
+	}
+}
+
+func TestProgramProblems(t *testing.T) {
+	path := writeConfig(t, `
+supervisor:
+  socket: /run/`+strings.Repeat("s", 110)+`.sock
+  health_interval: 0s
+programs:
+  executor:
+    command: [/bin/false]
+    stopsignal: BOGUS
+  hermes:
+    startsecs: -1
+    exitcodes: [256]
+    depends_on: [ghost, off]
+    logfile_maxbytes: 1000
+    nonsense: 1
+  a:
+    command: a
+    depends_on: [b]
+  b:
+    command: b
+    depends_on: [a]
+    directory: relative
+  off:
+    enabled: false
+  Bad:
+    command: x
+  empty:
+    environment: {A: 1}
+`)
+	_, _, err := Load(LoadOptions{Path: path})
+	want := []string{
+		"programs.hermes.nonsense: unknown key [file %s]",
+		"supervisor.socket: \"/run/" + strings.Repeat("s", 110) + ".sock\" is 120 bytes long (a unix socket path has at most 107) [file %s]",
+		"supervisor.health_interval: 0s is not positive [file %s]",
+		`programs.a.depends_on: is a dependency cycle: a -> b -> a [file %s]`,
+		`programs.executor.command: cannot be set for the built-in executor (it runs the active release; see executor.*) [file %s]`,
+		`programs.executor.stopsignal: "BOGUS" is not a signal name (want TERM, HUP, INT, QUIT, KILL, USR1 or USR2) [file %s]`,
+		`programs.hermes.exitcodes: 256 is not an exit code (want 0-255) [file %s]`,
+		`programs.hermes.startsecs: -1 is negative [file %s]`,
+		`programs.hermes.logfile_maxbytes: 1000 is not a whole number of MiB (log rotation counts in MiB, e.g. 50MiB) [file %s]`,
+		`programs.hermes.depends_on: "ghost" is not a program [file %s]`,
+		`programs.hermes.depends_on: "off" is a disabled program [file %s]`,
+		`programs.b.directory: "relative" is not an absolute path [file %s]`,
+		`programs.empty.command: [] is empty (want the program to run)`,
+		`programs.Bad: is not a program name (want lowercase letters, digits, '-' and '_', not "all")`,
+	}
+	got := problemLines(err)
+	for i := range want {
+		want[i] = strings.ReplaceAll(want[i], "%s", path)
+	}
+	if diff := cmp.Diff(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))); diff != "" {
+		t.Errorf("Load() problems (-got +want):\n%s", diff)
+	}
+}
+
+func TestSplitCommand(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		rule string
+	}{
+		{"/usr/local/bin/hermes gateway run --replace", []string{"/usr/local/bin/hermes", "gateway", "run", "--replace"}, ""},
+		{`a "b c" 'd e' f\ g "h\"i"`, []string{"a", "b c", "d e", "f g", `h"i`}, ""},
+		{`  a   b  `, []string{"a", "b"}, ""},
+		{`x""y ''`, []string{"xy", ""}, ""},
+		{"", []string{}, ""},
+		{`a "b`, nil, "has an unclosed quote"},
+		{`a 'b`, nil, "has an unclosed quote"},
+	}
+	for _, tt := range tests {
+		got, rule := SplitCommand(tt.in)
+		if rule != tt.rule || !cmp.Equal(got, tt.want) {
+			t.Errorf("SplitCommand(%q) = %q, %q; want %q, %q", tt.in, got, rule, tt.want, tt.rule)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+// Package supervisor runs a fixed set of programs under hbx's own process
+// supervisor, with supervisord's vocabulary and semantics: programs,
+// priorities, autostart, autorestart (true, false, unexpected with
+// exitcodes), startsecs, startretries, stopsignal and stopwaitsecs, and the
+// states STOPPED, STARTING, RUNNING, BACKOFF, STOPPING, EXITED and FATAL.
+// It also serves the control API on a unix socket (Serve, Dial).
+//
+// # What it guarantees
+//
+//   - One loop owns every wait. Children are started with syscall.ForkExec
+//     (never exec.Cmd) and reaped by a single wait4(-1, WNOHANG) loop driven
+//     by SIGCHLD, which dispatches exit statuses by pid and silently reaps
+//     unknown pids (orphaned grandchildren). While Run runs, no other code
+//     in the process may start and wait for children of its own: the loop
+//     would steal their exit statuses. The install hook runs before the loop
+//     starts, so it may.
+//   - Run makes the process a child subreaper (PR_SET_CHILD_SUBREAPER), also
+//     when it is PID 1, so orphaned descendants are reparented to it and
+//     reaped: it leaves no zombies.
+//   - Each program runs in its own process group. A stop sends stopsignal to
+//     the whole group, waits stopwaitsecs, then sends SIGKILL to the group;
+//     it reports STOPPED only once no process of the group is left. A
+//     program is never started again while a process of its previous group
+//     is alive (the leader's exit alone is not enough), so a restarted
+//     Executor never meets its old instance on the data directory.
+//   - Programs start in ascending priority order; a program with DependsOn
+//     is started only when every dependency is RUNNING. A program with a
+//     Probe becomes RUNNING only when it has been up for StartSecs and the
+//     probe has succeeded, within HealthWait; while RUNNING, WedgeFailures
+//     failed probes in a row restart it. Programs stop in descending
+//     priority order; programs of the same priority stop in parallel.
+//   - A failed start (exit before RUNNING, or no healthy answer in time) is
+//     retried after an exponential backoff (Options.BackoffBase, doubling,
+//     capped at Options.BackoffMax); after StartRetries retries the program
+//     is FATAL. A program that cannot be spawned at all (missing command,
+//     directory or user, or its Build function fails) is FATAL at once, with
+//     the reason; the other programs keep running.
+//   - A hold (Supervisor.Hold, POST /v1/hold, Client.Hold) stops programs
+//     and starts again those it stopped when the holder releases it or its
+//     connection ends, even if the holder dies.
+//   - At shutdown (the context of Run ends, or Supervisor.Shutdown) every
+//     program is stopped, then every process still reparented to the
+//     supervisor is killed and reaped, the socket is removed, and Run
+//     returns.
+//
+// # What it does not do
+//
+//   - A descendant that leaves its program's process group (setsid,
+//     setpgid) escapes a program stop; it is reparented to the supervisor
+//     and killed only at shutdown.
+//   - If the supervisor itself is killed with SIGKILL, a program's leader
+//     gets SIGKILL (parent-death signal) but its other descendants survive.
+//   - Log rotation (natefinch/lumberjack) works in whole MiB; a
+//     LogFile.MaxBytes that is not a multiple of 1 MiB is rounded up, and 0
+//     means no rotation. Backups 0 keeps every rotated file.
+//   - It does not read configuration; cmd/hbx maps the config onto Program
+//     values.
+package supervisor

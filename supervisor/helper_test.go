@@ -1,0 +1,133 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as the supervised program: TestMain runs a
+// helper instead of the tests when HBXTEST_HELPER names one. Helpers read
+// HBXTEST_DIR (a directory for their records) and HBXTEST_ARG.
+//
+//	sleep         sleep until a signal kills it (SIGTERM by default)
+//	exit          exit with status HBXTEST_ARG at once
+//	run-exit      run HBXTEST_ARG="MS CODE" milliseconds, then exit CODE
+//	crash-once    the first run lives 300ms and exits 1, later runs exit 1 at once
+//	ignore-term   ignore SIGTERM, start a grandchild that ignores it too,
+//	              record both pids in DIR/pids, sleep
+//	leave-child   start a grandchild that ignores SIGTERM (pid in DIR/pids),
+//	              then exit 1 after 200ms (a crash that leaves a process behind);
+//	              later runs record in DIR/check whether the previous
+//	              grandchild was still alive when they started
+//	double-fork   start a child that starts a grandchild and exits at once;
+//	              the orphaned grandchild sleeps; record its pid in DIR/pids
+//	write         write HBXTEST_ARG bytes to stdout, then sleep
+//	leaf          a grandchild: ignore SIGTERM, sleep
+//
+// Every run appends "<unix nanos> <pid>" to DIR/starts.
+func TestMain(m *testing.M) {
+	if h := os.Getenv("HBXTEST_HELPER"); h != "" {
+		os.Exit(helper(h))
+	}
+	os.Exit(m.Run())
+}
+
+func helper(name string) int {
+	dir, arg := os.Getenv("HBXTEST_DIR"), os.Getenv("HBXTEST_ARG")
+	appendLine := func(file, line string) {
+		f, err := os.OpenFile(dir+"/"+file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
+	}
+	if name != "leaf" && name != "double-fork-mid" {
+		appendLine("starts", fmt.Sprintf("%d %d", time.Now().UnixNano(), os.Getpid()))
+	}
+	child := func(helper string) *exec.Cmd {
+		c := exec.Command(os.Args[0])
+		c.Env = append(os.Environ(), "HBXTEST_HELPER="+helper)
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		return c
+	}
+	forever := func() int {
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
+	switch name {
+	case "sleep":
+		return forever()
+	case "exit":
+		n, _ := strconv.Atoi(arg)
+		return n
+	case "run-exit":
+		var ms, code int
+		fmt.Sscan(arg, &ms, &code)
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		return code
+	case "crash-once":
+		b, _ := os.ReadFile(dir + "/starts")
+		if strings.Count(string(b), "\n") == 1 {
+			time.Sleep(300 * time.Millisecond)
+		}
+		return 1
+	case "ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+		c := child("leaf")
+		appendLine("pids", fmt.Sprintf("%d %d", os.Getpid(), c.Process.Pid))
+		return forever()
+	case "leave-child":
+		if b, err := os.ReadFile(dir + "/pids"); err == nil {
+			pid, _ := strconv.Atoi(strings.Fields(string(b))[0])
+			appendLine("check", fmt.Sprintf("%d alive=%v", pid, syscall.Kill(pid, 0) == nil && !zombie(pid)))
+			return forever()
+		}
+		c := child("leaf")
+		appendLine("pids", strconv.Itoa(c.Process.Pid))
+		time.Sleep(200 * time.Millisecond)
+		return 1
+	case "double-fork":
+		c := child("double-fork-mid")
+		c.Wait()
+		return forever()
+	case "double-fork-mid":
+		c := child("leaf")
+		appendLine("pids", strconv.Itoa(c.Process.Pid))
+		return 0
+	case "write":
+		n, _ := strconv.Atoi(arg)
+		line := strings.Repeat("x", 99) + "\n"
+		for i := 0; i < n/100; i++ {
+			os.Stdout.WriteString(line)
+		}
+		fmt.Fprintln(os.Stderr, "wrote", n)
+		return forever()
+	case "leaf":
+		signal.Ignore(syscall.SIGTERM)
+		return forever()
+	}
+	fmt.Fprintln(os.Stderr, "unknown helper", name)
+	return 2
+}
+
+// zombie reports whether pid is a zombie.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}

@@ -1,0 +1,631 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// reqKind is what a request asks a program's loop to do.
+type reqKind int
+
+const (
+	reqStart reqKind = iota
+	reqStop
+)
+
+// request is one start or stop sent to a program's loop. The loop closes
+// accepted once it has acted on the request (a start has forked when the
+// dependencies allowed it) and sends the outcome to done: nil when the
+// program is RUNNING (start) or STOPPED (stop).
+type request struct {
+	kind     reqKind
+	accepted chan struct{}
+	done     chan error // buffered, one value
+}
+
+// afterExit is what the loop does once the leader has exited and the group
+// is gone.
+type afterExit int
+
+const (
+	afterNone    afterExit = iota // nothing pending
+	afterStopped                  // a stop: STOPPED
+	afterBackoff                  // a failed start: BACKOFF or FATAL
+	afterExited                   // exited from RUNNING: EXITED, maybe restart
+	afterRestart                  // wedged and killed: start again
+)
+
+type probeResult struct {
+	gen int
+	err error
+}
+
+// proc is one program and the goroutine (loop) that owns its life. Fields
+// below "loop state" are touched only by the loop.
+type proc struct {
+	s    *Supervisor
+	spec Program
+	reqs chan request
+	// outW and errW are the write ends of the pipes to the log copiers,
+	// given to every spawn as fds 1 and 2.
+	outW, errW *os.File
+
+	// loop state
+	state          State
+	detail         string // shown by Status after the state
+	pid, pgid      int    // leader (0: none alive) and its group (0: gone)
+	gen            int    // spawn counter, tags probe results
+	exitCh         chan syscall.WaitStatus
+	spawnedAt      time.Time
+	backoffN       int
+	retryAt        time.Time
+	after          afterExit
+	wantStart      bool // start again once the current stop is done
+	exitedExpected bool // the last exit from RUNNING was expected
+	term           termination
+	healthy        bool // a probe succeeded since the spawn
+	healthDeadline time.Time
+	probeBusy      bool
+	probeNext      time.Time
+	fails          int
+	lastProbeErr   error
+	probeCh        chan probeResult
+	startWaiters   []chan error
+	stopWaiters    []chan error
+}
+
+// termination tracks the stopsignal-then-SIGKILL of a process group.
+type termination struct {
+	active bool
+	killAt time.Time
+	killed bool
+}
+
+func newProc(s *Supervisor, spec Program) *proc {
+	return &proc{s: s, spec: spec, reqs: make(chan request), probeCh: make(chan probeResult, 1), detail: "not started"}
+}
+
+// loop runs the program's state machine until ctx ends.
+func (p *proc) loop(ctx context.Context) {
+	for {
+		depsC := p.s.changedChan() // before step: a change after it wakes us
+		p.step(ctx)
+		var timerC <-chan time.Time
+		var timer *time.Timer
+		if wake := p.nextWake(); !wake.IsZero() {
+			timer = time.NewTimer(time.Until(wake))
+			timerC = timer.C
+		}
+		if !(p.state == Starting && p.pid == 0 && len(p.spec.DependsOn) > 0) {
+			depsC = nil
+		}
+		select {
+		case r := <-p.reqs:
+			p.handle(ctx, r)
+		case ws := <-p.exitCh:
+			p.onExit(ws)
+		case r := <-p.probeCh:
+			p.onProbe(r)
+		case <-timerC:
+		case <-depsC:
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// handle acts on a start or stop request.
+func (p *proc) handle(ctx context.Context, r request) {
+	defer close(r.accepted)
+	switch r.kind {
+	case reqStart:
+		switch p.state {
+		case Stopped, Exited, Fatal:
+			p.backoffN = 0
+			p.beginStart()
+			p.startWaiters = append(p.startWaiters, r.done)
+			p.step(ctx) // fork now when possible, so starts keep their order
+		case Starting, Backoff:
+			p.startWaiters = append(p.startWaiters, r.done)
+		case Running:
+			r.done <- nil
+		case Stopping:
+			p.wantStart = true
+			p.startWaiters = append(p.startWaiters, r.done)
+		}
+	case reqStop:
+		p.wantStart = false
+		switch p.state {
+		case Stopped, Exited, Fatal:
+			r.done <- nil
+		case Backoff:
+			p.toStopped("stopped")
+			r.done <- nil
+		case Starting, Running, Stopping:
+			if p.pid == 0 && !groupAlive(p.pgid) {
+				p.pgid = 0
+				p.term = termination{}
+				p.after = afterNone
+				p.toStopped("stopped")
+				r.done <- nil
+				return
+			}
+			p.stopWaiters = append(p.stopWaiters, r.done)
+			p.after = afterStopped
+			if p.state != Stopping {
+				p.setState(Stopping, "stopping")
+				p.s.log.Info("stopping", "program", p.spec.Name, "pid", p.pid, "signal", signalName(p.stopSignal()))
+			}
+			if !p.term.active {
+				p.beginTerm(time.Now())
+			}
+		}
+	}
+}
+
+// step does whatever is due now.
+func (p *proc) step(ctx context.Context) {
+	now := time.Now()
+	if p.term.active && !p.term.killed && !now.Before(p.term.killAt) && groupAlive(p.pgid) {
+		p.s.log.Warn("stopwaitsecs passed, killing the process group", "program", p.spec.Name, "pgid", p.pgid)
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		p.term.killed = true
+	}
+	// The leader is gone: finish once the whole group is.
+	if p.after != afterNone && p.pid == 0 {
+		if groupAlive(p.pgid) {
+			if !p.term.active {
+				p.beginTerm(now)
+			}
+			return
+		}
+		p.pgid = 0
+		p.term = termination{}
+		p.finish(now)
+		now = time.Now()
+	}
+	switch p.state {
+	case Starting:
+		if p.pid == 0 {
+			if groupAlive(p.pgid) { // a previous instance's leftovers
+				if !p.term.active {
+					p.beginTerm(now)
+				}
+				p.setDetail("waiting for the old process group to exit")
+				return
+			}
+			p.pgid, p.term = 0, termination{}
+			if dep := p.s.notRunning(p.spec.DependsOn); dep != "" {
+				p.setDetail("waiting for " + dep + " to be RUNNING")
+				return
+			}
+			p.spawn(ctx, now)
+			return
+		}
+		if p.after != afterNone {
+			return // being killed after a failed health wait
+		}
+		up := now.Sub(p.spawnedAt) >= p.spec.StartSecs
+		switch {
+		case p.spec.Probe == nil:
+			if up {
+				p.toRunning(now)
+			}
+		case p.healthy && up:
+			p.toRunning(now)
+		case !now.Before(p.healthDeadline):
+			why := fmt.Sprintf("no healthy answer within %s", p.healthWait())
+			if p.lastProbeErr != nil {
+				why += ": " + p.lastProbeErr.Error()
+			}
+			p.s.log.Warn("start failed", "program", p.spec.Name, "pid", p.pid, "reason", why)
+			p.detail = why
+			p.after = afterBackoff
+			p.beginTerm(now)
+		case !p.probeBusy && !now.Before(p.probeNext):
+			p.launchProbe(p.s.opts.StartPoll)
+		}
+	case Running:
+		if p.pid != 0 && p.after == afterNone && p.spec.Probe != nil && p.spec.WedgeFailures > 0 &&
+			!p.probeBusy && !now.Before(p.probeNext) {
+			p.launchProbe(p.healthInterval())
+		}
+	case Backoff:
+		if !now.Before(p.retryAt) {
+			p.beginStart()
+			p.step(ctx)
+		}
+	}
+}
+
+// nextWake returns when step has something to do next; zero for never.
+func (p *proc) nextWake() time.Time {
+	var wake time.Time
+	at := func(t time.Time) {
+		if wake.IsZero() || t.Before(wake) {
+			wake = t
+		}
+	}
+	poll := time.Now().Add(p.s.opts.GroupPoll)
+	if p.term.active && !p.term.killed {
+		at(p.term.killAt)
+	}
+	if p.pid == 0 && p.pgid != 0 {
+		at(poll) // the leader is gone; watch the rest of the group
+	}
+	switch p.state {
+	case Starting:
+		if p.pid != 0 && p.after == afterNone {
+			if d := p.spawnedAt.Add(p.spec.StartSecs); p.spec.Probe == nil || p.healthy {
+				at(d)
+			}
+			if p.spec.Probe != nil {
+				at(p.healthDeadline)
+				if !p.probeBusy {
+					at(p.probeNext)
+				}
+			}
+		}
+	case Running:
+		if p.spec.Probe != nil && p.spec.WedgeFailures > 0 && !p.probeBusy && p.after == afterNone {
+			at(p.probeNext)
+		}
+	case Backoff:
+		at(p.retryAt)
+	}
+	return wake
+}
+
+// onExit handles the leader's exit status.
+func (p *proc) onExit(ws syscall.WaitStatus) {
+	now := time.Now()
+	p.pid, p.exitCh = 0, nil
+	desc := describeExit(ws)
+	switch {
+	case p.after != afterNone:
+		// We asked for it (stop, failed health wait, wedge).
+		p.s.log.Info("exited", "program", p.spec.Name, "pid", p.pgid, "status", desc)
+	case p.state == Starting:
+		p.after = afterBackoff
+		p.detail = "exited too quickly (" + desc + ")"
+		p.s.log.Warn("exited too quickly", "program", p.spec.Name, "pid", p.pgid, "status", desc, "up", now.Sub(p.spawnedAt).Round(time.Millisecond))
+	default: // Running
+		expected := !ws.Signaled() && p.spec.exitExpected(ws.ExitStatus())
+		p.after = afterExited
+		if expected {
+			p.detail = desc + " (expected)"
+		} else {
+			p.detail = desc + " (unexpected)"
+		}
+		p.s.log.Warn("exited", "program", p.spec.Name, "pid", p.pgid, "status", desc, "expected", expected)
+		p.exitedExpected = expected
+	}
+	if groupAlive(p.pgid) && !p.term.active {
+		p.beginTerm(now) // leftovers of the group go with the leader
+	}
+}
+
+// finish moves on once the leader and its group are gone.
+func (p *proc) finish(now time.Time) {
+	after := p.after
+	p.after = afterNone
+	switch after {
+	case afterStopped:
+		p.toStopped("stopped")
+		for _, w := range p.stopWaiters {
+			w <- nil
+		}
+		p.stopWaiters = nil
+		if p.wantStart {
+			p.wantStart = false
+			p.backoffN = 0
+			p.beginStart()
+		}
+	case afterBackoff:
+		p.backoffN++
+		if p.backoffN > p.spec.StartRetries {
+			p.toFatal(fmt.Sprintf("%s; gave up after %d attempts", p.detail, p.backoffN))
+			return
+		}
+		delay := p.s.backoff(p.backoffN)
+		p.retryAt = now.Add(delay)
+		p.setState(Backoff, fmt.Sprintf("%s; retry %d of %d in %s", p.detail, p.backoffN, p.spec.StartRetries, delay))
+		p.s.log.Info("backoff", "program", p.spec.Name, "retry", p.backoffN, "of", p.spec.StartRetries, "in", delay)
+	case afterExited:
+		p.setState(Exited, p.detail)
+		ar := p.spec.Autorestart
+		if ar == AutorestartTrue || (ar == AutorestartUnexpected || ar == "") && !p.exitedExpected {
+			p.s.log.Info("restarting", "program", p.spec.Name)
+			p.beginStart()
+		}
+	case afterRestart:
+		p.s.log.Info("restarting wedged program", "program", p.spec.Name)
+		p.beginStart()
+	}
+}
+
+// beginStart enters STARTING without a process: step spawns when the
+// dependencies are RUNNING and no old process is left.
+func (p *proc) beginStart() {
+	p.healthy, p.lastProbeErr = false, nil
+	p.setState(Starting, "starting")
+}
+
+// beginTerm sends stopsignal to the group and arms the SIGKILL deadline.
+func (p *proc) beginTerm(now time.Time) {
+	p.term = termination{active: true, killAt: now.Add(p.spec.StopWait)}
+	if p.pgid > 0 {
+		_ = syscall.Kill(-p.pgid, p.stopSignal())
+	}
+}
+
+func (p *proc) stopSignal() syscall.Signal {
+	if p.spec.StopSignal == 0 {
+		return syscall.SIGTERM
+	}
+	return p.spec.StopSignal
+}
+
+func (p *proc) healthWait() time.Duration {
+	if p.spec.HealthWait <= 0 {
+		return 60 * time.Second
+	}
+	return p.spec.HealthWait
+}
+
+func (p *proc) healthInterval() time.Duration {
+	if p.spec.HealthInterval <= 0 {
+		return 5 * time.Second
+	}
+	return p.spec.HealthInterval
+}
+
+// spawn forks the program. A failure makes it FATAL.
+func (p *proc) spawn(ctx context.Context, now time.Time) {
+	cmd, err := p.command(ctx)
+	if err != nil {
+		p.toFatal(err.Error())
+		return
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		p.toFatal("open " + os.DevNull + ": " + err.Error())
+		return
+	}
+	defer devnull.Close()
+	attr := &syscall.ProcAttr{
+		Dir:   cmd.Dir,
+		Env:   cmd.Env,
+		Files: []uintptr{devnull.Fd(), p.outW.Fd(), p.errW.Fd()},
+		Sys: &syscall.SysProcAttr{
+			Setpgid:    true,
+			Credential: cmd.Credential,
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	}
+	ch := make(chan syscall.WaitStatus, 1)
+	pid, err := p.s.reaper.spawn(func() (int, error) { return syscall.ForkExec(cmd.Path, cmd.Args, attr) }, ch)
+	if err != nil {
+		p.toFatal(fmt.Sprintf("spawn %s: %v", cmd.Path, err))
+		return
+	}
+	p.gen++
+	p.pid, p.pgid, p.exitCh = pid, pid, ch
+	p.spawnedAt = now
+	p.healthDeadline = now.Add(p.healthWait())
+	p.probeNext = now
+	p.healthy, p.probeBusy, p.fails = false, false, 0
+	p.setDetail("started")
+	p.s.log.Info("spawned", "program", p.spec.Name, "pid", pid, "command", cmd.Path)
+}
+
+// command prepares the program's command for one start.
+func (p *proc) command(ctx context.Context) (*Command, error) {
+	if p.spec.Build != nil {
+		c, err := p.spec.Build(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil || c.Path == "" || len(c.Args) == 0 {
+			return nil, errors.New("empty command")
+		}
+		return c, nil
+	}
+	env := mergeEnv(p.s.opts.Env, p.spec.Environment, []string{"SUPERVISOR_ENABLED=1", "SUPERVISOR_PROCESS_NAME=" + p.spec.Name})
+	path, err := lookPath(p.spec.Command[0], envGet(env, "PATH"))
+	if err != nil {
+		return nil, err
+	}
+	if d := p.spec.Directory; d != "" {
+		st, err := os.Stat(d)
+		if err != nil {
+			return nil, fmt.Errorf("directory: %w", err)
+		}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("directory %s is not a directory", d)
+		}
+	}
+	cred, err := lookupUser(p.spec.User)
+	if err != nil {
+		return nil, err
+	}
+	return &Command{Path: path, Args: p.spec.Command, Dir: p.spec.Directory, Env: env, Credential: cred}, nil
+}
+
+// lookPath finds name: as given when it has a slash, else on path.
+func lookPath(name, path string) (string, error) {
+	check := func(f string) error {
+		st, err := os.Stat(f)
+		if err != nil {
+			return err
+		}
+		if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+			return fmt.Errorf("%s is not an executable file", f)
+		}
+		return nil
+	}
+	if strings.Contains(name, "/") {
+		if err := check(name); err != nil {
+			return "", fmt.Errorf("command: %w", err)
+		}
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		if f := filepath.Join(dir, name); check(f) == nil {
+			return f, nil
+		}
+	}
+	return "", fmt.Errorf("command %q not found on PATH %q", name, path)
+}
+
+// launchProbe runs one probe in its own goroutine.
+func (p *proc) launchProbe(next time.Duration) {
+	p.probeBusy = true
+	p.probeNext = time.Now().Add(next)
+	gen, probe, timeout := p.gen, p.spec.Probe, p.s.opts.ProbeTimeout
+	go func() {
+		ctx, cancel := context.WithTimeout(p.s.ctx, timeout)
+		err := probe.Check(ctx)
+		cancel()
+		p.probeCh <- probeResult{gen, err}
+	}()
+}
+
+// onProbe handles one probe's result.
+func (p *proc) onProbe(r probeResult) {
+	p.probeBusy = false
+	if r.gen != p.gen || p.pid == 0 || p.after != afterNone {
+		return
+	}
+	switch p.state {
+	case Starting:
+		if r.err == nil {
+			p.healthy = true
+		} else {
+			p.lastProbeErr = r.err
+		}
+	case Running:
+		if r.err == nil {
+			p.fails = 0
+			return
+		}
+		p.fails++
+		p.lastProbeErr = r.err
+		p.s.log.Warn("health check failed", "program", p.spec.Name, "failures", p.fails, "of", p.spec.WedgeFailures, "err", r.err)
+		if p.fails >= p.spec.WedgeFailures {
+			p.s.log.Error("program wedged: alive but unhealthy; restarting", "program", p.spec.Name, "pid", p.pid, "failures", p.fails, "err", r.err)
+			p.after = afterRestart
+			p.setState(Stopping, fmt.Sprintf("wedged (%d failed health checks: %v); restarting", p.fails, r.err))
+			p.beginTerm(time.Now())
+		}
+	}
+}
+
+func (p *proc) toRunning(now time.Time) {
+	p.backoffN = 0
+	p.fails = 0
+	p.probeNext = now.Add(p.healthInterval())
+	p.setState(Running, "")
+	p.s.log.Info("running", "program", p.spec.Name, "pid", p.pid, "after", now.Sub(p.spawnedAt).Round(time.Millisecond))
+	for _, w := range p.startWaiters {
+		w <- nil
+	}
+	p.startWaiters = nil
+}
+
+func (p *proc) toStopped(detail string) {
+	p.setState(Stopped, detail)
+	if !p.wantStart {
+		p.failStarts(fmt.Errorf("%w: %s was stopped", ErrStartFailed, p.spec.Name))
+	}
+}
+
+func (p *proc) toFatal(reason string) {
+	p.s.log.Error("fatal: not starting again", "program", p.spec.Name, "reason", reason)
+	p.setState(Fatal, reason)
+	p.failStarts(fmt.Errorf("%w: %s: %s", ErrStartFailed, p.spec.Name, reason))
+}
+
+func (p *proc) failStarts(err error) {
+	for _, w := range p.startWaiters {
+		w <- err
+	}
+	p.startWaiters = nil
+}
+
+// setState enters st with detail and publishes the change.
+func (p *proc) setState(st State, detail string) {
+	p.state, p.detail = st, detail
+	p.publish(true)
+}
+
+// setDetail changes the detail shown with the current state.
+func (p *proc) setDetail(detail string) {
+	if detail != p.detail {
+		p.detail = detail
+		p.publish(false)
+	}
+}
+
+// publish copies the loop's view into the supervisor's status table.
+func (p *proc) publish(stateChanged bool) {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.status[p.spec.Name]
+	if stateChanged {
+		st.Since = time.Now()
+	}
+	st.State, st.PID, st.detail = p.state, p.pid, p.detail
+	st.Started = time.Time{}
+	if p.pid != 0 {
+		st.Started = p.spawnedAt
+	}
+	s.status[p.spec.Name] = st
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// mergeEnv returns the lists in order, later keys replacing earlier ones
+// in place.
+func mergeEnv(lists ...[]string) []string {
+	idx := map[string]int{}
+	var out []string
+	for _, l := range lists {
+		for _, kv := range l {
+			k, _, _ := strings.Cut(kv, "=")
+			if i, ok := idx[k]; ok {
+				out[i] = kv
+				continue
+			}
+			idx[k] = len(out)
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// envGet returns key's value in env.
+func envGet(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,307 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Sentinel errors. Errors that carry a program name wrap one of these.
+var (
+	// ErrInvalid: a Program or Options value breaks a rule (New); also an
+	// unknown or unusable user.
+	ErrInvalid = errors.New("invalid program")
+	// ErrUnknownProgram: a name that is not a configured program.
+	ErrUnknownProgram = errors.New("no such program")
+	// ErrNotRunning: no supervisor answers on the socket.
+	ErrNotRunning = errors.New("no supervisor is running")
+	// ErrAlreadyRunning: another live supervisor owns the socket.
+	ErrAlreadyRunning = errors.New("another supervisor is running")
+	// ErrHeld: the program is stopped by a hold and cannot be started
+	// until the hold ends.
+	ErrHeld = errors.New("program is held")
+	// ErrShuttingDown: the supervisor is stopping everything and refuses
+	// new starts.
+	ErrShuttingDown = errors.New("supervisor is shutting down")
+	// ErrStartFailed: a start ended FATAL, or the program was stopped
+	// before it became RUNNING.
+	ErrStartFailed = errors.New("start failed")
+)
+
+// Autorestart says when a program that exited from RUNNING is started
+// again (supervisord's autorestart).
+type Autorestart string
+
+// Autorestart values.
+const (
+	AutorestartTrue       Autorestart = "true"       // always
+	AutorestartFalse      Autorestart = "false"      // never
+	AutorestartUnexpected Autorestart = "unexpected" // when the exit code is not in ExitCodes
+)
+
+// Command is a prepared program start: execute Path with Args (Args[0] is
+// the program name) in Dir with Env, as Credential when not nil.
+type Command struct {
+	Path       string
+	Args       []string
+	Dir        string
+	Env        []string
+	Credential *syscall.Credential
+}
+
+// Probe checks a program's health. Check returns nil when the program is
+// healthy; it must honour ctx's deadline. The supervisor calls it from its
+// own goroutines, one call at a time per program.
+type Probe interface {
+	Check(ctx context.Context) error
+}
+
+// ProbeFunc adapts a function to Probe.
+type ProbeFunc func(ctx context.Context) error
+
+// Check calls f.
+func (f ProbeFunc) Check(ctx context.Context) error { return f(ctx) }
+
+// LogFile is where one output stream of a program goes.
+type LogFile struct {
+	// Path is the absolute log file; its directory is created 0755.
+	Path string
+	// MaxBytes rotates the file when it would grow past this size; 0
+	// never rotates. Rounded up to whole MiB (lumberjack's unit).
+	MaxBytes int64
+	// Backups is how many rotated files to keep; 0 keeps all.
+	Backups int
+}
+
+// Program describes one supervised program. Durations stand for
+// supervisord's integer seconds.
+type Program struct {
+	// Name identifies the program in the API and the CLI: lowercase
+	// letters, digits, '-' and '_', not "all".
+	Name string
+	// Command is the argv; Command[0] without a slash is looked up on the
+	// PATH of the program's environment. Ignored when Build is set.
+	Command []string
+	// Build, when set, prepares the command afresh at every start (so a
+	// restart picks up the active release). Its error makes the program
+	// FATAL with the error as the reason.
+	Build func(ctx context.Context) (*Command, error)
+	// User is the user name or uid the program runs as; "" runs as the
+	// supervisor's user. Another user needs root. Ignored with Build.
+	User string
+	// Directory is the working directory; "" keeps the supervisor's.
+	// Ignored with Build.
+	Directory string
+	// Environment holds KEY=VALUE entries added to Options.Env. Ignored
+	// with Build.
+	Environment []string
+	// Priority orders starts (ascending) and stops (descending).
+	Priority int
+	// Autostart starts the program when the supervisor starts.
+	Autostart bool
+	// Autorestart: see the type. "" means AutorestartUnexpected.
+	Autorestart Autorestart
+	// ExitCodes are the expected exit codes for AutorestartUnexpected; nil
+	// means {0}. A program killed by a signal exited unexpectedly.
+	ExitCodes []int
+	// StartSecs is how long the program must stay up to count as started.
+	StartSecs time.Duration
+	// StartRetries is how many failed starts are retried before FATAL.
+	StartRetries int
+	// StopSignal goes to the process group first; 0 means SIGTERM.
+	StopSignal syscall.Signal
+	// StopWait is how long to wait after StopSignal before SIGKILL.
+	StopWait time.Duration
+	// DependsOn names programs that must be RUNNING before this one starts.
+	DependsOn []string
+	// Stdout and Stderr are the program's log files.
+	Stdout, Stderr LogFile
+	// Probe, when set, gates RUNNING on a healthy answer and detects a
+	// wedged program (alive, but failing WedgeFailures probes in a row).
+	Probe Probe
+	// HealthWait is the longest a start waits for the first healthy probe
+	// before it counts as failed; 0 means 60s.
+	HealthWait time.Duration
+	// HealthInterval is the period of probes while RUNNING; 0 means 5s.
+	HealthInterval time.Duration
+	// WedgeFailures failed probes in a row restart a RUNNING program; 0
+	// disables wedge detection.
+	WedgeFailures int
+}
+
+// exitExpected reports whether code is one of p's expected exit codes.
+func (p *Program) exitExpected(code int) bool {
+	if p.ExitCodes == nil {
+		return code == 0
+	}
+	return slices.Contains(p.ExitCodes, code)
+}
+
+// validName reports whether s may name a program.
+func validName(s string) bool {
+	if s == "" || s == "all" || len(s) > 64 {
+		return false
+	}
+	for i, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '-' || c == '_')) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidName reports whether s may name a program: 1-64 characters of
+// lowercase letters, digits, '-' and '_', starting with a letter or digit,
+// and not "all".
+func ValidName(s string) bool { return validName(s) }
+
+// checkPrograms returns one error per broken rule, each wrapping ErrInvalid.
+func checkPrograms(progs []Program) []error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: program %q: %s", ErrInvalid, name, fmt.Sprintf(format, args...)))
+	}
+	byName := map[string]*Program{}
+	for i := range progs {
+		p := &progs[i]
+		if !validName(p.Name) {
+			bad(p.Name, "bad name (want lowercase letters, digits, '-' or '_', not \"all\")")
+			continue
+		}
+		if byName[p.Name] != nil {
+			bad(p.Name, "declared twice")
+			continue
+		}
+		byName[p.Name] = p
+		if p.Build == nil && len(p.Command) == 0 {
+			bad(p.Name, "empty command")
+		}
+		switch p.Autorestart {
+		case "", AutorestartTrue, AutorestartFalse, AutorestartUnexpected:
+		default:
+			bad(p.Name, "autorestart %q (want true, false or unexpected)", p.Autorestart)
+		}
+		for _, d := range []struct {
+			what string
+			d    time.Duration
+		}{{"startsecs", p.StartSecs}, {"stopwaitsecs", p.StopWait}, {"health wait", p.HealthWait}, {"health interval", p.HealthInterval}} {
+			if d.d < 0 {
+				bad(p.Name, "negative %s %s", d.what, d.d)
+			}
+		}
+		if p.StartRetries < 0 || p.WedgeFailures < 0 {
+			bad(p.Name, "negative startretries or wedge failures")
+		}
+		for _, lf := range []LogFile{p.Stdout, p.Stderr} {
+			if lf.Path == "" || lf.Path[0] != '/' || lf.MaxBytes < 0 || lf.Backups < 0 {
+				bad(p.Name, "bad log file %+v (want an absolute path, sizes not negative)", lf)
+			}
+		}
+		if p.Build == nil {
+			if _, err := lookupUser(p.User); err != nil {
+				bad(p.Name, "%v", err)
+			}
+		}
+	}
+	for _, p := range byName {
+		for _, d := range p.DependsOn {
+			if byName[d] == nil {
+				bad(p.Name, "depends on %q, which is not a program", d)
+			}
+		}
+	}
+	if cyc := findCycle(byName); cyc != nil {
+		bad(cyc[0], "dependency cycle %s", strings.Join(cyc, " -> "))
+	}
+	return errs
+}
+
+// findCycle returns one dependency cycle as names (first == last), or nil.
+func findCycle(byName map[string]*Program) []string {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack []string
+	var visit func(string) []string
+	visit = func(n string) []string {
+		color[n] = grey
+		stack = append(stack, n)
+		for _, d := range byName[n].DependsOn {
+			if byName[d] == nil {
+				continue
+			}
+			switch color[d] {
+			case grey:
+				i := slices.Index(stack, d)
+				return append(slices.Clone(stack[i:]), d)
+			case white:
+				if c := visit(d); c != nil {
+					return c
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[n] = black
+		return nil
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if color[n] == white {
+			if c := visit(n); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// lookupUser returns the credential to run as name: nil for "" or the
+// supervisor's own uid. The supplementary groups are the user's groups.
+func lookupUser(name string) (*syscall.Credential, error) {
+	if name == "" {
+		return nil, nil
+	}
+	var u *user.User
+	var err error
+	if _, perr := strconv.Atoi(name); perr == nil {
+		u, err = user.LookupId(name)
+	} else {
+		u, err = user.Lookup(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("user %q: %w", name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if uid == os.Geteuid() {
+		return nil, nil
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("user %q: running as another user needs root (the supervisor runs as uid %d)", name, os.Geteuid())
+	}
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	gids, err := u.GroupIds()
+	if err != nil {
+		return nil, fmt.Errorf("user %q: groups: %w", name, err)
+	}
+	for _, g := range gids {
+		if n, err := strconv.Atoi(g); err == nil {
+			cred.Groups = append(cred.Groups, uint32(n))
+		}
+	}
+	return cred, nil
+}

@@ -1,0 +1,147 @@
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// reaper is the one owner of every wait in the process: it reaps any child
+// with wait4(-1, WNOHANG) on SIGCHLD and hands each status to the channel
+// registered for its pid. Unknown pids (orphans reparented to the
+// subreaper) are reaped silently.
+type reaper struct {
+	log *slog.Logger
+
+	// mu is held across a fork and its registration, and across each
+	// wait4 and its dispatch, so a child that exits at once cannot be
+	// reaped before its channel is registered.
+	mu      sync.Mutex
+	waiters map[int]chan<- syscall.WaitStatus
+	sigs    chan os.Signal
+}
+
+func newReaper(log *slog.Logger) *reaper {
+	r := &reaper{log: log, waiters: map[int]chan<- syscall.WaitStatus{}, sigs: make(chan os.Signal, 1)}
+	signal.Notify(r.sigs, syscall.SIGCHLD)
+	return r
+}
+
+// run reaps on every SIGCHLD until ctx ends.
+func (r *reaper) run(ctx context.Context) {
+	defer signal.Stop(r.sigs)
+	r.reap() // children that exited before Notify
+	for {
+		select {
+		case <-r.sigs:
+			r.reap()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// reap collects every exited child.
+func (r *reaper) reap() {
+	for {
+		r.mu.Lock()
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			r.mu.Unlock()
+			continue
+		}
+		if pid <= 0 || err != nil {
+			r.mu.Unlock()
+			return
+		}
+		ch := r.waiters[pid]
+		delete(r.waiters, pid)
+		r.mu.Unlock()
+		if ch != nil {
+			ch <- ws // buffered, one status per pid
+		} else {
+			r.log.Debug("reaped orphan", "pid", pid, "status", describeExit(ws))
+		}
+	}
+}
+
+// spawn runs fork (which returns the child's pid) with the registration
+// lock held and registers ch for the pid. ch must have room for one status.
+func (r *reaper) spawn(fork func() (int, error), ch chan<- syscall.WaitStatus) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pid, err := fork()
+	if err != nil {
+		return 0, err
+	}
+	r.waiters[pid] = ch
+	return pid, nil
+}
+
+// setSubreaper makes this process a child subreaper.
+func setSubreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// groupAlive reports whether process group pgid has any member left.
+func groupAlive(pgid int) bool {
+	if pgid <= 0 {
+		return false
+	}
+	return syscall.Kill(-pgid, 0) != syscall.ESRCH
+}
+
+// childrenOf lists the pids whose parent is ppid, from /proc.
+func childrenOf(ppid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("PPid:")); ok {
+				if n, _ := strconv.Atoi(string(bytes.TrimSpace(v))); n == ppid {
+					out = append(out, pid)
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// describeExit renders a wait status: "exit status 3" or
+// "terminated by SIGKILL".
+func describeExit(ws syscall.WaitStatus) string {
+	if ws.Signaled() {
+		return "terminated by " + signalName(ws.Signal())
+	}
+	return "exit status " + strconv.Itoa(ws.ExitStatus())
+}
+
+// signalName returns "SIGTERM" for syscall.SIGTERM.
+func signalName(s syscall.Signal) string {
+	if n := unix.SignalName(s); n != "" {
+		return n
+	}
+	return "signal " + strconv.Itoa(int(s))
+}

@@ -1,0 +1,661 @@
+package supervisor
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/lock"
+	"gopkg.in/natefinch/lumberjack.v2"
+)
+
+// Options configure a Supervisor. Zero durations take the defaults given.
+type Options struct {
+	// Programs are the supervised programs.
+	Programs []Program
+	// Env is the base environment of programs without Build, os.Environ()
+	// form; each program's Environment is added to it.
+	Env []string
+	// Socket is the control socket's path; "" serves no socket. Its
+	// directory is created 0755; the socket is mode 0600.
+	Socket string
+	// Install, when set, runs once when Run starts, before any program
+	// and before the reaper (so it may run and wait for children). Its
+	// error is logged; the programs start anyway.
+	Install func(ctx context.Context) error
+	// Logger receives the supervisor's structured log; nil discards.
+	Logger *slog.Logger
+	// BackoffBase is the delay before the first retry of a failed start;
+	// each further retry doubles it. Default 500ms.
+	BackoffBase time.Duration
+	// BackoffMax caps the retry delay. Default 30s.
+	BackoffMax time.Duration
+	// StartPoll is the probe period while a program is STARTING. Default
+	// 100ms.
+	StartPoll time.Duration
+	// ProbeTimeout bounds one probe. Default 2s.
+	ProbeTimeout time.Duration
+	// GroupPoll is how often a process group is checked for leftovers
+	// once its leader has exited. Default 5ms.
+	GroupPoll time.Duration
+}
+
+// Supervisor supervises a fixed set of programs. Create it with New and
+// call Run once; the other methods may be called from any goroutine while
+// Run runs.
+type Supervisor struct {
+	opts  Options
+	log   *slog.Logger
+	procs map[string]*proc
+	order []*proc // by priority, then name
+
+	reaper *reaper
+	ctx    context.Context // lives as long as the program loops
+
+	mu       sync.Mutex
+	status   map[string]Status
+	changed  chan struct{} // closed and replaced on every status change
+	held     map[string]int
+	shutting bool
+
+	shutdownOnce sync.Once
+	shutdownReq  chan struct{} // closed by Shutdown
+	stopped      chan struct{} // closed once every program is stopped at shutdown
+	ready        chan struct{} // closed once Run has started the loops
+}
+
+// New checks opts and returns a Supervisor. Every broken rule is reported
+// at once, each error wrapping ErrInvalid: names, empty commands, unknown
+// dependencies and dependency cycles, negative durations, log files, and
+// users that do not exist or need root.
+func New(opts Options) (*Supervisor, error) {
+	if errs := checkPrograms(opts.Programs); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&opts.BackoffBase, 500*time.Millisecond)
+	def(&opts.BackoffMax, 30*time.Second)
+	def(&opts.StartPoll, 100*time.Millisecond)
+	def(&opts.ProbeTimeout, 2*time.Second)
+	def(&opts.GroupPoll, 5*time.Millisecond)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Supervisor{
+		opts: opts, log: opts.Logger, procs: map[string]*proc{},
+		status: map[string]Status{}, changed: make(chan struct{}), held: map[string]int{},
+		shutdownReq: make(chan struct{}), stopped: make(chan struct{}), ready: make(chan struct{}),
+	}
+	for _, spec := range opts.Programs {
+		p := newProc(s, spec)
+		s.procs[spec.Name] = p
+		s.order = append(s.order, p)
+		s.status[spec.Name] = Status{Name: spec.Name, State: Stopped, detail: "not started", Priority: spec.Priority}
+	}
+	slices.SortStableFunc(s.order, func(a, b *proc) int {
+		return cmp.Or(cmp.Compare(a.spec.Priority, b.spec.Priority), strings.Compare(a.spec.Name, b.spec.Name))
+	})
+	return s, nil
+}
+
+// backoff is the delay before retry n (1-based).
+func (s *Supervisor) backoff(n int) time.Duration {
+	d := s.opts.BackoffBase
+	for i := 1; i < n && d < s.opts.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, s.opts.BackoffMax)
+}
+
+// Run supervises until ctx ends or Shutdown is called, then stops every
+// program in reverse priority order, kills what is left of their
+// descendants and returns nil. In order it: takes the socket (refusing
+// with ErrAlreadyRunning when another live supervisor holds it, removing a
+// stale one), becomes a child subreaper, runs the install hook, starts the
+// reaper and the program loops, serves the socket and starts the
+// autostart programs in priority order. It returns an error only when it
+// cannot start.
+func (s *Supervisor) Run(ctx context.Context) (err error) {
+	var ln net.Listener
+	if s.opts.Socket != "" {
+		l, unlock, err := listen(s.opts.Socket)
+		if err != nil {
+			return err
+		}
+		ln = l
+		defer func() {
+			if rerr := os.Remove(s.opts.Socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				s.log.Warn("remove socket", "err", rerr)
+			}
+			unlock()
+		}()
+		defer ln.Close()
+	}
+	if err := setSubreaper(); err != nil {
+		return fmt.Errorf("become a child subreaper: %w", err)
+	}
+	if s.opts.Install != nil {
+		s.log.Info("install on start")
+		if err := s.opts.Install(ctx); err != nil {
+			s.log.Error("install on start failed; starting the programs anyway", "err", err)
+		}
+	}
+
+	loopCtx, cancelLoops := context.WithCancel(context.WithoutCancel(ctx))
+	s.ctx = loopCtx
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancelLoops()
+	s.reaper = newReaper(s.log)
+	wg.Go(func() { s.reaper.run(loopCtx) })
+
+	closers, err := s.openLogs(&wg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, c := range closers {
+			if cerr := c.Close(); cerr != nil {
+				s.log.Warn("close log", "err", cerr)
+			}
+		}
+	}()
+	for _, p := range s.order {
+		wg.Go(func() { p.loop(loopCtx) })
+	}
+	var srv *http.Server
+	if ln != nil {
+		srv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+		wg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("serve socket", "err", err)
+			}
+		})
+	}
+	close(s.ready)
+	s.log.Info("supervisor started", "pid", os.Getpid(), "programs", len(s.order), "socket", s.opts.Socket)
+
+	var auto []string
+	for _, p := range s.order {
+		if p.spec.Autostart {
+			auto = append(auto, p.spec.Name)
+		}
+	}
+	s.request(loopCtx, reqStart, auto) // accepted in order; outcomes are logged
+
+	select {
+	case <-ctx.Done():
+		s.log.Info("stopping everything", "cause", context.Cause(ctx))
+	case <-s.shutdownReq:
+		s.log.Info("stopping everything", "cause", "shutdown requested")
+	}
+	s.mu.Lock()
+	s.shutting = true
+	s.mu.Unlock()
+	start := time.Now()
+	s.stopGroups(loopCtx, s.names(nil))
+	s.killOrphans(loopCtx)
+	close(s.stopped)
+	s.log.Info("all programs stopped", "took", time.Since(start).Round(time.Millisecond))
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(loopCtx, time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+		_ = srv.Close()
+	}
+	return nil
+}
+
+// Shutdown asks Run to stop everything and return. It does not wait.
+func (s *Supervisor) Shutdown() {
+	s.shutdownOnce.Do(func() { close(s.shutdownReq) })
+}
+
+// killOrphans kills and waits for every process still reparented to the
+// supervisor (descendants that left their program's group).
+func (s *Supervisor) killOrphans(ctx context.Context) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		kids := childrenOf(os.Getpid())
+		if len(kids) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, pid := range kids {
+			s.log.Warn("killing leftover process", "pid", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// openLogs creates each program's output pipes and the goroutines that
+// copy them into the log files. The returned closers close the pipes'
+// write ends and the files.
+func (s *Supervisor) openLogs(wg *sync.WaitGroup) ([]io.Closer, error) {
+	var closers []io.Closer
+	for _, p := range s.order {
+		for i, lf := range []LogFile{p.spec.Stdout, p.spec.Stderr} {
+			w, err := openLog(lf)
+			if err != nil {
+				for _, c := range closers {
+					c.Close()
+				}
+				return nil, fmt.Errorf("program %s: open log %s: %w", p.spec.Name, lf.Path, err)
+			}
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				w.Close()
+				return nil, fmt.Errorf("program %s: pipe: %w", p.spec.Name, err)
+			}
+			if i == 0 {
+				p.outW = pw
+			} else {
+				p.errW = pw
+			}
+			wg.Go(func() {
+				if _, err := io.Copy(w, pr); err != nil {
+					s.log.Warn("copy program output", "program", p.spec.Name, "err", err)
+				}
+				pr.Close()
+			})
+			closers = append(closers, pw, w)
+		}
+	}
+	return closers, nil
+}
+
+// openLog opens a log file for appending, rotated by lumberjack when
+// lf.MaxBytes is set.
+func openLog(lf LogFile) (io.WriteCloser, error) {
+	if err := os.MkdirAll(dirOf(lf.Path), 0o755); err != nil {
+		return nil, err
+	}
+	if lf.MaxBytes == 0 {
+		return os.OpenFile(lf.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	}
+	const mib = 1 << 20
+	return &lumberjack.Logger{
+		Filename:   lf.Path,
+		MaxSize:    int((lf.MaxBytes + mib - 1) / mib),
+		MaxBackups: lf.Backups,
+	}, nil
+}
+
+func dirOf(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
+}
+
+// listen takes the socket: the flock on path+".lock" first (held while the
+// supervisor lives, so a second one fails with the holder's pid), then a
+// stale socket file is removed and the socket is created mode 0600.
+func listen(path string) (net.Listener, func(), error) {
+	if len(path) >= 108 {
+		return nil, nil, fmt.Errorf("socket path %s is %d bytes, the limit is 107", path, len(path))
+	}
+	if err := os.MkdirAll(dirOf(path), 0o755); err != nil {
+		return nil, nil, fmt.Errorf("socket directory: %w", err)
+	}
+	lk, err := lock.Acquire(context.Background(), path+".lock", "hbx supervise", 0, nil)
+	if err != nil {
+		if lock.IsLocked(err) {
+			return nil, nil, fmt.Errorf("%w: %w", ErrAlreadyRunning, err)
+		}
+		return nil, nil, err
+	}
+	unlock := func() { _ = lk.Unlock() }
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		unlock()
+		return nil, nil, fmt.Errorf("remove stale socket: %w", err)
+	}
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		unlock()
+		return nil, nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		unlock()
+		return nil, nil, fmt.Errorf("chmod socket: %w", err)
+	}
+	return ln, unlock, nil
+}
+
+// changedChan returns the channel closed at the next status change.
+func (s *Supervisor) changedChan() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// notRunning returns the first of names that is not RUNNING, or "".
+func (s *Supervisor) notRunning(names []string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range names {
+		if s.status[n].State != Running {
+			return n
+		}
+	}
+	return ""
+}
+
+// names expands "all" and checks names. nil means all. The result is in
+// priority order, without duplicates.
+func (s *Supervisor) names(names []string) []string {
+	want := map[string]bool{}
+	all := names == nil
+	for _, n := range names {
+		if n == "all" {
+			all = true
+		}
+		want[n] = true
+	}
+	var out []string
+	for _, p := range s.order {
+		if all || want[p.spec.Name] {
+			out = append(out, p.spec.Name)
+		}
+	}
+	return out
+}
+
+// checkNames returns an error wrapping ErrUnknownProgram naming every
+// unknown name, or nil. An empty list is an unknown program too.
+func (s *Supervisor) checkNames(names []string) error {
+	if len(names) == 0 {
+		return fmt.Errorf("%w: no program named (want NAME... or all)", ErrUnknownProgram)
+	}
+	var bad []string
+	for _, n := range names {
+		if n != "all" && s.procs[n] == nil {
+			bad = append(bad, fmt.Sprintf("%q", n))
+		}
+	}
+	if len(bad) > 0 {
+		known := make([]string, 0, len(s.order))
+		for _, p := range s.order {
+			known = append(known, p.spec.Name)
+		}
+		return fmt.Errorf("%w: %s (programs: %s)", ErrUnknownProgram, strings.Join(bad, ", "), strings.Join(known, ", "))
+	}
+	return nil
+}
+
+// request sends kind to each program in order, waiting for each to be
+// accepted, and returns the channels their outcomes arrive on.
+func (s *Supervisor) request(ctx context.Context, kind reqKind, names []string) map[string]chan error {
+	out := map[string]chan error{}
+	for _, n := range names {
+		r := request{kind: kind, accepted: make(chan struct{}), done: make(chan error, 1)}
+		select {
+		case s.procs[n].reqs <- r:
+		case <-ctx.Done():
+			return out
+		}
+		<-r.accepted
+		out[n] = r.done
+	}
+	return out
+}
+
+// Result is the outcome of a start or stop of one program.
+type Result struct {
+	Name  string `json:"name"`
+	State State  `json:"state"`
+	// Error says why the program did not reach the wanted state; empty on
+	// success.
+	Error string `json:"error,omitempty"`
+}
+
+// results waits for the outcomes and returns one Result per name.
+func (s *Supervisor) results(ctx context.Context, names []string, done map[string]chan error, pre map[string]error) []Result {
+	var out []Result
+	for _, n := range names {
+		r := Result{Name: n}
+		if err := pre[n]; err != nil {
+			r.Error = err.Error()
+		} else if ch := done[n]; ch != nil {
+			select {
+			case err := <-ch:
+				if err != nil {
+					r.Error = err.Error()
+				}
+			case <-ctx.Done():
+				r.Error = ctx.Err().Error()
+			}
+		}
+		r.State = s.Get(n).State
+		out = append(out, r)
+	}
+	return out
+}
+
+// Start starts the named programs ("all" for every one) in priority order
+// and waits until each is RUNNING, FATAL or stopped again, or ctx ends.
+// Unknown names fail the whole call with ErrUnknownProgram before anything
+// happens; a held program gets an ErrHeld Result, every start during
+// shutdown an ErrShuttingDown one.
+func (s *Supervisor) Start(ctx context.Context, names ...string) ([]Result, error) {
+	if err := s.checkNames(names); err != nil {
+		return nil, err
+	}
+	list := s.names(names)
+	pre := map[string]error{}
+	var go_ []string
+	s.mu.Lock()
+	for _, n := range list {
+		switch {
+		case s.shutting:
+			pre[n] = ErrShuttingDown
+		case s.held[n] > 0:
+			pre[n] = fmt.Errorf("%w: %s is stopped by a hold", ErrHeld, n)
+		default:
+			go_ = append(go_, n)
+		}
+	}
+	s.mu.Unlock()
+	<-s.ready
+	done := s.request(ctx, reqStart, go_)
+	return s.results(ctx, list, done, pre), nil
+}
+
+// Stop stops the named programs ("all" for every one): groups of equal
+// priority in descending priority order, each group in parallel. It waits
+// until each is STOPPED (its whole process group gone) or ctx ends.
+func (s *Supervisor) Stop(ctx context.Context, names ...string) ([]Result, error) {
+	if err := s.checkNames(names); err != nil {
+		return nil, err
+	}
+	<-s.ready
+	list := s.names(names)
+	return s.stopGroups(ctx, list), nil
+}
+
+// stopGroups stops names (in priority order) group by group, highest
+// priority number first.
+func (s *Supervisor) stopGroups(ctx context.Context, names []string) []Result {
+	byName := map[string]Result{}
+	for i := len(names); i > 0; {
+		prio := s.procs[names[i-1]].spec.Priority
+		j := i - 1
+		for j > 0 && s.procs[names[j-1]].spec.Priority == prio {
+			j--
+		}
+		group := names[j:i]
+		done := s.request(ctx, reqStop, group)
+		for _, r := range s.results(ctx, group, done, nil) {
+			byName[r.Name] = r
+		}
+		i = j
+	}
+	out := make([]Result, 0, len(names))
+	for _, n := range names {
+		out = append(out, byName[n])
+	}
+	return out
+}
+
+// Restart stops the named programs, then starts them, like supervisorctl
+// restart.
+func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, error) {
+	stopped, err := s.Stop(ctx, names...)
+	if err != nil {
+		return nil, err
+	}
+	started, err := s.Start(ctx, names...)
+	if err != nil {
+		return nil, err
+	}
+	for i := range started {
+		if started[i].Error == "" && stopped[i].Error != "" {
+			started[i].Error = stopped[i].Error
+		}
+	}
+	return started, nil
+}
+
+// Hold stops the named programs (as Stop) and keeps them from being
+// started until release is called; release then starts again, in priority
+// order, those the hold found STARTING, RUNNING or BACKOFF, unless another
+// hold still holds them or the supervisor is shutting down. release does
+// not wait for them to be RUNNING and may be called more than once.
+func (s *Supervisor) Hold(ctx context.Context, names ...string) (stopped []Result, release func(), err error) {
+	if err := s.checkNames(names); err != nil {
+		return nil, nil, err
+	}
+	<-s.ready
+	list := s.names(names)
+	var active []string
+	s.mu.Lock()
+	for _, n := range list {
+		s.held[n]++
+		switch s.status[n].State {
+		case Starting, Running, Backoff:
+			active = append(active, n)
+		}
+	}
+	s.mu.Unlock()
+	s.log.Info("hold", "programs", list)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			var again []string
+			s.mu.Lock()
+			for _, n := range list {
+				s.held[n]--
+				if s.held[n] == 0 && !s.shutting && slices.Contains(active, n) {
+					again = append(again, n)
+				}
+			}
+			s.mu.Unlock()
+			s.log.Info("hold released", "programs", list, "starting", again)
+			s.request(s.ctx, reqStart, again)
+		})
+	}
+	return s.stopGroups(ctx, list), release, nil
+}
+
+// Status describes one program.
+type Status struct {
+	Name     string    `json:"name"`
+	State    State     `json:"state"`
+	Priority int       `json:"priority"`
+	PID      int       `json:"pid,omitempty"`
+	Since    time.Time `json:"since"`            // when the state was entered
+	Started  time.Time `json:"started,omitzero"` // when the current process was spawned
+	Held     bool      `json:"held,omitempty"`   // stopped by a hold
+	Detail   string    `json:"detail,omitempty"` // like supervisorctl's description
+	detail   string
+}
+
+// Get returns the status of the named program (zero Status if unknown).
+func (s *Supervisor) Get(name string) Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.describe(s.status[name])
+}
+
+// Status returns every program's status in priority order.
+func (s *Supervisor) Status() []Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Status, 0, len(s.order))
+	for _, p := range s.order {
+		out = append(out, s.describe(s.status[p.spec.Name]))
+	}
+	return out
+}
+
+// describe fills Detail and Held; s.mu is held.
+func (s *Supervisor) describe(st Status) Status {
+	st.Held = s.held[st.Name] > 0
+	switch {
+	case st.State == Running:
+		st.Detail = fmt.Sprintf("pid %d, uptime %s", st.PID, Uptime(time.Since(st.Started)))
+	case st.PID != 0 && st.detail != "":
+		st.Detail = fmt.Sprintf("pid %d, %s", st.PID, st.detail)
+	default:
+		st.Detail = st.detail
+	}
+	if st.Held {
+		st.Detail += " (held)"
+	}
+	return st
+}
+
+// Uptime renders d as supervisorctl does: "H:MM:SS", with "N days, " in
+// front past a day.
+func Uptime(d time.Duration) string {
+	d = d.Round(time.Second)
+	days := d / (24 * time.Hour)
+	d -= days * 24 * time.Hour
+	s := fmt.Sprintf("%d:%02d:%02d", d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second)
+	if days > 0 {
+		s = fmt.Sprintf("%d days, %s", days, s)
+	}
+	return s
+}
+
+// WaitState waits until the named program is in one of states or ctx
+// ends. Tests and tools use it.
+func (s *Supervisor) WaitState(ctx context.Context, name string, states ...State) (Status, error) {
+	for {
+		s.mu.Lock()
+		st, ch := s.status[name], s.changed
+		s.mu.Unlock()
+		if slices.Contains(states, st.State) {
+			return s.Get(name), nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return s.Get(name), fmt.Errorf("wait for %s to be %v: %w (it is %s)", name, states, ctx.Err(), st.State)
+		}
+	}
+}
