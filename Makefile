@@ -40,8 +40,11 @@ check: fmt-check vet test e2e ## everything CI runs
 demo: build testdeps ## pull, install, run and health-check the test image end to end
 	scripts/demo.sh
 
-bench: build testdeps ## install figures on the test image
+bench: build testdeps ## figures: install (test image, then the race on the realistic image), supervisor recovery and stop
 	scripts/bench.sh
+	scripts/race.sh
+	HBXTEST_BENCH=1 HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -run TestBenchSupervise -v ./e2e/ | grep -E 'BENCH|^(ok|FAIL)'
+
 
 clean:
 	rm -rf bin dist .run

@@ -1,10 +1,13 @@
 // Command mkbenchimage builds the benchmark image (package benchimage) as an
 // OCI layout, reusing a previous build in the same directory, and pushes it.
 //
-//	mkbenchimage -out DIR [-scale 1] [-push HOST/REPO:TAG]
+//	mkbenchimage -out DIR [-scale 1] [-push HOST/REPO:TAG | -registry DIR [-repo NAME:TAG]]
 //
 // It prints key=value lines: layout=, index=, manifest=, files=,
-// uncompressed=, compressed= and, when pushed, ref=HOST/REPO:TAG@sha256:...
+// uncompressed=, compressed= and, when pushed, registry= (with -registry)
+// and ref=HOST/REPO:TAG@sha256:... last. With -registry it starts the real
+// docker-registry with its state in DIR, pushes, and serves until SIGINT or
+// SIGTERM.
 package main
 
 import (
@@ -14,14 +17,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/hermesbox/hbx/internal/benchimage"
+	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/internal/testimage"
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "mkbenchimage: %v\n", err)
 		os.Exit(1)
 	}
@@ -32,6 +40,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	out := fs.String("out", "", "layout directory (reused when it holds a finished build of the same scale)")
 	scale := fs.Float64("scale", 1, "image size: 1 is the BENCHMARKING.md shape")
 	push := fs.String("push", "", "push to this reference")
+	registry := fs.String("registry", "", "start a registry with its state here, push to it and serve until signalled")
+	repo := fs.String("repo", "bench/app:v1", "repository and tag to push to with -registry")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,12 +66,25 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "layout=%s\nindex=%s\nmanifest=%s\nfiles=%d\nuncompressed=%d\ncompressed=%d\n",
 		img.Dir, img.IndexDigest, img.Manifest, img.Files, img.Uncompressed, img.Compressed)
+	var reg *testenv.Registry
+	if *registry != "" {
+		var err error
+		if reg, err = testenv.Start(*registry); err != nil {
+			return err
+		}
+		defer reg.Close()
+		*push = reg.Host() + "/" + *repo
+		fmt.Fprintf(stdout, "registry=%s\n", reg.Host())
+	}
 	if *push != "" {
 		d, err := testimage.Push(ctx, img.Dir, *push)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "ref=%s@%s\n", *push, d)
+	}
+	if reg != nil {
+		<-ctx.Done()
 	}
 	return nil
 }

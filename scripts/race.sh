@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# race.sh is the install race of issue 3 (`make bench` runs it after
+# bench.sh): on the realistic image of internal/benchimage (the
+# ../shared/BENCHMARKING.md shape: 4 gzip layers, ~20,600 files, a 90 MiB
+# binary, whiteouts), served by the real registry on loopback, it times in
+# one interleaved run (A B C A B C ...):
+#   A  a cold `hbx install` (fetch, verify digests and diff_ids, extract,
+#      validate, syncfs, activate);
+#   B  `skopeo copy` to an OCI layout + `umoci unpack` (Debian packages);
+#   C  sequential `tar -xzf` of the same layer blobs (the floor);
+# then warm `hbx install`, and cold installs of a half-size image to show
+# peak memory does not grow with the image. Medians and min–max; it never
+# fails on a time. RACE_ROUNDS (default 3) sets the counted rounds.
+#
+# Noise rules (BENCHMARKING.md): compare only rows of this run; trees of a
+# round are renamed aside and deleted at the end (ext4 inode reuse).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${repo_root}"
+export GOFLAGS='-buildvcs=false -tags=containers_image_openpgp' CGO_ENABLED=0
+while read -r v; do unset "${v}"; done < <(compgen -v HBX_ || true)
+
+rounds="${RACE_ROUNDS:-3}"
+dir="${repo_root}/.run/race"
+hbx="${repo_root}/bin/hbx"
+GNU_TIME=/usr/bin/time
+pids=()
+trash=""
+
+step() { printf '\n==> %s\n' "$*"; }
+die() {
+	echo "race: $*" >&2
+	exit 1
+}
+cleanup() {
+	local rc=$? p
+	trap - EXIT INT TERM
+	for p in "${pids[@]}"; do kill -TERM "${p}" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "${p}" 2>/dev/null || true; done
+	[[ -n "${trash}" && -d "${trash}" ]] && rm -rf "${trash}"
+	exit "${rc}"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+apt_need() {
+	local missing=()
+	for cmd_pkg in "$@"; do
+		command -v "${cmd_pkg%%:*}" >/dev/null || missing+=("${cmd_pkg#*:}")
+	done
+	((${#missing[@]} == 0)) && return
+	[[ "$(id -u)" -eq 0 ]] || die "missing ${missing[*]}; as root: apt-get install -y ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }
+}
+
+step "Prerequisites"
+apt_need skopeo:skopeo umoci:umoci
+"${GNU_TIME}" -f '%e' -o /dev/null true 2>/dev/null || apt_need time:time
+scripts/testdeps.sh >/dev/null
+[[ -x "${hbx}" ]] || make --no-print-directory build
+mkdir -p "${repo_root}/.run"
+trash="$(mktemp -d "${repo_root}/.run/race-trash.XXXXXX")"
+[[ -e "${dir}" ]] && mv "${dir}" "${trash}/previous"
+mkdir -p "${dir}/bin" "${dir}/logs" "${dir}/work"
+go build -o "${dir}/bin/mkbenchimage" ./internal/benchimage/cmd/mkbenchimage
+go build -o "${dir}/bin/layerblobs" ./internal/bench/cmd/layerblobs
+
+# serve SCALE starts a registry serving the bench image of that scale and
+# sets ref, registry, manifest, layout.
+serve() {
+	local scale=$1 out="${dir}/serve-$1.out" i
+	"${dir}/bin/mkbenchimage" -out "${repo_root}/.cache/benchimage/scale-${scale}" -scale "${scale}" \
+		-registry "${dir}/registry-${scale}" >"${out}" 2>"${dir}/logs/mkbenchimage-${scale}.log" &
+	pids+=($!)
+	for ((i = 0; i < 3000; i++)); do
+		grep -qs '^ref=' "${out}" && break
+		kill -0 "${pids[-1]}" 2>/dev/null || die "mkbenchimage failed: $(tail -n 2 "${dir}/logs/mkbenchimage-${scale}.log")"
+		sleep 0.1
+	done
+	v() { sed -n "s|^$1=||p" "${out}"; }
+	ref=$(v ref) registry=$(v registry) manifest=$(v manifest) layout=$(v layout)
+	[[ -n "${ref}" ]] || die "mkbenchimage did not push"
+	echo "scale ${scale}: $(v files) files, $(($(v uncompressed) / 1048576)) MiB unpacked, $(($(v compressed) / 1048576)) MiB compressed"
+}
+
+config() { # config FILE: an hbx.yaml for the current ref
+	cat >"$1" <<EOF
+executor:
+  image: "${ref}"
+  platform: linux/amd64
+  platform_digests:
+    linux/amd64: "${manifest}"
+  runtime_dir: ${dir}/work/unused
+  data_dir: ${dir}/box/data
+  state_dir: ${dir}/box/state
+registry:
+  insecure_hosts: ["${registry}"]
+EOF
+}
+
+# measure LABEL CMD...: sets m_s and m_kib (GNU time %e %M).
+measure() {
+	local label=$1
+	shift
+	if ! "${GNU_TIME}" -f '%e %M' -o "${dir}/logs/${label}.time" "$@" >"${dir}/logs/${label}.log" 2>&1; then
+		tail -n 5 "${dir}/logs/${label}.log" >&2
+		die "${label}: $* failed"
+	fi
+	read -r m_s m_kib <"${dir}/logs/${label}.time"
+}
+
+step "Machine"
+echo "nproc $(nproc); kernel $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "disk: $(df -T "${dir}" | awk 'NR == 2 {print $2 " on " $1}')"
+
+step "Images (built once into .cache/benchimage, then reused)"
+serve 1
+cfg1="${dir}/hbx-1.yaml"
+config "${cfg1}"
+ref1=${ref} registry1=${registry}
+floor="${dir}/floor.sh"
+{
+	echo 'set -euo pipefail'
+	while IFS=$'\t' read -r _ blob; do printf 'tar -xzf %q -C "$1"\n' "${blob}"; done < <("${dir}/bin/layerblobs" "${layout}" linux/amd64)
+} >"${floor}"
+serve 0.5
+cfg05="${dir}/hbx-0.5.yaml"
+config "${cfg05}"
+
+hbx_s=() hbx_k=() warm_k=() sk_s=() sk_k=() tar_s=() tar_k=() warm_s=() half_k=() half_s=()
+step "Rounds: 1 warm-up + ${rounds} counted; A = hbx, B = skopeo + umoci, C = tar floor"
+for ((r = 0; r <= rounds; r++)); do
+	w="${dir}/work/r${r}"
+	mkdir -p "${w}/tar"
+	measure "r${r}-hbx" "${hbx}" --config "${cfg1}" --executor-runtime-dir "${w}/runtime" install -q
+	a_s=${m_s} a_k=${m_kib}
+	measure "r${r}-warm" "${hbx}" --config "${cfg1}" --executor-runtime-dir "${w}/runtime" install -q
+	ws=${m_s} wk=${m_kib}
+	# skopeo takes name@digest (not name:tag@digest).
+	nametag=${ref1%@*}
+	measure "r${r}-skopeo" skopeo copy --quiet --src-tls-verify=false "docker://${nametag%:*}@${ref1#*@}" "oci:${w}/oci:bench"
+	s1=${m_s} k1=${m_kib}
+	measure "r${r}-umoci" umoci unpack --image "${w}/oci:bench" "${w}/bundle"
+	b_s=$(awk -v a="${s1}" -v b="${m_s}" 'BEGIN {print a + b}') b_k=$((k1 > m_kib ? k1 : m_kib))
+	measure "r${r}-tar" bash "${floor}" "${w}/tar"
+	c_s=${m_s} c_k=${m_kib}
+	measure "r${r}-half" "${hbx}" --config "${cfg05}" --executor-runtime-dir "${w}/half" install -q
+	h_s=${m_s} h_k=${m_kib}
+	printf '%-8s hbx %6.2f s  skopeo+umoci %6.2f s  tar %6.2f s  warm %4.2f s  half-size hbx %6.2f s\n' \
+		"$([[ ${r} == 0 ]] && echo warm-up || echo "round ${r}")" "${a_s}" "${b_s}" "${c_s}" "${ws}" "${h_s}"
+	if ((r > 0)); then
+		hbx_s+=("${a_s}") hbx_k+=("${a_k}") sk_s+=("${b_s}") sk_k+=("${b_k}") tar_s+=("${c_s}") tar_k+=("${c_k}")
+		warm_s+=("${ws}") warm_k+=("${wk}") half_s+=("${h_s}") half_k+=("${h_k}")
+	fi
+	mv "${w}" "${trash}/"
+done
+: "${registry1}"
+
+stats() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; print m, v[1], v[NR]}'; }
+row() { # row NAME SECS_ARRAY KIB_ARRAY
+	local -n s=$2 k=$3
+	local med lo hi km tm
+	read -r med lo hi <<<"$(stats "${s[@]}")"
+	read -r km _ _ <<<"$(stats "${k[@]}")"
+	read -r tm _ _ <<<"$(stats "${tar_s[@]}")"
+	printf '| %-44s | %8.2f | %11s | %6.2f | %8.1f |\n' "$1" "${med}" "$(printf '%.2f–%.2f' "${lo}" "${hi}")" \
+		"$(awk -v a="${med}" -v b="${tm}" 'BEGIN {print a / b}')" "$(awk -v k="${km}" 'BEGIN {print k / 1024}')"
+}
+step "Results (${rounds} rounds; × tar = ratio of medians)"
+echo "| path                                         | median s |   min–max s | × tar  | RSS MiB  |"
+echo "|----------------------------------------------|---------:|------------:|-------:|---------:|"
+row "tar -xzf of the layers (the floor)" tar_s tar_k
+row "hbx install, cold (full image)" hbx_s hbx_k
+row "skopeo copy + umoci unpack" sk_s sk_k
+row "hbx install, warm" warm_s warm_k
+row "hbx install, cold (half-size image)" half_s half_k
+echo
+echo "Peak RSS of hbx includes the validation run of the image's program (a small shell script here)."
+echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
