@@ -6,15 +6,23 @@
 //
 // # Path resolution
 //
-// Every entry name is resolved with chroot semantics through root-scoped
-// handles (github.com/cyphar/filepath-securejoin/pathrs-lite, openat2 with
-// RESOLVE_IN_ROOT where the kernel has it): a symlink met as a parent of a
-// later entry is followed inside the root, absolute ones too, so a base
+// Every entry's parent directory is resolved with chroot semantics by a walk
+// of its own, one component at a time, with *at calls on directory handles
+// opened from the root (O_NOFOLLOW, O_DIRECTORY): a symlink met as a parent
+// of a later entry is followed inside the root, absolute ones too, so a base
 // layer's var/run -> /run followed by var/run/app.pid lands at
-// <root>/run/app.pid. The last component of a name is never followed: it is
-// created, replaced or removed with *at calls on its parent's handle
-// (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW). No path is ever built by joining the
-// root's name with an entry name.
+// <root>/run/app.pid. Relative targets continue from the directory actually
+// reached and ".." stops at the root, as the kernel resolves under chroot or
+// openat2 RESOLVE_IN_ROOT (a test compares the walk with the kernel through
+// pathrs-lite). At most 40 symlinks are followed per name, in total. The
+// walk exists because pathrs-lite's MkdirAllHandle refuses to create the
+// target of a dangling symlink, which real images need (/run above). The
+// last component of a name is never followed: it is created, replaced or
+// removed with *at calls on its parent's handle (O_NOFOLLOW,
+// AT_SYMLINK_NOFOLLOW). No path is ever built by joining the root's name
+// with an entry name. Whiteouts and "created by this layer" are tracked by
+// canonical (symlink-free) names, so an alias through a symlink is the same
+// path.
 //
 // # What it refuses
 //
@@ -27,7 +35,8 @@
 //     ErrUnsupportedType;
 //   - malformed whiteouts (".wh.", ".wh..", ".wh...", whiteouts of reserved
 //     names): ErrBadWhiteout;
-//   - more uncompressed bytes than Options.MaxBytes (ErrTooLarge, checked
+//   - more uncompressed bytes, or more claimed file bytes (sparse holes
+//     count), than Options.MaxBytes (ErrTooLarge, checked
 //     against each header's claimed size before any byte is read), more
 //     entries than Options.MaxEntries, names longer than Options.MaxPathLen
 //     (ErrLimit).
@@ -49,7 +58,15 @@
 // are dropped and counted in Stats.DroppedSetid. Symlink targets are stored
 // verbatim. Directory modes and times are applied after the layer's last
 // entry, so a read-only directory can still receive its children. Extended
-// attributes are not applied.
+// attributes (PAX "SCHILY.xattr.*" records) are applied only with
+// Options.Xattrs, to regular files and directories, on their own open
+// descriptors; never to symlinks.
+//
+// # Trees instead of layers
+//
+// Options.Literal turns whiteout handling off: ".wh.*" names are written as
+// ordinary files. Backup restore uses it, since a backup archive is a tree
+// whose files may have any name.
 //
 // # What it does not guarantee
 //

@@ -11,11 +11,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"github.com/google/go-cmp/cmp"
 	"github.com/hermesbox/hbx/internal/tartest"
+	"golang.org/x/sys/unix"
 )
 
 // tree describes a directory in the DSL of Go's os/root_test.go:
@@ -502,4 +505,162 @@ func FuzzApply(f *testing.F) {
 			t.Fatalf("outside changed:\n%s", diff)
 		}
 	})
+}
+
+// TestXattrs checks that SCHILY.xattr.* records reach files and
+// directories with Options.Xattrs, and are ignored without it.
+func TestXattrs(t *testing.T) {
+	x := map[string]string{"SCHILY.xattr.user.hbx": "v\x00binary", "SCHILY.xattr.user.empty": ""}
+	layer := tartest.New().
+		Header(&tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755, PAXRecords: x}, nil).
+		Header(&tar.Header{Typeflag: tar.TypeDir, Name: "d/", Mode: 0o555, PAXRecords: x}, nil).
+		Header(&tar.Header{Typeflag: tar.TypeReg, Name: "d/f", Mode: 0o444, PAXRecords: x}, []byte("data")).
+		Header(&tar.Header{Typeflag: tar.TypeSymlink, Name: "l", Linkname: "d/f", PAXRecords: x}, nil).
+		Bytes()
+	for _, on := range []bool{true, false} {
+		root, _ := sandbox(t)
+		if err := applyLayers(t, root, Options{Xattrs: on}, layer); err != nil {
+			t.Fatalf("Apply(Xattrs: %v) = %v", on, err)
+		}
+		for _, name := range []string{".", "d", "d/f"} {
+			buf := make([]byte, 64)
+			n, err := unix.Lgetxattr(filepath.Join(root, name), "user.hbx", buf)
+			switch {
+			case on && (err != nil || string(buf[:n]) != "v\x00binary"):
+				t.Errorf("Xattrs: user.hbx of %s = %q, %v; want %q", name, buf[:max(n, 0)], err, "v\x00binary")
+			case !on && !errors.Is(err, unix.ENODATA):
+				t.Errorf("no Xattrs: user.hbx of %s: err = %v, want ENODATA", name, err)
+			}
+		}
+		if _, err := unix.Lgetxattr(filepath.Join(root, "l"), "user.hbx", nil); !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.EPERM) {
+			t.Errorf("user.hbx of the symlink: err = %v, want none set", err)
+		}
+	}
+}
+
+// TestLiteral checks that Options.Literal writes whiteout names as files.
+func TestLiteral(t *testing.T) {
+	root, _ := sandbox(t)
+	layer := tartest.New().File("keep", "k", 0o644).File(".wh.keep", "w", 0o600).Dir("d", 0o755).File("d/.wh..wh..opq", "o", 0o600).File("d/.wh..wh.plnk", "p", 0o600).Bytes()
+	if err := applyLayers(t, root, Options{Literal: true}, layer); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".wh.keep 0600 w", "d/ 0755", "d/.wh..wh..opq 0600 o", "d/.wh..wh.plnk 0600 p", "keep 0644 k"}
+	if diff := cmp.Diff(tree(t, root), want); diff != "" {
+		t.Errorf("tree (-got +want):\n%s", diff)
+	}
+}
+
+// TestReviewFindings holds the extractor review's findings, each fixed.
+func TestReviewFindings(t *testing.T) {
+	t.Run("symlink fan-out ends in ELOOP quickly", func(t *testing.T) {
+		// Each level names the previous one 6 times: resolving a2 follows
+		// far more than 40 links, which must be refused, not walked.
+		root, _ := sandbox(t)
+		layer := tartest.New().Symlink("a0", ".").Symlink("a1", "a0/a0/a0/a0/a0/a0").
+			Symlink("a2", "a1/a1/a1/a1/a1/a1").Symlink("a3", "a2/a2/a2/a2/a2/a2").File("a3/x", "x", 0o644).Bytes()
+		start := time.Now()
+		err := applyLayers(t, root, Options{}, layer)
+		if !errors.Is(err, syscall.ELOOP) {
+			t.Errorf("Apply() = %v, want ELOOP", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("Apply() took %s, want well under a second", d)
+		}
+	})
+	t.Run("sparse files count their holes against the cap", func(t *testing.T) {
+		root, _ := sandbox(t)
+		var layer []byte
+		for _, n := range []string{"s1", "s2", "s3"} {
+			layer = append(layer, tartest.Raw(n, tar.TypeReg, [][2]string{
+				{"GNU.sparse.major", "0"}, {"GNU.sparse.minor", "1"}, {"GNU.sparse.size", "50331648"},
+				{"GNU.sparse.numblocks", "1"}, {"GNU.sparse.map", "50331647,1"},
+			}, []byte("Z"))...)
+		}
+		layer = append(layer, tartest.End()...)
+		if err := applyLayers(t, root, Options{MaxBytes: 64 << 20}, layer); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("Apply() = %v, want ErrTooLarge (3 x 48 MiB claimed, cap 64 MiB)", err)
+		}
+	})
+	t.Run("the last entry for a directory wins", func(t *testing.T) {
+		root, _ := sandbox(t)
+		if err := applyLayers(t, root, Options{}, tartest.New().Dir("d", 0o777).Dir("d", 0o700).Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := os.Stat(filepath.Join(root, "d")); st.Mode().Perm() != 0o700 {
+			t.Errorf("mode of d = %v, want 0700 (the later entry)", st.Mode().Perm())
+		}
+	})
+	t.Run("relative symlink targets continue from the resolved directory", func(t *testing.T) {
+		root, _ := sandbox(t)
+		layer := tartest.New().Dir("d/e", 0o755).Symlink("s", "d/e").Symlink("s/l", "../x").File("s/l/f", "f", 0o644).Bytes()
+		if err := applyLayers(t, root, Options{}, layer); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(root, "d/x/f")); err != nil {
+			t.Errorf("s/l/f did not land at d/x/f as the kernel resolves it: %v", err)
+		}
+	})
+	t.Run("a whiteout through a symlink alias spares entries of its own layer", func(t *testing.T) {
+		root, _ := sandbox(t)
+		lower := tartest.New().Dir("d", 0o755).File("d/lower", "l", 0o644).Symlink("s", "d").Bytes()
+		upper := tartest.New().File("d/new", "n", 0o644).Opaque("s").Whiteout("s", "new").Bytes()
+		if err := applyLayers(t, root, Options{}, lower, upper); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"d/ 0755", "d/new 0644 n", "s => d"}
+		if diff := cmp.Diff(want, tree(t, root)); diff != "" {
+			t.Errorf("tree (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestResolveMatchesKernel compares the extractor's own walk with the
+// kernel's openat2(RESOLVE_IN_ROOT) (through pathrs-lite) on a tree full of
+// symlinks: both must name the same directory, or both none.
+func TestResolveMatchesKernel(t *testing.T) {
+	root, _ := sandbox(t)
+	layer := tartest.New().
+		Dir("a/b/c", 0o755).Dir("x/y", 0o755).
+		Symlink("abs", "/a/b").Symlink("rel", "a/b/c").Symlink("up", "a/b/c/../..").
+		Symlink("a/b/c/back", "../../../x").Symlink("loop1", "loop2").Symlink("loop2", "loop1").
+		Symlink("dangling", "/nowhere").Symlink("root", "/").Symlink("x/y/z", "../../abs/c").
+		File("a/file", "f", 0o644).Symlink("tofile", "a/file").
+		Bytes()
+	a, err := New(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Apply(bytes.NewReader(layer)); err != nil {
+		t.Fatal(err)
+	}
+	rootFile, err := os.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rootFile.Close()
+	for _, name := range []string{"abs", "rel", "up", "a/b/c/back", "a/b/c/back/y", "loop1", "dangling", "root", "root/a/../x",
+		"x/y/z", "x/y/z/back/y", "tofile", "abs/../../..", "up/x/y/z", "nope/deeper"} {
+		ours, _, ourErr := a.lookupDir(name)
+		h, kerr := pathrs.OpenatInRoot(rootFile, name)
+		kernelDir := ""
+		if kerr == nil {
+			var st unix.Stat_t
+			unix.Fstat(int(h.Fd()), &st)
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				kernelDir = fmt.Sprint(st.Ino)
+			}
+			h.Close()
+		}
+		ourDir := ""
+		if ours != nil {
+			var st unix.Stat_t
+			unix.Fstat(int(ours.Fd()), &st)
+			ourDir = fmt.Sprint(st.Ino)
+		}
+		if ourDir != kernelDir {
+			t.Errorf("resolve(%q) = inode %q (err %v), kernel says %q (err %v)", name, ourDir, ourErr, kernelDir, kerr)
+		}
+	}
 }

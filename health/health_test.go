@@ -1,23 +1,80 @@
 package health
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 )
+
+// TestMain lets the test binary stand in for a server process tree:
+// with HBXTEST_LISTEN=addr,addr... it listens on each address, prints the
+// bound addresses on one line, starts itself again as a child when
+// HBXTEST_LISTEN_CHILD names the child's addresses (and prints the child's
+// line too), then waits until its standard input closes.
+func TestMain(m *testing.M) {
+	if addrs := os.Getenv("HBXTEST_LISTEN"); addrs != "" {
+		os.Exit(listenChild(addrs, os.Getenv("HBXTEST_LISTEN_CHILD")))
+	}
+	os.Exit(m.Run())
+}
+
+func listenChild(addrs, childAddrs string) int {
+	var bound []string
+	for _, a := range strings.Split(addrs, ",") {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer l.Close()
+		bound = append(bound, l.Addr().String())
+	}
+	fmt.Println(strings.Join(bound, ","))
+	if childAddrs != "" {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "HBXTEST_LISTEN="+childAddrs, "HBXTEST_LISTEN_CHILD=")
+		cmd.Stderr = os.Stderr
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer func() { in.Close(); cmd.Wait() }()
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		fmt.Print(line)
+	}
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until EOF
+	return 0
+}
 
 func TestAPIHealth(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/ok":
 			w.Write([]byte(`{"status":"ok"}`))
+		case "/degraded":
+			w.Write([]byte(`{"status":"degraded","db":"slow"}`))
+		case "/plain":
+			w.Write([]byte(`OK`))
+		case "/nostatus":
+			w.Write([]byte(`{"healthy":true}`))
 		case "/slow":
-			time.Sleep(time.Second)
+			<-r.Context().Done() // until the client gives up
+		case "/redirect":
+			http.Redirect(w, r, "/ok", http.StatusFound)
+		case "/down":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"status":"unhealthy"}`))
 		default:
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
@@ -31,7 +88,12 @@ func TestAPIHealth(t *testing.T) {
 		wantErr string // "" for healthy
 	}{
 		{srv.URL + "/ok", ""},
+		{srv.URL + "/degraded", ""},
 		{srv.URL + "/bad", "503 Service Unavailable"},
+		{srv.URL + "/down", `503 Service Unavailable, status "unhealthy"`},
+		{srv.URL + "/plain", "200 but the body is not a JSON object"},
+		{srv.URL + "/nostatus", "200 but the body has no status field"},
+		{srv.URL + "/redirect", "302 Found"},
 		{srv.URL + "/slow", "context deadline exceeded"},
 		{closed, "connection refused"},
 	}

@@ -1,14 +1,17 @@
 package installer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
@@ -28,7 +31,10 @@ const (
 // Crash windows: before the rename nothing visible changed. After it,
 // releases/<hex> is complete and durable but current is unchanged. The
 // previous link moves before current does; current moves in one rename.
-func activate(runtimeDir, staged, hex string, log *slog.Logger, prog Progress, manifest digest.Digest) error {
+//
+// With stageOnly the links are left alone: the release is published,
+// complete and durable, for a later Activate.
+func activate(runtimeDir, staged, hex string, log *slog.Logger, prog Progress, manifest digest.Digest, stageOnly bool) error {
 	relDir := filepath.Join(runtimeDir, release.ReleasesDir)
 	if err := os.MkdirAll(relDir, 0o755); err != nil {
 		return fmt.Errorf("create releases directory: %w", err)
@@ -49,6 +55,17 @@ func activate(runtimeDir, staged, hex string, log *slog.Logger, prog Progress, m
 		return err
 	}
 	prog.Event(Event{Kind: EventRenamed, Digest: manifest})
+	if stageOnly {
+		return nil
+	}
+	prog.Event(Event{Kind: EventSwap, Digest: manifest})
+	return switchCurrent(runtimeDir, hex)
+}
+
+// switchCurrent points current at releases/<hex> and previous at what
+// current named before (unless that is the same release). previous moves
+// first; current moves in one rename.
+func switchCurrent(runtimeDir, hex string) error {
 	target := filepath.Join(release.ReleasesDir, hex)
 	current := filepath.Join(runtimeDir, release.CurrentLink)
 	old, err := os.Readlink(current)
@@ -61,9 +78,48 @@ func activate(runtimeDir, staged, hex string, log *slog.Logger, prog Progress, m
 			return fmt.Errorf("record previous release: %w", err)
 		}
 	}
-	prog.Event(Event{Kind: EventSwap, Digest: manifest})
 	if err := atomicfile.Symlink(target, current); err != nil {
 		return fmt.Errorf("switch current: %w", err)
+	}
+	return nil
+}
+
+// ErrNotStaged: Activate was asked for a release that is not published
+// under releases/, or is damaged.
+var ErrNotStaged = errors.New("release is not staged")
+
+// Activate makes the published release releases/<manifest hex> the active
+// one: previous is pointed at the release current named, then current at
+// the new one, each by renaming a fresh symlink. Activating the release
+// previous names swaps the two (a rollback). It takes the runtime
+// directory's lock (waiting up to wait), unless ctx says this process
+// holds it (lock.WithHeld). Crash windows: before the first rename
+// nothing changed; between the two, previous and current name the same
+// release or the old pair with previous replaced, and current is always a
+// complete release.
+func Activate(ctx context.Context, runtimeDir string, manifest digest.Digest, wait time.Duration) (err error) {
+	if err := manifest.Validate(); err != nil {
+		return fmt.Errorf("activate: manifest digest: %w", err)
+	}
+	lk, err := lock.Acquire(ctx, filepath.Join(runtimeDir, lockFile), "hbx activate", wait, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if uerr := lk.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("release lock: %w", uerr)
+		}
+	}()
+	hex := manifest.Encoded()
+	inst, err := release.Open(filepath.Join(runtimeDir, release.ReleasesDir, hex))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotStaged, manifest, err)
+	}
+	if _, err := inst.Program(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotStaged, manifest, err)
+	}
+	if err := switchCurrent(runtimeDir, hex); err != nil {
+		return fmt.Errorf("activate %s: %w", manifest, err)
 	}
 	return nil
 }

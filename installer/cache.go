@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	digest "github.com/opencontainers/go-digest"
@@ -37,8 +34,10 @@ func (c blobCache) has(d digest.Digest, size int64) bool {
 }
 
 // fetch copies the blob from src into the cache unless it is there, checking
-// its size and digest, retrying transient failures.
-func (c blobCache) fetch(ctx context.Context, src types.ImageSource, desc v1.Descriptor, retries int, log *slog.Logger) (fetched bool, err error) {
+// its size and digest. Transient failures are src's to retry (a *remote
+// does, resuming the stream); bytes that do not match are refused with
+// ErrDigestMismatch and never stored.
+func (c blobCache) fetch(ctx context.Context, src types.ImageSource, desc v1.Descriptor) (fetched bool, err error) {
 	if err := desc.Digest.Validate(); err != nil {
 		return false, fmt.Errorf("blob digest %q: %w", desc.Digest, err)
 	}
@@ -49,32 +48,18 @@ func (c blobCache) fetch(ctx context.Context, src types.ImageSource, desc v1.Des
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, fmt.Errorf("create blob cache: %w", err)
 	}
-	var last error
-	for attempt := 0; attempt <= retries; attempt++ {
-		if attempt > 0 {
-			wait := time.Duration(1<<min(attempt-1, 5)) * 250 * time.Millisecond
-			log.Warn("retrying blob", "digest", desc.Digest, "attempt", attempt, "after", wait, "cause", last)
-			select {
-			case <-ctx.Done():
-				return false, ctx.Err()
-			case <-time.After(wait):
-			}
-		}
-		last = c.fetchOnce(ctx, src, desc)
-		if last == nil {
-			return true, nil
-		}
-		if errors.Is(last, ErrDigestMismatch) || ctx.Err() != nil {
-			break // a registry that lies will lie again
-		}
+	if err := c.download(ctx, src, desc); err != nil {
+		return false, err
 	}
-	return false, last
+	return true, nil
 }
 
-func (c blobCache) fetchOnce(ctx context.Context, src types.ImageSource, desc v1.Descriptor) (err error) {
+// download streams the blob into a temporary file beside its final name,
+// hashing it, and renames it into place only when size and digest match.
+func (c blobCache) download(ctx context.Context, src types.ImageSource, desc v1.Descriptor) (err error) {
 	rc, _, err := src.GetBlob(ctx, types.BlobInfo{Digest: desc.Digest, Size: desc.Size}, none.NoCache)
 	if err != nil {
-		return fmt.Errorf("fetch: %w", err)
+		return err
 	}
 	defer rc.Close()
 	final := c.path(desc.Digest)
@@ -95,7 +80,7 @@ func (c blobCache) fetchOnce(ctx context.Context, src types.ImageSource, desc v1
 	// Read one byte past the declared size to catch a registry that sends more.
 	n, err := io.Copy(io.MultiWriter(f, v), io.LimitReader(rc, desc.Size+1))
 	if err != nil {
-		return fmt.Errorf("download: %w", err)
+		return err // the registry's failure after its retries, or the write's, naming the file
 	}
 	if n != desc.Size {
 		return fmt.Errorf("%w: got %d bytes, manifest says %d", ErrDigestMismatch, n, desc.Size)

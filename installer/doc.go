@@ -19,6 +19,33 @@
 //   - Registry inputs come only from Options: no /etc/containers, no
 //     ~/.docker, no credential helpers unless an auth file is given.
 //
+// # Network
+//
+//   - Every registry request (the index, fetched when the source opens; the
+//     platform manifest; the config; each layer) runs as attempts, each
+//     with its own context. An attempt that receives no byte for
+//     RegistryOptions.StallTimeout while hbx waits for one is cancelled
+//     (ErrStalled); one that fails transiently (connection refused or
+//     reset, 5xx, a body cut short) is retried after a doubling backoff,
+//     at most RegistryOptions.Retries times, on a freshly opened source. A
+//     slow transfer that keeps moving is never cancelled: progress is seen
+//     on body reads and, for what the image library reads itself
+//     (manifests, tokens), in the kernel's received-byte count of the
+//     connection (Linux).
+//   - A blob interrupted mid-body resumes as one stream: the next attempt
+//     skips the bytes already stored; the temporary file, size check,
+//     digest check and rename are unchanged.
+//   - A registry that lies is refused, not retried: bytes that do not
+//     hash to their digest, a manifest or index served for another digest,
+//     a Content-Length that disagrees with the descriptor's size
+//     (ErrDigestMismatch); so are 4xx answers (unknown manifest,
+//     authentication required).
+//   - The final error names the request, the registry and the last cause:
+//     "fetch layer sha256:… from host: after 4 attempts: no bytes for 30s
+//     (stalled)".
+//   - Bearer-token registries (ghcr.io) are followed to their token realm,
+//     anonymously or with the auth file's credentials.
+//
 // # Crash windows (kill -9, power loss)
 //
 //   - during fetch: blobs/sha256/.tmp-* files; complete blobs are renamed
@@ -30,6 +57,13 @@
 //     but current still names the old release; the next run finds the
 //     release complete on disk but not active, and re-stages it (it cannot
 //     tell a finished tree from a half-renamed one without hashing).
+//   - StageOnly: the release is published as releases/<hex> and the run
+//     ends there; current and previous are untouched. The staged release
+//     is not protected: the next install (even a warm one) removes it as
+//     a release that is neither current nor previous, so a caller that
+//     stages and then Activates (hbx upgrade) holds the lock across both.
+//   - Activate: previous is renamed over first, then current; a crash
+//     between the two leaves current on a complete release.
 //   - after the swap: done; stale releases, staging and (unless KeepBlobs)
 //     the blob cache are removed, also by the next run if this one died.
 //
@@ -37,6 +71,10 @@
 //
 // The payload runs on the host's libc and dynamic loader (see package
 // launch); a release that validates here can still fail to run if the
-// payload is not relocatable. Retries, stall detection and free-space checks
-// are basic (see the hardening issue).
+// payload is not relocatable. An interrupted blob is downloaded again from
+// its start (the bytes already stored are skipped, not re-requested by
+// range; the image library resumes a cut connection once by itself, with a
+// Range request, before hbx's own retry). Outside Linux the stall watchdog
+// cannot see manifest bodies arrive, so a manifest that trickles in for
+// longer than the stall timeout counts as stalled.
 package installer

@@ -1,16 +1,19 @@
 package installer
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/hermesbox/hbx/extract"
@@ -33,13 +36,20 @@ type Options struct {
 	PlatformDigest digest.Digest // pinned child manifest digest, "" when not pinned
 	RuntimeDir     string        // absolute
 
-	MaxUncompressedBytes int64         // cap on all layers' uncompressed bytes; 0 = none
-	KeepBlobs            bool          // keep the blob cache after activation
-	LockWait             time.Duration // wait this long for another install's lock
-	ValidateTimeout      time.Duration // limit for the staged program's --version; 0 skips the run
-	Verify               bool          // re-hash the active release against files.json
-	Registry             RegistryOptions
-	HbxVersion           string // recorded in release.json
+	MaxUncompressedBytes int64               // cap on all layers' uncompressed bytes; 0 = none
+	KeepBlobs            bool                // keep the blob cache after activation
+	LockWait             time.Duration       // wait this long for another install's lock
+	ValidateTimeout      time.Duration       // limit for the staged program's --version; 0 skips the run
+	RunAs                *syscall.Credential // the payload's user: the --version run of image code never runs as root unless the payload does
+	Verify               bool                // re-hash the active release against files.json
+	// StageOnly publishes the release as releases/<hex>, complete,
+	// validated and durable, but leaves current and previous alone, for a
+	// later Activate; Result.Release is the staged release. Older
+	// releases are not cleaned up. When current already is the release,
+	// nothing is done (Result.Changed false).
+	StageOnly  bool
+	Registry   RegistryOptions
+	HbxVersion string // recorded in release.json
 
 	Logger   *slog.Logger // nil discards
 	Progress Progress     // nil: no events
@@ -218,9 +228,9 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	}
 	defer a.Close()
 
-	// Write back what is applied while later layers extract, so the final
+	// Write back what is applied while extraction goes on, so the final
 	// syncfs has little left to do.
-	flusher := newFlusher(staged)
+	flusher := startFlusher(staged, 500*time.Millisecond)
 	defer flusher.wait()
 
 	// Fetch ahead of extraction: blob i+1 downloads while layer i is applied.
@@ -273,24 +283,31 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 			return nil, fmt.Errorf("extract layer %s: %w", l.Digest, noSpace(err, staged))
 		}
 		log.Info("layer applied", "digest", l.Digest, "index", i, "took", time.Since(layerStart).Round(time.Millisecond))
-		flusher.kick()
 		prog.Event(Event{Kind: EventLayerDone, Digest: l.Digest, Size: l.Size, Done: l.Size, Index: i, Count: len(layers)})
 	}
 	if n := len(a.Stats().DroppedSetid); n > 0 {
 		log.Warn("dropped setuid/setgid bits", "entries", n, "first", a.Stats().DroppedSetid[0])
 	}
 
-	files, err := release.Scan(rootfs, a.FileHash)
-	if err != nil {
+	// files.json is streamed, one entry per line: memory stays flat
+	// whatever the number of files.
+	if err := atomicfile.Write(filepath.Join(staged, release.FilesFile), 0o644, func(w io.Writer) error {
+		return writeFileList(w, rootfs, a.FileHash)
+	}); err != nil {
 		return nil, err
 	}
 	meta := newMeta(opts, plat, r)
-	for name, v := range map[string]any{release.FilesFile: files, release.MetaFile: meta} {
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return nil, fmt.Errorf("encode %s: %w", name, err)
-		}
-		if err := atomicfile.WriteFile(filepath.Join(staged, name), append(b, '\n'), 0o644); err != nil {
+	mb, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", release.MetaFile, err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(staged, release.MetaFile), append(mb, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	// The manifest and config as fetched, so `hbx health --deep` can
+	// re-hash them once the blob cache is gone.
+	for name, b := range map[string][]byte{release.ManifestFile: r.ManifestBytes, release.ConfigFile: r.ConfigBytes} {
+		if err := atomicfile.WriteFile(filepath.Join(staged, name), b, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -298,19 +315,27 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	if err != nil {
 		return nil, err
 	}
-	if res.Version, err = validate(ctx, inst, plat, opts.ValidateTimeout); err != nil {
+	if res.Version, err = validate(ctx, inst, plat, opts.ValidateTimeout, opts.RunAs); err != nil {
 		return nil, fmt.Errorf("validate release: %w", err)
 	}
+	flusher.wait()
 	syncStart := time.Now()
 	if err := atomicfile.SyncFS(staged); err != nil {
 		return nil, err
 	}
 	log.Info("release durable", "took", time.Since(syncStart).Round(time.Millisecond))
 	prog.Event(Event{Kind: EventActivate, Digest: r.ManifestDigest})
-	if err := activate(opts.RuntimeDir, staged, hexd, log, prog, r.ManifestDigest); err != nil {
+	if err := activate(opts.RuntimeDir, staged, hexd, log, prog, r.ManifestDigest, opts.StageOnly); err != nil {
 		return nil, fmt.Errorf("activate: %w", err)
 	}
 	published = true
+	if opts.StageOnly {
+		log.Info("staged", "manifest", r.ManifestDigest, "entries", a.Stats().Entries, "bytes", a.Stats().Bytes)
+		if res.Release, err = release.Open(filepath.Join(opts.RuntimeDir, release.ReleasesDir, hexd)); err != nil {
+			return nil, fmt.Errorf("read staged release: %w", err)
+		}
+		return res, nil
+	}
 	log.Info("activated", "manifest", r.ManifestDigest, "entries", a.Stats().Entries, "bytes", a.Stats().Bytes)
 	cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
 	if res.Release, err = release.Current(opts.RuntimeDir); err != nil {
@@ -347,4 +372,29 @@ func newMeta(opts Options, plat Platform, r *resolved) release.Meta {
 	sort.Strings(m.Config.Volumes)
 	sort.Strings(m.Config.ExposedPorts)
 	return m
+}
+
+// writeFileList writes the rootfs's file list as a JSON array, one entry a
+// line, without holding the list in memory.
+func writeFileList(w io.Writer, rootfs string, hashOf func(uint64) (string, bool)) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	sep := "[\n"
+	err := release.Walk(rootfs, hashOf, func(f release.File) error {
+		b, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		bw.WriteString(sep)
+		sep = ",\n"
+		_, err = bw.Write(b)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if sep == "[\n" {
+		bw.WriteString("[")
+	}
+	bw.WriteString("\n]\n")
+	return bw.Flush()
 }

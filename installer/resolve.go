@@ -79,6 +79,7 @@ func (p Platform) matches(q *v1.Platform) bool {
 type resolved struct {
 	IndexDigest    digest.Digest
 	ManifestDigest digest.Digest
+	ManifestBytes  []byte // as fetched; hashes to ManifestDigest
 	Manifest       v1.Manifest
 	ConfigDigest   digest.Digest
 	ConfigBytes    []byte
@@ -178,7 +179,7 @@ func resolve(ctx context.Context, src types.ImageSource, indexDigest digest.Dige
 		r.ManifestDigest = child.Digest
 		b, served, err := src.GetManifest(ctx, &child.Digest)
 		if err != nil {
-			return nil, fmt.Errorf("fetch manifest %s: %w", child.Digest, err)
+			return nil, fmt.Errorf("fetch manifest %s from %s: %w", child.Digest, registryHost(src), err)
 		}
 		if len(b) > maxManifestBytes {
 			return nil, fmt.Errorf("manifest %s: larger than %d bytes", child.Digest, maxManifestBytes)
@@ -206,6 +207,7 @@ func resolve(ctx context.Context, src types.ImageSource, indexDigest digest.Dige
 	if err := json.Unmarshal(manBytes, &r.Manifest); err != nil {
 		return nil, fmt.Errorf("parse manifest %s: %w", r.ManifestDigest, err)
 	}
+	r.ManifestBytes = manBytes
 	if r.Manifest.SchemaVersion != 2 {
 		return nil, fmt.Errorf("manifest %s: schemaVersion %d, want 2", r.ManifestDigest, r.Manifest.SchemaVersion)
 	}
@@ -231,12 +233,12 @@ func resolve(ctx context.Context, src types.ImageSource, indexDigest digest.Dige
 	}
 	rc, _, err := src.GetBlob(ctx, types.BlobInfo{Digest: cd, Size: r.Manifest.Config.Size}, none.NoCache)
 	if err != nil {
-		return nil, fmt.Errorf("fetch config %s: %w", cd, err)
+		return nil, fmt.Errorf("fetch config %s from %s: %w", cd, registryHost(src), err)
 	}
 	cb, err := readAllCapped(rc, maxConfigBytes)
 	rc.Close()
 	if err != nil {
-		return nil, fmt.Errorf("fetch config %s: %w", cd, err)
+		return nil, fmt.Errorf("fetch config %s from %s: %w", cd, registryHost(src), err)
 	}
 	if err := checkDigest("config", cb, cd); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package installer
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
 
@@ -67,30 +68,42 @@ func human(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// flusher runs syncfs on the staging filesystem in the background, at most
-// one at a time, so disk writeback overlaps with extraction. It is an
-// optimisation only: durability comes from the final, blocking syncfs.
+// flusher runs syncfs on the staging filesystem in the background, every
+// interval, one at a time, while layers are extracted, so disk writeback
+// overlaps with decompression instead of all happening in the final
+// syncfs (the kernel would otherwise keep the new tree dirty for up to
+// 30 s). It is an optimisation only: durability comes from the final,
+// blocking syncfs.
 type flusher struct {
-	path string
-	busy chan struct{} // holds a token while a syncfs runs
+	stop chan struct{}
+	done chan struct{}
 }
 
-func newFlusher(path string) *flusher { return &flusher{path: path, busy: make(chan struct{}, 1)} }
-
-// kick starts a background syncfs unless one is running.
-func (f *flusher) kick() {
-	select {
-	case f.busy <- struct{}{}:
-		go func() {
-			_ = atomicfile.SyncFS(f.path)
-			<-f.busy
-		}()
-	default:
-	}
+func startFlusher(path string, interval time.Duration) *flusher {
+	f := &flusher{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-f.stop:
+				return
+			case <-t.C:
+				_ = atomicfile.SyncFS(path)
+			}
+		}
+	}()
+	return f
 }
 
-// wait returns once no background syncfs runs.
+// wait stops the flusher and returns once no syncfs of it runs. It may be
+// called more than once.
 func (f *flusher) wait() {
-	f.busy <- struct{}{}
-	<-f.busy
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	<-f.done
 }

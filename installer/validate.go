@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hermesbox/hbx/release"
@@ -15,7 +16,10 @@ import (
 // validate checks a staged release before activation: the entry program
 // and working directory resolve inside the rootfs; when the image's
 // platform is the host's, the program runs with --version within timeout.
-func validate(ctx context.Context, inst *release.Installed, plat Platform, timeout time.Duration) (string, error) {
+//
+// The run is image code: it runs as cred (the payload's user) when not nil,
+// in its own process group, which is killed whole on timeout.
+func validate(ctx context.Context, inst *release.Installed, plat Platform, timeout time.Duration, cred *syscall.Credential) (string, error) {
 	prog, err := inst.Program()
 	if err != nil {
 		return "", err
@@ -28,8 +32,13 @@ func validate(ctx context.Context, inst *release.Installed, plat Platform, timeo
 	cmd := exec.CommandContext(ctx, prog.Path, "--version")
 	cmd.Dir = prog.Dir
 	cmd.Env = []string{"PATH=" + strings.Join(append(prog.PathDirs, os.Getenv("PATH")), ":"), "HOME=" + os.TempDir()}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left behind in its group
+	}
 	if ctx.Err() != nil {
 		return "", fmt.Errorf("%w: %s --version did not finish within %s", release.ErrCorrupt, prog.Args[0], timeout)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
 )
@@ -76,9 +77,9 @@ func Prepare(o Options) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
 	}
-	cred, err := lookupUser(o.User)
+	cred, err := account.Lookup(o.User)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("executor.user: %w", err)
 	}
 	if err := ensureDir(o.DataDir, cred); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -171,40 +172,6 @@ func mapArg(inst *release.Installed, arg, dataDir string) string {
 		return host
 	}
 	return arg
-}
-
-// lookupUser returns the credential to switch to (nil: stay as we are).
-func lookupUser(name string) (*syscall.Credential, error) {
-	if name == "" {
-		return nil, nil
-	}
-	var u *user.User
-	var err error
-	if _, perr := strconv.Atoi(name); perr == nil {
-		u, err = user.LookupId(name)
-	} else {
-		u, err = user.Lookup(name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("executor.user %q: %w", name, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if uid == os.Geteuid() {
-		return nil, nil
-	}
-	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("executor.user %q: running as another user needs root (hbx runs as uid %d)", name, os.Geteuid())
-	}
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	if gids, err := u.GroupIds(); err == nil {
-		for _, g := range gids {
-			if n, err := strconv.Atoi(g); err == nil {
-				cred.Groups = append(cred.Groups, uint32(n))
-			}
-		}
-	}
-	return cred, nil
 }
 
 // ensureDir creates d with mode 0700 (and its missing parents 0755), owned

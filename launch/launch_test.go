@@ -141,7 +141,7 @@ func TestPrepareRefuses(t *testing.T) {
 			o.EnvFile = filepath.Join(t.TempDir(), "env")
 			os.WriteFile(o.EnvFile, []byte("A=1\nnot a pair topsecret\n"), 0o600)
 		}, ErrEnvFile, "line 2"},
-		{"unknown user", func(o *Options) { o.User = "no-such-user-hbx" }, nil, `executor.user "no-such-user-hbx"`},
+		{"unknown user", func(o *Options) { o.User = "no-such-user-hbx" }, nil, `executor.user: user "no-such-user-hbx"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -7,6 +7,8 @@
 //	releases/<manifest-hex>/rootfs/        the applied layers
 //	releases/<manifest-hex>/release.json   Meta: digests, platform, image config
 //	releases/<manifest-hex>/files.json     Files: every path with type, mode, size, sha256
+//	releases/<manifest-hex>/manifest.json  the image manifest, bytes as fetched
+//	releases/<manifest-hex>/config.json    the image config, bytes as fetched
 //	current  -> releases/<manifest-hex>    the active release (relative symlink)
 //	previous -> releases/<manifest-hex>    the release current replaced (rollback)
 //

@@ -20,6 +20,13 @@ const (
 	RootfsDir    = "rootfs"
 	MetaFile     = "release.json"
 	FilesFile    = "files.json"
+	// ManifestFile and ConfigFile are the image manifest and config
+	// exactly as fetched (their bytes hash to Meta.ManifestDigest and
+	// Meta.ConfigDigest), kept so the release can be re-verified after
+	// the blob cache is gone. Releases installed before they existed lack
+	// them.
+	ManifestFile = "manifest.json"
+	ConfigFile   = "config.json"
 	// MetaFormat is the version of release.json this hbx writes and reads.
 	MetaFormat = 1
 )

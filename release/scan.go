@@ -5,85 +5,133 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"syscall"
+	"sort"
+
+	"golang.org/x/sys/unix"
 )
 
-// Scan lists the tree under rootfs in lexical order, through an os.Root so
-// nothing outside it is read. hashOf, when not nil, supplies the sha256 of
-// a regular file by inode number (hashes taken while the file was written);
-// files it does not know, or all files when hashOf is nil, are read and
-// hashed.
+// Scan lists the tree under rootfs in lexical order (as fs.WalkDir
+// visits it: a directory, then its entries sorted by name, depth first).
+// hashOf, when not nil, supplies the sha256 of a regular file by inode
+// number (hashes taken while the file was written); files it does not
+// know, or all files when hashOf is nil, are read and hashed.
 func Scan(rootfs string, hashOf func(ino uint64) (string, bool)) ([]File, error) {
-	root, err := os.OpenRoot(rootfs)
-	if err != nil {
-		return nil, fmt.Errorf("open rootfs: %w", err)
-	}
-	defer root.Close()
 	var out []File
-	buf := make([]byte, 1<<20)
-	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == "." {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		f := File{Path: p, Mode: uint32(info.Mode().Perm())}
-		if info.Mode()&fs.ModeSticky != 0 {
-			f.Mode |= 0o1000
-		}
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			f.Type = "symlink"
-			if f.Target, err = root.Readlink(p); err != nil {
-				return err
-			}
-			f.Mode = 0
-		case info.IsDir():
-			f.Type = "dir"
-		case info.Mode().IsRegular():
-			f.Type = "file"
-			f.Size = info.Size()
-			var ok bool
-			if hashOf != nil {
-				if st, isStat := info.Sys().(*syscall.Stat_t); isStat {
-					f.SHA256, ok = hashOf(st.Ino)
-				}
-			}
-			if !ok {
-				if f.SHA256, err = hashFile(root, p, buf); err != nil {
-					return err
-				}
-			}
-		default:
-			return fmt.Errorf("%s: unexpected file type %v", p, info.Mode().Type())
-		}
+	err := Walk(rootfs, hashOf, func(f File) error {
 		out = append(out, f)
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("scan rootfs: %w", err)
-	}
-	return out, nil
+	return out, err
 }
 
-func hashFile(root *os.Root, p string, buf []byte) (string, error) {
-	f, err := root.Open(p)
+// Walk is Scan without the list: emit receives each entry in turn, so
+// memory does not grow with the tree. It walks with *at calls on directory
+// handles opened from rootfs (O_NOFOLLOW): symlinks are reported, never
+// followed, and nothing outside rootfs is read.
+func Walk(rootfs string, hashOf func(ino uint64) (string, bool), emit func(File) error) error {
+	rfd, err := unix.Open(rootfs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("scan rootfs: %w", err)
+	}
+	w := &walker{hashOf: hashOf, emit: emit, buf: make([]byte, 1<<20)}
+	if err := w.dir(rfd, ""); err != nil {
+		return fmt.Errorf("scan rootfs: %w", err)
+	}
+	return nil
+}
+
+type walker struct {
+	hashOf func(uint64) (string, bool)
+	emit   func(File) error
+	buf    []byte
+}
+
+// dir lists the directory open as dfd (root-relative name prefix) and
+// closes dfd.
+func (w *walker) dir(dfd int, prefix string) error {
+	d := os.NewFile(uintptr(dfd), prefix)
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		d.Close()
+		return fmt.Errorf("list %q: %w", prefix, err)
+	}
+	defer d.Close()
+	sort.Strings(names)
+	for _, n := range names {
+		p := n
+		if prefix != "" {
+			p = prefix + "/" + n
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(dfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("lstat %q: %w", p, err)
+		}
+		f := File{Path: p, Mode: st.Mode & 0o1777}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			f.Type, f.Mode = "symlink", 0
+			if f.Target, err = readlinkAt(dfd, n); err != nil {
+				return fmt.Errorf("readlink %q: %w", p, err)
+			}
+		case unix.S_IFDIR:
+			f.Type = "dir"
+		case unix.S_IFREG:
+			f.Type, f.Size = "file", st.Size
+			ok := false
+			if w.hashOf != nil {
+				f.SHA256, ok = w.hashOf(st.Ino)
+			}
+			if !ok {
+				if f.SHA256, err = w.hashAt(dfd, n); err != nil {
+					return fmt.Errorf("hash %q: %w", p, err)
+				}
+			}
+		default:
+			return fmt.Errorf("%q: unexpected file type %#o", p, st.Mode&unix.S_IFMT)
+		}
+		if err := w.emit(f); err != nil {
+			return err
+		}
+		if f.Type == "dir" {
+			cfd, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("open %q: %w", p, err)
+			}
+			if err := w.dir(cfd, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (w *walker) hashAt(dfd int, name string) (string, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", err
 	}
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.CopyBuffer(h, f, buf); err != nil {
+	if _, err := io.CopyBuffer(h, f, w.buf); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func readlinkAt(dfd int, name string) (string, error) {
+	for size := 256; size <= 1<<16; size *= 2 {
+		b := make([]byte, size)
+		n, err := unix.Readlinkat(dfd, name, b)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(b[:n]), nil
+		}
+	}
+	return "", unix.ENAMETOOLONG
 }
 
 // Diff compares a recorded file list with a fresh Scan and describes the

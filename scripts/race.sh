@@ -8,6 +8,8 @@
 #      validate, syncfs, activate);
 #   B  `skopeo copy` to an OCI layout + `umoci unpack` (Debian packages);
 #   C  sequential `tar -xzf` of the same layer blobs (the floor);
+#   D  the same followed by `sync -f` of the tree: the floor for an
+#      installer that, like hbx, returns only once the tree is durable;
 # then warm `hbx install`, and cold installs of a half-size image to show
 # peak memory does not grow with the image. Medians and min–max; it never
 # fails on a time. RACE_ROUNDS (default 3) sets the counted rounds.
@@ -125,12 +127,14 @@ floor="${dir}/floor.sh"
 {
 	echo 'set -euo pipefail'
 	while IFS=$'\t' read -r _ blob; do printf 'tar -xzf %q -C "$1"\n' "${blob}"; done < <("${dir}/bin/layerblobs" "${layout}" linux/amd64)
+	echo '[[ "${2:-}" == sync ]] && sync -f "$1"'
+	echo 'true'
 } >"${floor}"
 serve 0.5
 cfg05="${dir}/hbx-0.5.yaml"
 config "${cfg05}"
 
-hbx_s=() hbx_k=() warm_k=() sk_s=() sk_k=() tar_s=() tar_k=() warm_s=() half_k=() half_s=()
+ts_s=() ts_k=() hbx_s=() hbx_k=() warm_k=() sk_s=() sk_k=() tar_s=() tar_k=() warm_s=() half_k=() half_s=()
 step "Rounds: 1 warm-up + ${rounds} counted; A = hbx, B = skopeo + umoci, C = tar floor"
 for ((r = 0; r <= rounds; r++)); do
 	w="${dir}/work/r${r}"
@@ -147,12 +151,15 @@ for ((r = 0; r <= rounds; r++)); do
 	b_s=$(awk -v a="${s1}" -v b="${m_s}" 'BEGIN {print a + b}') b_k=$((k1 > m_kib ? k1 : m_kib))
 	measure "r${r}-tar" bash "${floor}" "${w}/tar"
 	c_s=${m_s} c_k=${m_kib}
+	mkdir -p "${w}/tarsync"
+	measure "r${r}-tarsync" bash "${floor}" "${w}/tarsync" sync
+	d_s=${m_s} d_k=${m_kib}
 	measure "r${r}-half" "${hbx}" --config "${cfg05}" --executor-runtime-dir "${w}/half" install -q
 	h_s=${m_s} h_k=${m_kib}
-	printf '%-8s hbx %6.2f s  skopeo+umoci %6.2f s  tar %6.2f s  warm %4.2f s  half-size hbx %6.2f s\n' \
-		"$([[ ${r} == 0 ]] && echo warm-up || echo "round ${r}")" "${a_s}" "${b_s}" "${c_s}" "${ws}" "${h_s}"
+	printf '%-8s hbx %6.2f s  skopeo+umoci %6.2f s  tar %6.2f s  tar+sync %6.2f s  warm %4.2f s  half-size hbx %6.2f s\n' \
+		"$([[ ${r} == 0 ]] && echo warm-up || echo "round ${r}")" "${a_s}" "${b_s}" "${c_s}" "${d_s}" "${ws}" "${h_s}"
 	if ((r > 0)); then
-		hbx_s+=("${a_s}") hbx_k+=("${a_k}") sk_s+=("${b_s}") sk_k+=("${b_k}") tar_s+=("${c_s}") tar_k+=("${c_k}")
+		ts_s+=("${d_s}") ts_k+=("${d_k}") hbx_s+=("${a_s}") hbx_k+=("${a_k}") sk_s+=("${b_s}") sk_k+=("${b_k}") tar_s+=("${c_s}") tar_k+=("${c_k}")
 		warm_s+=("${ws}") warm_k+=("${wk}") half_s+=("${h_s}") half_k+=("${h_k}")
 	fi
 	mv "${w}" "${trash}/"
@@ -173,6 +180,7 @@ step "Results (${rounds} rounds; × tar = ratio of medians)"
 echo "| path                                         | median s |   min–max s | × tar  | RSS MiB  |"
 echo "|----------------------------------------------|---------:|------------:|-------:|---------:|"
 row "tar -xzf of the layers (the floor)" tar_s tar_k
+row "tar -xzf + sync -f (the durable floor)" ts_s ts_k
 row "hbx install, cold (full image)" hbx_s hbx_k
 row "skopeo copy + umoci unpack" sk_s sk_k
 row "hbx install, warm" warm_s warm_k

@@ -5,6 +5,9 @@
 # it is already there:
 #   - the CNCF distribution registry (Debian package docker-registry) at
 #     /usr/bin/docker-registry, installed with apt-get when run as root;
+#   - Chromium (Debian package chromium) at /usr/bin/chromium, for the
+#     headless browser check of the setup page, installed with apt-get when
+#     run as root;
 #   - the real Bun 1.3.14 runtime tarballs for linux/amd64 and linux/arm64,
 #     fetched with `npm pack` into the git-ignored cache .cache/npm/.
 # It prints one line per thing it does or finds, and works from any directory.
@@ -33,6 +36,21 @@ elif [[ "$(id -u)" -eq 0 ]]; then
 	echo "testdeps: installed ${REGISTRY_BIN}"
 else
 	echo "testdeps: ${REGISTRY_BIN} is missing; as root run: apt-get update && apt-get install -y docker-registry" >&2
+	exit 1
+fi
+
+# The headless browser.
+CHROMIUM_BIN=/usr/bin/chromium
+if [[ -x "${CHROMIUM_BIN}" ]]; then
+	echo "testdeps: ${CHROMIUM_BIN} present"
+elif [[ "$(id -u)" -eq 0 ]]; then
+	echo "testdeps: installing chromium with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq chromium >/dev/null
+	echo "testdeps: installed ${CHROMIUM_BIN}"
+else
+	echo "testdeps: ${CHROMIUM_BIN} is missing; as root run: apt-get update && apt-get install -y chromium" >&2
 	exit 1
 fi
 

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/account"
 )
 
 // Sentinel errors. Errors that carry a program name wrap one of these.
@@ -269,39 +268,5 @@ func findCycle(byName map[string]*Program) []string {
 	return nil
 }
 
-// lookupUser returns the credential to run as name: nil for "" or the
-// supervisor's own uid. The supplementary groups are the user's groups.
-func lookupUser(name string) (*syscall.Credential, error) {
-	if name == "" {
-		return nil, nil
-	}
-	var u *user.User
-	var err error
-	if _, perr := strconv.Atoi(name); perr == nil {
-		u, err = user.LookupId(name)
-	} else {
-		u, err = user.Lookup(name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("user %q: %w", name, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if uid == os.Geteuid() {
-		return nil, nil
-	}
-	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("user %q: running as another user needs root (the supervisor runs as uid %d)", name, os.Geteuid())
-	}
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	gids, err := u.GroupIds()
-	if err != nil {
-		return nil, fmt.Errorf("user %q: groups: %w", name, err)
-	}
-	for _, g := range gids {
-		if n, err := strconv.Atoi(g); err == nil {
-			cred.Groups = append(cred.Groups, uint32(n))
-		}
-	}
-	return cred, nil
-}
+// lookupUser resolves a program's user; see account.Lookup.
+func lookupUser(name string) (*syscall.Credential, error) { return account.Lookup(name) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
@@ -41,7 +42,8 @@ func exitCode(err error) int {
 	case errors.As(err, &xe):
 		return xe.Code
 	case errors.Is(err, config.ErrInvalid), errors.As(err, &ue),
-		errors.Is(err, supervisor.ErrInvalid), errors.Is(err, supervisor.ErrUnknownProgram):
+		errors.Is(err, supervisor.ErrInvalid), errors.Is(err, supervisor.ErrUnknownProgram),
+		errors.Is(err, backup.ErrInvalid):
 		return exitUsage
 	default:
 		return exitFailure

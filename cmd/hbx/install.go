@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 	digest "github.com/opencontainers/go-digest"
@@ -45,9 +46,15 @@ nothing and makes no network request.`,
 	return cmd
 }
 
-// installerOptions maps the configuration onto an install request.
-func installerOptions(g *globals, cfg *config.Config) installer.Options {
+// installerOptions maps the configuration onto an install request. The
+// staged program's --version check runs as executor.user.
+func installerOptions(g *globals, cfg *config.Config) (installer.Options, error) {
+	runAs, err := account.Lookup(cfg.Executor.User)
+	if err != nil {
+		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
+	}
 	return installer.Options{
+		RunAs:                runAs,
 		Image:                cfg.Executor.Image,
 		Platform:             cfg.Executor.Platform,
 		PlatformDigest:       platformPin(cfg),
@@ -59,11 +66,12 @@ func installerOptions(g *globals, cfg *config.Config) installer.Options {
 		Registry: installer.RegistryOptions{
 			InsecureHosts: cfg.Registry.InsecureHosts,
 			AuthFile:      cfg.Registry.AuthFile,
+			StallTimeout:  cfg.Registry.StallTimeout,
 			Retries:       cfg.Registry.Retries,
 		},
 		HbxVersion: buildinfo.Version,
 		Logger:     g.log,
-	}
+	}, nil
 }
 
 // platformPin is the pinned child manifest digest for the configured
@@ -82,7 +90,10 @@ func platformPin(cfg *config.Config) digest.Digest {
 }
 
 func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, o installOptions) error {
-	opts := installerOptions(g, cfg)
+	opts, err := installerOptions(g, cfg)
+	if err != nil {
+		return err
+	}
 	opts.Verify = o.verify
 	switch {
 	case o.json:

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"strings"
+
 	"context"
+	"github.com/sirupsen/logrus"
 	"io"
 	"log/slog"
 
@@ -65,6 +68,7 @@ defaults. "hbx config show" prints every effective value and its source.
 				return err
 			}
 			g.log = log
+			quietImageLibrary(g.stderr, g.logLevel)
 			return nil
 		},
 	}
@@ -83,6 +87,11 @@ defaults. "hbx config show" prints every effective value and its source.
 		newStatusCommand(g),
 		newLogsCommand(g),
 		newShutdownCommand(g),
+		newBackupCommand(g),
+		newRestoreCommand(g),
+		newHealthCommand(g),
+		newUpgradeCommand(g),
+		newRollbackCommand(g),
 	)
 	root.AddCommand(newStartStopCommands(g)...)
 	return root
@@ -118,4 +127,16 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 		return nil, usageErrorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// quietImageLibrary silences the logrus output of go.podman.io/image (it
+// prints retries such as "Reading blob body ... reconnecting" on its own);
+// hbx reports those itself. At --log-level debug its lines pass through.
+func quietImageLibrary(w io.Writer, level string) {
+	if strings.EqualFold(level, "debug") {
+		logrus.SetOutput(w)
+		logrus.SetLevel(logrus.DebugLevel)
+		return
+	}
+	logrus.SetOutput(io.Discard)
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermesbox/hbx/health"
@@ -46,10 +48,30 @@ another supervisor owns the socket.`,
 			if err != nil {
 				return err
 			}
-			s, err := supervisor.New(superviseOptions(g, cfg))
+			// The executor's probe needs its pid, which only the
+			// supervisor knows; it is bound once the supervisor exists,
+			// before any probe runs.
+			var sup atomic.Pointer[supervisor.Supervisor]
+			pid := func() int {
+				if s := sup.Load(); s != nil {
+					return s.Get(config.ExecutorProgram).PID
+				}
+				return 0
+			}
+			// The executor's pin is read again from the configuration at
+			// each start: hbx upgrade and rollback move it while this
+			// supervisor runs.
+			reload := func() (*config.Config, error) {
+				c, _, err := g.loadConfig(cmd)
+				return c, err
+			}
+			s, err := supervisor.New(superviseOptionsReload(g, cfg, pid, reload))
 			if err != nil {
 				return fmt.Errorf("supervise: %w", err)
 			}
+			sup.Store(s)
+			recoverRestore(cmd.Context(), g, cfg)
+			recoverUpgrade(cmd.Context(), g, cfg)
 			if err := s.Run(cmd.Context()); err != nil {
 				return fmt.Errorf("supervise: %w", err)
 			}
@@ -59,7 +81,16 @@ another supervisor owns the socket.`,
 }
 
 // superviseOptions maps the configuration onto the supervisor's options.
-func superviseOptions(g *globals, cfg *config.Config) supervisor.Options {
+// executorPID returns the running executor's pid (0 when none runs), for
+// its probe.
+func superviseOptions(g *globals, cfg *config.Config, executorPID func() int) supervisor.Options {
+	return superviseOptionsReload(g, cfg, executorPID, nil)
+}
+
+// superviseOptionsReload is superviseOptions where the executor's image
+// pin comes from reload() at each start (cfg's when reload is nil or
+// fails).
+func superviseOptionsReload(g *globals, cfg *config.Config, executorPID func() int, reload func() (*config.Config, error)) supervisor.Options {
 	var env []string
 	for _, kv := range g.env {
 		if !strings.HasPrefix(kv, config.EnvPrefix) {
@@ -72,19 +103,24 @@ func superviseOptions(g *globals, cfg *config.Config) supervisor.Options {
 		if !pc.Enabled {
 			continue
 		}
-		opts.Programs = append(opts.Programs, supervisedProgram(g, cfg, name, pc))
+		opts.Programs = append(opts.Programs, supervisedProgram(g, cfg, name, pc, executorPID, reload))
 	}
 	if cfg.Executor.InstallOnStart {
 		opts.Install = func(ctx context.Context) error {
-			_, err := installer.Install(ctx, installerOptions(g, cfg))
+			io, err := installerOptions(g, cfg)
+			if err != nil {
+				return err
+			}
+			_, err = installer.Install(ctx, io)
 			return err
 		}
 	}
 	return opts
 }
 
-// supervisedProgram maps one programs.<name> entry.
-func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Program) supervisor.Program {
+// supervisedProgram maps one programs.<name> entry; executorPID is the
+// executor's probe's way to its pid.
+func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Program, executorPID func() int, reload func() (*config.Config, error)) supervisor.Program {
 	logFile := func(path, suffix string) supervisor.LogFile {
 		if path == "" {
 			path = filepath.Join(cfg.Supervisor.LogDir, name+suffix)
@@ -116,21 +152,49 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 	// start, gated and watched by its health check.
 	hostPath := envValue(g.env, "PATH")
 	p.Build = func(context.Context) (*supervisor.Command, error) {
-		spec, err := launch.Prepare(launchOptions(cfg, hostPath))
+		lo := launchOptions(cfg, hostPath)
+		if reload != nil {
+			if fresh, err := reload(); err != nil {
+				g.log.Warn("re-read the configuration for the executor's pin; keeping the one read at start", "err", err)
+			} else {
+				flo := launchOptions(fresh, hostPath)
+				lo.IndexDigest, lo.Platform, lo.ManifestPin = flo.IndexDigest, flo.Platform, flo.ManifestPin
+			}
+		}
+		spec, err := launch.Prepare(lo)
 		if err != nil {
 			return nil, err
 		}
 		return &supervisor.Command{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Credential: spec.Credential}, nil
 	}
-	p.Probe = executorProbe(cfg)
+	p.Probe = executorProbe(cfg, executorPID)
 	p.HealthWait = cfg.Supervisor.HealthWait
 	p.HealthInterval = cfg.Supervisor.HealthInterval
 	p.WedgeFailures = cfg.Supervisor.WedgeFailures
 	return p
 }
 
-// executorProbe checks Executor's GET /api/health on its listen address.
-func executorProbe(cfg *config.Config) supervisor.Probe {
+// executorProbe is the executor's readiness and wedge probe, the code of
+// checks api-health and listeners of `hbx health`: GET /api/health on its
+// listen address answers 200 with a JSON status, and every TCP listener
+// of the process tree of pid() is on loopback, the listen address and
+// port among them. So an Executor that listens on 0.0.0.0 never becomes
+// RUNNING, and is restarted when it starts to while running.
+func executorProbe(cfg *config.Config, pid func() int) supervisor.Probe {
 	u := (&url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Executor.Listen, strconv.Itoa(cfg.Executor.Port)), Path: "/api/health"}).String()
-	return supervisor.ProbeFunc(func(ctx context.Context) error { return health.APIHealth(ctx, u) })
+	var want netip.AddrPort
+	if a, err := netip.ParseAddr(cfg.Executor.Listen); err == nil { // validated by Load
+		want = netip.AddrPortFrom(a, uint16(cfg.Executor.Port))
+	}
+	return supervisor.ProbeFunc(func(ctx context.Context) error {
+		if err := health.APIHealth(ctx, u); err != nil {
+			return err
+		}
+		p := pid()
+		if p == 0 {
+			return fmt.Errorf("%w: executor has no pid", health.ErrUnhealthy)
+		}
+		_, err := health.Listeners(p, want)
+		return err
+	})
 }

@@ -29,9 +29,52 @@ type Config struct {
 	Registry Registry // registry.*: how to reach the registry
 	// Supervisor tunes `hbx supervise` (supervisor.*).
 	Supervisor Supervisor
+	// Health tunes `hbx health` (health.*).
+	Health Health
 	// Programs are the supervised programs by name (programs.<name>.*),
 	// from the config file only. Default: "executor" and "hermes".
 	Programs map[string]Program
+	// Backup tunes `hbx backup` and `hbx restore` (backup.*).
+	Backup Backup
+}
+
+// Backup tunes `hbx backup` and `hbx restore` (keys backup.*).
+type Backup struct {
+	// Dir holds the archives (backup.dir), mode 0700. Absolute, not inside
+	// executor.data_dir, runtime_dir or state_dir. Default
+	// "/workspace/backups".
+	Dir string
+	// Name starts every archive's file name,
+	// <name>-<UTC timestamp>.tar.gz.gpg (backup.name): letters, digits,
+	// ".", "_", "-". Default "executor".
+	Name string
+	// Paths are extra directories archived beside executor.data_dir
+	// (backup.paths); absolute, not overlapping each other nor inside the
+	// data, runtime or state directories (the runtime and state
+	// directories inside one are left out). Default none.
+	Paths []string
+	// Keep is how many archives to keep; older ones are removed after each
+	// backup; 0 keeps all (backup.keep). Default 7.
+	Keep int
+	// KeepPreRestore is how many <data_dir>.pre-restore-<timestamp> copies
+	// a restore keeps, its own included (backup.keep_pre_restore).
+	// Default 2.
+	KeepPreRestore int
+	// PassphraseFile holds the archives' passphrase on its first line, as
+	// gpg --passphrase-file reads it; mode 0600 or stricter. Empty means a
+	// prompt on the terminal (backup.passphrase_file). Default "".
+	PassphraseFile string
+	// Compression is "gzip" (.tar.gz.gpg, what tar and gpg read) or
+	// "zstd" (backup.compression). Default "gzip".
+	Compression string
+	// LockWait is how long backup and restore wait for the lock held by
+	// another install, backup or restore; 0 fails at once
+	// (backup.lock_wait). Default 0.
+	LockWait time.Duration
+	// HealthWait is how long a restore waits for Executor's health check
+	// and every program RUNNING on the restored data before putting the
+	// old data back (backup.health_wait). Positive. Default 2m.
+	HealthWait time.Duration
 }
 
 // Supervisor tunes `hbx supervise` and its control commands (keys
@@ -53,6 +96,22 @@ type Supervisor struct {
 	// WedgeFailures failed health checks in a row restart a running
 	// Executor; 0 never does (supervisor.wedge_failures). Default 3.
 	WedgeFailures int
+}
+
+// Health tunes `hbx health` (keys health.*).
+type Health struct {
+	// Timeout bounds each check, its network requests included
+	// (health.timeout). Positive. Default 5s.
+	Timeout time.Duration
+	// MCPTools are exactly the tool names an authenticated MCP tools/list
+	// must return, in any order (health.mcp_tools). Non-empty, no
+	// duplicates. Default ["execute", "resume"].
+	MCPTools []string
+	// TokenFile holds the bearer key of the authenticated MCP check, on
+	// its first line; mode 0600 or stricter. Absolute when set
+	// (health.token_file). Default "" (the check is skipped unless the key
+	// comes on standard input).
+	TokenFile string
 }
 
 // Executor says which Executor image to run and how to run it (keys
@@ -134,10 +193,14 @@ type Registry struct {
 	// registry credentials; absolute when set (registry.auth_file).
 	// Default "" (anonymous).
 	AuthFile string
-	// StallTimeout aborts a transfer that makes no progress for this long;
-	// 0 means no limit (registry.stall_timeout). Default 30s.
+	// StallTimeout abandons an attempt at a registry request (index,
+	// manifest, config or layer) that receives no byte for this long, and
+	// retries it; a slow transfer that keeps moving is never abandoned. 0
+	// means no limit (registry.stall_timeout). Default 30s.
 	StallTimeout time.Duration
-	// Retries is how many times a failed request is retried
+	// Retries is how many times a request that failed transiently (stall,
+	// connection refused or reset, 5xx, truncated body) is retried, with a
+	// doubling backoff; wrong bytes and 4xx answers are not retried
 	// (registry.retries). Non-negative. Default 3.
 	Retries int
 }
@@ -177,7 +240,20 @@ func Defaults() Config {
 			HealthInterval: 5 * time.Second,
 			WedgeFailures:  3,
 		},
+		Health: Health{
+			Timeout:  5 * time.Second,
+			MCPTools: []string{"execute", "resume"},
+		},
 		Programs: defaultPrograms(),
+		Backup: Backup{
+			Dir:            "/workspace/backups",
+			Name:           "executor",
+			Paths:          []string{},
+			Keep:           7,
+			KeepPreRestore: 2,
+			Compression:    "gzip",
+			HealthWait:     2 * time.Minute,
+		},
 	}
 }
 

@@ -84,9 +84,9 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Registry.InsecureHosts }},
 	{"registry.auth_file", kindString, "absolute path of an auth.json or docker config.json (default none)",
 		func(c *Config) any { return &c.Registry.AuthFile }},
-	{"registry.stall_timeout", kindDuration, "abort a transfer without progress for this long, 0 for never (default 30s)",
+	{"registry.stall_timeout", kindDuration, "retry a registry request that receives no byte for this long, 0 for never (default 30s)",
 		func(c *Config) any { return &c.Registry.StallTimeout }},
-	{"registry.retries", kindInt, "retries of a failed registry request (default 3)",
+	{"registry.retries", kindInt, "retries of a registry request that failed transiently: stall, reset, 5xx, truncated (default 3)",
 		func(c *Config) any { return &c.Registry.Retries }},
 	{"supervisor.socket", kindString, "absolute path of the control socket, at most 107 bytes (default /run/hbx/hbx.sock)",
 		func(c *Config) any { return &c.Supervisor.Socket }},
@@ -98,10 +98,34 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Supervisor.HealthInterval }},
 	{"supervisor.wedge_failures", kindInt, "failed health checks in a row that restart Executor, 0 for never (default 3)",
 		func(c *Config) any { return &c.Supervisor.WedgeFailures }},
+	{"health.timeout", kindDuration, "time limit of each hbx health check, network included (default 5s)",
+		func(c *Config) any { return &c.Health.Timeout }},
+	{"health.mcp_tools", kindList, "tool names MCP tools/list must return exactly, comma-separated (default execute,resume)",
+		func(c *Config) any { return &c.Health.MCPTools }},
+	{"health.token_file", kindString, "absolute path of a mode-0600 file holding the MCP bearer key for hbx health (default none)",
+		func(c *Config) any { return &c.Health.TokenFile }},
+	{"backup.dir", kindString, "absolute directory of the backup archives, mode 0700 (default /workspace/backups)",
+		func(c *Config) any { return &c.Backup.Dir }},
+	{"backup.name", kindString, "start of the archives' file names (default executor)",
+		func(c *Config) any { return &c.Backup.Name }},
+	{"backup.paths", kindList, "extra absolute directories to back up, comma-separated (default none)",
+		func(c *Config) any { return &c.Backup.Paths }},
+	{"backup.keep", kindInt, "archives kept, older ones removed after a backup, 0 keeps all (default 7)",
+		func(c *Config) any { return &c.Backup.Keep }},
+	{"backup.keep_pre_restore", kindInt, "pre-restore copies of the data directory a restore keeps (default 2)",
+		func(c *Config) any { return &c.Backup.KeepPreRestore }},
+	{"backup.passphrase_file", kindString, "absolute path of a mode-0600 file holding the archives' passphrase (default none: prompt on the terminal)",
+		func(c *Config) any { return &c.Backup.PassphraseFile }},
+	{"backup.compression", kindString, "archive compression: gzip or zstd (default gzip)",
+		func(c *Config) any { return &c.Backup.Compression }},
+	{"backup.lock_wait", kindDuration, "how long backup and restore wait for another command's lock (default 0: fail at once)",
+		func(c *Config) any { return &c.Backup.LockWait }},
+	{"backup.health_wait", kindDuration, "how long a restore waits for the services to be healthy before undoing (default 2m)",
+		func(c *Config) any { return &c.Backup.HealthWait }},
 }
 
 // sections are the top-level keys of the file.
-var sections = []string{"executor", "install", "registry", "supervisor", "programs"}
+var sections = []string{"executor", "install", "registry", "supervisor", "health", "programs", "backup"}
 
 // lookupKey returns the spec of key.
 func lookupKey(key string) (keySpec, bool) {

@@ -202,6 +202,9 @@ func TestDecodeEachLayer(t *testing.T) {
 	want.Registry.Retries = 0
 	want.Executor.InstallOnStart = true
 	want.Supervisor = Supervisor{Socket: "/run/x.sock", LogDir: "/logs", HealthWait: 2 * time.Minute, HealthInterval: time.Second, WedgeFailures: 0}
+	want.Health = Health{Timeout: 2 * time.Second, MCPTools: []string{"execute", "resume", "extra"}, TokenFile: "/etc/hbx/mcp.key"}
+	want.Backup = Backup{Dir: "/b", Name: "box-1", Paths: []string{"/w/hermes", "/w/notes"}, Keep: 0, KeepPreRestore: 5,
+		PassphraseFile: "/etc/hbx/backup.pass", Compression: "zstd", LockWait: time.Minute, HealthWait: 30 * time.Second}
 
 	file := `
 executor:
@@ -237,6 +240,20 @@ supervisor:
   health_wait: 2m
   health_interval: 1s
   wedge_failures: 0
+health:
+  timeout: 2s
+  mcp_tools: [execute, resume, extra]
+  token_file: /etc/hbx/mcp.key
+backup:
+  dir: /b
+  name: box-1
+  paths: [/w/hermes, /w/notes]
+  keep: 0
+  keep_pre_restore: 5
+  passphrase_file: /etc/hbx/backup.pass
+  compression: zstd
+  lock_wait: 1m
+  health_wait: 30s
 `
 	strs := map[string]string{
 		"executor.image":                 want.Executor.Image,
@@ -266,6 +283,18 @@ supervisor:
 		"supervisor.health_wait":         "120s",
 		"supervisor.health_interval":     "1s",
 		"supervisor.wedge_failures":      "0",
+		"health.timeout":                 "2s",
+		"health.mcp_tools":               "execute, resume,extra",
+		"health.token_file":              "/etc/hbx/mcp.key",
+		"backup.dir":                     "/b",
+		"backup.name":                    "box-1",
+		"backup.paths":                   "/w/hermes, /w/notes",
+		"backup.keep":                    "0",
+		"backup.keep_pre_restore":        "5",
+		"backup.passphrase_file":         "/etc/hbx/backup.pass",
+		"backup.compression":             "zstd",
+		"backup.lock_wait":               "60s",
+		"backup.health_wait":             "30s",
 	}
 	var env, flags []string
 	for k, v := range strs {
@@ -542,8 +571,8 @@ func TestParseBytes(t *testing.T) {
 func TestValueAndKeys(t *testing.T) {
 	c := Defaults()
 	keys := Keys()
-	if keys[0] != "executor.image" || keys[len(keys)-1] != "supervisor.wedge_failures" || len(keys) != 27 {
-		t.Errorf("Keys() = %v, want 27 keys from executor.image to supervisor.wedge_failures", keys)
+	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 39 {
+		t.Errorf("Keys() = %v, want 39 keys from executor.image to backup.health_wait", keys)
 	}
 	for _, k := range keys {
 		if c.Value(k) == nil {

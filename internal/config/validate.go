@@ -225,7 +225,99 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	if r.Retries < 0 {
 		add("registry.retries", strconv.Itoa(r.Retries), ruleNegative)
 	}
+
+	h := &c.Health
+	if h.Timeout <= 0 {
+		add("health.timeout", h.Timeout.String(), "is not positive")
+	}
+	if len(h.MCPTools) == 0 {
+		add("health.mcp_tools", "[]", "is empty (want the tool names, e.g. execute,resume)")
+	}
+	for i, name := range h.MCPTools {
+		switch {
+		case strings.TrimSpace(name) == "":
+			add("health.mcp_tools", q(name), "is not a tool name")
+		case slices.Contains(h.MCPTools[:i], name):
+			add("health.mcp_tools", q(name), "is listed twice")
+		}
+	}
+	if h.TokenFile != "" && !filepath.IsAbs(h.TokenFile) {
+		add("health.token_file", q(h.TokenFile), ruleNotAbs)
+	}
+	probs = append(probs, validateBackup(c, add)...)
 	return append(probs, validatePrograms(c, srcs, skip)...)
+}
+
+// validateBackup checks the backup.* keys, reporting through add.
+func validateBackup(c *Config, add func(key, value, rule string)) []*Problem {
+	q := strconv.Quote
+	bk, e := &c.Backup, &c.Executor
+	var hbxDirs []struct{ key, path string }
+	for _, d := range []struct{ key, path string }{{"executor.data_dir", e.DataDir}, {"executor.runtime_dir", e.RuntimeDir}, {"executor.state_dir", e.StateDir}} {
+		if filepath.IsAbs(d.path) && filepath.Clean(d.path) == d.path && d.path != "/" { // else reported above
+			hbxDirs = append(hbxDirs, d)
+		}
+	}
+	cleanAbs := func(key, p string) bool {
+		switch {
+		case !filepath.IsAbs(p):
+			add(key, q(p), ruleNotAbs)
+		case filepath.Clean(p) != p:
+			add(key, q(p), fmt.Sprintf("is not a clean path (want %q)", filepath.Clean(p)))
+		default:
+			return true
+		}
+		return false
+	}
+	if cleanAbs("backup.dir", bk.Dir) {
+		for _, d := range hbxDirs {
+			if bk.Dir == d.path || within(d.path, bk.Dir) {
+				add("backup.dir", q(bk.Dir), fmt.Sprintf("is %s %q or inside it", d.key, d.path))
+			}
+		}
+	}
+	if bk.Name == "" || strings.IndexFunc(bk.Name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	}) >= 0 {
+		add("backup.name", q(bk.Name), "is not a file name prefix (want letters, digits, '.', '_' and '-')")
+	}
+	for i, p := range bk.Paths {
+		if !cleanAbs("backup.paths", p) {
+			continue
+		}
+		if p == "/" {
+			add("backup.paths", q(p), "is the root directory")
+		}
+		for _, d := range hbxDirs {
+			if p == d.path || within(d.path, p) {
+				add("backup.paths", q(p), fmt.Sprintf("is %s %q or inside it", d.key, d.path))
+			}
+		}
+		for _, o := range bk.Paths[i+1:] {
+			if p == o || within(p, o) || within(o, p) {
+				add("backup.paths", q(p), fmt.Sprintf("overlaps %q", o))
+			}
+		}
+	}
+	if bk.PassphraseFile != "" {
+		cleanAbs("backup.passphrase_file", bk.PassphraseFile)
+	}
+	if bk.Compression != "gzip" && bk.Compression != "zstd" {
+		add("backup.compression", q(bk.Compression), "is not a compression (want gzip or zstd)")
+	}
+	if bk.Keep < 0 {
+		add("backup.keep", strconv.Itoa(bk.Keep), ruleNegative)
+	}
+	if bk.KeepPreRestore < 0 {
+		add("backup.keep_pre_restore", strconv.Itoa(bk.KeepPreRestore), ruleNegative)
+	}
+	if bk.LockWait < 0 {
+		add("backup.lock_wait", bk.LockWait.String(), ruleNegative)
+	}
+	if bk.HealthWait <= 0 {
+		add("backup.health_wait", bk.HealthWait.String(), "is not positive")
+	}
+	return nil
 }
 
 // within reports whether the clean absolute path inner lies below outer.

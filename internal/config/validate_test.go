@@ -136,6 +136,47 @@ func TestValidateRules(t *testing.T) {
 			[]string{`registry.auth_file: "auth.json" is not an absolute path`}},
 		{"negative retries", func(c *Config) { c.Registry.Retries = -1 }, []string{`registry.retries: -1 is negative`}},
 
+		// health.*
+		{"health timeout 0", func(c *Config) { c.Health.Timeout = 0 }, []string{`health.timeout: 0s is not positive`}},
+		{"health tools empty", func(c *Config) { c.Health.MCPTools = nil },
+			[]string{`health.mcp_tools: [] is empty (want the tool names, e.g. execute,resume)`}},
+		{"health tools blank and twice", func(c *Config) { c.Health.MCPTools = []string{"execute", " ", "execute"} }, []string{
+			`health.mcp_tools: " " is not a tool name`,
+			`health.mcp_tools: "execute" is listed twice`,
+		}},
+		{"health relative token file", func(c *Config) { c.Health.TokenFile = "mcp.key" },
+			[]string{`health.token_file: "mcp.key" is not an absolute path`}},
+		{"health absolute token file", func(c *Config) { c.Health.TokenFile = "/etc/hbx/mcp.key" }, nil},
+
+		// backup.*
+		{"backup defaults and extras", func(c *Config) {
+			c.Backup.Paths = []string{"/workspace/hermes-home", "/srv/notes"}
+			c.Backup.PassphraseFile = "/etc/hbx/backup.pass"
+			c.Backup.Compression = "zstd"
+		}, nil},
+		{"bad backup values", func(c *Config) {
+			c.Backup.Dir = "/workspace/executor/data/backups"
+			c.Backup.Name = "a/b"
+			c.Backup.Paths = []string{"rel", "/workspace/x/", "/storage/executor-runtime/y", "/w", "/w/z"}
+			c.Backup.PassphraseFile = "pass"
+			c.Backup.Compression = "xz"
+			c.Backup.Keep, c.Backup.KeepPreRestore = -1, -2
+			c.Backup.LockWait, c.Backup.HealthWait = -time.Second, 0
+		}, []string{
+			`backup.dir: "/workspace/executor/data/backups" is executor.data_dir "/workspace/executor/data" or inside it`,
+			`backup.name: "a/b" is not a file name prefix (want letters, digits, '.', '_' and '-')`,
+			`backup.paths: "rel" is not an absolute path`,
+			`backup.paths: "/workspace/x/" is not a clean path (want "/workspace/x")`,
+			`backup.paths: "/storage/executor-runtime/y" is executor.runtime_dir "/storage/executor-runtime" or inside it`,
+			`backup.paths: "/w" overlaps "/w/z"`,
+			`backup.passphrase_file: "pass" is not an absolute path`,
+			`backup.compression: "xz" is not a compression (want gzip or zstd)`,
+			`backup.keep: -1 is negative`,
+			`backup.keep_pre_restore: -2 is negative`,
+			`backup.lock_wait: -1s is negative`,
+			`backup.health_wait: 0s is not positive`,
+		}},
+
 		// Every problem at once.
 		{"several problems", func(c *Config) {
 			c.Executor.Listen = "0.0.0.0"

@@ -53,13 +53,25 @@ func IsLocked(err error) bool { return errors.Is(err, ErrLocked) }
 // Lock is a held lock. Release it with Unlock.
 type Lock struct {
 	f *os.File
+	// outer is the lock a nested Lock stands for (Acquire under
+	// WithHeld): it identifies the same file, and Unlock leaves it held.
+	outer *Lock
 }
 
 // Acquire takes the exclusive lock on path (created 0600 if missing),
 // polling until wait has passed (0: try once). command describes this
 // holder for others' messages. onWait, if not nil, is called once with the
 // current holder when Acquire has to wait.
+//
+// Under a context from WithHeld naming this same lock file, Acquire returns
+// at once with a nested Lock whose Unlock does nothing.
 func Acquire(ctx context.Context, path, command string, wait time.Duration, onWait func(Holder)) (*Lock, error) {
+	if held, ok := ctx.Value(heldKey{}).(*Lock); ok && held.is(path) {
+		for held.outer != nil {
+			held = held.outer
+		}
+		return &Lock{outer: held}, nil
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
@@ -99,6 +111,33 @@ func Acquire(ctx context.Context, path, command string, wait time.Duration, onWa
 	return &Lock{f: f}, nil
 }
 
+// heldKey is the context key of WithHeld.
+type heldKey struct{}
+
+// WithHeld returns a context saying that this process holds l. A command
+// that holds the lock and calls an operation that takes the same lock
+// itself (restore re-pulling the runtime with the installer) passes it down
+// this way, instead of deadlocking on its own flock. Only Acquire of the
+// same file (same device and inode) is affected.
+func WithHeld(ctx context.Context, l *Lock) context.Context {
+	return context.WithValue(ctx, heldKey{}, l)
+}
+
+// is reports whether l holds the lock file at path.
+func (l *Lock) is(path string) bool {
+	for l != nil && l.outer != nil {
+		l = l.outer
+	}
+	if l == nil || l.f == nil {
+		return false
+	}
+	var a, b unix.Stat_t
+	if unix.Fstat(int(l.f.Fd()), &a) != nil || unix.Stat(path, &b) != nil {
+		return false
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
+}
+
 func readHolder(path string) Holder {
 	var h Holder
 	b, err := os.ReadFile(path)
@@ -115,7 +154,12 @@ func (l *Lock) Unlock() error {
 		return nil
 	}
 	_ = l.f.Truncate(0)
-	err := l.f.Close() // closing the last descriptor releases the flock
+	// Unlock explicitly: a child forked meanwhile may still share the open
+	// file description until it execs, and would keep the flock alive.
+	err := unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
 	l.f = nil
 	return err
 }

@@ -81,3 +81,62 @@ func TestReleasedWhenHolderDies(t *testing.T) {
 		t.Error("onWait was not called while the lock was held")
 	}
 }
+
+func TestWithHeld(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "hbx.lock")
+	l, err := Acquire(context.Background(), p, "hbx restore", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	ctx := WithHeld(context.Background(), l)
+	nested, err := Acquire(ctx, p, "hbx install", 0, nil)
+	if err != nil {
+		t.Fatalf("Acquire under WithHeld = %v, want a nested lock", err)
+	}
+	if err := nested.Unlock(); err != nil {
+		t.Fatalf("nested Unlock() = %v", err)
+	}
+	// The outer lock is still held: another Acquire without the context fails.
+	if _, err := Acquire(context.Background(), p, "other", 0, nil); !IsLocked(err) {
+		t.Errorf("Acquire after the nested Unlock = %v, want ErrLocked", err)
+	}
+	// Another file is not affected.
+	other, err := Acquire(ctx, filepath.Join(dir, "other.lock"), "x", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.f == nil {
+		t.Errorf("Acquire of another file under WithHeld returned a nested lock")
+	}
+	other.Unlock()
+}
+
+// TestWithHeldNested: a context made from a nested lock still says the
+// lock is held, so three levels (upgrade → restore → install) nest.
+func TestWithHeldNested(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "hbx.lock")
+	l, err := Acquire(context.Background(), p, "hbx upgrade", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	nested, err := Acquire(WithHeld(context.Background(), l), p, "hbx restore", 0, nil)
+	if err != nil {
+		t.Fatalf("Acquire under WithHeld = %v", err)
+	}
+	inner, err := Acquire(WithHeld(context.Background(), nested), p, "hbx install", 0, nil)
+	if err != nil {
+		t.Fatalf("Acquire under WithHeld(nested) = %v, want a nested lock", err)
+	}
+	if err := inner.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nested.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Acquire(context.Background(), p, "other", 0, nil); !IsLocked(err) {
+		t.Errorf("Acquire after the nested Unlocks = %v, want ErrLocked", err)
+	}
+}

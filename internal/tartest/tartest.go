@@ -8,6 +8,7 @@ package tartest
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"time"
 )
 
@@ -102,4 +103,64 @@ func (b *Builder) Bytes() []byte {
 // a stream that ends mid-entry, or whose last header claims a body it lacks.
 func (b *Builder) Truncated() []byte {
 	return append([]byte(nil), b.buf.Bytes()...)
+}
+
+// Raw builds one entry by hand: a PAX extended header carrying records
+// (written verbatim, even ones archive/tar refuses to write, such as
+// GNU.sparse.*), then a ustar header for name with typeflag and size
+// len(body), then body padded to 512 bytes. Append End() to finish an
+// archive.
+func Raw(name string, typeflag byte, records [][2]string, body []byte) []byte {
+	var out []byte
+	if len(records) > 0 {
+		var pax []byte
+		for _, kv := range records {
+			rec := " " + kv[0] + "=" + kv[1] + "\n"
+			n := len(rec)
+			for {
+				l := len(fmt.Sprint(n)) + len(rec)
+				if l == n {
+					break
+				}
+				n = l
+			}
+			pax = append(pax, fmt.Sprint(n)+rec...)
+		}
+		out = append(out, rawHeader("PaxHeaders/"+name, tar.TypeXHeader, int64(len(pax)))...)
+		out = append(out, pad(pax)...)
+	}
+	out = append(out, rawHeader(name, typeflag, int64(len(body)))...)
+	return append(out, pad(body)...)
+}
+
+// End is the two zero blocks that end an archive.
+func End() []byte { return make([]byte, 1024) }
+
+func pad(b []byte) []byte {
+	if r := len(b) % 512; r != 0 {
+		b = append(b, make([]byte, 512-r)...)
+	}
+	return b
+}
+
+func rawHeader(name string, typeflag byte, size int64) []byte {
+	h := make([]byte, 512)
+	copy(h[0:100], name)
+	copy(h[100:108], fmt.Sprintf("%07o\x00", 0o644))
+	copy(h[108:116], "0000000\x00")
+	copy(h[116:124], "0000000\x00")
+	copy(h[124:136], fmt.Sprintf("%011o\x00", size))
+	copy(h[136:148], fmt.Sprintf("%011o\x00", Epoch.Unix()))
+	h[156] = typeflag
+	copy(h[257:263], "ustar\x00")
+	copy(h[263:265], "00")
+	for i := 148; i < 156; i++ {
+		h[i] = ' '
+	}
+	sum := 0
+	for _, c := range h {
+		sum += int(c)
+	}
+	copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	return h
 }

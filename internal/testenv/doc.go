@@ -6,7 +6,9 @@
 // [StartRegistry] (tests) and [Start] (scripts, demo tools) run the CNCF
 // distribution registry, /usr/bin/docker-registry from the Debian package
 // docker-registry, as a child process bound to 127.0.0.1 on a free port, with
-// filesystem storage, no authentication and plain HTTP. [Registry.Stop] stops
+// filesystem storage and plain HTTP; without authentication, or with
+// htpasswd or bearer-token authentication ([StartRegistryWith], [StartWith]
+// and [Options]). [Registry.Stop] stops
 // it with SIGTERM (SIGKILL after a grace period) and is safe to call more
 // than once, so a test can take the registry away mid-test to prove that no
 // network is used. The child gets SIGKILL if the thread that started it dies

@@ -30,12 +30,34 @@ const (
 	registryStopTimeout  = 10 * time.Second
 )
 
+// Options adds authentication to the registry's minimal configuration.
+// The zero value is an open registry. At most one of Htpasswd and Token may
+// be set.
+type Options struct {
+	// Htpasswd is the absolute path of an htpasswd file with bcrypt
+	// entries: the registry then requires HTTP basic authentication
+	// (distribution's "auth: htpasswd").
+	Htpasswd string
+	// Token makes the registry require bearer tokens from an issuer
+	// (distribution's "auth: token", the scheme of ghcr.io and Docker Hub).
+	Token *TokenAuth
+}
+
+// TokenAuth is distribution's token authentication configuration.
+type TokenAuth struct {
+	Realm          string // URL of the token endpoint, sent in the WWW-Authenticate challenge
+	Service        string // sent in the challenge; tokens must name it as audience
+	Issuer         string // tokens must name it as issuer
+	RootCertBundle string // absolute path of a PEM bundle; tokens must chain to one of its certificates
+}
+
 // Registry is a running registry started by [Start] or [StartRegistry].
 type Registry struct {
 	host    string // 127.0.0.1:port
 	logPath string
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed once the process has been waited for
+	auth    bool          // GET /v2/ answers 401 when ready
 
 	stopOnce sync.Once
 	stopErr  error
@@ -46,10 +68,18 @@ type Registry struct {
 // the test failed. A missing RegistryBinary is reported with [Unavailable].
 func StartRegistry(t testing.TB) *Registry {
 	t.Helper()
+	return StartRegistryWith(t, t.TempDir(), Options{})
+}
+
+// StartRegistryWith is [StartRegistry] with authentication per opts and the
+// registry's files in dir, so that a test can stop an open registry it
+// pushed to and serve the same storage again with authentication.
+func StartRegistryWith(t testing.TB, dir string, opts Options) *Registry {
+	t.Helper()
 	if _, err := exec.LookPath(RegistryBinary); err != nil {
 		Unavailable(t, fmt.Sprintf("registry %s is not installed: %v", RegistryBinary, err))
 	}
-	r, err := Start(t.TempDir())
+	r, err := StartWith(dir, opts)
 	if err != nil {
 		t.Fatalf("StartRegistry: %v", err)
 	}
@@ -69,6 +99,15 @@ func StartRegistry(t testing.TB) *Registry {
 // in dir, which it creates if needed, and returns once GET /v2/ answers 200.
 // The caller must call [Registry.Close].
 func Start(dir string) (*Registry, error) {
+	return StartWith(dir, Options{})
+}
+
+// StartWith is [Start] with authentication per opts. With authentication
+// the registry is ready when GET /v2/ answers 401.
+func StartWith(dir string, opts Options) (*Registry, error) {
+	if opts.Htpasswd != "" && opts.Token != nil {
+		return nil, errors.New("start registry: both htpasswd and token authentication")
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "storage"), 0o755); err != nil {
 		return nil, fmt.Errorf("start registry: %w", err)
 	}
@@ -76,7 +115,7 @@ func Start(dir string) (*Registry, error) {
 	// Another process may take the free port before the registry binds it.
 	for range 3 {
 		var r *Registry
-		r, err = start(dir)
+		r, err = start(dir, opts)
 		if err == nil {
 			return r, nil
 		}
@@ -89,7 +128,7 @@ func Start(dir string) (*Registry, error) {
 
 var errAddrInUse = errors.New("address already in use")
 
-func start(dir string) (*Registry, error) {
+func start(dir string, opts Options) (*Registry, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -100,7 +139,7 @@ func start(dir string) (*Registry, error) {
 		return nil, err
 	}
 	config := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(config, []byte(registryConfig(host, storage)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(registryConfig(host, storage, opts)), 0o644); err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
 	logPath := filepath.Join(dir, "registry.log")
@@ -117,7 +156,8 @@ func start(dir string) (*Registry, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("run %s: %w", RegistryBinary, err)
 	}
-	r := &Registry{host: host, logPath: logPath, cmd: cmd, exited: make(chan struct{})}
+	r := &Registry{host: host, logPath: logPath, cmd: cmd, exited: make(chan struct{}),
+		auth: opts.Htpasswd != "" || opts.Token != nil}
 	go func() {
 		cmd.Wait()
 		close(r.exited)
@@ -130,8 +170,25 @@ func start(dir string) (*Registry, error) {
 }
 
 // registryConfig is a minimal configuration: filesystem storage, deletes
-// allowed, no auth, plain HTTP on host, quiet logs.
-func registryConfig(host, storage string) string {
+// allowed, plain HTTP on host, quiet logs, and the authentication of opts.
+func registryConfig(host, storage string, opts Options) string {
+	var auth string
+	switch {
+	case opts.Htpasswd != "":
+		auth = `auth:
+  htpasswd:
+    realm: hbx-test
+    path: ` + strconv.Quote(opts.Htpasswd) + `
+`
+	case opts.Token != nil:
+		auth = `auth:
+  token:
+    realm: ` + strconv.Quote(opts.Token.Realm) + `
+    service: ` + strconv.Quote(opts.Token.Service) + `
+    issuer: ` + strconv.Quote(opts.Token.Issuer) + `
+    rootcertbundle: ` + strconv.Quote(opts.Token.RootCertBundle) + `
+`
+	}
 	return `version: 0.1
 log:
   level: warn
@@ -148,7 +205,7 @@ storage:
 http:
   addr: ` + host + `
   secret: hbx-test-registry
-`
+` + auth
 }
 
 // registryEnv is the environment without REGISTRY_* variables, which would
@@ -187,7 +244,7 @@ func (r *Registry) waitReady() error {
 		resp, err := client.Do(req)
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK || (r.auth && resp.StatusCode == http.StatusUnauthorized) {
 				return nil
 			}
 			err = fmt.Errorf("GET /v2/: %s", resp.Status)

@@ -70,6 +70,10 @@ type Options struct {
 	// "linux/amd64" and "linux/arm64" ("linux/arm64/v8" is accepted).
 	// Empty means both.
 	Platforms []string
+	// ExtraEnv is appended to the image config's Env, KEY=VALUE each: a
+	// test-only switch of the server (HBXTEST_FAIL_HEALTH=1) baked into
+	// one image version.
+	ExtraEnv []string
 }
 
 // Image describes a layout written by [BuildLayout].
@@ -201,7 +205,7 @@ func build(dir string, opts Options) (*Image, error) {
 		if i < 0 {
 			continue
 		}
-		desc, err := writeImage(blobs, k.platform, opts.Version, []layer{bases[i], app, delta})
+		desc, err := writeImage(blobs, k.platform, opts.Version, opts.ExtraEnv, []layer{bases[i], app, delta})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k.name, err)
 		}
@@ -231,13 +235,13 @@ func build(dir string, opts Options) (*Image, error) {
 
 // writeImage writes the config and manifest of one platform's image and
 // returns the manifest's descriptor, with its platform.
-func writeImage(blobs string, platform ocispec.Platform, version string, layers []layer) (ocispec.Descriptor, error) {
+func writeImage(blobs string, platform ocispec.Platform, version string, extraEnv []string, layers []layer) (ocispec.Descriptor, error) {
 	created := Epoch
 	cfg := ocispec.Image{
 		Created:  &created,
 		Platform: platform,
 		Config: ocispec.ImageConfig{
-			Env:          Env,
+			Env:          append(slices.Clip(Env), extraEnv...),
 			Entrypoint:   Entrypoint,
 			Cmd:          Cmd,
 			WorkingDir:   AppDir,

@@ -1,0 +1,468 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/release"
+	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+)
+
+// LockFile is the lock in the runtime directory that install, backup and
+// restore take (the installer's hbx.lock).
+const LockFile = "hbx.lock"
+
+// Options say what Create archives, where, and how.
+type Options struct {
+	// DataDir is executor.data_dir, archived as the archive's root.
+	// Absolute.
+	DataDir string
+	// Paths are extra directories to archive (backup.paths), absolute;
+	// each must not be inside DataDir, RuntimeDir or StateDir.
+	Paths []string
+	// RuntimeDir and StateDir are never archived, even inside Paths.
+	// RuntimeDir holds the lock (LockFile).
+	RuntimeDir, StateDir string
+	// Dir is the destination directory (backup.dir), created mode 0700.
+	Dir string
+	// Name starts every archive's file name (backup.name): letters,
+	// digits, ".", "_" and "-".
+	Name string
+	// Keep is how many archives of Name to keep after this one; older ones
+	// are removed. 0 keeps all (backup.keep).
+	Keep int
+	// Compression is Gzip (the default when "") or Zstd.
+	Compression Compression
+	// Encrypt encrypts with Passphrase (OpenPGP, AES-256). Without it the
+	// archive is plaintext.
+	Encrypt    bool
+	Passphrase []byte
+	// Image, Platform and PlatformDigest are the configured executor.image,
+	// executor.platform and its pinned child manifest digest ("" when not
+	// pinned), recorded in the manifest.
+	Image          string
+	Platform       string
+	PlatformDigest digest.Digest
+	// HbxVersion is recorded in the manifest.
+	HbxVersion string
+	// LockWait is how long to wait for the lock held by another install,
+	// backup or restore; 0 fails at once.
+	LockWait time.Duration
+	// Services stops the supervised programs while archiving; nil when no
+	// supervisor runs (then nothing may hold files in the directories).
+	Services Services
+	// Runtime re-installs a runtime when an interrupted restore found here
+	// must be undone; nil skips that step.
+	Runtime Runtime
+	// Logger receives the steps; nil discards. Progress receives events;
+	// nil receives none.
+	Logger   *slog.Logger
+	Progress Progress
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+// Result is what Create did.
+type Result struct {
+	Path     string        `json:"path"`
+	Size     int64         `json:"size"`   // bytes of the archive file
+	SHA256   string        `json:"sha256"` // of the archive file
+	Files    int           `json:"files"`  // regular files
+	Entries  int           `json:"entries"`
+	Bytes    int64         `json:"bytes"` // regular file content bytes
+	Duration time.Duration `json:"-"`
+	// Encrypted is false for --no-encrypt archives.
+	Encrypted bool `json:"encrypted"`
+	// Restarted names the programs the backup stopped and started again.
+	Restarted []string `json:"restarted"`
+	// Skipped lists host paths left out: the runtime and state directories
+	// (and other hbx directories) inside Paths, sockets, fifos, devices.
+	Skipped []string `json:"skipped,omitempty"`
+	// Pruned lists older archives removed by Keep.
+	Pruned []string `json:"pruned,omitempty"`
+	// Recovered describes an interrupted restore finished or undone first.
+	Recovered string `json:"recovered,omitempty"`
+}
+
+// Create makes a cold, verified archive of the data directory (and
+// Paths): it takes the lock, checks free space, stops the services, hashes
+// every file, writes the archive (manifest first) to a temporary file in
+// Dir, fsyncs and renames it into place (mode 0600), starts the services
+// again (also when archiving failed: the error then says so), writes the
+// .sha256 and .json files beside it, reads the archive back and checks it
+// against its manifest, and prunes old archives. See the package doc.
+func Create(ctx context.Context, opts Options) (res *Result, err error) {
+	start := time.Now()
+	log, prog, now := defaults(opts.Logger, opts.Progress, opts.Now)
+	if opts.Compression == "" {
+		opts.Compression = Gzip
+	}
+	if err := checkOptions(&opts); err != nil {
+		return nil, err
+	}
+	if opts.Encrypt && len(opts.Passphrase) == 0 {
+		return nil, ErrNoPassphrase
+	}
+	lk, err := acquire(ctx, opts.RuntimeDir, "hbx backup", opts.LockWait, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := lk.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("release lock: %w", uerr)
+		}
+	}()
+	prog.Event(Event{Kind: EventLocked})
+	if err := prepareDir(opts.Dir, log); err != nil {
+		return nil, err
+	}
+
+	roots, err := openRoots(opts.DataDir, opts.Paths)
+	if err != nil {
+		return nil, err
+	}
+	defer closeRoots(roots)
+	exclude := exclusions(opts.DataDir, opts.Paths, opts.RuntimeDir, opts.StateDir, opts.Dir)
+	est, err := scan(roots, exclude, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSpace(opts.Dir, est.bytes+int64(len(est.items))*1536+est.bytes/100+16<<20, "the archive"); err != nil {
+		return nil, err
+	}
+
+	res = &Result{Encrypted: opts.Encrypt, Restarted: []string{}}
+	hold, err := stopServices(ctx, opts.Services, guarded(opts.DataDir, opts.Paths))
+	if err != nil {
+		return nil, err
+	}
+	released := false
+	releaseHold := func() error {
+		if released || hold == nil {
+			return nil
+		}
+		released = true
+		res.Restarted = hold.Running()
+		if err := hold.Release(); err != nil {
+			return fmt.Errorf("start services again: %w", err)
+		}
+		log.Info("services started again", "programs", res.Restarted)
+		prog.Event(Event{Kind: EventStarted, Detail: strings.Join(res.Restarted, ",")})
+		return nil
+	}
+	defer func() {
+		if rerr := releaseHold(); rerr != nil && err == nil {
+			err = rerr
+		}
+		if err != nil && hold != nil {
+			err = fmt.Errorf("%w (services started again: %s)", err, list(res.Restarted))
+		}
+	}()
+	prog.Event(Event{Kind: EventStopped})
+
+	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, paths: opts.Paths, runtime: opts.Runtime, log: log, held: true})
+	if err != nil {
+		return nil, err
+	}
+	res.Recovered = rec
+
+	s, err := scan(roots, exclude, true)
+	if err != nil {
+		return nil, err
+	}
+	res.Files, res.Entries, res.Bytes, res.Skipped = s.files, len(s.items), s.bytes, s.skipped
+	for _, sk := range s.skipped {
+		log.Warn("not archived", "path", sk)
+	}
+	prog.Event(Event{Kind: EventScanned, Files: s.files, Bytes: s.bytes})
+
+	m := &Manifest{Format: ManifestFormat, Created: now().UTC(), HbxVersion: opts.HbxVersion, Image: opts.Image,
+		Platform: opts.Platform, DataDir: opts.DataDir, Paths: opts.Paths, Files: make([]File, len(s.items))}
+	m.IndexDigest, m.ManifestDigest = recordedDigests(opts)
+	for i, it := range s.items {
+		m.Files[i] = it.File
+	}
+	final := uniqueName(opts.Dir, opts.Name, m.Created, opts.Compression, opts.Encrypt)
+	var pass []byte
+	if opts.Encrypt {
+		pass = opts.Passphrase
+	}
+	var st streamStats
+	err = atomicfile.Write(final, 0o600, func(w io.Writer) error {
+		var werr error
+		st, werr = writeStream(w, m, s, opts.Compression, pass, filepath.Base(final))
+		return werr
+	})
+	if err != nil {
+		if errors.Is(err, unix.ENOSPC) {
+			err = fmt.Errorf("%w in %s: %w (the partial archive was removed)", ErrNoSpace, opts.Dir, err)
+		}
+		return nil, fmt.Errorf("write archive: %w", err)
+	}
+	res.Path, res.Size, res.SHA256 = final, st.size, st.sha256
+	log.Info("archive written", "path", final, "size", st.size, "files", s.files)
+	prog.Event(Event{Kind: EventWritten, Path: final, Files: s.files, Bytes: st.size})
+	if err := releaseHold(); err != nil {
+		return nil, err
+	}
+
+	info := Info{Path: final, Created: m.Created, Size: st.size, Encrypted: opts.Encrypt, Compression: opts.Compression,
+		SHA256: st.sha256, Files: s.files, Bytes: s.bytes, Image: m.Image, IndexDigest: m.IndexDigest,
+		ManifestDigest: m.ManifestDigest, HbxVersion: m.HbxVersion}
+	if err := writeSidecars(info); err != nil {
+		_ = removeArchive(final)
+		return nil, fmt.Errorf("write checksum file: %w (archive removed)", err)
+	}
+	if err := readBack(ctx, final, pass, st); err != nil {
+		_ = removeArchive(final)
+		return nil, fmt.Errorf("verify the written archive: %w (archive removed)", err)
+	}
+	prog.Event(Event{Kind: EventVerified, Path: final})
+	if res.Pruned, err = prune(opts.Dir, opts.Name, opts.Keep); err != nil {
+		log.Warn("prune", "err", err)
+		err = nil
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// readBack drops the archive's pages from the page cache (they are clean
+// after the fsync), so the check reads what the disk holds, then verifies
+// it.
+func readBack(ctx context.Context, p string, pass []byte, st streamStats) error {
+	if f, err := os.Open(p); err == nil {
+		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		f.Close()
+	}
+	vr, err := Verify(ctx, p, func() ([]byte, error) { return pass, nil })
+	if err != nil {
+		return err
+	}
+	if vr.Manifest == nil || vr.SHA256 != st.sha256 || vr.Size != st.size {
+		return fmt.Errorf("%w: read back %d bytes with sha256 %s, wrote %d with %s", ErrCorrupt, vr.Size, vr.SHA256, st.size, st.sha256)
+	}
+	return nil
+}
+
+// recordedDigests returns the index digest of the configured image and the
+// child manifest digest the data was written by: the active release's
+// when it is the configured image and platform, else the pin.
+func recordedDigests(opts Options) (index, manifest digest.Digest) {
+	if _, d, ok := strings.Cut(opts.Image, "@"); ok {
+		index = digest.Digest(d)
+	}
+	manifest = opts.PlatformDigest
+	if cur, err := release.Current(opts.RuntimeDir); err == nil && cur.Meta.IndexDigest == index && cur.Meta.Platform == opts.Platform {
+		manifest = cur.Meta.ManifestDigest
+	}
+	return index, manifest
+}
+
+// uniqueName returns a path in dir for a new archive that does not exist
+// yet (the lock keeps it so).
+func uniqueName(dir, name string, t time.Time, c Compression, enc bool) string {
+	for seq := 0; ; seq++ {
+		p := filepath.Join(dir, archiveName(name, t, c, enc, seq))
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			return p
+		}
+	}
+}
+
+func defaults(log *slog.Logger, prog Progress, now func() time.Time) (*slog.Logger, Progress, func() time.Time) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if prog == nil {
+		prog = nopProgress{}
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return log, prog, now
+}
+
+func list(names []string) string {
+	if len(names) == 0 {
+		return "none were running"
+	}
+	return strings.Join(names, ", ")
+}
+
+// acquire takes the runtime directory's lock.
+func acquire(ctx context.Context, runtimeDir, command string, wait time.Duration, log *slog.Logger) (*lock.Lock, error) {
+	if err := os.MkdirAll(runtimeDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create runtime directory: %w", err)
+	}
+	return lock.Acquire(ctx, filepath.Join(runtimeDir, LockFile), command, wait, func(h lock.Holder) {
+		log.Info("waiting for the lock", "holder", h.String(), "wait", wait)
+	})
+}
+
+// prepareDir creates the backup directory mode 0700, tightens an existing
+// one to 0700, and removes temporary files a killed backup left.
+func prepareDir(dir string, log *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create backup directory: %w", err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("stat backup directory: %w", err)
+	}
+	if st.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("chmod backup directory: %w", err)
+		}
+		log.Info("backup directory made private", "dir", dir, "was", fmt.Sprintf("%04o", st.Mode().Perm()))
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("list backup directory: %w", err)
+	}
+	for _, e := range ents {
+		if atomicfile.IsTemp(e.Name()) {
+			log.Info("removing what an interrupted backup left", "path", filepath.Join(dir, e.Name()))
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("remove leftover: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkSpace refuses when dir's filesystem has less than need bytes free.
+func checkSpace(dir string, need int64, what string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	if free < need {
+		return fmt.Errorf("%w in %s: %s free, %s needs about %s", ErrNoSpace, dir, human(free), what, human(need))
+	}
+	return nil
+}
+
+func human(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// checkOptions validates the directories of opts (ErrInvalid).
+func checkOptions(o *Options) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	for _, d := range append([]string{o.DataDir, o.RuntimeDir, o.StateDir, o.Dir}, o.Paths...) {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d {
+			return bad("%q is not a clean absolute path", d)
+		}
+	}
+	if o.Name == "" || strings.IndexFunc(o.Name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	}) >= 0 {
+		return bad("name %q: want letters, digits, '.', '_' and '-'", o.Name)
+	}
+	if o.Compression != Gzip && o.Compression != Zstd {
+		return bad("compression %q: want gzip or zstd", o.Compression)
+	}
+	for i, p := range o.Paths {
+		for _, d := range []struct{ what, dir string }{{"the data directory", o.DataDir}, {"the runtime directory", o.RuntimeDir}, {"the state directory", o.StateDir}} {
+			if p == d.dir || within(d.dir, p) {
+				return bad("extra path %s is %s or inside it", p, d.what)
+			}
+		}
+		for _, q := range o.Paths[i+1:] {
+			if p == q || within(p, q) || within(q, p) {
+				return bad("extra paths %s and %s overlap", p, q)
+			}
+		}
+	}
+	if o.Dir == o.DataDir || within(o.DataDir, o.Dir) {
+		return bad("backup directory %s is inside the data directory", o.Dir)
+	}
+	return nil
+}
+
+// within reports whether the clean absolute path inner lies below outer.
+func within(outer, inner string) bool {
+	if outer == "/" {
+		return inner != "/"
+	}
+	return strings.HasPrefix(inner, outer+"/")
+}
+
+// guarded lists the directories no process may hold files in while they
+// are archived or replaced.
+func guarded(dataDir string, paths []string) []string {
+	return resolvedDirs(append([]string{dataDir}, paths...))
+}
+
+// exclusions returns the directories (and files) never archived, by
+// identity: the runtime, state and backup directories, the data directory
+// inside an extra path, and what restores leave beside the data directory
+// and the extra paths (pre-restore copies, staging, the journal).
+func exclusions(dataDir string, paths []string, runtimeDir, stateDir, dir string) map[fileID]string {
+	out := map[fileID]string{}
+	add := func(p, why string) {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil {
+			out[idOf(&st)] = why
+		}
+	}
+	add(runtimeDir, "runtime directory")
+	add(stateDir, "state directory")
+	add(dir, "backup directory")
+	if len(paths) > 0 {
+		add(dataDir, "data directory, archived as the root")
+	}
+	for _, t := range append([]string{dataDir}, paths...) {
+		parent, base := filepath.Split(resolved(t))
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if n := e.Name(); strings.HasPrefix(n, base+preRestoreInfix) || strings.HasPrefix(n, base+stagingInfix) || n == base+journalSuffix {
+				add(filepath.Join(parent, n), "left by a restore")
+			}
+		}
+	}
+	return out
+}
+
+// stopServices holds the services (or, without a supervisor, checks that
+// nothing uses dirs) and then checks that no other process holds files in
+// dirs.
+func stopServices(ctx context.Context, svc Services, dirs []string) (Hold, error) {
+	if svc == nil {
+		return nil, checkNotBusy(dirs)
+	}
+	h, err := svc.Hold(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stop services: %w", err)
+	}
+	if err := checkNotBusy(dirs); err != nil {
+		rerr := h.Release()
+		return nil, errors.Join(fmt.Errorf("%w (services started again: %s)", err, list(h.Running())), rerr)
+	}
+	return h, nil
+}

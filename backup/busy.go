@@ -1,0 +1,93 @@
+package backup
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// checkNotBusy returns a busyError naming the first process (other than
+// this one) that has a file open, mapped, or its working or root directory
+// inside one of dirs (absolute, symlinks resolved), found through /proc.
+// Processes whose /proc entries this user may not read are skipped: as
+// root, none are.
+func checkNotBusy(dirs []string) error {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil // no procfs: nothing to check with
+	}
+	self := os.Getpid()
+	inside := func(p string) bool {
+		p = strings.TrimSuffix(p, " (deleted)")
+		for _, d := range dirs {
+			if p == d || strings.HasPrefix(p, d+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		base := filepath.Join("/proc", e.Name())
+		hit := ""
+		for _, l := range []string{"cwd", "root"} {
+			if t, err := os.Readlink(filepath.Join(base, l)); err == nil && inside(t) && t != "/" {
+				hit = t
+			}
+		}
+		if hit == "" {
+			if fds, err := os.ReadDir(filepath.Join(base, "fd")); err == nil {
+				for _, fd := range fds {
+					if t, err := os.Readlink(filepath.Join(base, "fd", fd.Name())); err == nil && inside(t) {
+						hit = t
+						break
+					}
+				}
+			}
+		}
+		if hit == "" {
+			hit = mappedInside(filepath.Join(base, "maps"), inside)
+		}
+		if hit != "" {
+			comm, _ := os.ReadFile(filepath.Join(base, "comm"))
+			return &busyError{pid: pid, command: strings.TrimSpace(string(comm)), path: strings.TrimSuffix(hit, " (deleted)")}
+		}
+	}
+	return nil
+}
+
+// mappedInside returns the first file mapped by the process whose
+// /proc/PID/maps is at path that inside accepts, or "".
+func mappedInside(path string, inside func(string) bool) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if i := strings.IndexByte(line, '/'); i >= 0 && inside(line[i:]) {
+			return line[i:]
+		}
+	}
+	return ""
+}
+
+// resolvedDirs returns dirs with symlinks resolved; missing ones are left
+// out.
+func resolvedDirs(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}

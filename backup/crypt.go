@@ -1,0 +1,172 @@
+package backup
+
+import (
+	"bufio"
+	"bytes"
+	"crypto"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"github.com/ProtonMail/go-crypto/openpgp/s2k"
+)
+
+func init() {
+	// GnuPG 2.4 encrypts with a v5 Symmetric-Key Encrypted Session Key
+	// packet and an OCB AEAD Encrypted Data packet (LibrePGP); go-crypto
+	// parses v5 packets only when this is off (its "v5" build tag). hbx
+	// only decrypts with passphrases, so enabling v5 keys and signatures
+	// alongside changes nothing else it does.
+	packet.V5Disabled = false
+}
+
+// s2kCount is the iteration count of the S2K: the largest OpenPGP can
+// encode (65011712 bytes hashed), what gpg picks on fast machines.
+const s2kCount = 65011712
+
+// writeConfig writes what Debian's gpg 2.2 and every later gpg read: a v4
+// Symmetric-Key Encrypted Session Key packet (AES-256, iterated and salted
+// SHA-256 S2K) and a v1 Symmetrically Encrypted Integrity Protected Data
+// packet (MDC), no OpenPGP compression (the tar stream is compressed).
+var writeConfig = &packet.Config{
+	DefaultCipher:          packet.CipherAES256,
+	DefaultHash:            crypto.SHA256,
+	DefaultCompressionAlgo: packet.CompressionNone,
+	S2KConfig:              &s2k.Config{S2KMode: s2k.IteratedSaltedS2K, Hash: crypto.SHA256, S2KCount: s2kCount},
+}
+
+// readConfig refuses messages without integrity protection (the default;
+// spelled out).
+var readConfig = &packet.Config{InsecureAllowUnauthenticatedMessages: false}
+
+// encrypt returns a writer whose output, written to w, is an OpenPGP
+// message encrypted with passphrase. Close finishes the message (the MDC)
+// but does not close w.
+func encrypt(w io.Writer, passphrase []byte, name string, mtime time.Time) (io.WriteCloser, error) {
+	if len(passphrase) == 0 {
+		return nil, ErrNoPassphrase
+	}
+	pw, err := openpgp.SymmetricallyEncrypt(w, passphrase, &openpgp.FileHints{IsBinary: true, FileName: name, ModTime: mtime}, writeConfig)
+	if err != nil {
+		return nil, fmt.Errorf("start encryption: %w", err)
+	}
+	return pw, nil
+}
+
+// isOpenPGP reports whether head starts an OpenPGP message, binary or
+// ASCII-armored.
+func isOpenPGP(head []byte) bool {
+	return len(head) > 0 && head[0]&0x80 != 0 || bytes.HasPrefix(head, []byte("-----BEGIN PGP MESSAGE-----"))
+}
+
+// decrypt reads an encrypted OpenPGP message from r and returns its
+// plaintext. The plaintext reader reports ErrCorrupt when the integrity
+// check fails or the message is cut short; read it to io.EOF before
+// trusting anything it gave. pass is called at most once, and only for a
+// passphrase-encrypted message with integrity protection.
+func decrypt(r *bufio.Reader, pass func() ([]byte, error)) (io.Reader, error) {
+	var in io.Reader = r
+	if head, _ := r.Peek(5); string(head) == "-----" {
+		blk, err := armor.Decode(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w: ASCII armor: %w", ErrCorrupt, err)
+		}
+		if blk.Type != "PGP MESSAGE" {
+			return nil, fmt.Errorf("%w: ASCII armor holds a %q, not a PGP MESSAGE", ErrCorrupt, blk.Type)
+		}
+		in = blk.Body
+	}
+	asked := false
+	var askErr error
+	prompt := func(_ []openpgp.Key, symmetric bool) ([]byte, error) {
+		if !symmetric {
+			askErr = fmt.Errorf("%w: the archive is encrypted to a public key, not with a passphrase", ErrNoPassphrase)
+			return nil, askErr
+		}
+		if asked {
+			askErr = ErrWrongPassphrase
+			return nil, askErr
+		}
+		asked = true
+		p, err := pass()
+		if err == nil && len(p) == 0 {
+			err = ErrNoPassphrase
+		}
+		if err != nil {
+			askErr = err
+			return nil, err
+		}
+		return p, nil
+	}
+	md, err := openpgp.ReadMessage(in, nil, prompt, readConfig)
+	switch {
+	case err == nil:
+	case askErr != nil:
+		return nil, askErr
+	case errors.Is(err, pgperrors.ErrKeyIncorrect):
+		return nil, ErrWrongPassphrase
+	case strings.Contains(err.Error(), "not integrity protected"):
+		return nil, fmt.Errorf("%w: it has no MDC or AEAD (an old-style Symmetrically Encrypted Data packet); refusing to read it", ErrNotProtected)
+	default:
+		return nil, fmt.Errorf("%w: read OpenPGP message: %w", ErrCorrupt, err)
+	}
+	if !md.IsEncrypted || !md.IsSymmetricallyEncrypted {
+		return nil, fmt.Errorf("%w: the OpenPGP message is not encrypted with a passphrase", ErrNotProtected)
+	}
+	return &plainReader{r: md.UnverifiedBody}, nil
+}
+
+// plainReader maps the OpenPGP library's read errors (MDC or AEAD tag
+// mismatch, truncation) to ErrCorrupt.
+type plainReader struct{ r io.Reader }
+
+func (p *plainReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if err != nil && err != io.EOF {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = fmt.Errorf("%w: encrypted data is cut short (truncated archive?)", ErrCorrupt)
+		} else {
+			err = fmt.Errorf("%w: encrypted data fails its integrity check: %w", ErrCorrupt, err)
+		}
+	}
+	return n, err
+}
+
+// ReadPassphraseFile returns the passphrase in path: its first line without
+// the line end, as `gpg --passphrase-file` reads it. The file must be a
+// regular file not readable or writable by group or others. Errors never
+// quote the content.
+func ReadPassphraseFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open passphrase file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat passphrase file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("passphrase file %s is not a regular file", path)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("passphrase file %s has mode %04o; want 0600 or stricter (chmod 600 %s)", path, st.Mode().Perm(), path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return nil, fmt.Errorf("read passphrase file: %w", err)
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	if len(line) == 0 {
+		return nil, fmt.Errorf("%w: passphrase file %s starts with an empty line", ErrNoPassphrase, path)
+	}
+	return line, nil
+}

@@ -1,0 +1,104 @@
+// Package backup makes cold, encrypted, verified backups of Executor's data
+// directory and restores them atomically (`hbx backup`, `hbx restore`).
+//
+// # Archive format
+//
+// An archive is a PAX tar stream, compressed with gzip (parallel, pgzip;
+// the default) or zstd, encrypted with OpenPGP: a v4 Symmetric-Key
+// Encrypted Session Key packet (AES-256, iterated and salted SHA-256 S2K
+// at the largest count) and a v1 Symmetrically Encrypted Integrity
+// Protected Data packet (MDC), which Debian's gpg 2.2 and every later gpg
+// decrypt with the passphrase. Files are named
+// <name>-<UTC YYYYMMDDThhmmssZ>.tar.gz.gpg (.tar.zst.gpg; .tar.gz without
+// encryption), mode 0600, with <archive>.sha256 (sha256sum's format) and
+// <archive>.json (a summary for `hbx backup list`) beside them.
+//
+// The tar's first entry is the manifest, hbx-backup.json (Manifest): format,
+// creation time, hbx version, the configured image reference, its index
+// digest, platform and child manifest digest, and every following entry
+// with its path, type, mode, size and sha256 (regular files) or link. The
+// data directory is the archive's root ("./", "./db/x"), as
+// `tar -czf - -C DATA .` names it; extra paths follow under .hbx-paths/.
+// Entries keep modes, numeric owners, mtimes to the nanosecond, symlinks
+// (verbatim), hardlinks, empty directories and extended attributes
+// (SCHILY.xattr.* records). Sockets, fifos and devices are left out and
+// reported.
+//
+// Reading accepts that format, GnuPG 2.4's (a v5 SKESK with an OCB AEAD
+// Encrypted Data packet), RFC 9580's (SEIPD v2), ASCII armor, gzip, zstd or
+// no compression, and archives without a manifest (made by
+// `tar -czf - -C DATA . | gpg --symmetric`); it refuses OpenPGP messages
+// without integrity protection or without encryption (ErrNotProtected).
+//
+// # What Create guarantees
+//
+//   - It holds the runtime directory's lock (LockFile, the installer's)
+//     throughout; a second backup, restore or install waits for it
+//     (Options.LockWait) or fails naming the holder (lock.HeldError).
+//   - The archive is cold: the supervised programs are stopped (a hold on
+//     the supervisor's socket, released when this process exits, even by
+//     SIGKILL) and no other process may hold a file in the archived
+//     directories (checked through /proc, ErrBusy); every file is hashed,
+//     then archived, and a file that changed in between fails the backup.
+//     The programs are started again as soon as the archive is durable,
+//     also when archiving failed.
+//   - The archive is written to a temporary file in the destination
+//     (atomicfile: fsync, rename, fsync of the directory), so no partial
+//     archive ever has an archive's name; then its pages are dropped from
+//     the page cache and it is read back from disk and checked entry by
+//     entry against its manifest. A failed check removes it.
+//   - The runtime directory, executor.state_dir, the backup directory and
+//     what restores leave beside the data directory are never archived,
+//     even inside an extra path (compared by device and inode).
+//
+// # What Restore guarantees
+//
+//   - Nothing live changes until the whole archive has been decrypted,
+//     decompressed, checked (integrity, manifest, names) and extracted into
+//     <dir>.restore-<ts>, beside each restored directory (same filesystem),
+//     with package extract (chroot-like resolution, no entry outside the
+//     root; Literal: ".wh." names are data; Xattrs). Entries beneath a
+//     symlink, names with "..", absolute names, duplicates, hardlinks to
+//     anything but an earlier file, devices and fifos are refused.
+//   - Then the programs are stopped, the archive's runtime is installed if
+//     it is not the active one (a failure changes nothing), and each
+//     staged directory is exchanged with the live one by one
+//     renameat2(RENAME_EXCHANGE): at every instant the path holds either
+//     the whole old tree or the whole new one. The old tree is kept as
+//     <dir>.pre-restore-<ts> (RestoreOptions.KeepPreRestore copies).
+//   - The programs are started and must become healthy (Services.WaitHealthy)
+//     within HealthWait; otherwise the old trees are exchanged back, the
+//     runtime the restore installed is replaced by the one before, and the
+//     programs are started again (ErrUnhealthy).
+//   - Every step is recorded first in a journal, <data_dir>.restore.json
+//     (atomicfile). Recover, called by `hbx supervise` before it starts
+//     programs and by Create and Restore under their lock, removes the
+//     staging of an interrupted restore, undoes one that had swapped but
+//     was not confirmed healthy, and finishes a confirmed one.
+//
+// # Crash windows (kill -9, power loss)
+//
+//   - backup, before the rename: a .tmp-* file in the backup directory,
+//     removed by the next backup; no archive. The supervisor restarts the
+//     programs when the hold's connection drops.
+//   - backup, after the rename: a complete archive; if the .sha256/.json
+//     files or the check are missing, `hbx backup verify` checks it.
+//   - restore, staging: <dir>.restore-<ts> and the journal; the data is
+//     untouched; Recover removes them.
+//   - restore, swapped, not confirmed: the directory holds the complete new
+//     tree (the supervisor restarts the programs on it when the hold
+//     drops); Recover puts the complete old tree back.
+//   - restore, confirmed: Recover prunes old copies and removes the journal.
+//
+// # What it does not do
+//
+// It does not make the box consistent with anything outside the archived
+// directories. Without a supervisor it starts nothing and checks no
+// health; the /proc check cannot see processes of other users when hbx is
+// not root. Extra paths are exchanged one after the other: across several
+// directories a crash can leave some restored and some not, which Recover
+// undoes. An extra path that contains the runtime, state, data or backup
+// directory is archived (without them) but restored only by hand
+// (RestoreOptions.DataOnly restores the data directory alone). setuid and
+// setgid bits are dropped on restore, as package extract does.
+package backup

@@ -1,0 +1,87 @@
+package backup
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned (wrapped) by this package. Use errors.Is. Unsafe entries
+// (names that climb above the root, entries beneath a symlink) wrap
+// extract.ErrUnsafePath; hardlinks to nowhere wrap extract.ErrBadLink.
+var (
+	// ErrNoPassphrase: the archive is encrypted (or encryption is asked
+	// for) and no passphrase was given, or the one given is empty.
+	ErrNoPassphrase = errors.New("no passphrase")
+	// ErrWrongPassphrase: the passphrase does not decrypt the archive.
+	ErrWrongPassphrase = errors.New("wrong passphrase")
+	// ErrNotProtected: an OpenPGP message without integrity protection
+	// (a Symmetrically Encrypted Data packet without MDC), or one that is
+	// not encrypted at all. Such archives are never read.
+	ErrNotProtected = errors.New("archive is not integrity-protected")
+	// ErrCorrupt: the archive is truncated, fails its integrity check
+	// (OpenPGP MDC or AEAD tag, gzip CRC, zstd checksum, its .sha256 file),
+	// is not a tar stream, or its manifest does not parse.
+	ErrCorrupt = errors.New("archive is damaged")
+	// ErrMismatch: an entry differs from what the manifest lists (content,
+	// size, type, mode or link), an entry is not listed, listed twice, or a
+	// listed entry is missing from the archive.
+	ErrMismatch = errors.New("archive does not match its manifest")
+	// ErrBusy: a process other than the supervisor's programs holds files in
+	// a directory to be archived or replaced (see IsBusy).
+	ErrBusy = errors.New("directory in use")
+	// ErrNoSpace: the destination's filesystem cannot hold the result.
+	ErrNoSpace = errors.New("not enough free space")
+	// ErrNotStopped: the supervisor did not stop every program for the hold.
+	ErrNotStopped = errors.New("services did not stop")
+	// ErrUnhealthy: after a restore the services did not become healthy in
+	// time; the restore was undone.
+	ErrUnhealthy = errors.New("services did not become healthy")
+	// ErrInvalid: bad options (relative paths, overlapping directories, an
+	// unknown compression); the CLI maps it to a usage error.
+	ErrInvalid = errors.New("invalid backup options")
+)
+
+// entryError names the archive entry an error is about.
+type entryError struct {
+	path string
+	err  error
+}
+
+func (e *entryError) Error() string { return fmt.Sprintf("entry %q: %v", e.path, e.err) }
+
+// Unwrap returns the cause.
+func (e *entryError) Unwrap() error { return e.err }
+
+// BadEntry returns the archive path of the first entry err is about, or
+// false when err names none.
+func BadEntry(err error) (string, bool) {
+	var e *entryError
+	if errors.As(err, &e) {
+		return e.path, true
+	}
+	return "", false
+}
+
+// busyError names a process that holds a file in a guarded directory.
+type busyError struct {
+	pid     int
+	command string
+	path    string
+}
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("%v: pid %d (%s) holds %s; stop it, or run hbx supervise so backup can stop the services", ErrBusy, e.pid, e.command, e.path)
+}
+
+// Unwrap returns ErrBusy.
+func (e *busyError) Unwrap() error { return ErrBusy }
+
+// IsBusy reports whether err says a process holds files in a guarded
+// directory, and returns that process's pid and the path it holds.
+func IsBusy(err error) (pid int, path string, ok bool) {
+	var e *busyError
+	if errors.As(err, &e) {
+		return e.pid, e.path, true
+	}
+	return 0, "", false
+}

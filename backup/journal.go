@@ -1,0 +1,397 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/lock"
+	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+)
+
+// Names beside a restored directory T.
+const (
+	stagingInfix    = ".restore-"     // T.restore-<ts>: the archive extracted, before the swap
+	preRestoreInfix = ".pre-restore-" // T.pre-restore-<ts>: T as it was before the restore
+	journalSuffix   = ".restore.json" // <data_dir>.restore.json: the journal
+)
+
+// Journal phases.
+const (
+	// phaseStaging: staging directories are being filled; nothing live
+	// changed. Recovery removes them.
+	phaseStaging = "staging"
+	// phaseSwapping: the swaps may have happened, in Roots order, and the
+	// services may have run on the restored data; its health is not
+	// confirmed. Recovery undoes every swap that happened.
+	phaseSwapping = "swapping"
+	// phaseCommitted: the restore is confirmed. Recovery prunes old
+	// pre-restore copies and removes the journal.
+	phaseCommitted = "committed"
+)
+
+// journal records an unfinished restore, written durably beside the data
+// directory before each step that changes what is on disk. Recovery reads
+// the phase and, for each root, looks at which tree the live path holds
+// (by device and inode), so a crash between a journal write and a rename
+// is recovered too.
+type journal struct {
+	Format  int           `json:"format"`
+	Phase   string        `json:"phase"`
+	Started time.Time     `json:"started"`
+	PID     int           `json:"pid"`
+	Archive string        `json:"archive"`
+	Keep    int           `json:"keep_pre_restore"`
+	Roots   []journalRoot `json:"roots"`
+	// Runtime is set before an install that may switch the active release,
+	// so an undo can switch back.
+	Runtime *journalRuntime `json:"runtime,omitempty"`
+}
+
+// journalRoot is one restored directory.
+type journalRoot struct {
+	Target    string `json:"target"`  // the live directory
+	Staging   string `json:"staging"` // where the archive is extracted
+	Old       string `json:"old"`     // where the live tree goes after the swap
+	Existed   bool   `json:"existed"` // Target existed before the restore
+	TargetID  fileID `json:"target_id"`
+	StagingID fileID `json:"staging_id"`
+}
+
+// journalRuntime is the release that was active before the restore.
+type journalRuntime struct {
+	Changed       bool          `json:"changed"`
+	PriorImage    string        `json:"prior_image,omitempty"`
+	PriorPlatform string        `json:"prior_platform,omitempty"`
+	PriorManifest digest.Digest `json:"prior_manifest,omitempty"`
+}
+
+// MarshalJSON and UnmarshalJSON keep fileID readable in the journal.
+func (id fileID) MarshalJSON() ([]byte, error) {
+	return json.Marshal([2]uint64{id.dev, id.ino})
+}
+
+func (id *fileID) UnmarshalJSON(b []byte) error {
+	var v [2]uint64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	id.dev, id.ino = v[0], v[1]
+	return nil
+}
+
+// journalFormat is the journal version this hbx writes and reads.
+const journalFormat = 1
+
+// journalPath is the journal of the data directory dataDir.
+func journalPath(dataDir string) string { return dataDir + journalSuffix }
+
+func (j *journal) write(dataDir string) error {
+	b, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(journalPath(dataDir), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write restore journal: %w", err)
+	}
+	return nil
+}
+
+func readJournal(dataDir string) (*journal, error) {
+	b, err := os.ReadFile(journalPath(dataDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read restore journal: %w", err)
+	}
+	var j journal
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("restore journal %s does not parse (%w); move it away once the data directory is checked by hand", journalPath(dataDir), err)
+	}
+	if j.Format != journalFormat {
+		return nil, fmt.Errorf("restore journal %s has format %d, this hbx reads %d; finish it with the hbx that wrote it", journalPath(dataDir), j.Format, journalFormat)
+	}
+	return &j, nil
+}
+
+func removeJournal(dataDir string) error {
+	if err := os.Remove(journalPath(dataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove restore journal: %w", err)
+	}
+	return atomicfile.SyncDir(filepath.Dir(dataDir))
+}
+
+// RecoverOptions say where to look for an interrupted restore.
+type RecoverOptions struct {
+	DataDir    string   // executor.data_dir; its journal is <DataDir>.restore.json
+	RuntimeDir string   // holds the lock
+	Services   Services // stops the programs before an undo; nil: none run
+	Runtime    Runtime  // switches back a runtime the restore installed; nil skips
+	Logger     *slog.Logger
+}
+
+// Recover finishes or undoes a restore that was interrupted (killed, or the
+// machine went down): a restore whose staging was not complete is removed;
+// one that swapped directories but was not confirmed healthy is undone
+// (the data from before it is put back, and the runtime it installed is
+// switched back); a confirmed one is finished (old pre-restore copies
+// pruned). It returns what it did, "" when there was nothing to do. While
+// another process holds the lock (a restore still running), it does
+// nothing. `hbx supervise` calls it before starting programs; Create and
+// Restore call it under their own lock.
+func Recover(ctx context.Context, opts RecoverOptions) (string, error) {
+	if _, err := os.Lstat(journalPath(opts.DataDir)); errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	log, _, _ := defaults(opts.Logger, nil, nil)
+	lk, err := acquire(ctx, opts.RuntimeDir, "hbx recover", 0, log)
+	if lock.IsLocked(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer lk.Unlock()
+	return recoverLocked(lock.WithHeld(ctx, lk), recoverOptions{dataDir: opts.DataDir, services: opts.Services, runtime: opts.Runtime, log: log})
+}
+
+// recoverOptions are Recover's inputs once the lock is held.
+type recoverOptions struct {
+	dataDir  string
+	paths    []string
+	services Services
+	runtime  Runtime
+	log      *slog.Logger
+	held     bool // the services are already held (or checked idle)
+}
+
+func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
+	j, err := readJournal(o.dataDir)
+	if err != nil || j == nil {
+		return "", err
+	}
+	switch j.Phase {
+	case phaseStaging:
+		for _, r := range j.Roots {
+			if err := removeTree(r.Staging); err != nil {
+				return "", err
+			}
+		}
+		if err := removeJournal(o.dataDir); err != nil {
+			return "", err
+		}
+		msg := fmt.Sprintf("removed the staging of an interrupted restore of %s (started %s); nothing had changed", j.Archive, j.Started.Format(time.RFC3339))
+		o.log.Warn(msg)
+		return msg, nil
+	case phaseSwapping:
+		var hold Hold
+		if !o.held {
+			if hold, err = stopServices(ctx, o.services, targets(j)); err != nil {
+				return "", fmt.Errorf("undo interrupted restore: %w", err)
+			}
+		}
+		uerr := undo(ctx, j, o.runtime, o.log)
+		if hold != nil {
+			if rerr := hold.Release(); uerr == nil && rerr != nil {
+				uerr = fmt.Errorf("start services again: %w", rerr)
+			}
+		}
+		if uerr != nil {
+			return "", fmt.Errorf("undo interrupted restore of %s: %w", j.Archive, uerr)
+		}
+		if err := removeJournal(o.dataDir); err != nil {
+			return "", err
+		}
+		msg := fmt.Sprintf("undid an interrupted restore of %s (started %s): the data from before it is back", j.Archive, j.Started.Format(time.RFC3339))
+		o.log.Warn(msg)
+		return msg, nil
+	case phaseCommitted:
+		for _, r := range j.Roots {
+			if _, err := prunePreRestore(r.Target, j.Keep); err != nil {
+				o.log.Warn("prune pre-restore copies", "err", err)
+			}
+		}
+		if err := removeJournal(o.dataDir); err != nil {
+			return "", err
+		}
+		msg := fmt.Sprintf("finished the restore of %s", j.Archive)
+		o.log.Info(msg)
+		return msg, nil
+	}
+	return "", fmt.Errorf("restore journal %s has unknown phase %q; check the data directory by hand", journalPath(o.dataDir), j.Phase)
+}
+
+func targets(j *journal) []string {
+	var out []string
+	for _, r := range j.Roots {
+		out = append(out, r.Target)
+	}
+	return resolvedDirs(out)
+}
+
+// undo puts every root back as it was, whatever step the restore reached,
+// and switches the runtime back when the restore changed it.
+func undo(ctx context.Context, j *journal, rt Runtime, log *slog.Logger) error {
+	for i := len(j.Roots) - 1; i >= 0; i-- {
+		if err := undoRoot(j.Roots[i], log); err != nil {
+			return err
+		}
+	}
+	if j.Runtime != nil && j.Runtime.Changed && j.Runtime.PriorImage != "" {
+		if rt == nil {
+			log.Warn("the restore switched the runtime; run hbx install to switch back", "prior_image", j.Runtime.PriorImage)
+			return nil
+		}
+		if _, err := rt.Install(ctx, j.Runtime.PriorImage, j.Runtime.PriorPlatform, j.Runtime.PriorManifest); err != nil {
+			return fmt.Errorf("data put back, but re-installing the runtime active before (%s) failed: %w", j.Runtime.PriorImage, err)
+		}
+	}
+	return nil
+}
+
+// undoRoot makes r.Target hold the tree it held before the restore and
+// removes the restored tree.
+func undoRoot(r journalRoot, log *slog.Logger) error {
+	cur, exists, err := statID(r.Target)
+	if err != nil {
+		return err
+	}
+	switch {
+	case exists && cur == r.StagingID && r.StagingID != (fileID{}):
+		// Swapped: the old tree is at Staging or Old (or gone, if there was none).
+		if !r.Existed {
+			if err := renameNoReplace(r.Target, r.Staging); err != nil {
+				return fmt.Errorf("move restored %s aside: %w", r.Target, err)
+			}
+			log.Info("restore undone", "target", r.Target)
+			return removeTree(r.Staging)
+		}
+		oldAt := ""
+		for _, p := range []string{r.Staging, r.Old} {
+			if id, ok, err := statID(p); err == nil && ok && id == r.TargetID {
+				oldAt = p
+			}
+		}
+		if oldAt == "" {
+			return fmt.Errorf("the data from before the restore of %s is neither at %s nor at %s", r.Target, r.Staging, r.Old)
+		}
+		if err := exchange(oldAt, r.Target); err != nil {
+			return fmt.Errorf("swap %s back: %w", r.Target, err)
+		}
+		log.Info("restore undone", "target", r.Target, "restored tree removed from", oldAt)
+		return removeTree(oldAt)
+	case !exists && r.Existed:
+		// Not swapped, but the live tree is missing: it can only be at Old
+		// or Staging if a swap half-happened, which rename cannot do.
+		return fmt.Errorf("%s is missing; the journal says it existed", r.Target)
+	default:
+		// Not swapped (or an undo already swapped back): the staging tree,
+		// and a restored tree an earlier undo left at Old, are ours.
+		if id, ok, err := statID(r.Old); err == nil && ok && id == r.StagingID {
+			if err := removeTree(r.Old); err != nil {
+				return err
+			}
+		}
+		return removeTree(r.Staging)
+	}
+}
+
+// exchange swaps two paths atomically (renameat2 RENAME_EXCHANGE) and
+// makes it durable.
+func exchange(a, b string) error {
+	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+		return err
+	}
+	return syncParents(a, b)
+}
+
+// renameNoReplace renames a to b unless b exists, durably.
+func renameNoReplace(a, b string) error {
+	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_NOREPLACE); err != nil {
+		return err
+	}
+	return syncParents(a, b)
+}
+
+func syncParents(a, b string) error {
+	if err := atomicfile.SyncDir(filepath.Dir(a)); err != nil {
+		return err
+	}
+	if filepath.Dir(b) != filepath.Dir(a) {
+		return atomicfile.SyncDir(filepath.Dir(b))
+	}
+	return nil
+}
+
+// statID returns the identity of p, not following a final symlink.
+func statID(p string) (fileID, bool, error) {
+	var st unix.Stat_t
+	err := unix.Lstat(p, &st)
+	if errors.Is(err, unix.ENOENT) {
+		return fileID{}, false, nil
+	}
+	if err != nil {
+		return fileID{}, false, fmt.Errorf("lstat %s: %w", p, err)
+	}
+	return idOf(&st), true, nil
+}
+
+// removeTree removes p and everything below it, making read-only
+// directories writable on the way; a missing p is not an error.
+func removeTree(p string) error {
+	if p == "" {
+		return nil
+	}
+	err := os.RemoveAll(p)
+	if err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	return nil
+}
+
+// prunePreRestore removes all but the keep newest <target>.pre-restore-*
+// directories and returns the paths removed.
+func prunePreRestore(target string, keep int) ([]string, error) {
+	parent, base := filepath.Split(target)
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", parent, err)
+	}
+	var copies []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), base+preRestoreInfix) && e.IsDir() {
+			copies = append(copies, e.Name())
+		}
+	}
+	slices.Sort(copies) // the timestamps sort as text
+	var removed []string
+	for len(copies) > max(keep, 0) {
+		p := filepath.Join(parent, copies[0])
+		copies = copies[1:]
+		if err := removeTree(p); err != nil {
+			return removed, err
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
+}

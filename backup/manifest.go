@@ -1,0 +1,194 @@
+package backup
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	digest "github.com/opencontainers/go-digest"
+)
+
+// Archive layout.
+const (
+	// ManifestName is the first entry of every archive hbx writes.
+	ManifestName = "hbx-backup.json"
+	// ManifestFormat is the manifest version this hbx writes and reads.
+	ManifestFormat = 1
+	// PathsPrefix is the archive directory holding the extra paths
+	// (backup.paths): /a/b is archived as .hbx-paths/a/b.
+	PathsPrefix = ".hbx-paths"
+	// maxManifestBytes bounds the manifest read into memory.
+	maxManifestBytes = 256 << 20
+)
+
+// Entry types of the manifest.
+const (
+	TypeFile     = "file"
+	TypeDir      = "dir"
+	TypeSymlink  = "symlink"
+	TypeHardlink = "hardlink"
+)
+
+// Manifest is hbx-backup.json: what was archived, from where, by which
+// hbx, for which runtime, and every entry that follows it.
+type Manifest struct {
+	Format     int       `json:"format"`
+	Created    time.Time `json:"created"` // UTC
+	HbxVersion string    `json:"hbx_version"`
+	// Image is the configured executor.image, name:tag@sha256:...
+	Image string `json:"image,omitempty"`
+	// IndexDigest is Image's digest (the multi-platform index).
+	IndexDigest digest.Digest `json:"index_digest,omitempty"`
+	// Platform is the configured executor.platform, os/arch[/variant].
+	Platform string `json:"platform,omitempty"`
+	// ManifestDigest is the child manifest of Platform the data was
+	// written by: the active release's when it is the configured image,
+	// else the pinned one; "" when neither is known.
+	ManifestDigest digest.Digest `json:"manifest_digest,omitempty"`
+	// DataDir is executor.data_dir, archived as the archive's root.
+	DataDir string `json:"data_dir"`
+	// Paths are the extra directories (backup.paths), absolute, each
+	// archived under PathsPrefix.
+	Paths []string `json:"paths,omitempty"`
+	// Files lists every entry after the manifest, in archive order.
+	Files []File `json:"files"`
+}
+
+// File is one entry of the manifest.
+type File struct {
+	// Path is the entry's archive path, slash-separated and clean: "." is
+	// the data directory itself, "db/x.sqlite" a file in it.
+	Path string `json:"path"`
+	// Type is TypeFile, TypeDir, TypeSymlink or TypeHardlink.
+	Type string `json:"type"`
+	// Mode holds the permission bits with setuid, setgid and sticky.
+	Mode uint32 `json:"mode"`
+	// Size is the length in bytes of a regular file.
+	Size int64 `json:"size,omitempty"`
+	// SHA256 is the hex sha256 of a regular file's content.
+	SHA256 string `json:"sha256,omitempty"`
+	// Link is a symlink's target (verbatim) or the archive path of the
+	// file a hardlink shares.
+	Link string `json:"link,omitempty"`
+}
+
+// Totals returns the number of regular files and their content bytes.
+func (m *Manifest) Totals() (files int, bytes int64) {
+	for _, f := range m.Files {
+		if f.Type == TypeFile {
+			files++
+			bytes += f.Size
+		}
+	}
+	return files, bytes
+}
+
+// parseManifest decodes and checks a manifest.
+func parseManifest(b []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: parse %s: %w", ErrCorrupt, ManifestName, err)
+	}
+	if m.Format != ManifestFormat {
+		return nil, fmt.Errorf("%w: %s format %d, this hbx reads %d", ErrCorrupt, ManifestName, m.Format, ManifestFormat)
+	}
+	if m.IndexDigest != "" && m.IndexDigest.Validate() != nil || m.ManifestDigest != "" && m.ManifestDigest.Validate() != nil {
+		return nil, fmt.Errorf("%w: %s: bad digest", ErrCorrupt, ManifestName)
+	}
+	for _, p := range m.Paths {
+		if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+			return nil, fmt.Errorf("%w: %s: extra path %q is not a clean absolute path", ErrCorrupt, ManifestName, p)
+		}
+	}
+	seen := make(map[string]bool, len(m.Files))
+	for _, f := range m.Files {
+		if cleanArchivePath(f.Path) != f.Path || seen[f.Path] {
+			return nil, fmt.Errorf("%w: %s lists %q twice or not as a clean relative path", ErrCorrupt, ManifestName, f.Path)
+		}
+		seen[f.Path] = true
+		switch f.Type {
+		case TypeFile, TypeDir, TypeSymlink, TypeHardlink:
+		default:
+			return nil, fmt.Errorf("%w: %s: entry %q has type %q", ErrCorrupt, ManifestName, f.Path, f.Type)
+		}
+		if f.Size < 0 {
+			return nil, fmt.Errorf("%w: %s: entry %q has size %d", ErrCorrupt, ManifestName, f.Path, f.Size)
+		}
+	}
+	return &m, nil
+}
+
+// cleanArchivePath returns name as a clean slash path relative to the
+// archive root ("." for the root), or "" when it is absolute or has a ".."
+// component: archives hbx reads never need either.
+func cleanArchivePath(name string) string {
+	if name == "" || strings.HasPrefix(name, "/") || strings.IndexByte(name, 0) >= 0 {
+		return ""
+	}
+	for _, c := range strings.Split(name, "/") {
+		if c == ".." {
+			return ""
+		}
+	}
+	return path.Clean(name)
+}
+
+// Compression names an archive's compression.
+type Compression string
+
+// The compressions hbx writes; it reads both, and uncompressed tar.
+const (
+	Gzip Compression = "gzip" // .tar.gz, parallel (pgzip), readable by gzip and tar -z
+	Zstd Compression = "zstd" // .tar.zst
+)
+
+// ext returns the file name extension of c.
+func (c Compression) ext() string {
+	if c == Zstd {
+		return ".tar.zst"
+	}
+	return ".tar.gz"
+}
+
+// timeLayout is the UTC timestamp in archive and pre-restore names.
+const timeLayout = "20060102T150405Z"
+
+// archiveName returns <name>-<UTC timestamp><ext>[.gpg], with "-N" after
+// the timestamp when seq > 0.
+func archiveName(name string, t time.Time, c Compression, encrypted bool, seq int) string {
+	s := name + "-" + t.UTC().Format(timeLayout)
+	if seq > 0 {
+		s += "-" + strconv.Itoa(seq)
+	}
+	s += c.ext()
+	if encrypted {
+		s += ".gpg"
+	}
+	return s
+}
+
+var nameRE = regexp.MustCompile(`^(.+)-([0-9]{8}T[0-9]{6}Z)(?:-([0-9]+))?\.tar\.(gz|zst)(\.gpg)?$`)
+
+// parseArchiveName splits an archive file name made by archiveName.
+func parseArchiveName(file string) (name string, t time.Time, seq int, c Compression, encrypted, ok bool) {
+	m := nameRE.FindStringSubmatch(file)
+	if m == nil {
+		return "", time.Time{}, 0, "", false, false
+	}
+	t, err := time.Parse(timeLayout, m[2])
+	if err != nil {
+		return "", time.Time{}, 0, "", false, false
+	}
+	if m[3] != "" {
+		seq, _ = strconv.Atoi(m[3])
+	}
+	c = Gzip
+	if m[4] == "zst" {
+		c = Zstd
+	}
+	return m[1], t, seq, c, m[5] != "", true
+}

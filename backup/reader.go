@@ -1,0 +1,472 @@
+package backup
+
+import (
+	"archive/tar"
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/hermesbox/hbx/extract"
+	"golang.org/x/sys/unix"
+)
+
+// PassphraseFunc returns the passphrase of an encrypted archive. It is
+// called at most once, and only when the archive turns out to be
+// encrypted.
+type PassphraseFunc func() ([]byte, error)
+
+// reader reads an archive entry by entry and checks as it goes: the
+// OpenPGP integrity check and the compression's checksum at the end, every
+// name (no "..", nothing beneath a symlink, no duplicates, hardlinks only
+// to earlier files), and, when the archive has a manifest, every entry
+// against it. Nothing read may be trusted before finish returns nil.
+type reader struct {
+	path       string
+	f          *os.File
+	raw        *hashReader   // the archive file's bytes
+	br         *bufio.Reader // buffered raw
+	stopRA     func()        // stops the read-ahead of decrypted data
+	armored    bool
+	plain      io.Reader // after decryption
+	zr         io.Reader // after decompression
+	release    func()
+	tr         *tar.Reader
+	pending    *tar.Header // first data entry of a manifest-less archive
+	Manifest   *Manifest
+	Encrypted  bool
+	Compressed string
+
+	want map[string]*File  // manifest entries by path
+	seen map[string]string // archive path -> type, entries read so far
+	cur  *current          // the regular file being read
+	// Entries, Files and Bytes count what was read: entries, regular files
+	// and their content bytes.
+	Entries int
+	Files   int
+	Bytes   int64
+}
+
+// current is the regular file entry being read.
+type current struct {
+	path string
+	h    hash.Hash
+	want *File
+	left int64
+}
+
+// openArchive opens path and reads up to the first data entry. A wrong
+// passphrase, an unreadable manifest or a stream that is neither OpenPGP,
+// gzip, zstd nor tar fails here.
+func openArchive(p string, pass PassphraseFunc) (r *reader, err error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("open archive: %w", err)
+	}
+	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_SEQUENTIAL)
+	rd := &reader{path: p, f: f, raw: &hashReader{r: f, h: sha256.New()}, seen: map[string]string{}, release: func() {}}
+	defer func() {
+		if err != nil {
+			rd.close()
+		}
+	}()
+	r = rd
+	br := bufio.NewReaderSize(r.raw, 1<<20)
+	r.br = br
+	head, _ := br.Peek(32)
+	if len(head) == 0 {
+		return nil, fmt.Errorf("%w: the file is empty", ErrCorrupt)
+	}
+	var in io.Reader = br
+	if isOpenPGP(head) {
+		if pass == nil {
+			pass = func() ([]byte, error) { return nil, ErrNoPassphrase }
+		}
+		if in, err = decrypt(br, pass); err != nil {
+			return nil, err
+		}
+		r.Encrypted, r.armored = true, head[0] == '-'
+	}
+	if r.Encrypted {
+		ra := newReadAhead(in)
+		r.stopRA = ra.stop
+		in = ra
+	}
+	r.plain = in
+	zin := bufio.NewReaderSize(in, 1<<20)
+	zr, kind, release, err := decompressor(zin)
+	if err != nil {
+		return nil, err
+	}
+	r.zr, r.Compressed, r.release = zr, kind, release
+	r.tr = tar.NewReader(zr)
+	hdr, err := r.tr.Next()
+	if err == io.EOF {
+		return nil, fmt.Errorf("%w: the tar stream is empty", ErrCorrupt)
+	}
+	if err != nil {
+		return nil, r.tarError(err)
+	}
+	if (hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA) && cleanArchivePath(hdr.Name) == ManifestName {
+		if hdr.Size > maxManifestBytes {
+			return nil, fmt.Errorf("%w: %s claims %d bytes", ErrCorrupt, ManifestName, hdr.Size)
+		}
+		b, err := io.ReadAll(r.tr)
+		if err != nil {
+			return nil, r.tarError(err)
+		}
+		if r.Manifest, err = parseManifest(b); err != nil {
+			return nil, err
+		}
+		r.want = make(map[string]*File, len(r.Manifest.Files))
+		for i := range r.Manifest.Files {
+			f := &r.Manifest.Files[i]
+			r.want[f.Path] = f
+		}
+		return r, nil
+	}
+	r.pending = hdr
+	return r, nil
+}
+
+// tarError labels a tar read error, keeping ours (decryption, checksums).
+func (r *reader) tarError(err error) error {
+	if isOurs(err) {
+		return err
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: the tar stream is cut short (truncated archive?)", ErrCorrupt)
+	}
+	return fmt.Errorf("%w: read tar: %w", ErrCorrupt, err)
+}
+
+// next returns the next data entry's header, or io.EOF after the last.
+// Its name is the archive path (clean, "." for the root). A regular file's
+// content is read with Read before the next call.
+func (r *reader) next() (*tar.Header, error) {
+	if err := r.endFile(); err != nil {
+		return nil, err
+	}
+	for {
+		var hdr *tar.Header
+		if r.pending != nil {
+			hdr, r.pending = r.pending, nil
+		} else {
+			var err error
+			if hdr, err = r.tr.Next(); err == io.EOF {
+				return nil, io.EOF
+			} else if err != nil {
+				return nil, r.tarError(err)
+			}
+		}
+		if hdr.Typeflag == tar.TypeXGlobalHeader {
+			continue
+		}
+		if err := r.check(hdr); err != nil {
+			return nil, &entryError{path: hdr.Name, err: err}
+		}
+		return hdr, nil
+	}
+}
+
+// check validates hdr against the names seen so far and the manifest,
+// rewrites its name to the clean archive path, and starts hashing a
+// regular file.
+func (r *reader) check(hdr *tar.Header) error {
+	p := cleanArchivePath(hdr.Name)
+	if p == "" {
+		return fmt.Errorf("%w: absolute or with \"..\"", extract.ErrUnsafePath)
+	}
+	var typ string
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		typ = TypeDir
+	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives use '\x00'
+		typ = TypeFile
+	case tar.TypeSymlink:
+		typ = TypeSymlink
+	case tar.TypeLink:
+		typ = TypeHardlink
+	default:
+		return fmt.Errorf("%w: type %q (devices, fifos and sparse files are not backed up)", extract.ErrUnsupportedType, hdr.Typeflag)
+	}
+	if p == "." && typ != TypeDir {
+		return fmt.Errorf("%w: the root may only be a directory", extract.ErrUnsafePath)
+	}
+	if _, dup := r.seen[p]; dup {
+		return fmt.Errorf("%w: entry appears twice", ErrMismatch)
+	}
+	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
+		switch r.seen[d] {
+		case TypeSymlink:
+			return fmt.Errorf("%w: beneath symlink %q", extract.ErrUnsafePath, d)
+		case TypeFile, TypeHardlink:
+			return fmt.Errorf("%w: beneath file %q", extract.ErrUnsafePath, d)
+		}
+	}
+	link := hdr.Linkname
+	if typ == TypeHardlink {
+		link = cleanArchivePath(hdr.Linkname)
+		if link == "" {
+			return fmt.Errorf("%w: hardlink to %q", extract.ErrUnsafePath, hdr.Linkname)
+		}
+		if t := r.seen[link]; t != TypeFile && t != TypeHardlink {
+			return fmt.Errorf("%w: hardlink to %q, which is not an earlier file of the archive", extract.ErrBadLink, hdr.Linkname)
+		}
+	}
+	if typ == TypeFile && hdr.Size < 0 {
+		return fmt.Errorf("%w: size %d", ErrCorrupt, hdr.Size)
+	}
+	var want *File
+	if r.Manifest != nil {
+		want = r.want[p]
+		switch {
+		case want == nil:
+			return fmt.Errorf("%w: not listed in the manifest", ErrMismatch)
+		case want.Type != typ:
+			return fmt.Errorf("%w: a %s, the manifest lists a %s", ErrMismatch, typ, want.Type)
+		case want.Mode != uint32(hdr.Mode)&0o7777:
+			return fmt.Errorf("%w: mode %04o, the manifest lists %04o", ErrMismatch, hdr.Mode&0o7777, want.Mode)
+		case typ == TypeFile && want.Size != hdr.Size:
+			return fmt.Errorf("%w: size %d, the manifest lists %d", ErrMismatch, hdr.Size, want.Size)
+		case (typ == TypeSymlink || typ == TypeHardlink) && want.Link != link:
+			return fmt.Errorf("%w: link to %q, the manifest lists %q", ErrMismatch, link, want.Link)
+		}
+	}
+	r.seen[p] = typ
+	r.Entries++
+	if typ == TypeFile {
+		r.Files++
+		r.cur = &current{path: p, h: sha256.New(), want: want, left: hdr.Size}
+	}
+	hdr.Name = p
+	if typ == TypeHardlink {
+		hdr.Linkname = link
+	}
+	return nil
+}
+
+// Read reads the current regular file's content.
+func (r *reader) Read(b []byte) (int, error) {
+	if r.cur == nil {
+		return 0, io.EOF
+	}
+	n, err := r.tr.Read(b)
+	r.cur.h.Write(b[:n])
+	r.cur.left -= int64(n)
+	r.Bytes += int64(n)
+	if err != nil && err != io.EOF {
+		err = &entryError{path: r.cur.path, err: r.tarError(err)}
+	}
+	return n, err
+}
+
+// endFile reads what is left of the current file and checks its sha256.
+func (r *reader) endFile() error {
+	c := r.cur
+	if c == nil {
+		return nil
+	}
+	bp := bufPool.Get().(*[]byte)
+	_, err := io.CopyBuffer(io.Discard, readerOnly{r}, *bp)
+	bufPool.Put(bp)
+	r.cur = nil
+	if err != nil {
+		return err
+	}
+	if c.left != 0 {
+		return &entryError{path: c.path, err: fmt.Errorf("%w: content cut short", ErrCorrupt)}
+	}
+	if c.want != nil {
+		if got := hex.EncodeToString(c.h.Sum(nil)); got != c.want.SHA256 {
+			return &entryError{path: c.path, err: fmt.Errorf("%w: content sha256 %s, the manifest lists %s", ErrMismatch, got, c.want.SHA256)}
+		}
+	}
+	return nil
+}
+
+// readerOnly hides reader's other methods from io.CopyBuffer.
+type readerOnly struct{ r io.Reader }
+
+func (o readerOnly) Read(b []byte) (int, error) { return o.r.Read(b) }
+
+// finish completes the checks once next returned io.EOF: the compression's
+// checksum, the OpenPGP integrity check, no bytes after the message, every
+// manifest entry present, and the .sha256 file beside the archive when
+// there is one. It returns the archive file's size and hex sha256.
+func (r *reader) finish() (int64, string, error) {
+	if err := r.endFile(); err != nil {
+		return 0, "", err
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	// The tar reader stops at the end-of-archive blocks; what follows
+	// (padding, the compression trailer, the MDC) must still be read and
+	// checked.
+	if _, err := io.CopyBuffer(io.Discard, readerOnly{r.zr}, *bp); err != nil {
+		return 0, "", r.tarError(err)
+	}
+	if r.plain != r.zr {
+		if _, err := io.CopyBuffer(io.Discard, readerOnly{r.plain}, *bp); err != nil {
+			return 0, "", r.tarError(err)
+		}
+	}
+	n, err := io.CopyBuffer(io.Discard, readerOnly{r.br}, *bp)
+	if err != nil {
+		return 0, "", fmt.Errorf("read archive: %w", err)
+	}
+	if n > 0 && r.Encrypted && !r.armored {
+		return 0, "", fmt.Errorf("%w: %d bytes follow the encrypted message", ErrCorrupt, n)
+	}
+	if r.Manifest != nil && r.Entries != len(r.Manifest.Files) {
+		for _, f := range r.Manifest.Files {
+			if _, ok := r.seen[f.Path]; !ok {
+				return 0, "", &entryError{path: f.Path, err: fmt.Errorf("%w: listed in the manifest, missing from the archive", ErrMismatch)}
+			}
+		}
+	}
+	sum := hex.EncodeToString(r.raw.h.Sum(nil))
+	if err := checkSumFile(r.path, sum); err != nil {
+		return 0, "", err
+	}
+	return r.raw.n, sum, nil
+}
+
+// explain returns err, or, when the rest of the archive fails its
+// checksum or integrity check, that damage (the cause; err was its first
+// symptom, such as a garbled name or a manifest mismatch). It reads the
+// rest of the archive, so it is for failures only.
+func (r *reader) explain(err error) error {
+	if err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrWrongPassphrase) || errors.Is(err, ErrNoPassphrase) || errors.Is(err, ErrNotProtected) {
+		return err
+	}
+	r.cur = nil
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	for _, src := range []io.Reader{r.zr, r.plain, r.br} {
+		if _, derr := io.CopyBuffer(io.Discard, readerOnly{src}, *bp); derr != nil {
+			if derr = r.tarError(derr); errors.Is(derr, ErrCorrupt) {
+				return fmt.Errorf("%w (first seen as: %v)", derr, err)
+			}
+			return err
+		}
+	}
+	return err
+}
+
+func (r *reader) close() {
+	if r.release != nil {
+		r.release()
+	}
+	if r.stopRA != nil {
+		r.stopRA()
+	}
+	r.f.Close()
+}
+
+// hashReader counts and hashes what is read through it.
+type hashReader struct {
+	r io.Reader
+	h hash.Hash
+	n int64
+}
+
+func (h *hashReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.h.Write(p[:n])
+	h.n += int64(n)
+	return n, err
+}
+
+// checkSumFile compares sum with the <archive>.sha256 file beside the
+// archive, when there is one.
+func checkSumFile(archive, sum string) error {
+	b, err := os.ReadFile(archive + ".sha256")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s.sha256: %w", archive, err)
+	}
+	want, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	if want != sum {
+		return fmt.Errorf("%w: sha256 %s, %s.sha256 says %s", ErrCorrupt, sum, archive, want)
+	}
+	return nil
+}
+
+// readAhead reads its source on its own goroutine, a block ahead of its
+// consumer, so decryption (and hashing the raw file) runs in parallel
+// with decompression instead of inside the decompressor's read calls.
+type readAhead struct {
+	blocks chan []byte // filled blocks, in order
+	free   chan []byte // blocks to refill
+	done   chan struct{}
+	err    error  // the source's final error, valid once blocks is closed
+	block  []byte // the block being read, whole
+	cur    []byte // what is left of it
+	once   sync.Once
+}
+
+const readAheadBlock, readAheadDepth = 1 << 20, 4
+
+func newReadAhead(src io.Reader) *readAhead {
+	ra := &readAhead{blocks: make(chan []byte, readAheadDepth), free: make(chan []byte, readAheadDepth+1), done: make(chan struct{})}
+	for range readAheadDepth + 1 {
+		ra.free <- make([]byte, readAheadBlock)
+	}
+	go func() {
+		defer close(ra.blocks)
+		for {
+			var b []byte
+			select {
+			case b = <-ra.free:
+			case <-ra.done:
+				return
+			}
+			n, err := io.ReadFull(src, b[:cap(b)])
+			if n > 0 {
+				select {
+				case ra.blocks <- b[:n]:
+				case <-ra.done:
+					return
+				}
+			}
+			if err != nil {
+				if err == io.ErrUnexpectedEOF {
+					err = io.EOF
+				}
+				ra.err = err
+				return
+			}
+		}
+	}()
+	return ra
+}
+
+func (ra *readAhead) Read(p []byte) (int, error) {
+	if len(ra.cur) == 0 {
+		b, ok := <-ra.blocks
+		if !ok {
+			return 0, ra.err
+		}
+		ra.block, ra.cur = b, b
+	}
+	n := copy(p, ra.cur)
+	ra.cur = ra.cur[n:]
+	if len(ra.cur) == 0 {
+		ra.free <- ra.block[:cap(ra.block)]
+		ra.block, ra.cur = nil, nil
+	}
+	return n, nil
+}
+
+// stop ends the goroutine early; the reader must not be read after.
+func (ra *readAhead) stop() { ra.once.Do(func() { close(ra.done) }) }

@@ -1,0 +1,131 @@
+package backup
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hermesbox/hbx/internal/lock"
+)
+
+// TestRecover lays out, by hand, every state a killed restore can leave
+// and checks that Recover finishes or undoes it: the data directory ends
+// entirely old (not confirmed) or entirely new (confirmed), and nothing
+// else is left.
+func TestRecover(t *testing.T) {
+	const ts = "20260101T000000Z"
+	for _, tc := range []struct {
+		name    string
+		phase   string
+		existed bool
+		// layout moves the trees as the restore had when it died: old is
+		// the data before, new the staged archive.
+		layout  func(t *testing.T, data, staging, old string)
+		wantNew bool
+	}{
+		{"staging", phaseStaging, true, func(*testing.T, string, string, string) {}, false},
+		{"before the swap", phaseSwapping, true, func(*testing.T, string, string, string) {}, false},
+		{"after the exchange", phaseSwapping, true, func(t *testing.T, data, staging, old string) { must(t, exchange(staging, data)) }, false},
+		{"after the exchange and the rename", phaseSwapping, true, func(t *testing.T, data, staging, old string) {
+			must(t, exchange(staging, data))
+			must(t, renameNoReplace(staging, old))
+		}, false},
+		{"an undo that swapped back", phaseSwapping, true, func(t *testing.T, data, staging, old string) {
+			must(t, exchange(staging, data))
+			must(t, renameNoReplace(staging, old))
+			must(t, exchange(old, data))
+		}, false},
+		{"no data directory before, renamed in", phaseSwapping, false, func(t *testing.T, data, staging, old string) {
+			must(t, renameNoReplace(staging, data))
+		}, false},
+		{"committed", phaseCommitted, true, func(t *testing.T, data, staging, old string) {
+			must(t, exchange(staging, data))
+			must(t, renameNoReplace(staging, old))
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBox(t)
+			staging, old := b.data+stagingInfix+ts, b.data+preRestoreInfix+ts
+			write(t, b.data, "db 0600 old database", "keys/ 0700", "keys/k 0600 old key")
+			oldTree := snapshot(t, b.data)
+			must(t, os.Mkdir(staging, 0o700))
+			write(t, staging, "db 0600 new database", "extra 0644 only in the archive")
+			newTree := snapshot(t, staging)
+			j := &journal{Format: 1, Phase: tc.phase, Started: time.Now(), Archive: "a.tar.gz.gpg", Keep: 1,
+				Roots: []journalRoot{{Target: b.data, Staging: staging, Old: old, Existed: tc.existed}}}
+			j.Roots[0].StagingID, _, _ = statID(staging)
+			if tc.existed {
+				j.Roots[0].TargetID, _, _ = statID(b.data)
+			} else {
+				must(t, os.RemoveAll(b.data))
+			}
+			// An older pre-restore copy, for pruning.
+			must(t, os.Mkdir(b.data+preRestoreInfix+"20250101T000000Z", 0o700))
+			must(t, j.write(b.data))
+			tc.layout(t, b.data, staging, old)
+
+			msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime})
+			if err != nil || msg == "" {
+				t.Fatalf("Recover() = %q, %v; want a description", msg, err)
+			}
+			switch {
+			case tc.wantNew:
+				if diff := cmp.Diff(snapshot(t, b.data), newTree); diff != "" {
+					t.Errorf("data after Recover (-got +want new):\n%s", diff)
+				}
+			case !tc.existed:
+				if _, err := os.Lstat(b.data); !os.IsNotExist(err) {
+					t.Errorf("data directory after Recover: %v, want none (there was none before)", err)
+				}
+			default:
+				if diff := cmp.Diff(snapshot(t, b.data), oldTree); diff != "" {
+					t.Errorf("data after Recover (-got +want old):\n%s", diff)
+				}
+			}
+			want := []string{"data"}
+			if !tc.existed {
+				want = nil
+			}
+			switch {
+			case tc.phase == phaseCommitted:
+				want = append(want, "data"+preRestoreInfix+ts) // Keep 1: the older copy is pruned
+			default:
+				want = append(want, "data"+preRestoreInfix+"20250101T000000Z")
+			}
+			if diff := cmp.Diff(listing(t, filepath.Dir(b.data)), want); diff != "" {
+				t.Errorf("beside the data directory (-got +want):\n%s", diff)
+			}
+			if msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime}); msg != "" || err != nil {
+				t.Errorf("second Recover() = %q, %v; want nothing to do", msg, err)
+			}
+		})
+	}
+}
+
+// TestRecoverLeavesARunningRestore: while another process holds the lock
+// (a restore still running), Recover touches nothing.
+func TestRecoverLeavesARunningRestore(t *testing.T) {
+	b := newBox(t)
+	j := &journal{Format: 1, Phase: phaseStaging, Roots: []journalRoot{{Target: b.data, Staging: b.data + stagingInfix + "x"}}}
+	must(t, os.Mkdir(j.Roots[0].Staging, 0o700))
+	must(t, j.write(b.data))
+	lk, err := lock.Acquire(context.Background(), filepath.Join(b.runtime, LockFile), "hbx restore", 0, nil)
+	must(t, err)
+	defer lk.Unlock()
+	if msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime}); msg != "" || err != nil {
+		t.Errorf("Recover() under another's lock = %q, %v; want nothing", msg, err)
+	}
+	if _, err := os.Stat(j.Roots[0].Staging); err != nil {
+		t.Errorf("staging of the running restore: %v", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,681 @@
+package backup
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hermesbox/hbx/extract"
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/release"
+	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+)
+
+// Owner is a numeric user and group.
+type Owner struct{ UID, GID int }
+
+// RestoreOptions say what Restore restores and where.
+type RestoreOptions struct {
+	// Archive is the archive file: one hbx wrote, or a plain
+	// `tar -czf - -C DATA . [| gpg --symmetric]`.
+	Archive string
+	// Passphrase is asked for when the archive is encrypted.
+	Passphrase PassphraseFunc
+	// DataDir is executor.data_dir: the archive's root goes there.
+	DataDir string
+	// RuntimeDir (which holds the lock), StateDir and BackupDir are never
+	// replaced: an extra path of the archive that contains one of them is
+	// refused unless DataOnly.
+	RuntimeDir, StateDir, BackupDir string
+	// DataOnly restores the data directory only, not the archive's extra
+	// paths.
+	DataOnly bool
+	// Owner is executor.user's uid and gid: the restored data directory
+	// gets it, and every entry the archive gave its root's owner gets it
+	// too. Restoring for another user than the one running hbx needs root.
+	Owner Owner
+	// KeepPreRestore is how many <dir>.pre-restore-<ts> copies to keep per
+	// directory, this restore's included (backup.keep_pre_restore). 0 keeps
+	// none once the restore is confirmed.
+	KeepPreRestore int
+	// HealthWait bounds the wait for the services to be healthy on the
+	// restored data.
+	HealthWait time.Duration
+	// LockWait is how long to wait for the lock; 0 fails at once.
+	LockWait time.Duration
+	// Services stops the programs around the swap and checks their health
+	// after; nil when no supervisor runs (then nothing is started or
+	// checked, and nothing may hold files in the directories).
+	Services Services
+	// Runtime installs the runtime the archive was written by when it is
+	// not the active one; nil skips that step.
+	Runtime Runtime
+	// Image and Platform are the configured executor.image and
+	// executor.platform, for notes when the archive's differ.
+	Image, Platform string
+	Logger          *slog.Logger
+	Progress        Progress
+	Now             func() time.Time
+}
+
+// RestoreResult is what Restore did.
+type RestoreResult struct {
+	Archive  string        `json:"archive"`
+	Files    int           `json:"files"`
+	Entries  int           `json:"entries"`
+	Bytes    int64         `json:"bytes"`
+	Duration time.Duration `json:"-"`
+	// Restored maps each replaced directory to where its previous content
+	// is kept ("" when it did not exist before).
+	Restored map[string]string `json:"restored"`
+	// RuntimeChanged says the restore installed the archive's runtime.
+	RuntimeChanged bool `json:"runtime_changed"`
+	// Healthy says the services were started and answered; false when no
+	// supervisor runs.
+	Healthy bool `json:"healthy"`
+	// Notes say what could not be checked or needs attention.
+	Notes     []string `json:"notes,omitempty"`
+	Pruned    []string `json:"pruned,omitempty"`
+	Recovered string   `json:"recovered,omitempty"`
+}
+
+// restoreRoot is one directory being restored.
+type restoreRoot struct {
+	arch   string // archive path of its root: "." or ".hbx-paths/a/b"
+	target string
+	sink   *sink
+	remap  bool  // give entries owned like the archive root the Owner
+	from   Owner // the archive root's owner, once its entry was read
+	seen   bool  // the archive root's entry was read
+}
+
+// Restore replaces the data directory (and the archive's extra paths)
+// with the archive's content; see the package doc for the steps and what
+// each failure leaves. Errors before the swap change nothing.
+func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err error) {
+	start := time.Now()
+	log, prog, now := defaults(opts.Logger, opts.Progress, opts.Now)
+	for _, d := range []string{opts.DataDir, opts.RuntimeDir, opts.StateDir} {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d {
+			return nil, fmt.Errorf("%w: %q is not a clean absolute path", ErrInvalid, d)
+		}
+	}
+	if abs, err := filepath.Abs(opts.Archive); err == nil {
+		opts.Archive = abs
+	}
+	root := os.Geteuid() == 0
+	if !root && opts.Owner.UID != os.Geteuid() {
+		return nil, fmt.Errorf("%w: the data directory belongs to uid %d; restoring it for another user needs root", ErrInvalid, opts.Owner.UID)
+	}
+	lk, err := acquire(ctx, opts.RuntimeDir, "hbx restore", opts.LockWait, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := lk.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("release lock: %w", uerr)
+		}
+	}()
+	ctx = lock.WithHeld(ctx, lk)
+	prog.Event(Event{Kind: EventLocked})
+	res = &RestoreResult{Archive: opts.Archive, Restored: map[string]string{}}
+	if res.Recovered, err = recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, services: opts.Services, runtime: opts.Runtime, log: log}); err != nil {
+		return nil, err
+	}
+
+	ar, err := openArchive(opts.Archive, opts.Passphrase)
+	if err != nil {
+		return nil, err
+	}
+	defer ar.close()
+	m := ar.Manifest
+	roots, err := restoreRoots(opts, m)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("the archive has no %s: file contents, modes and completeness could not be checked, nor which runtime wrote it (the configured one is used)", ManifestName))
+	} else {
+		_, bytes := m.Totals()
+		if err := os.MkdirAll(filepath.Dir(roots[0].target), 0o755); err != nil {
+			return nil, fmt.Errorf("create parent of %s: %w", roots[0].target, err)
+		}
+		if err := checkSpace(filepath.Dir(roots[0].target), bytes+int64(len(m.Files))*4096+16<<20, "the restored data"); err != nil {
+			return nil, err
+		}
+	}
+
+	// Stage: extract into <target>.restore-<ts>, checking as we go.
+	ts := now().UTC().Format(timeLayout)
+	j := &journal{Format: journalFormat, Phase: phaseStaging, Started: now().UTC(), PID: os.Getpid(), Archive: opts.Archive, Keep: opts.KeepPreRestore}
+	for _, r := range roots {
+		j.Roots = append(j.Roots, freshNames(r.target, ts))
+	}
+	if err := j.write(opts.DataDir); err != nil {
+		return nil, err
+	}
+	staged := false // the journal and staging trees are ours to remove on failure
+	defer func() {
+		if err != nil && !staged {
+			for _, r := range j.Roots {
+				_ = removeTree(r.Staging)
+			}
+			_ = removeJournal(opts.DataDir)
+		}
+	}()
+	if err := stage(ctx, ar, roots, j, opts, log); err != nil {
+		return nil, fmt.Errorf("%w (nothing changed)", ar.explain(err))
+	}
+	if _, _, err := ar.finish(); err != nil {
+		return nil, fmt.Errorf("%w (nothing changed)", ar.explain(err))
+	}
+	res.Files, res.Entries, res.Bytes = ar.Files, ar.Entries, ar.Bytes
+	if err := atomicfile.SyncFS(j.Roots[0].Staging); err != nil {
+		return nil, err
+	}
+	for i := range j.Roots {
+		id, _, err := statID(j.Roots[i].Staging)
+		if err != nil {
+			return nil, err
+		}
+		j.Roots[i].StagingID = id
+		if id, ok, err := statID(j.Roots[i].Target); err != nil {
+			return nil, err
+		} else if ok {
+			j.Roots[i].TargetID, j.Roots[i].Existed = id, true
+		}
+	}
+	prog.Event(Event{Kind: EventExtracted, Files: ar.Files, Bytes: ar.Bytes})
+	log.Info("archive verified into staging", "archive", opts.Archive, "files", ar.Files, "bytes", ar.Bytes)
+
+	// Stop, then make the archive's runtime active.
+	hold, err := stopServices(ctx, opts.Services, targets(j))
+	if err != nil {
+		return nil, fmt.Errorf("%w (nothing changed)", err)
+	}
+	released := hold == nil
+	release := func() error {
+		if released {
+			return nil
+		}
+		released = true
+		return hold.Release()
+	}
+	defer func() {
+		if rerr := release(); rerr != nil && err == nil {
+			err = fmt.Errorf("start services again: %w", rerr)
+		}
+	}()
+	prog.Event(Event{Kind: EventStopped})
+	if err := ensureRuntime(ctx, opts, m, j, res); err != nil {
+		return nil, fmt.Errorf("restore undone, nothing changed: %w", err)
+	}
+	prog.Event(Event{Kind: EventRuntime})
+
+	// Swap.
+	j.Phase = phaseSwapping
+	if err := j.write(opts.DataDir); err != nil {
+		return nil, err
+	}
+	staged = true // from here on, failures undo through the journal
+	if err := swap(j, log); err != nil {
+		if uerr := undo(ctx, j, opts.Runtime, log); uerr != nil {
+			return nil, fmt.Errorf("swap: %w; undo failed, the next hbx start retries it: %w", err, uerr)
+		}
+		_ = removeJournal(opts.DataDir)
+		return nil, fmt.Errorf("swap: %w (restore undone)", err)
+	}
+	for _, r := range j.Roots {
+		old := ""
+		if r.Existed {
+			old = r.Old
+		}
+		res.Restored[r.Target] = old
+	}
+	prog.Event(Event{Kind: EventSwapped})
+
+	// Start and check.
+	if opts.Services != nil {
+		if err := release(); err != nil {
+			return nil, fmt.Errorf("start services: %w", err)
+		}
+		prog.Event(Event{Kind: EventStarted})
+		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		herr := opts.Services.WaitHealthy(hctx)
+		cancel()
+		if herr != nil {
+			return nil, undoUnhealthy(ctx, opts, j, herr, log, prog)
+		}
+		res.Healthy = true
+		prog.Event(Event{Kind: EventHealthy})
+	} else {
+		res.Notes = append(res.Notes, "no supervisor runs: nothing was started and health was not checked")
+	}
+
+	// Commit.
+	j.Phase = phaseCommitted
+	if err := j.write(opts.DataDir); err != nil {
+		return nil, err
+	}
+	for _, r := range j.Roots {
+		pruned, perr := prunePreRestore(r.Target, opts.KeepPreRestore)
+		res.Pruned = append(res.Pruned, pruned...)
+		if perr != nil {
+			log.Warn("prune pre-restore copies", "err", perr)
+		}
+		if r.Existed && opts.KeepPreRestore == 0 {
+			res.Restored[r.Target] = ""
+		}
+	}
+	if err := removeJournal(opts.DataDir); err != nil {
+		return nil, err
+	}
+	prog.Event(Event{Kind: EventCommitted})
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// undoUnhealthy swaps the old data back after the services failed on the
+// restored data, restarts them, and returns the error to report.
+func undoUnhealthy(ctx context.Context, opts RestoreOptions, j *journal, herr error, log *slog.Logger, prog Progress) error {
+	log.Error("services unhealthy on the restored data; putting the old data back", "err", herr)
+	hold, err := opts.Services.Hold(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w; stopping them to undo failed, the next hbx start undoes it: %w", ErrUnhealthy, herr, err)
+	}
+	uerr := undo(ctx, j, opts.Runtime, log)
+	rerr := hold.Release()
+	if uerr != nil {
+		return fmt.Errorf("%w: %w; undo failed, the next hbx start retries it: %w", ErrUnhealthy, herr, uerr)
+	}
+	if err := removeJournal(opts.DataDir); err != nil {
+		return err
+	}
+	prog.Event(Event{Kind: EventUndone})
+	after := "healthy again"
+	if rerr != nil {
+		after = fmt.Sprintf("not started again: %v", rerr)
+	} else {
+		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		if err := opts.Services.WaitHealthy(hctx); err != nil {
+			after = fmt.Sprintf("still unhealthy: %v", err)
+		}
+		cancel()
+	}
+	return fmt.Errorf("%w on the restored data: %w; the old data is back and the services are %s", ErrUnhealthy, herr, after)
+}
+
+// restoreRoots maps the archive's roots to directories: "." to the data
+// directory, each extra path of the manifest to itself (unless DataOnly).
+func restoreRoots(opts RestoreOptions, m *Manifest) ([]*restoreRoot, error) {
+	roots := []*restoreRoot{{arch: ".", target: resolved(opts.DataDir), remap: true}}
+	if m == nil || opts.DataOnly {
+		return roots, nil
+	}
+	keep := []struct{ what, dir string }{{"the data directory", opts.DataDir}, {"the runtime directory", opts.RuntimeDir}, {"the state directory", opts.StateDir}, {"the backup directory", opts.BackupDir}}
+	for _, p := range m.Paths {
+		for _, k := range keep {
+			if k.dir != "" && (p == k.dir || within(p, k.dir) || within(k.dir, p)) {
+				return nil, fmt.Errorf("%w: the archive's extra path %s contains or is inside %s (%s), which a restore never replaces; restore with --data-only and copy what you need from the archive", ErrInvalid, p, k.what, k.dir)
+			}
+		}
+		roots = append(roots, &restoreRoot{arch: extraArchPath(p), target: resolved(p)})
+	}
+	return roots, nil
+}
+
+// freshNames returns the staging and pre-restore paths of target for a
+// restore at ts, with a "-N" suffix when an earlier restore of the same
+// second left either.
+func freshNames(target, ts string) journalRoot {
+	for seq := 0; ; seq++ {
+		sfx := ts
+		if seq > 0 {
+			sfx = fmt.Sprintf("%s-%d", ts, seq)
+		}
+		r := journalRoot{Target: target, Staging: target + stagingInfix + sfx, Old: target + preRestoreInfix + sfx}
+		_, e1 := os.Lstat(r.Staging)
+		_, e2 := os.Lstat(r.Old)
+		if os.IsNotExist(e1) && os.IsNotExist(e2) {
+			return r
+		}
+	}
+}
+
+// resolved returns p with symlinks resolved when it exists, so a data
+// directory reached through a symlink is replaced where it lives (the
+// symlink stays), and p itself otherwise.
+func resolved(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// route returns the root an archive path belongs to and the path relative
+// to it ("" for the root itself), or nil for what is not restored: with
+// extras, the parents of their roots under .hbx-paths, and with DataOnly
+// the extras themselves.
+func route(roots []*restoreRoot, extras bool, p string) (*restoreRoot, string) {
+	for _, r := range roots[1:] {
+		if p == r.arch {
+			return r, ""
+		}
+		if rel, ok := strings.CutPrefix(p, r.arch+"/"); ok {
+			return r, rel
+		}
+	}
+	if extras && (p == PathsPrefix || strings.HasPrefix(p, PathsPrefix+"/")) {
+		return nil, ""
+	}
+	if p == "." {
+		return roots[0], ""
+	}
+	return roots[0], p
+}
+
+// stage extracts the archive into the staging directories through one
+// extract.Applier per root, fed by a tar stream re-written with names
+// relative to that root.
+func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, opts RestoreOptions, log *slog.Logger) (err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(roots[0].target), &st); err != nil {
+		return fmt.Errorf("statfs: %w", err)
+	}
+	xopts := extract.Options{
+		MaxBytes:       int64(st.Bavail) * int64(st.Bsize),
+		PreserveOwners: os.Geteuid() == 0,
+		Xattrs:         true,
+		Literal:        true,
+		Logger:         log,
+	}
+	// Writeback overlaps with extraction, so the syncfs before the swap
+	// has little left to do.
+	fl := newFlusher(filepath.Dir(roots[0].target))
+	defer fl.wait()
+	var flushed int64
+	for i, r := range roots {
+		if err := os.MkdirAll(filepath.Dir(r.target), 0o755); err != nil {
+			return fmt.Errorf("create parent of %s: %w", r.target, err)
+		}
+		if err := os.Mkdir(j.Roots[i].Staging, 0o700); err != nil {
+			return fmt.Errorf("create staging directory: %w", err)
+		}
+		if r.sink, err = newSink(j.Roots[i].Staging, xopts); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		for _, r := range roots {
+			if cerr := r.sink.close(err); err == nil && cerr != nil {
+				err = cerr
+			}
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hdr, err := ar.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		r, rel := route(roots, ar.Manifest != nil && len(ar.Manifest.Paths) > 0, hdr.Name)
+		if r == nil {
+			continue
+		}
+		if err := r.put(hdr, rel, ar, opts.Owner); err != nil {
+			return err
+		}
+		if ar.Bytes-flushed > flushEvery {
+			flushed = ar.Bytes
+			fl.kick()
+		}
+	}
+	fl.wait()
+	for i, r := range roots {
+		err := r.sink.close(nil)
+		r.sink = nil
+		if err != nil {
+			return fmt.Errorf("extract into %s: %w", j.Roots[i].Staging, err)
+		}
+		if r.remap {
+			if err := os.Chown(j.Roots[i].Staging, opts.Owner.UID, opts.Owner.GID); err != nil && os.Geteuid() == 0 {
+				return fmt.Errorf("chown %s: %w", j.Roots[i].Staging, err)
+			}
+			if err := os.Chmod(j.Roots[i].Staging, 0o700); err != nil {
+				return fmt.Errorf("chmod %s: %w", j.Roots[i].Staging, err)
+			}
+		}
+	}
+	return nil
+}
+
+// put writes one entry into r's stream.
+func (r *restoreRoot) put(hdr *tar.Header, rel string, body io.Reader, owner Owner) error {
+	h := &tar.Header{
+		Typeflag:   hdr.Typeflag,
+		Name:       rel,
+		Mode:       hdr.Mode,
+		Uid:        hdr.Uid,
+		Gid:        hdr.Gid,
+		ModTime:    hdr.ModTime,
+		AccessTime: hdr.AccessTime,
+		Format:     tar.FormatPAX,
+	}
+	if rel == "" {
+		h.Name = "./"
+		r.from, r.seen = Owner{hdr.Uid, hdr.Gid}, true
+	}
+	if r.remap && r.seen {
+		if h.Uid == r.from.UID {
+			h.Uid = owner.UID
+		}
+		if h.Gid == r.from.GID {
+			h.Gid = owner.GID
+		}
+	}
+	switch hdr.Typeflag {
+	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives use '\x00'
+		h.Typeflag, h.Size = tar.TypeReg, hdr.Size
+	case tar.TypeSymlink:
+		h.Linkname = hdr.Linkname
+	case tar.TypeLink:
+		var rel string
+		switch {
+		case r.arch == ".":
+			rel = hdr.Linkname
+			if strings.HasPrefix(rel, PathsPrefix+"/") {
+				return &entryError{path: hdr.Name, err: fmt.Errorf("%w: hardlink to another restored directory", extract.ErrBadLink)}
+			}
+		default:
+			var ok bool
+			if rel, ok = strings.CutPrefix(hdr.Linkname, r.arch+"/"); !ok {
+				return &entryError{path: hdr.Name, err: fmt.Errorf("%w: hardlink to another restored directory", extract.ErrBadLink)}
+			}
+		}
+		h.Linkname = rel
+	}
+	for k, v := range hdr.PAXRecords {
+		if strings.HasPrefix(k, xattrPrefix) {
+			if h.PAXRecords == nil {
+				h.PAXRecords = map[string]string{}
+			}
+			h.PAXRecords[k] = v
+		}
+	}
+	if h.Typeflag == tar.TypeReg {
+		return r.sink.write(h, body)
+	}
+	return r.sink.write(h, nil)
+}
+
+// swap exchanges every staging directory with its target (or renames it
+// into place when the target did not exist), then moves the previous tree
+// to <target>.pre-restore-<ts>.
+func swap(j *journal, log *slog.Logger) error {
+	for _, r := range j.Roots {
+		if r.Existed {
+			if err := exchange(r.Staging, r.Target); err != nil {
+				return fmt.Errorf("exchange %s and %s: %w", r.Staging, r.Target, err)
+			}
+			if err := renameNoReplace(r.Staging, r.Old); err != nil {
+				return fmt.Errorf("keep the previous %s at %s: %w", r.Target, r.Old, err)
+			}
+		} else if err := renameNoReplace(r.Staging, r.Target); err != nil {
+			return fmt.Errorf("move %s into place: %w", r.Staging, err)
+		}
+		log.Info("restored", "dir", r.Target, "previous", r.Old, "existed", r.Existed)
+	}
+	return nil
+}
+
+// ensureRuntime makes the runtime the archive was written by the active
+// release, installing it when missing, and records in the journal what was
+// active before.
+func ensureRuntime(ctx context.Context, opts RestoreOptions, m *Manifest, j *journal, res *RestoreResult) error {
+	if opts.Runtime == nil {
+		return nil
+	}
+	image, platform := "", ""
+	var pin digest.Digest
+	cur, cerr := release.Current(opts.RuntimeDir)
+	if m != nil && m.Image != "" {
+		image, platform, pin = m.Image, m.Platform, m.ManifestDigest
+		if cerr == nil && cur.Meta.IndexDigest == m.IndexDigest && (pin == "" || cur.Meta.Platform != m.Platform || cur.Meta.ManifestDigest == pin) {
+			if _, perr := cur.Program(); perr == nil {
+				return nil
+			}
+		}
+		if m.Image != opts.Image {
+			res.Notes = append(res.Notes, fmt.Sprintf("the archive was written by %s, the configuration names %s: the archive's runtime is now active; set executor.image to keep it, or run hbx install to move to the configured one (which may migrate the data)", m.Image, opts.Image))
+		}
+	}
+	jr := &journalRuntime{}
+	if cerr == nil {
+		jr.PriorImage, jr.PriorPlatform, jr.PriorManifest = cur.Meta.Image, cur.Meta.Platform, cur.Meta.ManifestDigest
+	}
+	j.Runtime = jr
+	if err := j.write(opts.DataDir); err != nil {
+		return err
+	}
+	changed, err := opts.Runtime.Install(ctx, image, platform, pin)
+	if err != nil {
+		return fmt.Errorf("install the archive's runtime: %w", err)
+	}
+	jr.Changed = changed
+	res.RuntimeChanged = changed
+	return j.write(opts.DataDir)
+}
+
+// sink is one extract.Applier fed through a pipe.
+type sink struct {
+	pw   *io.PipeWriter
+	tw   *tar.Writer
+	done chan error
+	ap   *extract.Applier
+}
+
+func newSink(dir string, opts extract.Options) (*sink, error) {
+	ap, err := extract.New(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	s := &sink{pw: pw, tw: tar.NewWriter(pw), done: make(chan error, 1), ap: ap}
+	go func() {
+		err := ap.Apply(pr)
+		if err != nil {
+			pr.CloseWithError(err)
+		} else {
+			pr.Close()
+		}
+		s.done <- err
+	}()
+	return s, nil
+}
+
+// write writes one entry. When the applier failed, the pipe returns its
+// error.
+func (s *sink) write(h *tar.Header, body io.Reader) error {
+	if err := s.tw.WriteHeader(h); err != nil {
+		return err
+	}
+	if body == nil {
+		return nil
+	}
+	bp := bufPool.Get().(*[]byte)
+	_, err := io.CopyBuffer(s.tw, readerOnly{body}, *bp)
+	bufPool.Put(bp)
+	return err
+}
+
+// close finishes the stream and returns the applier's error; with a cause,
+// it aborts the stream instead and returns nil (the caller has the cause).
+// It may be called on a nil sink.
+func (s *sink) close(cause error) error {
+	if s == nil {
+		return nil
+	}
+	var err error
+	if cause == nil {
+		err = s.tw.Close()
+		s.pw.CloseWithError(err)
+	} else {
+		s.pw.CloseWithError(cause)
+	}
+	aerr := <-s.done
+	cerr := s.ap.Close()
+	if cause != nil {
+		return nil
+	}
+	switch {
+	case aerr != nil:
+		return aerr
+	case err != nil:
+		return err
+	}
+	return cerr
+}
+
+// flushEvery is how many extracted bytes start a background syncfs.
+const flushEvery = 128 << 20
+
+// flusher runs syncfs on a filesystem in the background, one at a time. It
+// only makes the final, blocking syncfs shorter; durability comes from
+// that one.
+type flusher struct {
+	path string
+	busy chan struct{}
+}
+
+func newFlusher(path string) *flusher { return &flusher{path: path, busy: make(chan struct{}, 1)} }
+
+// kick starts a background syncfs unless one is running.
+func (f *flusher) kick() {
+	select {
+	case f.busy <- struct{}{}:
+		go func() {
+			_ = atomicfile.SyncFS(f.path)
+			<-f.busy
+		}()
+	default:
+	}
+}
+
+// wait returns once no background syncfs runs.
+func (f *flusher) wait() {
+	f.busy <- struct{}{}
+	<-f.busy
+}

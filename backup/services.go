@@ -1,0 +1,83 @@
+package backup
+
+import (
+	"context"
+
+	digest "github.com/opencontainers/go-digest"
+)
+
+// Services stops and starts again the supervised programs around a backup
+// or a restore. cmd/hbx implements it with the supervisor's client; a nil
+// Services means no supervisor runs, and then nothing may hold files in the
+// archived directories (see IsBusy).
+type Services interface {
+	// Hold stops every supervised program, in reverse priority order, and
+	// returns once all are STOPPED (error wrapping ErrNotStopped
+	// otherwise). They stay stopped until Release, or until this process
+	// dies: the supervisor then starts them again.
+	Hold(ctx context.Context) (Hold, error)
+	// WaitHealthy starts every program that should run (autostart) and is
+	// not running (a released hold starts only those it stopped), then
+	// returns nil once Executor's /api/health answers 200 and every such
+	// program is RUNNING; an error when ctx ends first or a program is
+	// FATAL.
+	WaitHealthy(ctx context.Context) error
+}
+
+// Hold is a set of programs kept stopped; see Services.Hold.
+type Hold interface {
+	// Running names the programs that were running (or starting) when the
+	// hold began, in priority order: those Release starts again.
+	Running() []string
+	// Release ends the hold; the supervisor starts Running() again. It does
+	// not wait for them.
+	Release() error
+}
+
+// Runtime installs the Executor runtime a restored archive was written by.
+// cmd/hbx implements it with the installer.
+type Runtime interface {
+	// Install makes the release of image (name:tag@sha256:..., "" for the
+	// configured image) the active one; manifest, when not "", pins the
+	// child manifest of platform. It reports whether the active release
+	// changed. ctx carries the lock the caller holds (lock.WithHeld).
+	Install(ctx context.Context, image, platform string, manifest digest.Digest) (changed bool, err error)
+}
+
+// EventKind names a step of a backup or restore, in the order they happen.
+type EventKind string
+
+// The events Create and Restore report (Progress).
+const (
+	EventLocked    EventKind = "locked"    // the runtime directory's lock is held
+	EventStopped   EventKind = "stopped"   // the services are stopped (or none ran)
+	EventScanned   EventKind = "scanned"   // every file is hashed; Files, Bytes
+	EventWritten   EventKind = "written"   // the archive is durable under its final name
+	EventStarted   EventKind = "started"   // the services were started again
+	EventVerified  EventKind = "verified"  // the archive was read back and matches
+	EventExtracted EventKind = "extracted" // restore: the archive is verified into staging
+	EventRuntime   EventKind = "runtime"   // restore: the archive's runtime is active
+	EventSwapped   EventKind = "swapped"   // restore: the directories are exchanged
+	EventHealthy   EventKind = "healthy"   // restore: the services answer
+	EventCommitted EventKind = "committed" // restore: done, old data kept aside
+	EventUndone    EventKind = "undone"    // restore: the old data is back
+)
+
+// Event is one progress report. Files and Bytes count what was handled so
+// far (regular file content bytes).
+type Event struct {
+	Kind   EventKind `json:"event"`
+	Path   string    `json:"path,omitempty"`
+	Files  int       `json:"files,omitempty"`
+	Bytes  int64     `json:"bytes,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// Progress receives events. nil options fields mean none.
+type Progress interface {
+	Event(Event)
+}
+
+type nopProgress struct{}
+
+func (nopProgress) Event(Event) {}

@@ -1,0 +1,56 @@
+package backup
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// VerifyResult is what Verify read.
+type VerifyResult struct {
+	Path        string
+	Size        int64  // bytes of the archive file
+	SHA256      string // hex sha256 of the archive file
+	Encrypted   bool
+	Compression string    // "gzip", "zstd" or "none"
+	Manifest    *Manifest // nil for an archive without one
+	Entries     int       // tar entries after the manifest
+	Files       int       // regular files among them
+	Bytes       int64     // their content bytes
+	// Unchecked says what could not be checked: for an archive without a
+	// manifest, file contents, modes and completeness.
+	Unchecked []string
+}
+
+// Verify decrypts, decompresses and reads the archive at path to its end
+// without writing anything, and checks every entry against the manifest
+// (see reader). The error names the first bad entry (BadEntry) and wraps
+// ErrWrongPassphrase, ErrNotProtected, ErrCorrupt, ErrMismatch or
+// extract.ErrUnsafePath.
+func Verify(ctx context.Context, path string, pass PassphraseFunc) (*VerifyResult, error) {
+	r, err := openArchive(path, pass)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if _, err := r.next(); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, r.explain(err)
+		}
+	}
+	size, sum, err := r.finish()
+	if err != nil {
+		return nil, r.explain(err)
+	}
+	res := &VerifyResult{Path: path, Size: size, SHA256: sum, Encrypted: r.Encrypted, Compression: r.Compressed,
+		Manifest: r.Manifest, Entries: r.Entries, Files: r.Files, Bytes: r.Bytes}
+	if r.Manifest == nil {
+		res.Unchecked = append(res.Unchecked, fmt.Sprintf("the archive has no %s: file contents, modes and completeness could not be checked, only that it decrypts, decompresses and reads as tar to its end", ManifestName))
+	}
+	return res, nil
+}

@@ -1,0 +1,474 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hermesbox/hbx/backup"
+	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/supervisor"
+	digest "github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// backupOptions are the flags of `hbx backup`.
+type backupOptions struct {
+	noEncrypt bool
+	json      bool
+}
+
+// newBackupCommand builds `hbx backup` and its subcommands.
+func newBackupCommand(g *globals) *cobra.Command {
+	var o backupOptions
+	cmd := &cobra.Command{
+		Use:   "backup",
+		Short: "Make a cold, encrypted, verified backup of Executor's data",
+		Long: `Backup archives executor.data_dir (and backup.paths) while the supervised
+programs are stopped, so the database and keys are never torn:
+
+  1. take the lock install and restore take (runtime_dir/hbx.lock);
+  2. check free space in backup.dir;
+  3. ask the supervisor to stop every program (reverse priority order) and
+     keep them stopped while this command's connection lives; without a
+     supervisor, refuse if any process holds files in the data directory;
+  4. hash every file, then write a PAX tar whose first entry is a manifest
+     (hbx-backup.json: hbx version, image and digests, every file's path,
+     size and sha256), gzip-compressed (backup.compression: gzip or zstd),
+     encrypted with OpenPGP (AES-256, the passphrase from
+     backup.passphrase_file or asked on the terminal), to a temporary file
+     in backup.dir, fsynced, renamed to <name>-<UTC time>.tar.gz.gpg, mode
+     0600, with a .sha256 file beside it;
+  5. start the programs again (also when archiving failed, and it says so);
+  6. read the archive back and check it against its manifest;
+  7. remove archives beyond backup.keep.
+
+"gpg --decrypt ARCHIVE | tar -xz" reads the archives. The runtime directory
+and executor.state_dir are never archived. --no-encrypt writes a plaintext
+.tar.gz (with a warning: the archive holds Executor's credentials).
+
+--json prints one JSON line per step ({"event": "stopped"}, ...) and the
+result ({"event": "result", "path": ..., "size": ..., "files": ...}).`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			return runBackup(cmd.Context(), g, cfg, o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.noEncrypt, "no-encrypt", false, "write a plaintext .tar.gz (not recommended: it holds credentials)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines")
+	cmd.AddCommand(newBackupListCommand(g), newBackupVerifyCommand(g))
+	return cmd
+}
+
+// runBackup makes one archive and prints where it is.
+func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOptions) error {
+	opts := backup.Options{
+		DataDir:        cfg.Executor.DataDir,
+		Paths:          cfg.Backup.Paths,
+		RuntimeDir:     cfg.Executor.RuntimeDir,
+		StateDir:       cfg.Executor.StateDir,
+		Dir:            cfg.Backup.Dir,
+		Name:           cfg.Backup.Name,
+		Keep:           cfg.Backup.Keep,
+		Compression:    backup.Compression(cfg.Backup.Compression),
+		Encrypt:        !o.noEncrypt,
+		Image:          cfg.Executor.Image,
+		Platform:       cfg.Executor.Platform,
+		PlatformDigest: platformPin(cfg),
+		HbxVersion:     buildinfo.Version,
+		LockWait:       cfg.Backup.LockWait,
+		Runtime:        installRuntime{g: g, cfg: cfg},
+		Logger:         g.log,
+	}
+	if o.noEncrypt {
+		fmt.Fprintln(g.stderr, "hbx: warning: --no-encrypt: the archive will hold Executor's database and encryption keys in plaintext")
+	} else {
+		p, err := passphrase(cfg, true)()
+		if err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		opts.Passphrase = p
+	}
+	svc, err := dialServices(ctx, g, cfg)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if svc != nil {
+		opts.Services = svc
+	}
+	if o.json {
+		opts.Progress = newBackupJSONProgress(g.stdout)
+	}
+	res, err := backup.Create(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if o.json {
+		return json.NewEncoder(g.stdout).Encode(struct {
+			Event string `json:"event"`
+			*backup.Result
+			DurationMS int64 `json:"duration_ms"`
+		}{"result", res, res.Duration.Milliseconds()})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n  %s, %d files (%s of data), %s, verified", res.Path, humanBytes(res.Size), res.Files, humanBytes(res.Bytes), res.Duration.Round(time.Millisecond))
+	if !res.Encrypted {
+		b.WriteString(", NOT encrypted")
+	}
+	b.WriteString("\n")
+	if svc == nil {
+		b.WriteString("  no supervisor runs: nothing was stopped\n")
+	} else {
+		fmt.Fprintf(&b, "  programs stopped and started again: %s\n", joinOr(res.Restarted, "none were running"))
+	}
+	if res.Recovered != "" {
+		fmt.Fprintf(&b, "  first %s\n", res.Recovered)
+	}
+	for _, s := range res.Skipped {
+		fmt.Fprintf(&b, "  not archived: %s\n", s)
+	}
+	for _, p := range res.Pruned {
+		fmt.Fprintf(&b, "  removed old archive %s\n", p)
+	}
+	_, err = io.WriteString(g.stdout, b.String())
+	return err
+}
+
+// newBackupListCommand builds `hbx backup list`.
+func newBackupListCommand(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the archives in backup.dir, newest first",
+		Long: `List prints one line per archive of backup.dir named after backup.name,
+newest first: creation time (UTC), size, file count, the image digest the
+data was written by (the child manifest digest, else the index digest),
+and the path. --json prints the list as JSON.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			list, err := backup.List(cfg.Backup.Dir, cfg.Backup.Name)
+			if err != nil {
+				return fmt.Errorf("backup list: %w", err)
+			}
+			if asJSON {
+				if list == nil {
+					list = []backup.Info{}
+				}
+				enc := json.NewEncoder(g.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(list)
+			}
+			tw := tabwriter.NewWriter(g.stdout, 2, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "CREATED (UTC)\tSIZE\tFILES\tIMAGE DIGEST\tPATH")
+			for _, in := range list {
+				d := string(in.ManifestDigest)
+				if d == "" {
+					d = string(in.IndexDigest)
+				}
+				files := "-" // no .json beside the archive
+				if in.SHA256 != "" {
+					files = fmt.Sprint(in.Files)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), humanBytes(in.Size), files, orDash(d), in.Path)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// newBackupVerifyCommand builds `hbx backup verify`.
+func newBackupVerifyCommand(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "verify ARCHIVE",
+		Short: "Check an archive against its manifest without writing anything",
+		Long: `Verify decrypts (asking for the passphrase as backup does), decompresses
+and reads ARCHIVE to its end, and checks every entry against the manifest:
+type, mode, size, link target and sha256; that every listed entry is
+there and nothing else is; the OpenPGP integrity check, the compression's
+checksum and the .sha256 file beside it. It writes nothing. Exit status 0
+when everything matches, 1 naming the first bad entry otherwise. An
+archive without a manifest (tar -czf ... | gpg --symmetric) is read to its
+end and the output says what could not be checked.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, _, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			res, err := backup.Verify(cmd.Context(), args[0], passphrase(cfg, false))
+			if err != nil {
+				return fmt.Errorf("backup verify: %s: %w", args[0], err)
+			}
+			if asJSON {
+				return json.NewEncoder(g.stdout).Encode(map[string]any{
+					"path": res.Path, "size": res.Size, "sha256": res.SHA256, "encrypted": res.Encrypted, "compression": res.Compression,
+					"manifest": res.Manifest != nil, "entries": res.Entries, "files": res.Files, "bytes": res.Bytes, "unchecked": res.Unchecked,
+				})
+			}
+			what := "every entry matches the manifest"
+			if res.Manifest == nil {
+				what = "no manifest"
+			}
+			fmt.Fprintf(g.stdout, "ok: %s: %d entries, %d files (%s), %s\n", res.Path, res.Entries, res.Files, humanBytes(res.Bytes), what)
+			for _, u := range res.Unchecked {
+				fmt.Fprintf(g.stdout, "  not checked: %s\n", u)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+// passphrase returns the archives' passphrase source: backup.passphrase_file,
+// else a prompt on the controlling terminal (twice with confirm). It never
+// reads an argument or the environment.
+func passphrase(cfg *config.Config, confirm bool) backup.PassphraseFunc {
+	return func() ([]byte, error) {
+		if f := cfg.Backup.PassphraseFile; f != "" {
+			return backup.ReadPassphraseFile(f)
+		}
+		tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%w: set backup.passphrase_file, or run hbx on a terminal to be asked", backup.ErrNoPassphrase)
+		}
+		defer tty.Close()
+		read := func(prompt string) ([]byte, error) {
+			fmt.Fprint(tty, prompt)
+			p, err := term.ReadPassword(int(tty.Fd()))
+			fmt.Fprintln(tty)
+			if err != nil {
+				return nil, fmt.Errorf("read passphrase: %w", err)
+			}
+			return p, nil
+		}
+		p, err := read("Backup passphrase: ")
+		if err != nil {
+			return nil, err
+		}
+		if len(p) == 0 {
+			return nil, backup.ErrNoPassphrase
+		}
+		if confirm {
+			again, err := read("Repeat it: ")
+			if err != nil {
+				return nil, err
+			}
+			if string(again) != string(p) {
+				return nil, errors.New("the passphrases differ")
+			}
+		}
+		return p, nil
+	}
+}
+
+// dialServices returns the supervisor as backup.Services, or nil when none
+// runs.
+func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervisorServices, error) {
+	c, err := supervisor.Dial(ctx, cfg.Supervisor.Socket)
+	if errors.Is(err, supervisor.ErrNotRunning) {
+		g.log.Info("no supervisor runs", "socket", cfg.Supervisor.Socket)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var auto []string
+	for _, name := range cfg.ProgramNames() {
+		if pc := cfg.Programs[name]; pc.Enabled && pc.Autostart {
+			auto = append(auto, name)
+		}
+	}
+	u := (&url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Executor.Listen, strconv.Itoa(cfg.Executor.Port)), Path: "/api/health"}).String()
+	probe := supervisor.ProbeFunc(func(ctx context.Context) error { return health.APIHealth(ctx, u) })
+	return &supervisorServices{c: c, probe: probe, autostart: auto}, nil
+}
+
+// supervisorServices is backup.Services over the supervisor's control
+// socket: a hold on every program, then health check 1 (/api/health) and
+// check 5 (every autostart program RUNNING).
+type supervisorServices struct {
+	c         *supervisor.Client
+	probe     supervisor.Probe
+	autostart []string
+	running   []string // what the last hold found running
+}
+
+// Hold stops every program and keeps them stopped while this process's
+// connection lives.
+func (s *supervisorServices) Hold(ctx context.Context) (backup.Hold, error) {
+	before, err := s.c.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.c.Hold(ctx, "all")
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range h.Results {
+		if r.Error != "" {
+			_ = h.Release()
+			return nil, fmt.Errorf("%w: %s is %s: %s", backup.ErrNotStopped, r.Name, r.State, r.Error)
+		}
+	}
+	s.running = nil
+	for _, st := range before {
+		switch st.State {
+		case supervisor.Starting, supervisor.Running, supervisor.Backoff:
+			s.running = append(s.running, st.Name)
+		}
+	}
+	return &supervisorHold{h: h, running: s.running}, nil
+}
+
+// WaitHealthy starts the autostart programs the last hold did not stop
+// (they were not running; a released hold starts only what it stopped),
+// then waits until /api/health answers 200 and every autostart program is
+// RUNNING.
+func (s *supervisorServices) WaitHealthy(ctx context.Context) error {
+	var start []string
+	for _, n := range s.autostart {
+		if !slices.Contains(s.running, n) {
+			start = append(start, n)
+		}
+	}
+	if len(start) > 0 {
+		if _, err := s.c.Start(ctx, start...); err != nil {
+			return err
+		}
+	}
+	last := errors.New("not checked yet")
+	for {
+		sts, err := s.c.Status(ctx)
+		if err == nil {
+			last = nil
+			for _, n := range s.autostart {
+				i := slices.IndexFunc(sts, func(st supervisor.Status) bool { return st.Name == n })
+				if i < 0 {
+					continue
+				}
+				if st := sts[i]; st.State == supervisor.Fatal {
+					return fmt.Errorf("%s is FATAL: %s", n, st.Detail)
+				} else if st.State != supervisor.Running && last == nil {
+					last = fmt.Errorf("%s is %s", n, st.State)
+				}
+			}
+			if last == nil {
+				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				last = s.probe.Check(pctx)
+				cancel()
+			}
+			if last == nil {
+				return nil
+			}
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// supervisorHold is backup.Hold over a supervisor.Hold.
+type supervisorHold struct {
+	h       *supervisor.Hold
+	running []string
+}
+
+func (h *supervisorHold) Running() []string { return h.running }
+func (h *supervisorHold) Release() error    { return h.h.Release() }
+
+// installRuntime is backup.Runtime over the installer, configured like
+// `hbx install` but for the archive's image when it names one.
+type installRuntime struct {
+	g   *globals
+	cfg *config.Config
+}
+
+func (r installRuntime) Install(ctx context.Context, image, platform string, manifest digest.Digest) (bool, error) {
+	opts, err := installerOptions(r.g, r.cfg)
+	if err != nil {
+		return false, err
+	}
+	if image != "" && image != opts.Image {
+		opts.Image, opts.PlatformDigest = image, ""
+	}
+	if manifest != "" && platform == opts.Platform {
+		opts.PlatformDigest = manifest
+	}
+	res, err := installer.Install(ctx, opts)
+	if err != nil {
+		return false, err
+	}
+	return res.Changed, nil
+}
+
+// backupJSONProgress writes backup and restore events as JSON lines.
+type backupJSONProgress struct{ enc *json.Encoder }
+
+func newBackupJSONProgress(w io.Writer) *backupJSONProgress {
+	return &backupJSONProgress{enc: json.NewEncoder(w)}
+}
+
+func (p *backupJSONProgress) Event(e backup.Event) {
+	_ = p.enc.Encode(struct {
+		Time time.Time `json:"time"`
+		backup.Event
+	}{time.Now().UTC(), e})
+}
+
+// humanBytes renders n bytes with a binary unit.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func joinOr(s []string, empty string) string {
+	if len(s) == 0 {
+		return empty
+	}
+	return strings.Join(s, ", ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

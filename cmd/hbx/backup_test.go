@@ -1,0 +1,137 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// backupBox writes a config for a box in a temp directory, with a
+// passphrase file of mode passMode (0 for none), and a small data
+// directory.
+func backupBox(t *testing.T, passMode os.FileMode) (cfg, root string) {
+	t.Helper()
+	root = t.TempDir()
+	data := filepath.Join(root, "data")
+	if err := os.MkdirAll(filepath.Join(data, "db"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "db/main.sqlite"), []byte("rows"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pass := ""
+	if passMode != 0 {
+		pass = filepath.Join(root, "pass")
+		if err := os.WriteFile(pass, []byte("s3cret passphrase\n"), passMode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(pass, passMode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg = writeConfig(t, fmt.Sprintf(`executor:
+  data_dir: %s/data
+  runtime_dir: %s/runtime
+  state_dir: %s/state
+supervisor:
+  socket: %s/hbx.sock
+backup:
+  dir: %s/backups
+  passphrase_file: %q
+`, root, root, root, root, root, pass))
+	return cfg, root
+}
+
+func TestBackupCommands(t *testing.T) {
+	cfg, root := backupBox(t, 0o600)
+	out, _, code, err := runTest(t, nil, "backup", "--json", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("hbx backup = %d, %v", code, err)
+	}
+	var res struct {
+		Event string `json:"event"`
+		Path  string `json:"path"`
+		Files int    `json:"files"`
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || res.Event != "result" || res.Files != 1 || !strings.HasSuffix(res.Path, ".tar.gz.gpg") {
+		t.Fatalf("hbx backup --json last line = %q (%v), want the result", lines[len(lines)-1], err)
+	}
+	for _, want := range []string{`"event":"locked"`, `"event":"scanned"`, `"event":"written"`, `"event":"verified"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("hbx backup --json output lacks %s:\n%s", want, out)
+		}
+	}
+	out, _, code, _ = runTest(t, nil, "backup", "list", "--config", cfg)
+	if code != 0 || !strings.Contains(out, res.Path) || !strings.Contains(out, "sha256:e40b2179") {
+		t.Errorf("hbx backup list = %d:\n%s\nwant the archive and the configured image's digest", code, out)
+	}
+	out, _, code, _ = runTest(t, nil, "backup", "verify", res.Path, "--config", cfg)
+	if code != 0 || !strings.HasPrefix(out, "ok: ") {
+		t.Errorf("hbx backup verify = %d: %s", code, out)
+	}
+
+	// A damaged archive: exit 1 naming what is wrong.
+	b, _ := os.ReadFile(res.Path)
+	b[len(b)/2] ^= 1
+	bad := filepath.Join(root, "bad.tar.gz.gpg")
+	os.WriteFile(bad, b, 0o600)
+	_, _, code, err = runTest(t, nil, "backup", "verify", bad, "--config", cfg)
+	if code != 1 || err == nil || !strings.Contains(err.Error(), "archive is damaged") {
+		t.Errorf("hbx backup verify of a damaged archive = %d, %v; want 1, damaged", code, err)
+	}
+
+	// Restore without a supervisor or a registry: the runtime install
+	// fails, the data is untouched.
+	os.WriteFile(filepath.Join(root, "data/db/main.sqlite"), []byte("changed"), 0o600)
+	_, _, code, err = runTest(t, nil, "restore", res.Path, "--config", cfg)
+	if code != 1 || err == nil || !strings.Contains(err.Error(), "nothing changed") {
+		t.Errorf("hbx restore without a runtime = %d, %v; want 1, nothing changed", code, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "data/db/main.sqlite")); string(got) != "changed" {
+		t.Errorf("data after a failed restore = %q", got)
+	}
+}
+
+func TestBackupRefusals(t *testing.T) {
+	noPass, _ := backupBox(t, 0)
+	loose, _ := backupBox(t, 0o644)
+	plain, root := backupBox(t, 0)
+	tests := []struct {
+		name     string
+		cfg      string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"no passphrase and no terminal", noPass, []string{"backup"}, 1, "no passphrase: set backup.passphrase_file, or run hbx on a terminal"},
+		{"passphrase file readable by others", loose, []string{"backup"}, 1, "want 0600 or stricter"},
+		{"unknown subcommand", noPass, []string{"backup", "nope"}, 2, `unknown command "nope" for "hbx backup"`},
+		{"verify needs an archive", noPass, []string{"backup", "verify"}, 2, "accepts 1 arg(s)"},
+		{"restore needs an archive", noPass, []string{"restore"}, 2, "accepts 1 arg(s)"},
+		{"missing archive", noPass, []string{"backup", "verify", "/nonexistent.tar.gz.gpg"}, 1, "no such file"},
+		{"bad compression", noPass, []string{"backup", "--backup-compression=xz"}, 2, `backup.compression: "xz" is not a compression`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, code, err := runTest(t, nil, append(tt.args, "--config", tt.cfg)...)
+			if code != tt.wantCode || err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("hbx %q = %d, %v; want %d containing %q", tt.args, code, err, tt.wantCode, tt.wantErr)
+			}
+		})
+	}
+	// --no-encrypt works without a passphrase and says what it wrote.
+	out, errOut, code, err := runTest(t, nil, "backup", "--no-encrypt", "--config", plain, "--log-level", "warn")
+	if code != 0 || !strings.Contains(out, ".tar.gz\n") || !strings.Contains(out, "NOT encrypted") {
+		t.Errorf("hbx backup --no-encrypt = %d, %v:\n%s", code, err, out)
+	}
+	if !strings.Contains(errOut, "warning: --no-encrypt") {
+		t.Errorf("hbx backup --no-encrypt printed no warning; stderr:\n%s", errOut)
+	}
+	if ents, _ := filepath.Glob(filepath.Join(root, "backups", "*.tar.gz")); len(ents) != 1 {
+		t.Errorf("archives after --no-encrypt: %q", ents)
+	}
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/supervisor"
+	"github.com/spf13/cobra"
+)
+
+// errHealthFailed is wrapped by runHealth's error when a check failed.
+var errHealthFailed = errors.New("failed")
+
+// healthOptions are the inputs of runHealth.
+type healthOptions struct {
+	checks health.Options
+	only   []string      // check names; empty: all
+	json   bool          // print the report as JSON
+	wait   time.Duration // retry until all pass or this long has passed; 0: once
+	stdout io.Writer
+}
+
+// newHealthCommand builds `hbx health`.
+func newHealthCommand(g *globals) *cobra.Command {
+	var (
+		asJSON, deep, tokenStdin bool
+		wait                     time.Duration
+		only                     []string
+	)
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Check that the box works: Executor's HTTP and MCP surface, the supervisor, the release, listeners, the data directory",
+		Long: `Health runs every acceptance check of the box and prints one line per
+check: pass, fail or skip, its name, how long it took and why.
+
+  api-health  GET /api/health answers 200 with a JSON "status"
+  web-ui      GET / answers 200 with an HTML page (the setup UI)
+  mcp-auth    POST /mcp (initialize) without a key answers 401 with a
+              WWW-Authenticate Bearer challenge
+  mcp-tools   with the key, an MCP session lists exactly health.mcp_tools
+              (skipped without a key)
+  supervisor  every supervised program is RUNNING (skipped when no
+              supervisor runs)
+  release     the active release is the configured image (index digest,
+              platform, pinned manifest digest); --deep also re-hashes its
+              manifest and config and checks the program they name
+  listeners   every TCP listener of the executor's process tree is on
+              loopback, and executor.listen:executor.port is one of them
+  data-dir    executor.data_dir exists, is owned by executor.user and has
+              mode 0700 or stricter
+
+The MCP key comes from the file health.token_file (mode 0600 or
+stricter) or, with --token-stdin, from the first line of standard input;
+never from the command line, and it is never printed. Each check is
+bounded by health.timeout. --json prints one document:
+{"status": "pass|fail", "checks": [{"name", "status", "reason",
+"duration_ms"}]}.
+
+Exit status: 0 when no check failed (skips do not fail), 1 when one did,
+2 for a bad configuration or command line.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			if wait < 0 {
+				return usageErrorf("--wait %s: want a duration of 0 or more", wait)
+			}
+			opts := healthOptions{checks: healthChecks(cfg, deep, g.log), only: only, json: asJSON, wait: wait, stdout: g.stdout}
+			if tokenStdin {
+				key, err := health.ReadKey(cmd.InOrStdin())
+				if err != nil {
+					return &usageError{fmt.Errorf("--token-stdin: %w", err)}
+				}
+				opts.checks.Key = key
+			}
+			return runHealth(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print one JSON document")
+	f.DurationVar(&wait, "wait", 0, "retry until every check passes or this much time has passed, e.g. 60s (for boot scripts)")
+	f.StringSliceVar(&only, "only", nil, "run only these checks, comma-separated: "+strings.Join(health.Names(), ","))
+	f.BoolVar(&deep, "deep", false, "release: also re-hash the recorded manifest and config and check the program they name")
+	f.BoolVar(&tokenStdin, "token-stdin", false, "read the MCP bearer key from the first line of standard input")
+	return cmd
+}
+
+// healthChecks maps the configuration onto the checks' options.
+func healthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Options {
+	ref, _ := config.ParseImageRef(cfg.Executor.Image) // validated by Load
+	var programs []string
+	for _, name := range cfg.ProgramNames() {
+		if cfg.Programs[name].Enabled {
+			programs = append(programs, name)
+		}
+	}
+	return health.Options{
+		Listen:  cfg.Executor.Listen,
+		Port:    cfg.Executor.Port,
+		Timeout: cfg.Health.Timeout,
+		KeyFile: cfg.Health.TokenFile,
+		Tools:   cfg.Health.MCPTools,
+		Release: health.ReleaseWant{
+			RuntimeDir:  cfg.Executor.RuntimeDir,
+			IndexDigest: ref.Digest,
+			Platform:    cfg.Executor.Platform,
+			ManifestPin: platformPin(cfg),
+			Deep:        deep,
+		},
+		DataDir:         cfg.Executor.DataDir,
+		DataDirOwner:    cfg.Executor.User,
+		Supervisor:      supervisorPrograms{socket: cfg.Supervisor.Socket},
+		Programs:        programs,
+		ExecutorProgram: config.ExecutorProgram,
+		PidFile:         filepath.Join(cfg.Executor.StateDir, launch.PidFile),
+		Logger:          log,
+	}
+}
+
+// runHealth runs the checks once, or until they pass with opts.wait, and
+// prints the report. A failed check makes the error wrap errHealthFailed;
+// an unknown check name is a usage error.
+func runHealth(ctx context.Context, opts healthOptions) error {
+	var rep *health.Report
+	var err error
+	if opts.wait > 0 {
+		rep, err = health.Wait(ctx, opts.checks, opts.only, opts.wait, 0)
+	} else {
+		rep, err = health.Run(ctx, opts.checks, opts.only)
+	}
+	if errors.Is(err, health.ErrUnknownCheck) {
+		return &usageError{fmt.Errorf("--only: %w", err)}
+	}
+	if err != nil {
+		return fmt.Errorf("health: %w", err)
+	}
+	if opts.json {
+		enc := json.NewEncoder(opts.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else if err := printHealth(opts.stdout, rep); err != nil {
+		return err
+	}
+	if rep.Status == health.Fail {
+		return fmt.Errorf("health: %w: %s", errHealthFailed, strings.Join(rep.Failed(), ", "))
+	}
+	return nil
+}
+
+// printHealth writes one line per check: status, name, duration, reason.
+func printHealth(w io.Writer, rep *health.Report) error {
+	width := 0
+	for _, c := range rep.Checks {
+		width = max(width, len(c.Name))
+	}
+	var b strings.Builder
+	for _, c := range rep.Checks {
+		fmt.Fprintf(&b, "%-4s  %-*s  %5dms  %s\n", c.Status, width, c.Name, c.Duration.Milliseconds(), c.Reason)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// supervisorPrograms is the supervisor's control client seen as a
+// health.Supervisor.
+type supervisorPrograms struct{ socket string }
+
+// Programs dials the supervisor and returns its programs' states.
+func (s supervisorPrograms) Programs(ctx context.Context) ([]health.Program, error) {
+	c, err := supervisor.Dial(ctx, s.socket)
+	if errors.Is(err, supervisor.ErrNotRunning) {
+		return nil, fmt.Errorf("%w (nothing listens on %s)", health.ErrNoSupervisor, s.socket)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sts, err := c.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor status: %w", err)
+	}
+	out := make([]health.Program, len(sts))
+	for i, st := range sts {
+		out[i] = health.Program{Name: st.Name, State: st.State.String(), PID: st.PID, Detail: st.Detail}
+	}
+	return out, nil
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hermesbox/hbx/backup"
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/supervisor"
+	"github.com/spf13/cobra"
+)
+
+// restoreOptions are the flags of `hbx restore`.
+type restoreOptions struct {
+	dataOnly bool
+	json     bool
+}
+
+// newRestoreCommand builds `hbx restore`.
+func newRestoreCommand(g *globals) *cobra.Command {
+	var o restoreOptions
+	cmd := &cobra.Command{
+		Use:   "restore ARCHIVE",
+		Short: "Replace Executor's data with an archive's, atomically, health-checked",
+		Long: `Restore replaces executor.data_dir (and the archive's extra paths) with
+the content of ARCHIVE: one "hbx backup" wrote, or a plain
+"tar -czf - -C DATA . [| gpg --symmetric]" (then nothing can be checked
+against a manifest, and the output says so).
+
+  1. take the lock backup and install take; finish or undo an interrupted
+     restore;
+  2. decrypt, decompress and extract into <data_dir>.restore-<time> beside
+     the data directory, with the installer's traversal-safe extractor,
+     checking every entry against the manifest; a wrong passphrase, a
+     damaged archive or a mismatch stops here with nothing changed;
+  3. stop the supervised programs (or, without a supervisor, refuse if a
+     process holds files in the data directory);
+  4. when the runtime the archive was written by is not the active one,
+     install it (a failed install changes nothing);
+  5. swap the staged tree and the data directory with one
+     renameat2(RENAME_EXCHANGE); the old data is kept as
+     <data_dir>.pre-restore-<time> (backup.keep_pre_restore copies); the
+     data directory is mode 0700, owned by executor.user;
+  6. start the programs and wait (backup.health_wait) for /api/health and
+     every program RUNNING; if they fail, swap the old data back, restart,
+     and report.
+
+A journal (<data_dir>.restore.json) records each step, so a restore that
+was killed is finished or undone by the next hbx restore, hbx backup or
+hbx supervise. --json prints one JSON line per step and the result.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, _, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			return runRestore(cmd.Context(), g, cfg, args[0], o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.dataOnly, "data-only", false, "restore the data directory only, not the archive's extra paths")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines")
+	return cmd
+}
+
+// runRestore restores archive and prints what happened.
+func runRestore(ctx context.Context, g *globals, cfg *config.Config, archive string, o restoreOptions) error {
+	owner, err := lookupOwner(cfg.Executor.User)
+	if err != nil {
+		return err
+	}
+	opts := backup.RestoreOptions{
+		Archive:        archive,
+		Passphrase:     passphrase(cfg, false),
+		DataDir:        cfg.Executor.DataDir,
+		RuntimeDir:     cfg.Executor.RuntimeDir,
+		StateDir:       cfg.Executor.StateDir,
+		BackupDir:      cfg.Backup.Dir,
+		DataOnly:       o.dataOnly,
+		Owner:          owner,
+		KeepPreRestore: cfg.Backup.KeepPreRestore,
+		HealthWait:     cfg.Backup.HealthWait,
+		LockWait:       cfg.Backup.LockWait,
+		Runtime:        installRuntime{g: g, cfg: cfg},
+		Image:          cfg.Executor.Image,
+		Platform:       cfg.Executor.Platform,
+		Logger:         g.log,
+	}
+	svc, err := dialServices(ctx, g, cfg)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if svc != nil {
+		opts.Services = svc
+	}
+	if o.json {
+		opts.Progress = newBackupJSONProgress(g.stdout)
+	}
+	res, err := backup.Restore(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("restore %s: %w", archive, err)
+	}
+	if o.json {
+		return json.NewEncoder(g.stdout).Encode(struct {
+			Event string `json:"event"`
+			*backup.RestoreResult
+			DurationMS int64 `json:"duration_ms"`
+		}{"result", res, res.Duration.Milliseconds()})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "restored %s: %d files (%s) in %s\n", archive, res.Files, humanBytes(res.Bytes), res.Duration.Round(time.Millisecond))
+	for _, t := range slices.Sorted(func(yield func(string) bool) {
+		for k := range res.Restored {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		if old := res.Restored[t]; old != "" {
+			fmt.Fprintf(&b, "  %s replaced; the previous content is in %s\n", t, old)
+		} else {
+			fmt.Fprintf(&b, "  %s restored\n", t)
+		}
+	}
+	if res.RuntimeChanged {
+		b.WriteString("  installed the runtime the archive was written by\n")
+	}
+	if res.Healthy {
+		b.WriteString("  services running and healthy\n")
+	}
+	if res.Recovered != "" {
+		fmt.Fprintf(&b, "  first %s\n", res.Recovered)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	_, err = fmt.Fprint(g.stdout, b.String())
+	return err
+}
+
+// lookupOwner resolves executor.user to a numeric owner.
+func lookupOwner(name string) (backup.Owner, error) {
+	var u *user.User
+	var err error
+	if _, perr := strconv.Atoi(name); perr == nil {
+		u, err = user.LookupId(name)
+		if err != nil {
+			n, _ := strconv.Atoi(name)
+			return backup.Owner{UID: n, GID: n}, nil
+		}
+	} else {
+		u, err = user.Lookup(name)
+	}
+	if err != nil {
+		return backup.Owner{}, fmt.Errorf("%w: executor.user %q: %w", config.ErrInvalid, name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return backup.Owner{UID: uid, GID: gid}, nil
+}
+
+// recoverRestore finishes or undoes an interrupted restore before `hbx
+// supervise` starts the programs. With a supervisor already answering (this
+// one is about to refuse to start), it does nothing.
+func recoverRestore(ctx context.Context, g *globals, cfg *config.Config) {
+	if _, err := supervisor.Dial(ctx, cfg.Supervisor.Socket); err == nil {
+		return
+	}
+	msg, err := backup.Recover(ctx, backup.RecoverOptions{
+		DataDir:    cfg.Executor.DataDir,
+		RuntimeDir: cfg.Executor.RuntimeDir,
+		Runtime:    installRuntime{g: g, cfg: cfg},
+		Logger:     g.log,
+	})
+	switch {
+	case err != nil:
+		g.log.Error("an interrupted restore could not be recovered; starting the programs anyway", "err", err)
+	case msg != "":
+		g.log.Warn("interrupted restore recovered", "what", msg)
+	}
+}

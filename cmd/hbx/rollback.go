@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/upgrade"
+	"github.com/spf13/cobra"
+)
+
+// newRollbackCommand builds `hbx rollback`.
+func newRollbackCommand(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "rollback",
+		Short: "Undo the last upgrade: the previous release with its pre-upgrade data",
+		Long: `Rollback undoes the last completed hbx upgrade: it pins the previous
+release in the config file again and restores the pre-upgrade backup made
+for it together with that release (reactivated from previous, no network),
+starts the services and waits for their health (see hbx restore). The data
+the newer runtime wrote is kept as <data_dir>.rolled-back-<time>, never
+deleted.
+
+It refuses, saying why, when no upgrade was recorded, when the last one
+did not complete or was already rolled back, when previous is not the
+release the upgrade replaced, or when the pre-upgrade archive is missing or
+records other digests.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, srcs, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			return runRollback(cmd.Context(), g, cfg, srcs, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print steps and the result as JSON lines")
+	return cmd
+}
+
+// runRollback rolls the last upgrade back and prints new → old.
+func runRollback(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, asJSON bool) error {
+	opts, err := upgradeOptions(ctx, g, cfg, srcs, nil, asJSON)
+	if err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	res, err := upgrade.Rollback(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	return printUpgrade(g.stdout, "rolled back", res, asJSON)
+}

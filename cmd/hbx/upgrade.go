@@ -1,0 +1,474 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hermesbox/hbx/backup"
+	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/upgrade"
+	digest "github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+)
+
+// preUpgradeName starts the file name of every pre-upgrade archive.
+const preUpgradeName = "pre-upgrade"
+
+// upgradeFlags are the flags of `hbx upgrade`.
+type upgradeFlags struct {
+	image          string
+	platformDigest string
+	json           bool
+}
+
+// newUpgradeCommand builds `hbx upgrade`.
+func newUpgradeCommand(g *globals) *cobra.Command {
+	var o upgradeFlags
+	cmd := &cobra.Command{
+		Use:   "upgrade --image REF [--platform-digest DIGEST]",
+		Short: "Move to a new pinned Executor release, backed up, health-checked, rolled back on failure",
+		Long: `Upgrade moves the box to the image REF (name:tag@sha256:<64 hex>, the
+rules of executor.image), with hbx supervise running:
+
+  1. refuse a REF without tag or full digest, or one equal to the active
+     release, before anything happens;
+  2. stage the new release beside the active one (pull, verify, extract,
+     validate) while the services keep running;
+  3. stop the services and take a cold backup of the data, named
+     pre-upgrade-<time> in backup.dir, recording the old digests;
+  4. pin the new release in the config file, activate it, start the
+     services and wait (backup.health_wait) for the health checks
+     api-health, mcp-auth, supervisor and release (and mcp-tools when
+     health.token_file is set);
+  5. on any failure after step 4 began: roll back (see hbx rollback) and
+     exit 1 saying what failed.
+
+Each step is recorded in <runtime_dir>/upgrade.json, so an interrupted
+upgrade is finished or undone by the next hbx supervise, upgrade or
+rollback. The config file keeps its comments. Without a config file on
+disk, or with executor.image or executor.platform_digests set by an HBX_*
+variable or a flag, the upgrade is refused (the supervisor reads the pin
+from the file at each start). --json prints one JSON line per step and the
+result.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.image == "" {
+				return usageErrorf("--image is required")
+			}
+			ref, err := config.ParseImageRef(o.image)
+			if err != nil {
+				return &usageError{fmt.Errorf("--image: %w", err)}
+			}
+			var pin digest.Digest
+			if o.platformDigest != "" {
+				pin = digest.Digest(o.platformDigest)
+				if err := pin.Validate(); err != nil || pin.Algorithm() != digest.SHA256 {
+					return usageErrorf("--platform-digest %q: want sha256:<64 hex>", o.platformDigest)
+				}
+			}
+			cfg, srcs, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			return runUpgrade(cmd.Context(), g, cfg, srcs, upgrade.Target{Image: o.image, Index: ref.Digest, Pin: pin}, o.json)
+		},
+	}
+	cmd.Flags().StringVar(&o.image, "image", "", "the new image reference, name:tag@sha256:<64 hex> (required)")
+	cmd.Flags().StringVar(&o.platformDigest, "platform-digest", "", "pin the configured platform's child manifest digest")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print steps and the result as JSON lines")
+	return cmd
+}
+
+// runUpgrade upgrades to t and prints old → new.
+func runUpgrade(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, t upgrade.Target, asJSON bool) error {
+	// The running supervisor reads the pin from the config file at each
+	// start: an upgrade whose pin cannot be written there, or is
+	// overridden, could only roll back. Refuse before anything happens.
+	if _, err := os.Stat(g.configPath); err != nil {
+		return usageErrorf("upgrade: no config file at %s to pin the new release in (%v): create it, or pass --config", g.configPath, err)
+	}
+	for _, k := range []string{"executor.image", "executor.platform_digests"} {
+		if s := srcs.Of(k); s.Kind == config.SourceEnv || s.Kind == config.SourceFlag {
+			return usageErrorf("upgrade: %s is set by %s, which overrides the config file the upgrade pins the new release in: unset it", k, s)
+		}
+	}
+	pass, err := passphrase(cfg, false)()
+	if err != nil {
+		return fmt.Errorf("upgrade: pre-upgrade backup: %w", err)
+	}
+	opts, err := upgradeOptions(ctx, g, cfg, srcs, pass, asJSON)
+	if err != nil {
+		return fmt.Errorf("upgrade: %w", err)
+	}
+	res, err := upgrade.Upgrade(ctx, opts, t)
+	if err != nil {
+		return fmt.Errorf("upgrade: %w", err)
+	}
+	return printUpgrade(g.stdout, "upgraded", res, asJSON)
+}
+
+// upgradeOptions composes the installer, supervisor, health checks,
+// backup and config file for package upgrade. pass is the backup
+// passphrase (nil: asked when needed).
+func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, pass []byte, asJSON bool) (upgrade.Options, error) {
+	opts := upgrade.Options{
+		RuntimeDir: cfg.Executor.RuntimeDir,
+		DataDir:    cfg.Executor.DataDir,
+		LockWait:   cfg.Backup.LockWait,
+		HealthWait: cfg.Backup.HealthWait,
+		Runtime:    upgradeRuntime{g: g, cfg: cfg},
+		Data:       &upgradeData{g: g, cfg: cfg, pass: pass},
+		Config:     configPinner{g: g, cfg: cfg, srcs: srcs},
+		Logger:     g.log,
+	}
+	if asJSON {
+		enc := json.NewEncoder(g.stdout)
+		opts.Step = func(s string) { _ = enc.Encode(map[string]string{"event": s}) }
+	}
+	svc, err := dialServices(ctx, g, cfg)
+	if err != nil {
+		return opts, err
+	}
+	if svc != nil {
+		opts.Services = &upgradeServices{svc: svc, g: g, cfg: cfg}
+	}
+	return opts, nil
+}
+
+// printUpgrade prints an upgrade's or rollback's result.
+func printUpgrade(w io.Writer, verb string, res *upgrade.Result, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(map[string]any{
+			"event": "result", "old": res.Old, "new": res.New, "backup": res.Backup, "kept_aside": res.KeptAside,
+			"notes": res.Notes, "recovered": res.Recovered, "duration_ms": res.Duration.Milliseconds(),
+		})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s → %s in %s\n", verb, res.Old.Image, res.New.Image, res.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "  manifest %s → %s\n", res.Old.Manifest, res.New.Manifest)
+	if res.Backup != "" {
+		fmt.Fprintf(&b, "  pre-upgrade backup: %s\n", res.Backup)
+	}
+	if res.KeptAside != "" {
+		fmt.Fprintf(&b, "  the replaced data is kept in %s\n", res.KeptAside)
+	}
+	if res.Recovered != "" {
+		fmt.Fprintf(&b, "  first %s\n", res.Recovered)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// recoverUpgrade finishes or undoes an interrupted upgrade before `hbx
+// supervise` starts the programs (no supervisor runs yet).
+func recoverUpgrade(ctx context.Context, g *globals, cfg *config.Config) {
+	opts := upgrade.Options{
+		RuntimeDir: cfg.Executor.RuntimeDir,
+		DataDir:    cfg.Executor.DataDir,
+		HealthWait: cfg.Backup.HealthWait,
+		Runtime:    upgradeRuntime{g: g, cfg: cfg},
+		Data:       &upgradeData{g: g, cfg: cfg},
+		Config:     configPinner{g: g, cfg: cfg},
+		Logger:     g.log,
+	}
+	msg, err := upgrade.Recover(ctx, opts)
+	switch {
+	case err != nil:
+		g.log.Error("an interrupted upgrade could not be recovered; starting the programs anyway", "err", err)
+	case msg != "":
+		g.log.Warn("interrupted upgrade recovered", "what", msg)
+	}
+}
+
+// releaseOf describes an installed release for package upgrade.
+func releaseOf(inst *release.Installed) upgrade.Release {
+	m := inst.Meta
+	return upgrade.Release{Image: m.Image, Platform: m.Platform, Index: m.IndexDigest, Manifest: m.ManifestDigest}
+}
+
+// upgradeRuntime is upgrade.Runtime over the installer.
+type upgradeRuntime struct {
+	g   *globals
+	cfg *config.Config
+}
+
+func (r upgradeRuntime) Active() (upgrade.Release, error) {
+	inst, err := release.Current(r.cfg.Executor.RuntimeDir)
+	if err != nil {
+		return upgrade.Release{}, err
+	}
+	return releaseOf(inst), nil
+}
+
+func (r upgradeRuntime) Previous() (upgrade.Release, error) {
+	inst, err := release.Link(r.cfg.Executor.RuntimeDir, release.PreviousLink)
+	if err != nil {
+		return upgrade.Release{}, err
+	}
+	return releaseOf(inst), nil
+}
+
+func (r upgradeRuntime) Stage(ctx context.Context, image string, pin digest.Digest) (upgrade.Release, error) {
+	opts, err := installerOptions(r.g, r.cfg)
+	if err != nil {
+		return upgrade.Release{}, err
+	}
+	opts.Image, opts.PlatformDigest, opts.StageOnly = image, pin, true
+	res, err := installer.Install(ctx, opts)
+	if err != nil {
+		return upgrade.Release{}, err
+	}
+	return releaseOf(res.Release), nil
+}
+
+func (r upgradeRuntime) Activate(ctx context.Context, manifest digest.Digest) error {
+	return installer.Activate(ctx, r.cfg.Executor.RuntimeDir, manifest, r.cfg.Install.LockWait)
+}
+
+// releaseRuntime is backup.Runtime for rollbacks: a release that current
+// or previous already holds is activated in place (no network); any other
+// is installed like `hbx install` would.
+type releaseRuntime struct {
+	g   *globals
+	cfg *config.Config
+}
+
+func (r releaseRuntime) Install(ctx context.Context, image, platform string, manifest digest.Digest) (bool, error) {
+	ref, err := installer.ParseReference(image)
+	if err == nil {
+		match := func(inst *release.Installed) bool {
+			m := inst.Meta
+			return m.IndexDigest == ref.Digest() && m.Platform == platform && (manifest == "" || m.ManifestDigest == manifest)
+		}
+		if cur, err := release.Current(r.cfg.Executor.RuntimeDir); err == nil && match(cur) {
+			return false, nil
+		}
+		if prev, err := release.Link(r.cfg.Executor.RuntimeDir, release.PreviousLink); err == nil && match(prev) {
+			if err := installer.Activate(ctx, r.cfg.Executor.RuntimeDir, prev.Meta.ManifestDigest, r.cfg.Install.LockWait); err != nil {
+				return false, err
+			}
+			return true, nil
+		}
+	}
+	return installRuntime{g: r.g, cfg: r.cfg}.Install(ctx, image, platform, manifest)
+}
+
+// upgradeServices is upgrade.Services over the supervisor and the checks
+// of `hbx health`.
+type upgradeServices struct {
+	svc *supervisorServices
+	g   *globals
+	cfg *config.Config
+}
+
+func (s *upgradeServices) Hold(ctx context.Context) (upgrade.Hold, error) {
+	return s.svc.Hold(ctx)
+}
+
+// WaitHealthy waits for the programs, then for the checks api-health,
+// mcp-auth, supervisor and release (pinned to r), and mcp-tools when a
+// key is configured.
+func (s *upgradeServices) WaitHealthy(ctx context.Context, r upgrade.Release) error {
+	if err := s.svc.WaitHealthy(ctx); err != nil {
+		return err
+	}
+	c := pinnedConfig(s.cfg, r)
+	names := []string{"api-health", "mcp-auth", "supervisor", "release"}
+	if c.Health.TokenFile != "" {
+		names = append(names, "mcp-tools")
+	}
+	left := time.Minute
+	if d, ok := ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	rep, err := health.Wait(ctx, healthChecks(c, false, s.g.log), names, left, 0)
+	if err != nil {
+		return err
+	}
+	if f := rep.Failed(); len(f) > 0 {
+		return fmt.Errorf("%w: checks failing: %s", health.ErrUnhealthy, strings.Join(f, ", "))
+	}
+	return nil
+}
+
+// pinnedConfig is cfg with r as executor.image and its platform pin.
+func pinnedConfig(cfg *config.Config, r upgrade.Release) *config.Config {
+	c := *cfg
+	c.Executor.Image = r.Image
+	c.Executor.PlatformDigests = maps.Clone(cfg.Executor.PlatformDigests)
+	if c.Executor.PlatformDigests == nil {
+		c.Executor.PlatformDigests = map[string]string{}
+	}
+	c.Executor.PlatformDigests[pinKey(cfg)] = r.Manifest.String()
+	return &c
+}
+
+// upgradeData is upgrade.Data over package backup.
+type upgradeData struct {
+	g    *globals
+	cfg  *config.Config
+	pass []byte
+}
+
+// heldServices is backup.Services while the upgrade holds the programs
+// stopped itself: nothing more to stop, nothing to start.
+type heldServices struct{}
+
+func (heldServices) Hold(context.Context) (backup.Hold, error) { return heldServices{}, nil }
+func (heldServices) WaitHealthy(context.Context) error         { return nil }
+func (heldServices) Running() []string                         { return nil }
+func (heldServices) Release() error                            { return nil }
+
+func (d *upgradeData) passphrase() ([]byte, error) {
+	if d.pass != nil {
+		return d.pass, nil
+	}
+	p, err := passphrase(d.cfg, false)()
+	if err != nil {
+		return nil, err
+	}
+	d.pass = p
+	return p, nil
+}
+
+func (d *upgradeData) Backup(ctx context.Context, r upgrade.Release) (string, error) {
+	pass, err := d.passphrase()
+	if err != nil {
+		return "", err
+	}
+	res, err := backup.Create(ctx, backup.Options{
+		DataDir:        d.cfg.Executor.DataDir,
+		Paths:          d.cfg.Backup.Paths,
+		RuntimeDir:     d.cfg.Executor.RuntimeDir,
+		StateDir:       d.cfg.Executor.StateDir,
+		Dir:            d.cfg.Backup.Dir,
+		Name:           preUpgradeName,
+		Keep:           d.cfg.Backup.Keep,
+		Compression:    backup.Compression(d.cfg.Backup.Compression),
+		Encrypt:        true,
+		Passphrase:     pass,
+		Image:          r.Image,
+		Platform:       r.Platform,
+		PlatformDigest: r.Manifest,
+		HbxVersion:     buildinfo.Version,
+		LockWait:       d.cfg.Backup.LockWait,
+		Services:       heldServices{},
+		Logger:         d.g.log,
+	})
+	if err != nil {
+		return "", err
+	}
+	return res.Path, nil
+}
+
+func (d *upgradeData) Check(archive string, r upgrade.Release) error {
+	infos, err := backup.List(d.cfg.Backup.Dir, preUpgradeName)
+	if err != nil {
+		return err
+	}
+	for _, in := range infos {
+		if in.Path != archive {
+			continue
+		}
+		if in.IndexDigest != r.Index || in.ManifestDigest != r.Manifest {
+			return fmt.Errorf("the archive records index %s manifest %s, previous is index %s manifest %s", in.IndexDigest, in.ManifestDigest, r.Index, r.Manifest)
+		}
+		return nil
+	}
+	if _, err := os.Stat(archive); err != nil {
+		return err
+	}
+	return errors.New("the archive has no summary file (.json) to check its digests against")
+}
+
+func (d *upgradeData) Restore(ctx context.Context, archive string, r upgrade.Release) (string, error) {
+	owner, err := lookupOwner(d.cfg.Executor.User)
+	if err != nil {
+		return "", err
+	}
+	opts := backup.RestoreOptions{
+		Archive:        archive,
+		Passphrase:     d.passphrase,
+		DataDir:        d.cfg.Executor.DataDir,
+		RuntimeDir:     d.cfg.Executor.RuntimeDir,
+		StateDir:       d.cfg.Executor.StateDir,
+		BackupDir:      d.cfg.Backup.Dir,
+		Owner:          owner,
+		KeepPreRestore: max(d.cfg.Backup.KeepPreRestore, 1),
+		HealthWait:     d.cfg.Backup.HealthWait,
+		LockWait:       d.cfg.Backup.LockWait,
+		Runtime:        releaseRuntime{g: d.g, cfg: pinnedConfig(d.cfg, r)},
+		Image:          r.Image,
+		Platform:       r.Platform,
+		Logger:         d.g.log,
+	}
+	svc, err := dialServices(ctx, d.g, d.cfg)
+	if err != nil {
+		return "", err
+	}
+	if svc != nil {
+		opts.Services = svc
+	}
+	res, err := backup.Restore(ctx, opts)
+	if err != nil {
+		return "", err
+	}
+	return res.Restored[d.cfg.Executor.DataDir], nil
+}
+
+// pinKey is the executor.platform_digests key that pins cfg's platform:
+// the platform itself, or its os/arch when only that is pinned (as
+// platformPin reads it).
+func pinKey(cfg *config.Config) string {
+	p := cfg.Executor.Platform
+	if _, ok := cfg.Executor.PlatformDigests[p]; ok {
+		return p
+	}
+	if parts := strings.Split(p, "/"); len(parts) == 3 {
+		if _, ok := cfg.Executor.PlatformDigests[parts[0]+"/"+parts[1]]; ok {
+			return parts[0] + "/" + parts[1]
+		}
+	}
+	return p
+}
+
+// configPinner is upgrade.Config over the --config file.
+type configPinner struct {
+	g    *globals
+	cfg  *config.Config
+	srcs *config.Sources // nil: not known
+}
+
+// Pin writes r into the config file; without a file on disk it writes
+// nothing and says so, as it says when HBX_* variables or flags override
+// the file.
+func (p configPinner) Pin(r upgrade.Release) (string, error) {
+	err := config.WritePin(p.g.configPath, r.Image, pinKey(p.cfg), r.Manifest.String())
+	if errors.Is(err, config.ErrNoFile) {
+		return fmt.Sprintf("no config file at %s: nothing written; set executor.image to %s (and executor.platform_digests.%s to %s) so the next boot pins it", p.g.configPath, r.Image, pinKey(p.cfg), r.Manifest), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var notes []string
+	for _, k := range []string{"executor.image", "executor.platform_digests"} {
+		if s := p.srcs.Of(k); s.Kind == config.SourceEnv || s.Kind == config.SourceFlag {
+			notes = append(notes, fmt.Sprintf("%s is set by %s, which overrides the config file: change it there", k, s))
+		}
+	}
+	return strings.Join(notes, "; "), nil
+}

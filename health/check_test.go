@@ -1,0 +1,271 @@
+package health
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDataDir(t *testing.T) {
+	me := strconv.Itoa(os.Getuid())
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, dir string) string // returns the path to check
+		owner   string
+		wantErr string
+	}{
+		{"0700", func(t *testing.T, d string) string { return d }, me, ""},
+		{"0500", func(t *testing.T, d string) string { os.Chmod(d, 0o500); return d }, me, ""},
+		{"0755", func(t *testing.T, d string) string { os.Chmod(d, 0o755); return d }, me, "is mode 0755, want 0700 or stricter"},
+		{"0710", func(t *testing.T, d string) string { os.Chmod(d, 0o710); return d }, me, "is mode 0710, want 0700 or stricter"},
+		{"missing", func(t *testing.T, d string) string { return filepath.Join(d, "nope") }, me, "no such file or directory"},
+		{"a file", func(t *testing.T, d string) string {
+			p := filepath.Join(d, "f")
+			write(t, p, "", 0o600)
+			return p
+		}, me, "is not a directory"},
+		{"other owner", func(t *testing.T, d string) string { return d }, strconv.Itoa(os.Getuid() + 4242), "want uid " + strconv.Itoa(os.Getuid()+4242)},
+		{"unknown owner", func(t *testing.T, d string) string { return d }, "no-such-user-hbx", `owner "no-such-user-hbx"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(dir, 0o700) })
+			_, err := DataDir(tt.setup(t, dir), tt.owner)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Errorf("DataDir() = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrDataDir) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("DataDir() = %v, want ErrDataDir containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestKey(t *testing.T) {
+	const secret = "s3cr3t-key-value"
+	k := NewKey(" " + secret + "\n")
+	var logged bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("x", "key", k)
+	js, _ := json.Marshal(struct{ K Key }{k})
+	for _, s := range []string{fmt.Sprint(k), fmt.Sprintf("%v %+v %#v %s %q", k, k, k, k, k), logged.String(), string(js)} {
+		if strings.Contains(s, secret) || !strings.Contains(s, "[redacted]") {
+			t.Errorf("a rendering of the key = %q, want [redacted]", s)
+		}
+	}
+	if k.v != secret {
+		t.Errorf("NewKey() holds %q, want the trimmed key", k.v)
+	}
+
+	dir := t.TempDir()
+	good, open, empty := filepath.Join(dir, "good"), filepath.Join(dir, "open"), filepath.Join(dir, "empty")
+	write(t, good, secret+"\nsecond line\n", 0o600)
+	write(t, open, secret+"\n", 0o644)
+	write(t, empty, "\n", 0o400)
+	if k, err := ReadKeyFile(good); err != nil || k.v != secret {
+		t.Errorf("ReadKeyFile(good) = %v, want the first line", err)
+	}
+	for path, want := range map[string]string{
+		open:                          "is mode 0644, want 0600 or stricter",
+		empty:                         "the first line is empty",
+		filepath.Join(dir, "missing"): "no such file",
+		dir:                           "is not a regular file",
+	} {
+		_, err := ReadKeyFile(path)
+		if !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), secret) {
+			t.Errorf("ReadKeyFile(%s) = %v, want ErrKey containing %q and not the key", path, err, want)
+		}
+	}
+	if _, err := ReadKey(strings.NewReader("")); !errors.Is(err, ErrKey) {
+		t.Errorf("ReadKey(empty) = %v, want ErrKey", err)
+	}
+}
+
+// fakeSupervisor is a Supervisor with a fixed answer.
+type fakeSupervisor struct {
+	progs []Program
+	err   error
+}
+
+func (f fakeSupervisor) Programs(context.Context) ([]Program, error) { return f.progs, f.err }
+
+func TestSupervisorCheck(t *testing.T) {
+	running := []Program{{"executor", "RUNNING", 10, "pid 10, uptime 0:01:00"}, {"hermes", "RUNNING", 11, ""}}
+	tests := []struct {
+		name       string
+		sup        Supervisor
+		want       []string
+		wantStatus Status
+		wantReason string
+	}{
+		{"all running", fakeSupervisor{progs: running}, []string{"executor", "hermes"}, Pass, "executor RUNNING pid 10, hermes RUNNING pid 11"},
+		{"none", nil, nil, Skip, "no supervisor is configured"},
+		{"not running", fakeSupervisor{err: fmt.Errorf("%w (nothing listens on /run/x.sock)", ErrNoSupervisor)}, nil, Skip,
+			"no supervisor is running (nothing listens on /run/x.sock)"},
+		{"broken socket", fakeSupervisor{err: errors.New("talk to supervisor: EOF")}, nil, Fail, "talk to supervisor: EOF"},
+		{"one fatal", fakeSupervisor{progs: []Program{running[0], {"hermes", "FATAL", 0, "command not found"}}}, nil, Fail,
+			"hermes FATAL (command not found)"},
+		{"configured but absent", fakeSupervisor{progs: running[:1]}, []string{"executor", "hermes"}, Fail,
+			"hermes is configured but not supervised"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep, err := Run(context.Background(), Options{Supervisor: tt.sup, Programs: tt.want}, []string{CheckSupervisor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rep.Checks[0]
+			if r.Status != tt.wantStatus || !strings.Contains(r.Reason, tt.wantReason) {
+				t.Errorf("supervisor check = %s %q, want %s containing %q", r.Status, r.Reason, tt.wantStatus, tt.wantReason)
+			}
+		})
+	}
+}
+
+func TestExecutorPID(t *testing.T) {
+	dir := t.TempDir()
+	pidfile := filepath.Join(dir, "executor.pid")
+	write(t, pidfile, strconv.Itoa(os.Getpid())+"\n", 0o644)
+	stale := filepath.Join(dir, "stale.pid")
+	write(t, stale, "4194305\n", 0o644)
+	garbage := filepath.Join(dir, "garbage.pid")
+	write(t, garbage, "bun\n", 0o644)
+	noSup := fakeSupervisor{err: ErrNoSupervisor}
+	tests := []struct {
+		name     string
+		o        Options
+		wantPID  int
+		wantFrom string
+		wantErr  string
+	}{
+		{"supervisor", Options{Supervisor: fakeSupervisor{progs: []Program{{"executor", "RUNNING", 77, ""}}}, ExecutorProgram: "executor"}, 77, "the supervisor", ""},
+		{"supervisor, stopped", Options{Supervisor: fakeSupervisor{progs: []Program{{"executor", "STOPPED", 0, "stopped"}}}, ExecutorProgram: "executor", PidFile: pidfile},
+			0, "", "executor is not running: STOPPED under the supervisor (stopped)"},
+		{"supervisor without it", Options{Supervisor: fakeSupervisor{progs: []Program{}}, ExecutorProgram: "executor"}, 0, "", `the supervisor runs no program "executor"`},
+		{"pidfile", Options{Supervisor: noSup, PidFile: pidfile}, os.Getpid(), "pidfile " + pidfile, ""},
+		{"no pidfile", Options{Supervisor: noSup, PidFile: filepath.Join(dir, "none")}, 0, "", "no supervisor answers and there is no pidfile"},
+		{"stale pidfile", Options{Supervisor: noSup, PidFile: stale}, 0, "", "names pid 4194305, which is gone"},
+		{"garbage pidfile", Options{PidFile: garbage}, 0, "", `holds "bun", not a pid`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pid, from, err := executorPID(context.Background(), &tt.o)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("executorPID() = %d, %v; want error containing %q", pid, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || pid != tt.wantPID || from != tt.wantFrom {
+				t.Errorf("executorPID() = %d, %q, %v; want %d, %q", pid, from, err, tt.wantPID, tt.wantFrom)
+			}
+		})
+	}
+}
+
+func TestRun(t *testing.T) {
+	release := make(chan struct{})
+	wedged := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer wedged.Close()
+	defer close(release)
+	host, port, _ := net.SplitHostPort(wedged.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	dataDir := t.TempDir()
+	os.Chmod(dataDir, 0o700)
+	opts := Options{Listen: host, Port: p, Timeout: 200 * time.Millisecond, DataDir: dataDir, DataDirOwner: strconv.Itoa(os.Getuid()), Tools: []string{"execute"}}
+
+	if _, err := Run(context.Background(), opts, []string{"api-health", "bogus"}); !errors.Is(err, ErrUnknownCheck) || !strings.Contains(err.Error(), `"bogus"`) {
+		t.Errorf("Run(only bogus) = %v, want ErrUnknownCheck naming it", err)
+	}
+
+	start := time.Now()
+	rep, err := Run(context.Background(), opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Run() against a wedged server took %s, want about the 200ms timeout", took)
+	}
+	var names []string
+	got := map[string]Result{}
+	for _, r := range rep.Checks {
+		names = append(names, r.Name)
+		got[r.Name] = r
+	}
+	if diff := cmp.Diff(names, Names()); diff != "" {
+		t.Errorf("Run() checks (-got +want):\n%s", diff)
+	}
+	want := map[string]Status{
+		CheckAPIHealth: Fail, CheckWebUI: Fail, CheckMCPAuth: Fail, CheckMCPTools: Skip,
+		CheckSupervisor: Skip, CheckRelease: Fail, CheckListeners: Fail, CheckDataDir: Pass,
+	}
+	for name, st := range want {
+		if got[name].Status != st {
+			t.Errorf("check %s = %s %q, want %s", name, got[name].Status, got[name].Reason, st)
+		}
+	}
+	if rep.Status != Fail || !strings.Contains(got[CheckAPIHealth].Reason, "context deadline exceeded") || strings.HasPrefix(got[CheckAPIHealth].Reason, "unhealthy") {
+		t.Errorf("Run() = %s, api-health %q; want fail with the timeout as reason", rep.Status, got[CheckAPIHealth].Reason)
+	}
+
+	rep, err = Run(context.Background(), opts, []string{CheckDataDir, CheckMCPTools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(rep)
+	var doc struct {
+		Status string           `json:"status"`
+		Checks []map[string]any `json:"checks"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Status != "pass" || len(doc.Checks) != 2 || doc.Checks[0]["name"] != CheckMCPTools || doc.Checks[1]["name"] != CheckDataDir {
+		t.Errorf("Run(only data-dir, mcp-tools) = %s, want pass with mcp-tools then data-dir", b)
+	}
+	for _, c := range doc.Checks {
+		if _, ok := c["duration_ms"].(float64); !ok || len(c) != 4 || c["reason"] == "" {
+			t.Errorf("check %v: want name, status, reason and a numeric duration_ms", c)
+		}
+	}
+}
+
+func TestWait(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	opts := Options{DataDir: dataDir, DataDirOwner: strconv.Itoa(os.Getuid())}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		os.Mkdir(dataDir, 0o700)
+	}()
+	start := time.Now()
+	rep, err := Wait(context.Background(), opts, []string{CheckDataDir}, 10*time.Second, 50*time.Millisecond)
+	if err != nil || rep.Status != Pass || time.Since(start) < 300*time.Millisecond {
+		t.Errorf("Wait() = %+v, %v after %s; want a pass after the directory appeared", rep, err, time.Since(start))
+	}
+	opts.DataDir = filepath.Join(dataDir, "never")
+	start = time.Now()
+	rep, err = Wait(context.Background(), opts, []string{CheckDataDir}, 200*time.Millisecond, 50*time.Millisecond)
+	if took := time.Since(start); err != nil || rep.Status != Fail || took < 200*time.Millisecond || took > 2*time.Second {
+		t.Errorf("Wait() = %+v, %v after %s; want a fail after 200ms", rep, err, took)
+	}
+}

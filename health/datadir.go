@@ -1,0 +1,64 @@
+package health
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"syscall"
+)
+
+// ErrDataDir is wrapped by the error of DataDir.
+var ErrDataDir = errors.New("bad data directory")
+
+// DataDir checks Executor's data directory: path exists (symlinks are
+// followed) and is a directory, is owned by owner (a user name or numeric
+// uid), and neither its group nor others have any permission on it (mode
+// 0700 or stricter). It returns the directory's mode and nil, or an error
+// wrapping ErrDataDir that says which rule is broken and what was found.
+func DataDir(path, owner string) (os.FileMode, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrDataDir, err)
+	}
+	if !st.IsDir() {
+		return st.Mode(), fmt.Errorf("%w: %s is not a directory (%s)", ErrDataDir, path, st.Mode().Type())
+	}
+	uid, err := lookupUID(owner)
+	if err != nil {
+		return st.Mode(), fmt.Errorf("%w: %w", ErrDataDir, err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return st.Mode(), fmt.Errorf("%w: %s: no owner information", ErrDataDir, path)
+	}
+	if int(sys.Uid) != uid {
+		return st.Mode(), fmt.Errorf("%w: %s is owned by %s, want %s", ErrDataDir, path, userName(int(sys.Uid)), userName(uid))
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return st.Mode(), fmt.Errorf("%w: %s is mode %04o, want 0700 or stricter", ErrDataDir, path, perm)
+	}
+	return st.Mode(), nil
+}
+
+// lookupUID resolves a user name or numeric uid.
+func lookupUID(name string) (int, error) {
+	if uid, err := strconv.Atoi(name); err == nil && uid >= 0 {
+		return uid, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, fmt.Errorf("owner %q: %w", name, err)
+	}
+	return strconv.Atoi(u.Uid)
+}
+
+// userName renders uid as "uid 1000 (executor)", or "uid 1000" when the
+// user database has no name for it.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return fmt.Sprintf("uid %d (%s)", uid, u.Username)
+	}
+	return fmt.Sprintf("uid %d", uid)
+}

@@ -1,0 +1,259 @@
+package health
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ErrNotLoopback is wrapped (with ErrUnhealthy) by the error of Listeners
+// when a listening socket of the process tree is bound to an address
+// other than loopback: 0.0.0.0, ::, or an interface address.
+var ErrNotLoopback = errors.New("listener not on loopback")
+
+// procRoot is where procfs is mounted.
+const procRoot = "/proc"
+
+// Listener is one TCP socket in LISTEN state.
+type Listener struct {
+	Addr  netip.AddrPort // local address as bound: 0.0.0.0:4788, [::1]:4788
+	PID   int            // a process of the tree that holds it
+	Inode uint64         // socket inode
+}
+
+// Listeners checks the TCP sockets in LISTEN state held by the process
+// tree rooted at pid (pid and every descendant, found through the ppid
+// field of /proc/<n>/stat). It finds them through the socket inodes of
+// /proc/<n>/fd and the tables /proc/<pid>/net/tcp and tcp6 (so in pid's
+// network namespace). It returns them, sorted by address, and nil when
+// every one is bound to a loopback address (127.0.0.0/8 or ::1, also
+// IPv4-mapped) and want is among them; want may be the zero AddrPort to
+// skip that part. Otherwise the error wraps ErrUnhealthy, and also
+// ErrNotLoopback when a listener is off loopback; it names every such
+// address with its pid. Reading another user's /proc/<n>/fd needs root or
+// that user. It is check listeners and the supervisor's listener probe.
+func Listeners(pid int, want netip.AddrPort) ([]Listener, error) {
+	ls, err := processListeners(procRoot, pid)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnhealthy, err)
+	}
+	var exposed []string
+	found := false
+	for _, l := range ls {
+		if !l.Addr.Addr().Unmap().IsLoopback() {
+			exposed = append(exposed, fmt.Sprintf("%s (pid %d)", l.Addr, l.PID))
+		}
+		if l.Addr.Addr().Unmap() == want.Addr().Unmap() && l.Addr.Port() == want.Port() {
+			found = true
+		}
+	}
+	if len(exposed) > 0 {
+		return ls, fmt.Errorf("%w: %w: %s", ErrUnhealthy, ErrNotLoopback, strings.Join(exposed, ", "))
+	}
+	if want.IsValid() && !found {
+		return ls, fmt.Errorf("%w: nothing of pid %d's tree listens on %s (it listens on %s)", ErrUnhealthy, pid, want, describe(ls))
+	}
+	return ls, nil
+}
+
+// describe lists the addresses of ls for a message.
+func describe(ls []Listener) string {
+	if len(ls) == 0 {
+		return "nothing"
+	}
+	s := make([]string, len(ls))
+	for i, l := range ls {
+		s[i] = l.Addr.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// processListeners returns the listening TCP sockets of the tree rooted at
+// pid, read from the procfs mounted at proc.
+func processListeners(proc string, pid int) ([]Listener, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("no process (pid %d)", pid)
+	}
+	tree, err := processTree(proc, pid)
+	if err != nil {
+		return nil, err
+	}
+	owner := map[uint64]int{} // socket inode -> a pid holding it
+	for _, p := range tree {
+		ents, err := os.ReadDir(filepath.Join(proc, strconv.Itoa(p), "fd"))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p != pid {
+				continue // a descendant that just exited
+			}
+			if errors.Is(err, fs.ErrPermission) {
+				return nil, fmt.Errorf("read the sockets of pid %d: %w (run as root or as the executor's user)", p, err)
+			}
+			return nil, fmt.Errorf("read the sockets of pid %d: %w", p, err)
+		}
+		for _, e := range ents {
+			target, err := os.Readlink(filepath.Join(proc, strconv.Itoa(p), "fd", e.Name()))
+			if err != nil {
+				continue // closed meanwhile
+			}
+			if s, ok := strings.CutPrefix(target, "socket:["); ok {
+				if ino, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64); err == nil {
+					if _, seen := owner[ino]; !seen {
+						owner[ino] = p
+					}
+				}
+			}
+		}
+	}
+	var out []Listener
+	for _, table := range []string{"tcp", "tcp6"} {
+		f, err := os.Open(filepath.Join(proc, strconv.Itoa(pid), "net", table))
+		if errors.Is(err, fs.ErrNotExist) && table == "tcp6" {
+			continue // no IPv6 in this kernel
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read TCP sockets: %w", err)
+		}
+		socks, err := parseNetTCP(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read TCP sockets: %s: %w", f.Name(), err)
+		}
+		for _, s := range socks {
+			if p, ok := owner[s.inode]; ok && s.state == tcpListen {
+				out = append(out, Listener{Addr: s.local, PID: p, Inode: s.inode})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Listener) int { return a.Addr.Compare(b.Addr) })
+	return out, nil
+}
+
+// processTree returns pid and every live descendant of it, pid first. It
+// fails when pid does not exist.
+func processTree(proc string, pid int) ([]int, error) {
+	if _, err := os.Stat(filepath.Join(proc, strconv.Itoa(pid))); err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	ents, err := os.ReadDir(proc)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	children := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(proc, e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		if ppid, ok := parsePPID(b); ok {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	tree := []int{pid}
+	for i := 0; i < len(tree); i++ {
+		tree = append(tree, children[tree[i]]...)
+	}
+	return tree, nil
+}
+
+// parsePPID returns the ppid field of a /proc/<pid>/stat line: the second
+// field after the command name, which is in parentheses and may itself
+// hold spaces and parentheses.
+func parsePPID(stat []byte) (int, bool) {
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
+}
+
+// tcpListen is the st value of a listening socket in /proc/net/tcp
+// (TCP_LISTEN in the kernel's tcp_states.h).
+const tcpListen = 0x0A
+
+// netTCPEntry is one row of /proc/net/tcp or tcp6.
+type netTCPEntry struct {
+	local netip.AddrPort
+	state int
+	inode uint64
+}
+
+// parseNetTCP parses /proc/net/tcp or /proc/net/tcp6: a header line, then
+// rows "sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout
+// inode ...". Addresses are hex words of 32 bits in host byte order, as
+// the kernel prints them with %08X; ports are hex in host order.
+func parseNetTCP(r io.Reader) ([]netTCPEntry, error) {
+	sc := bufio.NewScanner(r)
+	var out []netTCPEntry
+	first := true
+	for sc.Scan() {
+		if first {
+			first = false
+			continue
+		}
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 10 {
+			return nil, fmt.Errorf("short row %q", sc.Text())
+		}
+		local, err := parseHexAddrPort(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("row %q: %w", sc.Text(), err)
+		}
+		st, err := strconv.ParseUint(f[3], 16, 8)
+		if err != nil {
+			return nil, fmt.Errorf("row %q: state: %w", sc.Text(), err)
+		}
+		ino, err := strconv.ParseUint(f[9], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("row %q: inode: %w", sc.Text(), err)
+		}
+		out = append(out, netTCPEntry{local: local, state: int(st), inode: ino})
+	}
+	return out, sc.Err()
+}
+
+// parseHexAddrPort parses "0100007F:12B4" (IPv4) or a 32-digit IPv6
+// address and a port, as /proc/net/tcp{,6} print them.
+func parseHexAddrPort(s string) (netip.AddrPort, error) {
+	a, p, ok := strings.Cut(s, ":")
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("address %q has no port", s)
+	}
+	port, err := strconv.ParseUint(p, 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("port %q: %w", p, err)
+	}
+	raw, err := hex.DecodeString(a)
+	if err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return netip.AddrPort{}, fmt.Errorf("address %q is not 8 or 32 hex digits", a)
+	}
+	// Each 32-bit word was printed as a host-order integer: turn it back
+	// into the bytes it was in memory, which are in network order.
+	b := make([]byte, len(raw))
+	for i := 0; i < len(raw); i += 4 {
+		binary.NativeEndian.PutUint32(b[i:], binary.BigEndian.Uint32(raw[i:]))
+	}
+	addr, _ := netip.AddrFromSlice(b)
+	return netip.AddrPortFrom(addr, uint16(port)), nil
+}

@@ -1,0 +1,174 @@
+package health
+
+import (
+	"bufio"
+	"errors"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseNetTCP(t *testing.T) {
+	// Rows as a little-endian kernel prints them (amd64, arm64); the
+	// parser turns the words back into network order with the host's own
+	// byte order, so the fixture holds only on little-endian hosts, which
+	// are the ones hbx is built for.
+	const tcp = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:12B4 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0000000000000000 100 0 0 10 0
+   1: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4243 1 0000000000000000 100 0 0 10 0
+   2: 0100007F:12B4 0100007F:D2F0 01 00000000:00000000 00:00000000 00000000     0        0 4244 1 0000000000000000 20 4 30 10 -1
+   3: 0200A8C0:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4245 1 0000000000000000 100 0 0 10 0
+`
+	const tcp6 = `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000001000000:12B4 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5000 1 0000000000000000 100 0 0 10 0
+   1: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5001 1 0000000000000000 100 0 0 10 0
+   2: 0000000000000000FFFF00000100007F:12B5 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5002 1 0000000000000000 100 0 0 10 0
+`
+	tests := []struct {
+		name string
+		in   string
+		want []netTCPEntry
+	}{
+		{"tcp", tcp, []netTCPEntry{
+			{netip.MustParseAddrPort("127.0.0.1:4788"), tcpListen, 4242},
+			{netip.MustParseAddrPort("0.0.0.0:8080"), tcpListen, 4243},
+			{netip.MustParseAddrPort("127.0.0.1:4788"), 1, 4244},
+			{netip.MustParseAddrPort("192.168.0.2:22"), tcpListen, 4245},
+		}},
+		{"tcp6", tcp6, []netTCPEntry{
+			{netip.MustParseAddrPort("[::1]:4788"), tcpListen, 5000},
+			{netip.MustParseAddrPort("[::]:8080"), tcpListen, 5001},
+			{netip.MustParseAddrPort("[::ffff:127.0.0.1]:4789"), tcpListen, 5002},
+		}},
+		{"header only", "  sl  local_address\n", nil},
+	}
+	for _, tt := range tests {
+		got, err := parseNetTCP(strings.NewReader(tt.in))
+		if err != nil {
+			t.Errorf("parseNetTCP(%s) = %v", tt.name, err)
+			continue
+		}
+		if diff := cmp.Diff(got, tt.want, cmp.AllowUnexported(netTCPEntry{}), cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
+			t.Errorf("parseNetTCP(%s) (-got +want):\n%s", tt.name, diff)
+		}
+	}
+	for _, bad := range []string{
+		"h\n 0: 0100007F 00000000:0000 0A 0:0 0:0 0 0 0 1\n",
+		"h\n 0: 0100007:12B4 00000000:0000 0A 0:0 0:0 0 0 0 1\n",
+		"h\n 0: 0100007F:12B4 00000000:0000 0A\n",
+		"h\n 0: 0100007F:12B4 00000000:0000 0A 0:0 0:0 0 0 0 x\n",
+	} {
+		if _, err := parseNetTCP(strings.NewReader(bad)); err == nil {
+			t.Errorf("parseNetTCP(%q) = nil error, want one", bad)
+		}
+	}
+}
+
+func TestParsePPID(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"1234 (bun) S 1200 1234 1234 0 -1", 1200, true},
+		{"1234 (a (b) c) R 7 1 1", 7, true},
+		{"1234 (x", 0, false},
+		{"1234 (x) S", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := parsePPID([]byte(tt.in))
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("parsePPID(%q) = %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// tree starts the test binary as a process listening on addrs, with a
+// child listening on childAddrs, and returns its pid and the addresses
+// both bound.
+func tree(t *testing.T, addrs, childAddrs string) (int, []netip.AddrPort) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "HBXTEST_LISTEN="+addrs, "HBXTEST_LISTEN_CHILD="+childAddrs)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	r := bufio.NewReader(out)
+	lines := 1
+	if childAddrs != "" {
+		lines = 2
+	}
+	var bound []netip.AddrPort
+	for range lines {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("listening helper: %v", err)
+		}
+		for _, a := range strings.Split(strings.TrimSpace(line), ",") {
+			bound = append(bound, netip.MustParseAddrPort(a))
+		}
+	}
+	return cmd.Process.Pid, bound
+}
+
+func TestListeners(t *testing.T) {
+	t.Run("loopback only", func(t *testing.T) {
+		pid, bound := tree(t, "127.0.0.1:0,[::1]:0", "127.0.0.2:0")
+		ls, err := Listeners(pid, bound[0])
+		if err != nil {
+			t.Fatalf("Listeners() = %v, want nil", err)
+		}
+		var got []netip.AddrPort
+		pids := map[int]bool{}
+		for _, l := range ls {
+			got = append(got, l.Addr)
+			pids[l.PID] = true
+		}
+		want := []netip.AddrPort{bound[0], bound[2], bound[1]} // sorted: 127.0.0.1, 127.0.0.2, ::1
+		if diff := cmp.Diff(got, want, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
+			t.Errorf("Listeners() addresses (-got +want):\n%s", diff)
+		}
+		if len(pids) != 2 || !pids[pid] {
+			t.Errorf("Listeners() pids = %v, want the helper %d and its child", pids, pid)
+		}
+	})
+	t.Run("configured port missing", func(t *testing.T) {
+		pid, _ := tree(t, "127.0.0.1:0", "")
+		want := netip.MustParseAddrPort("127.0.0.1:1")
+		_, err := Listeners(pid, want)
+		if !errors.Is(err, ErrUnhealthy) || errors.Is(err, ErrNotLoopback) || !strings.Contains(err.Error(), "listens on 127.0.0.1:1") {
+			t.Errorf("Listeners() = %v, want ErrUnhealthy naming 127.0.0.1:1", err)
+		}
+	})
+	t.Run("child on any address", func(t *testing.T) {
+		pid, bound := tree(t, "127.0.0.1:0", "0.0.0.0:0,[::]:0")
+		_, err := Listeners(pid, bound[0])
+		if !errors.Is(err, ErrNotLoopback) || !errors.Is(err, ErrUnhealthy) {
+			t.Fatalf("Listeners() = %v, want ErrNotLoopback", err)
+		}
+		for _, a := range bound[1:] {
+			if !strings.Contains(err.Error(), a.String()+" (pid ") {
+				t.Errorf("Listeners() = %v, want it to name %s", err, a)
+			}
+		}
+	})
+	t.Run("no such process", func(t *testing.T) {
+		if _, err := Listeners(1<<22+1, netip.AddrPort{}); !errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), "no such file") {
+			t.Errorf("Listeners(no such pid) = %v, want ErrUnhealthy", err)
+		}
+	})
+}

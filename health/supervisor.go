@@ -1,0 +1,111 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ErrNoSupervisor is wrapped by a Supervisor's error when no supervisor
+// runs; the supervisor check then skips and the listeners check falls
+// back to the pidfile.
+var ErrNoSupervisor = errors.New("no supervisor is running")
+
+// Supervisor is the running supervisor's view of its programs, as the
+// checks need it. cmd/hbx adapts the supervisor's control client to it.
+type Supervisor interface {
+	// Programs returns every supervised program. When no supervisor runs
+	// the error wraps ErrNoSupervisor.
+	Programs(ctx context.Context) ([]Program, error)
+}
+
+// Program is one supervised program as the supervisor reports it.
+type Program struct {
+	Name   string
+	State  string // supervisord's state name: "RUNNING", "STOPPED", "FATAL", ...
+	PID    int    // the leader's pid; 0 when none runs
+	Detail string // the supervisor's description, e.g. the exit reason
+}
+
+// stateRunning is the state every supervised program must be in.
+const stateRunning = "RUNNING"
+
+// checkPrograms is check supervisor: every program the supervisor runs,
+// and every one of want (the enabled programs of the configuration), is
+// RUNNING.
+func checkPrograms(progs []Program, want []string) (string, error) {
+	var bad, good []string
+	for _, p := range progs {
+		if p.State != stateRunning {
+			s := p.Name + " " + p.State
+			if p.Detail != "" {
+				s += " (" + p.Detail + ")"
+			}
+			bad = append(bad, s)
+			continue
+		}
+		good = append(good, fmt.Sprintf("%s RUNNING pid %d", p.Name, p.PID))
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(progs, func(p Program) bool { return p.Name == w }) {
+			bad = append(bad, w+" is configured but not supervised (the supervisor was started with another configuration?)")
+		}
+	}
+	if len(bad) > 0 {
+		return "", errors.New(strings.Join(bad, "; "))
+	}
+	if len(good) == 0 {
+		return "", errors.New("the supervisor runs no program")
+	}
+	return strings.Join(good, ", "), nil
+}
+
+// executorPID finds the pid of the executor's process tree: from the
+// supervisor when one runs, else from the pidfile of `hbx run executor`.
+// It returns the pid and where it came from.
+func executorPID(ctx context.Context, o *Options) (int, string, error) {
+	if o.Supervisor != nil {
+		progs, err := o.Supervisor.Programs(ctx)
+		switch {
+		case err == nil:
+			i := slices.IndexFunc(progs, func(p Program) bool { return p.Name == o.ExecutorProgram })
+			if i < 0 {
+				return 0, "", fmt.Errorf("the supervisor runs no program %q", o.ExecutorProgram)
+			}
+			p := progs[i]
+			if p.PID == 0 {
+				d := ""
+				if p.Detail != "" {
+					d = " (" + p.Detail + ")"
+				}
+				return 0, "", fmt.Errorf("%s is not running: %s under the supervisor%s", p.Name, p.State, d)
+			}
+			return p.PID, "the supervisor", nil
+		case !errors.Is(err, ErrNoSupervisor):
+			return 0, "", err
+		}
+	}
+	if o.PidFile == "" {
+		return 0, "", errors.New("executor is not running: no supervisor answers and no pidfile is known")
+	}
+	b, err := os.ReadFile(o.PidFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, "", fmt.Errorf("executor is not running: no supervisor answers and there is no pidfile %s", o.PidFile)
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("read pidfile: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, "", fmt.Errorf("pidfile %s holds %q, not a pid", o.PidFile, strings.TrimSpace(string(b)))
+	}
+	if _, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid))); err != nil {
+		return 0, "", fmt.Errorf("executor is not running: pidfile %s names pid %d, which is gone", o.PidFile, pid)
+	}
+	return pid, "pidfile " + o.PidFile, nil
+}

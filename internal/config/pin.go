@@ -1,0 +1,103 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// ErrNoFile: WritePin found no config file to write to.
+var ErrNoFile = errors.New("no config file")
+
+// WritePin sets executor.image to image and executor.platform_digests[key]
+// to manifest in the YAML file at path, keeping its other content and its
+// comments (as far as yaml.v3's node round trip keeps them: comments stay,
+// indentation becomes two spaces, quoting of untouched scalars is kept),
+// and writes it atomically (atomicfile) with its mode. It refuses a file
+// whose result would not load with the same rules Load applies to the
+// file's shape (a mapping at the top, executor a mapping). ErrNoFile when
+// path does not exist.
+func WritePin(path, image, key, manifest string) error {
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %s", ErrNoFile, path)
+	}
+	if err != nil {
+		return fmt.Errorf("stat config file: %w", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config file: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("%w: parse %s: %w", ErrInvalid, path, err)
+	}
+	if doc.Kind == 0 { // empty file
+		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return fmt.Errorf("%w: %s: the top level is not a mapping", ErrInvalid, path)
+	}
+	exec, err := mapping(doc.Content[0], "executor")
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
+	}
+	setScalar(exec, "image", image)
+	pins, err := mapping(exec, "platform_digests")
+	if err != nil {
+		return fmt.Errorf("%w: %s: executor.%w", ErrInvalid, path, err)
+	}
+	pins.Style &^= yaml.FlowStyle // "{}" grows into a block mapping
+	setScalar(pins, key, manifest)
+
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return fmt.Errorf("encode config file: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("encode config file: %w", err)
+	}
+	return atomicfile.WriteFile(path, out.Bytes(), st.Mode().Perm())
+}
+
+// mapping returns the mapping under key in m, adding an empty one when
+// key is absent.
+func mapping(m *yaml.Node, key string) (*yaml.Node, error) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			v := m.Content[i+1]
+			if v.Kind == yaml.ScalarNode && (v.Tag == "!!null" || strings.TrimSpace(v.Value) == "") {
+				*v = yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			}
+			if v.Kind != yaml.MappingNode {
+				return nil, fmt.Errorf("%s is not a mapping", key)
+			}
+			return v, nil
+		}
+	}
+	v := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, v)
+	return v, nil
+}
+
+// setScalar sets key in m to the string value, double-quoted.
+func setScalar(m *yaml.Node, key, value string) {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: value, Style: yaml.DoubleQuotedStyle}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			old := m.Content[i+1]
+			n.HeadComment, n.LineComment, n.FootComment = old.HeadComment, old.LineComment, old.FootComment
+			m.Content[i+1] = n
+			return
+		}
+	}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, n)
+}

@@ -1,0 +1,93 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	pinImage    = "ghcr.io/rhyssullivan/executor-selfhost:v1.5.13@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	pinManifest = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+)
+
+func TestWritePin(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []string // substrings of the result
+	}{
+		{
+			name: "replaces and keeps comments",
+			in: `# hbx config, edited by hand
+executor:
+  # the pinned image
+  image: "ghcr.io/rhyssullivan/executor-selfhost:v1.5.12@sha256:e40b2179c005b3124e794e9a8505341db46d0a9a1631e7f3fdcd023462ecf70b" # pinned
+  platform: linux/arm64
+  platform_digests:
+    linux/arm64: "sha256:c089ee8bffdbd81c854c3aee47a788484398694149597bc9d8863491b07e262f"
+  port: 4788
+`,
+			want: []string{"# hbx config, edited by hand", "# the pinned image", "# pinned", `image: "` + pinImage + `"`, `linux/arm64: "` + pinManifest + `"`, "port: 4788"},
+		},
+		{
+			name: "flow mapping grows",
+			in:   "executor:\n  image: x\n  platform_digests:\n    {}\n",
+			want: []string{`image: "` + pinImage + `"`, `linux/arm64: "` + pinManifest + `"`},
+		},
+		{
+			name: "no executor section",
+			in:   "# only a comment\nbackup:\n  keep: 3\n",
+			want: []string{"# only a comment", "keep: 3", `image: "` + pinImage + `"`, `linux/arm64: "` + pinManifest + `"`},
+		},
+		{
+			name: "empty file",
+			in:   "",
+			want: []string{`image: "` + pinImage + `"`},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "hbx.yaml")
+			if err := os.WriteFile(p, []byte(tc.in), 0o640); err != nil {
+				t.Fatal(err)
+			}
+			if err := WritePin(p, pinImage, "linux/arm64", pinManifest); err != nil {
+				t.Fatalf("WritePin() = %v", err)
+			}
+			b, _ := os.ReadFile(p)
+			for _, w := range tc.want {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("WritePin() result lacks %q:\n%s", w, b)
+				}
+			}
+			if st, _ := os.Stat(p); st.Mode().Perm() != 0o640 {
+				t.Errorf("mode = %v, want 0640 kept", st.Mode().Perm())
+			}
+			cfg, _, err := Load(LoadOptions{Path: p, PathExplicit: true})
+			if err != nil {
+				t.Fatalf("Load() after WritePin = %v\n%s", err, b)
+			}
+			if cfg.Executor.Image != pinImage || cfg.Executor.PlatformDigests["linux/arm64"] != pinManifest {
+				t.Errorf("Load() after WritePin: image %q, pins %v", cfg.Executor.Image, cfg.Executor.PlatformDigests)
+			}
+		})
+	}
+}
+
+func TestWritePinRefuses(t *testing.T) {
+	dir := t.TempDir()
+	if err := WritePin(filepath.Join(dir, "missing.yaml"), pinImage, "linux/arm64", pinManifest); !errors.Is(err, ErrNoFile) {
+		t.Errorf("WritePin(missing) = %v, want ErrNoFile", err)
+	}
+	for name, in := range map[string]string{"list": "- a\n", "executor scalar": "executor: 3\n", "bad yaml": "executor: [\n"} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
+		os.WriteFile(p, []byte(in), 0o600)
+		if err := WritePin(p, pinImage, "linux/arm64", pinManifest); !errors.Is(err, ErrInvalid) {
+			t.Errorf("WritePin(%s) = %v, want ErrInvalid", name, err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != in {
+			t.Errorf("WritePin(%s) changed the file", name)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+// Package upgrade moves the box to a new pinned Executor release and back
+// (`hbx upgrade`, `hbx rollback`) without losing data.
+//
+// It composes the other verbs through small interfaces that cmd/hbx
+// implements (Runtime: the installer; Services: the supervisor and the
+// health checks; Data: backup and restore; Config: the config file), so it
+// imports none of them.
+//
+// # Upgrade
+//
+//  1. Take the runtime directory's lock (hbx.lock, the installer's) and
+//     finish or undo an interrupted upgrade (Recover).
+//  2. Refuse when the target is the active release (ErrSameRelease).
+//  3. Stage the new release beside the active one (published under
+//     releases/, current untouched) while the services keep running.
+//  4. Hold the services stopped and take a cold backup of the data
+//     (tagged pre-upgrade, recording the old digests).
+//  5. Pin the new release in the config file, activate it, release the
+//     hold, and wait until the services are healthy on it.
+//  6. On any failure after step 5 began: roll back (below) and return an
+//     error wrapping ErrRolledBack and the cause.
+//
+// # Rollback
+//
+// Rollback pins the old release in the config file again and restores the
+// pre-upgrade archive together with the old runtime (the restore
+// reactivates the release previous names), then waits for health. The data
+// the new runtime wrote is kept aside as <data_dir>.rolled-back-<UTC
+// time>, never deleted. `hbx rollback` does this after a completed
+// upgrade; it refuses (ErrNoUpgrade, ErrMismatch) when there is no
+// pre-upgrade archive for the release previous names.
+//
+// # Journal and crash windows (kill -9, power loss)
+//
+// Every step is recorded first in <runtime_dir>/upgrade.json (atomicfile).
+// Recover, called by `hbx supervise` before it starts the programs and by
+// Upgrade and Rollback under their lock, reads it:
+//
+//   - staged, backed-up: nothing live changed (current and the config name
+//     the old release; the data was only read). The journal is closed as
+//     aborted (or, when a completed upgrade preceded this one, its journal
+//     is put back, so it can still be rolled back); the staged release is
+//     removed by the next install. The
+//     hold dies with the process, so the supervisor starts the old
+//     release again.
+//   - activating: the config or current may name the new release, and the
+//     new runtime may have written the data: rolled back as above.
+//   - rolling-back: the rollback is done again from its start (restoring
+//     the same archive again is harmless; the backup package's own
+//     journal undoes a restore killed half-way first).
+//   - done, rolled-back, aborted: nothing to do.
+//
+// # Not guaranteed
+//
+// A kill between the config write and the activation (or their reverse in
+// a rollback) leaves the config and current naming different releases
+// until Recover runs; the supervisor refuses to start Executor on such a
+// mismatch, so no runtime ever runs on data of another version. The
+// config file is updated only when it exists on disk; a pin set through
+// HBX_* variables or flags is not changed (cmd/hbx refuses to upgrade
+// then). Only the last completed upgrade can be rolled back: the journal
+// remembers one. Kept-aside data is never pruned: remove old
+// <data_dir>.rolled-back-* by hand. A rollback killed after its restore
+// committed but before the rename leaves the replaced data as
+// <data_dir>.pre-restore-<time>, which a later restore may prune
+// (backup.keep_pre_restore).
+package upgrade

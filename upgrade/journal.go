@@ -1,0 +1,104 @@
+package upgrade
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	digest "github.com/opencontainers/go-digest"
+)
+
+// JournalFile is the upgrade journal's name in the runtime directory.
+const JournalFile = "upgrade.json"
+
+// Phase is the step an upgrade or rollback reached.
+type Phase string
+
+// The phases, in the order they are recorded.
+const (
+	PhaseStaged      Phase = "staged"       // the new release is published; nothing live changed
+	PhaseBackedUp    Phase = "backed-up"    // the pre-upgrade archive is durable
+	PhaseActivating  Phase = "activating"   // config and current are moving to the new release
+	PhaseDone        Phase = "done"         // the new release is active and was healthy
+	PhaseAborted     Phase = "aborted"      // stopped before anything live changed
+	PhaseRollingBack Phase = "rolling-back" // the old release and data are being put back
+	PhaseRolledBack  Phase = "rolled-back"  // the old release and data are back
+)
+
+// Release names one installed release.
+type Release struct {
+	Image    string        `json:"image"` // name:tag@sha256:...
+	Platform string        `json:"platform"`
+	Index    digest.Digest `json:"index_digest"`
+	Manifest digest.Digest `json:"manifest_digest"`
+}
+
+// String is "image (manifest)".
+func (r Release) String() string {
+	return fmt.Sprintf("%s (%s manifest %s)", r.Image, r.Platform, r.Manifest)
+}
+
+// Same reports whether r and o are the same release (index and manifest).
+func (r Release) Same(o Release) bool { return r.Index == o.Index && r.Manifest == o.Manifest }
+
+// Journal is upgrade.json.
+type Journal struct {
+	Phase   Phase     `json:"phase"`
+	Old     Release   `json:"old"`
+	New     Release   `json:"new"`
+	Backup  string    `json:"backup,omitempty"` // the pre-upgrade archive
+	Started time.Time `json:"started"`
+	Updated time.Time `json:"updated"`
+	Error   string    `json:"error,omitempty"` // why it was rolled back or aborted
+	// KeptAside is where a rollback put the data the new runtime wrote.
+	KeptAside string `json:"kept_aside,omitempty"`
+	// Prior is the journal of the completed upgrade before this one, put
+	// back when this one aborts before activation, so `hbx rollback`
+	// still finds it.
+	Prior *Journal `json:"prior,omitempty"`
+}
+
+// close records that the upgrade stopped before activation: the prior
+// completed upgrade's journal comes back, or the phase becomes aborted.
+func (j *Journal) close(runtimeDir, why string, now time.Time) error {
+	if j.Prior != nil {
+		return j.Prior.write(runtimeDir, j.Prior.Phase, j.Prior.Updated)
+	}
+	j.Error = why
+	return j.write(runtimeDir, PhaseAborted, now)
+}
+
+func journalPath(runtimeDir string) string { return filepath.Join(runtimeDir, JournalFile) }
+
+// ReadJournal reads the journal of runtimeDir; nil, nil when there is none.
+func ReadJournal(runtimeDir string) (*Journal, error) {
+	b, err := os.ReadFile(journalPath(runtimeDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read upgrade journal: %w", err)
+	}
+	var j Journal
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("parse upgrade journal %s: %w", journalPath(runtimeDir), err)
+	}
+	return &j, nil
+}
+
+// write records j durably with phase p.
+func (j *Journal) write(runtimeDir string, p Phase, now time.Time) error {
+	j.Phase, j.Updated = p, now.UTC()
+	b, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode upgrade journal: %w", err)
+	}
+	if err := atomicfile.WriteFile(journalPath(runtimeDir), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write upgrade journal: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,432 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/lock"
+	digest "github.com/opencontainers/go-digest"
+)
+
+// LockFile is the runtime directory's lock, the one install, backup and
+// restore take.
+const LockFile = "hbx.lock"
+
+var (
+	// ErrSameRelease: the target is already the active release.
+	ErrSameRelease = errors.New("already the active release")
+	// ErrNoSupervisor: no supervisor runs, so nothing could be stopped or
+	// health-checked.
+	ErrNoSupervisor = errors.New("no supervisor is running (start hbx supervise first)")
+	// ErrRolledBack: the upgrade failed after activation and was rolled
+	// back; the error also wraps the cause.
+	ErrRolledBack = errors.New("upgrade rolled back")
+	// ErrNoUpgrade: there is no completed upgrade to roll back.
+	ErrNoUpgrade = errors.New("no upgrade to roll back")
+	// ErrMismatch: the pre-upgrade archive or the releases on disk do not
+	// match the journal.
+	ErrMismatch = errors.New("does not match the recorded upgrade")
+	// ErrInvalid: bad options.
+	ErrInvalid = errors.New("invalid upgrade options")
+)
+
+// Runtime is the installer: releases in the runtime directory.
+type Runtime interface {
+	// Active and Previous read the releases current and previous name.
+	Active() (Release, error)
+	Previous() (Release, error)
+	// Stage publishes the release of image (pinned to manifest pin when
+	// not "") without activating it. ctx carries the held lock.
+	Stage(ctx context.Context, image string, pin digest.Digest) (Release, error)
+	// Activate makes the published release of manifest the active one
+	// (previous := the old current). ctx carries the held lock.
+	Activate(ctx context.Context, manifest digest.Digest) error
+}
+
+// Hold keeps the services stopped until Release.
+type Hold interface{ Release() error }
+
+// Services is the supervisor with the health checks.
+type Services interface {
+	// Hold stops every program and keeps them stopped until Release or
+	// until this process dies.
+	Hold(ctx context.Context) (Hold, error)
+	// WaitHealthy starts the programs that should run and returns nil
+	// once they run and the health checks pass for r, or an error saying
+	// which fail when ctx ends first.
+	WaitHealthy(ctx context.Context, r Release) error
+}
+
+// Data is backup and restore of the data directory.
+type Data interface {
+	// Backup writes a cold archive of the data, recording r as its
+	// runtime, while the services are already held; it returns the
+	// archive's path.
+	Backup(ctx context.Context, r Release) (string, error)
+	// Check says whether archive exists and records r's digests.
+	Check(archive string, r Release) error
+	// Restore replaces the data with archive's and makes r the active
+	// release (stopping the services, unless none run, then starting them
+	// and waiting for health). It returns where the replaced data is kept
+	// ("" when there was none).
+	Restore(ctx context.Context, archive string, r Release) (string, error)
+}
+
+// Config pins a release in the config file hbx was started with.
+type Config interface {
+	// Pin writes r's image and manifest digest; it returns a note when
+	// nothing could be written (no config file), "" otherwise.
+	Pin(r Release) (string, error)
+}
+
+// Options are the parts an upgrade or rollback works with.
+type Options struct {
+	RuntimeDir string // absolute; holds the lock and the journal
+	DataDir    string // absolute; where rolled-back data is kept aside beside
+	LockWait   time.Duration
+	HealthWait time.Duration // bound on the wait for health after a switch
+
+	Runtime  Runtime
+	Services Services // nil: no supervisor runs (Recover only)
+	Data     Data
+	Config   Config
+
+	Logger *slog.Logger
+	// Step, if not nil, is told each step as it starts ("staging",
+	// "backing-up", "activating", "health", "rolling-back", ...).
+	Step func(step string)
+	Now  func() time.Time
+}
+
+// Target is the release to upgrade to.
+type Target struct {
+	Image string        // name:tag@sha256:..., validated by the caller
+	Index digest.Digest // the reference's digest
+	Pin   digest.Digest // the platform's manifest digest, "" when not pinned
+}
+
+// Result says what an upgrade or rollback did.
+type Result struct {
+	Old, New  Release // for a rollback: Old is what was active, New what is now
+	Backup    string  // the pre-upgrade archive
+	KeptAside string  // rollback: where the replaced data is
+	Notes     []string
+	Recovered string // an interrupted upgrade handled first
+	Duration  time.Duration
+}
+
+func (o *Options) defaults() error {
+	if !filepath.IsAbs(o.RuntimeDir) || !filepath.IsAbs(o.DataDir) {
+		return fmt.Errorf("%w: runtime and data directories must be absolute", ErrInvalid)
+	}
+	if o.Runtime == nil || o.Data == nil || o.Config == nil {
+		return fmt.Errorf("%w: runtime, data and config are required", ErrInvalid)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Step == nil {
+		o.Step = func(string) {}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.HealthWait <= 0 {
+		o.HealthWait = 2 * time.Minute
+	}
+	return nil
+}
+
+func (o *Options) lock(ctx context.Context, command string) (context.Context, *lock.Lock, error) {
+	if err := os.MkdirAll(o.RuntimeDir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("create runtime directory: %w", err)
+	}
+	lk, err := lock.Acquire(ctx, filepath.Join(o.RuntimeDir, LockFile), command, o.LockWait, func(h lock.Holder) {
+		o.Logger.Info("waiting for the runtime directory's lock", "holder", h.String())
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return lock.WithHeld(ctx, lk), lk, nil
+}
+
+// Upgrade moves the box to t; see the package doc for the steps.
+func Upgrade(ctx context.Context, opts Options, t Target) (res *Result, err error) {
+	start := time.Now()
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	if opts.Services == nil {
+		return nil, ErrNoSupervisor
+	}
+	ctx, lk, err := opts.lock(ctx, "hbx upgrade")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := lk.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("release lock: %w", uerr)
+		}
+	}()
+	res = &Result{}
+	if res.Recovered, err = recoverLocked(ctx, opts); err != nil {
+		return nil, fmt.Errorf("recover an interrupted upgrade: %w", err)
+	}
+	old, err := opts.Runtime.Active()
+	if err != nil {
+		return nil, fmt.Errorf("read the active release: %w", err)
+	}
+	res.Old = old
+	if old.Index == t.Index && (t.Pin == "" || old.Manifest == t.Pin) {
+		return nil, fmt.Errorf("%w: %s", ErrSameRelease, old)
+	}
+
+	opts.Step("staging")
+	opts.Logger.Info("staging the new release beside the active one", "image", t.Image)
+	nr, err := opts.Runtime.Stage(ctx, t.Image, t.Pin)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: %w", t.Image, err)
+	}
+	if nr.Same(old) {
+		return nil, fmt.Errorf("%w: %s", ErrSameRelease, old)
+	}
+	res.New = nr
+	j := &Journal{Old: old, New: nr, Started: opts.Now().UTC()}
+	if prior, err := ReadJournal(opts.RuntimeDir); err == nil && prior != nil && prior.Phase == PhaseDone && prior.New.Same(old) {
+		prior.Prior = nil
+		j.Prior = prior
+	}
+	if err := j.write(opts.RuntimeDir, PhaseStaged, opts.Now()); err != nil {
+		return nil, err
+	}
+	abort := func(cause error) error {
+		if werr := j.close(opts.RuntimeDir, cause.Error(), opts.Now()); werr != nil {
+			opts.Logger.Warn("close the upgrade journal", "err", werr)
+		}
+		return cause
+	}
+
+	opts.Step("stopping")
+	hold, err := opts.Services.Hold(ctx)
+	if err != nil {
+		return nil, abort(fmt.Errorf("stop the services: %w", err))
+	}
+	held := true
+	defer func() {
+		if held {
+			if rerr := hold.Release(); rerr != nil {
+				opts.Logger.Warn("release the hold", "err", rerr)
+			}
+		}
+	}()
+	opts.Step("backing-up")
+	if j.Backup, err = opts.Data.Backup(ctx, old); err != nil {
+		return nil, abort(fmt.Errorf("pre-upgrade backup: %w", err))
+	}
+	res.Backup = j.Backup
+	if err := j.write(opts.RuntimeDir, PhaseBackedUp, opts.Now()); err != nil {
+		return nil, abort(err)
+	}
+
+	opts.Step("activating")
+	if err := j.write(opts.RuntimeDir, PhaseActivating, opts.Now()); err != nil {
+		return nil, abort(err)
+	}
+	fail := func(cause error) error {
+		opts.Logger.Error("upgrade failed after activation; rolling back", "err", cause)
+		if held {
+			held = false
+			if rerr := hold.Release(); rerr != nil {
+				opts.Logger.Warn("release the hold", "err", rerr)
+			}
+		}
+		rb, rerr := rollbackLocked(ctx, opts, j, cause.Error())
+		if rerr != nil {
+			return fmt.Errorf("%w; rollback failed too, the next hbx start retries it: %w", cause, rerr)
+		}
+		res.KeptAside, res.Notes = rb.KeptAside, append(res.Notes, rb.Notes...)
+		return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s", ErrRolledBack, old, cause, orNone(rb.KeptAside))
+	}
+	note, err := opts.Config.Pin(nr)
+	if err != nil {
+		return nil, fail(fmt.Errorf("pin the new release in the config: %w", err))
+	}
+	if note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	if err := opts.Runtime.Activate(ctx, nr.Manifest); err != nil {
+		return nil, fail(fmt.Errorf("activate: %w", err))
+	}
+	held = false
+	if err := hold.Release(); err != nil {
+		return nil, fail(fmt.Errorf("start the services: %w", err))
+	}
+	opts.Step("health")
+	hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+	err = opts.Services.WaitHealthy(hctx, nr)
+	cancel()
+	if err != nil {
+		return nil, fail(fmt.Errorf("health on %s: %w", nr.Image, err))
+	}
+	if err := j.write(opts.RuntimeDir, PhaseDone, opts.Now()); err != nil {
+		return nil, err
+	}
+	opts.Step("done")
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// Rollback reactivates the release previous names and restores the
+// pre-upgrade archive made for it; see the package doc.
+func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
+	start := time.Now()
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	ctx, lk, err := opts.lock(ctx, "hbx rollback")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := lk.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("release lock: %w", uerr)
+		}
+	}()
+	recovered, err := recoverLocked(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("recover an interrupted upgrade: %w", err)
+	}
+	j, err := ReadJournal(opts.RuntimeDir)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case j == nil:
+		return nil, fmt.Errorf("%w: no upgrade was recorded in %s", ErrNoUpgrade, opts.RuntimeDir)
+	case j.Phase == PhaseRolledBack:
+		return nil, fmt.Errorf("%w: the last upgrade (to %s) was already rolled back", ErrNoUpgrade, j.New)
+	case j.Phase != PhaseDone:
+		return nil, fmt.Errorf("%w: the last upgrade (to %s) did not complete (%s)", ErrNoUpgrade, j.New, j.Phase)
+	}
+	prev, err := opts.Runtime.Previous()
+	if err != nil {
+		return nil, fmt.Errorf("%w: previous: %w", ErrNoUpgrade, err)
+	}
+	if !prev.Same(j.Old) {
+		return nil, fmt.Errorf("%w: previous is %s, the pre-upgrade backup was made for %s", ErrMismatch, prev, j.Old)
+	}
+	if cur, err := opts.Runtime.Active(); err != nil || !cur.Same(j.New) {
+		return nil, fmt.Errorf("%w: the active release is not %s, the one the upgrade installed", ErrMismatch, j.New)
+	}
+	if err := opts.Data.Check(j.Backup, j.Old); err != nil {
+		return nil, fmt.Errorf("%w: pre-upgrade backup %s: %w", ErrMismatch, j.Backup, err)
+	}
+	res, err = rollbackLocked(ctx, opts, j, "hbx rollback")
+	if err != nil {
+		return nil, err
+	}
+	res.Recovered, res.Duration = recovered, time.Since(start)
+	return res, nil
+}
+
+// rollbackLocked puts j.Old and the pre-upgrade data back, under the lock.
+func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (*Result, error) {
+	opts.Step("rolling-back")
+	j.Error = why
+	if err := j.write(opts.RuntimeDir, PhaseRollingBack, opts.Now()); err != nil {
+		return nil, err
+	}
+	res := &Result{Old: j.New, New: j.Old, Backup: j.Backup}
+	note, err := opts.Config.Pin(j.Old)
+	if err != nil {
+		return nil, fmt.Errorf("pin the old release in the config: %w", err)
+	}
+	if note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	aside, err := opts.Data.Restore(ctx, j.Backup, j.Old)
+	if err != nil {
+		return nil, fmt.Errorf("restore the pre-upgrade backup %s: %w", j.Backup, err)
+	}
+	if aside != "" {
+		kept := fmt.Sprintf("%s.rolled-back-%s", opts.DataDir, opts.Now().UTC().Format("20060102T150405Z"))
+		if err := os.Rename(aside, kept); err != nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("the replaced data stays in %s: %v", aside, err))
+			kept = aside
+		} else if err := atomicfile.SyncDir(filepath.Dir(kept)); err != nil {
+			return nil, err
+		}
+		res.KeptAside = kept
+	}
+	j.KeptAside = res.KeptAside
+	if err := j.write(opts.RuntimeDir, PhaseRolledBack, opts.Now()); err != nil {
+		return nil, err
+	}
+	opts.Step("rolled-back")
+	return res, nil
+}
+
+// Recover finishes or undoes an upgrade or rollback that was interrupted;
+// see the package doc. It returns what it did, "" when nothing. While
+// another process holds the lock, it does nothing.
+func Recover(ctx context.Context, opts Options) (string, error) {
+	j, err := ReadJournal(opts.RuntimeDir)
+	if err != nil || j == nil || !pending(j.Phase) {
+		return "", err
+	}
+	if err := opts.defaults(); err != nil {
+		return "", err
+	}
+	ctx, lk, err := opts.lock(ctx, "hbx recover")
+	if lock.IsLocked(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer lk.Unlock()
+	return recoverLocked(ctx, opts)
+}
+
+func pending(p Phase) bool {
+	switch p {
+	case PhaseStaged, PhaseBackedUp, PhaseActivating, PhaseRollingBack:
+		return true
+	}
+	return false
+}
+
+func recoverLocked(ctx context.Context, opts Options) (string, error) {
+	j, err := ReadJournal(opts.RuntimeDir)
+	if err != nil || j == nil || !pending(j.Phase) {
+		return "", err
+	}
+	switch j.Phase {
+	case PhaseStaged, PhaseBackedUp:
+		if err := j.close(opts.RuntimeDir, "interrupted before activation", opts.Now()); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("closed the upgrade to %s, interrupted before activation: %s stays active", j.New.Image, j.Old.Image), nil
+	}
+	if j.Backup == "" {
+		return "", fmt.Errorf("%w: journal phase %s without a backup", ErrMismatch, j.Phase)
+	}
+	res, err := rollbackLocked(ctx, opts, j, "interrupted during "+string(j.Phase))
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("rolled back the interrupted upgrade to %s: %s is active on the pre-upgrade data; the other data is in %s", j.New.Image, j.Old.Image, orNone(res.KeptAside)), nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(nothing was replaced)"
+	}
+	return s
+}

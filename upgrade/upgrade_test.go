@@ -1,0 +1,305 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	digest "github.com/opencontainers/go-digest"
+)
+
+var (
+	oldRel = Release{Image: "r/e:v1@" + string(digest.FromString("i1")), Platform: "linux/amd64", Index: digest.FromString("i1"), Manifest: digest.FromString("m1")}
+	newRel = Release{Image: "r/e:v2@" + string(digest.FromString("i2")), Platform: "linux/amd64", Index: digest.FromString("i2"), Manifest: digest.FromString("m2")}
+)
+
+// fake is every interface of Options, recording calls in order.
+type fake struct {
+	dataDir      string
+	calls        []string
+	cur, prev    Release
+	failStage    error
+	failBackup   error
+	failActivate error
+	failHealth   error
+	failCheck    error
+	failRestore  error
+	staged       Release // what Stage returns; zero: newRel
+}
+
+func (f *fake) Active() (Release, error)   { return f.cur, nil }
+func (f *fake) Previous() (Release, error) { return f.prev, nil }
+func (f *fake) Stage(_ context.Context, image string, _ digest.Digest) (Release, error) {
+	f.calls = append(f.calls, "stage")
+	if f.staged.Index != "" {
+		return f.staged, f.failStage
+	}
+	return newRel, f.failStage
+}
+func (f *fake) Activate(_ context.Context, m digest.Digest) error {
+	f.calls = append(f.calls, "activate "+m.Encoded()[:4])
+	if f.failActivate != nil {
+		return f.failActivate
+	}
+	if m == f.prev.Manifest {
+		f.cur, f.prev = f.prev, f.cur
+	} else {
+		f.prev, f.cur = f.cur, newRel
+		if f.staged.Index != "" {
+			f.cur = f.staged
+		}
+	}
+	return nil
+}
+func (f *fake) Hold(context.Context) (Hold, error) { f.calls = append(f.calls, "hold"); return f, nil }
+func (f *fake) Release() error                     { f.calls = append(f.calls, "release"); return nil }
+func (f *fake) WaitHealthy(context.Context, Release) error {
+	f.calls = append(f.calls, "wait")
+	return f.failHealth
+}
+func (f *fake) Backup(context.Context, Release) (string, error) {
+	f.calls = append(f.calls, "backup")
+	return "/backups/pre-upgrade-x.tar.gz.gpg", f.failBackup
+}
+func (f *fake) Check(string, Release) error { return f.failCheck }
+func (f *fake) Restore(ctx context.Context, archive string, r Release) (string, error) {
+	f.calls = append(f.calls, "restore "+r.Manifest.Encoded()[:4])
+	if f.failRestore != nil {
+		return "", f.failRestore
+	}
+	if !f.cur.Same(r) {
+		f.Activate(ctx, r.Manifest)
+	}
+	aside := f.dataDir + ".pre-restore-x"
+	if err := os.MkdirAll(aside, 0o700); err != nil {
+		return "", err
+	}
+	return aside, nil
+}
+func (f *fake) Pin(r Release) (string, error) {
+	f.calls = append(f.calls, "pin "+r.Manifest.Encoded()[:4])
+	return "", nil
+}
+
+func newFake(t *testing.T) (*fake, Options) {
+	t.Helper()
+	dir := t.TempDir()
+	f := &fake{dataDir: filepath.Join(dir, "data"), cur: oldRel, prev: Release{}}
+	return f, Options{
+		RuntimeDir: filepath.Join(dir, "runtime"), DataDir: f.dataDir, HealthWait: time.Second,
+		Runtime: f, Services: f, Data: f, Config: f,
+		Now: func() time.Time { return time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC) },
+	}
+}
+
+var (
+	m1 = oldRel.Manifest.Encoded()[:4]
+	m2 = newRel.Manifest.Encoded()[:4]
+)
+
+func TestUpgrade(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name      string
+		setup     func(*fake, *Options)
+		target    Target
+		wantErr   error
+		wantCalls []string
+		wantPhase Phase // "" : no journal
+		wantCur   Release
+	}{
+		{
+			name:      "healthy",
+			target:    Target{Image: newRel.Image, Index: newRel.Index},
+			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "wait"},
+			wantPhase: PhaseDone, wantCur: newRel,
+		},
+		{
+			name:      "unhealthy rolls back",
+			setup:     func(f *fake, _ *Options) { f.failHealth = boom },
+			target:    Target{Image: newRel.Image, Index: newRel.Index},
+			wantErr:   ErrRolledBack,
+			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "wait", "pin " + m1, "restore " + m1, "activate " + m1},
+			wantPhase: PhaseRolledBack, wantCur: oldRel,
+		},
+		{
+			name:      "activation fails rolls back",
+			setup:     func(f *fake, _ *Options) { f.failActivate = boom },
+			target:    Target{Image: newRel.Image, Index: newRel.Index},
+			wantErr:   ErrRolledBack,
+			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "pin " + m1, "restore " + m1},
+			wantPhase: PhaseRolledBack, wantCur: oldRel,
+		},
+		{
+			name:      "backup fails aborts",
+			setup:     func(f *fake, _ *Options) { f.failBackup = boom },
+			target:    Target{Image: newRel.Image, Index: newRel.Index},
+			wantErr:   boom,
+			wantCalls: []string{"stage", "hold", "backup", "release"},
+			wantPhase: PhaseAborted, wantCur: oldRel,
+		},
+		{
+			name:      "staging fails changes nothing",
+			setup:     func(f *fake, _ *Options) { f.failStage = boom },
+			target:    Target{Image: newRel.Image, Index: newRel.Index},
+			wantErr:   boom,
+			wantCalls: []string{"stage"},
+			wantCur:   oldRel,
+		},
+		{
+			name:    "same release",
+			target:  Target{Image: oldRel.Image, Index: oldRel.Index},
+			wantErr: ErrSameRelease, wantCur: oldRel,
+		},
+		{
+			name:    "no supervisor",
+			setup:   func(_ *fake, o *Options) { o.Services = nil },
+			target:  Target{Image: newRel.Image, Index: newRel.Index},
+			wantErr: ErrNoSupervisor, wantCur: oldRel,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, opts := newFake(t)
+			if tc.setup != nil {
+				tc.setup(f, &opts)
+			}
+			_, err := Upgrade(context.Background(), opts, tc.target)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Upgrade() = %v, want %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(f.calls, tc.wantCalls); diff != "" {
+				t.Errorf("calls (-got +want):\n%s", diff)
+			}
+			j, err := ReadJournal(opts.RuntimeDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var phase Phase
+			if j != nil {
+				phase = j.Phase
+			}
+			if phase != tc.wantPhase {
+				t.Errorf("journal phase = %q, want %q", phase, tc.wantPhase)
+			}
+			if !f.cur.Same(tc.wantCur) {
+				t.Errorf("active = %s, want %s", f.cur, tc.wantCur)
+			}
+			if tc.wantPhase == PhaseRolledBack {
+				if _, err := os.Stat(opts.DataDir + ".rolled-back-20261129T100000Z"); err != nil {
+					t.Errorf("replaced data not kept aside: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestAbortKeepsPriorUpgrade: an upgrade that stops before activation
+// leaves the completed one before it to roll back.
+func TestAbortKeepsPriorUpgrade(t *testing.T) {
+	f, opts := newFake(t)
+	ctx := context.Background()
+	if _, err := Upgrade(ctx, opts, Target{Image: newRel.Image, Index: newRel.Index}); err != nil {
+		t.Fatal(err)
+	}
+	f.failBackup = errors.New("disk full")
+	f.staged = Release{Image: "r/e:v3@" + string(digest.FromString("i3")), Platform: "linux/amd64", Index: digest.FromString("i3"), Manifest: digest.FromString("m3")}
+	f.calls = nil
+	if _, err := Upgrade(ctx, opts, Target{Image: f.staged.Image, Index: f.staged.Index}); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Upgrade() with a failing backup = %v, want the backup's error", err)
+	}
+	if diff := cmp.Diff(f.calls, []string{"stage", "hold", "backup", "release"}); diff != "" {
+		t.Errorf("calls (-got +want):\n%s", diff)
+	}
+	j, _ := ReadJournal(opts.RuntimeDir)
+	if j == nil || j.Phase != PhaseDone || !j.New.Same(newRel) {
+		t.Fatalf("journal after the aborted upgrade = %+v, want the completed one back", j)
+	}
+	f.failBackup = nil
+	if _, err := Rollback(ctx, opts); err != nil {
+		t.Errorf("Rollback() after an aborted upgrade = %v", err)
+	}
+}
+
+func TestRollback(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		setup   func(*fake, *Options)
+		wantErr error
+	}{
+		{name: "after a good upgrade"},
+		{name: "no upgrade", setup: func(_ *fake, o *Options) { os.Remove(journalPath(o.RuntimeDir)) }, wantErr: ErrNoUpgrade},
+		{name: "previous is another release", setup: func(f *fake, _ *Options) {
+			f.prev = Release{Image: "x", Index: digest.FromString("x"), Manifest: digest.FromString("y")}
+		}, wantErr: ErrMismatch},
+		{name: "archive does not match", setup: func(f *fake, _ *Options) { f.failCheck = errors.New("records other digests") }, wantErr: ErrMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, opts := newFake(t)
+			if _, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.setup != nil {
+				tc.setup(f, &opts)
+			}
+			f.calls = nil
+			res, err := Rollback(context.Background(), opts)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Rollback() = %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				if len(f.calls) != 0 {
+					t.Errorf("a refused rollback made calls %q", f.calls)
+				}
+				return
+			}
+			if !f.cur.Same(oldRel) || !strings.Contains(res.KeptAside, ".rolled-back-") {
+				t.Errorf("after Rollback: active %s, kept aside %q", f.cur, res.KeptAside)
+			}
+			if _, err := Rollback(context.Background(), opts); !errors.Is(err, ErrNoUpgrade) {
+				t.Errorf("second Rollback() = %v, want ErrNoUpgrade", err)
+			}
+		})
+	}
+}
+
+// TestRecover: what each journal phase left is finished or undone.
+func TestRecover(t *testing.T) {
+	for _, tc := range []struct {
+		phase     Phase
+		wantCalls []string
+		wantPhase Phase
+	}{
+		{PhaseStaged, nil, PhaseAborted},
+		{PhaseBackedUp, nil, PhaseAborted},
+		{PhaseActivating, []string{"pin " + m1, "restore " + m1, "activate " + m1}, PhaseRolledBack},
+		{PhaseRollingBack, []string{"pin " + m1, "restore " + m1, "activate " + m1}, PhaseRolledBack},
+		{PhaseDone, nil, PhaseDone},
+		{PhaseRolledBack, nil, PhaseRolledBack},
+	} {
+		t.Run(string(tc.phase), func(t *testing.T) {
+			f, opts := newFake(t)
+			f.cur, f.prev = newRel, oldRel
+			os.MkdirAll(opts.RuntimeDir, 0o755)
+			j := &Journal{Old: oldRel, New: newRel, Backup: "/b/pre-upgrade.tar.gz.gpg"}
+			if err := j.write(opts.RuntimeDir, tc.phase, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			opts.Services = nil
+			if _, err := Recover(context.Background(), opts); err != nil {
+				t.Fatalf("Recover() = %v", err)
+			}
+			if diff := cmp.Diff(f.calls, tc.wantCalls); diff != "" {
+				t.Errorf("calls (-got +want):\n%s", diff)
+			}
+			got, _ := ReadJournal(opts.RuntimeDir)
+			if got.Phase != tc.wantPhase {
+				t.Errorf("phase after Recover = %q, want %q", got.Phase, tc.wantPhase)
+			}
+		})
+	}
+}
