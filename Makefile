@@ -43,6 +43,7 @@ demo: build testdeps ## pull, install, run and health-check the test image end t
 bench: build testdeps ## figures: install (test image, then the race on the realistic image), supervisor recovery and stop
 	scripts/bench.sh
 	scripts/race.sh
+	scripts/backupbench.sh
 	HBXTEST_BENCH=1 HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -run TestBenchSupervise -v ./e2e/ | grep -E 'BENCH|^(ok|FAIL)'
 
 

@@ -99,7 +99,9 @@ type Options struct {
 
 	Logger *slog.Logger
 	// Step, if not nil, is told each step as it starts ("staging",
-	// "backing-up", "activating", "health", "rolling-back", ...).
+	// "stopping", "backing-up", "activating", "health", "done",
+	// "rolling-back", "rolled-back"); "activating" and "rolling-back"
+	// come once their journal phase is durable.
 	Step func(step string)
 	Now  func() time.Time
 }
@@ -234,10 +236,10 @@ func Upgrade(ctx context.Context, opts Options, t Target) (res *Result, err erro
 		return nil, abort(err)
 	}
 
-	opts.Step("activating")
 	if err := j.write(opts.RuntimeDir, PhaseActivating, opts.Now()); err != nil {
 		return nil, abort(err)
 	}
+	opts.Step("activating")
 	fail := func(cause error) error {
 		opts.Logger.Error("upgrade failed after activation; rolling back", "err", cause)
 		if held {
@@ -337,11 +339,11 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 
 // rollbackLocked puts j.Old and the pre-upgrade data back, under the lock.
 func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (*Result, error) {
-	opts.Step("rolling-back")
 	j.Error = why
 	if err := j.write(opts.RuntimeDir, PhaseRollingBack, opts.Now()); err != nil {
 		return nil, err
 	}
+	opts.Step("rolling-back")
 	res := &Result{Old: j.New, New: j.Old, Backup: j.Backup}
 	note, err := opts.Config.Pin(j.Old)
 	if err != nil {
