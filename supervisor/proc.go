@@ -131,6 +131,15 @@ func (p *proc) handle(ctx context.Context, r request) {
 	defer close(r.accepted)
 	switch r.kind {
 	case reqStart:
+		// A start decided before shutdown began (a hold released as
+		// everything stops) must not fork after the programs were stopped.
+		p.s.mu.Lock()
+		shutting := p.s.shutting
+		p.s.mu.Unlock()
+		if shutting {
+			r.done <- ErrShuttingDown
+			return
+		}
 		switch p.state {
 		case Stopped, Exited, Fatal:
 			p.backoffN = 0
