@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
@@ -348,22 +349,9 @@ func checkSpace(dir string, need int64, what string) error {
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
 	if free < need {
-		return fmt.Errorf("%w in %s: %s free, %s needs about %s", ErrNoSpace, dir, human(free), what, human(need))
+		return fmt.Errorf("%w in %s: %s free, %s needs about %s", ErrNoSpace, dir, units.Bytes(free), what, units.Bytes(need))
 	}
 	return nil
-}
-
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // checkOptions validates the directories of opts (ErrInvalid).

@@ -16,6 +16,7 @@ import (
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/internal/units"
 )
 
 // TestRefusesBusyDataDir: without a supervisor, a process holding a file
@@ -240,7 +241,7 @@ func TestLargeRoundTrip(t *testing.T) {
 	if _, err := Restore(context.Background(), b.restoreOptions(res.Path)); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("50 MB / 2,000 files: backup %s (archive %s), restore %s", took.Round(time.Millisecond), human(res.Size), time.Since(start).Round(time.Millisecond))
+	t.Logf("50 MB / 2,000 files: backup %s (archive %s), restore %s", took.Round(time.Millisecond), units.Bytes(res.Size), time.Since(start).Round(time.Millisecond))
 	if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), withoutRoot(want)); diff != "" {
 		t.Errorf("restored tree (-got +want):\n%s", diff)
 	}

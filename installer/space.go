@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/units"
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
@@ -41,7 +42,7 @@ func checkSpace(runtimeDir string, cache blobCache, layers []v1.Descriptor) erro
 	free := int64(st.Bavail) * int64(st.Bsize)
 	if free < need {
 		return fmt.Errorf("%w in %s: %s free, need about %s (%s of blobs to fetch + %dx %s compressed layers unpacked + %s margin)",
-			ErrNoSpace, runtimeDir, human(free), human(need), human(toFetch), expansionRatio, human(compressed), human(spaceMargin))
+			ErrNoSpace, runtimeDir, units.Bytes(free), units.Bytes(need), units.Bytes(toFetch), expansionRatio, units.Bytes(compressed), units.Bytes(spaceMargin))
 	}
 	return nil
 }
@@ -53,19 +54,6 @@ func noSpace(err error, staged string) error {
 		return fmt.Errorf("%w: %w (staging %s removed; current release untouched)", ErrNoSpace, err, staged)
 	}
 	return err
-}
-
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // flusher runs syncfs on the staging filesystem in the background, every

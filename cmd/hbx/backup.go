@@ -20,6 +20,7 @@ import (
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/supervisor"
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -129,7 +130,7 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		}{"result", res, res.Duration.Milliseconds()})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n  %s, %d files (%s of data), %s, verified", res.Path, humanBytes(res.Size), res.Files, humanBytes(res.Bytes), res.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%s\n  %s, %d files (%s of data), %s, verified", res.Path, units.Bytes(res.Size), res.Files, units.Bytes(res.Bytes), res.Duration.Round(time.Millisecond))
 	if !res.Encrypted {
 		b.WriteString(", NOT encrypted")
 	}
@@ -191,7 +192,7 @@ and the path. --json prints the list as JSON.`,
 				if in.SHA256 != "" {
 					files = fmt.Sprint(in.Files)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), humanBytes(in.Size), files, orDash(d), in.Path)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), units.Bytes(in.Size), files, orDash(d), in.Path)
 			}
 			return tw.Flush()
 		},
@@ -234,7 +235,7 @@ end and the output says what could not be checked.`,
 			if res.Manifest == nil {
 				what = "no manifest"
 			}
-			fmt.Fprintf(g.stdout, "ok: %s: %d entries, %d files (%s), %s\n", res.Path, res.Entries, res.Files, humanBytes(res.Bytes), what)
+			fmt.Fprintf(g.stdout, "ok: %s: %d entries, %d files (%s), %s\n", res.Path, res.Entries, res.Files, units.Bytes(res.Bytes), what)
 			for _, u := range res.Unchecked {
 				fmt.Fprintf(g.stdout, "  not checked: %s\n", u)
 			}
@@ -443,20 +444,6 @@ func (p *backupJSONProgress) Event(e backup.Event) {
 		Time time.Time `json:"time"`
 		backup.Event
 	}{time.Now().UTC(), e})
-}
-
-// humanBytes renders n bytes with a binary unit.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func joinOr(s []string, empty string) string {

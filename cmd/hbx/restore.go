@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/spf13/cobra"
 )
@@ -113,7 +114,7 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, archive str
 		}{"result", res, res.Duration.Milliseconds()})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "restored %s: %d files (%s) in %s\n", archive, res.Files, humanBytes(res.Bytes), res.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "restored %s: %d files (%s) in %s\n", archive, res.Files, units.Bytes(res.Bytes), res.Duration.Round(time.Millisecond))
 	for _, t := range slices.Sorted(func(yield func(string) bool) {
 		for k := range res.Restored {
 			if !yield(k) {

@@ -1,0 +1,19 @@
+// Package units formats quantities for people.
+package units
+
+import "fmt"
+
+// Bytes renders n bytes with a binary unit and one decimal: "512 B",
+// "1.5 KiB", "2.0 GiB".
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
