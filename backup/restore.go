@@ -399,8 +399,8 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 	}
 	// Writeback overlaps with extraction, so the syncfs before the swap
 	// has little left to do.
-	fl := newFlusher(filepath.Dir(roots[0].target))
-	defer fl.wait()
+	fl := atomicfile.NewFlusher(filepath.Dir(roots[0].target))
+	defer fl.Wait()
 	var flushed int64
 	for i, r := range roots {
 		if err := os.MkdirAll(filepath.Dir(r.target), 0o755); err != nil {
@@ -440,10 +440,10 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 		}
 		if ar.Bytes-flushed > flushEvery {
 			flushed = ar.Bytes
-			fl.kick()
+			fl.Kick()
 		}
 	}
-	fl.wait()
+	fl.Wait()
 	for i, r := range roots {
 		err := r.sink.close(nil)
 		r.sink = nil
@@ -652,30 +652,3 @@ func (s *sink) close(cause error) error {
 // flushEvery is how many extracted bytes start a background syncfs.
 const flushEvery = 128 << 20
 
-// flusher runs syncfs on a filesystem in the background, one at a time. It
-// only makes the final, blocking syncfs shorter; durability comes from
-// that one.
-type flusher struct {
-	path string
-	busy chan struct{}
-}
-
-func newFlusher(path string) *flusher { return &flusher{path: path, busy: make(chan struct{}, 1)} }
-
-// kick starts a background syncfs unless one is running.
-func (f *flusher) kick() {
-	select {
-	case f.busy <- struct{}{}:
-		go func() {
-			_ = atomicfile.SyncFS(f.path)
-			<-f.busy
-		}()
-	default:
-	}
-}
-
-// wait returns once no background syncfs runs.
-func (f *flusher) wait() {
-	f.busy <- struct{}{}
-	<-f.busy
-}

@@ -128,12 +128,7 @@ func Activate(ctx context.Context, runtimeDir string, manifest digest.Digest, wa
 // releases that are neither current nor previous, and the blob cache unless
 // keepBlobs. Errors are logged, not returned: cleanup never fails an install.
 func cleanup(runtimeDir string, keepBlobs bool, log *slog.Logger) {
-	keep := map[string]bool{}
-	for _, l := range []string{release.CurrentLink, release.PreviousLink} {
-		if t, err := os.Readlink(filepath.Join(runtimeDir, l)); err == nil {
-			keep[filepath.Base(t)] = true
-		}
-	}
+	keep := linkedReleases(runtimeDir)
 	rm := func(p string) {
 		if err := os.RemoveAll(p); err != nil {
 			log.Warn("cleanup", "path", p, "err", err)
@@ -183,12 +178,7 @@ func hasLeftovers(runtimeDir string, keepBlobs bool) bool {
 			return true
 		}
 	}
-	keep := map[string]bool{}
-	for _, l := range []string{release.CurrentLink, release.PreviousLink} {
-		if t, err := os.Readlink(filepath.Join(runtimeDir, l)); err == nil {
-			keep[filepath.Base(t)] = true
-		}
-	}
+	keep := linkedReleases(runtimeDir)
 	rels, _ := os.ReadDir(filepath.Join(runtimeDir, release.ReleasesDir))
 	for _, r := range rels {
 		if !keep[r.Name()] {
@@ -196,4 +186,16 @@ func hasLeftovers(runtimeDir string, keepBlobs bool) bool {
 		}
 	}
 	return false
+}
+
+// linkedReleases names the release directories current and previous point
+// to: the ones cleanup keeps.
+func linkedReleases(runtimeDir string) map[string]bool {
+	keep := map[string]bool{}
+	for _, l := range []string{release.CurrentLink, release.PreviousLink} {
+		if t, err := os.Readlink(filepath.Join(runtimeDir, l)); err == nil {
+			keep[filepath.Base(t)] = true
+		}
+	}
+	return keep
 }

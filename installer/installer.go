@@ -228,10 +228,10 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	}
 	defer a.Close()
 
-	// Write back what is applied while extraction goes on, so the final
-	// syncfs has little left to do.
-	flusher := startFlusher(staged, 500*time.Millisecond)
-	defer flusher.wait()
+	// Write back what is applied while extraction goes on (kicked with each
+	// progress report), so the final syncfs has little left to do.
+	flusher := atomicfile.NewFlusher(staged)
+	defer flusher.Wait()
 
 	// Fetch ahead of extraction: blob i+1 downloads while layer i is applied.
 	// The fetcher is stopped and waited for before Install returns, so it
@@ -277,6 +277,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 		layerStart := time.Now()
 		prog.Event(Event{Kind: EventLayerStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
 		report := func(done int64) {
+			flusher.Kick()
 			prog.Event(Event{Kind: EventLayerProgress, Digest: l.Digest, Size: l.Size, Done: done, Index: i, Count: len(layers)})
 		}
 		if err := applyLayer(cache, a, l, r.Config.RootFS.DiffIDs[i], report); err != nil {
@@ -318,7 +319,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	if res.Version, err = validate(ctx, inst, plat, opts.ValidateTimeout, opts.RunAs); err != nil {
 		return nil, fmt.Errorf("validate release: %w", err)
 	}
-	flusher.wait()
+	flusher.Wait()
 	syncStart := time.Now()
 	if err := atomicfile.SyncFS(staged); err != nil {
 		return nil, err

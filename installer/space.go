@@ -3,9 +3,7 @@ package installer
 import (
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/units"
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
@@ -54,44 +52,4 @@ func noSpace(err error, staged string) error {
 		return fmt.Errorf("%w: %w (staging %s removed; current release untouched)", ErrNoSpace, err, staged)
 	}
 	return err
-}
-
-// flusher runs syncfs on the staging filesystem in the background, every
-// interval, one at a time, while layers are extracted, so disk writeback
-// overlaps with decompression instead of all happening in the final
-// syncfs (the kernel would otherwise keep the new tree dirty for up to
-// 30 s). It is an optimisation only: durability comes from the final,
-// blocking syncfs.
-type flusher struct {
-	stop chan struct{}
-	done chan struct{}
-}
-
-func startFlusher(path string, interval time.Duration) *flusher {
-	f := &flusher{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(f.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-f.stop:
-				return
-			case <-t.C:
-				_ = atomicfile.SyncFS(path)
-			}
-		}
-	}()
-	return f
-}
-
-// wait stops the flusher and returns once no syncfs of it runs. It may be
-// called more than once.
-func (f *flusher) wait() {
-	select {
-	case <-f.stop:
-	default:
-		close(f.stop)
-	}
-	<-f.done
 }
