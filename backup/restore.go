@@ -651,4 +651,3 @@ func (s *sink) close(cause error) error {
 
 // flushEvery is how many extracted bytes start a background syncfs.
 const flushEvery = 128 << 20
-
