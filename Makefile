@@ -35,7 +35,7 @@ testdeps: ## registry binary and Bun tarballs the e2e tests need
 e2e: build testdeps ## end-to-end tests on the real registry and the real Bun
 	HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -timeout 30m -v ./e2e/
 
-check: fmt-check vet test e2e ## everything CI runs
+check: fmt-check vet testdeps test e2e ## everything CI runs (testdeps first, so unit tests that use Bun or the registry run too)
 
 demo: build testdeps ## pull, install, run and health-check the test image end to end
 	scripts/demo.sh
