@@ -110,7 +110,10 @@ func decrypt(r *bufio.Reader, pass func() ([]byte, error)) (io.Reader, error) {
 	case err == nil:
 	case askErr != nil:
 		return nil, askErr
-	case errors.Is(err, pgperrors.ErrKeyIncorrect):
+	case errors.Is(err, pgperrors.ErrKeyIncorrect), errors.Is(err, pgperrors.ErrDecryptSessionKeyParsing):
+		// Both mean the key derived from the passphrase does not decrypt
+		// the data; go-crypto reports the second when a wrong key's
+		// output happens to pass the quick check (a flaky "damaged").
 		return nil, ErrWrongPassphrase
 	case strings.Contains(err.Error(), "not integrity protected"):
 		return nil, fmt.Errorf("%w: it has no MDC or AEAD (an old-style Symmetrically Encrypted Data packet); refusing to read it", ErrNotProtected)
