@@ -3,10 +3,10 @@ package extract
 import (
 	"archive/tar"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"os"
@@ -103,7 +103,8 @@ type Applier struct {
 
 	// per layer, keyed by canonical names so an alias through a symlink is
 	// the same path
-	layerPaths map[string]bool // names this layer created (true) or passed through (false)
+	layerPaths map[pathKey]bool // names this layer created (true) or passed through (false)
+	pathSeeds  [2]maphash.Seed
 	dirMeta    []dirMeta
 	dirMetaAt  map[string]int // canonical name -> index in dirMeta of its latest entry
 }
@@ -141,13 +142,14 @@ func New(rootDir string, opts Options) (*Applier, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Applier{
-		root:   root,
-		opts:   opts,
-		log:    log,
-		buf:    make([]byte, 1<<20),
-		dirs:   map[string]resolvedDir{},
-		cdirs:  map[string]*os.File{},
-		hasher: newHasher(),
+		root:      root,
+		opts:      opts,
+		log:       log,
+		buf:       make([]byte, 1<<20),
+		dirs:      map[string]resolvedDir{},
+		cdirs:     map[string]*os.File{},
+		hasher:    newHasher(),
+		pathSeeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 	}, nil
 }
 
@@ -167,7 +169,7 @@ func (a *Applier) Stats() Stats { return a.stats }
 // sentinels or the underlying syscall error.
 func (a *Applier) Apply(r io.Reader) error {
 	lr := &limitReader{r: r, a: a}
-	a.layerPaths = map[string]bool{}
+	a.layerPaths = map[pathKey]bool{}
 	a.dirMeta = a.dirMeta[:0]
 	a.dirMetaAt = map[string]int{}
 	tr := tar.NewReader(lr)
@@ -344,13 +346,25 @@ func (a *Applier) entry(tr *tar.Reader, hdr *tar.Header) error {
 // markLayerPath records p as created by this layer and its parents as
 // passed through (unless created themselves).
 func (a *Applier) markLayerPath(p string) {
-	a.layerPaths[p] = true
+	a.layerPaths[a.key(p)] = true
 	for d, _ := splitName(p); d != ""; d, _ = splitName(d) {
-		if _, ok := a.layerPaths[d]; ok {
+		k := a.key(d)
+		if _, ok := a.layerPaths[k]; ok {
 			break
 		}
-		a.layerPaths[d] = false
+		a.layerPaths[k] = false
 	}
+}
+
+// pathKey stands for a canonical name in layerPaths: two independently
+// seeded 64-bit hashes, 16 bytes whatever the name's length, so the map
+// costs the same per entry for deep trees. The seeds are random per
+// Applier, so a layer cannot be built to make two names collide; by
+// chance, two of n names collide with probability about n²/2¹²⁹.
+type pathKey [2]uint64
+
+func (a *Applier) key(name string) pathKey {
+	return pathKey{maphash.String(a.pathSeeds[0], name), maphash.String(a.pathSeeds[1], name)}
 }
 
 // maxSymlinks bounds the symlinks followed while resolving one name, in
@@ -605,10 +619,10 @@ func (a *Applier) whiteout(dir, leaf string) error {
 		return err
 	}
 	p := path.Join(cdir, leaf)
-	if a.layerPaths[p] {
+	if a.layerPaths[a.key(p)] {
 		return nil // created by this layer: whiteouts only hide lower layers
 	}
-	if _, ok := a.layerPaths[p]; ok {
+	if _, ok := a.layerPaths[a.key(p)]; ok {
 		// p holds entries of this layer below it: hide only lower content.
 		return a.clearLower(d, leaf, p)
 	}
@@ -622,7 +636,7 @@ func (a *Applier) opaque(dir string) error {
 		return err
 	}
 	a.markLayerPath(cdir)
-	a.layerPaths[cdir] = true
+	a.layerPaths[a.key(cdir)] = true
 	return a.clearChildren(d, cdir)
 }
 
@@ -659,7 +673,7 @@ func (a *Applier) clearChildren(d *os.File, p string) error {
 	}
 	for _, n := range names {
 		child := path.Join(p, n)
-		if _, inLayer := a.layerPaths[child]; !inLayer {
+		if _, inLayer := a.layerPaths[a.key(child)]; !inLayer {
 			if err := a.remove(d, n); err != nil {
 				return err
 			}
@@ -749,6 +763,11 @@ func (a *Applier) file(tr io.Reader, dir, leaf string, mode uint32, hdr *tar.Hea
 	var n int64
 	if a.opts.HashFiles && hdr.Size <= hashInBackground {
 		small = a.hasher.buffer(int(hdr.Size))
+		defer func() {
+			if small != nil { // not submitted: this entry failed
+				a.hasher.release(small)
+			}
+		}()
 		var rn int
 		rn, err = io.ReadFull(tr, small)
 		n = int64(rn)
@@ -792,8 +811,9 @@ func (a *Applier) file(tr io.Reader, dir, leaf string, mode uint32, hdr *tar.Hea
 		}
 		if small != nil {
 			a.hasher.submit(st.Ino, small)
+			small = nil
 		} else {
-			a.hasher.set(st.Ino, hex.EncodeToString(h.Sum(nil)))
+			a.hasher.set(st.Ino, h.Sum(nil))
 		}
 	}
 	if err := f.Close(); err != nil {

@@ -8,33 +8,39 @@ import (
 
 // hashInBackground is the largest file (bytes) whose content is read whole
 // and hashed on the hasher's goroutine, off the extraction path; larger
-// files are hashed inline as they stream. With 16 queued jobs at most,
-// about 4.5 MiB of content is held at once.
+// files are hashed inline as they stream.
 const hashInBackground = 256 << 10
+
+// hashQueue is how many small files may wait to be hashed. With one being
+// filled and one being hashed, hashBuffers buffers of hashInBackground
+// bytes (4.5 MiB) exist at most, allocated on first use and reused.
+const (
+	hashQueue   = 16
+	hashBuffers = hashQueue + 2
+)
 
 // hasher computes and keeps the sha256 of files by inode number on one
 // worker goroutine. Jobs are applied in submission order, so when an inode
-// number is reused after a removal the newer file's hash wins.
+// number is reused after a removal the newer file's hash wins. It keeps 40
+// bytes and a map slot per file, the only state that grows with the image.
 type hasher struct {
 	mu      sync.Mutex
-	hashes  map[uint64]string
+	hashes  map[uint64][sha256.Size]byte
 	jobs    chan hashJob
+	free    chan []byte // buffers back from the worker
+	made    int         // buffers allocated so far, at most hashBuffers
 	pending sync.WaitGroup
-	pool    sync.Pool
 	started bool
 }
 
 type hashJob struct {
 	ino uint64
-	buf []byte // content to hash, returned to the pool after
-	sum string // or a hash already computed
+	buf []byte // content to hash, returned to free after
+	sum [sha256.Size]byte
 }
 
 func newHasher() *hasher {
-	return &hasher{hashes: map[uint64]string{}, pool: sync.Pool{New: func() any {
-		b := make([]byte, hashInBackground)
-		return &b
-	}}}
+	return &hasher{hashes: map[uint64][sha256.Size]byte{}, free: make(chan []byte, hashBuffers)}
 }
 
 func (h *hasher) start() {
@@ -42,15 +48,13 @@ func (h *hasher) start() {
 		return
 	}
 	h.started = true
-	h.jobs = make(chan hashJob, 16)
+	h.jobs = make(chan hashJob, hashQueue)
 	go func() {
 		for j := range h.jobs {
 			sum := j.sum
 			if j.buf != nil {
-				s := sha256.Sum256(j.buf)
-				sum = hex.EncodeToString(s[:])
-				b := j.buf[:cap(j.buf)]
-				h.pool.Put(&b)
+				sum = sha256.Sum256(j.buf)
+				h.free <- j.buf[:cap(j.buf)]
 			}
 			h.mu.Lock()
 			h.hashes[j.ino] = sum
@@ -61,10 +65,24 @@ func (h *hasher) start() {
 }
 
 // buffer returns a slice of length n (at most hashInBackground) to fill
-// with a file's content and then pass to submit.
+// with a file's content and then pass to submit. It waits for the worker
+// when every buffer is in use.
 func (h *hasher) buffer(n int) []byte {
-	b := h.pool.Get().(*[]byte)
-	return (*b)[:n]
+	select {
+	case b := <-h.free:
+		return b[:n]
+	default:
+	}
+	if h.made < hashBuffers {
+		h.made++
+		return make([]byte, hashInBackground)[:n]
+	}
+	return (<-h.free)[:n]
+}
+
+// release returns a buffer from buffer() that will not be submitted.
+func (h *hasher) release(buf []byte) {
+	h.free <- buf[:cap(buf)]
 }
 
 // submit queues content read into a buffer from buffer().
@@ -75,19 +93,24 @@ func (h *hasher) submit(ino uint64, buf []byte) {
 }
 
 // set records a hash computed inline, in order with queued jobs.
-func (h *hasher) set(ino uint64, sum string) {
+func (h *hasher) set(ino uint64, sum []byte) {
 	h.start()
 	h.pending.Add(1)
-	h.jobs <- hashJob{ino: ino, sum: sum}
+	j := hashJob{ino: ino}
+	copy(j.sum[:], sum)
+	h.jobs <- j
 }
 
-// get waits for queued jobs, then returns the hash of ino.
+// get waits for queued jobs, then returns the hex sha256 of ino.
 func (h *hasher) get(ino uint64) (string, bool) {
 	h.pending.Wait()
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	s, ok := h.hashes[ino]
-	return s, ok
+	h.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	return hex.EncodeToString(s[:]), true
 }
 
 // close stops the worker once the queue is drained.

@@ -34,29 +34,39 @@ func (c blobCache) has(d digest.Digest, size int64) bool {
 }
 
 // fetch copies the blob from src into the cache unless it is there, checking
-// its size and digest. Transient failures are src's to retry (a *remote
-// does, resuming the stream); bytes that do not match are refused with
-// ErrDigestMismatch and never stored.
-func (c blobCache) fetch(ctx context.Context, src types.ImageSource, desc v1.Descriptor) (fetched bool, err error) {
+// its size and digest, and finishes fd with the outcome: fd's reader can
+// follow the bytes while they arrive. Transient failures are src's to
+// retry (a *remote does, resuming the stream); bytes that do not match are
+// refused with ErrDigestMismatch and never stored.
+func (c blobCache) fetch(ctx context.Context, src types.ImageSource, desc v1.Descriptor, fd *feed) (err error) {
+	fetched := false
+	defer func() { fd.finish(fetched, err) }()
 	if err := desc.Digest.Validate(); err != nil {
-		return false, fmt.Errorf("blob digest %q: %w", desc.Digest, err)
+		return fmt.Errorf("blob digest %q: %w", desc.Digest, err)
 	}
 	if c.has(desc.Digest, desc.Size) {
-		return false, nil
+		f, err := c.open(desc.Digest)
+		if err != nil {
+			return fmt.Errorf("open cached blob: %w", err)
+		}
+		fd.open(f, desc.Size)
+		return nil
 	}
 	dir := filepath.Dir(c.path(desc.Digest))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return false, fmt.Errorf("create blob cache: %w", err)
+		return fmt.Errorf("create blob cache: %w", err)
 	}
-	if err := c.download(ctx, src, desc); err != nil {
-		return false, err
+	if err := c.download(ctx, src, desc, fd); err != nil {
+		return err
 	}
-	return true, nil
+	fetched = true
+	return nil
 }
 
 // download streams the blob into a temporary file beside its final name,
-// hashing it, and renames it into place only when size and digest match.
-func (c blobCache) download(ctx context.Context, src types.ImageSource, desc v1.Descriptor) (err error) {
+// hashing it and telling fd of every write, and renames it into place only
+// when size and digest match.
+func (c blobCache) download(ctx context.Context, src types.ImageSource, desc v1.Descriptor, fd *feed) (err error) {
 	rc, _, err := src.GetBlob(ctx, types.BlobInfo{Digest: desc.Digest, Size: desc.Size}, none.NoCache)
 	if err != nil {
 		return err
@@ -76,9 +86,14 @@ func (c blobCache) download(ctx context.Context, src types.ImageSource, desc v1.
 			os.Remove(tmp)
 		}
 	}()
+	rf, err := os.Open(tmp)
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	fd.open(rf, 0)
 	v := desc.Digest.Verifier()
 	// Read one byte past the declared size to catch a registry that sends more.
-	n, err := io.Copy(io.MultiWriter(f, v), io.LimitReader(rc, desc.Size+1))
+	n, err := io.CopyBuffer(&feedWriter{w: io.MultiWriter(f, v), fd: fd}, io.LimitReader(rc, desc.Size+1), make([]byte, 256<<10))
 	if err != nil {
 		return err // the registry's failure after its retries, or the write's, naming the file
 	}
@@ -95,6 +110,20 @@ func (c blobCache) download(ctx context.Context, src types.ImageSource, desc v1.
 		return fmt.Errorf("store: %w", err)
 	}
 	return nil
+}
+
+// feedWriter tells a feed of each write that reached the blob file.
+type feedWriter struct {
+	w  io.Writer
+	fd *feed
+}
+
+func (w *feedWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if n > 0 {
+		w.fd.grow(n)
+	}
+	return n, err
 }
 
 // open opens a cached blob.

@@ -19,6 +19,19 @@
 //   - Registry inputs come only from Options: no /etc/containers, no
 //     ~/.docker, no credential helpers unless an auth file is given.
 //
+// # Pipeline
+//
+// Blobs are fetched one after another into the cache while layers are
+// applied in order; a layer is applied as its blob arrives (its reader
+// follows the cache file being written), so download, inflate (on its own
+// goroutine), the diff_id hash and file creation overlap within a layer and
+// across layers. A layer's stream ends only once its blob's size and digest
+// were checked, so a layer is never complete on unverified bytes; until
+// then its entries are only in the staging tree. Dirty pages are written
+// back in the background while layers are applied, so the final syncfs has
+// little left. Per file: no fsync, no read-back; its sha256 for files.json
+// is taken from the bytes as they are written.
+//
 // # Network
 //
 //   - Every registry request (the index, fetched when the source opens; the

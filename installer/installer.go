@@ -233,58 +233,64 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	flusher := atomicfile.NewFlusher(staged)
 	defer flusher.Wait()
 
-	// Fetch ahead of extraction: blob i+1 downloads while layer i is applied.
+	// Fetch ahead of extraction, and extract while fetching: each layer is
+	// applied as its blob arrives (following the cache file being
+	// written), and the next blob downloads while this layer finishes.
 	// The fetcher is stopped and waited for before Install returns, so it
 	// never writes into the cache after the lock is released.
 	fetchCtx, stopFetch := context.WithCancel(ctx)
 	fetchDone := make(chan struct{})
+	feeds := make([]*feed, len(layers))
+	for i := range feeds {
+		feeds[i] = newFeed()
+	}
 	defer func() {
 		stopFetch()
 		<-fetchDone
+		for _, fd := range feeds {
+			fd.close()
+		}
 	}()
-	ready := make([]chan error, len(layers)) // buffered: the fetcher never blocks
-	for i := range ready {
-		ready[i] = make(chan error, 1)
-	}
+	unpack := newUnpacker()
+	defer unpack.close()
 	go func() {
 		defer close(fetchDone)
 		for i, l := range layers {
 			prog.Event(Event{Kind: EventBlobStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
-			fetched, err := cache.fetch(fetchCtx, src, l)
-			if err != nil {
-				ready[i] <- fmt.Errorf("fetch layer %s from %s: %w", l.Digest, reference.Domain(ref), err)
+			if err := cache.fetch(fetchCtx, src, l, feeds[i]); err != nil {
+				for _, fd := range feeds[i+1:] {
+					fd.finish(false, errFeedAbandoned)
+				}
 				return
 			}
-			if fetched {
-				res.Fetched++ // read by the install goroutine only after <-ready[i]
-			} else {
-				res.Reused++
-			}
-			log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", fetched)
+			log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", feeds[i].fetched)
 			prog.Event(Event{Kind: EventBlobDone, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
-			ready[i] <- nil
 		}
 	}()
 	for i, l := range layers {
-		select {
-		case err := <-ready[i]:
-			if err != nil {
-				return nil, err
-			}
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
 		layerStart := time.Now()
 		prog.Event(Event{Kind: EventLayerStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
 		report := func(done int64) {
 			flusher.Kick()
 			prog.Event(Event{Kind: EventLayerProgress, Digest: l.Digest, Size: l.Size, Done: done, Index: i, Count: len(layers)})
 		}
-		if err := applyLayer(cache, a, l, r.Config.RootFS.DiffIDs[i], report); err != nil {
+		err := unpack.apply(cache, a, feeds[i].reader(ctx), l, r.Config.RootFS.DiffIDs[i], report)
+		if ferr := feeds[i].failure(); ferr != nil && !errors.Is(ferr, errFeedAbandoned) {
+			// The download's failure is the cause, whatever extraction
+			// made of the bytes it got.
+			return nil, fmt.Errorf("fetch layer %s from %s: %w", l.Digest, reference.Domain(ref), ferr)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("extract layer %s: %w", l.Digest, noSpace(err, staged))
+		}
+		if feeds[i].fetched {
+			res.Fetched++
+		} else {
+			res.Reused++
 		}
 		log.Info("layer applied", "digest", l.Digest, "index", i, "took", time.Since(layerStart).Round(time.Millisecond))
 		prog.Event(Event{Kind: EventLayerDone, Digest: l.Digest, Size: l.Size, Done: l.Size, Index: i, Count: len(layers)})
+		feeds[i].close()
 	}
 	if n := len(a.Stats().DroppedSetid); n > 0 {
 		log.Warn("dropped setuid/setgid bits", "entries", n, "first", a.Stats().DroppedSetid[0])

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,6 +248,59 @@ func TestInstallNetworkFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// eventLog records install progress events in order.
+type eventLog struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (l *eventLog) Event(e Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+// TestInstallExtractsWhileFetching: a layer is applied as its blob
+// arrives, not after: with the big layer dripping in, extraction reports
+// progress on it before its download is done. The blob is still checked
+// and stored whole.
+func TestInstallExtractsWhileFetching(t *testing.T) {
+	reg := testenv.StartRegistry(t)
+	img := pushNetImage(t, reg.URL(), "test", "IMAGE=follow")
+	p := registrytest.NewProxy(t, reg.URL())
+	p.Add(registrytest.Rule{Path: img.layer.String(), Fault: registrytest.Drip(4<<10, 20*time.Millisecond)})
+	var ev eventLog
+	o := netOptions(t, img, p.Host(), func(o *Options) { o.Progress = &ev; o.KeepBlobs = true })
+	if _, err := Install(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	big := -1
+	for i, l := range img.Layers[img.plat] {
+		if l.Digest == img.layer {
+			big = i
+		}
+	}
+	progressed, blobDone := -1, -1
+	for i, e := range ev.events {
+		if e.Index != big {
+			continue
+		}
+		if e.Kind == EventLayerProgress && e.Done > 0 && e.Done < e.Size && progressed < 0 {
+			progressed = i
+		}
+		if e.Kind == EventBlobDone {
+			blobDone = i
+		}
+	}
+	if progressed < 0 || blobDone < 0 || progressed > blobDone {
+		t.Errorf("layer %d: first partial progress at event %d, blob done at event %d; want progress first", big, progressed, blobDone)
+	}
+	if !(blobCache{dir: filepath.Join(o.RuntimeDir, blobsDir)}).has(img.layer, int64(len(img.Blob(img.layer)))) {
+		t.Errorf("blob %s not kept whole in the cache", img.layer)
+	}
+	assertNoPartialBlobs(t, o.RuntimeDir)
 }
 
 // assertNoPartialBlobs checks no temporary blob is left in the cache.

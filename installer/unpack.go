@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/extract"
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-	"github.com/klauspost/pgzip"
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/manifest"
@@ -42,68 +42,90 @@ func layerCompression(mt string) (compression, error) {
 // zstd limits: a hostile stream must not make us allocate a huge window.
 const zstdMaxWindow = 32 << 20
 
-// decompress wraps r per the media type, after checking the stream's magic
-// bytes agree with it.
-func decompress(r *bufio.Reader, c compression) (io.ReadCloser, error) {
-	head, _ := r.Peek(4)
+// unpacker applies layer blobs one after another, reusing its read-ahead
+// buffers and gzip state from layer to layer.
+type unpacker struct {
+	ra *readAhead
+	gz *gzip.Reader // nil until the first gzip layer
+	br *bufio.Reader
+}
+
+func newUnpacker() *unpacker {
+	return &unpacker{ra: newReadAhead(), br: bufio.NewReaderSize(nil, 256<<10)}
+}
+
+// close stops a read-ahead still running after a failed layer.
+func (u *unpacker) close() { u.ra.abort() }
+
+// decompress returns the uncompressed stream of r per the media type,
+// after checking the stream's magic bytes agree with it. The stream is
+// valid until the next call.
+func (u *unpacker) decompress(r *bufio.Reader, c compression) (io.Reader, func(), error) {
+	head, err := r.Peek(4)
+	if err != nil && err != io.EOF {
+		return nil, nil, fmt.Errorf("read blob: %w", err)
+	}
 	switch c {
 	case gzipped:
 		if !bytes.HasPrefix(head, []byte{0x1f, 0x8b}) {
-			return nil, fmt.Errorf("media type says gzip, content is not gzip")
+			return nil, nil, fmt.Errorf("media type says gzip, content is not gzip")
 		}
-		// 8 read-ahead blocks of 1 MiB keep the extractor fed while
-		// inflate runs on its own goroutine, in bounded memory.
-		zr, err := pgzip.NewReaderN(r, 1<<20, 8)
+		if u.gz == nil {
+			u.gz, err = gzip.NewReader(r)
+		} else {
+			err = u.gz.Reset(r)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
+			return nil, nil, fmt.Errorf("gzip: %w", err)
 		}
-		return zr, nil
+		return u.gz, func() {}, nil
 	case zstded:
 		if !bytes.HasPrefix(head, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
-			return nil, fmt.Errorf("media type says zstd, content is not zstd")
+			return nil, nil, fmt.Errorf("media type says zstd, content is not zstd")
 		}
 		zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderConcurrency(1))
 		if err != nil {
-			return nil, fmt.Errorf("zstd: %w", err)
+			return nil, nil, fmt.Errorf("zstd: %w", err)
 		}
-		return zr.IOReadCloser(), nil
+		return zr, zr.Close, nil
 	default:
-		return io.NopCloser(r), nil
+		return r, func() {}, nil
 	}
 }
 
-// applyLayer streams one cached layer blob through its digest check,
-// decompression and diff_id check into the applier.
-func applyLayer(cache blobCache, a *extract.Applier, desc v1.Descriptor, diffID digest.Digest, report func(done int64)) error {
+// apply streams one layer blob, read from blob (the cache file, as it is
+// written), through decompression (read ahead on its own goroutine) and
+// the diff_id check into the applier.
+func (u *unpacker) apply(cache blobCache, a *extract.Applier, blob io.Reader, desc v1.Descriptor, diffID digest.Digest, report func(done int64)) error {
 	c, err := layerCompression(desc.MediaType)
 	if err != nil {
 		return err
 	}
-	f, err := cache.open(desc.Digest)
-	if err != nil {
-		return fmt.Errorf("open cached blob: %w", err)
-	}
-	defer f.Close()
-	// The blob's own digest was checked when it entered the cache; what it
+	// The blob's own digest is checked as it enters the cache: blob ends
+	// only once it was (or with the download's error). What it
 	// decompresses to is checked here against the diff_id, which the
-	// config (itself checked by digest) pins. Hashing the compressed bytes
-	// again would only slow the critical path.
-	counted := &progressReader{r: f, report: report}
-	br := bufio.NewReaderSize(counted, 1<<20)
-	zr, err := decompress(br, c)
+	// config (itself checked by digest) pins.
+	u.br.Reset(&progressReader{r: blob, report: report})
+	zr, release, err := u.decompress(u.br, c)
 	if err != nil {
 		return err
 	}
-	defer zr.Close()
+	u.ra.start(zr)
 	diffV := diffID.Verifier()
-	if err := a.Apply(io.TeeReader(zr, diffV)); err != nil {
+	err = a.Apply(io.TeeReader(u.ra, diffV))
+	if err == nil {
+		// The tar may end before the compressed stream does; hash all of
+		// both, which also ends the read-ahead.
+		if _, err = io.Copy(io.Discard, u.ra); err != nil {
+			err = fmt.Errorf("read past tar end: %w", err)
+		}
+	}
+	if err != nil {
+		u.ra.abort()
 		return err
 	}
-	// The tar may end before the compressed stream does; hash all of both.
-	if _, err := io.Copy(io.Discard, zr); err != nil {
-		return fmt.Errorf("read past tar end: %w", err)
-	}
-	if _, err := io.Copy(io.Discard, br); err != nil {
+	release()
+	if _, err := io.Copy(io.Discard, u.br); err != nil {
 		return fmt.Errorf("read blob: %w", err)
 	}
 	if !diffV.Verified() {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/hermesbox/hbx/installer"
@@ -89,7 +91,18 @@ func platformPin(cfg *config.Config) digest.Digest {
 	return ""
 }
 
+// installMemoryLimit is the Go runtime's soft memory limit (bytes) during
+// `hbx install`, unless GOMEMLIMIT is set. The collector then runs before
+// the heap doubles, so peak memory stays near the install's fixed buffers
+// (read-ahead, hash queue) whatever the image's size: 31 MiB peak RSS on
+// both bench images (10k and 20k files), against 37 and 42 MiB without,
+// for about 1% more CPU. Above the limit it is a target, not a cap.
+const installMemoryLimit = 24 << 20
+
 func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, o installOptions) error {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(installMemoryLimit))
+	}
 	opts, err := installerOptions(g, cfg)
 	if err != nil {
 		return err
