@@ -27,7 +27,13 @@
 // goroutine), the diff_id hash and file creation overlap within a layer and
 // across layers. A layer's stream ends only once its blob's size and digest
 // were checked, so a layer is never complete on unverified bytes; until
-// then its entries are only in the staging tree. Dirty pages are written
+// then its entries are only in the staging tree, and they are bounded: a
+// blob not yet verified may expand to at most 8 times its declared size
+// (at least 8 MiB), after which its layer waits for the check. When
+// extraction fails while the blob still downloads, the download is let
+// finish, so bytes that do not match their digest are reported as
+// ErrDigestMismatch, whatever the extractor made of them. Install returns
+// only once every goroutine it started has ended. Dirty pages are written
 // back in the background while layers are applied, so the final syncfs has
 // little left. Per file: no fsync, no read-back; its sha256 for files.json
 // is taken from the bytes as they are written.

@@ -82,6 +82,26 @@ func (fd *feed) close() {
 	}
 }
 
+// wait returns once the feed has finished, with the download's error (nil:
+// the blob is complete and verified), or ctx's error if ctx ends first.
+func (fd *feed) wait(ctx context.Context) error {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	for !fd.done {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		stop := context.AfterFunc(ctx, func() {
+			fd.mu.Lock()
+			defer fd.mu.Unlock()
+			fd.changed.Broadcast()
+		})
+		fd.changed.Wait()
+		stop()
+	}
+	return fd.err
+}
+
 // failure is the download's error once the feed has finished, else nil.
 func (fd *feed) failure() error {
 	fd.mu.Lock()

@@ -240,6 +240,11 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	// never writes into the cache after the lock is released.
 	fetchCtx, stopFetch := context.WithCancel(ctx)
 	fetchDone := make(chan struct{})
+	// Deferred calls run in reverse: the feeds are closed (ending any read
+	// blocked on them), then the read-ahead is waited for, so no goroutine
+	// of this install reports progress or kicks the flusher after it.
+	unpack := newUnpacker()
+	defer unpack.close()
 	feeds := make([]*feed, len(layers))
 	for i := range feeds {
 		feeds[i] = newFeed()
@@ -251,8 +256,6 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 			fd.close()
 		}
 	}()
-	unpack := newUnpacker()
-	defer unpack.close()
 	go func() {
 		defer close(fetchDone)
 		for i, l := range layers {
@@ -274,7 +277,13 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 			flusher.Kick()
 			prog.Event(Event{Kind: EventLayerProgress, Digest: l.Digest, Size: l.Size, Done: done, Index: i, Count: len(layers)})
 		}
-		err := unpack.apply(cache, a, feeds[i].reader(ctx), l, r.Config.RootFS.DiffIDs[i], report)
+		err := unpack.apply(ctx, cache, a, feeds[i], l, r.Config.RootFS.DiffIDs[i], report)
+		if err != nil && ctx.Err() == nil {
+			// Extraction may have failed on bytes the download is about
+			// to refuse: let it finish (its watchdog and retries bound
+			// the wait) so that a lying registry is reported as such.
+			_ = feeds[i].wait(ctx)
+		}
 		if ferr := feeds[i].failure(); ferr != nil && !errors.Is(ferr, errFeedAbandoned) {
 			// The download's failure is the cause, whatever extraction
 			// made of the bytes it got.

@@ -97,6 +97,13 @@ func (ra *readAhead) Read(p []byte) (int, error) {
 	}
 }
 
+// wait returns once the current stream's producer has returned.
+func (ra *readAhead) wait() {
+	if ra.done != nil {
+		<-ra.done
+	}
+}
+
 // abort tells the producer to stop at its next buffer; a read it is blocked
 // in ends with its source (the install closes the blob feeds on its way
 // out). The readAhead must not be started again.

@@ -3,6 +3,7 @@ package installer
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -54,8 +55,10 @@ func newUnpacker() *unpacker {
 	return &unpacker{ra: newReadAhead(), br: bufio.NewReaderSize(nil, 256<<10)}
 }
 
-// close stops a read-ahead still running after a failed layer.
-func (u *unpacker) close() { u.ra.abort() }
+// close stops a read-ahead still running after a failed layer and waits
+// for it: call it once the blob feeds are closed, which ends a read the
+// read-ahead is blocked in.
+func (u *unpacker) close() { u.ra.abort(); u.ra.wait() }
 
 // decompress returns the uncompressed stream of r per the media type,
 // after checking the stream's magic bytes agree with it. The stream is
@@ -93,10 +96,19 @@ func (u *unpacker) decompress(r *bufio.Reader, c compression) (io.Reader, func()
 	}
 }
 
-// apply streams one layer blob, read from blob (the cache file, as it is
+// unverifiedExpansion bounds what a layer blob not yet checked against
+// its digest may make the extractor write: at most this many times the
+// blob's declared size of uncompressed bytes. A forged blob (the bytes must
+// still be the declared size) thus writes a bounded amount into staging
+// before its digest fails, not up to install.max_uncompressed_bytes.
+// Layers that expand more (zero-filled files) are applied past the bound
+// once their blob is verified: the stream then waits for the download.
+const unverifiedExpansion = 8
+
+// apply streams one layer blob, read from fd (its cache file, as it is
 // written), through decompression (read ahead on its own goroutine) and
 // the diff_id check into the applier.
-func (u *unpacker) apply(cache blobCache, a *extract.Applier, blob io.Reader, desc v1.Descriptor, diffID digest.Digest, report func(done int64)) error {
+func (u *unpacker) apply(ctx context.Context, cache blobCache, a *extract.Applier, fd *feed, desc v1.Descriptor, diffID digest.Digest, report func(done int64)) error {
 	c, err := layerCompression(desc.MediaType)
 	if err != nil {
 		return err
@@ -105,12 +117,12 @@ func (u *unpacker) apply(cache blobCache, a *extract.Applier, blob io.Reader, de
 	// only once it was (or with the download's error). What it
 	// decompresses to is checked here against the diff_id, which the
 	// config (itself checked by digest) pins.
-	u.br.Reset(&progressReader{r: blob, report: report})
+	u.br.Reset(&progressReader{r: fd.reader(ctx), report: report})
 	zr, release, err := u.decompress(u.br, c)
 	if err != nil {
 		return err
 	}
-	u.ra.start(zr)
+	u.ra.start(&verifiedGate{r: zr, limit: unverifiedExpansion * max(desc.Size, 1<<20), fd: fd, ctx: ctx})
 	diffV := diffID.Verifier()
 	err = a.Apply(io.TeeReader(u.ra, diffV))
 	if err == nil {
@@ -133,6 +145,32 @@ func (u *unpacker) apply(cache blobCache, a *extract.Applier, blob io.Reader, de
 		return fmt.Errorf("%w: uncompressed layer does not hash to diff_id %s", ErrDigestMismatch, diffID)
 	}
 	return nil
+}
+
+// verifiedGate passes at most limit bytes of a layer's uncompressed stream
+// until the layer's blob is complete and verified; then all of it.
+type verifiedGate struct {
+	r        io.Reader
+	n, limit int64
+	verified bool
+	fd       *feed
+	ctx      context.Context
+}
+
+func (g *verifiedGate) Read(p []byte) (int, error) {
+	if !g.verified && g.n+int64(len(p)) > g.limit {
+		if g.n < g.limit {
+			p = p[:g.limit-g.n]
+		} else {
+			if err := g.fd.wait(g.ctx); err != nil {
+				return 0, fmt.Errorf("wait for the blob's digest check: %w", err)
+			}
+			g.verified = true
+		}
+	}
+	n, err := g.r.Read(p)
+	g.n += int64(n)
+	return n, err
 }
 
 // progressReader reports bytes read, at most every 100ms.
