@@ -20,7 +20,7 @@ cross: ## static binaries for the two box targets under dist/
 	GOOS=linux GOARCH=amd64 go build -trimpath -ldflags '$(LDFLAGS)' -o dist/hbx-linux-amd64 ./cmd/hbx
 
 fmt-check:
-	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -print0 | xargs -0 gofmt -l); \
+	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -not -path './.run/*' -print0 | xargs -0 gofmt -l); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
