@@ -10,9 +10,11 @@
 #   C  sequential `tar -xzf` of the same layer blobs (the floor);
 #   D  the same followed by `sync -f` of the tree: the floor for an
 #      installer that, like hbx, returns only once the tree is durable;
-# then warm `hbx install`, and cold installs of a half-size image to show
-# peak memory does not grow with the image. Medians and min–max; it never
-# fails on a time. RACE_ROUNDS (default 3) sets the counted rounds.
+# then warm `hbx install`, cold installs of a half-size image to show
+# peak memory does not grow with the image, and, when /dev/shm has room,
+# C and A again on tmpfs (the CPU side alone: no disk, cheap creates).
+# Medians and min–max; it never fails on a time. RACE_ROUNDS (default 3)
+# sets the counted rounds.
 #
 # Noise rules (BENCHMARKING.md): compare only rows of this run; trees of a
 # round are renamed aside and deleted at the end (ext4 inode reuse).
@@ -29,6 +31,7 @@ hbx="${repo_root}/bin/hbx"
 GNU_TIME=/usr/bin/time
 pids=()
 trash=""
+mem="" # a tmpfs directory, when /dev/shm has room
 
 step() { printf '\n==> %s\n' "$*"; }
 die() {
@@ -41,6 +44,7 @@ cleanup() {
 	for p in "${pids[@]}"; do kill -TERM "${p}" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "${p}" 2>/dev/null || true; done
 	[[ -n "${trash}" && -d "${trash}" ]] && rm -rf "${trash}"
+	[[ -n "${mem}" && -d "${mem}" ]] && rm -rf "${mem}"
 	exit "${rc}"
 }
 trap cleanup EXIT
@@ -135,6 +139,12 @@ cfg05="${dir}/hbx-0.5.yaml"
 config "${cfg05}"
 
 ts_s=() ts_k=() hbx_s=() hbx_k=() warm_k=() sk_s=() sk_k=() tar_s=() tar_k=() warm_s=() half_k=() half_s=()
+mt_s=() mt_k=() mh_s=() mh_k=()
+# On tmpfs (no disk, cheap file creation) the same pair shows the CPU side
+# alone: what inflate and hashing cost against tar's gzip.
+if [[ -d /dev/shm && -w /dev/shm ]] && (($(df -k --output=avail /dev/shm | tail -n 1) > 2 * 1024 * 1024)); then
+	mem="$(mktemp -d /dev/shm/hbx-race.XXXXXX)"
+fi
 step "Rounds: 1 warm-up + ${rounds} counted; A = hbx, B = skopeo + umoci, C = tar floor"
 for ((r = 0; r <= rounds; r++)); do
 	w="${dir}/work/r${r}"
@@ -156,11 +166,21 @@ for ((r = 0; r <= rounds; r++)); do
 	d_s=${m_s} d_k=${m_kib}
 	measure "r${r}-half" "${hbx}" --config "${cfg05}" --executor-runtime-dir "${w}/half" install -q
 	h_s=${m_s} h_k=${m_kib}
-	printf '%-8s hbx %6.2f s  skopeo+umoci %6.2f s  tar %6.2f s  tar+sync %6.2f s  warm %4.2f s  half-size hbx %6.2f s\n' \
-		"$([[ ${r} == 0 ]] && echo warm-up || echo "round ${r}")" "${a_s}" "${b_s}" "${c_s}" "${d_s}" "${ws}" "${h_s}"
+	e_s=0 e_k=0 f_s=0 f_k=0
+	if [[ -n "${mem}" ]]; then
+		mkdir -p "${mem}/tar"
+		measure "r${r}-tmpfs-tar" bash "${floor}" "${mem}/tar"
+		e_s=${m_s} e_k=${m_kib}
+		measure "r${r}-tmpfs-hbx" "${hbx}" --config "${cfg1}" --executor-runtime-dir "${mem}/runtime" install -q
+		f_s=${m_s} f_k=${m_kib}
+		rm -rf "${mem:?}/tar" "${mem:?}/runtime"
+	fi
+	printf '%-8s hbx %6.2f s  skopeo+umoci %6.2f s  tar %6.2f s  tar+sync %6.2f s  warm %4.2f s  half-size hbx %6.2f s  tmpfs: tar %5.2f s hbx %5.2f s\n' \
+		"$([[ ${r} == 0 ]] && echo warm-up || echo "round ${r}")" "${a_s}" "${b_s}" "${c_s}" "${d_s}" "${ws}" "${h_s}" "${e_s}" "${f_s}"
 	if ((r > 0)); then
 		ts_s+=("${d_s}") ts_k+=("${d_k}") hbx_s+=("${a_s}") hbx_k+=("${a_k}") sk_s+=("${b_s}") sk_k+=("${b_k}") tar_s+=("${c_s}") tar_k+=("${c_k}")
 		warm_s+=("${ws}") warm_k+=("${wk}") half_s+=("${h_s}") half_k+=("${h_k}")
+		mt_s+=("${e_s}") mt_k+=("${e_k}") mh_s+=("${f_s}") mh_k+=("${f_k}")
 	fi
 	mv "${w}" "${trash}/"
 done
@@ -185,6 +205,10 @@ row "hbx install, cold (full image)" hbx_s hbx_k
 row "skopeo copy + umoci unpack" sk_s sk_k
 row "hbx install, warm" warm_s warm_k
 row "hbx install, cold (half-size image)" half_s half_k
+if [[ -n "${mem}" ]]; then
+	row "on tmpfs: tar -xzf of the layers" mt_s mt_k
+	row "on tmpfs: hbx install, cold" mh_s mh_k
+fi
 echo
 echo "Peak RSS of hbx includes the validation run of the image's program (a small shell script here)."
 echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
