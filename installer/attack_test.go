@@ -801,3 +801,39 @@ func TestAttackDownloadFailsMidExtraction(t *testing.T) {
 	}
 	assertRefused(t, o.RuntimeDir, bad)
 }
+
+// TestAttackUnsafeLayerOnSlowDownload: a layer whose first entry climbs out
+// of the root fails at once, while most of its blob has yet to arrive. The
+// install waits for the blob's verdict only verdictWait, then reports the
+// extractor's refusal, saying the digest is unchecked; nothing escapes.
+func TestAttackUnsafeLayerOnSlowDownload(t *testing.T) {
+	old := verdictWait
+	verdictWait = 200 * time.Millisecond
+	defer func() { verdictWait = old }()
+	h := newHostileRegistry(t)
+	bad := tartest.New().File("../../escape", "x", 0o644).File("noise", string(noiseBytes(31, 2<<20)), 0o644).Bytes()
+	ref, descs, md := h.publishRaw(t, "attack", []rawLayer{gzLayer(t, baseLayer()), gzLayer(t, bad)})
+	d := descs[1].Digest
+	release := make(chan struct{})
+	defer close(release)
+	h.hook(d, func(w http.ResponseWriter, req *http.Request, body []byte) {
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		w.Write(body[:len(body)/4])
+		flush(w)
+		holdUntil(req, release, 20*time.Second) // a download that is far from done
+	})
+	o := h.opts(t, ref, md)
+	start := time.Now()
+	_, err := Install(context.Background(), o)
+	took := time.Since(start)
+	if !errors.Is(err, extract.ErrUnsafePath) || !strings.Contains(err.Error(), "digest is unchecked") || !strings.Contains(err.Error(), d.String()) {
+		t.Errorf("Install() = %v; want extract.ErrUnsafePath naming layer %s and saying its digest is unchecked", err, d)
+	}
+	if took > 10*time.Second {
+		t.Errorf("Install() took %v; want it to give up on the blob's verdict after %v", took, verdictWait)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(o.RuntimeDir), "escape")); err == nil {
+		t.Error("a file escaped the runtime directory")
+	}
+	assertRefused(t, o.RuntimeDir, d)
+}

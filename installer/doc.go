@@ -31,8 +31,8 @@
 // blob not yet verified may expand to at most 8 times its declared size
 // (at least 8 MiB), after which its layer waits for the check. When
 // extraction fails while the blob still downloads, the download is let
-// finish, so bytes that do not match their digest are reported as
-// ErrDigestMismatch, whatever the extractor made of them. Install returns
+// finish (for up to 30s), so bytes that do not match their digest are
+// reported as ErrDigestMismatch, whatever the extractor made of them. Install returns
 // only once every goroutine it started has ended. Dirty pages are written
 // back in the background while layers are applied, so the final syncfs has
 // little left. Per file: no fsync, no read-back; its sha256 for files.json

@@ -185,6 +185,11 @@ func checkActive(cur *release.Installed, index digest.Digest, plat string, pin d
 	return "", nil
 }
 
+// verdictWait is how long a failed layer waits for its blob's download to
+// end, so that bytes that do not match their digest are reported as such
+// rather than as whatever the extractor made of them. A variable for tests.
+var verdictWait = 30 * time.Second
+
 func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress) (*Result, error) {
 	cleanup(opts.RuntimeDir, true, log) // what a killed run left; keep its complete blobs
 	src, err := openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, scratchDir), log)
@@ -280,9 +285,13 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 		err := unpack.apply(ctx, cache, a, feeds[i], l, r.Config.RootFS.DiffIDs[i], report)
 		if err != nil && ctx.Err() == nil {
 			// Extraction may have failed on bytes the download is about
-			// to refuse: let it finish (its watchdog and retries bound
-			// the wait) so that a lying registry is reported as such.
-			_ = feeds[i].wait(ctx)
+			// to refuse: let it finish, for a while, so that a lying
+			// registry is reported as such.
+			wctx, cancel := context.WithTimeout(ctx, verdictWait)
+			if werr := feeds[i].wait(wctx); errors.Is(werr, context.DeadlineExceeded) {
+				err = fmt.Errorf("%w (the blob's download had not finished %s later, so its digest is unchecked)", err, verdictWait)
+			}
+			cancel()
 		}
 		if ferr := feeds[i].failure(); ferr != nil && !errors.Is(ferr, errFeedAbandoned) {
 			// The download's failure is the cause, whatever extraction

@@ -2,12 +2,15 @@ package installer
 
 import "io"
 
-// Read-ahead shape: aheadChunks buffers of aheadChunk bytes, allocated once
-// per install and reused from layer to layer, so memory does not grow with
-// the number or size of layers.
+// Read-ahead shape: aheadChunks buffers of aheadChunk bytes (4 MiB),
+// allocated once per install and reused from layer to layer, so memory does
+// not grow with the number or size of layers. A buffer is handed to the
+// extractor only once full (or at the stream's end), so chunks are small:
+// while a slow download is followed, what has been inflated waits at most
+// one chunk for more input before the extractor sees it.
 const (
-	aheadChunk  = 1 << 20
-	aheadChunks = 4
+	aheadChunk  = 64 << 10
+	aheadChunks = 64
 )
 
 // readAhead reads a stream (a decompressor) on its own goroutine into a
