@@ -125,6 +125,9 @@ type feedReader struct {
 }
 
 func (r *feedReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil { // an interrupted install stops here, cached blob or not
+		return 0, err
+	}
 	fd := r.fd
 	fd.mu.Lock()
 	for (fd.f == nil || r.off >= fd.written) && !fd.done {

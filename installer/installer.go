@@ -343,6 +343,9 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	if res.Version, err = validate(ctx, inst, plat, opts.ValidateTimeout, opts.RunAs); err != nil {
 		return nil, fmt.Errorf("validate release: %w", err)
 	}
+	if err := ctx.Err(); err != nil { // interrupted: publish nothing
+		return nil, err
+	}
 	flusher.Wait()
 	syncStart := time.Now()
 	if err := atomicfile.SyncFS(staged); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hermesbox/hbx/release"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -558,6 +559,52 @@ func TestInstallInterrupted(t *testing.T) {
 			}
 			if got := currentTarget(t, o.RuntimeDir); got != "" {
 				t.Errorf("current -> %q after an interrupted install, want none", got)
+			}
+		})
+	}
+}
+
+// progressFn adapts a function to Progress.
+type progressFn func(Event)
+
+func (f progressFn) Event(e Event) { f(e) }
+
+// TestInstallInterruptedAtEachStage: an install whose context ends (hbx
+// got SIGINT) while a layer is applied, or after the last layer but before
+// validation, stops there with context.Canceled, never reports the release
+// as damaged, and activates nothing; the next run converges.
+func TestInstallInterruptedAtEachStage(t *testing.T) {
+	reg := testenv.StartRegistry(t)
+	img := pushNetImage(t, reg.URL(), "test", "IMAGE=sigint")
+	layers := len(img.Layers[img.plat])
+	cases := []struct {
+		name string
+		at   func(Event) bool
+	}{
+		{"while layer 1 is applied", func(e Event) bool { return e.Kind == EventLayerStart && e.Index == 1 }},
+		{"after the last layer", func(e Event) bool { return e.Kind == EventLayerDone && e.Index == layers-1 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			o := netOptions(t, img, reg.Host(), func(o *Options) {
+				o.Progress = progressFn(func(e Event) {
+					if c.at(e) {
+						cancel()
+					}
+				})
+			})
+			_, err := Install(ctx, o)
+			if !errors.Is(err, context.Canceled) || errors.Is(err, release.ErrCorrupt) {
+				t.Fatalf("Install() = %v; want context.Canceled, not a damaged release", err)
+			}
+			if got := currentTarget(t, o.RuntimeDir); got != "" {
+				t.Errorf("current -> %q after an interrupted install, want none", got)
+			}
+			o.Progress = nil
+			if _, err := Install(context.Background(), o); err != nil {
+				t.Fatalf("Install() after the interrupted one = %v", err)
 			}
 		})
 	}

@@ -358,7 +358,7 @@ func (t *retrier) start(ctx context.Context) (*attempt, error) {
 // fail records that the current attempt failed with err. It returns the
 // error to give up with, or nil when another attempt is due.
 func (t *retrier) fail(ctx context.Context, err error) error {
-	err = plain(err)
+	err = hinted(plain(err))
 	if ctx.Err() != nil || !transient(err) {
 		return err
 	}
@@ -429,6 +429,15 @@ func plain(err error) error {
 		return err
 	}
 	return &restated{msg: inner.Error(), err: err}
+}
+
+// hinted adds what to do to an error whose fix is in the configuration: a
+// plain-HTTP registry answering the HTTPS that hbx speaks by default.
+func hinted(err error) error {
+	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		return &restated{msg: err.Error() + " (a plain-HTTP registry on loopback must be listed in registry.insecure_hosts)", err: err}
+	}
+	return err
 }
 
 // restated is an error shown with a shorter message.

@@ -27,6 +27,7 @@ func validate(ctx context.Context, inst *release.Installed, plat Platform, timeo
 	if plat.OS != runtime.GOOS || plat.Architecture != runtime.GOARCH || timeout <= 0 {
 		return "", nil
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, prog.Path, "--version")
@@ -38,6 +39,9 @@ func validate(ctx context.Context, inst *release.Installed, plat Platform, timeo
 	out, err := cmd.CombinedOutput()
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left behind in its group
+	}
+	if err := parent.Err(); err != nil { // interrupted: says nothing about the release
+		return "", fmt.Errorf("run %s --version: %w", prog.Args[0], err)
 	}
 	if ctx.Err() != nil {
 		return "", fmt.Errorf("%w: %s --version did not finish within %s", release.ErrCorrupt, prog.Args[0], timeout)

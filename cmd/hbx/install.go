@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/account"
@@ -117,7 +118,12 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, o installOpt
 	case o.quiet:
 		opts.Logger = quietLogger(g)
 	case isTerminal(g.stderr):
-		opts.Progress = newTermProgress(g.stderr)
+		tp := newTermProgress(g.stderr)
+		opts.Progress = tp
+		// Log lines go above the progress line, not into it.
+		if opts.Logger, err = newLogger(tp.logWriter(), g.logLevel); err != nil {
+			return err
+		}
 	}
 	res, err := installer.Install(cmd.Context(), opts)
 	if err != nil {
@@ -126,13 +132,17 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, o installOpt
 	m := res.Release.Meta
 	if o.json {
 		return json.NewEncoder(g.stdout).Encode(map[string]any{
-			"event": "result", "changed": res.Changed, "reason": res.Reason, "image": cfg.Executor.Image,
+			"time": time.Now().UTC(), "event": "result", "changed": res.Changed, "reason": res.Reason, "image": cfg.Executor.Image,
 			"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
 			"fetched": res.Fetched, "reused": res.Reused, "duration_ms": res.Duration.Milliseconds(),
 		})
 	}
 	if !res.Changed {
-		fmt.Fprintf(g.stdout, "up to date: %s (%s, manifest %s)\n", cfg.Executor.Image, m.Platform, m.ManifestDigest)
+		state := "up to date"
+		if o.verify {
+			state = "up to date, every file verified against files.json"
+		}
+		fmt.Fprintf(g.stdout, "%s: %s (%s, manifest %s)\n", state, cfg.Executor.Image, m.Platform, m.ManifestDigest)
 		return nil
 	}
 	fmt.Fprintf(g.stdout, "installed %s (%s, manifest %s) in %s: %d blobs fetched, %d reused; reason: %s\n",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("interrupted: %w", err)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "hbx: %v\n", err)

@@ -41,7 +41,31 @@ type termProgress struct {
 	mu    sync.Mutex
 	w     io.Writer
 	start time.Time
+	line  string // the unfinished progress line on screen, "" when none
 }
+
+// logWriter returns a writer for log lines that shares the terminal with
+// the progress line: each write clears the line, writes the log line and
+// draws the progress line again below it.
+func (p *termProgress) logWriter() io.Writer {
+	return writerFunc(func(b []byte) (int, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.line != "" {
+			fmt.Fprint(p.w, "\r\033[K")
+		}
+		n, err := p.w.Write(b)
+		if p.line != "" {
+			fmt.Fprint(p.w, p.line)
+		}
+		return n, err
+	})
+}
+
+// writerFunc adapts a function to io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 func newTermProgress(w io.Writer) *termProgress { return &termProgress{w: w} }
 
@@ -67,11 +91,13 @@ func (p *termProgress) draw(e installer.Event, done int64, final bool) {
 	if secs > 0 {
 		rate = float64(done) / secs / 1e6
 	}
-	end := ""
+	line := fmt.Sprintf("layer %d/%d %s %6.1f/%.1f MB %6.1f MB/s", e.Index+1, e.Count, short(string(e.Digest)), float64(done)/1e6, float64(e.Size)/1e6, rate)
+	fmt.Fprint(p.w, "\r\033[K"+line)
+	p.line = line
 	if final {
-		end = "\n"
+		fmt.Fprint(p.w, "\n")
+		p.line = ""
 	}
-	fmt.Fprintf(p.w, "\r\033[Klayer %d/%d %s %6.1f/%.1f MB %6.1f MB/s%s", e.Index+1, e.Count, short(string(e.Digest)), float64(done)/1e6, float64(e.Size)/1e6, rate, end)
 }
 
 // short abbreviates a digest to algorithm:12 hex.

@@ -51,7 +51,7 @@ func parseImageRef(s string) (ImageRef, string) {
 	}
 	named, err := reference.ParseNormalizedNamed(s)
 	if err != nil {
-		return ImageRef{}, "is not an image reference: " + err.Error()
+		return ImageRef{}, "is not an image reference: " + err.Error() + " " + pinnedForm
 	}
 	tagged, hasTag := named.(reference.NamedTagged)
 	canon, hasDigest := named.(reference.Canonical)

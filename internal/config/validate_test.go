@@ -37,7 +37,7 @@ func TestValidateRules(t *testing.T) {
 		{"image bare name", func(c *Config) { c.Executor.Image = "ghcr.io/o/x" },
 			[]string{`executor.image: "ghcr.io/o/x" has no tag and no digest (want name:tag@sha256:<64 hex>)`}},
 		{"image short digest", func(c *Config) { c.Executor.Image = "ghcr.io/o/x:v1@sha256:abcd" },
-			[]string{`executor.image: "ghcr.io/o/x:v1@sha256:abcd" is not an image reference: invalid reference format`}},
+			[]string{`executor.image: "ghcr.io/o/x:v1@sha256:abcd" is not an image reference: invalid reference format (want name:tag@sha256:<64 hex>)`}},
 		{"image empty", func(c *Config) { c.Executor.Image = "" },
 			[]string{`executor.image: "" is empty (want name:tag@sha256:<64 hex>)`}},
 

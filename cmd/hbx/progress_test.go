@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/hermesbox/hbx/installer"
+)
+
+// TestTermProgressKeepsLogLinesApart: a log line written while a layer's
+// progress line is on screen clears that line, stands on its own line,
+// and the progress line is drawn again below it; once the layer is done,
+// log lines are written as they are.
+func TestTermProgressKeepsLogLinesApart(t *testing.T) {
+	var out bytes.Buffer
+	p := newTermProgress(&out)
+	log := p.logWriter()
+	layer := installer.Event{Digest: "sha256:0123456789abcdef", Size: 2e6, Index: 0, Count: 1}
+
+	p.Event(withKind(layer, installer.EventLayerStart))
+	out.Reset()
+	if _, err := log.Write([]byte("level=INFO msg=\"blob ready\"\n")); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	line := p.line
+	if line == "" || !strings.HasPrefix(got, "\r\033[Klevel=INFO") || !strings.HasSuffix(got, "\n"+line) {
+		t.Errorf("log write during a layer = %q; want the line cleared, the log line, then %q again", got, line)
+	}
+
+	done := layer
+	done.Done = layer.Size
+	p.Event(withKind(done, installer.EventLayerDone))
+	out.Reset()
+	log.Write([]byte("level=INFO msg=activated\n"))
+	if got, want := out.String(), "level=INFO msg=activated\n"; got != want {
+		t.Errorf("log write after the layer = %q, want %q", got, want)
+	}
+}
+
+func withKind(e installer.Event, k installer.EventKind) installer.Event {
+	e.Kind = k
+	return e
+}
