@@ -190,8 +190,14 @@ func checkActive(cur *release.Installed, index digest.Digest, plat string, pin d
 // rather than as whatever the extractor made of them. A variable for tests.
 var verdictWait = 30 * time.Second
 
-func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress) (*Result, error) {
+func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress) (_ *Result, err error) {
 	cleanup(opts.RuntimeDir, true, log) // what a killed run left; keep its complete blobs
+	defer func() {
+		if err != nil { // leave complete blobs (for the next run) and the lock file, nothing else
+			os.RemoveAll(filepath.Join(opts.RuntimeDir, scratchDir))
+			os.Remove(filepath.Join(opts.RuntimeDir, stagingDir)) // only when empty
+		}
+	}()
 	src, err := openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, scratchDir), log)
 	if err != nil {
 		return nil, err

@@ -609,3 +609,26 @@ func TestInstallInterruptedAtEachStage(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedInstallLeavesOnlyTheLock: a cold install that fails (here: no
+// registry answers) leaves the runtime directory with its lock file and
+// nothing else: no scratch configuration, no empty staging directory.
+func TestFailedInstallLeavesOnlyTheLock(t *testing.T) {
+	reg := testenv.StartRegistry(t)
+	img := pushNetImage(t, reg.URL(), "test", "IMAGE=leftovers")
+	o := netOptions(t, img, "127.0.0.1:1", func(o *Options) { o.Registry.Retries = 0 })
+	if _, err := Install(context.Background(), o); err == nil {
+		t.Fatal("Install() from a port nobody listens on succeeded")
+	}
+	ents, err := os.ReadDir(o.RuntimeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if len(names) != 1 || names[0] != lockFile {
+		t.Errorf("runtime directory after a failed install = %q, want only %q", names, lockFile)
+	}
+}
