@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/hermesbox/hbx/internal/fsat"
 	"io"
 	"os"
 	"path"
@@ -211,7 +212,7 @@ func (s *scanner) walkDir(i int, d *os.File, rel, arch string) error {
 				}
 			}
 		case unix.S_IFLNK:
-			target, err := readlinkAt(fd(d), name)
+			target, err := fsat.Readlink(fd(d), name)
 			if err != nil {
 				return fmt.Errorf("readlink %s: %w", chost, err)
 			}
@@ -336,20 +337,6 @@ func splitNul(b []byte) []string {
 		b = b[i+1:]
 	}
 	return out
-}
-
-func readlinkAt(dirfd int, name string) (string, error) {
-	for size := 256; size <= 1<<16; size *= 2 {
-		buf := make([]byte, size)
-		n, err := unix.Readlinkat(dirfd, name, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < size {
-			return string(buf[:n]), nil
-		}
-	}
-	return "", unix.ENAMETOOLONG
 }
 
 func fd(f *os.File) int { return int(f.Fd()) }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/hermesbox/hbx/internal/fsat"
 	"hash"
 	"hash/maphash"
 	"io"
@@ -469,7 +470,7 @@ func (a *Applier) resolve(name string, create bool) (*os.File, string, error) {
 			if links > maxSymlinks {
 				return nil, "", fmt.Errorf("resolve %q: %w", truncate(name), unix.ELOOP)
 			}
-			target, err := readlinkAt(cur, c)
+			target, err := fsat.Readlink(fd(cur), c)
 			if err != nil {
 				return nil, "", fmt.Errorf("readlink %q: %w", truncate(key), err)
 			}
@@ -514,22 +515,6 @@ func truncate(s string) string {
 		return s[:256] + "..."
 	}
 	return s
-}
-
-func readlinkAt(dir *os.File, leaf string) (string, error) {
-	for size := 256; ; size *= 2 {
-		buf := make([]byte, size)
-		n, err := unix.Readlinkat(fd(dir), leaf, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < size {
-			return string(buf[:n]), nil
-		}
-		if size > 1<<16 {
-			return "", unix.ENAMETOOLONG
-		}
-	}
 }
 
 // invalidate forgets every cached handle: a removal may have taken away

@@ -320,11 +320,7 @@ func TestAttackForgedBlobInflatesBeforeVerification(t *testing.T) {
 		w.Write(forged[len(forged)-1:])
 	})
 	o := h.opts(t, ref, md)
-	done := make(chan error, 1)
-	go func() {
-		_, err := Install(context.Background(), o)
-		done <- err
-	}()
+	done := installAsync(context.Background(), o)
 	// Watch the staging tree while the last byte is held back.
 	var seen int64
 	deadline := time.Now().Add(3 * time.Second)
@@ -754,11 +750,7 @@ func TestAttackCancelMidLayer(t *testing.T) {
 		holdUntil(req, nil, 10*time.Second)
 	})
 	o := h.opts(t, ref, md)
-	done := make(chan error, 1)
-	go func() {
-		_, err := Install(ctx, o)
-		done <- err
-	}()
+	done := installAsync(ctx, o)
 	select {
 	case err := <-done:
 		// The interrupt stops whichever layer is being applied when it

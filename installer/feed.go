@@ -87,7 +87,16 @@ func (fd *feed) close() {
 func (fd *feed) wait(ctx context.Context) error {
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
-	for !fd.done {
+	if err := fd.await(ctx, func() bool { return false }); err != nil {
+		return err
+	}
+	return fd.err
+}
+
+// await blocks, with fd.mu held, until the feed has finished or ready
+// reports true, or returns ctx's error if ctx ends first.
+func (fd *feed) await(ctx context.Context, ready func() bool) error {
+	for !fd.done && !ready() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -99,7 +108,7 @@ func (fd *feed) wait(ctx context.Context) error {
 		fd.changed.Wait()
 		stop()
 	}
-	return fd.err
+	return nil
 }
 
 // failure is the download's error once the feed has finished, else nil.
@@ -130,18 +139,9 @@ func (r *feedReader) Read(p []byte) (int, error) {
 	}
 	fd := r.fd
 	fd.mu.Lock()
-	for (fd.f == nil || r.off >= fd.written) && !fd.done {
-		if err := r.ctx.Err(); err != nil {
-			fd.mu.Unlock()
-			return 0, err
-		}
-		stop := context.AfterFunc(r.ctx, func() {
-			fd.mu.Lock()
-			defer fd.mu.Unlock()
-			fd.changed.Broadcast()
-		})
-		fd.changed.Wait()
-		stop()
+	if err := fd.await(r.ctx, func() bool { return fd.f != nil && r.off < fd.written }); err != nil {
+		fd.mu.Unlock()
+		return 0, err
 	}
 	f, avail, err := fd.f, fd.written-r.off, fd.err
 	fd.mu.Unlock()

@@ -544,11 +544,7 @@ func TestInstallInterrupted(t *testing.T) {
 				cancel()
 			}()
 			o := netOptions(t, img, p.Host(), c.mut)
-			done := make(chan error, 1)
-			go func() {
-				_, err := Install(ctx, o)
-				done <- err
-			}()
+			done := installAsync(ctx, o)
 			select {
 			case err := <-done:
 				if !errors.Is(err, context.Canceled) || errors.Is(err, ErrStalled) {
@@ -562,6 +558,17 @@ func TestInstallInterrupted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// installAsync runs Install on a goroutine; its error arrives on the
+// returned channel, which has room for one more send.
+func installAsync(ctx context.Context, o Options) chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := Install(ctx, o)
+		done <- err
+	}()
+	return done
 }
 
 // progressFn adapts a function to Progress.

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/hermesbox/hbx/internal/fsat"
 	"io"
 	"os"
 	"sort"
@@ -71,7 +72,7 @@ func (w *walker) dir(dfd int, prefix string) error {
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFLNK:
 			f.Type, f.Mode = "symlink", 0
-			if f.Target, err = readlinkAt(dfd, n); err != nil {
+			if f.Target, err = fsat.Readlink(dfd, n); err != nil {
 				return fmt.Errorf("readlink %q: %w", p, err)
 			}
 		case unix.S_IFDIR:
@@ -118,20 +119,6 @@ func (w *walker) hashAt(dfd int, name string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func readlinkAt(dfd int, name string) (string, error) {
-	for size := 256; size <= 1<<16; size *= 2 {
-		b := make([]byte, size)
-		n, err := unix.Readlinkat(dfd, name, b)
-		if err != nil {
-			return "", err
-		}
-		if n < size {
-			return string(b[:n]), nil
-		}
-	}
-	return "", unix.ENAMETOOLONG
 }
 
 // Diff compares a recorded file list with a fresh Scan and describes the
