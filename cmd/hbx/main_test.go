@@ -173,6 +173,7 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", nil, []string{"nope"}, 2, []string{`unknown command "nope" for "hbx"`}},
 		{"unknown subcommand", nil, []string{"config", "nope"}, 2, []string{`unknown command "nope" for "hbx config"`}},
 		{"unknown flag", nil, []string{"version", "--nope"}, 2, []string{"unknown flag: --nope"}},
+		{"unknown flag near a key flag", nil, []string{"config", "show", "--executor-prot=1"}, 2, []string{"unknown flag: --executor-prot (did you mean --executor-port?)"}},
 		{"extra argument", nil, []string{"version", "extra"}, 2, []string{`unknown command "extra" for "hbx version"`}},
 		{"bad log level", nil, []string{"version", "--log-level=loud"}, 2, []string{`--log-level "loud"`}},
 		{"unknown file key", nil, []string{"config", "show", "--config", unknownKey}, 2, []string{`executor.prot: unknown key (did you mean "executor.port"?) [file ` + unknownKey + "]"}},

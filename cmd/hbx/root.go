@@ -12,6 +12,7 @@ import (
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // globals is what every subcommand shares: the process's environment and
@@ -98,7 +99,7 @@ defaults. "hbx config show" prints every effective value and its source.
 	pf.StringVar(&g.configPath, "config", config.DefaultPath, "config file (YAML; default: $"+config.ConfigEnv+" when set); a missing default file is fine, a missing named one is an error")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	config.RegisterFlags(pf)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{suggestFlag(cmd, err)} })
 
 	root.AddCommand(
 		newVersionCommand(g),
@@ -147,6 +148,21 @@ func (g *globals) loadConfig(cmd *cobra.Command) (*config.Config, *config.Source
 	g.configFile, g.configPath = &f, f.Path
 	g.socket, g.socketSource = cfg.Supervisor.Socket, srcs.Of("supervisor.socket")
 	return cfg, srcs, nil
+}
+
+// suggestFlag adds a "did you mean" to pflag's "unknown flag: --name"
+// error when one of cmd's flags is close to name.
+func suggestFlag(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	if c := config.Closest(name, names); c != "" {
+		return fmt.Errorf("%w (did you mean --%s?)", err, c)
+	}
+	return err
 }
 
 // newLogger returns a text logger writing to w at level ("debug", "info",

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/spf13/cobra"
 )
@@ -68,7 +69,15 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 		for _, n := range opts.names {
 			i := slices.IndexFunc(all, func(s supervisor.Status) bool { return s.Name == n })
 			if i < 0 {
-				return fmt.Errorf("%w: %q", supervisor.ErrUnknownProgram, n)
+				var names []string
+				for _, s := range all {
+					names = append(names, s.Name)
+				}
+				hint := ""
+				if c := config.Closest(n, names); c != "" {
+					hint = fmt.Sprintf("; did you mean %q?", c)
+				}
+				return fmt.Errorf("%w: %q (programs: %s%s)", supervisor.ErrUnknownProgram, n, strings.Join(names, ", "), hint)
 			}
 			list = append(list, all[i])
 		}

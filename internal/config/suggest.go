@@ -5,11 +5,13 @@ import (
 	"strings"
 )
 
-// closest returns the candidate nearest to s by editDistance, compared
-// without regard to case, or "" when none is near enough: within 1 edit
-// for names of up to 5 bytes, 2 up to 11, and 3 beyond. On a tie the
-// earlier candidate wins. s itself (in any case) is never suggested.
-func closest(s string, candidates []string) string {
+// Closest returns the candidate nearest to s by edit distance
+// (insertions, deletions, substitutions and swaps of two adjacent bytes),
+// compared without regard to case, or "" when none is near enough: within
+// 1 edit for names of up to 5 bytes, 2 up to 11, and 3 beyond. On a tie
+// the earlier candidate wins; s itself is never suggested. hbx uses it for
+// "did you mean" hints on mistyped keys, variables, flags and programs.
+func Closest(s string, candidates []string) string {
 	limit := 3
 	switch {
 	case len(s) <= 5:
@@ -31,9 +33,9 @@ func closest(s string, candidates []string) string {
 }
 
 // didYouMean returns ` (did you mean "x"?)` for the closest candidate to s,
-// or "" when none is close; see closest.
+// or "" when none is close; see Closest.
 func didYouMean(s string, candidates []string) string {
-	if c := closest(s, candidates); c != "" {
+	if c := Closest(s, candidates); c != "" {
 		return " (did you mean " + strconv.Quote(c) + "?)"
 	}
 	return ""

@@ -59,8 +59,8 @@ func TestClosest(t *testing.T) {
 		{"HBX_EXECUTOR_PROT", []string{EnvName("executor.port"), EnvName("executor.image")}, "HBX_EXECUTOR_PORT"},
 	}
 	for _, tt := range tests {
-		if got := closest(tt.s, tt.candidates); got != tt.want {
-			t.Errorf("closest(%q, %q) = %q, want %q", tt.s, tt.candidates, got, tt.want)
+		if got := Closest(tt.s, tt.candidates); got != tt.want {
+			t.Errorf("Closest(%q, %q) = %q, want %q", tt.s, tt.candidates, got, tt.want)
 		}
 	}
 }
