@@ -231,9 +231,18 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hbx --help = %v", err)
 	}
-	for _, w := range []string{"Exit codes:", "  0  success", "  1  failure", "  2  invalid configuration", "--executor-port int", "--install-keep-blobs"} {
+	for _, w := range []string{"Exit codes:", "  0  success", "  1  failure", "  2  invalid configuration", "  3  hbx status only", "--executor-port int", "--install-keep-blobs", "HBX_CONFIG"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("hbx --help does not contain %q:\n%s", w, out)
+		}
+	}
+	out, _, _, err = runTest(t, nil, "status", "--help")
+	if err != nil {
+		t.Fatalf("hbx status --help = %v", err)
+	}
+	for _, w := range []string{"Exit status: 0 when every program shown", "3 when any is not"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("hbx status --help does not contain %q:\n%s", w, out)
 		}
 	}
 }
