@@ -199,7 +199,11 @@ func readFile(f *File) (map[string]rawValue, map[string]fileProgram, []*Problem,
 				probs = append(probs, &Problem{Key: k, Value: showRaw(v.Get(k)), Rule: "is not a mapping of keys", Source: src})
 			}
 		default:
-			probs = append(probs, &Problem{Key: k, Rule: "unknown key" + didYouMean(k, append(Keys(), sections...)), Source: src})
+			rule := "unknown key"
+			if c := suggestKey(k); c != "" {
+				rule += fmt.Sprintf(" (did you mean %q?)", c)
+			}
+			probs = append(probs, &Problem{Key: k, Rule: rule, Source: src})
 		}
 	}
 	for _, spec := range keySpecs {
@@ -211,6 +215,27 @@ func readFile(f *File) (map[string]rawValue, map[string]fileProgram, []*Problem,
 	}
 	progs, progProbs := readPrograms(data, src)
 	return vals, progs, append(probs, progProbs...), nil
+}
+
+// suggestKey returns the known key or section closest to the unknown file
+// key k, or "". A mistyped section is corrected on its own
+// ("program.hermes.command" -> "programs.hermes.command").
+func suggestKey(k string) string {
+	if c := Closest(k, append(Keys(), sections...)); c != "" {
+		return c
+	}
+	sec, rest, ok := strings.Cut(k, ".")
+	if !ok || slices.Contains(sections, sec) {
+		return ""
+	}
+	c := Closest(sec, sections)
+	if c == "" {
+		return ""
+	}
+	if c == "programs" {
+		return c + "." + rest
+	}
+	return Closest(c+"."+rest, Keys())
 }
 
 // parentMapKey returns the map key k is a subkey of, or "".

@@ -393,11 +393,13 @@ func TestLoadProblems(t *testing.T) {
 	}{
 		{
 			name: "unknown file keys",
-			file: "executor:\n  imag: x\n  port: 4788\nextra: 1\nregistry:\n  retries: 1\n  nested:\n    deep: true\nsupervisr:\n  sokcet: /x\nbackups: 1\n",
+			file: "executor:\n  imag: x\n  port: 4788\nextra: 1\nregistry:\n  retries: 1\n  nested:\n    deep: true\nsupervisr:\n  sokcet: /x\nbackups: 1\nprogram:\n  hermes:\n    user: x\nhelth:\n  timeout: 1s\n",
 			want: []string{
 				`backups: unknown key (did you mean "backup"?) [file %s]`,
 				`executor.imag: unknown key (did you mean "executor.image"?) [file %s]`,
 				"extra: unknown key [file %s]",
+				`helth.timeout: unknown key (did you mean "health.timeout"?) [file %s]`,
+				`program.hermes.user: unknown key (did you mean "programs.hermes.user"?) [file %s]`,
 				"registry.nested.deep: unknown key [file %s]",
 				`supervisr.sokcet: unknown key (did you mean "supervisor.socket"?) [file %s]`,
 			},

@@ -22,8 +22,8 @@ func Closest(s string, candidates []string) string {
 	low := strings.ToLower(s)
 	best, bestD := "", limit+1
 	for _, c := range candidates {
-		if c == s {
-			continue
+		if c == s || len(c) > len(s)+limit || len(s) > len(c)+limit {
+			continue // the distance is at least the difference in length
 		}
 		if d := editDistance(low, strings.ToLower(c)); d < bestD {
 			best, bestD = c, d
