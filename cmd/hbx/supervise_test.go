@@ -68,6 +68,19 @@ func TestSuperviseRefusesMissingUser(t *testing.T) {
 	}
 }
 
+func TestSuperviseRefusesTypoProgram(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "hbx.sock")
+	cfg := writeConfig(t, "supervisor:\n  socket: "+sock+"\nprograms:\n  hermse:\n    enabled: false\n")
+	_, _, code, err := runTest(t, nil, "supervise", "--config", cfg)
+	want := `programs.hermse: is not a built-in program (executor, hermes) and has no command (did you mean "hermes"?) [file ` + cfg + "]"
+	if code != 2 || err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("hbx supervise with programs.hermse = %d, %v; want 2 containing %q", code, err, want)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("a refused supervisor created its socket: %v", err)
+	}
+}
+
 func TestSuperviseOptions(t *testing.T) {
 	path := writeConfig(t, `supervisor:
   log_dir: /logs
