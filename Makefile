@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/hermesbox/hbx/internal/buildinfo.Version=$(VERSION) -X github.com/hermesbox/hbx/internal/buildinfo.Commit=$(COMMIT)
 
-.PHONY: all build cross check fmt-check vet test e2e demo bench testdeps clean
+.PHONY: all build cross check fmt-check vet test e2e demo demo-upgrade bench testdeps clean
 
 all: build
 
@@ -39,6 +39,9 @@ check: fmt-check vet testdeps test e2e ## everything CI runs (testdeps first, so
 
 demo: build testdeps ## pull, install, run and health-check the test image end to end
 	scripts/demo.sh
+
+demo-upgrade: demo ## then the README's upgrade try-out: a second test image version, hbx upgrade, hbx rollback
+	scripts/demo-upgrade.sh
 
 bench: build testdeps ## figures: install (test image, then the race on the realistic image), supervisor recovery and stop
 	scripts/bench.sh

@@ -297,7 +297,9 @@ func TestSupervise(t *testing.T) {
 
 	// The control commands.
 	r := b.hbx("status")
-	if r.code != 0 || !regexpMatch(`(?m)^executor\s+RUNNING\s+pid \d+, uptime 0:00:\d\d$`, r.stdout) || !regexpMatch(`(?m)^ghost\s+FATAL\s+`, r.stdout) {
+	// ghost is FATAL: exit 3, naming it.
+	if r.code != 3 || !strings.Contains(r.stderr, "not running: ghost (FATAL)") ||
+		!regexpMatch(`(?m)^executor\s+RUNNING\s+pid \d+, uptime 0:00:\d\d$`, r.stdout) || !regexpMatch(`(?m)^ghost\s+FATAL\s+`, r.stdout) {
 		t.Errorf("hbx status = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := b.hbx("status", "--json", "gateway"); r.code != 0 || !strings.Contains(r.stdout, `"state": "RUNNING"`) {

@@ -165,6 +165,14 @@ runtime_dir="${box}/storage/executor-runtime"
 data_dir="${box}/workspace/executor/data"
 state_dir="${box}/var/lib/hbx/executor"
 config="${repo_root}/${run_dir}/hbx.yaml"
+# The keys below registry: are for trying hbx supervise, backup, upgrade
+# and rollback by hand afterwards (README, "Upgrade and rollback").
+socket="${repo_root}/${run_dir}/hbx.sock"
+if ((${#socket} > 107)); then # a unix socket path has at most 107 bytes
+	socket="/tmp/hbx-demo-$(id -u).sock"
+fi
+passphrase="${repo_root}/${run_dir}/backup.pass"
+(umask 077 && head -c 24 /dev/urandom | base64 >"${passphrase}")
 cat >"${config}" <<EOF
 # hbx demo configuration (see configs/hbx.yaml for every key).
 executor:
@@ -182,6 +190,16 @@ executor:
 registry:
   # The demo registry speaks plain HTTP on loopback.
   insecure_hosts: ["${registry}"]
+# For hbx supervise, backup and upgrade by hand; the demo itself uses none.
+supervisor:
+  socket: ${socket}
+  log_dir: ${repo_root}/${run_dir}/logs
+programs:
+  hermes:
+    enabled: false # the test image has no Hermes gateway
+backup:
+  dir: ${repo_root}/${run_dir}/backups
+  passphrase_file: ${passphrase}
 EOF
 indent <"${config}"
 

@@ -44,14 +44,18 @@ func newConfigShowCommand(g *globals) *cobra.Command {
 		Long: `Print every configuration key with its effective value and its source:
 a flag, an HBX_* environment variable, the config file or the default.
 
-The default output is one YAML-ish line per key:
+The default output is one YAML-ish line per key, after a first line that
+names the config file and where its path came from (--config, HBX_CONFIG
+or the default), "(absent)" when no file was read:
 
+  config: /etc/hbx/hbx.yaml  # default (absent)
   executor.port: 4788  # default
   executor.image: ghcr.io/...  # env HBX_EXECUTOR_IMAGE
 
---json prints one object keyed by config key instead, each entry
-{"value": ..., "source": "default|file|env|flag", "detail": "path, variable
-or flag"}; durations are strings such as "30s".`,
+--json prints one object keyed by config key instead ("config" first), each
+entry {"value": ..., "source": "default|file|env|flag", "detail": "path,
+variable or flag"}, and "absent": true for a config file not read;
+durations are strings such as "30s".`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
@@ -70,13 +74,15 @@ type shownValue struct {
 	Value  any    `json:"value"`
 	Source string `json:"source"`
 	Detail string `json:"detail,omitempty"`
+	Absent bool   `json:"absent,omitempty"` // "config" only: no file was read
 }
 
 // runConfigShow prints opts.cfg key by key in ShownKeys order, with
 // sources: "key: value  # source" lines, or one JSON object.
 func runConfigShow(_ context.Context, opts configShowOptions) error {
+	file := opts.sources.File()
 	if opts.json {
-		out := map[string]shownValue{}
+		out := map[string]shownValue{"config": {Value: file.Path, Source: file.Source.Kind, Detail: file.Source.Detail, Absent: !file.Read}}
 		for _, k := range opts.cfg.ShownKeys() {
 			v := opts.cfg.Value(k)
 			if d, ok := v.(time.Duration); ok {
@@ -93,6 +99,11 @@ func runConfigShow(_ context.Context, opts configShowOptions) error {
 		return nil
 	}
 	var b strings.Builder
+	absent := ""
+	if !file.Read {
+		absent = " (absent)"
+	}
+	fmt.Fprintf(&b, "config: %s  # %s%s\n", yamlString(file.Path), file.Source, absent)
 	for _, k := range opts.cfg.ShownKeys() {
 		fmt.Fprintf(&b, "%s: %s  # %s\n", k, yamlValue(opts.cfg.Value(k)), opts.sources.Of(k))
 	}

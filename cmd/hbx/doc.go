@@ -7,5 +7,6 @@
 // a runX(ctx, opts) function that tests call directly.
 //
 // Exit codes (exitcode.go is the one table): 0 success; 1 failure; 2 invalid
-// configuration or usage.
+// configuration or usage; 3 from hbx status only, when a program it shows
+// is not RUNNING.
 package main

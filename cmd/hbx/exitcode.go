@@ -17,6 +17,9 @@ const (
 	exitOK      = 0 // success
 	exitFailure = 1 // the command failed
 	exitUsage   = 2 // invalid configuration or command line
+	// exitNotRunning: hbx status showed a program that is not RUNNING
+	// (supervisorctl's and LSB's "program is not running").
+	exitNotRunning = 3
 )
 
 // exitCodesHelp is the exit code section of the root command's help.
@@ -27,20 +30,24 @@ const exitCodesHelp = `Exit codes:
   2  invalid configuration (config file, HBX_* environment variables,
      flags, a program's missing user) or usage (unknown command or flag,
      bad arguments, an unknown program name)
+  3  hbx status only: a program shown is not RUNNING
   "hbx run executor" exits with the payload's own status (128+N when
   signal N ended it).`
 
 // exitCode maps the error run returned to the process exit status: nil to
-// exitOK, config.ErrInvalid and usage errors to exitUsage, anything else to
-// exitFailure.
+// exitOK, config.ErrInvalid and usage errors to exitUsage, a
+// *notRunningError to exitNotRunning, anything else to exitFailure.
 func exitCode(err error) int {
 	var ue *usageError
 	var xe *launch.ExitError
+	var nr *notRunningError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &xe):
 		return xe.Code
+	case errors.As(err, &nr):
+		return exitNotRunning
 	case errors.Is(err, config.ErrInvalid), errors.As(err, &ue),
 		errors.Is(err, supervisor.ErrInvalid), errors.Is(err, supervisor.ErrUnknownProgram),
 		errors.Is(err, backup.ErrInvalid):

@@ -45,8 +45,8 @@ func TestConfigShow(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	defaults := config.Defaults()
-	if len(lines) != len(defaults.ShownKeys()) {
-		t.Errorf("config show printed %d lines, want %d:\n%s", len(lines), len(defaults.ShownKeys()), out)
+	if len(lines) != 1+len(defaults.ShownKeys()) {
+		t.Errorf("config show printed %d lines, want %d:\n%s", len(lines), 1+len(defaults.ShownKeys()), out)
 	}
 	byKey := map[string]string{}
 	for _, l := range lines {
@@ -70,8 +70,57 @@ func TestConfigShow(t *testing.T) {
 			t.Errorf("config show line for %s = %q, want %q", k, byKey[k], w)
 		}
 	}
-	if lines[0] != want["executor.image"] {
-		t.Errorf("config show first line = %q, want executor.image first", lines[0])
+	if w := "config: " + path + "  # flag --config"; lines[0] != w {
+		t.Errorf("config show first line = %q, want %q", lines[0], w)
+	}
+	if lines[1] != want["executor.image"] {
+		t.Errorf("config show second line = %q, want executor.image first of the keys", lines[1])
+	}
+}
+
+func TestConfigShowConfigFile(t *testing.T) {
+	path := writeConfig(t, "executor:\n  port: 4790\n")
+	other := writeConfig(t, "executor:\n  port: 4791\n")
+	tests := []struct {
+		name      string
+		env, args []string
+		want      string
+		wantJSON  shownValue
+	}{
+		{"from HBX_CONFIG", []string{"HBX_CONFIG=" + path}, nil,
+			"config: " + path + "  # env HBX_CONFIG", shownValue{Value: path, Source: "env", Detail: "HBX_CONFIG"}},
+		{"--config beats HBX_CONFIG", []string{"HBX_CONFIG=" + other}, []string{"--config", path},
+			"config: " + path + "  # flag --config", shownValue{Value: path, Source: "flag", Detail: "--config"}},
+		{"default, absent", nil, nil,
+			"config: " + config.DefaultPath + "  # default (absent)", shownValue{Value: config.DefaultPath, Source: "default", Absent: true}},
+	}
+	if _, err := os.Stat(config.DefaultPath); err == nil {
+		tests = tests[:2] // this machine has a default file
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _, code, err := runTest(t, tt.env, append([]string{"config", "show"}, tt.args...)...)
+			if code != 0 {
+				t.Fatalf("config show = %v (exit %d)", err, code)
+			}
+			if first, _, _ := strings.Cut(out, "\n"); first != tt.want {
+				t.Errorf("config show first line = %q, want %q", first, tt.want)
+			}
+			if tt.wantJSON.Source != "default" && !strings.Contains(out, "executor.port: 4790  # file "+path) {
+				t.Errorf("config show did not read %s:\n%s", path, out)
+			}
+			out, _, code, err = runTest(t, tt.env, append([]string{"config", "show", "--json"}, tt.args...)...)
+			if code != 0 {
+				t.Fatalf("config show --json = %v (exit %d)", err, code)
+			}
+			var got map[string]shownValue
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("json.Unmarshal(config show --json) = %v\n%s", err, out)
+			}
+			if diff := cmp.Diff(got["config"], tt.wantJSON); diff != "" {
+				t.Errorf("config show --json[config] (-got +want):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -86,14 +135,15 @@ func TestConfigShowJSON(t *testing.T) {
 		t.Fatalf("json.Unmarshal(config show --json) = %v\n%s", err, out)
 	}
 	defaults := config.Defaults()
-	if len(got) != len(defaults.ShownKeys()) {
-		t.Errorf("config show --json has %d keys, want %d", len(got), len(defaults.ShownKeys()))
+	if len(got) != 1+len(defaults.ShownKeys()) {
+		t.Errorf("config show --json has %d keys, want %d", len(got), 1+len(defaults.ShownKeys()))
 	}
 	want := map[string]shownValue{
 		"executor.port":           {Value: float64(4791), Source: "env", Detail: "HBX_EXECUTOR_PORT"},
 		"install.lock_wait":       {Value: "1m0s", Source: "file", Detail: path},
 		"registry.insecure_hosts": {Value: []any{"[::1]:5000"}, Source: "file", Detail: path},
 		"executor.disable_ipv6":   {Value: true, Source: "default"},
+		"config":                  {Value: path, Source: "flag", Detail: "--config"},
 	}
 	for k, w := range want {
 		if diff := cmp.Diff(got[k], w); diff != "" {
@@ -107,6 +157,7 @@ func TestExitCodes(t *testing.T) {
 	unknownKey := writeConfig(t, "executor:\n  prot: 4790\n")
 	badValues := writeConfig(t, "executor:\n  listen: 0.0.0.0\n  port: 0\n")
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	typoProgram := writeConfig(t, "programs:\n  hermse:\n    enabled: false\n")
 	tests := []struct {
 		name     string
 		env      []string
@@ -122,9 +173,10 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", nil, []string{"nope"}, 2, []string{`unknown command "nope" for "hbx"`}},
 		{"unknown subcommand", nil, []string{"config", "nope"}, 2, []string{`unknown command "nope" for "hbx config"`}},
 		{"unknown flag", nil, []string{"version", "--nope"}, 2, []string{"unknown flag: --nope"}},
+		{"unknown flag near a key flag", nil, []string{"config", "show", "--executor-prot=1"}, 2, []string{"unknown flag: --executor-prot (did you mean --executor-port?)"}},
 		{"extra argument", nil, []string{"version", "extra"}, 2, []string{`unknown command "extra" for "hbx version"`}},
 		{"bad log level", nil, []string{"version", "--log-level=loud"}, 2, []string{`--log-level "loud"`}},
-		{"unknown file key", nil, []string{"config", "show", "--config", unknownKey}, 2, []string{"executor.prot: unknown key [file " + unknownKey + "]"}},
+		{"unknown file key", nil, []string{"config", "show", "--config", unknownKey}, 2, []string{`executor.prot: unknown key (did you mean "executor.port"?) [file ` + unknownKey + "]"}},
 		{"unknown env variable", []string{"HBX_EXECUTOR_PROT=1"}, []string{"config", "show", "--config", good}, 2, []string{"HBX_EXECUTOR_PROT: unknown environment variable"}},
 		{"bad listen lists every problem", []string{"HBX_REGISTRY_RETRIES=-1"}, []string{"config", "show", "--config", badValues}, 2, []string{
 			"invalid config, 3 problems:",
@@ -133,7 +185,9 @@ func TestExitCodes(t *testing.T) {
 			"registry.retries: -1 is negative [env HBX_REGISTRY_RETRIES]",
 		}},
 		{"bad flag value", nil, []string{"config", "show", "--config", good, "--executor-port=x"}, 2, []string{`executor.port: "x" is not an integer [flag --executor-port]`}},
-		{"missing explicit config", nil, []string{"config", "show", "--config", missing}, 2, []string{"config file " + missing + " does not exist"}},
+		{"missing explicit config", nil, []string{"config", "show", "--config", missing}, 2, []string{"config file " + missing + " (from flag --config) does not exist"}},
+		{"missing config from HBX_CONFIG", []string{"HBX_CONFIG=" + missing}, []string{"config", "show"}, 2, []string{"config file " + missing + " (from env HBX_CONFIG) does not exist"}},
+		{"unknown program near a built-in", nil, []string{"config", "show", "--config", typoProgram}, 2, []string{`programs.hermse: is not a built-in program (executor, hermes) and has no command (did you mean "hermes"?) [file ` + typoProgram + "]"}},
 		{"unreadable config", nil, []string{"config", "show", "--config", filepath.Dir(good)}, 1, []string{"read config file"}},
 		{"run needs a program name", nil, []string{"run", "--config", good}, 2, []string{"accepts 1 arg(s), received 0"}},
 		{"run knows only executor", nil, []string{"run", "hermes", "--config", good}, 2, []string{`invalid argument "hermes"`}},
@@ -177,9 +231,18 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hbx --help = %v", err)
 	}
-	for _, w := range []string{"Exit codes:", "  0  success", "  1  failure", "  2  invalid configuration", "--executor-port int", "--install-keep-blobs"} {
+	for _, w := range []string{"Exit codes:", "  0  success", "  1  failure", "  2  invalid configuration", "  3  hbx status only", "--executor-port int", "--install-keep-blobs", "HBX_CONFIG"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("hbx --help does not contain %q:\n%s", w, out)
+		}
+	}
+	out, _, _, err = runTest(t, nil, "status", "--help")
+	if err != nil {
+		t.Fatalf("hbx status --help = %v", err)
+	}
+	for _, w := range []string{"Exit status: 0 when every program shown", "3 when any is not"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("hbx status --help does not contain %q:\n%s", w, out)
 		}
 	}
 }

@@ -1,15 +1,18 @@
 package main
 
 import (
-	"strings"
-
 	"context"
-	"github.com/sirupsen/logrus"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/supervisor"
+	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // globals is what every subcommand shares: the process's environment and
@@ -21,8 +24,16 @@ type globals struct {
 	stdout io.Writer // command output
 	stderr io.Writer // logs
 
-	configPath string // --config
+	configPath string // --config; after loadConfig, the file Load used (maybe from HBX_CONFIG)
 	logLevel   string // --log-level
+
+	// configFile and socket say which config file the command read and
+	// which supervisor socket it used, for errors about a missing
+	// supervisor; set by loadConfig.
+	configFile *config.File
+	socket     string
+	// socketSource is where supervisor.socket's value came from.
+	socketSource config.Source
 
 	// log writes text records to stderr at --log-level. It discards until
 	// the root's PersistentPreRunE has run, so runX functions called
@@ -39,7 +50,18 @@ func runEnv(ctx context.Context, args, env []string, stdout, stderr io.Writer) e
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	return root.ExecuteContext(ctx)
+	return g.explain(root.ExecuteContext(ctx))
+}
+
+// explain adds to an error saying no supervisor answers which config file
+// the command read (or that there was none) and where the socket's path
+// came from: the usual cause is a command run with another config than
+// the supervisor's.
+func (g *globals) explain(err error) error {
+	if g.configFile == nil || !errors.Is(err, supervisor.ErrNotRunning) {
+		return err
+	}
+	return fmt.Errorf("%w [socket %s: %s; %s]", err, g.socket, g.socketSource, g.configFile)
 }
 
 // newRootCommand builds the command tree. Each subcommand lives in its own
@@ -53,7 +75,8 @@ func newRootCommand(g *globals) *cobra.Command {
 Bun app) and runs it natively, without a container engine.
 
 Configuration comes from flags, then HBX_* environment variables (for
-example HBX_EXECUTOR_PORT), then the config file (--config), then built-in
+example HBX_EXECUTOR_PORT), then the config file (--config, else the file
+HBX_CONFIG names, else /etc/hbx/hbx.yaml when present), then built-in
 defaults. "hbx config show" prints every effective value and its source.
 
 ` + exitCodesHelp,
@@ -73,10 +96,10 @@ defaults. "hbx config show" prints every effective value and its source.
 		},
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.configPath, "config", config.DefaultPath, "config file (YAML); a missing default file is fine, a missing named one is an error")
+	pf.StringVar(&g.configPath, "config", config.DefaultPath, "config file (YAML; default: $"+config.ConfigEnv+" when set); a missing default file is fine, a missing named one is an error")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	config.RegisterFlags(pf)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{suggestFlag(cmd, err)} })
 
 	root.AddCommand(
 		newVersionCommand(g),
@@ -106,17 +129,40 @@ func runGroup(cmd *cobra.Command, args []string) error {
 	return cmd.Help()
 }
 
-// loadConfig loads the configuration for cmd: the --config file (a missing
-// file is an error only when --config was given), g's environment and the
-// config-key flags the user set. Errors wrap config.ErrInvalid unless the
-// file exists but cannot be read.
+// loadConfig loads the configuration for cmd: the --config file, else the
+// file HBX_CONFIG names (a missing file is an error then), else the
+// default file if present; g's environment and the config-key flags the
+// user set. It sets g.configPath to the file used. Errors wrap
+// config.ErrInvalid unless the file exists but cannot be read.
 func (g *globals) loadConfig(cmd *cobra.Command) (*config.Config, *config.Sources, error) {
-	return config.Load(config.LoadOptions{
+	cfg, srcs, err := config.Load(config.LoadOptions{
 		Path:         g.configPath,
 		PathExplicit: cmd.Flags().Changed("config"),
 		Env:          g.env,
 		Flags:        cmd.Flags(),
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	f := srcs.File()
+	g.configFile, g.configPath = &f, f.Path
+	g.socket, g.socketSource = cfg.Supervisor.Socket, srcs.Of("supervisor.socket")
+	return cfg, srcs, nil
+}
+
+// suggestFlag adds a "did you mean" to pflag's "unknown flag: --name"
+// error when one of cmd's flags is close to name.
+func suggestFlag(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	if c := config.Closest(name, names); c != "" {
+		return fmt.Errorf("%w (did you mean --%s?)", err, c)
+	}
+	return err
 }
 
 // newLogger returns a text logger writing to w at level ("debug", "info",

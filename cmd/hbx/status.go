@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/spf13/cobra"
 )
@@ -30,7 +31,16 @@ func newStatusCommand(g *globals) *cobra.Command {
 RUNNING, BACKOFF, STOPPING, EXITED, FATAL) and a description: pid and
 uptime when running, the exit status or the reason otherwise. --json prints
 the list as JSON objects with name, state, priority, pid, since, started,
-held and detail.`,
+held and detail.
+
+Exit status: 0 when every program shown (all, or the NAMEs given) is
+RUNNING; 3 when any is not (STARTING, BACKOFF, STOPPING, STOPPED, EXITED
+or FATAL; their names go to stderr), after printing the list; 1 when no
+supervisor answers; 2 for an unknown NAME. supervisorctl also exits 3, but
+counts STARTING and BACKOFF as running: hbx does not, so a program that
+crashes and is retried makes "hbx status" fail. Disabled programs are not
+shown; a program with autostart false is STOPPED, so ask about the others
+by name.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {
@@ -59,7 +69,15 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 		for _, n := range opts.names {
 			i := slices.IndexFunc(all, func(s supervisor.Status) bool { return s.Name == n })
 			if i < 0 {
-				return fmt.Errorf("%w: %q", supervisor.ErrUnknownProgram, n)
+				var names []string
+				for _, s := range all {
+					names = append(names, s.Name)
+				}
+				hint := ""
+				if c := config.Closest(n, names); c != "" {
+					hint = fmt.Sprintf("; did you mean %q?", c)
+				}
+				return fmt.Errorf("%w: %q (programs: %s%s)", supervisor.ErrUnknownProgram, n, strings.Join(names, ", "), hint)
 			}
 			list = append(list, all[i])
 		}
@@ -67,7 +85,10 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 	if opts.json {
 		enc := json.NewEncoder(opts.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(list)
+		if err := enc.Encode(list); err != nil {
+			return err
+		}
+		return notRunning(list)
 	}
 	width := 8
 	for _, s := range list {
@@ -77,6 +98,34 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 	for _, s := range list {
 		fmt.Fprintf(&b, "%-*s  %-8s  %s\n", width, s.Name, s.State, s.Detail)
 	}
-	_, err = io.WriteString(opts.stdout, b.String())
-	return err
+	if _, err = io.WriteString(opts.stdout, b.String()); err != nil {
+		return err
+	}
+	return notRunning(list)
+}
+
+// notRunning returns a *notRunningError naming the programs of list that
+// are not RUNNING, or nil.
+func notRunning(list []supervisor.Status) error {
+	var bad []string
+	for _, s := range list {
+		if s.State != supervisor.Running {
+			bad = append(bad, fmt.Sprintf("%s (%s)", s.Name, s.State))
+		}
+	}
+	if bad == nil {
+		return nil
+	}
+	return &notRunningError{bad}
+}
+
+// notRunningError says which programs `hbx status` showed that are not
+// RUNNING; exitCode maps it to exitNotRunning.
+type notRunningError struct {
+	programs []string // "name (STATE)"
+}
+
+// Error lists the programs: "not running: hermes (FATAL), worker (BACKOFF)".
+func (e *notRunningError) Error() string {
+	return "not running: " + strings.Join(e.programs, ", ")
 }

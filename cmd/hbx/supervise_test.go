@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,6 +36,28 @@ func TestControlWithoutSupervisor(t *testing.T) {
 			t.Errorf("hbx %q = %d, %v; want %d containing %q", tt.args, code, err, tt.wantCode, tt.wantErr)
 		}
 	}
+
+	// The error says which config and socket the command used.
+	other := filepath.Join(t.TempDir(), "other.sock")
+	for _, tt := range []struct {
+		env, args []string
+		want      string
+	}{
+		{nil, []string{"--config", cfg}, "[socket " + sock + ": file " + cfg + "; config file " + cfg + " (from flag --config)]"},
+		{[]string{"HBX_CONFIG=" + cfg}, nil, "[socket " + sock + ": file " + cfg + "; config file " + cfg + " (from env HBX_CONFIG)]"},
+		{[]string{"HBX_CONFIG=" + cfg, "HBX_SUPERVISOR_SOCKET=" + other}, nil, "[socket " + other + ": env HBX_SUPERVISOR_SOCKET; config file " + cfg + " (from env HBX_CONFIG)]"},
+		{nil, []string{"--supervisor-socket", other}, "[socket " + other + ": flag --supervisor-socket; no config file (" + config.DefaultPath + " is absent), defaults]"},
+	} {
+		if _, err := os.Stat(config.DefaultPath); err == nil && len(tt.env) == 0 && !slices.Contains(tt.args, "--config") {
+			continue // this machine has a default config file
+		}
+		for _, cmd := range [][]string{{"status"}, {"stop", "all"}, {"logs", "executor"}, {"shutdown"}} {
+			_, _, code, err := runTest(t, tt.env, append(cmd, tt.args...)...)
+			if code != 1 || err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("hbx %q %q with %q = %d, %v; want 1 containing %q", cmd, tt.args, tt.env, code, err, tt.want)
+			}
+		}
+	}
 }
 
 func TestSuperviseRefusesMissingUser(t *testing.T) {
@@ -41,6 +65,19 @@ func TestSuperviseRefusesMissingUser(t *testing.T) {
 	_, _, code, err := runTest(t, nil, "supervise", "--config", cfg)
 	if code != 2 || err == nil || !strings.Contains(err.Error(), `program "hermes": user "no-such-user-hbx"`) {
 		t.Errorf("hbx supervise with a missing user = %d, %v; want 2 naming the user", code, err)
+	}
+}
+
+func TestSuperviseRefusesTypoProgram(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "hbx.sock")
+	cfg := writeConfig(t, "supervisor:\n  socket: "+sock+"\nprograms:\n  hermse:\n    enabled: false\n")
+	_, _, code, err := runTest(t, nil, "supervise", "--config", cfg)
+	want := `programs.hermse: is not a built-in program (executor, hermes) and has no command (did you mean "hermes"?) [file ` + cfg + "]"
+	if code != 2 || err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("hbx supervise with programs.hermse = %d, %v; want 2 containing %q", code, err, want)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("a refused supervisor created its socket: %v", err)
 	}
 }
 

@@ -96,7 +96,7 @@ func runUpgrade(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 	// start: an upgrade whose pin cannot be written there, or is
 	// overridden, could only roll back. Refuse before anything happens.
 	if _, err := os.Stat(g.configPath); err != nil {
-		return usageErrorf("upgrade: no config file at %s to pin the new release in (%v): create it, or pass --config", g.configPath, err)
+		return usageErrorf("upgrade: no config file at %s to pin the new release in (%v): create it, or pass --config or set HBX_CONFIG", g.configPath, err)
 	}
 	for _, k := range []string{"executor.image", "executor.platform_digests"} {
 		if s := srcs.Of(k); s.Kind == config.SourceEnv || s.Kind == config.SourceFlag {

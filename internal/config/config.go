@@ -337,9 +337,44 @@ func (s Source) String() string {
 	return s.Kind + " " + s.Detail
 }
 
-// Sources maps every config key to the Source of its effective value.
+// Sources maps every config key to the Source of its effective value,
+// and says which config file was read (File).
 type Sources struct {
 	byKey map[string]Source
+	file  File
+}
+
+// File says which config file Load used and why.
+type File struct {
+	// Path is the file's path as given, or DefaultPath.
+	Path string
+	// Source is where Path came from: SourceFlag ("--config"), SourceEnv
+	// (ConfigEnv) or SourceDefault.
+	Source Source
+	// Read is true when the file existed and was read; false for an absent
+	// default file, when only the environment, flags and defaults count.
+	Read bool
+}
+
+// String renders f for people: "config file /etc/hbx/hbx.yaml",
+// "config file /x.yaml (from env HBX_CONFIG)" or "no config file
+// (/etc/hbx/hbx.yaml is absent), defaults".
+func (f File) String() string {
+	switch {
+	case !f.Read:
+		return "no config file (" + f.Path + " is absent), defaults"
+	case f.Source.Kind == SourceDefault || f.Source.Kind == "":
+		return "config file " + f.Path
+	}
+	return "config file " + f.Path + " (from " + f.Source.String() + ")"
+}
+
+// File returns the config file Load used; the zero File for a nil s.
+func (s *Sources) File() File {
+	if s == nil {
+		return File{}
+	}
+	return s.file
 }
 
 // Of returns the Source of key's effective value, or the zero Source for an

@@ -5,7 +5,9 @@
 //   - a command-line flag the user set (RegisterFlags, FlagName);
 //   - an environment variable HBX_<SECTION>_<KEY>, e.g. HBX_EXECUTOR_IMAGE
 //     for executor.image (EnvName);
-//   - the YAML config file, DefaultPath unless another is given;
+//   - the YAML config file: LoadOptions.Path when the user named it
+//     (--config), else the file ConfigEnv (HBX_CONFIG) names, else
+//     DefaultPath, which alone may be absent (Sources.File says which);
 //   - the built-in default (Defaults), which pins the Executor image.
 //
 // Load reports where every effective value came from (Sources), so
@@ -14,7 +16,9 @@
 // Supervised programs (programs.<name>.*, see Program) are read from the
 // file only, with yaml.v3 so environment names keep their case; the
 // built-ins "executor" and "hermes" are always present and a new name
-// declares a new program. ShownKeys lists them after Keys.
+// declares a new program, which needs a command even when disabled (so a
+// typo such as "hermse" is an error, not a program). ShownKeys lists them
+// after Keys.
 //
 // # What it guarantees
 //
@@ -23,7 +27,9 @@
 // file). Validation is strict and complete: unknown file keys, unknown HBX_*
 // variables, values that do not parse and values that break a rule are all
 // reported together, one Problem each, naming the key, the value, the rule
-// and the value's source. Problems returns them as a list.
+// and the value's source. Problems returns them as a list. A mistyped
+// name (file key, program field, program, HBX_* variable) gets a "did you
+// mean" when a known one is within a few edits (Closest).
 //
 // Lists and maps given as strings (environment variables, flags) are
 // comma-separated: "a,b" and "linux/arm64=sha256:...,linux/amd64=sha256:...".

@@ -141,6 +141,10 @@ func lookupKey(key string) (keySpec, bool) {
 // with this prefix is an error.
 const EnvPrefix = "HBX_"
 
+// ConfigEnv names the config file when --config is not given (see
+// LoadOptions). It is the one HBX_* variable that is not a key.
+const ConfigEnv = "HBX_CONFIG"
+
 // EnvName returns the environment variable of key: EnvPrefix, then the key
 // upper-cased with dots turned to underscores. "executor.host_port" is
 // HBX_EXECUTOR_HOST_PORT.

@@ -21,7 +21,9 @@ type LoadOptions struct {
 	// Path is the YAML config file; "" means DefaultPath.
 	Path string
 	// PathExplicit says the user named Path (--config): then a missing file
-	// is an error. A missing implicit file is fine.
+	// is an error, and ConfigEnv is not read. Otherwise a non-empty
+	// ConfigEnv in Env names the file (a missing one is an error too); a
+	// missing implicit file is fine. Sources.File says which file counted.
 	PathExplicit bool
 	// Env holds the environment as os.Environ returns it, "NAME=value".
 	// Only names starting with EnvPrefix are read; for a repeated name the
@@ -42,11 +44,8 @@ type LoadOptions struct {
 // values that do not decode and rule violations are all ErrInvalid; all
 // problems found are reported at once (see Problems).
 func Load(opts LoadOptions) (*Config, *Sources, error) {
-	path := opts.Path
-	if path == "" {
-		path = DefaultPath
-	}
-	fileVals, fileProgs, probs, err := readFile(path, opts.PathExplicit)
+	file := resolvePath(opts)
+	fileVals, fileProgs, probs, err := readFile(&file)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -55,7 +54,7 @@ func Load(opts LoadOptions) (*Config, *Sources, error) {
 	flagVals := readFlags(opts.Flags)
 
 	cfg := Defaults()
-	srcs := &Sources{byKey: make(map[string]Source, len(keySpecs))}
+	srcs := &Sources{byKey: make(map[string]Source, len(keySpecs)), file: file}
 	failed := map[string]bool{}
 	for _, spec := range keySpecs {
 		srcs.byKey[spec.name] = Source{Kind: SourceDefault}
@@ -96,6 +95,31 @@ func Load(opts LoadOptions) (*Config, *Sources, error) {
 	return &cfg, srcs, nil
 }
 
+// resolvePath picks the config file of opts: the flag's, else ConfigEnv's,
+// else opts.Path or DefaultPath.
+func resolvePath(opts LoadOptions) File {
+	switch {
+	case opts.PathExplicit:
+		return File{Path: opts.Path, Source: Source{Kind: SourceFlag, Detail: "--config"}}
+	case lookupEnv(opts.Env, ConfigEnv) != "":
+		return File{Path: lookupEnv(opts.Env, ConfigEnv), Source: Source{Kind: SourceEnv, Detail: ConfigEnv}}
+	case opts.Path != "":
+		return File{Path: opts.Path, Source: Source{Kind: SourceDefault}}
+	}
+	return File{Path: DefaultPath, Source: Source{Kind: SourceDefault}}
+}
+
+// lookupEnv returns the value of the last name=... entry of env, or "".
+func lookupEnv(env []string, name string) string {
+	val := ""
+	for _, kv := range env {
+		if n, v, ok := strings.Cut(kv, "="); ok && n == name {
+			val = v
+		}
+	}
+	return val
+}
+
 // RegisterFlags adds one flag per config key to fs, named by FlagName, e.g.
 // --executor-port. Every flag takes its value as a string decoded like an
 // environment variable; boolean keys may be given bare (--install-keep-blobs
@@ -131,19 +155,22 @@ type rawValue struct {
 	src Source
 }
 
-// readFile reads the YAML file at path with viper. It returns the known
-// keys' values, the programs section (see readPrograms) and a problem for
-// every unknown key.
-func readFile(path string, explicit bool) (map[string]rawValue, map[string]map[string]rawValue, []*Problem, error) {
+// readFile reads the YAML file f names with viper and sets f.Read when it
+// exists. It returns the known keys' values, the programs section (see
+// readPrograms) and a problem for every unknown key. A missing file is
+// fine only when its path is the default.
+func readFile(f *File) (map[string]rawValue, map[string]fileProgram, []*Problem, error) {
+	path := f.Path
 	data, err := os.ReadFile(path)
 	switch {
-	case errors.Is(err, fs.ErrNotExist) && !explicit:
+	case errors.Is(err, fs.ErrNotExist) && f.Source.Kind == SourceDefault:
 		return nil, nil, nil, nil
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil, nil, fmt.Errorf("%w: config file %s does not exist", ErrInvalid, path)
+		return nil, nil, nil, fmt.Errorf("%w: config file %s (from %s) does not exist", ErrInvalid, path, f.Source)
 	case err != nil:
 		return nil, nil, nil, fmt.Errorf("read config file: %w", err)
 	}
+	f.Read = true
 	v := viper.New()
 	v.SetConfigType("yaml")
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
@@ -172,7 +199,11 @@ func readFile(path string, explicit bool) (map[string]rawValue, map[string]map[s
 				probs = append(probs, &Problem{Key: k, Value: showRaw(v.Get(k)), Rule: "is not a mapping of keys", Source: src})
 			}
 		default:
-			probs = append(probs, &Problem{Key: k, Rule: "unknown key", Source: src})
+			rule := "unknown key"
+			if c := suggestKey(k); c != "" {
+				rule += fmt.Sprintf(" (did you mean %q?)", c)
+			}
+			probs = append(probs, &Problem{Key: k, Rule: rule, Source: src})
 		}
 	}
 	for _, spec := range keySpecs {
@@ -184,6 +215,27 @@ func readFile(path string, explicit bool) (map[string]rawValue, map[string]map[s
 	}
 	progs, progProbs := readPrograms(data, src)
 	return vals, progs, append(probs, progProbs...), nil
+}
+
+// suggestKey returns the known key or section closest to the unknown file
+// key k, or "". A mistyped section is corrected on its own
+// ("program.hermes.command" -> "programs.hermes.command").
+func suggestKey(k string) string {
+	if c := Closest(k, append(Keys(), sections...)); c != "" {
+		return c
+	}
+	sec, rest, ok := strings.Cut(k, ".")
+	if !ok || slices.Contains(sections, sec) {
+		return ""
+	}
+	c := Closest(sec, sections)
+	if c == "" {
+		return ""
+	}
+	if c == "programs" {
+		return c + "." + rest
+	}
+	return Closest(c+"."+rest, Keys())
 }
 
 // parentMapKey returns the map key k is a subkey of, or "".
@@ -199,14 +251,16 @@ func parentMapKey(k string) string {
 // readEnv picks the HBX_* variables out of env. Unknown ones are problems.
 func readEnv(env []string) (map[string]rawValue, []*Problem) {
 	byName := make(map[string]string, len(keySpecs))
+	names := []string{ConfigEnv}
 	for _, spec := range keySpecs {
 		byName[EnvName(spec.name)] = spec.name
+		names = append(names, EnvName(spec.name))
 	}
 	vals := map[string]rawValue{}
 	var unknown []string
 	for _, kv := range env {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvPrefix) {
+		if !ok || !strings.HasPrefix(name, EnvPrefix) || name == ConfigEnv {
 			continue
 		}
 		key, ok := byName[name]
@@ -221,7 +275,11 @@ func readEnv(env []string) (map[string]rawValue, []*Problem) {
 	slices.Sort(unknown)
 	var probs []*Problem
 	for _, name := range unknown {
-		probs = append(probs, &Problem{Key: name, Rule: "unknown environment variable (want " + EnvPrefix + "<SECTION>_<KEY>, e.g. " + EnvName("executor.image") + ")"})
+		hint := didYouMean(name, names)
+		if hint == "" {
+			hint = " (want " + ConfigEnv + " or " + EnvPrefix + "<SECTION>_<KEY>, e.g. " + EnvName("executor.image") + ")"
+		}
+		probs = append(probs, &Problem{Key: name, Rule: "unknown environment variable" + hint})
 	}
 	return vals, probs
 }

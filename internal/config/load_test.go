@@ -393,11 +393,15 @@ func TestLoadProblems(t *testing.T) {
 	}{
 		{
 			name: "unknown file keys",
-			file: "executor:\n  imag: x\n  port: 4788\nextra: 1\nregistry:\n  retries: 1\n  nested:\n    deep: true\n",
+			file: "executor:\n  imag: x\n  port: 4788\nextra: 1\nregistry:\n  retries: 1\n  nested:\n    deep: true\nsupervisr:\n  sokcet: /x\nbackups: 1\nprogram:\n  hermes:\n    user: x\nhelth:\n  timeout: 1s\n",
 			want: []string{
-				"executor.imag: unknown key [file %s]",
+				`backups: unknown key (did you mean "backup"?) [file %s]`,
+				`executor.imag: unknown key (did you mean "executor.image"?) [file %s]`,
 				"extra: unknown key [file %s]",
+				`helth.timeout: unknown key (did you mean "health.timeout"?) [file %s]`,
+				`program.hermes.user: unknown key (did you mean "programs.hermes.user"?) [file %s]`,
 				"registry.nested.deep: unknown key [file %s]",
+				`supervisr.sokcet: unknown key (did you mean "supervisor.socket"?) [file %s]`,
 			},
 		},
 		{
@@ -407,10 +411,13 @@ func TestLoadProblems(t *testing.T) {
 		},
 		{
 			name: "unknown env variables",
-			env:  []string{"HBX_EXECUTOR_IMAGES=x", "HBX_=1", "HBX_EXECUTOR_IMAGES=y", "hbx_executor_port=1"},
+			env:  []string{"HBX_EXECUTOR_IMAGES=x", "HBX_=1", "HBX_EXECUTOR_IMAGES=y", "hbx_executor_port=1", "HBX_Executor_Port=1", "HBX_CONFG=/x", "HBX_NOTHING_LIKE_IT=1"},
 			want: []string{
-				"HBX_: unknown environment variable (want HBX_<SECTION>_<KEY>, e.g. HBX_EXECUTOR_IMAGE)",
-				"HBX_EXECUTOR_IMAGES: unknown environment variable (want HBX_<SECTION>_<KEY>, e.g. HBX_EXECUTOR_IMAGE)",
+				"HBX_: unknown environment variable (want HBX_CONFIG or HBX_<SECTION>_<KEY>, e.g. HBX_EXECUTOR_IMAGE)",
+				`HBX_CONFG: unknown environment variable (did you mean "HBX_CONFIG"?)`,
+				`HBX_EXECUTOR_IMAGES: unknown environment variable (did you mean "HBX_EXECUTOR_IMAGE"?)`,
+				`HBX_Executor_Port: unknown environment variable (did you mean "HBX_EXECUTOR_PORT"?)`,
+				"HBX_NOTHING_LIKE_IT: unknown environment variable (want HBX_CONFIG or HBX_<SECTION>_<KEY>, e.g. HBX_EXECUTOR_IMAGE)",
 			},
 		},
 		{

@@ -134,6 +134,21 @@ func defaultProgram(name string) Program {
 	return p
 }
 
+// builtinPrograms are the programs that exist without being declared.
+var builtinPrograms = []string{ExecutorProgram, "hermes"}
+
+// knownPrograms returns the names a mistyped program name may have meant:
+// the built-ins, then c's programs that have a command, sorted.
+func knownPrograms(c *Config) []string {
+	names := slices.Clone(builtinPrograms)
+	for _, n := range slices.Sorted(maps.Keys(c.Programs)) {
+		if !slices.Contains(names, n) && len(c.Programs[n].Command) > 0 {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // defaultPrograms returns the built-in programs: executor and hermes.
 func defaultPrograms() map[string]Program {
 	return map[string]Program{ExecutorProgram: defaultProgram(ExecutorProgram), "hermes": defaultProgram("hermes")}
@@ -203,10 +218,26 @@ func (c *Config) programValue(key string) any {
 	return nil
 }
 
+// fileProgram is one programs.<name> entry of the config file: its raw
+// fields and the file it came from.
+type fileProgram struct {
+	fields map[string]rawValue
+	src    Source
+}
+
+// programFieldNames are the names of programFields, in display order.
+func programFieldNames() []string {
+	names := make([]string, len(programFields))
+	for i, f := range programFields {
+		names[i] = f.name
+	}
+	return names
+}
+
 // readPrograms reads the programs section of the YAML file data with
 // yaml.v3 (viper would lowercase environment names). It returns the raw
 // fields by program and a problem for each unknown field or bad shape.
-func readPrograms(data []byte, src Source) (map[string]map[string]rawValue, []*Problem) {
+func readPrograms(data []byte, src Source) (map[string]fileProgram, []*Problem) {
 	var doc map[string]any
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
 		return nil, nil // viper reported it
@@ -219,7 +250,7 @@ func readPrograms(data []byte, src Source) (map[string]map[string]rawValue, []*P
 	if !ok {
 		return nil, []*Problem{{Key: "programs", Value: showRaw(raw), Rule: "is not a mapping of programs", Source: src}}
 	}
-	out := map[string]map[string]rawValue{}
+	out := map[string]fileProgram{}
 	var probs []*Problem
 	for _, name := range slices.Sorted(maps.Keys(progs)) {
 		fields, ok := progs[name].(map[string]any)
@@ -229,36 +260,37 @@ func readPrograms(data []byte, src Source) (map[string]map[string]rawValue, []*P
 		}
 		vals := map[string]rawValue{}
 		for _, f := range slices.Sorted(maps.Keys(fields)) {
-			known := slices.ContainsFunc(programFields, func(pf programField) bool { return pf.name == f })
-			if !known {
-				probs = append(probs, &Problem{Key: "programs." + name + "." + f, Rule: "unknown key", Source: src})
+			if !slices.Contains(programFieldNames(), f) {
+				probs = append(probs, &Problem{Key: "programs." + name + "." + f, Rule: "unknown key" + didYouMean(f, programFieldNames()), Source: src})
 				continue
 			}
 			if fields[f] != nil {
 				vals[f] = rawValue{fields[f], src}
 			}
 		}
-		out[name] = vals
+		out[name] = fileProgram{vals, src}
 	}
 	return out, probs
 }
 
 // loadPrograms merges the file's programs onto the defaults, records the
-// sources and returns the decode problems. failed collects keys that did
-// not decode.
-func loadPrograms(file map[string]map[string]rawValue, srcs *Sources, failed map[string]bool) (map[string]Program, []*Problem) {
+// sources (a file program's own key, "programs.<name>", names the file it
+// is declared in) and returns the decode problems. failed collects keys
+// that did not decode.
+func loadPrograms(file map[string]fileProgram, srcs *Sources, failed map[string]bool) (map[string]Program, []*Problem) {
 	progs := defaultPrograms()
 	var probs []*Problem
-	for name := range file {
+	for name, fp := range file {
 		if _, ok := progs[name]; !ok {
 			progs[name] = defaultProgram(name)
 		}
+		srcs.byKey["programs."+name] = fp.src
 	}
 	for name, p := range progs {
 		for _, f := range programFields {
 			key := "programs." + name + "." + f.name
 			srcs.byKey[key] = Source{Kind: SourceDefault}
-			rv, ok := file[name][f.name]
+			rv, ok := file[name].fields[f.name]
 			if !ok {
 				continue
 			}
@@ -452,16 +484,25 @@ func validatePrograms(c *Config, srcs *Sources, skip map[string]bool) []*Problem
 		p := c.Programs[name]
 		k := func(f string) string { return "programs." + name + "." + f }
 		if !validProgramName(name) {
-			probs = append(probs, &Problem{Key: "programs." + name, Rule: `is not a program name (want lowercase letters, digits, '-' and '_', not "all")`, Source: srcs.Of(k("enabled"))})
+			probs = append(probs, &Problem{Key: "programs." + name, Rule: `is not a program name (want lowercase letters, digits, '-' and '_', not "all")`, Source: srcs.Of("programs." + name)})
 			continue
 		}
-		if name == ExecutorProgram {
+		switch {
+		case name == ExecutorProgram:
 			for _, f := range executorFixed {
 				if src := srcs.Of(k(f)); src.Kind != SourceDefault && src.Kind != "" {
 					add(k(f), "", "cannot be set for the built-in executor (it runs the active release; see executor.*)")
 				}
 			}
-		} else if p.Enabled && len(p.Command) == 0 {
+		case !slices.Contains(builtinPrograms, name) && len(p.Command) == 0 && !skip[k("command")]:
+			// A typo of a built-in ("hermse") declares a new program: it
+			// needs a command, enabled or not, and gets a suggestion.
+			hint := didYouMean(name, knownPrograms(c))
+			if hint == "" {
+				hint = " (want programs." + name + ".command)"
+			}
+			probs = append(probs, &Problem{Key: "programs." + name, Rule: "is not a built-in program (" + strings.Join(builtinPrograms, ", ") + ") and has no command" + hint, Source: srcs.Of("programs." + name)})
+		case p.Enabled && len(p.Command) == 0:
 			add(k("command"), "[]", "is empty (want the program to run)")
 		}
 		if !slices.Contains([]string{"true", "false", "unexpected"}, p.Autorestart) {
@@ -506,7 +547,7 @@ func validatePrograms(c *Config, srcs *Sources, skip map[string]bool) []*Problem
 			dp, ok := c.Programs[d]
 			switch {
 			case !ok:
-				add(k("depends_on"), q(d), "is not a program")
+				add(k("depends_on"), q(d), "is not a program"+didYouMean(d, knownPrograms(c)))
 			case !dp.Enabled:
 				add(k("depends_on"), q(d), "is a disabled program")
 			}

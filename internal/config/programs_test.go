@@ -95,7 +95,18 @@ programs:
     depends_on: [a]
     directory: relative
   off:
+    command: x
     enabled: false
+  hermse:
+    enabled: false
+  hermes-2:
+    user: x
+  worker:
+    command: w
+    depends_on: [hermse, exector]
+    comand: x
+  wroker:
+    priority: 1
   Bad:
     command: x
   empty:
@@ -115,8 +126,14 @@ programs:
 		`programs.hermes.depends_on: "ghost" is not a program [file %s]`,
 		`programs.hermes.depends_on: "off" is a disabled program [file %s]`,
 		`programs.b.directory: "relative" is not an absolute path [file %s]`,
-		`programs.empty.command: [] is empty (want the program to run)`,
-		`programs.Bad: is not a program name (want lowercase letters, digits, '-' and '_', not "all")`,
+		`programs.empty: is not a built-in program (executor, hermes) and has no command (want programs.empty.command) [file %s]`,
+		`programs.hermse: is not a built-in program (executor, hermes) and has no command (did you mean "hermes"?) [file %s]`,
+		`programs.hermes-2: is not a built-in program (executor, hermes) and has no command (did you mean "hermes"?) [file %s]`,
+		`programs.wroker: is not a built-in program (executor, hermes) and has no command (did you mean "worker"?) [file %s]`,
+		`programs.worker.depends_on: "hermse" is a disabled program [file %s]`,
+		`programs.worker.depends_on: "exector" is not a program (did you mean "executor"?) [file %s]`,
+		`programs.worker.comand: unknown key (did you mean "command"?) [file %s]`,
+		`programs.Bad: is not a program name (want lowercase letters, digits, '-' and '_', not "all") [file %s]`,
 	}
 	got := problemLines(err)
 	for i := range want {
