@@ -36,18 +36,18 @@ type Options struct {
 	PlatformDigest digest.Digest // pinned child manifest digest, "" when not pinned
 	RuntimeDir     string        // absolute
 
-	MaxUncompressedBytes int64               // cap on all layers' uncompressed bytes; 0 = none
+	MaxUncompressedBytes int64 // cap on all layers' uncompressed bytes; 0 = none
 	// Timeout bounds a cold install from when the lock is held: Timeout,
 	// plus the image's compressed size at MinRate bytes per second once
 	// the manifest is known. When it passes, the install stops with
 	// ErrTimeout and nothing is activated. 0: no bound.
-	Timeout time.Duration
-	MinRate int64 // bytes per second; 0: Timeout alone
-	KeepBlobs            bool                // keep the blob cache after activation
-	LockWait             time.Duration       // wait this long for another install's lock
-	ValidateTimeout      time.Duration       // limit for the staged program's --version; 0 skips the run
-	RunAs                *syscall.Credential // the payload's user: the --version run of image code never runs as root unless the payload does
-	Verify               bool                // re-hash the active release against files.json
+	Timeout         time.Duration
+	MinRate         int64               // bytes per second; 0: Timeout alone
+	KeepBlobs       bool                // keep the blob cache after activation
+	LockWait        time.Duration       // wait this long for another install's lock
+	ValidateTimeout time.Duration       // limit for the staged program's --version; 0 skips the run
+	RunAs           *syscall.Credential // the payload's user: the --version run of image code never runs as root unless the payload does
+	Verify          bool                // re-hash the active release against files.json
 	// StageOnly publishes the release as releases/<hex>, complete,
 	// validated and durable, but leaves current and previous alone, for a
 	// later Activate; Result.Release is the staged release. Older
