@@ -24,6 +24,10 @@ import (
 	"go.podman.io/image/v5/docker/reference"
 )
 
+// ErrReleaseChange: Options.KeepRelease is set and the active release is
+// not the configured one.
+var ErrReleaseChange = errors.New("the active release is not the configured one")
+
 // ErrBadReference: the image reference lacks an explicit tag or a full
 // sha256 digest, or does not parse.
 var ErrBadReference = errors.New("invalid image reference")
@@ -53,9 +57,14 @@ type Options struct {
 	// later Activate; Result.Release is the staged release. Older
 	// releases are not cleaned up. When current already is the release,
 	// nothing is done (Result.Changed false).
-	StageOnly  bool
-	Registry   RegistryOptions
-	HbxVersion string // recorded in release.json
+	StageOnly bool
+	// KeepRelease refuses, with ErrReleaseChange, to replace an active
+	// release that is not the configured one; repairing the configured
+	// release, and a first install, go ahead. Checked under the lock, so
+	// a caller that decided the change is safe cannot race another.
+	KeepRelease bool
+	Registry    RegistryOptions
+	HbxVersion  string // recorded in release.json
 
 	Logger   *slog.Logger // nil discards
 	Progress Progress     // nil: no events
@@ -158,6 +167,9 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 	}
 	if cerr != nil {
 		cur = nil
+	}
+	if opts.KeepRelease && cur != nil && cur.Meta.Matches(ref.Digest(), plat.String(), opts.PlatformDigest) != nil {
+		return nil, fmt.Errorf("%w: %s is active, the configuration names %s", ErrReleaseChange, cur.Meta.Image, opts.Image)
 	}
 	// The configured release may be the one previous names (a release
 	// change back): it is complete on disk, so reuse it in place.

@@ -26,6 +26,21 @@ type jsonProgress struct {
 
 func newJSONProgress(w io.Writer) *jsonProgress { return &jsonProgress{enc: json.NewEncoder(w)} }
 
+// step writes a step of a recorded release change: {"event": s}.
+func (p *jsonProgress) step(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.enc.Encode(map[string]any{"time": time.Now().UTC(), "event": s})
+}
+
+// result writes the result line: fields plus time and "event": "result".
+func (p *jsonProgress) result(fields map[string]any) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fields["time"], fields["event"] = time.Now().UTC(), "result"
+	return p.enc.Encode(fields)
+}
+
 func (p *jsonProgress) Event(e installer.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -68,6 +83,17 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 func newTermProgress(w io.Writer) *termProgress { return &termProgress{w: w} }
+
+// finish ends an unfinished progress line, so what is printed next (the
+// error of an interrupted install) starts on a line of its own.
+func (p *termProgress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.line != "" {
+		fmt.Fprint(p.w, "\n")
+		p.line = ""
+	}
+}
 
 func (p *termProgress) Event(e installer.Event) {
 	p.mu.Lock()
