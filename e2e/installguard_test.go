@@ -173,7 +173,7 @@ func TestInstallReleaseChangeE2E(t *testing.T) {
 		t.Fatalf("hbx rollback after an unrecorded change = %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("rollback: %s", lastLine(r.stderr))
-	if msg := lastLine(r.stderr); !strings.Contains(msg, "the active release is "+v2ref+", which no recorded upgrade installed") || strings.Contains(msg, "already rolled back") {
+	if msg := lastLine(r.stderr); !strings.Contains(msg, "the active release "+v2ref+" was installed without a record") || strings.Contains(msg, "already rolled back") {
 		t.Errorf("hbx rollback = %q, want it to say the active release was not installed by a recorded upgrade", msg)
 	}
 }

@@ -346,14 +346,20 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	if curErr == nil {
 		active = "the active release is " + cur.Image
 	}
+	// What the journal leaves active: the new release after a completed
+	// change, the old one after a rollback or an abort.
+	expected := j != nil && curErr == nil && (j.Phase == PhaseDone && cur.Same(j.New) || j.Phase != PhaseDone && cur.Same(j.Old))
 	switch {
 	case j == nil:
 		return nil, fmt.Errorf("%w: none was recorded in %s (%s)", ErrNoUpgrade, opts.RuntimeDir, active)
-	case curErr != nil || !cur.Same(j.New) && !(j.Phase != PhaseDone && cur.Same(j.Old)):
-		// The release changed after the recorded one, without a record
-		// (an older hbx install, or by hand): say so, not what the
-		// journal says about another release.
-		return nil, fmt.Errorf("%w: %s, which no recorded upgrade installed; the last recorded %s", ErrNoUpgrade, active, j.describe())
+	case !expected:
+		// The release changed after the recorded change, without a
+		// record (an older hbx install, or by hand): say so, not what
+		// the journal says about another release.
+		if curErr == nil {
+			active = "the active release " + cur.Image
+		}
+		return nil, fmt.Errorf("%w: %s was installed without a record; the last recorded %s", ErrNoUpgrade, active, j.describe())
 	case j.Phase != PhaseDone:
 		return nil, fmt.Errorf("%w: %s; the last recorded %s", ErrNoUpgrade, active, j.describe())
 	}

@@ -352,10 +352,12 @@ func TestRollbackSaysWhatIsRecorded(t *testing.T) {
 		wantNotIn string
 	}{
 		{name: "rolled back, then changed outside", rollback: true, cur: other,
-			want:      []string{"the active release is " + other.Image + ", which no recorded upgrade installed", "from " + oldRel.Image + " to " + newRel.Image + " was rolled back at "},
+			want:      []string{"the active release " + other.Image + " was installed without a record", "from " + oldRel.Image + " to " + newRel.Image + " was rolled back at "},
 			wantNotIn: "already rolled back"},
 		{name: "done, then changed outside", cur: other,
-			want: []string{"the active release is " + other.Image + ", which no recorded upgrade installed", "(hbx upgrade) from " + oldRel.Image + " to " + newRel.Image + " completed at "}},
+			want: []string{"the active release " + other.Image + " was installed without a record", "(hbx upgrade) from " + oldRel.Image + " to " + newRel.Image + " completed at "}},
+		{name: "rolled back, then the new release installed outside", rollback: true, cur: newRel,
+			want: []string{"the active release " + newRel.Image + " was installed without a record; the last recorded release change (hbx upgrade) from " + oldRel.Image + " to " + newRel.Image + " was rolled back at "}},
 		{name: "rolled back", rollback: true, cur: oldRel,
 			want: []string{"the active release is " + oldRel.Image + "; the last recorded release change (hbx upgrade) from " + oldRel.Image + " to " + newRel.Image + " was rolled back at "}},
 	} {
