@@ -178,6 +178,46 @@ func TestInstallReleaseChangeE2E(t *testing.T) {
 	}
 }
 
+// TestSuperviseInstallOnStartChangeE2E: with executor.install_on_start,
+// a supervisor started on a config that names another release over
+// existing data changes it the recorded way (pre-change backup, journal)
+// before it starts Executor, and hbx rollback undoes it.
+func TestSuperviseInstallOnStartChangeE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, v1ref, v2ref, _ := upgradeBox(t)
+	plat := "linux/" + runtime.GOARCH
+	m2 := versionImage(t, "2.0.0").Manifests[plat]
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	<-s.exited
+	cfg := strings.Replace(readFile(t, b.config), "executor:\n", "executor:\n  install_on_start: true\n", 1)
+	if err := os.WriteFile(b.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := config.WritePin(b.config, v2ref, plat, m2.String()); err != nil {
+		t.Fatal(err)
+	}
+	s2 := startSupervise(t, b, s.socket, s.dir)
+	healthyAt(t, b.port, 90*time.Second)
+	s2.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	if got := b.activeVersion(); got != "2.0.0" {
+		t.Fatalf("active version %q after install on start, want 2.0.0", got)
+	}
+	j, err := upgrade.ReadJournal(b.runtimeDir)
+	if err != nil || j == nil || j.Phase != upgrade.PhaseDone || j.By != upgrade.ByInstall || j.Backup == "" || j.Old.Image != v1ref {
+		t.Fatalf("journal %+v (%v), want a change from %s done by hbx install with a backup", j, err, v1ref)
+	}
+	if _, err := os.Stat(j.Backup); err != nil {
+		t.Errorf("pre-change backup: %v", err)
+	}
+	if r := b.hbx("rollback"); r.code != 0 {
+		t.Fatalf("hbx rollback after install on start = %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if got := b.activeVersion(); got != "1.0.0" {
+		t.Errorf("active version %q after rollback, want 1.0.0", got)
+	}
+	healthyAt(t, b.port, 60*time.Second)
+}
+
 // slowBox is a box whose registry is behind a proxy with the rules
 // rules returns for the image's layers (in order; big is the biggest).
 func slowBox(t *testing.T, extra string, rules func(layers []v1.Descriptor, big v1.Descriptor) []registrytest.Rule) *box {
