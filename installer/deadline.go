@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
@@ -111,4 +112,37 @@ func completeBlobs(dir string) (n int, size int64) {
 		return nil
 	})
 	return n, size
+}
+
+// stepTracker passes events on and remembers the step the install is at,
+// for the error of an install stopped half-way.
+type stepTracker struct {
+	Progress
+	mu   sync.Mutex
+	step string
+}
+
+func (t *stepTracker) Event(e Event) {
+	t.mu.Lock()
+	switch e.Kind {
+	case EventLayerStart:
+		t.step = fmt.Sprintf("layer %d/%d %s", e.Index+1, e.Count, e.Digest)
+	case EventLayerDone:
+		if e.Index+1 == e.Count {
+			t.step = "validation"
+		}
+	}
+	t.mu.Unlock()
+	t.Progress.Event(e)
+}
+
+// at says where the install is: " at layer 2/3 sha256:…", or "" before
+// the first layer.
+func (t *stepTracker) at() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.step == "" {
+		return " before the first layer"
+	}
+	return " at " + t.step
 }

@@ -40,7 +40,7 @@ func TestInstallDeadline(t *testing.T) {
 		if took < 400*time.Millisecond || took > 10*time.Second {
 			t.Errorf("Install() returned after %s, want about the 400ms timeout", took)
 		}
-		for _, want := range []string{"install deadline passed: no release after 400ms: ", "nothing was activated (no release is active)", "complete blobs (", "kept in " + filepath.Join(o.RuntimeDir, blobsDir)} {
+		for _, want := range []string{"install deadline passed: no release after 400ms at layer 3/3 sha256:", "nothing was activated (no release is active)", "complete blobs (", "kept in " + filepath.Join(o.RuntimeDir, blobsDir)} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("Install() = %q, want it to say %q", err, want)
 			}
@@ -90,7 +90,7 @@ func TestInstallInterruptedSaysWhatIsKept(t *testing.T) {
 		t.Fatalf("Install() = %v, want ErrInterrupted", err)
 	}
 	t.Logf("Install() = %v", err)
-	for _, want := range []string{"interrupted: nothing was activated (" + a.ref(reg.Host()) + " stays active); ", "complete blobs (", "are kept in "} {
+	for _, want := range []string{"interrupted at layer 3/3 " + b.layer.String() + ": nothing was activated (" + a.ref(reg.Host()) + " stays active); ", "complete blobs (", "are kept in "} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Install() = %q, want it to say %q", err, want)
 		}

@@ -183,13 +183,14 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 
 	ictx, dl, stop := withDeadline(ctx, opts.Timeout, opts.MinRate)
 	defer stop()
-	res, err = coldInstall(ictx, opts, ref, plat, log, prog, dl)
+	track := &stepTracker{Progress: prog}
+	res, err = coldInstall(ictx, opts, ref, plat, log, track, dl)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			return nil, stopped(ErrInterrupted, "interrupted", cur, opts.RuntimeDir, ctx.Err())
+			return nil, stopped(ErrInterrupted, "interrupted"+track.at(), cur, opts.RuntimeDir, ctx.Err())
 		case errors.Is(context.Cause(ictx), errDeadline):
-			return nil, stopped(ErrTimeout, fmt.Sprintf("%s: no release after %s", ErrTimeout, dl), cur, opts.RuntimeDir, context.DeadlineExceeded)
+			return nil, stopped(ErrTimeout, fmt.Sprintf("%s: no release after %s%s", ErrTimeout, dl, track.at()), cur, opts.RuntimeDir, context.DeadlineExceeded)
 		}
 		return nil, err
 	}
