@@ -86,6 +86,15 @@ func TestInstallReleaseChangeE2E(t *testing.T) {
 	refused("config edited, Executor running", b.hbx("install"),
 		"refuse to change the active release from "+v1ref+" to "+v2ref+" while Executor runs", "reports executor RUNNING", "use hbx upgrade --image "+v2ref)
 	unchanged("refused while running", v1cur, 0, false)
+	// --json: the refusal still ends with the result line.
+	r := b.hbx("install", "--json")
+	var res struct {
+		Event, Error string
+		Changed      bool
+	}
+	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &res); r.code != 1 || err != nil || res.Event != "result" || res.Changed || !strings.Contains(res.Error, "while Executor runs") {
+		t.Errorf("hbx install --json refused = %d, last stdout line %q; want 1 and a result line with the error", r.code, lastLine(r.stdout))
+	}
 	pin(v1ref, m1)
 	refused("flag, Executor running", b.hbx("--executor-image", v2ref, "--executor-platform-digests", plat+"="+m2.String(), "install"),
 		"while Executor runs", "use hbx upgrade --image "+v2ref)
@@ -97,7 +106,7 @@ func TestInstallReleaseChangeE2E(t *testing.T) {
 	}
 	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Stopped})
 	pin(v2ref, m2)
-	r := b.hbx("install")
+	r = b.hbx("install")
 	if r.code != 0 {
 		t.Fatalf("hbx install over stopped Executor = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

@@ -26,7 +26,8 @@
 //     image's compressed size at MinRate once the manifest is known, from
 //     when the lock is held: past it the install stops with ErrTimeout. An
 //     install stopped by its caller's context returns ErrInterrupted (and
-//     context.Canceled). Both errors say that nothing was activated, which
+//     the context's error: context.Canceled for Ctrl-C). Both errors name
+//     the layer the install stopped at and say that nothing was activated, which
 //     release stays active and how many complete blobs are kept.
 //   - Concurrent installs are serialised by one flock on the runtime
 //     directory's hbx.lock; the loser's error names the holder.
