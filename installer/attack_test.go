@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -755,7 +756,7 @@ func TestAttackCancelMidLayer(t *testing.T) {
 	case err := <-done:
 		// The interrupt stops whichever layer is being applied when it
 		// comes: the fetcher may be a layer ahead of the extractor.
-		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), " layer sha256:") {
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrInterrupted) || !regexp.MustCompile(`^interrupted at layer \d/3 sha256:`).MatchString(err.Error()) {
 			t.Errorf("Install() = %v; want context.Canceled naming the layer it stopped", err)
 		}
 	case <-time.After(5 * time.Second):

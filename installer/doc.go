@@ -14,6 +14,21 @@
 //     configured. Digest strings are validated before they name a path.
 //   - A warm install (current already matches) makes no network request and
 //     hashes nothing: it reads release.json and stats the entry program.
+//   - A configured release that previous names passes the same checks
+//     (with Verify, every file re-hashed) and is reactivated in place:
+//     current and previous swap, nothing is fetched. With StageOnly it is
+//     returned as the staged release.
+//   - With KeepRelease, an active release that is not the configured one is
+//     never replaced (ErrReleaseChange), checked under the lock; callers
+//     that decided a change is safe (cmd/hbx: nothing runs, no data, or a
+//     pre-change backup) leave it off.
+//   - A cold install is bounded by Timeout, extended to Timeout + the
+//     image's compressed size at MinRate once the manifest is known, from
+//     when the lock is held: past it the install stops with ErrTimeout. An
+//     install stopped by its caller's context returns ErrInterrupted (and
+//     the context's error: context.Canceled for Ctrl-C). Both errors name
+//     the layer the install stopped at and say that nothing was activated, which
+//     release stays active and how many complete blobs are kept.
 //   - Concurrent installs are serialised by one flock on the runtime
 //     directory's hbx.lock; the loser's error names the holder.
 //   - Registry inputs come only from Options: no /etc/containers, no

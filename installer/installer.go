@@ -24,6 +24,10 @@ import (
 	"go.podman.io/image/v5/docker/reference"
 )
 
+// ErrReleaseChange: Options.KeepRelease is set and the active release is
+// not the configured one.
+var ErrReleaseChange = errors.New("the active release is not the configured one")
+
 // ErrBadReference: the image reference lacks an explicit tag or a full
 // sha256 digest, or does not parse.
 var ErrBadReference = errors.New("invalid image reference")
@@ -36,20 +40,31 @@ type Options struct {
 	PlatformDigest digest.Digest // pinned child manifest digest, "" when not pinned
 	RuntimeDir     string        // absolute
 
-	MaxUncompressedBytes int64               // cap on all layers' uncompressed bytes; 0 = none
-	KeepBlobs            bool                // keep the blob cache after activation
-	LockWait             time.Duration       // wait this long for another install's lock
-	ValidateTimeout      time.Duration       // limit for the staged program's --version; 0 skips the run
-	RunAs                *syscall.Credential // the payload's user: the --version run of image code never runs as root unless the payload does
-	Verify               bool                // re-hash the active release against files.json
+	MaxUncompressedBytes int64 // cap on all layers' uncompressed bytes; 0 = none
+	// Timeout bounds a cold install from when the lock is held: Timeout,
+	// plus the image's compressed size at MinRate bytes per second once
+	// the manifest is known. When it passes, the install stops with
+	// ErrTimeout and nothing is activated. 0: no bound.
+	Timeout         time.Duration
+	MinRate         int64               // bytes per second; 0: Timeout alone
+	KeepBlobs       bool                // keep the blob cache after activation
+	LockWait        time.Duration       // wait this long for another install's lock
+	ValidateTimeout time.Duration       // limit for the staged program's --version; 0 skips the run
+	RunAs           *syscall.Credential // the payload's user: the --version run of image code never runs as root unless the payload does
+	Verify          bool                // re-hash the active release against files.json
 	// StageOnly publishes the release as releases/<hex>, complete,
 	// validated and durable, but leaves current and previous alone, for a
 	// later Activate; Result.Release is the staged release. Older
 	// releases are not cleaned up. When current already is the release,
 	// nothing is done (Result.Changed false).
-	StageOnly  bool
-	Registry   RegistryOptions
-	HbxVersion string // recorded in release.json
+	StageOnly bool
+	// KeepRelease refuses, with ErrReleaseChange, to replace an active
+	// release that is not the configured one; repairing the configured
+	// release, and a first install, go ahead. Checked under the lock, so
+	// a caller that decided the change is safe cannot race another.
+	KeepRelease bool
+	Registry    RegistryOptions
+	HbxVersion  string // recorded in release.json
 
 	Logger   *slog.Logger // nil discards
 	Progress Progress     // nil: no events
@@ -134,7 +149,8 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 	}()
 
 	reason := "no active release"
-	if cur, cerr := release.Current(opts.RuntimeDir); cerr == nil {
+	cur, cerr := release.Current(opts.RuntimeDir)
+	if cerr == nil {
 		reason, err = checkActive(cur, ref.Digest(), plat.String(), opts.PlatformDigest, opts.Verify)
 		if err != nil {
 			return nil, err
@@ -149,10 +165,33 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 	} else if !errors.Is(cerr, release.ErrNoRelease) {
 		reason = cerr.Error()
 	}
+	if cerr != nil {
+		cur = nil
+	}
+	if opts.KeepRelease && cur != nil && cur.Meta.Matches(ref.Digest(), plat.String(), opts.PlatformDigest) != nil {
+		return nil, fmt.Errorf("%w: %s is active, the configuration names %s", ErrReleaseChange, cur.Meta.Image, opts.Image)
+	}
+	// The configured release may be the one previous names (a release
+	// change back): it is complete on disk, so reuse it in place.
+	if res, err := reusePrevious(opts, ref.Digest(), plat.String(), reason, log, prog); res != nil || err != nil {
+		if res != nil {
+			res.Duration = time.Since(start)
+		}
+		return res, err
+	}
 	log.Info("installing", "image", opts.Image, "platform", plat.String(), "reason", reason)
 
-	res, err = coldInstall(ctx, opts, ref, plat, log, prog)
+	ictx, dl, stop := withDeadline(ctx, opts.Timeout, opts.MinRate)
+	defer stop()
+	track := &stepTracker{Progress: prog}
+	res, err = coldInstall(ictx, opts, ref, plat, log, track, dl)
 	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, stopped(ErrInterrupted, "interrupted"+track.at(), cur, opts.RuntimeDir, ctx.Err())
+		case errors.Is(context.Cause(ictx), errDeadline):
+			return nil, stopped(ErrTimeout, fmt.Sprintf("%s: no release after %s%s", ErrTimeout, dl, track.at()), cur, opts.RuntimeDir, context.DeadlineExceeded)
+		}
 		return nil, err
 	}
 	res.Reason, res.Changed, res.Duration = reason, true, time.Since(start)
@@ -190,7 +229,44 @@ func checkActive(cur *release.Installed, index digest.Digest, plat string, pin d
 // rather than as whatever the extractor made of them. A variable for tests.
 var verdictWait = 30 * time.Second
 
-func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress) (_ *Result, err error) {
+// reusePrevious makes the release previous names active when it is the
+// configured one and passes the warm install's checks (with opts.Verify,
+// every file re-hashed): current and previous swap, nothing is fetched.
+// With StageOnly it returns previous as the staged release. It returns
+// nil, nil when previous is not usable.
+func reusePrevious(opts Options, index digest.Digest, plat, reason string, log *slog.Logger, prog Progress) (*Result, error) {
+	prev, err := release.Link(opts.RuntimeDir, release.PreviousLink)
+	if err != nil {
+		return nil, nil
+	}
+	if why, err := checkActive(prev, index, plat, opts.PlatformDigest, opts.Verify); err != nil || why != "" {
+		if why != "" && prev.Meta.Matches(index, plat, opts.PlatformDigest) == nil {
+			log.Info("the previous release is the configured one but cannot be reused", "reason", why)
+		}
+		return nil, nil
+	}
+	m := prev.Meta.ManifestDigest
+	if opts.StageOnly {
+		log.Info("the release is already published as previous", "manifest", m)
+		return &Result{Reason: "already published as the previous release", Release: prev}, nil
+	}
+	log.Info("reusing the previous release in place", "manifest", m, "reason", reason)
+	prog.Event(Event{Kind: EventActivate, Digest: m})
+	prog.Event(Event{Kind: EventSwap, Digest: m})
+	if err := switchCurrent(opts.RuntimeDir, m.Encoded()); err != nil {
+		return nil, fmt.Errorf("activate the previous release %s: %w", m, err)
+	}
+	if hasLeftovers(opts.RuntimeDir, opts.KeepBlobs) {
+		cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
+	}
+	cur, err := release.Current(opts.RuntimeDir)
+	if err != nil {
+		return nil, fmt.Errorf("read activated release: %w", err)
+	}
+	return &Result{Changed: true, Reason: reason + "; reused the previous release in place", Release: cur}, nil
+}
+
+func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress, dl *deadline) (_ *Result, err error) {
 	cleanup(opts.RuntimeDir, true, log) // what a killed run left; keep its complete blobs
 	defer func() {
 		if err != nil { // leave complete blobs (for the next run) and the lock file, nothing else
@@ -210,6 +286,11 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	res := &Result{}
 	cache := blobCache{dir: filepath.Join(opts.RuntimeDir, blobsDir)}
 	layers := r.Manifest.Layers
+	size := r.Manifest.Config.Size
+	for _, l := range layers {
+		size += l.Size
+	}
+	dl.scale(size)
 	if err := checkSpace(opts.RuntimeDir, cache, layers); err != nil {
 		return nil, err
 	}

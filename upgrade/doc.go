@@ -20,6 +20,16 @@
 //  6. On any failure after step 5 began: roll back (below) and return an
 //     error wrapping ErrRolledBack and the cause.
 //
+// # Switch (hbx install under existing data)
+//
+// Switch runs the same steps for a release change asked by `hbx install`
+// while Executor does not run (cmd/hbx checked: the supervisor reports it
+// STOPPED, EXITED or FATAL, or none runs, and the data directory's lock is
+// free): stage, cold pre-change backup, journal (By "hbx install"), pin,
+// activate. Services may be nil; when set, the programs are held stopped
+// across the backup and the activation and not started or health-checked
+// afterwards. Rollback undoes it like an upgrade.
+//
 // # Rollback
 //
 // Rollback pins the old release in the config file again and restores the
@@ -28,7 +38,10 @@
 // the new runtime wrote is kept aside as <data_dir>.rolled-back-<UTC
 // time>, never deleted. `hbx rollback` does this after a completed
 // upgrade; it refuses (ErrNoUpgrade, ErrMismatch) when there is no
-// pre-upgrade archive for the release previous names.
+// pre-upgrade archive for the release previous names. Its messages say
+// what the journal records (which change, by which command, in which
+// phase, when) and, when the active release is not the one the journal
+// left active, that it was installed without a record.
 //
 // # Journal and crash windows (kill -9, power loss)
 //

@@ -56,6 +56,9 @@ type Journal struct {
 	Error   string    `json:"error,omitempty"` // why it was rolled back or aborted
 	// KeptAside is where a rollback put the data the new runtime wrote.
 	KeptAside string `json:"kept_aside,omitempty"`
+	// By is the command that made the change: "" for hbx upgrade,
+	// ByInstall for hbx install.
+	By string `json:"by,omitempty"`
 	// Prior is the journal of the completed upgrade before this one, put
 	// back when this one aborts before activation, so `hbx rollback`
 	// still finds it.
@@ -101,4 +104,26 @@ func (j *Journal) write(runtimeDir string, p Phase, now time.Time) error {
 		return fmt.Errorf("write upgrade journal: %w", err)
 	}
 	return nil
+}
+
+// describe says what j records, for messages: "upgrade (hbx upgrade)
+// from A to B, rolled back at T".
+func (j *Journal) describe() string {
+	by := "hbx upgrade"
+	if j.By != "" {
+		by = j.By
+	}
+	what := map[Phase]string{
+		PhaseDone:        "completed",
+		PhaseRolledBack:  "was rolled back",
+		PhaseAborted:     "was stopped before activation",
+		PhaseStaged:      "was interrupted after staging",
+		PhaseBackedUp:    "was interrupted after its backup",
+		PhaseActivating:  "was interrupted during activation",
+		PhaseRollingBack: "was interrupted while rolling back",
+	}[j.Phase]
+	if what == "" {
+		what = "is in phase " + string(j.Phase)
+	}
+	return fmt.Sprintf("release change (%s) from %s to %s %s at %s", by, j.Old.Image, j.New.Image, what, j.Updated.Format(time.RFC3339))
 }

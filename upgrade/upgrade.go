@@ -160,14 +160,38 @@ func (o *Options) lock(ctx context.Context, command string) (context.Context, *l
 
 // Upgrade moves the box to t; see the package doc for the steps.
 func Upgrade(ctx context.Context, opts Options, t Target) (res *Result, err error) {
-	start := time.Now()
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
 	if opts.Services == nil {
 		return nil, ErrNoSupervisor
 	}
-	ctx, lk, err := opts.lock(ctx, "hbx upgrade")
+	return change(ctx, opts, t, "", true)
+}
+
+// Switch changes the active release to t while Executor does not run
+// (the caller made sure: `hbx install` under existing data): the steps
+// of Upgrade, recorded in the journal the same way (by "hbx install"),
+// so Rollback can undo it, but without the health wait, since nothing
+// ran. Services may be nil (no supervisor); when set, every program is
+// held stopped across the backup and the activation.
+func Switch(ctx context.Context, opts Options, t Target) (*Result, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	return change(ctx, opts, t, ByInstall, false)
+}
+
+// ByInstall is Journal.By for a release change made by `hbx install`.
+const ByInstall = "hbx install"
+
+func change(ctx context.Context, opts Options, t Target, by string, wait bool) (res *Result, err error) {
+	start := time.Now()
+	command := "hbx upgrade"
+	if by != "" {
+		command = by
+	}
+	ctx, lk, err := opts.lock(ctx, command)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +223,7 @@ func Upgrade(ctx context.Context, opts Options, t Target) (res *Result, err erro
 		return nil, fmt.Errorf("%w: %s", ErrSameRelease, old)
 	}
 	res.New = nr
-	j := &Journal{Old: old, New: nr, Started: opts.Now().UTC()}
+	j := &Journal{Old: old, New: nr, Started: opts.Now().UTC(), By: by}
 	if prior, err := ReadJournal(opts.RuntimeDir); err == nil && prior != nil && prior.Phase == PhaseDone && prior.New.Same(old) {
 		prior.Prior = nil
 		j.Prior = prior
@@ -214,10 +238,12 @@ func Upgrade(ctx context.Context, opts Options, t Target) (res *Result, err erro
 		return cause
 	}
 
-	opts.Step("stopping")
-	hold, err := opts.Services.Hold(ctx)
-	if err != nil {
-		return nil, abort(fmt.Errorf("stop the services: %w", err))
+	var hold Hold = noHold{}
+	if opts.Services != nil {
+		opts.Step("stopping")
+		if hold, err = opts.Services.Hold(ctx); err != nil {
+			return nil, abort(fmt.Errorf("stop the services: %w", err))
+		}
 	}
 	held := true
 	defer func() {
@@ -269,12 +295,14 @@ func Upgrade(ctx context.Context, opts Options, t Target) (res *Result, err erro
 	if err := hold.Release(); err != nil {
 		return nil, fail(fmt.Errorf("start the services: %w", err))
 	}
-	opts.Step("health")
-	hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
-	err = opts.Services.WaitHealthy(hctx, nr)
-	cancel()
-	if err != nil {
-		return nil, fail(fmt.Errorf("health on %s: %w", nr.Image, err))
+	if wait {
+		opts.Step("health")
+		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		err = opts.Services.WaitHealthy(hctx, nr)
+		cancel()
+		if err != nil {
+			return nil, fail(fmt.Errorf("health on %s: %w", nr.Image, err))
+		}
 	}
 	if err := j.write(opts.RuntimeDir, PhaseDone, opts.Now()); err != nil {
 		return nil, err
@@ -283,6 +311,11 @@ func Upgrade(ctx context.Context, opts Options, t Target) (res *Result, err erro
 	res.Duration = time.Since(start)
 	return res, nil
 }
+
+// noHold is the Hold of a Switch without a supervisor: nothing to release.
+type noHold struct{}
+
+func (noHold) Release() error { return nil }
 
 // Rollback reactivates the release previous names and restores the
 // pre-upgrade archive made for it; see the package doc.
@@ -308,13 +341,27 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	cur, curErr := opts.Runtime.Active()
+	active := "no release is active"
+	if curErr == nil {
+		active = "the active release is " + cur.Image
+	}
+	// What the journal leaves active: the new release after a completed
+	// change, the old one after a rollback or an abort.
+	expected := j != nil && curErr == nil && (j.Phase == PhaseDone && cur.Same(j.New) || j.Phase != PhaseDone && cur.Same(j.Old))
 	switch {
 	case j == nil:
-		return nil, fmt.Errorf("%w: no upgrade was recorded in %s", ErrNoUpgrade, opts.RuntimeDir)
-	case j.Phase == PhaseRolledBack:
-		return nil, fmt.Errorf("%w: the last upgrade (to %s) was already rolled back", ErrNoUpgrade, j.New)
+		return nil, fmt.Errorf("%w: none was recorded in %s (%s)", ErrNoUpgrade, opts.RuntimeDir, active)
+	case !expected:
+		// The release changed after the recorded change, without a
+		// record (an older hbx install, or by hand): say so, not what
+		// the journal says about another release.
+		if curErr == nil {
+			active = "the active release " + cur.Image
+		}
+		return nil, fmt.Errorf("%w: %s was installed without a record; the last recorded %s", ErrNoUpgrade, active, j.describe())
 	case j.Phase != PhaseDone:
-		return nil, fmt.Errorf("%w: the last upgrade (to %s) did not complete (%s)", ErrNoUpgrade, j.New, j.Phase)
+		return nil, fmt.Errorf("%w: %s; the last recorded %s", ErrNoUpgrade, active, j.describe())
 	}
 	prev, err := opts.Runtime.Previous()
 	if err != nil {
@@ -322,9 +369,6 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	}
 	if !prev.Same(j.Old) {
 		return nil, fmt.Errorf("%w: previous is %s, the pre-upgrade backup was made for %s", ErrMismatch, prev, j.Old)
-	}
-	if cur, err := opts.Runtime.Active(); err != nil || !cur.Same(j.New) {
-		return nil, fmt.Errorf("%w: the active release is not %s, the one the upgrade installed", ErrMismatch, j.New)
 	}
 	if err := opts.Data.Check(j.Backup, j.Old); err != nil {
 		return nil, fmt.Errorf("%w: pre-upgrade backup %s: %w", ErrMismatch, j.Backup, err)

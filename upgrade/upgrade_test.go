@@ -303,3 +303,91 @@ func TestRecover(t *testing.T) {
 		})
 	}
 }
+
+// TestSwitch: a release change without a supervisor stages, backs up,
+// pins and activates, recorded by "hbx install", with no hold and no
+// health wait; with a supervisor it holds the programs across the change;
+// Rollback undoes it.
+func TestSwitch(t *testing.T) {
+	for _, withServices := range []bool{false, true} {
+		f, opts := newFake(t)
+		want := []string{"stage", "backup", "pin " + m2, "activate " + m2}
+		if withServices {
+			want = []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release"}
+		} else {
+			opts.Services = nil
+		}
+		res, err := Switch(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index})
+		if err != nil {
+			t.Fatalf("Switch() = %v", err)
+		}
+		if diff := cmp.Diff(f.calls, want); diff != "" {
+			t.Errorf("services %v: calls (-got +want):\n%s", withServices, diff)
+		}
+		j, err := ReadJournal(opts.RuntimeDir)
+		if err != nil || j.Phase != PhaseDone || j.By != ByInstall || res.Backup == "" {
+			t.Fatalf("journal %+v, %v; backup %q: want done by %q with a backup", j, err, res.Backup, ByInstall)
+		}
+		f.calls = nil
+		if _, err := Rollback(context.Background(), opts); err != nil {
+			t.Fatalf("Rollback() after Switch = %v", err)
+		}
+		if !f.cur.Same(oldRel) {
+			t.Errorf("after Rollback: active %s, want %s", f.cur, oldRel)
+		}
+	}
+}
+
+// TestRollbackSaysWhatIsRecorded: when the active release is not the one
+// the journal recorded (changed without the upgrade path), Rollback says
+// so and names what the journal does record, instead of blaming the
+// recorded upgrade.
+func TestRollbackSaysWhatIsRecorded(t *testing.T) {
+	other := Release{Image: "r/e:v3@" + string(digest.FromString("i3")), Platform: "linux/amd64", Index: digest.FromString("i3"), Manifest: digest.FromString("m3")}
+	for _, tc := range []struct {
+		name      string
+		rollback  bool // roll the recorded upgrade back first
+		cur       Release
+		want      []string
+		wantNotIn string
+	}{
+		{name: "rolled back, then changed outside", rollback: true, cur: other,
+			want:      []string{"the active release " + other.Image + " was installed without a record", "from " + oldRel.Image + " to " + newRel.Image + " was rolled back at "},
+			wantNotIn: "already rolled back"},
+		{name: "done, then changed outside", cur: other,
+			want: []string{"the active release " + other.Image + " was installed without a record", "(hbx upgrade) from " + oldRel.Image + " to " + newRel.Image + " completed at "}},
+		{name: "rolled back, then the new release installed outside", rollback: true, cur: newRel,
+			want: []string{"the active release " + newRel.Image + " was installed without a record; the last recorded release change (hbx upgrade) from " + oldRel.Image + " to " + newRel.Image + " was rolled back at "}},
+		{name: "rolled back", rollback: true, cur: oldRel,
+			want: []string{"the active release is " + oldRel.Image + "; the last recorded release change (hbx upgrade) from " + oldRel.Image + " to " + newRel.Image + " was rolled back at "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, opts := newFake(t)
+			if _, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.rollback {
+				if _, err := Rollback(context.Background(), opts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.cur, f.calls = tc.cur, nil
+			_, err := Rollback(context.Background(), opts)
+			if !errors.Is(err, ErrNoUpgrade) {
+				t.Fatalf("Rollback() = %v, want ErrNoUpgrade", err)
+			}
+			t.Logf("Rollback() = %v", err)
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Rollback() = %q, want it to say %q", err, w)
+				}
+			}
+			if tc.wantNotIn != "" && strings.Contains(err.Error(), tc.wantNotIn) {
+				t.Errorf("Rollback() = %q, must not say %q", err, tc.wantNotIn)
+			}
+			if len(f.calls) != 0 {
+				t.Errorf("a refused rollback made calls %q", f.calls)
+			}
+		})
+	}
+}

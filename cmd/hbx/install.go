@@ -1,8 +1,9 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -13,6 +14,7 @@ import (
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/units"
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 )
@@ -33,14 +35,29 @@ func newInstallCommand(g *globals) *cobra.Command {
 executor.platform (checked against executor.platform_digests when pinned),
 fetches and verifies every blob, applies the layers into a staged release and
 activates it atomically. When the active release already matches, it does
-nothing and makes no network request.`,
+nothing and makes no network request; a release that previous names is
+reactivated in place, without a download.
+
+The active release changes under existing data only the way hbx upgrade
+changes it. While Executor runs (the supervisor reports it, or the data
+directory's lock is held), install refuses to replace the active release
+with another and points to hbx upgrade; a no-op and a --verify repair of
+the same release go ahead. When nothing runs but the data directory has
+entries, install stages the new release, takes a pre-change backup (as
+hbx upgrade does; backup.passphrase_file is required, or it refuses),
+records the change in <runtime_dir>/upgrade.json and activates it, so hbx
+rollback can undo it. A first install (no release, or no data) is plain.
+
+A download is bounded by install.timeout plus the image's size at
+install.min_rate. Ctrl-C (or that deadline) activates nothing; complete
+blobs are kept for the next run.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := g.loadConfig(cmd)
+			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {
 				return err
 			}
-			return runInstall(cmd, g, cfg, o)
+			return runInstall(cmd, g, cfg, srcs, o)
 		},
 	}
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "re-hash the active release against its recorded file list and replace it when it differs")
@@ -66,6 +83,8 @@ func installerOptions(g *globals, cfg *config.Config) (installer.Options, error)
 		KeepBlobs:            cfg.Install.KeepBlobs,
 		LockWait:             cfg.Install.LockWait,
 		ValidateTimeout:      cfg.Install.ValidateTimeout,
+		Timeout:              cfg.Install.Timeout,
+		MinRate:              cfg.Install.MinRate,
 		Registry: installer.RegistryOptions{
 			InsecureHosts: cfg.Registry.InsecureHosts,
 			AuthFile:      cfg.Registry.AuthFile,
@@ -103,7 +122,7 @@ func platformPin(cfg *config.Config) digest.Digest {
 // a size and then make the collector run without pause; this does not.
 const installGCPercent = 25
 
-func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, o installOptions) error {
+func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config.Sources, o installOptions) (err error) {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		defer debug.SetGCPercent(debug.SetGCPercent(installGCPercent))
 	}
@@ -112,27 +131,64 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, o installOpt
 		return err
 	}
 	opts.Verify = o.verify
+	var step func(string)
 	switch {
 	case o.json:
-		opts.Progress = newJSONProgress(g.stdout)
+		jp := newJSONProgress(g.stdout)
+		opts.Progress = jp
+		step = jp.step
+		// The result line is printed whatever happens, with the error.
+		defer func() {
+			if err != nil {
+				jp.result(map[string]any{"changed": false, "image": cfg.Executor.Image, "error": err.Error()})
+			}
+		}()
 	case o.quiet:
 		opts.Logger = quietLogger(g)
 	case isTerminal(g.stderr):
 		tp := newTermProgress(g.stderr)
 		opts.Progress = tp
-		// Log lines go above the progress line, not into it.
+		// Log lines go above the progress line, not into it, and an
+		// unfinished progress line ends before the error is printed.
+		defer tp.finish()
 		if opts.Logger, err = newLogger(tp.logWriter(), g.logLevel); err != nil {
 			return err
 		}
 	}
-	res, err := installer.Install(cmd.Context(), opts)
+	out, err := guardedInstall(cmd.Context(), g, cfg, srcs, opts, false, step)
 	if err != nil {
+		if errors.Is(err, installer.ErrTimeout) {
+			return fmt.Errorf("install: %w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
+		}
 		return fmt.Errorf("install: %w", err)
 	}
+	if sw := out.sw; sw != nil {
+		if o.json {
+			jp := opts.Progress.(*jsonProgress)
+			return jp.result(map[string]any{
+				"changed": true, "reason": "release change over existing data, with a pre-change backup", "image": cfg.Executor.Image,
+				"platform": sw.New.Platform, "index_digest": sw.New.Index, "manifest_digest": sw.New.Manifest,
+				"old": sw.Old, "new": sw.New, "backup": sw.Backup, "notes": sw.Notes, "recovered": sw.Recovered,
+				"duration_ms": sw.Duration.Milliseconds(),
+			})
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "installed %s (%s, manifest %s) in %s, replacing %s over existing data\n", sw.New.Image, sw.New.Platform, sw.New.Manifest, sw.Duration.Round(time.Millisecond), sw.Old.Image)
+		fmt.Fprintf(&b, "  pre-change backup: %s (hbx rollback undoes this change)\n", sw.Backup)
+		if sw.Recovered != "" {
+			fmt.Fprintf(&b, "  first %s\n", sw.Recovered)
+		}
+		for _, n := range sw.Notes {
+			fmt.Fprintf(&b, "  note: %s\n", n)
+		}
+		_, err := io.WriteString(g.stdout, b.String())
+		return err
+	}
+	res := out.res
 	m := res.Release.Meta
 	if o.json {
-		return json.NewEncoder(g.stdout).Encode(map[string]any{
-			"time": time.Now().UTC(), "event": "result", "changed": res.Changed, "reason": res.Reason, "image": cfg.Executor.Image,
+		return opts.Progress.(*jsonProgress).result(map[string]any{
+			"changed": res.Changed, "reason": res.Reason, "image": cfg.Executor.Image,
 			"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
 			"fetched": res.Fetched, "reused": res.Reused, "duration_ms": res.Duration.Milliseconds(),
 		})

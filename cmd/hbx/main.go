@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/hermesbox/hbx/installer"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) && !errors.Is(err, installer.ErrInterrupted) {
 		err = fmt.Errorf("interrupted: %w", err)
 	}
 	stop()

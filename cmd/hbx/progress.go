@@ -26,6 +26,21 @@ type jsonProgress struct {
 
 func newJSONProgress(w io.Writer) *jsonProgress { return &jsonProgress{enc: json.NewEncoder(w)} }
 
+// step writes a step of a recorded release change: {"event": s}.
+func (p *jsonProgress) step(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.enc.Encode(map[string]any{"time": time.Now().UTC(), "event": s})
+}
+
+// result writes the result line: fields plus time and "event": "result".
+func (p *jsonProgress) result(fields map[string]any) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fields["time"], fields["event"] = time.Now().UTC(), "result"
+	return p.enc.Encode(fields)
+}
+
 func (p *jsonProgress) Event(e installer.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -41,7 +56,8 @@ type termProgress struct {
 	mu    sync.Mutex
 	w     io.Writer
 	start time.Time
-	line  string // the unfinished progress line on screen, "" when none
+	line  string     // the unfinished progress line on screen, "" when none
+	cols  func() int // the terminal's width, 0 when unknown
 }
 
 // logWriter returns a writer for log lines that shares the terminal with
@@ -67,7 +83,27 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
-func newTermProgress(w io.Writer) *termProgress { return &termProgress{w: w} }
+func newTermProgress(w io.Writer) *termProgress {
+	return &termProgress{w: w, cols: func() int {
+		if f, ok := w.(*os.File); ok {
+			if c, _, err := term.GetSize(int(f.Fd())); err == nil {
+				return c
+			}
+		}
+		return 0
+	}}
+}
+
+// finish ends an unfinished progress line, so what is printed next (the
+// error of an interrupted install) starts on a line of its own.
+func (p *termProgress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.line != "" {
+		fmt.Fprint(p.w, "\n")
+		p.line = ""
+	}
+}
 
 func (p *termProgress) Event(e installer.Event) {
 	p.mu.Lock()
@@ -92,6 +128,11 @@ func (p *termProgress) draw(e installer.Event, done int64, final bool) {
 		rate = float64(done) / secs / 1e6
 	}
 	line := fmt.Sprintf("layer %d/%d %s %6.1f/%.1f MB %6.1f MB/s", e.Index+1, e.Count, short(string(e.Digest)), float64(done)/1e6, float64(e.Size)/1e6, rate)
+	// A line that wraps cannot be redrawn in place (\r goes back to the
+	// start of its last row only): cut it to the terminal's width.
+	if c := p.cols(); c > 1 && len(line) >= c {
+		line = line[:c-1]
+	}
 	fmt.Fprint(p.w, "\r\033[K"+line)
 	p.line = line
 	if final {

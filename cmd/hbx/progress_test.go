@@ -43,3 +43,29 @@ func withKind(e installer.Event, k installer.EventKind) installer.Event {
 	e.Kind = k
 	return e
 }
+
+// TestTermProgressFitsTheTerminal: a progress line never wraps (a wrapped
+// line cannot be redrawn in place), and finish ends an unfinished one, so
+// an error printed next starts its own line.
+func TestTermProgressFitsTheTerminal(t *testing.T) {
+	var out bytes.Buffer
+	p := newTermProgress(&out)
+	p.cols = func() int { return 30 }
+	layer := installer.Event{Digest: "sha256:0123456789abcdef", Size: 2e6, Done: 1e6, Index: 0, Count: 1}
+	p.Event(withKind(layer, installer.EventLayerProgress))
+	for _, l := range strings.Split(out.String(), "\r\033[K") {
+		if len(l) >= 30 {
+			t.Errorf("progress line %q is %d columns wide on a 30-column terminal", l, len(l))
+		}
+	}
+	out.Reset()
+	p.finish()
+	if got := out.String(); got != "\n" {
+		t.Errorf("finish() with a progress line on screen wrote %q, want a newline", got)
+	}
+	out.Reset()
+	p.finish()
+	if got := out.String(); got != "" {
+		t.Errorf("a second finish() wrote %q, want nothing", got)
+	}
+}

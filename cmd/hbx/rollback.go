@@ -15,7 +15,8 @@ func newRollbackCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollback",
 		Short: "Undo the last upgrade: the previous release with its pre-upgrade data",
-		Long: `Rollback undoes the last completed hbx upgrade: it pins the previous
+		Long: `Rollback undoes the last completed hbx upgrade (or release change made
+by hbx install under existing data, recorded the same way): it pins the previous
 release in the config file again and restores the pre-upgrade backup made
 for it together with that release (reactivated from previous, no network),
 starts the services and waits for their health (see hbx restore). The data
@@ -23,7 +24,8 @@ the newer runtime wrote is kept as <data_dir>.rolled-back-<time>, never
 deleted.
 
 It refuses, saying why, when no upgrade was recorded, when the last one
-did not complete or was already rolled back, when previous is not the
+did not complete or was already rolled back, when the active release was
+installed without a record after it, when previous is not the
 release the upgrade replaced, or when the pre-upgrade archive is missing or
 records other digests.`,
 		Args: usageArgs(cobra.NoArgs),

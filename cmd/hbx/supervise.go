@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/health"
-	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
@@ -111,7 +110,9 @@ func superviseOptionsReload(g *globals, cfg *config.Config, executorPID func() i
 			if err != nil {
 				return err
 			}
-			_, err = installer.Install(ctx, io)
+			// Under existing data a release change goes through the
+			// upgrade path (pre-change backup, journal), or is refused.
+			_, err = guardedInstall(ctx, g, cfg, nil, io, true, nil)
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"strings"
@@ -200,10 +201,13 @@ func releaseOf(inst *release.Installed) upgrade.Release {
 	return upgrade.Release{Image: m.Image, Platform: m.Platform, Index: m.IndexDigest, Manifest: m.ManifestDigest}
 }
 
-// upgradeRuntime is upgrade.Runtime over the installer.
+// upgradeRuntime is upgrade.Runtime over the installer; progress and log,
+// when set, go to Stage's install.
 type upgradeRuntime struct {
-	g   *globals
-	cfg *config.Config
+	g        *globals
+	cfg      *config.Config
+	progress installer.Progress
+	log      *slog.Logger
 }
 
 func (r upgradeRuntime) Active() (upgrade.Release, error) {
@@ -228,6 +232,10 @@ func (r upgradeRuntime) Stage(ctx context.Context, image string, pin digest.Dige
 		return upgrade.Release{}, err
 	}
 	opts.Image, opts.PlatformDigest, opts.StageOnly = image, pin, true
+	opts.Progress = r.progress
+	if r.log != nil {
+		opts.Logger = r.log
+	}
 	res, err := installer.Install(ctx, opts)
 	if err != nil {
 		return upgrade.Release{}, err
@@ -322,6 +330,9 @@ type upgradeData struct {
 	g    *globals
 	cfg  *config.Config
 	pass []byte
+	// inSupervisor: the caller is hbx supervise before it serves its
+	// socket; Restore does not dial it.
+	inSupervisor bool
 }
 
 // heldServices is backup.Services while the upgrade holds the programs
@@ -416,12 +427,14 @@ func (d *upgradeData) Restore(ctx context.Context, archive string, r upgrade.Rel
 		Platform:       r.Platform,
 		Logger:         d.g.log,
 	}
-	svc, err := dialServices(ctx, d.g, d.cfg)
-	if err != nil {
-		return "", err
-	}
-	if svc != nil {
-		opts.Services = svc
+	if !d.inSupervisor {
+		svc, err := dialServices(ctx, d.g, d.cfg)
+		if err != nil {
+			return "", err
+		}
+		if svc != nil {
+			opts.Services = svc
+		}
 	}
 	res, err := backup.Restore(ctx, opts)
 	if err != nil {

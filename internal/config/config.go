@@ -181,6 +181,12 @@ type Install struct {
 	// ValidateTimeout bounds the `--version` run of the staged program; 0
 	// means no limit (install.validate_timeout). Default 10s.
 	ValidateTimeout time.Duration
+	// Timeout bounds a cold install (install.timeout): Timeout plus the
+	// image's compressed size at MinRate (install.min_rate, bytes per
+	// second) once the manifest is known. 0 means no bound. Defaults 10m
+	// and 256 KiB/s.
+	Timeout time.Duration
+	MinRate int64
 }
 
 // Registry says how to talk to the registry (keys registry.*).
@@ -227,6 +233,8 @@ func Defaults() Config {
 		Install: Install{
 			MaxUncompressedBytes: 16 << 30,
 			ValidateTimeout:      10 * time.Second,
+			Timeout:              10 * time.Minute,
+			MinRate:              256 << 10,
 		},
 		Registry: Registry{
 			InsecureHosts: []string{},

@@ -196,6 +196,8 @@ func TestDecodeEachLayer(t *testing.T) {
 	want.Install.KeepBlobs = true
 	want.Install.LockWait = 90 * time.Second
 	want.Install.ValidateTimeout = 0
+	want.Install.Timeout = 0
+	want.Install.MinRate = 1 << 20
 	want.Registry.InsecureHosts = []string{"127.0.0.1:5000", "[::1]:5000", "localhost"}
 	want.Registry.AuthFile = "/root/.docker/config.json"
 	want.Registry.StallTimeout = time.Minute
@@ -229,6 +231,8 @@ install:
   keep_blobs: true
   lock_wait: 1m30s
   validate_timeout: 0
+  timeout: 0
+  min_rate: 1MiB
 registry:
   insecure_hosts: [127.0.0.1:5000, "[::1]:5000", localhost]
   auth_file: /root/.docker/config.json
@@ -273,6 +277,8 @@ backup:
 		"install.keep_blobs":             "TRUE",
 		"install.lock_wait":              "90s",
 		"install.validate_timeout":       "0",
+		"install.timeout":                "0",
+		"install.min_rate":               "1048576",
 		"registry.insecure_hosts":        "127.0.0.1:5000,[::1]:5000, localhost",
 		"registry.auth_file":             "/root/.docker/config.json",
 		"registry.stall_timeout":         "60s",
@@ -578,8 +584,8 @@ func TestParseBytes(t *testing.T) {
 func TestValueAndKeys(t *testing.T) {
 	c := Defaults()
 	keys := Keys()
-	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 39 {
-		t.Errorf("Keys() = %v, want 39 keys from executor.image to backup.health_wait", keys)
+	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 41 {
+		t.Errorf("Keys() = %v, want 41 keys from executor.image to backup.health_wait", keys)
 	}
 	for _, k := range keys {
 		if c.Value(k) == nil {

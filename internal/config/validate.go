@@ -200,12 +200,16 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	if in.MaxUncompressedBytes <= 0 {
 		add("install.max_uncompressed_bytes", strconv.FormatInt(in.MaxUncompressedBytes, 10), "is not positive")
 	}
+	if in.MinRate < 0 {
+		add("install.min_rate", strconv.FormatInt(in.MinRate, 10), ruleNegative)
+	}
 	for _, d := range []struct {
 		key string
 		d   time.Duration
 	}{
 		{"install.lock_wait", in.LockWait},
 		{"install.validate_timeout", in.ValidateTimeout},
+		{"install.timeout", in.Timeout},
 		{"registry.stall_timeout", c.Registry.StallTimeout},
 	} {
 		if d.d < 0 {
