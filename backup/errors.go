@@ -36,6 +36,10 @@ var (
 	// ErrUnhealthy: after a restore the services did not become healthy in
 	// time; the restore was undone.
 	ErrUnhealthy = errors.New("services did not become healthy")
+	// ErrNotRestarted: the programs a backup or restore stopped were not
+	// confirmed running again (the supervisor is gone, a program is FATAL,
+	// or they did not become RUNNING and healthy in time).
+	ErrNotRestarted = errors.New("services not running again")
 	// ErrInvalid: bad options (relative paths, overlapping directories, an
 	// unknown compression); the CLI maps it to a usage error.
 	ErrInvalid = errors.New("invalid backup options")

@@ -55,7 +55,8 @@ type scanner struct {
 
 	items   []*item
 	links   map[fileID]int // first item index of each multiply linked file
-	skipped []string       // host paths left out: excluded directories, sockets, fifos, devices
+	skipped []string       // host paths left out, with why: excluded directories, sockets, fifos, devices
+	left    []File         // the sockets, fifos and devices among them, by archive path
 	bytes   int64          // regular file content bytes
 	files   int
 
@@ -219,10 +220,27 @@ func (s *scanner) walkDir(i int, d *os.File, rel, arch string) error {
 			it := s.newItem(i, crel, carch, TypeSymlink, &st)
 			it.Link = target
 		default:
-			s.skipped = append(s.skipped, chost+" (socket, fifo or device)")
+			typ := kindOf(st.Mode)
+			s.skipped = append(s.skipped, chost+" ("+typ+")")
+			s.left = append(s.left, File{Path: carch, Type: typ, Mode: uint32(st.Mode) & 0o7777})
 		}
 	}
 	return nil
+}
+
+// kindOf names the file type of mode for what is not archived.
+func kindOf(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return TypeFifo
+	case unix.S_IFSOCK:
+		return TypeSocket
+	case unix.S_IFCHR:
+		return TypeCharDevice
+	case unix.S_IFBLK:
+		return TypeBlockDevice
+	}
+	return fmt.Sprintf("file type %#o", mode&unix.S_IFMT)
 }
 
 // bufPool holds the copy buffers of hashing and archiving.
