@@ -18,7 +18,7 @@ import (
 // exactly; the manifest carries them as path_b64/link_b64.
 func TestNonUTF8Names(t *testing.T) {
 	b := newBox(t)
-	bad := "caf\xe9"     // Latin-1 "café"
+	bad := "caf\xe9"      // Latin-1 "café"
 	worse := "\xff\xfe-x" // no encoding at all
 	write(t, b.data, "ok 0600 fine")
 	if err := os.Mkdir(filepath.Join(b.data, worse), 0o700); err != nil {

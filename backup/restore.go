@@ -136,6 +136,10 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		return nil, err
 	}
 	defer ar.close()
+	for _, n := range ar.Notes {
+		res.Notes = append(res.Notes, n)
+		log.Warn(n)
+	}
 	m := ar.Manifest
 	roots, err := restoreRoots(opts, m)
 	if err != nil {
