@@ -175,7 +175,7 @@ func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 			return nil, fmt.Errorf("%w; %w", err, rerr)
 		}
 		if hold != nil {
-			return nil, fmt.Errorf("%w; programs started again: %s", err, list(r.started))
+			return nil, fmt.Errorf("%w; services started again: %s", err, list(r.started))
 		}
 		return nil, err
 	}
@@ -300,7 +300,7 @@ func (r *restarter) restart(ctx context.Context) error {
 	err := r.svc.WaitRunning(wctx, stopped)
 	cancel()
 	if err != nil {
-		r.err = fmt.Errorf("%w: the programs this backup stopped (%s) are not running again: %w", ErrNotRestarted, list(stopped), err)
+		r.err = fmt.Errorf("%w: %s, stopped by this backup: %w", ErrNotRestarted, list(stopped), err)
 		r.log.Error("services not running again", "programs", stopped, "err", err)
 		return r.err
 	}
@@ -526,11 +526,14 @@ func stopServices(ctx context.Context, svc Services, dirs []string, wait time.Du
 		return nil, fmt.Errorf("stop services: %w", err)
 	}
 	if err := checkNotBusy(dirs); err != nil {
+		if h == nil {
+			return nil, err
+		}
 		r := &restarter{hold: h, svc: svc, wait: wait, log: log, prog: nopProgress{}}
 		if rerr := r.restart(ctx); rerr != nil {
 			return nil, fmt.Errorf("%w; %w", err, rerr)
 		}
-		return nil, fmt.Errorf("%w; programs started again: %s", err, list(r.started))
+		return nil, fmt.Errorf("%w; services started again: %s", err, list(r.started))
 	}
 	return h, nil
 }

@@ -48,7 +48,7 @@ var (
 	// ErrNotRestarted: the programs a backup or restore stopped were not
 	// confirmed running again (the supervisor is gone, a program is FATAL,
 	// or they did not become RUNNING and healthy in time).
-	ErrNotRestarted = errors.New("services not running again")
+	ErrNotRestarted = errors.New("programs not running again")
 	// ErrInvalid: bad options (relative paths, overlapping directories, an
 	// unknown compression); the CLI maps it to a usage error.
 	ErrInvalid = errors.New("invalid backup options")

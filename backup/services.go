@@ -14,7 +14,9 @@ type Services interface {
 	// Hold stops every supervised program, in reverse priority order, and
 	// returns once all are STOPPED (error wrapping ErrNotStopped
 	// otherwise). They stay stopped until Release, or until this process
-	// dies: the supervisor then starts them again.
+	// dies: the supervisor then starts them again. A nil Hold with a nil
+	// error means the caller already holds them (the pre-upgrade backup):
+	// nothing to release or to wait for.
 	Hold(ctx context.Context) (Hold, error)
 	// WaitHealthy starts every program that should run (autostart) and is
 	// not running (a released hold starts only those it stopped), then
