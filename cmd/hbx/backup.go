@@ -54,9 +54,19 @@ programs are stopped, so the database and keys are never torn:
      backup.passphrase_file or asked on the terminal), to a temporary file
      in backup.dir, fsynced, renamed to <name>-<UTC time>.tar.gz.gpg, mode
      0600, with a .sha256 file beside it;
-  5. start the programs again (also when archiving failed, and it says so);
+  5. start the programs again and wait (backup.health_wait) until those it
+     stopped are RUNNING and Executor answers /api/health; the output
+     names them; when they do not run again (the supervisor died, a program
+     is FATAL), it says so and exits 1;
   6. read the archive back and check it against its manifest;
   7. remove archives beyond backup.keep.
+
+Any failure after step 3 (no space, a file changing while archived, the
+read-back check) prints one line, exits 1, removes the partial archive and
+starts the programs again as in step 5, naming them. Sockets, fifos and
+devices are not archived: each gets a warning line. The passphrase file is
+read as gpg --passphrase-file reads it (the first line, nothing stripped,
+a CRLF file's \r included).
 
 "gpg --decrypt ARCHIVE | tar -xz" reads the archives. The runtime directory
 and executor.state_dir are never archived. --no-encrypt writes a plaintext
