@@ -296,7 +296,9 @@ func (r *restarter) restart(ctx context.Context) error {
 	if wait <= 0 {
 		wait = defaultRestartWait
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
+	// An interrupted backup still learns whether the programs run again:
+	// the wait is bounded, not cancelled with ctx.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	err := r.svc.WaitRunning(wctx, stopped)
 	cancel()
 	if err != nil {
