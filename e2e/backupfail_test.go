@@ -276,3 +276,49 @@ func TestBackupFailuresE2E(t *testing.T) {
 		t.Errorf("hbx backup claims the programs started:\n%s", r.stdout)
 	}
 }
+
+// TestPreUpgradeBackupFailsE2E: hbx upgrade's pre-upgrade backup runs the
+// same code as hbx backup; when it fails after the scan (a file changes
+// while it is archived) the upgrade ends in one error line, exit 1, no
+// archive, the old release active, and the services started again and
+// healthy, named. Then the upgrade succeeds.
+func TestPreUpgradeBackupFailsE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, _, v2, _ := upgradeBox(t)
+	big := make([]byte, 24<<20)
+	rand.Read(big)
+	if err := os.WriteFile(filepath.Join(b.dataDir, "big.sqlite"), big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := b.current()
+	escapee := exec.Command("sh", "-c", `while :; do echo x >> "$1"; sleep 0.002; done`, "sh", filepath.Join(b.dataDir, "grow"))
+	escapee.Dir = "/"
+	if err := escapee.Start(); err != nil {
+		t.Fatal(err)
+	}
+	changed := false
+	var r result
+	for try := 0; try < 5 && !changed; try++ {
+		r = b.hbx("upgrade", "--image", v2)
+		el := errorLines(t, r.stderr)
+		if r.code != 1 || len(el) != 1 || !strings.Contains(el[0], "pre-upgrade backup") || !strings.Contains(el[0], "services started again: executor (healthy on") {
+			t.Errorf("hbx upgrade with a file changing = %d, error lines %q; want 1 and one line naming the services started again\n%s", r.code, el, r.stderr)
+		}
+		changed = len(el) == 1 && strings.Contains(el[0], "changed while being archived") && strings.Contains(el[0], "partial archive was removed")
+		if got := b.current(); got != before {
+			t.Errorf("active release after the failed upgrade = %s, want %s", got, before)
+		}
+		s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	}
+	escapee.Process.Kill()
+	escapee.Wait()
+	if !changed {
+		t.Errorf("no attempt failed with a changed file: %s", r.stderr)
+	}
+	if left, _ := filepath.Glob(filepath.Join(b.dir, "backups", "*")); len(left) != 0 {
+		t.Errorf("left in the backup directory: %q", left)
+	}
+	if r := b.hbx("upgrade", "--image", v2); r.code != 0 {
+		t.Errorf("hbx upgrade after the writer stopped = %d: %s", r.code, r.stderr)
+	}
+}
