@@ -86,7 +86,9 @@
 //     with package extract (chroot-like resolution, no entry outside the
 //     root; Literal: ".wh." names are data; Xattrs). Entries beneath a
 //     symlink, names with "..", absolute names, duplicates, hardlinks to
-//     anything but an earlier file, devices and fifos are refused.
+//     anything but an earlier file and devices are refused; a fifo in an
+//     archive without a manifest (GNU tar archives them) is left out and
+//     listed in RestoreResult.Notes.
 //   - Then the programs are stopped, the archive's runtime is installed if
 //     it is not the active one (a failure changes nothing), and each
 //     staged directory is exchanged with the live one by one

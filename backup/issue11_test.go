@@ -115,3 +115,34 @@ func TestSkippedTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainArchiveFifo: a plain `tar -czf - -C DATA .` of a data directory
+// holding a fifo (GNU tar archives fifos) restores without it, and the
+// restore and verify list it.
+func TestPlainArchiveFifo(t *testing.T) {
+	b := newBox(t)
+	src := t.TempDir()
+	write(t, src, "f 0600 hello")
+	if err := syscall.Mkfifo(filepath.Join(src, "pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	arch := filepath.Join(t.TempDir(), "plain.tar.gz")
+	sh(t, `tar -czf "$A" -C "$S" .`, "A="+arch, "S="+src)
+	vr, err := Verify(context.Background(), arch, nil)
+	if err != nil || !slices.Contains(vr.Notes, `not restored: "pipe" (fifo)`) {
+		t.Errorf("Verify() = %+v, %v; want the fifo in the notes", vr, err)
+	}
+	rr, err := Restore(context.Background(), b.restoreOptions(arch))
+	if err != nil {
+		t.Fatalf("Restore() = %v", err)
+	}
+	if !slices.Contains(rr.Notes, `not restored: "pipe" (fifo)`) {
+		t.Errorf("Restore notes = %q, want the fifo", rr.Notes)
+	}
+	if _, err := os.Lstat(filepath.Join(b.data, "pipe")); !os.IsNotExist(err) {
+		t.Errorf("Lstat(pipe) after restore = %v, want not there", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(b.data, "f")); string(got) != "hello" {
+		t.Errorf("f = %q, want hello", got)
+	}
+}

@@ -136,10 +136,6 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		return nil, err
 	}
 	defer ar.close()
-	for _, n := range ar.Notes {
-		res.Notes = append(res.Notes, n)
-		log.Warn(n)
-	}
 	m := ar.Manifest
 	roots, err := restoreRoots(opts, m)
 	if err != nil {
@@ -190,6 +186,10 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		return nil, fmt.Errorf("%w (nothing changed)", ar.explain(err))
 	}
 	res.Files, res.Entries, res.Bytes = ar.Files, ar.Entries, ar.Bytes
+	for _, n := range ar.Notes {
+		res.Notes = append(res.Notes, n)
+		log.Warn(n)
+	}
 	if err := atomicfile.SyncFS(j.Roots[0].Staging); err != nil {
 		return nil, err
 	}

@@ -12,9 +12,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -172,7 +174,7 @@ func (s *scanner) walkDir(i int, d *os.File, rel, arch string) error {
 			return fmt.Errorf("lstat %s: %w", chost, err)
 		}
 		if why, ok := s.exclude[idOf(&st)]; ok {
-			s.skipped = append(s.skipped, chost+" ("+why+")")
+			s.skipped = append(s.skipped, shown(chost)+" ("+why+")")
 			continue
 		}
 		switch st.Mode & unix.S_IFMT {
@@ -221,11 +223,21 @@ func (s *scanner) walkDir(i int, d *os.File, rel, arch string) error {
 			it.Link = target
 		default:
 			typ := kindOf(st.Mode)
-			s.skipped = append(s.skipped, chost+" ("+typ+")")
+			s.skipped = append(s.skipped, shown(chost)+" ("+typ+")")
 			s.left = append(s.left, File{Path: carch, Type: typ, Mode: uint32(st.Mode) & 0o7777})
 		}
 	}
 	return nil
+}
+
+// shown returns a host path for messages: as it is when it is valid
+// UTF-8, Go-quoted otherwise (so JSON output does not turn its bytes into
+// U+FFFD).
+func shown(p string) string {
+	if utf8.ValidString(p) {
+		return p
+	}
+	return strconv.Quote(p)
 }
 
 // kindOf names the file type of mode for what is not archived.
