@@ -90,7 +90,9 @@
 //     archive without a manifest (GNU tar archives them) is left out and
 //     listed in RestoreResult.Notes.
 //   - Then the programs are stopped, the archive's runtime is installed if
-//     it is not the active one (a failure changes nothing), and each
+//     it is not the active one (a failure changes nothing, and the
+//     programs are started again and waited for as after a backup, the
+//     error naming them), and each
 //     staged directory is exchanged with the live one by one
 //     renameat2(RENAME_EXCHANGE): at every instant the path holds either
 //     the whole old tree or the whole new one. The old tree is kept as

@@ -222,8 +222,20 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		return hold.Release()
 	}
 	defer func() {
-		if rerr := release(); rerr != nil && err == nil {
-			err = fmt.Errorf("start services again: %w", rerr)
+		// A failure before the services were released: start them again
+		// on the data as it is now, confirm they run, and say so.
+		if released {
+			return
+		}
+		released = true
+		r := &restarter{hold: hold, svc: opts.Services, wait: opts.HealthWait, log: log, prog: nopProgress{}}
+		switch rerr := r.restart(ctx); {
+		case err == nil:
+			err = rerr
+		case rerr != nil:
+			err = fmt.Errorf("%w; %w", err, rerr)
+		default:
+			err = fmt.Errorf("%w; services started again: %s", err, list(r.started))
 		}
 	}()
 	prog.Event(Event{Kind: EventStopped})

@@ -322,3 +322,49 @@ func TestPreUpgradeBackupFailsE2E(t *testing.T) {
 		t.Errorf("hbx upgrade after the writer stopped = %d: %s", r.code, r.stderr)
 	}
 }
+
+// TestRestoreFailureRestartsE2E: a restore that fails after it stopped the
+// programs (the runtime the archive names cannot be installed) changes
+// nothing, starts the programs again, waits for them and names them.
+func TestRestoreFailureRestartsE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, _ := backupBox(t, "")
+	// An archive that names a runtime the registry does not have: made
+	// with a config whose executor.image has another digest.
+	cfg := readFile(t, b.config)
+	i := strings.Index(cfg, "@sha256:")
+	if i < 0 {
+		t.Fatalf("no digest in the config:\n%s", cfg)
+	}
+	other := filepath.Join(b.dir, "other.yaml")
+	if err := os.WriteFile(other, []byte(cfg[:i+8]+strings.Repeat("0", 64)+cfg[i+8+64:]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "--config", other, "backup", "--json")
+	cmd.Env = cleanEnv()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hbx backup with the other image: %v\n%s", err, out)
+	}
+	archive := lastJSON(t, string(out))["path"].(string)
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running, "writer": supervisor.Running})
+	before := stableFiles(t, b.dataDir)
+
+	r := b.hbx("restore", archive)
+	el := errorLines(t, r.stderr)
+	if r.code != 1 || len(el) != 1 || !strings.Contains(el[0], "nothing changed") || !strings.Contains(el[0], "services started again: executor, writer") {
+		t.Errorf("hbx restore of an archive whose runtime is missing = %d, error lines %q; want 1 and one line: nothing changed, services started again\n%s", r.code, el, r.stderr)
+	}
+	sts, err := s.client().Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range sts {
+		if (st.Name == "executor" || st.Name == "writer") && st.State != supervisor.Running {
+			t.Errorf("right after the failed restore: %s is %s, want RUNNING", st.Name, st.State)
+		}
+	}
+	if after := stableFiles(t, b.dataDir); !sameFiles(after, before) {
+		t.Errorf("data after the failed restore %q, want %q", keys(after), keys(before))
+	}
+}
