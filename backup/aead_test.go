@@ -127,7 +127,7 @@ func TestReadsAEADArchives(t *testing.T) {
 		{"RFC 9580 (SEIPD v2, v6 SKESK)", rfc9580.Bytes(), testPass, nil},
 		{"gpg 2.4, flipped ciphertext byte", flipAt(libre, len(libre)/2), testPass, ErrCorrupt},
 		{"gpg 2.4, final tag cut off", libre[:len(libre)-16], testPass, ErrCorrupt},
-		{"gpg 2.4, wrong passphrase", libre, []byte("wrong"), ErrWrongPassphrase},
+		{"gpg 2.4, wrong passphrase", libre, []byte("wrong"), ErrUndecryptable},
 		{"RFC 9580, flipped ciphertext byte", flipAt(rfc9580.Bytes(), rfc9580.Len()/2), testPass, ErrCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

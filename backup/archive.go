@@ -179,7 +179,7 @@ func (h *hashWriter) Write(p []byte) (int, error) {
 // isOurs reports whether err already carries one of this package's
 // classes, so wrappers do not relabel it.
 func isOurs(err error) bool {
-	for _, e := range []error{ErrCorrupt, ErrWrongPassphrase, ErrNoPassphrase, ErrNotProtected, ErrMismatch} {
+	for _, e := range []error{ErrCorrupt, ErrWrongPassphrase, ErrUndecryptable, ErrNoPassphrase, ErrNotProtected, ErrMismatch} {
 		if errors.Is(err, e) {
 			return true
 		}

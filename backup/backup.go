@@ -59,6 +59,9 @@ type Options struct {
 	// LockWait is how long to wait for the lock held by another install,
 	// backup or restore; 0 fails at once.
 	LockWait time.Duration
+	// HealthWait bounds the wait for the stopped programs to run again
+	// after the archive is written (Services.WaitRunning); 0 is 2 minutes.
+	HealthWait time.Duration
 	// Services stops the supervised programs while archiving; nil when no
 	// supervisor runs (then nothing may hold files in the directories).
 	Services Services
@@ -84,10 +87,15 @@ type Result struct {
 	Duration time.Duration `json:"-"`
 	// Encrypted is false for --no-encrypt archives.
 	Encrypted bool `json:"encrypted"`
-	// Restarted names the programs the backup stopped and started again.
+	// Restarted names the programs the backup stopped and that run again
+	// (RUNNING, Executor healthy); empty when none were running or they
+	// do not run again (then Create also returns ErrNotRestarted).
 	Restarted []string `json:"restarted"`
-	// Skipped lists host paths left out: the runtime and state directories
-	// (and other hbx directories) inside Paths, sockets, fifos, devices.
+	// Skipped lists host paths left out, each with why: the runtime and
+	// state directories (and other hbx directories) inside Paths, and
+	// every entry that is not a directory, regular file or symlink
+	// ("fifo", "socket", "character device", "block device"), which the
+	// manifest also lists (Manifest.Skipped).
 	Skipped []string `json:"skipped,omitempty"`
 	// Pruned lists older archives removed by Keep.
 	Pruned []string `json:"pruned,omitempty"`
@@ -99,10 +107,18 @@ type Result struct {
 // Paths): it takes the lock, checks free space, stops the services, hashes
 // every file, writes the archive (manifest first) to a temporary file in
 // Dir, fsyncs and renames it into place (mode 0600), starts the services
-// again (also when archiving failed: the error then says so), writes the
-// .sha256 and .json files beside it, reads the archive back and checks it
-// against its manifest, and prunes old archives. See the package doc.
-func Create(ctx context.Context, opts Options) (res *Result, err error) {
+// again and waits until the programs it stopped run (Services.WaitRunning,
+// bounded by HealthWait), writes the .sha256 and .json files beside it,
+// reads the archive back and checks it against its manifest, and prunes
+// old archives. See the package doc.
+//
+// Every failure after the services were stopped removes the partial or
+// unverified archive, starts the services again and says in the error
+// which programs were started again (or that they are not running again,
+// wrapping ErrNotRestarted). When only the restart fails, the archive is
+// kept and Create returns both the Result and an error wrapping
+// ErrNotRestarted.
+func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 	start := time.Now()
 	log, prog, now := defaults(opts.Logger, opts.Progress, opts.Now)
 	if opts.Compression == "" {
@@ -142,44 +158,54 @@ func Create(ctx context.Context, opts Options) (res *Result, err error) {
 		return nil, err
 	}
 
-	res = &Result{Encrypted: opts.Encrypt, Restarted: []string{}}
-	hold, err := stopServices(ctx, opts.Services, guarded(opts.DataDir, opts.Paths))
+	hold, err := stopServices(ctx, opts.Services, guarded(opts.DataDir, opts.Paths), opts.HealthWait, log)
 	if err != nil {
 		return nil, err
 	}
-	released := false
-	releaseHold := func() error {
-		if released || hold == nil {
-			return nil
-		}
-		released = true
-		res.Restarted = hold.Running()
-		if err := hold.Release(); err != nil {
-			return fmt.Errorf("start services again: %w", err)
-		}
-		log.Info("services started again", "programs", res.Restarted)
-		prog.Event(Event{Kind: EventStarted, Detail: strings.Join(res.Restarted, ",")})
-		return nil
-	}
-	defer func() {
-		if rerr := releaseHold(); rerr != nil && err == nil {
-			err = rerr
-		}
-		if err != nil && hold != nil {
-			err = fmt.Errorf("%w (services started again: %s)", err, list(res.Restarted))
-		}
-	}()
 	prog.Event(Event{Kind: EventStopped})
+	r := &restarter{hold: hold, svc: opts.Services, wait: opts.HealthWait, log: log, prog: prog}
+	res, final, err := archiveHeld(ctx, opts, roots, exclude, r, log, prog, now)
+	if err != nil {
+		// Every path out of here starts the services again first; the
+		// error says what became of them.
+		if final != "" {
+			_ = removeArchive(final)
+		}
+		if rerr := r.restart(ctx); rerr != nil {
+			return nil, fmt.Errorf("%w; %w", err, rerr)
+		}
+		if hold != nil {
+			return nil, fmt.Errorf("%w; services started again: %s", err, list(r.started))
+		}
+		return nil, err
+	}
+	if rerr := r.restart(ctx); rerr != nil {
+		// The archive is complete and verified; the programs are not
+		// running again.
+		res.Restarted = []string{}
+		res.Duration = time.Since(start)
+		return res, fmt.Errorf("archive %s written and verified, but %w", res.Path, rerr)
+	}
+	res.Restarted = r.started
+	res.Duration = time.Since(start)
+	return res, nil
+}
 
+// archiveHeld does the part of Create that runs while the services are
+// held: recover, scan, write, restart (r), sidecars, read-back, prune. On
+// failure it returns the path of an archive to remove, if one was renamed
+// into place.
+func archiveHeld(ctx context.Context, opts Options, roots []*root, exclude map[fileID]string, r *restarter, log *slog.Logger, prog Progress, now func() time.Time) (*Result, string, error) {
+	res := &Result{Encrypted: opts.Encrypt, Restarted: []string{}}
 	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, paths: opts.Paths, runtime: opts.Runtime, log: log, held: true})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	res.Recovered = rec
 
 	s, err := scan(roots, exclude, true)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	res.Files, res.Entries, res.Bytes, res.Skipped = s.files, len(s.items), s.bytes, s.skipped
 	for _, sk := range s.skipped {
@@ -188,7 +214,7 @@ func Create(ctx context.Context, opts Options) (res *Result, err error) {
 	prog.Event(Event{Kind: EventScanned, Files: s.files, Bytes: s.bytes})
 
 	m := &Manifest{Format: ManifestFormat, Created: now().UTC(), HbxVersion: opts.HbxVersion, Image: opts.Image,
-		Platform: opts.Platform, DataDir: opts.DataDir, Paths: opts.Paths, Files: make([]File, len(s.items))}
+		Platform: opts.Platform, DataDir: opts.DataDir, Paths: opts.Paths, Files: make([]File, len(s.items)), Skipped: s.left}
 	m.IndexDigest, m.ManifestDigest = recordedDigests(opts)
 	for i, it := range s.items {
 		m.Files[i] = it.File
@@ -205,36 +231,88 @@ func Create(ctx context.Context, opts Options) (res *Result, err error) {
 		return werr
 	})
 	if err != nil {
+		// atomicfile removed the temporary file.
 		if errors.Is(err, unix.ENOSPC) {
-			err = fmt.Errorf("%w in %s: %w (the partial archive was removed)", ErrNoSpace, opts.Dir, err)
+			return nil, "", fmt.Errorf("write archive: %w in %s: %w (the partial archive was removed)", ErrNoSpace, opts.Dir, err)
 		}
-		return nil, fmt.Errorf("write archive: %w", err)
+		return nil, "", fmt.Errorf("write archive: %w (the partial archive was removed)", err)
 	}
 	res.Path, res.Size, res.SHA256 = final, st.size, st.sha256
 	log.Info("archive written", "path", final, "size", st.size, "files", s.files)
 	prog.Event(Event{Kind: EventWritten, Path: final, Files: s.files, Bytes: st.size})
-	if err := releaseHold(); err != nil {
-		return nil, err
-	}
+	// The archive is durable: the services need not wait for the check.
+	rerr := r.restart(ctx)
 
 	info := Info{Path: final, Created: m.Created, Size: st.size, Encrypted: opts.Encrypt, Compression: opts.Compression,
 		SHA256: st.sha256, Files: s.files, Bytes: s.bytes, Image: m.Image, IndexDigest: m.IndexDigest,
 		ManifestDigest: m.ManifestDigest, HbxVersion: m.HbxVersion}
 	if err := writeSidecars(info); err != nil {
-		_ = removeArchive(final)
-		return nil, fmt.Errorf("write checksum file: %w (archive removed)", err)
+		return nil, final, fmt.Errorf("write checksum file: %w (archive removed)", err)
 	}
 	if err := readBack(ctx, final, pass, st); err != nil {
-		_ = removeArchive(final)
-		return nil, fmt.Errorf("verify the written archive: %w (archive removed)", err)
+		return nil, final, fmt.Errorf("verify the written archive: %w (archive removed)", err)
 	}
 	prog.Event(Event{Kind: EventVerified, Path: final})
-	if res.Pruned, err = prune(opts.Dir, opts.Name, opts.Keep); err != nil {
-		log.Warn("prune", "err", err)
-		err = nil
+	var perr error
+	if res.Pruned, perr = prune(opts.Dir, opts.Name, opts.Keep); perr != nil {
+		log.Warn("prune", "err", perr)
 	}
-	res.Duration = time.Since(start)
-	return res, nil
+	_ = rerr // Create reports it after the check
+	return res, "", nil
+}
+
+// restarter ends a Create's hold once and confirms that the programs it
+// stopped run again.
+type restarter struct {
+	hold Hold
+	svc  Services
+	wait time.Duration
+	log  *slog.Logger
+	prog Progress
+
+	done    bool
+	started []string // the programs confirmed running again
+	err     error
+}
+
+// defaultRestartWait bounds Services.WaitRunning when Options.HealthWait
+// is 0.
+const defaultRestartWait = 2 * time.Minute
+
+// restart releases the hold (once) and waits until the programs it
+// stopped are running and healthy again. The error wraps ErrNotRestarted
+// and names them.
+func (r *restarter) restart(ctx context.Context) error {
+	if r.done || r.hold == nil {
+		return r.err
+	}
+	r.done = true
+	stopped := r.hold.Running()
+	if err := r.hold.Release(); err != nil {
+		r.err = fmt.Errorf("%w: release the hold: %w (stopped: %s)", ErrNotRestarted, err, list(stopped))
+		return r.err
+	}
+	wait := r.wait
+	if wait <= 0 {
+		wait = defaultRestartWait
+	}
+	// An interrupted backup still learns whether the programs run again:
+	// the wait is bounded, not cancelled with ctx.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	err := r.svc.WaitRunning(wctx, stopped)
+	cancel()
+	if err != nil {
+		r.err = fmt.Errorf("%w: %s, stopped by this backup: %w", ErrNotRestarted, list(stopped), err)
+		r.log.Error("services not running again", "programs", stopped, "err", err)
+		return r.err
+	}
+	r.started = stopped
+	if r.started == nil {
+		r.started = []string{}
+	}
+	r.log.Info("services running again", "programs", stopped)
+	r.prog.Event(Event{Kind: EventStarted, Detail: strings.Join(stopped, ",")})
+	return nil
 }
 
 // readBack drops the archive's pages from the page cache (they are clean
@@ -439,8 +517,9 @@ func exclusions(dataDir string, paths []string, runtimeDir, stateDir, dir string
 
 // stopServices holds the services (or, without a supervisor, checks that
 // nothing uses dirs) and then checks that no other process holds files in
-// dirs.
-func stopServices(ctx context.Context, svc Services, dirs []string) (Hold, error) {
+// dirs. When one does, it releases the hold and waits (up to wait) until
+// the programs run again; the error says whether they do.
+func stopServices(ctx context.Context, svc Services, dirs []string, wait time.Duration, log *slog.Logger) (Hold, error) {
 	if svc == nil {
 		return nil, checkNotBusy(dirs)
 	}
@@ -449,8 +528,14 @@ func stopServices(ctx context.Context, svc Services, dirs []string) (Hold, error
 		return nil, fmt.Errorf("stop services: %w", err)
 	}
 	if err := checkNotBusy(dirs); err != nil {
-		rerr := h.Release()
-		return nil, errors.Join(fmt.Errorf("%w (services started again: %s)", err, list(h.Running())), rerr)
+		if h == nil {
+			return nil, err
+		}
+		r := &restarter{hold: h, svc: svc, wait: wait, log: log, prog: nopProgress{}}
+		if rerr := r.restart(ctx); rerr != nil {
+			return nil, fmt.Errorf("%w; %w", err, rerr)
+		}
+		return nil, fmt.Errorf("%w; services started again: %s", err, list(r.started))
 	}
 	return h, nil
 }

@@ -91,7 +91,7 @@ func decrypt(r *bufio.Reader, pass func() ([]byte, error)) (io.Reader, error) {
 			return nil, askErr
 		}
 		if asked {
-			askErr = ErrWrongPassphrase
+			askErr = errBadKey
 			return nil, askErr
 		}
 		asked = true
@@ -114,7 +114,9 @@ func decrypt(r *bufio.Reader, pass func() ([]byte, error)) (io.Reader, error) {
 		// Both mean the key derived from the passphrase does not decrypt
 		// the data; go-crypto reports the second when a wrong key's
 		// output happens to pass the quick check (a flaky "damaged").
-		return nil, ErrWrongPassphrase
+		// Damaged key packets (salt, S2K, encrypted session key) look the
+		// same: openArchive tells them apart when it can.
+		return nil, errBadKey
 	case strings.Contains(err.Error(), "not integrity protected"):
 		return nil, fmt.Errorf("%w: it has no MDC or AEAD (an old-style Symmetrically Encrypted Data packet); refusing to read it", ErrNotProtected)
 	default:
@@ -136,16 +138,25 @@ func (p *plainReader) Read(b []byte) (int, error) {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			err = fmt.Errorf("%w: encrypted data is cut short (truncated archive?)", ErrCorrupt)
 		} else {
-			err = fmt.Errorf("%w: encrypted data fails its integrity check: %w", ErrCorrupt, err)
+			err = fmt.Errorf("%w: encrypted data fails its integrity check (damaged or truncated archive): %w", ErrCorrupt, err)
 		}
 	}
 	return n, err
 }
 
-// ReadPassphraseFile returns the passphrase in path: its first line without
-// the line end, as `gpg --passphrase-file` reads it. The file must be a
-// regular file not readable or writable by group or others. Errors never
-// quote the content.
+// errBadKey: the key derived from the passphrase does not decrypt the
+// message: a wrong passphrase, or damaged key packets. openArchive turns
+// it into ErrWrongPassphrase, ErrCorrupt or ErrUndecryptable.
+var errBadKey = errors.New("the passphrase does not decrypt the archive")
+
+// ReadPassphraseFile returns the passphrase in path exactly as `gpg
+// --passphrase-file` reads it: the bytes of the first line up to the first
+// "\n" (or the end of the file), nothing stripped: a "\r" before the "\n"
+// (a CRLF file), leading and trailing spaces and tabs are part of the
+// passphrase. The file must be a regular file not readable or writable by
+// group or others, and the first line must not be empty. Errors never
+// quote the content. (hbx before this rule stripped one trailing "\r";
+// restores retry such archives, see LegacyPassphrase.)
 func ReadPassphraseFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -167,9 +178,18 @@ func ReadPassphraseFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("read passphrase file: %w", err)
 	}
 	line, _, _ := bytes.Cut(b, []byte("\n"))
-	line = bytes.TrimSuffix(line, []byte("\r"))
 	if len(line) == 0 {
 		return nil, fmt.Errorf("%w: passphrase file %s starts with an empty line", ErrNoPassphrase, path)
 	}
 	return line, nil
+}
+
+// LegacyPassphrase returns the form older hbx versions read from a
+// passphrase file whose first line ends in "\r" (a CRLF file): the line
+// without that "\r". ok is false when p does not end in "\r".
+func LegacyPassphrase(p []byte) (legacy []byte, ok bool) {
+	if len(p) < 2 || p[len(p)-1] != '\r' {
+		return nil, false
+	}
+	return p[:len(p)-1], true
 }

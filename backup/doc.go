@@ -21,8 +21,27 @@
 // `tar -czf - -C DATA .` names it; extra paths follow under .hbx-paths/.
 // Entries keep modes, numeric owners, mtimes to the nanosecond, symlinks
 // (verbatim), hardlinks, empty directories and extended attributes
-// (SCHILY.xattr.* records). Sockets, fifos and devices are left out and
-// reported.
+// (SCHILY.xattr.* records). Sockets, fifos and devices are left out:
+// Result.Skipped and the manifest's "skipped" list them, and Restore and
+// Verify report them.
+//
+// Names are bytes. Paths and symlink targets go into the tar as the
+// filesystem gives them (PAX records); in the manifest one that is not
+// valid UTF-8 is written as "path_b64" ("link_b64"), standard base64 of
+// the bytes, instead of "path" ("link"). Manifests with plain "path"
+// entries (all earlier ones) read as before.
+//
+// # Passphrases
+//
+// ReadPassphraseFile reads a passphrase file exactly as `gpg
+// --passphrase-file` does: the first line up to "\n" or the end of the
+// file, nothing stripped (a CRLF file's "\r", leading and trailing blanks
+// belong to the passphrase). When a passphrase that ends in "\r" does not
+// decrypt an archive, the form without it (what earlier hbx versions
+// used) is tried once and a note says so. A passphrase that does not
+// decrypt is reported as ErrCorrupt when the archive's bytes differ from
+// its .sha256 file, ErrWrongPassphrase when they match it, and
+// ErrUndecryptable ("wrong passphrase or damaged archive") without one.
 //
 // Reading accepts that format, GnuPG 2.4's (a v5 SKESK with an OCB AEAD
 // Encrypted Data packet), RFC 9580's (SEIPD v2), ASCII armor, gzip, zstd or
@@ -41,7 +60,15 @@
 //     directories (checked through /proc, ErrBusy); every file is hashed,
 //     then archived, and a file that changed in between fails the backup.
 //     The programs are started again as soon as the archive is durable,
-//     also when archiving failed.
+//     and Create waits (Options.HealthWait) until those it stopped are
+//     RUNNING and healthy (Services.WaitRunning).
+//   - Every failure after the programs were stopped (no space, a file
+//     that changed, the read-back check) removes the partial or
+//     unverified archive, starts the programs again, waits for them as
+//     above and names them in the error. When they are not running again
+//     (the supervisor died, a program is FATAL, the wait ran out), the
+//     error wraps ErrNotRestarted and names them; if the archive was
+//     complete and verified it is kept and the Result returned too.
 //   - The archive is written to a temporary file in the destination
 //     (atomicfile: fsync, rename, fsync of the directory), so no partial
 //     archive ever has an archive's name; then its pages are dropped from
@@ -59,9 +86,13 @@
 //     with package extract (chroot-like resolution, no entry outside the
 //     root; Literal: ".wh." names are data; Xattrs). Entries beneath a
 //     symlink, names with "..", absolute names, duplicates, hardlinks to
-//     anything but an earlier file, devices and fifos are refused.
+//     anything but an earlier file and devices are refused; a fifo in an
+//     archive without a manifest (GNU tar archives them) is left out and
+//     listed in RestoreResult.Notes.
 //   - Then the programs are stopped, the archive's runtime is installed if
-//     it is not the active one (a failure changes nothing), and each
+//     it is not the active one (a failure changes nothing, and the
+//     programs are started again and waited for as after a backup, the
+//     error naming them), and each
 //     staged directory is exchanged with the live one by one
 //     renameat2(RENAME_EXCHANGE): at every instant the path holds either
 //     the whole old tree or the whole new one. The old tree is kept as

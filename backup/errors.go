@@ -12,15 +12,24 @@ var (
 	// ErrNoPassphrase: the archive is encrypted (or encryption is asked
 	// for) and no passphrase was given, or the one given is empty.
 	ErrNoPassphrase = errors.New("no passphrase")
-	// ErrWrongPassphrase: the passphrase does not decrypt the archive.
+	// ErrWrongPassphrase: the passphrase does not decrypt the archive,
+	// whose bytes are known to be intact (they match the .sha256 file
+	// beside it).
 	ErrWrongPassphrase = errors.New("wrong passphrase")
+	// ErrUndecryptable: the passphrase does not decrypt the archive and
+	// nothing tells whether it is wrong or the archive's key packets are
+	// damaged (no .sha256 file beside it; the OpenPGP format cannot tell
+	// the two apart).
+	ErrUndecryptable = errors.New("wrong passphrase or damaged archive")
 	// ErrNotProtected: an OpenPGP message without integrity protection
 	// (a Symmetrically Encrypted Data packet without MDC), or one that is
 	// not encrypted at all. Such archives are never read.
 	ErrNotProtected = errors.New("archive is not integrity-protected")
 	// ErrCorrupt: the archive is truncated, fails its integrity check
 	// (OpenPGP MDC or AEAD tag, gzip CRC, zstd checksum, its .sha256 file),
-	// is not a tar stream, or its manifest does not parse.
+	// is not a tar stream, or its manifest does not parse. A passphrase
+	// that does not decrypt an archive whose bytes differ from its .sha256
+	// file is reported as ErrCorrupt, not as a wrong passphrase.
 	ErrCorrupt = errors.New("archive is damaged")
 	// ErrMismatch: an entry differs from what the manifest lists (content,
 	// size, type, mode or link), an entry is not listed, listed twice, or a
@@ -36,6 +45,10 @@ var (
 	// ErrUnhealthy: after a restore the services did not become healthy in
 	// time; the restore was undone.
 	ErrUnhealthy = errors.New("services did not become healthy")
+	// ErrNotRestarted: the programs a backup or restore stopped were not
+	// confirmed running again (the supervisor is gone, a program is FATAL,
+	// or they did not become RUNNING and healthy in time).
+	ErrNotRestarted = errors.New("programs not running again")
 	// ErrInvalid: bad options (relative paths, overlapping directories, an
 	// unknown compression); the CLI maps it to a usage error.
 	ErrInvalid = errors.New("invalid backup options")

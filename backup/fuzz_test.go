@@ -45,7 +45,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add(cheapEncrypt(f, tartest.New().Dir("./", 0o700).Symlink("l", "/").File("l/x", "x", 0o644).Bytes()))
 	f.Add([]byte("-----BEGIN PGP MESSAGE-----\n\njA0ECQMC\n-----END PGP MESSAGE-----\n"))
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0})
-	known := []error{ErrCorrupt, ErrMismatch, ErrWrongPassphrase, ErrNoPassphrase, ErrNotProtected,
+	known := []error{ErrCorrupt, ErrMismatch, ErrWrongPassphrase, ErrUndecryptable, ErrNoPassphrase, ErrNotProtected,
 		extract.ErrUnsafePath, extract.ErrBadLink, extract.ErrUnsupportedType}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -197,7 +197,7 @@ func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
 	case phaseSwapping:
 		var hold Hold
 		if !o.held {
-			if hold, err = stopServices(ctx, o.services, targets(j)); err != nil {
+			if hold, err = stopServices(ctx, o.services, targets(j), 0, o.log); err != nil {
 				return "", fmt.Errorf("undo interrupted restore: %w", err)
 			}
 		}

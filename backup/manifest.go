@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	digest "github.com/opencontainers/go-digest"
 )
@@ -31,6 +32,11 @@ const (
 	TypeDir      = "dir"
 	TypeSymlink  = "symlink"
 	TypeHardlink = "hardlink"
+	// Types of Manifest.Skipped entries, which are never archived.
+	TypeFifo        = "fifo"
+	TypeSocket      = "socket"
+	TypeCharDevice  = "character device"
+	TypeBlockDevice = "block device"
 )
 
 // Manifest is hbx-backup.json: what was archived, from where, by which
@@ -56,9 +62,19 @@ type Manifest struct {
 	Paths []string `json:"paths,omitempty"`
 	// Files lists every entry after the manifest, in archive order.
 	Files []File `json:"files"`
+	// Skipped lists what the data directory held and the archive leaves
+	// out: fifos, sockets and devices (Type TypeFifo, TypeSocket,
+	// TypeCharDevice, TypeBlockDevice), in scan order. Restore reports
+	// them.
+	Skipped []File `json:"skipped,omitempty"`
 }
 
 // File is one entry of the manifest.
+//
+// Names are bytes: Path and Link hold a file name or symlink target
+// exactly as the filesystem gave it. In JSON, one that is not valid UTF-8
+// is written as "path_b64" ("link_b64"), standard base64 of the bytes,
+// instead of "path" ("link"); both forms are read.
 type File struct {
 	// Path is the entry's archive path, slash-separated and clean: "." is
 	// the data directory itself, "db/x.sqlite" a file in it.
@@ -74,6 +90,54 @@ type File struct {
 	// Link is a symlink's target (verbatim) or the archive path of the
 	// file a hardlink shares.
 	Link string `json:"link,omitempty"`
+}
+
+// fileJSON is File's JSON form; see File.
+type fileJSON struct {
+	Path    string `json:"path,omitempty"`
+	PathB64 []byte `json:"path_b64,omitempty"`
+	Type    string `json:"type"`
+	Mode    uint32 `json:"mode"`
+	Size    int64  `json:"size,omitempty"`
+	SHA256  string `json:"sha256,omitempty"`
+	Link    string `json:"link,omitempty"`
+	LinkB64 []byte `json:"link_b64,omitempty"`
+}
+
+// MarshalJSON writes f with "path" and "link" when they are valid UTF-8,
+// else "path_b64" and "link_b64" (base64 of the bytes).
+func (f File) MarshalJSON() ([]byte, error) {
+	j := fileJSON{Path: f.Path, Type: f.Type, Mode: f.Mode, Size: f.Size, SHA256: f.SHA256, Link: f.Link}
+	if !utf8.ValidString(f.Path) {
+		j.Path, j.PathB64 = "", []byte(f.Path)
+	}
+	if !utf8.ValidString(f.Link) {
+		j.Link, j.LinkB64 = "", []byte(f.Link)
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads either form MarshalJSON writes. An entry with both
+// "path" and "path_b64" (or both link forms) is refused.
+func (f *File) UnmarshalJSON(b []byte) error {
+	var j fileJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*f = File{Path: j.Path, Type: j.Type, Mode: j.Mode, Size: j.Size, SHA256: j.SHA256, Link: j.Link}
+	if j.PathB64 != nil {
+		if j.Path != "" {
+			return fmt.Errorf("entry has both path %q and path_b64", j.Path)
+		}
+		f.Path = string(j.PathB64)
+	}
+	if j.LinkB64 != nil {
+		if j.Link != "" {
+			return fmt.Errorf("entry %q has both link and link_b64", f.Path)
+		}
+		f.Link = string(j.LinkB64)
+	}
+	return nil
 }
 
 // Totals returns the number of regular files and their content bytes.

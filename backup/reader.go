@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -43,6 +44,9 @@ type reader struct {
 	Manifest   *Manifest
 	Encrypted  bool
 	Compressed string
+	// Notes say how the archive was read when that needs telling (a
+	// legacy passphrase form).
+	Notes []string
 
 	want map[string]*File  // manifest entries by path
 	seen map[string]string // archive path -> type, entries read so far
@@ -64,8 +68,66 @@ type current struct {
 
 // openArchive opens path and reads up to the first data entry. A wrong
 // passphrase, an unreadable manifest or a stream that is neither OpenPGP,
-// gzip, zstd nor tar fails here.
-func openArchive(p string, pass PassphraseFunc) (r *reader, err error) {
+// gzip, zstd nor tar fails here. pass is called at most once.
+//
+// When the passphrase does not decrypt the archive and ends in "\r", the
+// form without it (LegacyPassphrase) is tried once, and a note says so.
+// When neither decrypts, the .sha256 file beside the archive decides: the
+// bytes differ (ErrCorrupt), they match (ErrWrongPassphrase), or there is
+// none (ErrUndecryptable).
+func openArchive(p string, pass PassphraseFunc) (*reader, error) {
+	var given []byte
+	once := func() ([]byte, error) {
+		if pass == nil {
+			return nil, ErrNoPassphrase
+		}
+		b, err := pass()
+		given = b
+		return b, err
+	}
+	r, err := openArchiveWith(p, once)
+	if !errors.Is(err, errBadKey) {
+		return r, err
+	}
+	if legacy, ok := LegacyPassphrase(given); ok {
+		r, lerr := openArchiveWith(p, func() ([]byte, error) { return legacy, nil })
+		if lerr == nil {
+			r.Notes = append(r.Notes, `decrypted with the passphrase file's first line without its trailing "\r", as earlier hbx versions read it; archives written now use the line as gpg reads it, "\r" included`)
+			return r, nil
+		}
+		if !errors.Is(lerr, errBadKey) {
+			return nil, lerr
+		}
+	}
+	return nil, keyFailure(p)
+}
+
+// keyFailure says why a passphrase did not decrypt the archive at p, as
+// far as the .sha256 file beside it tells.
+func keyFailure(p string) error {
+	b, err := os.ReadFile(p + ".sha256")
+	if err != nil {
+		return fmt.Errorf("%w (no readable %s.sha256 to tell a damaged archive apart)", ErrUndecryptable, filepath.Base(p))
+	}
+	want, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	f, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("%w: reopen archive: %w", ErrUndecryptable, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("%w: read archive: %w", ErrUndecryptable, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return fmt.Errorf("%w: it does not decrypt and its sha256 %s differs from %s.sha256 (%s): the archive's bytes changed, the passphrase may be right", ErrCorrupt, got, filepath.Base(p), want)
+	}
+	return fmt.Errorf("%w: the archive's bytes match %s.sha256", ErrWrongPassphrase, filepath.Base(p))
+}
+
+// openArchiveWith is openArchive with one passphrase; a passphrase that
+// does not decrypt fails with errBadKey.
+func openArchiveWith(p string, pass PassphraseFunc) (r *reader, err error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, fmt.Errorf("open archive: %w", err)
@@ -86,9 +148,6 @@ func openArchive(p string, pass PassphraseFunc) (r *reader, err error) {
 	}
 	var in io.Reader = br
 	if isOpenPGP(head) {
-		if pass == nil {
-			pass = func() ([]byte, error) { return nil, ErrNoPassphrase }
-		}
 		if in, err = decrypt(br, pass); err != nil {
 			return nil, err
 		}
@@ -168,6 +227,14 @@ func (r *reader) next() (*tar.Header, error) {
 		}
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			continue
+		}
+		if hdr.Typeflag == tar.TypeFifo && r.Manifest == nil {
+			// A plain tar of a data directory may hold a fifo; it is
+			// left out, and said (an hbx archive never holds one).
+			if p := cleanArchivePath(hdr.Name); p != "" && p != "." {
+				r.Notes = append(r.Notes, fmt.Sprintf("not restored: %q (fifo)", p))
+				continue
+			}
 		}
 		if err := r.check(hdr); err != nil {
 			return nil, &entryError{path: hdr.Name, err: err}
@@ -344,7 +411,7 @@ func (r *reader) finish() (int64, string, error) {
 // symptom, such as a garbled name or a manifest mismatch). It reads the
 // rest of the archive, so it is for failures only.
 func (r *reader) explain(err error) error {
-	if err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrWrongPassphrase) || errors.Is(err, ErrNoPassphrase) || errors.Is(err, ErrNotProtected) {
+	if err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrWrongPassphrase) || errors.Is(err, ErrUndecryptable) || errors.Is(err, ErrNoPassphrase) || errors.Is(err, ErrNotProtected) {
 		return err
 	}
 	r.cur = nil

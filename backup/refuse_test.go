@@ -121,7 +121,7 @@ func TestRefusals(t *testing.T) {
 			refusal{fmt.Sprintf("flipped byte at %d/8 of a plain archive", i), flip(plainBytes, len(plainBytes)*i/8), nil, ErrCorrupt, ""})
 	}
 	for _, tc := range append(flips, []refusal{
-		{"wrong passphrase", oursBytes, []byte("wrong"), ErrWrongPassphrase, ""},
+		{"wrong passphrase", oursBytes, []byte("wrong"), ErrUndecryptable, ""},
 		{"empty passphrase", oursBytes, []byte{}, ErrNoPassphrase, ""},
 		{"truncated to half", oursBytes[:len(oursBytes)/2], testPass, ErrCorrupt, ""},
 		{"last byte missing", oursBytes[:len(oursBytes)-1], testPass, ErrCorrupt, ""},

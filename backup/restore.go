@@ -144,6 +144,14 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	if m == nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("the archive has no %s: file contents, modes and completeness could not be checked, nor which runtime wrote it (the configured one is used)", ManifestName))
 	} else {
+		if len(m.Skipped) > 0 {
+			left := make([]string, len(m.Skipped))
+			for i, f := range m.Skipped {
+				left[i] = fmt.Sprintf("%q (%s)", f.Path, f.Type)
+			}
+			res.Notes = append(res.Notes, "the backup left out, so these are not restored: "+strings.Join(left, ", "))
+			log.Warn("not in the archive", "entries", left)
+		}
 		_, bytes := m.Totals()
 		if err := os.MkdirAll(filepath.Dir(roots[0].target), 0o755); err != nil {
 			return nil, fmt.Errorf("create parent of %s: %w", roots[0].target, err)
@@ -178,6 +186,10 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		return nil, fmt.Errorf("%w (nothing changed)", ar.explain(err))
 	}
 	res.Files, res.Entries, res.Bytes = ar.Files, ar.Entries, ar.Bytes
+	for _, n := range ar.Notes {
+		res.Notes = append(res.Notes, n)
+		log.Warn(n)
+	}
 	if err := atomicfile.SyncFS(j.Roots[0].Staging); err != nil {
 		return nil, err
 	}
@@ -197,7 +209,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	log.Info("archive verified into staging", "archive", opts.Archive, "files", ar.Files, "bytes", ar.Bytes)
 
 	// Stop, then make the archive's runtime active.
-	hold, err := stopServices(ctx, opts.Services, targets(j))
+	hold, err := stopServices(ctx, opts.Services, targets(j), opts.HealthWait, log)
 	if err != nil {
 		return nil, fmt.Errorf("%w (nothing changed)", err)
 	}
@@ -210,8 +222,20 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		return hold.Release()
 	}
 	defer func() {
-		if rerr := release(); rerr != nil && err == nil {
-			err = fmt.Errorf("start services again: %w", rerr)
+		// A failure before the services were released: start them again
+		// on the data as it is now, confirm they run, and say so.
+		if released {
+			return
+		}
+		released = true
+		r := &restarter{hold: hold, svc: opts.Services, wait: opts.HealthWait, log: log, prog: nopProgress{}}
+		switch rerr := r.restart(ctx); {
+		case err == nil:
+			err = rerr
+		case rerr != nil:
+			err = fmt.Errorf("%w; %w", err, rerr)
+		default:
+			err = fmt.Errorf("%w; services started again: %s", err, list(r.started))
 		}
 	}()
 	prog.Event(Event{Kind: EventStopped})

@@ -12,9 +12,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,7 +57,8 @@ type scanner struct {
 
 	items   []*item
 	links   map[fileID]int // first item index of each multiply linked file
-	skipped []string       // host paths left out: excluded directories, sockets, fifos, devices
+	skipped []string       // host paths left out, with why: excluded directories, sockets, fifos, devices
+	left    []File         // the sockets, fifos and devices among them, by archive path
 	bytes   int64          // regular file content bytes
 	files   int
 
@@ -171,7 +174,7 @@ func (s *scanner) walkDir(i int, d *os.File, rel, arch string) error {
 			return fmt.Errorf("lstat %s: %w", chost, err)
 		}
 		if why, ok := s.exclude[idOf(&st)]; ok {
-			s.skipped = append(s.skipped, chost+" ("+why+")")
+			s.skipped = append(s.skipped, shown(chost)+" ("+why+")")
 			continue
 		}
 		switch st.Mode & unix.S_IFMT {
@@ -219,10 +222,37 @@ func (s *scanner) walkDir(i int, d *os.File, rel, arch string) error {
 			it := s.newItem(i, crel, carch, TypeSymlink, &st)
 			it.Link = target
 		default:
-			s.skipped = append(s.skipped, chost+" (socket, fifo or device)")
+			typ := kindOf(st.Mode)
+			s.skipped = append(s.skipped, shown(chost)+" ("+typ+")")
+			s.left = append(s.left, File{Path: carch, Type: typ, Mode: uint32(st.Mode) & 0o7777})
 		}
 	}
 	return nil
+}
+
+// shown returns a host path for messages: as it is when it is valid
+// UTF-8, Go-quoted otherwise (so JSON output does not turn its bytes into
+// U+FFFD).
+func shown(p string) string {
+	if utf8.ValidString(p) {
+		return p
+	}
+	return strconv.Quote(p)
+}
+
+// kindOf names the file type of mode for what is not archived.
+func kindOf(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return TypeFifo
+	case unix.S_IFSOCK:
+		return TypeSocket
+	case unix.S_IFCHR:
+		return TypeCharDevice
+	case unix.S_IFBLK:
+		return TypeBlockDevice
+	}
+	return fmt.Sprintf("file type %#o", mode&unix.S_IFMT)
 }
 
 // bufPool holds the copy buffers of hashing and archiving.

@@ -14,7 +14,9 @@ type Services interface {
 	// Hold stops every supervised program, in reverse priority order, and
 	// returns once all are STOPPED (error wrapping ErrNotStopped
 	// otherwise). They stay stopped until Release, or until this process
-	// dies: the supervisor then starts them again.
+	// dies: the supervisor then starts them again. A nil Hold with a nil
+	// error means the caller already holds them (the pre-upgrade backup):
+	// nothing to release or to wait for.
 	Hold(ctx context.Context) (Hold, error)
 	// WaitHealthy starts every program that should run (autostart) and is
 	// not running (a released hold starts only those it stopped), then
@@ -22,6 +24,13 @@ type Services interface {
 	// program is RUNNING; an error when ctx ends first or a program is
 	// FATAL.
 	WaitHealthy(ctx context.Context) error
+	// WaitRunning starts nothing: it returns nil once every program in
+	// names is RUNNING and, when names holds Executor, its /api/health
+	// answers 200; an error saying which program is in which state when
+	// ctx ends first, a program is FATAL, or the supervisor no longer
+	// answers. Create calls it after releasing its hold, with the programs
+	// the hold stopped.
+	WaitRunning(ctx context.Context, names []string) error
 }
 
 // Hold is a set of programs kept stopped; see Services.Hold.
@@ -30,7 +39,8 @@ type Hold interface {
 	// hold began, in priority order: those Release starts again.
 	Running() []string
 	// Release ends the hold; the supervisor starts Running() again. It does
-	// not wait for them.
+	// not wait for them, and a nil error does not mean they run (the
+	// supervisor may be gone): Services.WaitRunning confirms it.
 	Release() error
 }
 

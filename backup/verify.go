@@ -20,13 +20,16 @@ type VerifyResult struct {
 	// Unchecked says what could not be checked: for an archive without a
 	// manifest, file contents, modes and completeness.
 	Unchecked []string
+	// Notes say how the archive was read when that needs telling (it
+	// decrypted only with the legacy passphrase form).
+	Notes []string
 }
 
 // Verify decrypts, decompresses and reads the archive at path to its end
 // without writing anything, and checks every entry against the manifest
 // (see reader). The error names the first bad entry (BadEntry) and wraps
-// ErrWrongPassphrase, ErrNotProtected, ErrCorrupt, ErrMismatch or
-// extract.ErrUnsafePath.
+// ErrWrongPassphrase, ErrUndecryptable, ErrNotProtected, ErrCorrupt,
+// ErrMismatch or extract.ErrUnsafePath.
 func Verify(ctx context.Context, path string, pass PassphraseFunc) (*VerifyResult, error) {
 	r, err := openArchive(path, pass)
 	if err != nil {
@@ -48,7 +51,7 @@ func Verify(ctx context.Context, path string, pass PassphraseFunc) (*VerifyResul
 		return nil, r.explain(err)
 	}
 	res := &VerifyResult{Path: path, Size: size, SHA256: sum, Encrypted: r.Encrypted, Compression: r.Compressed,
-		Manifest: r.Manifest, Entries: r.Entries, Files: r.Files, Bytes: r.Bytes}
+		Manifest: r.Manifest, Entries: r.Entries, Files: r.Files, Bytes: r.Bytes, Notes: r.Notes}
 	if r.Manifest == nil {
 		res.Unchecked = append(res.Unchecked, fmt.Sprintf("the archive has no %s: file contents, modes and completeness could not be checked, only that it decrypts, decompresses and reads as tar to its end", ManifestName))
 	}

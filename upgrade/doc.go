@@ -14,7 +14,10 @@
 //  3. Stage the new release beside the active one (published under
 //     releases/, current untouched) while the services keep running.
 //  4. Hold the services stopped and take a cold backup of the data
-//     (tagged pre-upgrade, recording the old digests).
+//     (tagged pre-upgrade, recording the old digests). When it fails, the
+//     upgrade is aborted: the hold is released, the services are waited
+//     for on the old release (HealthWait), and the error names those
+//     started again and whether they are healthy.
 //  5. Pin the new release in the config file, activate it, release the
 //     hold, and wait until the services are healthy on it.
 //  6. On any failure after step 5 began: roll back (below) and return an

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
@@ -253,17 +254,40 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 			}
 		}
 	}()
+	// resume ends the hold after a failure before activation and waits
+	// until the services are healthy again on the old release; the error
+	// says whether they are, and which were started again.
+	resume := func(cause error) error {
+		held = false
+		names := "the services"
+		if r, ok := hold.(interface{ Running() []string }); ok {
+			names = "none were running"
+			if len(r.Running()) > 0 {
+				names = strings.Join(r.Running(), ", ")
+			}
+		}
+		if rerr := hold.Release(); rerr != nil {
+			return fmt.Errorf("%w; start the services again (%s): %w", cause, names, rerr)
+		}
+		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		werr := opts.Services.WaitHealthy(hctx, old)
+		cancel()
+		if werr != nil {
+			return fmt.Errorf("%w; services started again: %s, but not healthy on %s: %w", cause, names, old, werr)
+		}
+		return fmt.Errorf("%w; services started again: %s (healthy on %s)", cause, names, old)
+	}
 	opts.Step("backing-up")
 	if j.Backup, err = opts.Data.Backup(ctx, old); err != nil {
-		return nil, abort(fmt.Errorf("pre-upgrade backup: %w", err))
+		return nil, abort(resume(fmt.Errorf("pre-upgrade backup: %w", err)))
 	}
 	res.Backup = j.Backup
 	if err := j.write(opts.RuntimeDir, PhaseBackedUp, opts.Now()); err != nil {
-		return nil, abort(err)
+		return nil, abort(resume(err))
 	}
 
 	if err := j.write(opts.RuntimeDir, PhaseActivating, opts.Now()); err != nil {
-		return nil, abort(err)
+		return nil, abort(resume(err))
 	}
 	opts.Step("activating")
 	fail := func(cause error) error {

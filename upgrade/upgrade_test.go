@@ -140,7 +140,7 @@ func TestUpgrade(t *testing.T) {
 			setup:     func(f *fake, _ *Options) { f.failBackup = boom },
 			target:    Target{Image: newRel.Image, Index: newRel.Index},
 			wantErr:   boom,
-			wantCalls: []string{"stage", "hold", "backup", "release"},
+			wantCalls: []string{"stage", "hold", "backup", "release", "wait"},
 			wantPhase: PhaseAborted, wantCur: oldRel,
 		},
 		{
@@ -212,7 +212,7 @@ func TestAbortKeepsPriorUpgrade(t *testing.T) {
 	if _, err := Upgrade(ctx, opts, Target{Image: f.staged.Image, Index: f.staged.Index}); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Upgrade() with a failing backup = %v, want the backup's error", err)
 	}
-	if diff := cmp.Diff(f.calls, []string{"stage", "hold", "backup", "release"}); diff != "" {
+	if diff := cmp.Diff(f.calls, []string{"stage", "hold", "backup", "release", "wait"}); diff != "" {
 		t.Errorf("calls (-got +want):\n%s", diff)
 	}
 	j, _ := ReadJournal(opts.RuntimeDir)

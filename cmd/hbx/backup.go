@@ -54,9 +54,19 @@ programs are stopped, so the database and keys are never torn:
      backup.passphrase_file or asked on the terminal), to a temporary file
      in backup.dir, fsynced, renamed to <name>-<UTC time>.tar.gz.gpg, mode
      0600, with a .sha256 file beside it;
-  5. start the programs again (also when archiving failed, and it says so);
+  5. start the programs again and wait (backup.health_wait) until those it
+     stopped are RUNNING and Executor answers /api/health; the output
+     names them; when they do not run again (the supervisor died, a program
+     is FATAL), it says so and exits 1;
   6. read the archive back and check it against its manifest;
   7. remove archives beyond backup.keep.
+
+Any failure after step 3 (no space, a file changing while archived, the
+read-back check) prints one line, exits 1, removes the partial archive and
+starts the programs again as in step 5, naming them. Sockets, fifos and
+devices are not archived: each gets a warning line. The passphrase file is
+read as gpg --passphrase-file reads it (the first line, nothing stripped,
+a CRLF file's \r included).
 
 "gpg --decrypt ARCHIVE | tar -xz" reads the archives. The runtime directory
 and executor.state_dir are never archived. --no-encrypt writes a plaintext
@@ -96,6 +106,7 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		PlatformDigest: platformPin(cfg),
 		HbxVersion:     buildinfo.Version,
 		LockWait:       cfg.Backup.LockWait,
+		HealthWait:     cfg.Backup.HealthWait,
 		Runtime:        installRuntime{g: g, cfg: cfg},
 		Logger:         g.log,
 	}
@@ -119,6 +130,11 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		opts.Progress = newBackupJSONProgress(g.stdout)
 	}
 	res, err := backup.Create(ctx, opts)
+	if res != nil {
+		for _, s := range res.Skipped {
+			fmt.Fprintf(g.stderr, "hbx: warning: not archived: %s\n", s)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
@@ -138,13 +154,10 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 	if svc == nil {
 		b.WriteString("  no supervisor runs: nothing was stopped\n")
 	} else {
-		fmt.Fprintf(&b, "  programs stopped and started again: %s\n", joinOr(res.Restarted, "none were running"))
+		fmt.Fprintf(&b, "  programs stopped and running again: %s\n", joinOr(res.Restarted, "none were running"))
 	}
 	if res.Recovered != "" {
 		fmt.Fprintf(&b, "  first %s\n", res.Recovered)
-	}
-	for _, s := range res.Skipped {
-		fmt.Fprintf(&b, "  not archived: %s\n", s)
 	}
 	for _, p := range res.Pruned {
 		fmt.Fprintf(&b, "  removed old archive %s\n", p)
@@ -229,6 +242,7 @@ end and the output says what could not be checked.`,
 				return json.NewEncoder(g.stdout).Encode(map[string]any{
 					"path": res.Path, "size": res.Size, "sha256": res.SHA256, "encrypted": res.Encrypted, "compression": res.Compression,
 					"manifest": res.Manifest != nil, "entries": res.Entries, "files": res.Files, "bytes": res.Bytes, "unchecked": res.Unchecked,
+					"notes": res.Notes,
 				})
 			}
 			what := "every entry matches the manifest"
@@ -238,6 +252,14 @@ end and the output says what could not be checked.`,
 			fmt.Fprintf(g.stdout, "ok: %s: %d entries, %d files (%s), %s\n", res.Path, res.Entries, res.Files, units.Bytes(res.Bytes), what)
 			for _, u := range res.Unchecked {
 				fmt.Fprintf(g.stdout, "  not checked: %s\n", u)
+			}
+			for _, n := range res.Notes {
+				fmt.Fprintf(g.stdout, "  note: %s\n", n)
+			}
+			if res.Manifest != nil {
+				for _, f := range res.Manifest.Skipped {
+					fmt.Fprintf(g.stdout, "  not in the archive: %q (%s)\n", f.Path, f.Type)
+				}
 			}
 			return nil
 		},
@@ -363,12 +385,32 @@ func (s *supervisorServices) WaitHealthy(ctx context.Context) error {
 			return err
 		}
 	}
+	return s.waitUp(ctx, s.autostart, true)
+}
+
+// WaitRunning starts nothing: it waits until every program of names is
+// RUNNING and, when Executor is among them, /api/health answers 200.
+func (s *supervisorServices) WaitRunning(ctx context.Context, names []string) error {
+	return s.waitUp(ctx, names, slices.Contains(names, config.ExecutorProgram))
+}
+
+// waitUp polls the supervisor until every program of names is RUNNING
+// and, with probe, the health probe passes. It fails at once when a
+// program is FATAL or no supervisor answers on the socket any more (the
+// programs it ran are gone with it), and when ctx ends, saying the last
+// state seen.
+func (s *supervisorServices) waitUp(ctx context.Context, names []string, probe bool) error {
 	last := errors.New("not checked yet")
 	for {
 		sts, err := s.c.Status(ctx)
-		if err == nil {
+		switch {
+		case errors.Is(err, supervisor.ErrNotRunning):
+			return fmt.Errorf("the supervisor is gone: %w", err)
+		case err != nil:
+			last = err
+		default:
 			last = nil
-			for _, n := range s.autostart {
+			for _, n := range names {
 				i := slices.IndexFunc(sts, func(st supervisor.Status) bool { return st.Name == n })
 				if i < 0 {
 					continue
@@ -379,7 +421,7 @@ func (s *supervisorServices) WaitHealthy(ctx context.Context) error {
 					last = fmt.Errorf("%s is %s", n, st.State)
 				}
 			}
-			if last == nil {
+			if last == nil && probe {
 				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				last = s.probe.Check(pctx)
 				cancel()
@@ -387,8 +429,6 @@ func (s *supervisorServices) WaitHealthy(ctx context.Context) error {
 			if last == nil {
 				return nil
 			}
-		} else {
-			last = err
 		}
 		select {
 		case <-ctx.Done():

@@ -336,13 +336,13 @@ type upgradeData struct {
 }
 
 // heldServices is backup.Services while the upgrade holds the programs
-// stopped itself: nothing more to stop, nothing to start.
+// stopped itself: nothing more to stop (a nil Hold), nothing to start;
+// the upgrade starts them again and says so.
 type heldServices struct{}
 
-func (heldServices) Hold(context.Context) (backup.Hold, error) { return heldServices{}, nil }
-func (heldServices) WaitHealthy(context.Context) error         { return nil }
-func (heldServices) Running() []string                         { return nil }
-func (heldServices) Release() error                            { return nil }
+func (heldServices) Hold(context.Context) (backup.Hold, error)   { return nil, nil }
+func (heldServices) WaitHealthy(context.Context) error           { return nil }
+func (heldServices) WaitRunning(context.Context, []string) error { return nil }
 
 func (d *upgradeData) passphrase() ([]byte, error) {
 	if d.pass != nil {

@@ -73,7 +73,8 @@ type Backup struct {
 	LockWait time.Duration
 	// HealthWait is how long a restore waits for Executor's health check
 	// and every program RUNNING on the restored data before putting the
-	// old data back (backup.health_wait). Positive. Default 2m.
+	// old data back, and how long a backup waits for the programs it
+	// stopped to run again (backup.health_wait). Positive. Default 2m.
 	HealthWait time.Duration
 }
 
