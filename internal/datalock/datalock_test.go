@@ -119,8 +119,11 @@ func TestLiveOwnerRefuses(t *testing.T) {
 	c, _ := holder(t, "owner", data)
 	pid := c.Process.Pid
 	for what, err := range map[string]error{
-		"Check":   Check(data),
-		"Acquire": func() error { _, err := Acquire(context.Background(), data, Options{Command: "second", StopLeftovers: true}); return err }(),
+		"Check": Check(data),
+		"Acquire": func() error {
+			_, err := Acquire(context.Background(), data, Options{Command: "second", StopLeftovers: true})
+			return err
+		}(),
 	} {
 		var be *BusyError
 		if !errors.As(err, &be) || !errors.Is(err, ErrBusy) {
