@@ -112,6 +112,11 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
+	unlock, err := lockDataUnsupervised(ctx, g, cfg, svc, "hbx backup")
+	defer unlock()
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
 	if svc != nil {
 		opts.Services = svc
 	}

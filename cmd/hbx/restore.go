@@ -96,6 +96,11 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, archive str
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	unlock, err := lockDataUnsupervised(ctx, g, cfg, svc, "hbx restore")
+	defer unlock()
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
 	if svc != nil {
 		opts.Services = svc
 	}
