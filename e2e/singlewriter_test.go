@@ -96,31 +96,55 @@ func refusal(t *testing.T, what string, r result, holder string) {
 	}
 }
 
-// One Executor per data directory, whoever starts it; nothing a
-// supervisor started outlives it unseen.
-func TestSingleWriterE2E(t *testing.T) {
-	requireE2E(t)
-	b := installedBox(t)
+// appenderBox is an installed box whose supervisor runs Executor and the
+// appender; it returns the supervisor once both are RUNNING.
+func appenderBox(t *testing.T) (b *box, s *supervised, dir string) {
+	t.Helper()
+	b = installedBox(t)
 	socket, dir := supervisorConfig(t, b, appenderProgram)
-	escapees := func() []int { return lines(filepath.Join(dir, "escapees")) }
-	appends := filepath.Join(dir, "appends")
-
-	s := startSupervise(t, b, socket, dir)
+	s = startSupervise(t, b, socket, dir)
 	healthyAt(t, b.port, 60*time.Second)
 	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Running, "appender": supervisor.Running})
-	holder := fmt.Sprintf("pid %d (hbx supervise) since ", s.cmd.Process.Pid)
+	return b, s, dir
+}
 
-	// A second supervisor on another socket and port, and hbx run
-	// executor, refuse before starting anything.
-	other := filepath.Join(filepath.Dir(socket), "other.sock")
+// One Executor per data directory, whoever starts it: a second supervisor
+// on another socket and port, hbx run executor beside a supervisor, and
+// supervise, backup or a second run beside hbx run executor refuse, naming
+// the holder, before they start anything.
+func TestSingleWriterE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, dir := appenderBox(t)
+	holder := fmt.Sprintf("pid %d (hbx supervise) since ", s.cmd.Process.Pid)
+	other := filepath.Join(filepath.Dir(s.socket), "other.sock")
 	r := hbxEnv(t, b, []string{"HBX_SUPERVISOR_SOCKET=" + other, fmt.Sprintf("HBX_EXECUTOR_PORT=%d", freePort(t))}, 30*time.Second, "supervise")
 	refusal(t, "hbx supervise on another socket and port", r, holder)
 	refusal(t, "hbx run executor beside hbx supervise", hbxEnv(t, b, nil, 30*time.Second, "run", "executor"), holder)
-	if n := len(escapees()); n != 1 {
+	if n := len(lines(filepath.Join(dir, "escapees"))); n != 1 {
 		t.Errorf("%d appenders started, want 1", n)
 	}
+	if r := b.hbx("shutdown"); r.code != 0 {
+		t.Fatalf("hbx shutdown = %d\n%s", r.code, r.stderr)
+	}
+	<-s.exited
 
-	// A process that left its group (setsid) is stopped with its program.
+	stop := runExecutor(t, b)
+	runHolder := "(hbx run executor) since "
+	refusal(t, "hbx supervise beside hbx run executor", hbxEnv(t, b, nil, 30*time.Second, "supervise"), runHolder)
+	refusal(t, "hbx backup beside hbx run executor", hbxEnv(t, b, nil, 30*time.Second, "backup", "--no-encrypt"), runHolder)
+	refusal(t, "hbx run executor twice", hbxEnv(t, b, nil, 30*time.Second, "run", "executor"), runHolder)
+	stop()
+	if r := b.hbx("backup", "--no-encrypt"); r.code != 0 {
+		t.Errorf("hbx backup with nothing running = %d\n%s", r.code, r.stderr)
+	}
+}
+
+// A process that left its program's group (setsid) is stopped with the
+// program, so a start never runs a second copy beside it.
+func TestSetsidEscapeE2E(t *testing.T) {
+	requireE2E(t)
+	b, _, dir := appenderBox(t)
+	escapees := func() []int { return lines(filepath.Join(dir, "escapees")) }
 	first := escapees()[0]
 	if r := b.hbx("stop", "appender"); r.code != 0 {
 		t.Fatalf("hbx stop appender = %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -132,9 +156,20 @@ func TestSingleWriterE2E(t *testing.T) {
 		t.Fatalf("hbx start appender = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	waitFor(t, "the restarted appender", 10*time.Second, func() bool { return len(escapees()) == 2 })
+	if !processGone(first) {
+		t.Errorf("two copies: the first appender %d lives beside the second", first)
+	}
+}
 
-	// kill -9 of the supervisor: the escaped appender lives on...
-	old := escapees()[1]
+// After kill -9 of the supervisor its program's escaped process lives on;
+// the next supervisor stops it, and says so, before it starts anything:
+// never two writers at once.
+func TestKilledSupervisorE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, dir := appenderBox(t)
+	escapees := func() []int { return lines(filepath.Join(dir, "escapees")) }
+	appends := filepath.Join(dir, "appends")
+	old := escapees()[0]
 	s.cmd.Process.Kill()
 	<-s.exited
 	n := len(lines(appends))
@@ -142,12 +177,11 @@ func TestSingleWriterE2E(t *testing.T) {
 	if processGone(old) {
 		t.Fatal("the appender died with its supervisor; the test shows nothing")
 	}
-	// ...until the next supervisor stops it, before it starts anything.
-	s2 := startSupervise(t, b, socket, dir)
+	s2 := startSupervise(t, b, s.socket, dir)
 	healthyAt(t, b.port, 60*time.Second)
 	s2.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Running, "appender": supervisor.Running})
-	waitFor(t, "the new appender", 10*time.Second, func() bool { return len(escapees()) == 3 })
-	fresh := escapees()[2]
+	waitFor(t, "the new appender", 10*time.Second, func() bool { return len(escapees()) == 2 })
+	fresh := escapees()[1]
 	waitFor(t, "the new appender's first line", 10*time.Second, func() bool { return slices.Contains(lines(appends), fresh) })
 	if !processGone(old) {
 		t.Errorf("the old appender %d lives beside the new one", old)
@@ -169,17 +203,23 @@ func TestSingleWriterE2E(t *testing.T) {
 	if i, j := strings.Index(log, "stopped a process left running"), strings.Index(log, "msg=spawned"); i < 0 || j < i {
 		t.Errorf("the new supervisor spawned before it stopped the leftovers:\n%s", log)
 	}
+}
 
-	// HUP reopens the logs; QUIT stops everything and exits 0.
-	s2.cmd.Process.Signal(syscall.SIGHUP)
+// HUP reopens the log files and the supervisor runs on; QUIT stops every
+// program and exits 0 (both used to kill it at once, leaving its programs).
+func TestSupervisorSignalsE2E(t *testing.T) {
+	requireE2E(t)
+	_, s, dir := appenderBox(t)
+	fresh := lines(filepath.Join(dir, "escapees"))[0]
+	s.cmd.Process.Signal(syscall.SIGHUP)
 	waitFor(t, "the HUP to be logged", 10*time.Second, func() bool {
-		return strings.Contains(readFile(t, s2.log), `msg="signal: reopened log files" signal=SIGHUP`)
+		return s.cmd.ProcessState != nil || strings.Contains(readFile(t, s.log), `msg="signal: reopened log files" signal=SIGHUP`)
 	})
-	exe := s2.waitStates(5*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	exe := s.waitStates(5*time.Second, map[string]supervisor.State{"executor": supervisor.Running, "appender": supervisor.Running})
 	execPID := statusOf(exe, "executor").PID
-	s2.cmd.Process.Signal(syscall.SIGQUIT)
+	s.cmd.Process.Signal(syscall.SIGQUIT)
 	select {
-	case err := <-s2.exited:
+	case err := <-s.exited:
 		if err != nil {
 			t.Errorf("hbx supervise after SIGQUIT: %v, want exit 0", err)
 		}
@@ -188,17 +228,5 @@ func TestSingleWriterE2E(t *testing.T) {
 	}
 	if !processGone(execPID) || !processGone(fresh) {
 		t.Errorf("after SIGQUIT: executor %d gone=%v, appender %d gone=%v; want both gone", execPID, processGone(execPID), fresh, processGone(fresh))
-	}
-
-	// Without a supervisor: hbx run executor holds the data directory;
-	// supervise, a backup and a restore refuse, naming it.
-	stop := runExecutor(t, b)
-	runHolder := "(hbx run executor) since "
-	refusal(t, "hbx supervise beside hbx run executor", hbxEnv(t, b, nil, 30*time.Second, "supervise"), runHolder)
-	refusal(t, "hbx backup beside hbx run executor", hbxEnv(t, b, nil, 30*time.Second, "backup", "--no-encrypt"), runHolder)
-	refusal(t, "hbx run executor twice", hbxEnv(t, b, nil, 30*time.Second, "run", "executor"), runHolder)
-	stop()
-	if r := b.hbx("backup", "--no-encrypt"); r.code != 0 {
-		t.Errorf("hbx backup with nothing running = %d\n%s", r.code, r.stderr)
 	}
 }
