@@ -102,6 +102,11 @@ func appenderBox(t *testing.T) (b *box, s *supervised, dir string) {
 	t.Helper()
 	b = installedBox(t)
 	socket, dir := supervisorConfig(t, b, appenderProgram)
+	t.Cleanup(func() { // runs after the supervisors' cleanups
+		for _, pid := range lines(filepath.Join(dir, "escapees")) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	s = startSupervise(t, b, socket, dir)
 	healthyAt(t, b.port, 60*time.Second)
 	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Running, "appender": supervisor.Running})

@@ -221,6 +221,7 @@ func TestKilledSupervisorLeftoversStopped(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	t.Cleanup(func() { syscall.Kill(fresh, syscall.SIGKILL) })
 	if !processGone(old) {
 		t.Errorf("the old grandchild %d still lives beside the new program", old)
 	}
