@@ -49,7 +49,9 @@
 //     makes the program's processes visible wherever they went: a stop
 //     sends stopsignal, then SIGKILL, to those that left the process group
 //     too (setsid, setpgid), reports STOPPED only once they are gone, and
-//     Status names them while it waits; a start waits for them. Before it
+//     Status names them while it waits; a start waits for them, and a
+//     leader's exit takes them along as it takes its group (a program must
+//     not daemonize, as under supervisord). Before it
 //     starts anything, Run stops (stopsignal, stopwaitsecs, SIGKILL) every
 //     process a previous supervisor left holding a marker (it was killed
 //     with SIGKILL), logs each one, and fails if one cannot be stopped.

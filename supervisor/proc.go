@@ -84,6 +84,7 @@ type proc struct {
 	lastProbeErr   error
 	probeCh        chan probeResult
 	escaped        []procscan.Process // marked processes outside the group, at the last check
+	scannedAt      time.Time          // when escaped was last looked for
 	waiting        string             // the leftovers a stop or start waits for, shown by Status
 	startWaiters   []chan error
 	stopWaiters    []chan error
@@ -197,7 +198,7 @@ func (p *proc) handle(ctx context.Context, r request) {
 // step does whatever is due now.
 func (p *proc) step(ctx context.Context) {
 	now := time.Now()
-	if p.term.active && !p.term.killed && !now.Before(p.term.killAt) && (p.othersAlive() || p.pid != 0) {
+	if p.term.active && !p.term.killed && !now.Before(p.term.killAt) && (p.rescan() || p.pid != 0) {
 		p.s.log.Warn("stopwaitsecs passed, killing the process group", "program", p.spec.Name, "pgid", p.pgid, "escaped", procscan.Join(p.escaped))
 		if p.pgid > 0 {
 			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
@@ -400,6 +401,7 @@ func (p *proc) beginTerm(now time.Time) {
 	if p.pgid > 0 {
 		_ = syscall.Kill(-p.pgid, p.stopSignal())
 	}
+	p.scannedAt = time.Time{} // look for escaped processes now
 	p.othersAlive()
 	p.signalEscaped()
 }
@@ -413,7 +415,13 @@ const escapedPoll = 50 * time.Millisecond
 // holds its marker outside the group (it called setsid or setpgid). It
 // updates p.escaped.
 func (p *proc) othersAlive() bool {
-	p.escaped = nil
+	group := groupAlive(p.pgid)
+	// While the group lives the answer is known; rescan for escaped
+	// processes at most every escapedPoll (a scan reads all of /proc).
+	if group && time.Since(p.scannedAt) < escapedPoll {
+		return true
+	}
+	p.escaped, p.scannedAt = nil, time.Now()
 	if p.marker != nil {
 		if m, err := procscan.Openers(p.markerID); err != nil {
 			p.s.log.Warn("look for the program's processes", "program", p.spec.Name, "err", err)
@@ -425,7 +433,13 @@ func (p *proc) othersAlive() bool {
 			}
 		}
 	}
-	return groupAlive(p.pgid) || len(p.escaped) > 0
+	return group || len(p.escaped) > 0
+}
+
+// rescan is othersAlive without the throttle.
+func (p *proc) rescan() bool {
+	p.scannedAt = time.Time{}
+	return p.othersAlive()
 }
 
 // signalEscaped sends the escaped processes the signal of the current
