@@ -29,8 +29,7 @@ func IDOf(f *os.File) (FileID, error) {
 	return FileID{Dev: uint64(st.Dev), Ino: st.Ino}, nil
 }
 
-// IDOfPath returns the FileID of the file at path (not following a final
-// symlink is not needed: marker files are regular files).
+// IDOfPath returns the FileID of the file at path, following symlinks.
 func IDOfPath(path string) (FileID, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
