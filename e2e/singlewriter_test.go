@@ -235,3 +235,50 @@ func TestSupervisorSignalsE2E(t *testing.T) {
 		t.Errorf("after SIGQUIT: executor %d gone=%v, appender %d gone=%v; want both gone", execPID, processGone(execPID), fresh, processGone(fresh))
 	}
 }
+
+// A process that holds the data lock while no owner lives (what a killed
+// supervisor or hbx run executor leaves) makes a backup refuse, naming it,
+// and is stopped by the next hbx supervise before Executor starts.
+func TestDataLockLeftoversE2E(t *testing.T) {
+	requireE2E(t)
+	b := installedBox(t)
+	socket, dir := supervisorConfig(t, b, "")
+	lockPath := filepath.Join(filepath.Dir(b.dataDir), ".data.lock")
+	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	left := exec.Command("sleep", "1000")
+	left.ExtraFiles = []*os.File{f}
+	left.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := left.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close() // the sleep alone holds the lock now, like a dead owner's payload
+	exited := make(chan error, 1)
+	go func() { exited <- left.Wait() }()
+	t.Cleanup(func() { left.Process.Kill() })
+	pid := left.Process.Pid
+
+	r := hbxEnv(t, b, nil, 30*time.Second, "backup", "--no-encrypt")
+	refusal(t, "hbx backup beside a leftover", r, fmt.Sprintf("is held by pid %d (sleep), left running by ", pid))
+
+	s := startSupervise(t, b, socket, dir)
+	healthyAt(t, b.port, 60*time.Second)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the leftover %d still runs beside the new supervisor's Executor", pid)
+	}
+	log := readFile(t, s.log)
+	i := strings.Index(log, fmt.Sprintf(`msg="stopped a process left running on the data directory by an owner that is gone" pid=%d command=sleep `, pid))
+	if j := strings.Index(log, "msg=spawned"); i < 0 || j < i {
+		t.Errorf("hbx supervise did not say it stopped %d before it spawned Executor:\n%s", pid, log)
+	}
+}
