@@ -51,10 +51,13 @@
 //     too (setsid, setpgid), reports STOPPED only once they are gone, and
 //     Status names them while it waits; a start waits for them, and a
 //     leader's exit takes them along as it takes its group (a program must
-//     not daemonize, as under supervisord). Before it
+//     not daemonize, as under supervisord). Each spawn also records its
+//     process group and its leader's start time in <name>.group. Before it
 //     starts anything, Run stops (stopsignal, stopwaitsecs, SIGKILL) every
-//     process a previous supervisor left holding a marker (it was killed
-//     with SIGKILL), logs each one, and fails if one cannot be stopped.
+//     process a previous supervisor left (it was killed with SIGKILL): the
+//     members of each recorded group (unless the group id was reused:
+//     members older than the recorded leader) and every holder of a
+//     marker; it logs each one, and fails if one cannot be stopped.
 //     None of this depends on being a subreaper.
 //   - With Options.HandleSignals, Run never dies of a signal that can be
 //     caught (Signals): TERM, INT and QUIT are a Shutdown, HUP and USR1
@@ -68,7 +71,8 @@
 //     a SIGKILL of the supervisor the leader gets SIGKILL (parent-death
 //     signal) but its other descendants survive unseen.
 //   - A descendant that closes its inherited marker descriptor and leaves
-//     the process group is invisible; so are processes of other users when
+//     the process group (Python's subprocess with start_new_session does
+//     both) is invisible; so are processes of other users when
 //     the supervisor is not root (their /proc/PID/fd cannot be read).
 //   - Signals 32, 33 and 34 (reserved for the C library) cannot be caught
 //     by a Go program and still end it; SIGKILL cannot be caught at all.

@@ -37,7 +37,8 @@ import (
 //	              "<own pid> <leaf pid>" in DIR/pids, sleep
 //	leave-setsid  leave-child, with the grandchild in a session of its own
 //	fork-append   start an "append-leaf" (pid in DIR/pids), sleep
-//	append-leaf   ignore SIGTERM; append "<pid>" to DIR/appends every 2ms
+//	append-leaf   ignore SIGTERM; append "<pid>" to DIR/appends every 2ms;
+//	              with HBXTEST_ARG=close, close the inherited marker first
 //	tick          write a line to stdout every 10ms
 //	supervise     run a Supervisor in this process (a real supervisor
 //	              process for signal and kill -9 tests): state directory
@@ -145,6 +146,13 @@ func helper(name string) int {
 		return forever()
 	case "append-leaf":
 		signal.Ignore(syscall.SIGTERM)
+		if arg == "close" {
+			for fd := 3; fd < 10; fd++ {
+				if l, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && strings.HasSuffix(l, ".marker") {
+					syscall.Close(fd)
+				}
+			}
+		}
 		for {
 			appendLine("appends", strconv.Itoa(os.Getpid()))
 			time.Sleep(2 * time.Millisecond)

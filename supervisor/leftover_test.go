@@ -110,7 +110,7 @@ type supervisorProcess struct {
 	done chan error
 }
 
-func startSupervisorProcess(t *testing.T, state, dir, prog, logName string) *supervisorProcess {
+func startSupervisorProcess(t *testing.T, state, dir, prog, logName string, env ...string) *supervisorProcess {
 	t.Helper()
 	logPath := filepath.Join(dir, logName)
 	f, err := os.Create(logPath)
@@ -119,7 +119,7 @@ func startSupervisorProcess(t *testing.T, state, dir, prog, logName string) *sup
 	}
 	defer f.Close()
 	c := exec.Command(os.Args[0])
-	c.Env = append(os.Environ(), "HBXTEST_HELPER=supervise", "HBXTEST_STATE="+state, "HBXTEST_DIR="+dir, "HBXTEST_PROG="+prog)
+	c.Env = append(append(os.Environ(), "HBXTEST_HELPER=supervise", "HBXTEST_STATE="+state, "HBXTEST_DIR="+dir, "HBXTEST_PROG="+prog), env...)
 	c.Stdout, c.Stderr = f, f
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -182,8 +182,18 @@ func appenders(t *testing.T, dir string) []int {
 // new supervisor stops it (and says so) before it starts the program
 // again, so two writers never append at once.
 func TestKilledSupervisorLeftoversStopped(t *testing.T) {
+	// The grandchild holds the marker; or it closed it and is found
+	// through the recorded process group.
+	for _, arg := range []string{"", "close"} {
+		t.Run("marker="+map[string]string{"": "kept", "close": "closed"}[arg], func(t *testing.T) {
+			killedSupervisorLeftovers(t, arg)
+		})
+	}
+}
+
+func killedSupervisorLeftovers(t *testing.T, arg string) {
 	state, dir := t.TempDir(), progDir(t, "prog")
-	sup1 := startSupervisorProcess(t, state, dir, "fork-append", "sup1.log")
+	sup1 := startSupervisorProcess(t, state, dir, "fork-append", "sup1.log", "HBXTEST_ARG="+arg)
 	var old int
 	deadline := time.Now().Add(10 * time.Second)
 	for old == 0 {
@@ -207,7 +217,7 @@ func TestKilledSupervisorLeftoversStopped(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 
-	sup2 := startSupervisorProcess(t, state, dir, "fork-append", "sup2.log")
+	sup2 := startSupervisorProcess(t, state, dir, "fork-append", "sup2.log", "HBXTEST_ARG="+arg)
 	var fresh int
 	deadline = time.Now().Add(10 * time.Second)
 	for fresh == 0 {

@@ -548,12 +548,28 @@ func (p *proc) spawn(ctx context.Context, now time.Time) {
 	}
 	p.gen++
 	p.pid, p.pgid, p.exitCh = pid, pid, ch
+	if p.marker != nil {
+		p.recordGroup(pid)
+	}
 	p.spawnedAt = now
 	p.healthDeadline = now.Add(p.healthWait())
 	p.probeNext = now
 	p.healthy, p.probeBusy, p.fails = false, false, 0
 	p.setDetail("started")
 	p.s.log.Info("spawned", "program", p.spec.Name, "pid", pid, "command", cmd.Path)
+}
+
+// recordGroup writes the new process group (its id and its leader's start
+// time) to <StateDir>/<name>.group, so that the next supervisor finds the
+// group's members even if they closed the marker.
+func (p *proc) recordGroup(pid int) {
+	st, err := procscan.ReadStat(pid)
+	if err == nil {
+		err = os.WriteFile(p.s.groupRecord(p.spec.Name), fmt.Appendf(nil, "%d %d\n", pid, st.StartTime), 0o600)
+	}
+	if err != nil {
+		p.s.log.Warn("record the program's process group", "program", p.spec.Name, "pgid", pid, "err", err)
+	}
 }
 
 // command prepares the program's command for one start.

@@ -308,13 +308,76 @@ func (s *Supervisor) stopLeftovers(ctx context.Context) error {
 		if p.marker == nil {
 			continue
 		}
+		if err := s.stopRecordedGroup(ctx, p); err != nil {
+			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
+		}
 		stopped, killed, err := procscan.Stop(ctx, p.markerID, p.stopSignal(), p.spec.StopWait, 0)
 		for _, q := range stopped {
-			s.log.Warn("stopped a process left running by a previous supervisor", "program", p.spec.Name, "pid", q.PID, "command", q.Command, "signal", signalName(p.stopSignal()), "sigkill_after_stopwaitsecs", killed)
+			s.log.Warn("stopped a process left running by a previous supervisor", "program", p.spec.Name, "pid", q.PID, "command", q.Command, "found_by", "marker", "signal", signalName(p.stopSignal()), "sigkill_after_stopwaitsecs", killed)
 		}
 		if err != nil {
 			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
 		}
+	}
+	return nil
+}
+
+// groupRecord is the file recording a program's last process group.
+func (s *Supervisor) groupRecord(name string) string {
+	return filepath.Join(s.opts.StateDir, name+".group")
+}
+
+// stopRecordedGroup stops what is left of the process group a previous
+// supervisor recorded for p (members that closed the marker are found this
+// way): stopsignal to the group, SIGKILL after stopwaitsecs. A group whose
+// members started before the recorded leader, or whose leader pid is
+// another process, is not the recorded one (the id was reused) and is
+// left alone.
+func (s *Supervisor) stopRecordedGroup(ctx context.Context, p *proc) error {
+	b, err := os.ReadFile(s.groupRecord(p.spec.Name))
+	if err != nil {
+		return nil
+	}
+	var pgid int
+	var t0 uint64
+	if n, _ := fmt.Sscan(string(b), &pgid, &t0); n != 2 || pgid <= 1 {
+		return nil
+	}
+	members := procscan.Group(pgid)
+	if len(members) == 0 {
+		return nil
+	}
+	for _, m := range members {
+		if m.StartTime < t0 || m.PID == pgid && m.StartTime != t0 {
+			s.log.Info("the recorded process group of a previous supervisor's program is another one now; left alone", "program", p.spec.Name, "pgid", pgid)
+			return nil
+		}
+	}
+	comms := make([]string, len(members))
+	for i, m := range members {
+		comms[i] = procscan.Comm(m.PID)
+	}
+	sig := p.stopSignal()
+	_ = syscall.Kill(-pgid, sig)
+	killAt := time.Now().Add(p.spec.StopWait)
+	var giveUp time.Time
+	for len(procscan.Group(pgid)) > 0 {
+		now := time.Now()
+		if giveUp.IsZero() && !now.Before(killAt) {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			giveUp = now.Add(5 * time.Second)
+		}
+		if !giveUp.IsZero() && now.After(giveUp) {
+			return fmt.Errorf("process group %d still alive after SIGKILL", pgid)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stop process group %d: %w", pgid, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	for i, m := range members {
+		s.log.Warn("stopped a process left running by a previous supervisor", "program", p.spec.Name, "pid", m.PID, "command", comms[i], "found_by", "process group", "signal", signalName(sig), "sigkill_after_stopwaitsecs", !giveUp.IsZero())
 	}
 	return nil
 }

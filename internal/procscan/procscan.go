@@ -181,3 +181,59 @@ func Stop(ctx context.Context, id FileID, sig syscall.Signal, wait, poll time.Du
 		}
 	}
 }
+
+// Stat is what hbx reads of /proc/PID/stat.
+type Stat struct {
+	PID   int
+	State byte // R, S, D, Z...
+	PGID  int
+	// StartTime is when the process started, in clock ticks after boot:
+	// with PID it identifies a process (pids are reused).
+	StartTime uint64
+}
+
+// ReadStat reads /proc/PID/stat.
+func ReadStat(pid int) (Stat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Stat{}, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || len(s) < i+2 {
+		return Stat{}, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 20 || len(f[0]) == 0 {
+		return Stat{}, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	st := Stat{PID: pid, State: f[0][0]}
+	st.PGID, _ = strconv.Atoi(f[2])
+	st.StartTime, err = strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return Stat{}, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	return st, nil
+}
+
+// Group returns the live (not zombie) members of process group pgid.
+func Group(pgid int) []Stat {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []Stat
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := ReadStat(pid); err == nil && st.PGID == pgid && st.State != 'Z' {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// Comm returns the command name of pid, "?" when it cannot be read.
+func Comm(pid int) string { return comm(pid) }
