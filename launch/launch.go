@@ -61,6 +61,9 @@ type Spec struct {
 	Credential *syscall.Credential
 	PidFile    string
 	Release    *release.Installed
+	// ExtraFiles are inherited by the payload from fd 3 on (hbx passes
+	// the data directory's lock). Run does not close them.
+	ExtraFiles []*os.File
 }
 
 // Prepare checks the active release against the configuration, creates the

@@ -29,12 +29,13 @@ func (e *ExitError) Error() string { return fmt.Sprintf("executor exited with st
 // SIGTERM. A non-zero exit is an *ExitError.
 func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Logger) error {
 	cmd := &exec.Cmd{
-		Path:   spec.Path,
-		Args:   spec.Args,
-		Dir:    spec.Dir,
-		Env:    spec.Env,
-		Stdout: stdout,
-		Stderr: stderr,
+		Path:       spec.Path,
+		Args:       spec.Args,
+		Dir:        spec.Dir,
+		Env:        spec.Env,
+		Stdout:     stdout,
+		Stderr:     stderr,
+		ExtraFiles: spec.ExtraFiles,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:    true,
 			Credential: spec.Credential,

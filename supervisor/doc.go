@@ -42,14 +42,40 @@
 //     program is stopped, then every process still reparented to the
 //     supervisor is killed and reaped, the socket is removed, and Run
 //     returns.
+//   - With Options.StateDir, one supervisor per state directory (its
+//     supervisor.lock; ErrAlreadyRunning names the holder), and every
+//     process of a program inherits the program's marker file as fd 3
+//     (Program.ExtraFiles follow it). Found through /proc/*/fd, the marker
+//     makes the program's processes visible wherever they went: a stop
+//     sends stopsignal, then SIGKILL, to those that left the process group
+//     too (setsid, setpgid), reports STOPPED only once they are gone, and
+//     Status names them while it waits; a start waits for them, and a
+//     leader's exit takes them along as it takes its group (a program must
+//     not daemonize, as under supervisord). Each spawn also records its
+//     process group and its leader's start time in <name>.group. Before it
+//     starts anything, Run stops (stopsignal, stopwaitsecs, SIGKILL) every
+//     process a previous supervisor left (it was killed with SIGKILL): the
+//     members of each recorded group (unless the group id was reused:
+//     members older than the recorded leader) and every holder of a
+//     marker; it logs each one, and fails if one cannot be stopped.
+//     None of this depends on being a subreaper.
+//   - With Options.HandleSignals, Run never dies of a signal that can be
+//     caught (Signals): TERM, INT and QUIT are a Shutdown, HUP and USR1
+//     reopen the log files, the others are logged and ignored.
 //
 // # What it does not do
 //
-//   - A descendant that leaves its program's process group (setsid,
-//     setpgid) escapes a program stop; it is reparented to the supervisor
-//     and killed only at shutdown.
-//   - If the supervisor itself is killed with SIGKILL, a program's leader
-//     gets SIGKILL (parent-death signal) but its other descendants survive.
+//   - Without Options.StateDir, a descendant that leaves its program's
+//     process group (setsid, setpgid) escapes a program stop (it is
+//     reparented to the supervisor and killed only at shutdown), and after
+//     a SIGKILL of the supervisor the leader gets SIGKILL (parent-death
+//     signal) but its other descendants survive unseen.
+//   - A descendant that closes its inherited marker descriptor and leaves
+//     the process group (Python's subprocess with start_new_session does
+//     both) is invisible; so are processes of other users when
+//     the supervisor is not root (their /proc/PID/fd cannot be read).
+//   - Signals 32, 33 and 34 (reserved for the C library) cannot be caught
+//     by a Go program and still end it; SIGKILL cannot be caught at all.
 //   - Log rotation (natefinch/lumberjack) works in whole MiB; a
 //     LogFile.MaxBytes that is not a multiple of 1 MiB is rounded up, and 0
 //     means no rotation. Backups 0 keeps every rotated file.

@@ -1,10 +1,13 @@
 package supervisor
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +33,18 @@ import (
 //	              the orphaned grandchild sleeps; record its pid in DIR/pids
 //	write         write HBXTEST_ARG bytes to stdout, then sleep
 //	leaf          a grandchild: ignore SIGTERM, sleep
+//	setsid-child  start a "leaf" in a session of its own (setsid), record
+//	              "<own pid> <leaf pid>" in DIR/pids, sleep
+//	leave-setsid  leave-child, with the grandchild in a session of its own
+//	fork-append   start an "append-leaf" (pid in DIR/pids), sleep
+//	append-leaf   ignore SIGTERM; append "<pid>" to DIR/appends every 2ms;
+//	              with HBXTEST_ARG=close, close the inherited marker first
+//	tick          write a line to stdout every 10ms
+//	supervise     run a Supervisor in this process (a real supervisor
+//	              process for signal and kill -9 tests): state directory
+//	              HBXTEST_STATE, one program "prog" running this binary as
+//	              helper HBXTEST_PROG with DIR and ARG, stopwaitsecs 300ms,
+//	              HandleSignals; log to stderr; exit 0 when Run returns nil
 //
 // Every run appends "<unix nanos> <pid>" to DIR/starts.
 func TestMain(m *testing.M) {
@@ -48,7 +63,7 @@ func helper(name string) int {
 			f.Close()
 		}
 	}
-	if name != "leaf" && name != "double-fork-mid" {
+	if name != "leaf" && name != "double-fork-mid" && name != "append-leaf" && name != "supervise" {
 		appendLine("starts", fmt.Sprintf("%d %d", time.Now().UnixNano(), os.Getpid()))
 	}
 	child := func(helper string) *exec.Cmd {
@@ -87,13 +102,18 @@ func helper(name string) int {
 		c := child("leaf")
 		appendLine("pids", fmt.Sprintf("%d %d", os.Getpid(), c.Process.Pid))
 		return forever()
-	case "leave-child":
+	case "leave-child", "leave-setsid":
 		if b, err := os.ReadFile(dir + "/pids"); err == nil {
 			pid, _ := strconv.Atoi(strings.Fields(string(b))[0])
 			appendLine("check", fmt.Sprintf("%d alive=%v", pid, syscall.Kill(pid, 0) == nil && !zombie(pid)))
 			return forever()
 		}
-		c := child("leaf")
+		var c *exec.Cmd
+		if name == "leave-setsid" {
+			c = setsidChild("leaf")
+		} else {
+			c = child("leaf")
+		}
 		appendLine("pids", strconv.Itoa(c.Process.Pid))
 		time.Sleep(200 * time.Millisecond)
 		return 1
@@ -116,9 +136,81 @@ func helper(name string) int {
 	case "leaf":
 		signal.Ignore(syscall.SIGTERM)
 		return forever()
+	case "setsid-child":
+		c := setsidChild("leaf")
+		appendLine("pids", fmt.Sprintf("%d %d", os.Getpid(), c.Process.Pid))
+		return forever()
+	case "fork-append":
+		c := child("append-leaf")
+		appendLine("pids", strconv.Itoa(c.Process.Pid))
+		return forever()
+	case "append-leaf":
+		signal.Ignore(syscall.SIGTERM)
+		if arg == "close" {
+			for fd := 3; fd < 10; fd++ {
+				if l, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && strings.HasSuffix(l, ".marker") {
+					syscall.Close(fd)
+				}
+			}
+		}
+		for {
+			appendLine("appends", strconv.Itoa(os.Getpid()))
+			time.Sleep(2 * time.Millisecond)
+		}
+	case "tick":
+		for i := 0; ; i++ {
+			fmt.Println("tick", i)
+			time.Sleep(10 * time.Millisecond)
+		}
+	case "supervise":
+		return superviseHelper()
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper", name)
 	return 2
+}
+
+// setsidChild starts this binary as helper h in a new session.
+func setsidChild(h string) *exec.Cmd {
+	c := exec.Command(os.Args[0])
+	c.Env = append(os.Environ(), "HBXTEST_HELPER="+h)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	return c
+}
+
+// superviseHelper is the "supervise" helper.
+func superviseHelper() int {
+	dir := os.Getenv("HBXTEST_DIR")
+	exe, _ := os.Executable()
+	s, err := New(Options{
+		Programs: []Program{{
+			Name:         "prog",
+			Command:      []string{exe, "-test.run=^$"},
+			Environment:  []string{"HBXTEST_HELPER=" + os.Getenv("HBXTEST_PROG"), "HBXTEST_DIR=" + dir, "HBXTEST_ARG=" + os.Getenv("HBXTEST_ARG")},
+			Autostart:    true,
+			StartSecs:    50 * time.Millisecond,
+			StartRetries: 3,
+			StopWait:     300 * time.Millisecond,
+			Stdout:       LogFile{Path: filepath.Join(dir, "prog.out.log")},
+			Stderr:       LogFile{Path: filepath.Join(dir, "prog.err.log")},
+		}},
+		Env:           os.Environ(),
+		StateDir:      os.Getenv("HBXTEST_STATE"),
+		HandleSignals: true,
+		Logger:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := s.Run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "run:", err)
+		return 1
+	}
+	return 0
 }
 
 // zombie reports whether pid is a zombie.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/procscan"
 )
 
 // reqKind is what a request asks a program's loop to do.
@@ -55,6 +57,11 @@ type proc struct {
 	// outW and errW are the write ends of the pipes to the log copiers,
 	// given to every spawn as fds 1 and 2.
 	outW, errW *os.File
+	// marker, when not nil, is the program's marker file, given to every
+	// spawn as fd 3: every process of the program inherits it, so a scan
+	// of /proc finds them wherever they went (setsid, double fork).
+	marker   *os.File
+	markerID procscan.FileID
 
 	// loop state
 	state          State
@@ -76,15 +83,19 @@ type proc struct {
 	fails          int
 	lastProbeErr   error
 	probeCh        chan probeResult
+	escaped        []procscan.Process // marked processes outside the group, at the last check
+	scannedAt      time.Time          // when escaped was last looked for
+	waiting        string             // the leftovers a stop or start waits for, shown by Status
 	startWaiters   []chan error
 	stopWaiters    []chan error
 }
 
 // termination tracks the stopsignal-then-SIGKILL of a process group.
 type termination struct {
-	active bool
-	killAt time.Time
-	killed bool
+	active    bool
+	killAt    time.Time
+	killed    bool
+	signalled map[int]syscall.Signal // escaped processes and what they were sent
 }
 
 func newProc(s *Supervisor, spec Program) *proc {
@@ -163,7 +174,7 @@ func (p *proc) handle(ctx context.Context, r request) {
 			p.toStopped("stopped")
 			r.done <- nil
 		case Starting, Running, Stopping:
-			if p.pid == 0 && !groupAlive(p.pgid) {
+			if p.pid == 0 && !p.othersAlive() {
 				p.pgid = 0
 				p.term = termination{}
 				p.after = afterNone
@@ -187,35 +198,44 @@ func (p *proc) handle(ctx context.Context, r request) {
 // step does whatever is due now.
 func (p *proc) step(ctx context.Context) {
 	now := time.Now()
-	if p.term.active && !p.term.killed && !now.Before(p.term.killAt) && groupAlive(p.pgid) {
-		p.s.log.Warn("stopwaitsecs passed, killing the process group", "program", p.spec.Name, "pgid", p.pgid)
-		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	if p.term.active && !p.term.killed && !now.Before(p.term.killAt) && (p.rescan() || p.pid != 0) {
+		p.s.log.Warn("stopwaitsecs passed, killing the process group", "program", p.spec.Name, "pgid", p.pgid, "escaped", procscan.Join(p.escaped))
+		if p.pgid > 0 {
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		}
 		p.term.killed = true
+		p.signalEscaped()
 	}
-	// The leader is gone: finish once the whole group is.
+	// The leader is gone: finish once the whole group is, and every
+	// process that left it.
 	if p.after != afterNone && p.pid == 0 {
-		if groupAlive(p.pgid) {
+		if p.othersAlive() {
 			if !p.term.active {
 				p.beginTerm(now)
 			}
+			p.signalEscaped()
+			p.setWaiting(p.leftoverList())
 			return
 		}
 		p.pgid = 0
 		p.term = termination{}
+		p.setWaiting("")
 		p.finish(now)
 		now = time.Now()
 	}
 	switch p.state {
 	case Starting:
 		if p.pid == 0 {
-			if groupAlive(p.pgid) { // a previous instance's leftovers
+			if p.othersAlive() { // a previous instance's leftovers
 				if !p.term.active {
 					p.beginTerm(now)
 				}
-				p.setDetail("waiting for the old process group to exit")
+				p.signalEscaped()
+				p.setWaiting(p.leftoverList())
 				return
 			}
 			p.pgid, p.term = 0, termination{}
+			p.setWaiting("")
 			if dep := p.s.notRunning(p.spec.DependsOn); dep != "" {
 				p.setDetail("waiting for " + dep + " to be RUNNING")
 				return
@@ -274,6 +294,9 @@ func (p *proc) nextWake() time.Time {
 	if p.pid == 0 && p.pgid != 0 {
 		at(poll) // the leader is gone; watch the rest of the group
 	}
+	if len(p.escaped) > 0 {
+		at(time.Now().Add(max(p.s.opts.GroupPoll, escapedPoll)))
+	}
 	switch p.state {
 	case Starting:
 		if p.pid != 0 && p.after == afterNone {
@@ -321,7 +344,7 @@ func (p *proc) onExit(ws syscall.WaitStatus) {
 		p.s.log.Warn("exited", "program", p.spec.Name, "pid", p.pgid, "status", desc, "expected", expected)
 		p.exitedExpected = expected
 	}
-	if groupAlive(p.pgid) && !p.term.active {
+	if p.othersAlive() && !p.term.active {
 		p.beginTerm(now) // leftovers of the group go with the leader
 	}
 }
@@ -374,9 +397,95 @@ func (p *proc) beginStart() {
 
 // beginTerm sends stopsignal to the group and arms the SIGKILL deadline.
 func (p *proc) beginTerm(now time.Time) {
-	p.term = termination{active: true, killAt: now.Add(p.spec.StopWait)}
+	p.term = termination{active: true, killAt: now.Add(p.spec.StopWait), signalled: map[int]syscall.Signal{}}
 	if p.pgid > 0 {
 		_ = syscall.Kill(-p.pgid, p.stopSignal())
+	}
+	p.scannedAt = time.Time{} // look for escaped processes now
+	p.othersAlive()
+	p.signalEscaped()
+}
+
+// escapedPoll is how often escaped processes are looked for while they
+// live: a scan of /proc costs more than a kill(2).
+const escapedPoll = 50 * time.Millisecond
+
+// othersAlive reports whether a process of the program other than the
+// leader is alive: a member of its process group, or a process that
+// holds its marker outside the group (it called setsid or setpgid). It
+// updates p.escaped.
+func (p *proc) othersAlive() bool {
+	group := groupAlive(p.pgid)
+	// While the group lives the answer is known; rescan for escaped
+	// processes at most every escapedPoll (a scan reads all of /proc).
+	if group && time.Since(p.scannedAt) < escapedPoll {
+		return true
+	}
+	p.escaped, p.scannedAt = nil, time.Now()
+	if p.marker != nil {
+		if m, err := procscan.Openers(p.markerID); err != nil {
+			p.s.log.Warn("look for the program's processes", "program", p.spec.Name, "err", err)
+		} else {
+			for _, q := range m[p.markerID] {
+				if q.PID != p.pid && procscan.Alive(q.PID) && (p.pgid <= 0 || pgidOf(q.PID) != p.pgid) {
+					p.escaped = append(p.escaped, q)
+				}
+			}
+		}
+	}
+	return group || len(p.escaped) > 0
+}
+
+// rescan is othersAlive without the throttle.
+func (p *proc) rescan() bool {
+	p.scannedAt = time.Time{}
+	return p.othersAlive()
+}
+
+// signalEscaped sends the escaped processes the signal of the current
+// termination (stopsignal, or SIGKILL once stopwaitsecs passed), once
+// each, logging the first time each is seen.
+func (p *proc) signalEscaped() {
+	if !p.term.active {
+		return
+	}
+	sig := p.stopSignal()
+	if p.term.killed {
+		sig = syscall.SIGKILL
+	}
+	for _, q := range p.escaped {
+		if p.term.signalled[q.PID] == sig {
+			continue
+		}
+		if _, seen := p.term.signalled[q.PID]; !seen {
+			p.s.log.Warn("stopping a process that left the program's process group", "program", p.spec.Name, "pid", q.PID, "command", q.Command, "signal", signalName(sig))
+		}
+		if procscan.Holds(q.PID, p.markerID) {
+			_ = syscall.Kill(q.PID, sig)
+		}
+		p.term.signalled[q.PID] = sig
+	}
+}
+
+// leftoverList names the processes being waited for.
+func (p *proc) leftoverList() string {
+	var parts []string
+	if groupAlive(p.pgid) {
+		parts = append(parts, fmt.Sprintf("process group %d", p.pgid))
+	}
+	if len(p.escaped) > 0 {
+		parts = append(parts, "pid "+procscan.Join(p.escaped))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// setWaiting publishes what the program waits for to exit ("" for
+// nothing): Status shows it, so processes that outlive their leader are
+// never hidden behind EXITED or STOPPED.
+func (p *proc) setWaiting(w string) {
+	if w != p.waiting {
+		p.waiting = w
+		p.publish(false)
 	}
 }
 
@@ -414,10 +523,17 @@ func (p *proc) spawn(ctx context.Context, now time.Time) {
 		return
 	}
 	defer devnull.Close()
+	files := []uintptr{devnull.Fd(), p.outW.Fd(), p.errW.Fd()}
+	if p.marker != nil {
+		files = append(files, p.marker.Fd())
+	}
+	for _, f := range p.spec.ExtraFiles {
+		files = append(files, f.Fd())
+	}
 	attr := &syscall.ProcAttr{
 		Dir:   cmd.Dir,
 		Env:   cmd.Env,
-		Files: []uintptr{devnull.Fd(), p.outW.Fd(), p.errW.Fd()},
+		Files: files,
 		Sys: &syscall.SysProcAttr{
 			Setpgid:    true,
 			Credential: cmd.Credential,
@@ -432,12 +548,28 @@ func (p *proc) spawn(ctx context.Context, now time.Time) {
 	}
 	p.gen++
 	p.pid, p.pgid, p.exitCh = pid, pid, ch
+	if p.marker != nil {
+		p.recordGroup(pid)
+	}
 	p.spawnedAt = now
 	p.healthDeadline = now.Add(p.healthWait())
 	p.probeNext = now
 	p.healthy, p.probeBusy, p.fails = false, false, 0
 	p.setDetail("started")
 	p.s.log.Info("spawned", "program", p.spec.Name, "pid", pid, "command", cmd.Path)
+}
+
+// recordGroup writes the new process group (its id and its leader's start
+// time) to <StateDir>/<name>.group, so that the next supervisor finds the
+// group's members even if they closed the marker.
+func (p *proc) recordGroup(pid int) {
+	st, err := procscan.ReadStat(pid)
+	if err == nil {
+		err = os.WriteFile(p.s.groupRecord(p.spec.Name), fmt.Appendf(nil, "%d %d\n", pid, st.StartTime), 0o600)
+	}
+	if err != nil {
+		p.s.log.Warn("record the program's process group", "program", p.spec.Name, "pgid", pid, "err", err)
+	}
 }
 
 // command prepares the program's command for one start.
@@ -600,7 +732,7 @@ func (p *proc) publish(stateChanged bool) {
 	if stateChanged {
 		st.Since = time.Now()
 	}
-	st.State, st.PID, st.detail = p.state, p.pid, p.detail
+	st.State, st.PID, st.detail, st.waiting = p.state, p.pid, p.detail, p.waiting
 	st.Started = time.Time{}
 	if p.pid != 0 {
 		st.Started = p.spawnedAt

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -133,6 +134,12 @@ type Program struct {
 	// WedgeFailures failed probes in a row restart a RUNNING program; 0
 	// disables wedge detection.
 	WedgeFailures int
+	// ExtraFiles are inherited by every process of the program, after
+	// stdin, stdout, stderr and the marker (Options.StateDir): fd 4 on,
+	// or fd 3 on without a marker. hbx gives Executor its data
+	// directory's lock this way, so the lock is held while any of its
+	// processes lives. The supervisor never closes them.
+	ExtraFiles []*os.File
 }
 
 // exitExpected reports whether code is one of p's expected exit codes.

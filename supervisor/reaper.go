@@ -145,3 +145,12 @@ func signalName(s syscall.Signal) string {
 	}
 	return "signal " + strconv.Itoa(int(s))
 }
+
+// pgidOf returns pid's process group, 0 when it cannot be read.
+func pgidOf(pid int) int {
+	g, err := syscall.Getpgid(pid)
+	if err != nil {
+		return 0
+	}
+	return g
+}

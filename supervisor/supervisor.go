@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/procscan"
 	"gopkg.in/natefinch/lumberjack.v2"
 )
 
@@ -49,6 +51,19 @@ type Options struct {
 	// GroupPoll is how often a process group is checked for leftovers
 	// once its leader has exited. Default 5ms.
 	GroupPoll time.Duration
+	// StateDir, when set, is the supervisor's own state: supervisor.lock,
+	// held while Run runs (a second supervisor on the same StateDir
+	// refuses with ErrAlreadyRunning whatever its socket), and one marker
+	// file per program, <name>.marker, that every process of the program
+	// inherits as fd 3. Through the markers, Run stops what a previous
+	// supervisor left running before it starts anything, and a stop also
+	// stops processes that left the program's process group. Created
+	// 0700.
+	StateDir string
+	// HandleSignals makes Run handle every signal whose default action
+	// would end the process (see Signals): it never dies of one with
+	// programs running.
+	HandleSignals bool
 }
 
 // Supervisor supervises a fixed set of programs. Create it with New and
@@ -62,6 +77,9 @@ type Supervisor struct {
 
 	reaper *reaper
 	ctx    context.Context // lives as long as the program loops
+
+	logMu sync.Mutex
+	logs  []*logWriter
 
 	mu       sync.Mutex
 	status   map[string]Status
@@ -131,6 +149,26 @@ func (s *Supervisor) backoff(n int) time.Duration {
 // autostart programs in priority order. It returns an error only when it
 // cannot start.
 func (s *Supervisor) Run(ctx context.Context) (err error) {
+	ctx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	if s.opts.HandleSignals {
+		stop := s.handleSignals()
+		defer stop()
+	}
+	go func() {
+		select {
+		case <-s.shutdownReq:
+			cancelRun(errShutdownRequested)
+		case <-ctx.Done():
+		}
+	}()
+	if s.opts.StateDir != "" {
+		release, err := s.takeState()
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	var ln net.Listener
 	if s.opts.Socket != "" {
 		l, unlock, err := listen(s.opts.Socket)
@@ -148,6 +186,9 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	}
 	if err := setSubreaper(); err != nil {
 		return fmt.Errorf("become a child subreaper: %w", err)
+	}
+	if err := s.stopLeftovers(ctx); err != nil {
+		return err
 	}
 	if s.opts.Install != nil {
 		s.log.Info("install on start")
@@ -198,12 +239,8 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	}
 	s.request(loopCtx, reqStart, auto) // accepted in order; outcomes are logged
 
-	select {
-	case <-ctx.Done():
-		s.log.Info("stopping everything", "cause", context.Cause(ctx))
-	case <-s.shutdownReq:
-		s.log.Info("stopping everything", "cause", "shutdown requested")
-	}
+	<-ctx.Done()
+	s.log.Info("stopping everything", "cause", context.Cause(ctx))
 	s.mu.Lock()
 	s.shutting = true
 	s.mu.Unlock()
@@ -217,6 +254,130 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		_ = srv.Shutdown(sctx)
 		cancel()
 		_ = srv.Close()
+	}
+	return nil
+}
+
+// errShutdownRequested is the cause of Run's end after Shutdown.
+var errShutdownRequested = errors.New("shutdown requested")
+
+// takeState takes StateDir's supervisor lock and opens the programs'
+// markers. release closes them and unlocks.
+func (s *Supervisor) takeState() (release func(), err error) {
+	dir := s.opts.StateDir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create supervisor state directory: %w", err)
+	}
+	lk, err := lock.Acquire(context.Background(), filepath.Join(dir, "supervisor.lock"), "hbx supervise", 0, nil)
+	if err != nil {
+		if lock.IsLocked(err) {
+			return nil, fmt.Errorf("%w: %w", ErrAlreadyRunning, err)
+		}
+		return nil, err
+	}
+	release = func() {
+		for _, p := range s.order {
+			if p.marker != nil {
+				p.marker.Close()
+			}
+		}
+		_ = lk.Unlock()
+	}
+	for _, p := range s.order {
+		f, err := os.OpenFile(filepath.Join(dir, p.spec.Name+".marker"), os.O_RDONLY|os.O_CREATE, 0o600)
+		if err == nil {
+			p.markerID, err = procscan.IDOf(f)
+		}
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("program %s: open marker: %w", p.spec.Name, err)
+		}
+		p.marker = f
+	}
+	return release, nil
+}
+
+// stopLeftovers stops, program by program in stop order, every process
+// that holds a program's marker: what a previous supervisor (killed, or
+// dead of a signal) left running. Each gets the program's stopsignal,
+// then SIGKILL after stopwaitsecs. A process that cannot be stopped fails
+// Run: nothing is started beside it.
+func (s *Supervisor) stopLeftovers(ctx context.Context) error {
+	for i := len(s.order) - 1; i >= 0; i-- {
+		p := s.order[i]
+		if p.marker == nil {
+			continue
+		}
+		if err := s.stopRecordedGroup(ctx, p); err != nil {
+			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
+		}
+		stopped, killed, err := procscan.Stop(ctx, p.markerID, p.stopSignal(), p.spec.StopWait, 0)
+		for _, q := range stopped {
+			s.log.Warn("stopped a process left running by a previous supervisor", "program", p.spec.Name, "pid", q.PID, "command", q.Command, "found_by", "marker", "signal", signalName(p.stopSignal()), "sigkill_after_stopwaitsecs", killed)
+		}
+		if err != nil {
+			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// groupRecord is the file recording a program's last process group.
+func (s *Supervisor) groupRecord(name string) string {
+	return filepath.Join(s.opts.StateDir, name+".group")
+}
+
+// stopRecordedGroup stops what is left of the process group a previous
+// supervisor recorded for p (members that closed the marker are found this
+// way): stopsignal to the group, SIGKILL after stopwaitsecs. A group whose
+// members started before the recorded leader, or whose leader pid is
+// another process, is not the recorded one (the id was reused) and is
+// left alone.
+func (s *Supervisor) stopRecordedGroup(ctx context.Context, p *proc) error {
+	b, err := os.ReadFile(s.groupRecord(p.spec.Name))
+	if err != nil {
+		return nil
+	}
+	var pgid int
+	var t0 uint64
+	if n, _ := fmt.Sscan(string(b), &pgid, &t0); n != 2 || pgid <= 1 {
+		return nil
+	}
+	members := procscan.Group(pgid)
+	if len(members) == 0 {
+		return nil
+	}
+	for _, m := range members {
+		if m.StartTime < t0 || m.PID == pgid && m.StartTime != t0 {
+			s.log.Info("the recorded process group of a previous supervisor's program is another one now; left alone", "program", p.spec.Name, "pgid", pgid)
+			return nil
+		}
+	}
+	comms := make([]string, len(members))
+	for i, m := range members {
+		comms[i] = procscan.Comm(m.PID)
+	}
+	sig := p.stopSignal()
+	_ = syscall.Kill(-pgid, sig)
+	killAt := time.Now().Add(p.spec.StopWait)
+	var giveUp time.Time
+	for len(procscan.Group(pgid)) > 0 {
+		now := time.Now()
+		if giveUp.IsZero() && !now.Before(killAt) {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			giveUp = now.Add(5 * time.Second)
+		}
+		if !giveUp.IsZero() && now.After(giveUp) {
+			return fmt.Errorf("process group %d still alive after SIGKILL", pgid)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stop process group %d: %w", pgid, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	for i, m := range members {
+		s.log.Warn("stopped a process left running by a previous supervisor", "program", p.spec.Name, "pid", m.PID, "command", comms[i], "found_by", "process group", "signal", signalName(sig), "sigkill_after_stopwaitsecs", !giveUp.IsZero())
 	}
 	return nil
 }
@@ -254,7 +415,7 @@ func (s *Supervisor) openLogs(wg *sync.WaitGroup) ([]io.Closer, error) {
 	var closers []io.Closer
 	for _, p := range s.order {
 		for i, lf := range []LogFile{p.spec.Stdout, p.spec.Stderr} {
-			w, err := openLog(lf)
+			w, err := newLogWriter(lf)
 			if err != nil {
 				for _, c := range closers {
 					c.Close()
@@ -278,6 +439,9 @@ func (s *Supervisor) openLogs(wg *sync.WaitGroup) ([]io.Closer, error) {
 				pr.Close()
 			})
 			closers = append(closers, pw, w)
+			s.logMu.Lock()
+			s.logs = append(s.logs, w)
+			s.logMu.Unlock()
 		}
 	}
 	return closers, nil
@@ -592,6 +756,7 @@ type Status struct {
 	Held     bool      `json:"held,omitempty"`   // stopped by a hold
 	Detail   string    `json:"detail,omitempty"` // like supervisorctl's description
 	detail   string
+	waiting  string
 }
 
 // Get returns the status of the named program (zero Status if unknown).
@@ -622,6 +787,9 @@ func (s *Supervisor) describe(st Status) Status {
 		st.Detail = fmt.Sprintf("pid %d, %s", st.PID, st.detail)
 	default:
 		st.Detail = st.detail
+	}
+	if st.waiting != "" {
+		st.Detail += "; waiting for " + st.waiting + " to exit"
 	}
 	if st.Held {
 		st.Detail += " (held)"

@@ -46,7 +46,8 @@ programs are stopped, so the database and keys are never torn:
   2. check free space in backup.dir;
   3. ask the supervisor to stop every program (reverse priority order) and
      keep them stopped while this command's connection lives; without a
-     supervisor, refuse if any process holds files in the data directory;
+     supervisor, hold the data directory's lock (refusing beside "hbx run
+     executor") and refuse if any process holds files in it;
   4. hash every file, then write a PAX tar whose first entry is a manifest
      (hbx-backup.json: hbx version, image and digests, every file's path,
      size and sha256), gzip-compressed (backup.compression: gzip or zstd),
@@ -120,6 +121,11 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		opts.Passphrase = p
 	}
 	svc, err := dialServices(ctx, g, cfg)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	unlock, err := lockDataUnsupervised(ctx, g, cfg, svc, "hbx backup")
+	defer unlock()
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}

@@ -109,6 +109,13 @@ func guardedInstall(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 		}
 		if svc != nil {
 			uo.Services = &upgradeServices{svc: svc, g: g, cfg: cfg}
+		} else {
+			// Nothing may start the payload half-way through.
+			unlock, err := lockDataUnsupervised(ctx, g, cfg, nil, "hbx install")
+			if err != nil {
+				return nil, err
+			}
+			defer unlock()
 		}
 	}
 	log.Info("changing the active release over existing data, with a pre-change backup", "from", from, "to", to, "data", cfg.Executor.DataDir)
@@ -133,17 +140,19 @@ func sameRelease(cur *release.Installed, opts installer.Options) bool {
 	return cur.Meta.Matches(ref.Digest(), plat.String(), opts.PlatformDigest) == nil
 }
 
-// payloadRuns says what runs on cfg's data directory, "" when nothing:
-// its lock is held, or the supervisor on the configured socket reports
-// executor in a state other than STOPPED, EXITED or FATAL.
+// payloadRuns says what runs on cfg's data directory, "" when nothing.
+// A supervisor on the configured socket holds the data lock for its whole
+// life, so when one answers its executor's state decides (anything but
+// STOPPED, EXITED or FATAL runs); otherwise the data lock does (hbx run
+// executor, a supervisor on another socket, leftovers of a dead one).
 func payloadRuns(ctx context.Context, cfg *config.Config) (string, error) {
-	if err := datalock.Check(cfg.Executor.DataDir); errors.Is(err, datalock.ErrBusy) {
-		return err.Error(), nil
-	} else if err != nil {
-		return "", err
-	}
 	c, err := supervisor.Dial(ctx, cfg.Supervisor.Socket)
 	if errors.Is(err, supervisor.ErrNotRunning) {
+		if err := datalock.Check(cfg.Executor.DataDir); errors.Is(err, datalock.ErrBusy) {
+			return err.Error(), nil
+		} else if err != nil {
+			return "", err
+		}
 		return "", nil
 	}
 	if err != nil {

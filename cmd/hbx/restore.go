@@ -40,7 +40,8 @@ against a manifest, and the output says so).
      the data directory, with the installer's traversal-safe extractor,
      checking every entry against the manifest; a wrong passphrase, a
      damaged archive or a mismatch stops here with nothing changed;
-  3. stop the supervised programs (or, without a supervisor, refuse if a
+  3. stop the supervised programs (or, without a supervisor, hold the data
+     directory's lock, refusing beside "hbx run executor", and refuse if a
      process holds files in the data directory);
   4. when the runtime the archive was written by is not the active one,
      install it (a failed install changes nothing);
@@ -93,6 +94,11 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, archive str
 		Logger:         g.log,
 	}
 	svc, err := dialServices(ctx, g, cfg)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	unlock, err := lockDataUnsupervised(ctx, g, cfg, svc, "hbx restore")
+	defer unlock()
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}

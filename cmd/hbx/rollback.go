@@ -43,10 +43,11 @@ records other digests.`,
 
 // runRollback rolls the last upgrade back and prints new → old.
 func runRollback(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, asJSON bool) error {
-	opts, err := upgradeOptions(ctx, g, cfg, srcs, nil, asJSON)
+	opts, unlock, err := upgradeOptions(ctx, g, cfg, srcs, nil, asJSON, "hbx rollback")
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
+	defer unlock()
 	res, err := upgrade.Rollback(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)

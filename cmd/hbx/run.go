@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"strings"
 
 	"github.com/hermesbox/hbx/internal/config"
@@ -18,7 +20,10 @@ and Cmd) natively, with the image's Env and hbx's overrides: listen address,
 port, data directory, base URL, local-network policy, HOME and TMPDIR under
 the state directory, then the env file. Signals are passed to it and its exit
 status becomes hbx's. It refuses to start when no release is active or the
-active one is not the configured image: run "hbx install" first.`,
+active one is not the configured image: run "hbx install" first. It holds
+the data directory's lock while the payload runs (the payload inherits it)
+and refuses, naming the holder, while "hbx supervise" or another owner
+holds it.`,
 		Args:      usageArgs(cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs)),
 		ValidArgs: []string{"executor"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -26,10 +31,19 @@ active one is not the configured image: run "hbx install" first.`,
 			if err != nil {
 				return err
 			}
+			// One writer per data directory: refuse beside a supervisor or
+			// another run, before anything starts; stop what a dead owner
+			// left. The payload inherits the lock.
+			dl, err := lockData(cmd.Context(), g, cfg, "hbx run executor", true)
+			if err != nil {
+				return fmt.Errorf("run executor: %w", err)
+			}
+			defer dl.Release()
 			spec, err := launch.Prepare(launchOptions(cfg, envValue(g.env, "PATH")))
 			if err != nil {
 				return err
 			}
+			spec.ExtraFiles = []*os.File{dl.File()}
 			return launch.Run(cmd.Context(), spec, g.stdout, g.stderr, g.log)
 		},
 	}

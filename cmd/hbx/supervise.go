@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/spf13/cobra"
@@ -37,10 +40,22 @@ never start against a dead Executor.
 
 It serves a control socket (supervisor.socket, mode 0600) for "hbx status",
 "start", "stop", "restart", "logs" and "shutdown", writes each program's
-output to rotated log files under supervisor.log_dir, reaps every zombie
-(it is a child subreaper, and may be PID 1), and on SIGTERM or SIGINT stops
-everything in reverse priority order and exits 0. It refuses to start while
-another supervisor owns the socket.`,
+output to rotated log files under supervisor.log_dir, and reaps every zombie
+(it is a child subreaper, and may be PID 1).
+
+One writer per data directory: it holds the data directory's lock
+(<parent>/.<data>.lock) for its whole life and Executor's processes inherit
+it. It refuses to start, naming the holder, while another supervisor (any
+socket), "hbx run executor", or a backup or restore without a supervisor
+holds it. Every process of every program inherits a marker
+(<parent>/.<data>.supervisor/<program>.marker): before it starts anything,
+it stops (stopsignal, stopwaitsecs, SIGKILL) and logs each process that a
+supervisor killed before it left running, and a program stop also stops
+processes that left the program's process group (setsid).
+
+Signals: TERM, INT and QUIT stop every program in reverse priority order,
+then exit 0. HUP and USR1 reopen the log files (for logrotate). Every other
+signal that would end a process is logged and ignored.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
@@ -64,7 +79,28 @@ another supervisor owns the socket.`,
 				c, _, err := g.loadConfig(cmd)
 				return c, err
 			}
-			s, err := supervisor.New(superviseOptionsReload(g, cfg, pid, reload))
+			opts := superviseOptionsReload(g, cfg, pid, reload)
+			opts.StateDir = supervisorStateDir(cfg)
+			opts.HandleSignals = true
+			// Check the programs before the lock creates anything.
+			if _, err := supervisor.New(opts); err != nil {
+				return fmt.Errorf("supervise: %w", err)
+			}
+			if i := slices.IndexFunc(opts.Programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram }); i >= 0 {
+				// The single-writer rule: this supervisor owns the data
+				// directory for its whole life, and every process of
+				// Executor inherits the lock.
+				dl, err := lockData(cmd.Context(), g, cfg, "hbx supervise", true)
+				if err != nil {
+					if be := (*datalock.BusyError)(nil); errors.As(err, &be) && !be.Leftovers && be.Owner.Command == "hbx supervise" {
+						err = fmt.Errorf("%w: %w", supervisor.ErrAlreadyRunning, err)
+					}
+					return fmt.Errorf("supervise: %w", err)
+				}
+				defer dl.Release()
+				opts.Programs[i].ExtraFiles = []*os.File{dl.File()}
+			}
+			s, err := supervisor.New(opts)
 			if err != nil {
 				return fmt.Errorf("supervise: %w", err)
 			}

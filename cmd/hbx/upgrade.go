@@ -108,10 +108,11 @@ func runUpgrade(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 	if err != nil {
 		return fmt.Errorf("upgrade: pre-upgrade backup: %w", err)
 	}
-	opts, err := upgradeOptions(ctx, g, cfg, srcs, pass, asJSON)
+	opts, unlock, err := upgradeOptions(ctx, g, cfg, srcs, pass, asJSON, "hbx upgrade")
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", err)
 	}
+	defer unlock()
 	res, err := upgrade.Upgrade(ctx, opts, t)
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", err)
@@ -121,9 +122,14 @@ func runUpgrade(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 
 // upgradeOptions composes the installer, supervisor, health checks,
 // backup and config file for package upgrade. pass is the backup
-// passphrase (nil: asked when needed).
-func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, pass []byte, asJSON bool) (upgrade.Options, error) {
-	opts := upgrade.Options{
+// passphrase (nil: asked when needed); command names the caller in the
+// lock (e.g. "hbx upgrade"). When no supervisor answers, the
+// data directory's lock is taken (refused while hbx run executor or a
+// supervisor on another socket runs the payload) and unlock releases it;
+// unlock is never nil.
+func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, pass []byte, asJSON bool, command string) (opts upgrade.Options, unlock func(), err error) {
+	unlock = func() {}
+	opts = upgrade.Options{
 		RuntimeDir: cfg.Executor.RuntimeDir,
 		DataDir:    cfg.Executor.DataDir,
 		LockWait:   cfg.Backup.LockWait,
@@ -139,12 +145,14 @@ func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 	}
 	svc, err := dialServices(ctx, g, cfg)
 	if err != nil {
-		return opts, err
+		return opts, unlock, err
 	}
 	if svc != nil {
 		opts.Services = &upgradeServices{svc: svc, g: g, cfg: cfg}
+		return opts, unlock, nil
 	}
-	return opts, nil
+	unlock, err = lockDataUnsupervised(ctx, g, cfg, nil, command)
+	return opts, unlock, err
 }
 
 // printUpgrade prints an upgrade's or rollback's result.

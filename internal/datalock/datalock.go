@@ -1,43 +1,243 @@
-// Package datalock is the lock tied to a data directory that whatever runs
-// the payload holds. This is a minimal version: Path and Check only.
 package datalock
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
 
+	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/procscan"
 	"golang.org/x/sys/unix"
 )
 
-// ErrBusy: the data directory's lock is held (a payload runs on it).
-var ErrBusy = errors.New("data directory is in use")
+// ErrBusy is wrapped by the errors of Check and Acquire when a process
+// holds the data directory's lock. Use errors.As(*BusyError) for details.
+var ErrBusy = errors.New("data directory in use")
 
-// Path is the lock file of dataDir: beside it, not inside it (a restore
-// swaps the directory), named .<base>.lock.
+// Path returns the lock file of dataDir: beside it, named after it,
+// "/workspace/executor/data" -> "/workspace/executor/.data.lock".
 func Path(dataDir string) string {
 	d := filepath.Clean(dataDir)
 	return filepath.Join(filepath.Dir(d), "."+filepath.Base(d)+".lock")
 }
 
-// Check returns nil when dataDir's lock is free or its file is missing (it
-// creates nothing), else an error wrapping ErrBusy.
+// ownerPath is the owner lock beside Path.
+func ownerPath(dataDir string) string { return Path(dataDir) + ".owner" }
+
+// BusyError says who holds a data directory's lock.
+type BusyError struct {
+	DataDir string
+	// Owner is the live owner, or the dead owner whose leftovers hold the
+	// lock (then Leftovers is true); zero when unknown.
+	Owner lock.Holder
+	// Leftovers: no owner lives; Processes are what it left running.
+	Leftovers bool
+	// Processes hold the data lock open (the payload; leftovers when the
+	// owner is dead). Nil when none could be seen.
+	Processes []procscan.Process
+}
+
+func (e *BusyError) Error() string {
+	if !e.Leftovers {
+		return fmt.Sprintf("%v: %s is held by %s (lock %s)", ErrBusy, e.DataDir, e.Owner, Path(e.DataDir))
+	}
+	who := "processes not visible in /proc to this user"
+	if len(e.Processes) > 0 {
+		who = "pid " + procscan.Join(e.Processes)
+	}
+	return fmt.Sprintf("%v: %s is held by %s, left running by %s, which is gone (lock %s)", ErrBusy, e.DataDir, who, e.Owner, Path(e.DataDir))
+}
+
+// Unwrap returns ErrBusy.
+func (e *BusyError) Unwrap() error { return ErrBusy }
+
+// Check returns nil when no process holds dataDir's lock (a missing lock
+// file is a free lock), else a *BusyError naming the holder. It creates
+// nothing and takes no lock.
 func Check(dataDir string) error {
-	p := Path(dataDir)
-	f, err := os.Open(p)
+	id, err := procscan.IDOfPath(Path(dataDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("check data directory lock %s: %w", p, err)
+		return fmt.Errorf("check data lock: %w", err)
 	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return fmt.Errorf("%w: %s is held", ErrBusy, p)
+	ids := []procscan.FileID{id}
+	oid, oerr := procscan.IDOfPath(ownerPath(dataDir))
+	if oerr == nil {
+		ids = append(ids, oid)
+	}
+	m, err := procscan.Openers(ids...)
+	if err != nil {
+		return fmt.Errorf("check data lock: %w", err)
+	}
+	if oerr == nil && len(m[oid]) > 0 {
+		return &BusyError{DataDir: dataDir, Owner: liveHolder(ownerPath(dataDir), m[oid]), Processes: m[id]}
+	}
+	if len(m[id]) == 0 {
+		return nil
+	}
+	return &BusyError{DataDir: dataDir, Owner: lock.ReadHolder(Path(dataDir)), Leftovers: true, Processes: m[id]}
+}
+
+// liveHolder is the holder recorded at path when it is among openers, else
+// the first opener.
+func liveHolder(path string, openers []procscan.Process) lock.Holder {
+	h := lock.ReadHolder(path)
+	if slices.ContainsFunc(openers, func(p procscan.Process) bool { return p.PID == h.PID }) {
+		return h
+	}
+	return lock.Holder{PID: openers[0].PID, Command: openers[0].Command}
+}
+
+// Options configure Acquire.
+type Options struct {
+	// Command names this owner in others' errors, e.g. "hbx supervise".
+	Command string
+	// StopLeftovers lets Acquire stop what a dead owner left holding the
+	// data lock: StopSignal (0: SIGTERM), then SIGKILL after StopWait.
+	// Without it Acquire refuses, naming them.
+	StopLeftovers bool
+	StopSignal    syscall.Signal
+	StopWait      time.Duration
+}
+
+// Lock is a held data lock.
+type Lock struct {
+	owner *lock.Lock
+	f     *os.File
+	path  string
+	// Stopped lists the leftovers Acquire stopped; Killed says whether
+	// any needed SIGKILL.
+	Stopped []procscan.Process
+	Killed  bool
+}
+
+// Acquire takes dataDir's lock: the owner lock, then the data lock. It
+// creates the parent directory (0755) and the lock files (0600) when
+// missing. A live owner makes it fail with a *BusyError at once; leftovers
+// of a dead owner are stopped (Options.StopLeftovers) or named in a
+// *BusyError.
+func Acquire(ctx context.Context, dataDir string, o Options) (*Lock, error) {
+	if err := os.MkdirAll(filepath.Dir(Path(dataDir)), 0o755); err != nil {
+		return nil, fmt.Errorf("create data lock directory: %w", err)
+	}
+	owner, err := lock.Acquire(ctx, ownerPath(dataDir), o.Command, 0, nil)
+	if err != nil {
+		var held *lock.HeldError
+		if errors.As(err, &held) {
+			be := &BusyError{DataDir: dataDir, Owner: held.Holder}
+			if id, err := procscan.IDOfPath(Path(dataDir)); err == nil {
+				if m, err := procscan.Openers(id); err == nil {
+					be.Processes = m[id]
+				}
+			}
+			return nil, be
 		}
-		return fmt.Errorf("check data directory lock %s: %w", p, err)
+		return nil, err
 	}
-	return nil
+	l := &Lock{owner: owner, path: Path(dataDir)}
+	ok := false
+	defer func() {
+		if !ok {
+			l.Release()
+		}
+	}()
+	f, err := os.OpenFile(Path(dataDir), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open data lock: %w", err)
+	}
+	l.f = f
+	id, err := procscan.IDOf(f)
+	if err != nil {
+		return nil, err
+	}
+	// We hold the owner lock, so no owner lives: whoever holds the data
+	// lock was left by a dead one.
+	deadline := time.Now().Add(time.Second)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("flock %s: %w", Path(dataDir), err)
+		}
+		m, err := procscan.Openers(id)
+		if err != nil {
+			return nil, err
+		}
+		left := m[id]
+		if len(left) == 0 && time.Now().Before(deadline) {
+			// Gone between the flock and the scan, or not visible.
+			if err := sleep(ctx, 50*time.Millisecond); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		be := &BusyError{DataDir: dataDir, Owner: lock.ReadHolder(Path(dataDir)), Leftovers: true, Processes: left}
+		if !o.StopLeftovers || len(left) == 0 {
+			return nil, be
+		}
+		sig := o.StopSignal
+		if sig == 0 {
+			sig = syscall.SIGTERM
+		}
+		stopped, killed, err := procscan.Stop(ctx, id, sig, o.StopWait, 0)
+		l.Stopped, l.Killed = append(l.Stopped, stopped...), l.Killed || killed
+		if err != nil {
+			return nil, fmt.Errorf("stop leftovers of %s: %w", be.Owner, err)
+		}
+	}
+	h := lock.Holder{PID: os.Getpid(), Command: o.Command, Since: time.Now().UTC()}
+	b, _ := json.Marshal(h)
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt(append(b, '\n'), 0)
+	}
+	ok = true
+	return l, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// File returns the data lock file, to pass to the payload as an inherited
+// descriptor (exec.Cmd.ExtraFiles, syscall.ProcAttr.Files): the lock is
+// then held while any process of the payload lives.
+func (l *Lock) File() *os.File { return l.f }
+
+// Path returns the data lock file's path.
+func (l *Lock) Path() string { return l.path }
+
+// Release closes this process's descriptors of both locks. It does not
+// unlock the data lock's flock: a payload process that still holds an
+// inherited descriptor keeps it (a later Acquire sees its leftovers).
+func (l *Lock) Release() error {
+	if l == nil {
+		return nil
+	}
+	var err error
+	if l.f != nil {
+		err = l.f.Close()
+		l.f = nil
+	}
+	if l.owner != nil {
+		if uerr := l.owner.Unlock(); err == nil {
+			err = uerr
+		}
+		l.owner = nil
+	}
+	return err
 }

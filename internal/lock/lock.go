@@ -147,6 +147,23 @@ func readHolder(path string) Holder {
 	return h
 }
 
+// File returns the open lock file (nil for a nested Lock). A child that
+// inherits it (exec.Cmd.ExtraFiles, syscall.ProcAttr.Files) shares the
+// open file description and so keeps the flock held after this process
+// exits, until the last process holding it does. Unlock releases the flock
+// for all of them.
+func (l *Lock) File() *os.File {
+	if l == nil {
+		return nil
+	}
+	return l.f
+}
+
+// ReadHolder returns the holder recorded in the lock file at path (zero
+// when none can be read). The record is only meaningful while the lock is
+// held.
+func ReadHolder(path string) Holder { return readHolder(path) }
+
 // Unlock releases the lock. The file stays (removing it would race with a
 // waiter that already opened it).
 func (l *Lock) Unlock() error {

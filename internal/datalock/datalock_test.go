@@ -1,0 +1,218 @@
+package datalock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/procscan"
+)
+
+// The test binary doubles as the lock's holders (HBXTEST_DATALOCK):
+//
+//	owner       Acquire HBXTEST_DIR as "test owner", print "ready", sleep
+//	owner-leaf  Acquire, start a "leaf" that inherits the lock as fd 3,
+//	            print the leaf's pid, sleep
+//	leaf        ignore SIGTERM, print "ready", sleep
+func TestMain(m *testing.M) {
+	switch os.Getenv("HBXTEST_DATALOCK") {
+	case "":
+		os.Exit(m.Run())
+	case "owner", "owner-leaf":
+		l, err := Acquire(context.Background(), os.Getenv("HBXTEST_DIR"), Options{Command: "test owner"})
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		if os.Getenv("HBXTEST_DATALOCK") == "owner-leaf" {
+			c := exec.Command(os.Args[0])
+			c.Env = append(os.Environ(), "HBXTEST_DATALOCK=leaf")
+			c.ExtraFiles = []*os.File{l.File()}
+			c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			out, _ := c.StdoutPipe()
+			if err := c.Start(); err != nil {
+				fmt.Println(err)
+				os.Exit(1)
+			}
+			bufio.NewReader(out).ReadString('\n')
+			fmt.Println(c.Process.Pid)
+		} else {
+			fmt.Println("ready")
+		}
+	case "leaf":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ready")
+	}
+	time.Sleep(time.Hour)
+}
+
+// holder starts the test binary as helper h on dataDir and returns it
+// with the first line it printed.
+func holder(t *testing.T, h, dataDir string) (*exec.Cmd, string) {
+	t.Helper()
+	c := exec.Command(os.Args[0])
+	c.Env = append(os.Environ(), "HBXTEST_DATALOCK="+h, "HBXTEST_DIR="+dataDir)
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("helper %s: %v", h, err)
+	}
+	return c, strings.TrimSpace(line)
+}
+
+func TestPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/workspace/executor/data":   "/workspace/executor/.data.lock",
+		"/workspace/executor/data/":  "/workspace/executor/.data.lock",
+		"/workspace/executor//data/": "/workspace/executor/.data.lock",
+		"/data":                      "/.data.lock",
+	} {
+		if got := Path(in); got != want {
+			t.Errorf("Path(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCheckFreeCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := Check(data); err != nil {
+		t.Fatalf("Check() = %v, want nil", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("Check() created %v", ents)
+	}
+	l, err := Acquire(context.Background(), data, Options{Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(data); err != nil {
+		t.Errorf("Check() after Release = %v, want nil", err)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Acquire created the data directory itself: %v", err)
+	}
+}
+
+func TestLiveOwnerRefuses(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	c, _ := holder(t, "owner", data)
+	pid := c.Process.Pid
+	for what, err := range map[string]error{
+		"Check": Check(data),
+		"Acquire": func() error {
+			_, err := Acquire(context.Background(), data, Options{Command: "second", StopLeftovers: true})
+			return err
+		}(),
+	} {
+		var be *BusyError
+		if !errors.As(err, &be) || !errors.Is(err, ErrBusy) {
+			t.Fatalf("%s() = %v, want a *BusyError", what, err)
+		}
+		if be.Leftovers || be.Owner.PID != pid || be.Owner.Command != "test owner" {
+			t.Errorf("%s() = %+v, want the live owner pid %d", what, be, pid)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "pid "+strconv.Itoa(pid)+" (test owner) since ") || strings.Contains(msg, "\n") {
+			t.Errorf("%s() = %q, want one line naming pid %d (test owner) since", what, msg, pid)
+		}
+	}
+	if !procscan.Alive(pid) {
+		t.Errorf("the owner %d was stopped", pid)
+	}
+}
+
+// The lock outlives its owner's SIGKILL for as long as a process that
+// inherited it lives; Acquire then names or stops those leftovers.
+func TestLeftoversHoldTheLock(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	c, line := holder(t, "owner-leaf", data)
+	leaf, err := strconv.Atoi(line)
+	if err != nil {
+		t.Fatalf("owner-leaf printed %q", line)
+	}
+	t.Cleanup(func() { syscall.Kill(leaf, syscall.SIGKILL) })
+	owner := c.Process.Pid
+	c.Process.Kill()
+	c.Wait()
+
+	var be *BusyError
+	if err := Check(data); !errors.As(err, &be) || !be.Leftovers || len(be.Processes) != 1 || be.Processes[0].PID != leaf || be.Owner.PID != owner {
+		t.Fatalf("Check() = %v, want leftovers [%d] of dead owner %d", err, leaf, owner)
+	}
+	if _, err := Acquire(context.Background(), data, Options{Command: "second"}); !errors.As(err, &be) || !be.Leftovers {
+		t.Fatalf("Acquire() without StopLeftovers = %v, want leftovers named", err)
+	} else if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("pid %d (", leaf)) || !strings.Contains(msg, fmt.Sprintf("left running by pid %d (test owner)", owner)) {
+		t.Errorf("Acquire() = %q, want the leaf and the dead owner named", msg)
+	}
+	if !procscan.Alive(leaf) {
+		t.Fatal("Acquire without StopLeftovers stopped the leaf")
+	}
+	start := time.Now()
+	l, err := Acquire(context.Background(), data, Options{Command: "second", StopLeftovers: true, StopWait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Acquire(StopLeftovers) = %v", err)
+	}
+	defer l.Release()
+	if len(l.Stopped) != 1 || l.Stopped[0].PID != leaf || !l.Killed {
+		t.Errorf("Acquire(StopLeftovers) stopped %v killed=%v, want [%d] killed (it ignores SIGTERM)", l.Stopped, l.Killed, leaf)
+	}
+	if took := time.Since(start); took < 200*time.Millisecond {
+		t.Errorf("Acquire(StopLeftovers) took %s: SIGKILL before StopWait", took)
+	}
+	if procscan.Alive(leaf) {
+		t.Errorf("leaf %d still alive", leaf)
+	}
+}
+
+// Release leaves the flock to a payload that inherited it.
+func TestReleaseKeepsPayloadsLock(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	l, err := Acquire(context.Background(), data, Options{Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(os.Args[0])
+	c.Env = append(os.Environ(), "HBXTEST_DATALOCK=leaf")
+	c.ExtraFiles = []*os.File{l.File()}
+	out, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	bufio.NewReader(out).ReadString('\n')
+	if err := Check(data); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Check() with an owner = %v, want ErrBusy", err)
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	var be *BusyError
+	if err := Check(data); !errors.As(err, &be) || !be.Leftovers || be.Processes[0].PID != c.Process.Pid {
+		t.Fatalf("Check() after Release = %v, want the payload %d as leftover", err, c.Process.Pid)
+	}
+	c.Process.Kill()
+	c.Wait()
+	if err := Check(data); err != nil {
+		t.Errorf("Check() after the payload died = %v, want nil", err)
+	}
+}

@@ -1,0 +1,24 @@
+// Package procscan finds processes through /proc by the files they hold
+// open, and stops them. hbx marks every process it starts with an
+// inherited file descriptor (a lock or marker file); the marker survives
+// setsid, double forks and the death of the process that started them, so
+// scanning /proc/*/fd for the marker's device and inode finds every
+// descendant that still lives, wherever it was re-parented.
+//
+// # What it guarantees
+//
+//   - Openers lists every process whose fd table this user may read and
+//     that has the file open, compared by device and inode (a renamed or
+//     deleted file is still found).
+//   - Stop sends a signal, waits, then sends SIGKILL, and returns only when
+//     every listed process is gone or the kill deadline passed.
+//
+// # What it does not do
+//
+//   - Processes of other users are invisible to a non-root caller (their
+//     /proc/PID/fd cannot be read): run hbx as root to see them.
+//   - A process that closed the inherited descriptor is not found.
+//   - A pid may be reused between a scan and a signal; Stop re-checks that
+//     the pid still holds the file before each signal, which narrows the
+//     window to the two system calls but does not close it.
+package procscan
