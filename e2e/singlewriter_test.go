@@ -282,3 +282,69 @@ func TestDataLockLeftoversE2E(t *testing.T) {
 		t.Errorf("hbx supervise did not say it stopped %d before it spawned Executor:\n%s", pid, log)
 	}
 }
+
+// Before its supervisor runs, hbx supervise can spend seconds stopping
+// what a dead owner left (here a leftover that ignores SIGTERM, so the
+// stop waits the executor's stopwaitsecs): HUP and USR2 meanwhile are
+// logged and ignored (they used to end hbx at once), and it goes on to
+// serve; a QUIT then stops it with exit 0 like a running supervisor.
+func TestSuperviseSignalsBeforeRunE2E(t *testing.T) {
+	requireE2E(t)
+	b := installedBox(t)
+	socket, dir := supervisorConfig(t, b, `  executor:
+    stopwaitsecs: 4
+`)
+	lockPath := filepath.Join(filepath.Dir(b.dataDir), ".data.lock")
+	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	left := exec.Command("sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`)
+	left.ExtraFiles = []*os.File{f}
+	left.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := left.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	go left.Wait()
+	t.Cleanup(func() { syscall.Kill(-left.Process.Pid, syscall.SIGKILL) })
+
+	s := startSupervise(t, b, socket, dir)
+	// The owner lock is taken (and names this supervise) before the
+	// leftovers are stopped, which takes stopwaitsecs here.
+	owner := fmt.Sprintf(`"pid":%d`, s.cmd.Process.Pid)
+	waitFor(t, "hbx supervise to own the data lock", 20*time.Second, func() bool {
+		b, _ := os.ReadFile(lockPath + ".owner")
+		return s.cmd.ProcessState != nil || strings.Contains(string(b), owner)
+	})
+	if processGone(left.Process.Pid) {
+		t.Fatal("the leftover is gone before the signals were sent: the test proves nothing")
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGUSR2} {
+		if err := s.cmd.Process.Signal(sig); err != nil {
+			t.Fatalf("signal %v: %v", sig, err)
+		}
+	}
+	healthyAt(t, b.port, 60*time.Second)
+	log := readFile(t, s.log)
+	for _, want := range []string{`msg="signal: ignored while the supervisor starts" signal=SIGHUP`, `msg="signal: ignored while the supervisor starts" signal=SIGUSR2`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("hbx supervise log lacks %q:\n%s", want, log)
+		}
+	}
+	s.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case err := <-s.exited:
+		if err != nil {
+			t.Errorf("hbx supervise after SIGQUIT: %v, want exit 0", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("hbx supervise still runs 60s after SIGQUIT")
+	}
+}

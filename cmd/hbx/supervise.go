@@ -9,11 +9,13 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hermesbox/hbx/health"
@@ -79,6 +81,14 @@ signal that would end a process is logged and ignored.`,
 				c, _, err := g.loadConfig(cmd)
 				return c, err
 			}
+			// Before the supervisor runs (the data lock, leftovers of a
+			// dead supervisor, recovery of an interrupted restore or
+			// upgrade), the signals that would end hbx mean what they
+			// mean to a running supervisor: stop ones end this start,
+			// the others are logged and ignored.
+			ctx, early := superviseEarlySignals(cmd.Context(), g)
+			defer early.stop()
+			cmd.SetContext(ctx)
 			opts := superviseOptionsReload(g, cfg, pid, reload)
 			opts.StateDir = supervisorStateDir(cfg)
 			opts.HandleSignals = true
@@ -107,6 +117,10 @@ signal that would end a process is logged and ignored.`,
 			sup.Store(s)
 			recoverRestore(cmd.Context(), g, cfg)
 			recoverUpgrade(cmd.Context(), g, cfg)
+			if err := cmd.Context().Err(); err != nil {
+				return fmt.Errorf("supervise: stopped before any program started: %w", err)
+			}
+			early.quiet() // Run handles every signal from here on
 			if err := s.Run(cmd.Context()); err != nil {
 				return fmt.Errorf("supervise: %w", err)
 			}
@@ -234,4 +248,57 @@ func executorProbe(cfg *config.Config, pid func() int) supervisor.Probe {
 		_, err := health.Listeners(p, want)
 		return err
 	})
+}
+
+// earlySignals is the signal handling of hbx supervise before its
+// supervisor runs (supervisor.Signals says what each signal means).
+type earlySignals struct {
+	ch     chan os.Signal
+	done   chan struct{}
+	silent atomic.Bool
+}
+
+// superviseEarlySignals catches every signal in supervisor.Signals until
+// stop: a SignalStop one cancels the returned context, the others are
+// logged and ignored. After quiet, signals are still caught (so none ends
+// hbx between this handler and the supervisor's own) but left to the
+// supervisor, which handles them too.
+func superviseEarlySignals(parent context.Context, g *globals) (context.Context, *earlySignals) {
+	ctx, cancel := context.WithCancel(parent)
+	e := &earlySignals{ch: make(chan os.Signal, 8), done: make(chan struct{})}
+	sigs := make([]os.Signal, 0, len(supervisor.Signals))
+	for sig := range supervisor.Signals {
+		sigs = append(sigs, sig)
+	}
+	signal.Notify(e.ch, sigs...)
+	go func() {
+		defer cancel()
+		for {
+			select {
+			case <-e.done:
+				return
+			case v := <-e.ch:
+				if e.silent.Load() {
+					continue
+				}
+				sig := v.(syscall.Signal)
+				if supervisor.Signals[sig] == supervisor.SignalStop {
+					g.log.Info("signal: stopping before any program started", "signal", unix.SignalName(sig))
+					cancel()
+					continue
+				}
+				g.log.Info("signal: ignored while the supervisor starts", "signal", unix.SignalName(sig))
+			}
+		}
+	}()
+	return ctx, e
+}
+
+// quiet leaves every signal to the running supervisor.
+func (e *earlySignals) quiet() { e.silent.Store(true) }
+
+// stop ends the early handling.
+func (e *earlySignals) stop() {
+	signal.Stop(e.ch)
+	close(e.done)
 }
