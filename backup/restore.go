@@ -250,8 +250,11 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		return nil, err
 	}
 	staged = true // from here on, failures undo through the journal
+	// Undoing must finish even when ctx is cancelled (Ctrl-C, SIGTERM):
+	// the undo steps keep ctx's values, not its cancellation.
+	undoCtx := context.WithoutCancel(ctx)
 	if err := swap(j, log); err != nil {
-		if uerr := undo(ctx, j, opts.Runtime, log); uerr != nil {
+		if uerr := undo(undoCtx, j, opts.Runtime, log); uerr != nil {
 			return nil, fmt.Errorf("swap: %w; undo failed, the next hbx start retries it: %w", err, uerr)
 		}
 		_ = removeJournal(opts.DataDir)
@@ -276,7 +279,10 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		herr := opts.Services.WaitHealthy(hctx)
 		cancel()
 		if herr != nil {
-			return nil, undoUnhealthy(ctx, opts, j, herr, log, prog)
+			if ctx.Err() != nil {
+				herr = fmt.Errorf("interrupted while waiting for health: %w", ctx.Err())
+			}
+			return nil, undoUnhealthy(undoCtx, opts, j, herr, log, prog)
 		}
 		res.Healthy = true
 		prog.Event(Event{Kind: EventHealthy})

@@ -105,6 +105,13 @@ func (s *Supervisor) handleSignals() (stop func()) {
 						s.log.Info("signal: reopened log files", "signal", signalName(sig), "files", n)
 					}
 				default:
+					if sig == syscall.SIGPIPE {
+						// Once Notify asks for SIGPIPE, every write of
+						// hbx's own to a closed connection (a released
+						// hold) raises one too: not worth a warning.
+						s.log.Debug("signal ignored", "signal", signalName(sig))
+						continue
+					}
 					s.log.Warn("signal ignored", "signal", signalName(sig))
 				}
 			}

@@ -205,6 +205,10 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	if res.Recovered, err = recoverLocked(ctx, opts); err != nil {
 		return nil, fmt.Errorf("recover an interrupted upgrade: %w", err)
 	}
+	// Putting things back after a failure must finish even when ctx was
+	// cancelled (Ctrl-C, SIGTERM): the undo steps keep ctx's values (the
+	// lock), not its cancellation; their waits are bounded by HealthWait.
+	undoCtx := context.WithoutCancel(ctx)
 	old, err := opts.Runtime.Active()
 	if err != nil {
 		return nil, fmt.Errorf("read the active release: %w", err)
@@ -269,7 +273,10 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 		if rerr := hold.Release(); rerr != nil {
 			return fmt.Errorf("%w; start the services again (%s): %w", cause, names, rerr)
 		}
-		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		if opts.Services == nil {
+			return fmt.Errorf("%w (no supervisor runs: nothing to start again)", cause)
+		}
+		hctx, cancel := context.WithTimeout(undoCtx, opts.HealthWait)
 		werr := opts.Services.WaitHealthy(hctx, old)
 		cancel()
 		if werr != nil {
@@ -298,7 +305,7 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 				opts.Logger.Warn("release the hold", "err", rerr)
 			}
 		}
-		rb, rerr := rollbackLocked(ctx, opts, j, cause.Error())
+		rb, rerr := rollbackLocked(undoCtx, opts, j, cause.Error())
 		if rerr != nil {
 			return fmt.Errorf("%w; rollback failed too, the next hbx start retries it: %w", cause, rerr)
 		}

@@ -30,6 +30,11 @@ type fake struct {
 	failCheck    error
 	failRestore  error
 	staged       Release // what Stage returns; zero: newRel
+	// onWait, when set, runs once inside WaitHealthy (e.g. an interrupt
+	// arriving during the health wait), which then fails with ctx's error.
+	onWait func()
+	// ctxErrs records ctx.Err() as WaitHealthy and Restore saw it.
+	ctxErrs []error
 }
 
 func (f *fake) Active() (Release, error)   { return f.cur, nil }
@@ -58,8 +63,14 @@ func (f *fake) Activate(_ context.Context, m digest.Digest) error {
 }
 func (f *fake) Hold(context.Context) (Hold, error) { f.calls = append(f.calls, "hold"); return f, nil }
 func (f *fake) Release() error                     { f.calls = append(f.calls, "release"); return nil }
-func (f *fake) WaitHealthy(context.Context, Release) error {
+func (f *fake) WaitHealthy(ctx context.Context, _ Release) error {
 	f.calls = append(f.calls, "wait")
+	if f.onWait != nil {
+		f.onWait()
+		f.onWait = nil
+		return ctx.Err()
+	}
+	f.ctxErrs = append(f.ctxErrs, ctx.Err())
 	return f.failHealth
 }
 func (f *fake) Backup(context.Context, Release) (string, error) {
@@ -69,6 +80,7 @@ func (f *fake) Backup(context.Context, Release) (string, error) {
 func (f *fake) Check(string, Release) error { return f.failCheck }
 func (f *fake) Restore(ctx context.Context, archive string, r Release) (string, error) {
 	f.calls = append(f.calls, "restore "+r.Manifest.Encoded()[:4])
+	f.ctxErrs = append(f.ctxErrs, ctx.Err())
 	if f.failRestore != nil {
 		return "", f.failRestore
 	}
@@ -390,4 +402,49 @@ func TestRollbackSaysWhatIsRecorded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInterruptedChangeIsUndone: an interrupt (a cancelled context) during
+// a change still lets the undo steps run to the end, and a Switch without
+// a supervisor whose pre-change backup fails returns one error (it
+// panicked on the nil Services while "starting the services again").
+func TestInterruptedChangeIsUndone(t *testing.T) {
+	t.Run("switch without supervisor, backup fails", func(t *testing.T) {
+		f, opts := newFake(t)
+		opts.Services = nil
+		f.failBackup = context.Canceled
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := Switch(ctx, opts, Target{Image: newRel.Image, Index: newRel.Index})
+		if err == nil || !strings.Contains(err.Error(), "no supervisor runs") {
+			t.Fatalf("Switch() = %v, want the backup's failure saying no supervisor runs", err)
+		}
+		if !f.cur.Same(oldRel) {
+			t.Errorf("active %s after a failed Switch, want %s", f.cur, oldRel)
+		}
+		if j, err := ReadJournal(opts.RuntimeDir); err != nil || j == nil || j.Phase != PhaseAborted {
+			t.Errorf("journal %+v, %v; want aborted", j, err)
+		}
+	})
+	t.Run("upgrade interrupted in its health wait", func(t *testing.T) {
+		f, opts := newFake(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f.onWait = cancel
+		_, err := Upgrade(ctx, opts, Target{Image: newRel.Image, Index: newRel.Index})
+		if !errors.Is(err, ErrRolledBack) {
+			t.Fatalf("Upgrade() = %v, want ErrRolledBack", err)
+		}
+		if !f.cur.Same(oldRel) {
+			t.Errorf("active %s after an interrupted upgrade, want %s", f.cur, oldRel)
+		}
+		for i, e := range f.ctxErrs {
+			if e != nil {
+				t.Errorf("undo step %d ran on a cancelled context: %v (calls %v)", i, e, f.calls)
+			}
+		}
+		if len(f.ctxErrs) == 0 {
+			t.Errorf("no undo step ran: calls %v", f.calls)
+		}
+	})
 }

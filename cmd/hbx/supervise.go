@@ -287,7 +287,9 @@ func superviseEarlySignals(parent context.Context, g *globals) (context.Context,
 					cancel()
 					continue
 				}
-				g.log.Info("signal: ignored while the supervisor starts", "signal", unix.SignalName(sig))
+				if sig != syscall.SIGPIPE { // also raised by hbx's own writes to a closed connection
+					g.log.Info("signal: ignored while the supervisor starts", "signal", unix.SignalName(sig))
+				}
 			}
 		}
 	}()
