@@ -23,6 +23,14 @@
 //  6. On any failure after step 5 began: roll back (below) and return an
 //     error wrapping ErrRolledBack and the cause.
 //
+// When Services is a Watcher and the supervisor goes away (its connection
+// breaks; its programs die with it), the change stops waiting: during the
+// hold (step 4) the backup is cancelled and the change abandoned before
+// activation, the journal closed, the old release active and configured;
+// during the health wait it is rolled back at once, without a supervisor
+// (the restore checks that no process holds files in the data directory).
+// Either error wraps ErrSupervisorGone and says that nothing runs.
+//
 // # Switch (hbx install under existing data)
 //
 // Switch runs the same steps for a release change asked by `hbx install`

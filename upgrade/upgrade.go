@@ -35,6 +35,9 @@ var (
 	ErrMismatch = errors.New("does not match the recorded upgrade")
 	// ErrInvalid: bad options.
 	ErrInvalid = errors.New("invalid upgrade options")
+	// ErrSupervisorGone: the connection to the supervisor broke during the
+	// change (Watcher): it died, and its programs with it, or shut down.
+	ErrSupervisorGone = errors.New("the supervisor is gone (its connection broke)")
 )
 
 // Runtime is the installer: releases in the runtime directory.
@@ -62,6 +65,51 @@ type Services interface {
 	// once they run and the health checks pass for r, or an error saying
 	// which fail when ctx ends first.
 	WaitHealthy(ctx context.Context, r Release) error
+}
+
+// Watcher is implemented by Services that notice at once when the
+// supervisor goes away: Gone is closed when a connection to it (the hold,
+// or a watch kept open for the whole change) breaks without being
+// released. Upgrade and Switch then stop waiting: before activation the
+// change is abandoned (the old release stays active and configured);
+// during the health wait it is rolled back at once, without a supervisor.
+// The error wraps ErrSupervisorGone.
+type Watcher interface {
+	Gone() <-chan struct{}
+}
+
+// goneCh is svc's Gone channel, or nil (never ready) when it has none.
+func goneCh(svc Services) <-chan struct{} {
+	if w, ok := svc.(Watcher); ok {
+		return w.Gone()
+	}
+	return nil
+}
+
+// isGone reports whether svc's supervisor is gone.
+func isGone(svc Services) bool {
+	select {
+	case <-goneCh(svc):
+		return true
+	default:
+		return false
+	}
+}
+
+// untilGone returns ctx cancelled with ErrSupervisorGone as its cause once
+// svc's supervisor is gone.
+func untilGone(ctx context.Context, svc Services) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	if gone := goneCh(svc); gone != nil {
+		go func() {
+			select {
+			case <-gone:
+				cancel(ErrSupervisorGone)
+			case <-cctx.Done():
+			}
+		}()
+	}
+	return cctx, func() { cancel(nil) }
 }
 
 // Data is backup and restore of the data directory.
@@ -277,8 +325,24 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 		}
 		return fmt.Errorf("%w; services started again: %s (healthy on %s)", cause, names, old)
 	}
+	// gone abandons the change when the supervisor went away while it held
+	// the services: they died with it, nothing is waited for.
+	gone := func() error {
+		held = false
+		kept := ""
+		if j.Backup != "" {
+			kept = fmt.Sprintf(" (the pre-upgrade backup %s is kept)", j.Backup)
+		}
+		return abort(fmt.Errorf("%w while the services were held for the pre-upgrade backup: upgrade stopped before activation, %s stays active and configured%s; nothing runs: start hbx supervise", ErrSupervisorGone, old.Image, kept))
+	}
 	opts.Step("backing-up")
-	if j.Backup, err = opts.Data.Backup(ctx, old); err != nil {
+	bctx, stopBackup := untilGone(ctx, opts.Services)
+	j.Backup, err = opts.Data.Backup(bctx, old)
+	stopBackup()
+	if isGone(opts.Services) {
+		return nil, gone()
+	}
+	if err != nil {
 		return nil, abort(resume(fmt.Errorf("pre-upgrade backup: %w", err)))
 	}
 	res.Backup = j.Backup
@@ -286,6 +350,9 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 		return nil, abort(resume(err))
 	}
 
+	if isGone(opts.Services) {
+		return nil, gone()
+	}
 	if err := j.write(opts.RuntimeDir, PhaseActivating, opts.Now()); err != nil {
 		return nil, abort(resume(err))
 	}
@@ -303,6 +370,9 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 			return fmt.Errorf("%w; rollback failed too, the next hbx start retries it: %w", cause, rerr)
 		}
 		res.KeptAside, res.Notes = rb.KeptAside, append(res.Notes, rb.Notes...)
+		if isGone(opts.Services) {
+			return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s; nothing runs: start hbx supervise", ErrRolledBack, old, cause, orNone(rb.KeptAside))
+		}
 		return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s", ErrRolledBack, old, cause, orNone(rb.KeptAside))
 	}
 	note, err := opts.Config.Pin(nr)
@@ -322,8 +392,13 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	if wait {
 		opts.Step("health")
 		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		hctx, stop := untilGone(hctx, opts.Services)
 		err = opts.Services.WaitHealthy(hctx, nr)
+		stop()
 		cancel()
+		if err != nil && isGone(opts.Services) {
+			return nil, fail(fmt.Errorf("%w during the health wait on %s", ErrSupervisorGone, nr.Image))
+		}
 		if err != nil {
 			return nil, fail(fmt.Errorf("health on %s: %w", nr.Image, err))
 		}

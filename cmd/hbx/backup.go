@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -124,6 +125,7 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		return fmt.Errorf("backup: %w", err)
 	}
 	if svc != nil {
+		defer svc.Close()
 		opts.Services = svc
 	}
 	if o.json {
@@ -329,7 +331,15 @@ func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervi
 	}
 	u := (&url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Executor.Listen, strconv.Itoa(cfg.Executor.Port)), Path: "/api/health"}).String()
 	probe := supervisor.ProbeFunc(func(ctx context.Context) error { return health.APIHealth(ctx, u) })
-	return &supervisorServices{c: c, probe: probe, autostart: auto}, nil
+	sts, err := c.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	watched := ""
+	if len(sts) > 0 {
+		watched = sts[0].Name
+	}
+	return &supervisorServices{c: c, probe: probe, autostart: auto, watch: watchSupervisor(c, watched)}, nil
 }
 
 // supervisorServices is backup.Services over the supervisor's control
@@ -340,7 +350,15 @@ type supervisorServices struct {
 	probe     supervisor.Probe
 	autostart []string
 	running   []string // what the last hold found running
+	watch     *supervisorWatch
 }
+
+// Gone is closed once the supervisor is gone (backup.Watcher,
+// upgrade.Watcher).
+func (s *supervisorServices) Gone() <-chan struct{} { return s.watch.Gone() }
+
+// Close ends the watch's connection.
+func (s *supervisorServices) Close() { s.watch.Close() }
 
 // Hold stops every program and keeps them stopped while this process's
 // connection lives.
@@ -366,7 +384,9 @@ func (s *supervisorServices) Hold(ctx context.Context) (backup.Hold, error) {
 			s.running = append(s.running, st.Name)
 		}
 	}
-	return &supervisorHold{h: h, running: s.running}, nil
+	sh := &supervisorHold{h: h, running: s.running}
+	s.watch.watchHold(h, &sh.released)
+	return sh, nil
 }
 
 // WaitHealthy starts the autostart programs the last hold did not stop
@@ -402,8 +422,13 @@ func (s *supervisorServices) WaitRunning(ctx context.Context, names []string) er
 func (s *supervisorServices) waitUp(ctx context.Context, names []string, probe bool) error {
 	last := errors.New("not checked yet")
 	for {
+		if s.watch.isGone() {
+			return errSupervisorGone
+		}
 		sts, err := s.c.Status(ctx)
 		switch {
+		case s.watch.isGone():
+			return errSupervisorGone
 		case errors.Is(err, supervisor.ErrNotRunning):
 			return fmt.Errorf("the supervisor is gone: %w", err)
 		case err != nil:
@@ -433,19 +458,27 @@ func (s *supervisorServices) waitUp(ctx context.Context, names []string, probe b
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
+		case <-s.watch.Gone():
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
+// errSupervisorGone is what waitUp returns once the watch broke.
+var errSupervisorGone = errors.New("the supervisor is gone (its connection broke): the programs it ran died with it")
+
 // supervisorHold is backup.Hold over a supervisor.Hold.
 type supervisorHold struct {
-	h       *supervisor.Hold
-	running []string
+	h        *supervisor.Hold
+	running  []string
+	released atomic.Bool
 }
 
 func (h *supervisorHold) Running() []string { return h.running }
-func (h *supervisorHold) Release() error    { return h.h.Release() }
+func (h *supervisorHold) Release() error {
+	h.released.Store(true)
+	return h.h.Release()
+}
 
 // installRuntime is backup.Runtime over the installer, configured like
 // `hbx install` but for the archive's image when it names one.

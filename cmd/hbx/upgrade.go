@@ -287,6 +287,9 @@ func (s *upgradeServices) Hold(ctx context.Context) (upgrade.Hold, error) {
 	return s.svc.Hold(ctx)
 }
 
+// Gone is closed once the supervisor is gone (upgrade.Watcher).
+func (s *upgradeServices) Gone() <-chan struct{} { return s.svc.Gone() }
+
 // WaitHealthy waits for the programs, then for the checks api-health,
 // mcp-auth, supervisor and release (pinned to r), and mcp-tools when a
 // key is configured.
@@ -433,6 +436,7 @@ func (d *upgradeData) Restore(ctx context.Context, archive string, r upgrade.Rel
 			return "", err
 		}
 		if svc != nil {
+			defer svc.Close()
 			opts.Services = svc
 		}
 	}
