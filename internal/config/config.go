@@ -173,7 +173,8 @@ type Install struct {
 	// MaxUncompressedBytes caps the total bytes the layers may expand to
 	// (install.max_uncompressed_bytes). Positive. Default 16 GiB.
 	MaxUncompressedBytes int64
-	// KeepBlobs keeps the blob cache after activation
+	// KeepBlobs keeps the cached blobs of the releases on disk after an
+	// install or staging; without it the cache is removed
 	// (install.keep_blobs). Default false.
 	KeepBlobs bool
 	// LockWait is how long to wait for another install's lock; 0 fails at
