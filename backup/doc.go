@@ -97,6 +97,9 @@
 //     renameat2(RENAME_EXCHANGE): at every instant the path holds either
 //     the whole old tree or the whole new one. The old tree is kept as
 //     <dir>.pre-restore-<ts> (RestoreOptions.KeepPreRestore copies).
+//     ListKept lists these copies and the <data_dir>.rolled-back-<ts>
+//     copies package upgrade keeps after a rollback (kinds KindPreRestore,
+//     KindRolledBack), with their file counts and bytes.
 //   - The programs are started and must become healthy (Services.WaitHealthy)
 //     within HealthWait; otherwise the old trees are exchanged back, the
 //     runtime the restore installed is replaced by the one before, and the

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,8 +140,13 @@ type Config interface {
 type Options struct {
 	RuntimeDir string // absolute; holds the lock and the journal
 	DataDir    string // absolute; where rolled-back data is kept aside beside
-	LockWait   time.Duration
-	HealthWait time.Duration // bound on the wait for health after a switch
+	// KeepRolledBack is how many <DataDir>.rolled-back-<time> copies a
+	// rollback leaves, its own included, newest first
+	// (backup.keep_pre_restore); at least 1: the newest copy holds data no
+	// archive holds, and is never removed.
+	KeepRolledBack int
+	LockWait       time.Duration
+	HealthWait     time.Duration // bound on the wait for health after a switch
 
 	Runtime  Runtime
 	Services Services // nil: no supervisor runs (Recover only)
@@ -500,7 +507,7 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 		return nil, fmt.Errorf("restore the pre-upgrade backup %s: %w", j.Backup, err)
 	}
 	if aside != "" {
-		kept := fmt.Sprintf("%s.rolled-back-%s", opts.DataDir, opts.Now().UTC().Format("20060102T150405Z"))
+		kept := fmt.Sprintf("%s%s%s", opts.DataDir, rolledBackInfix, opts.Now().UTC().Format("20060102T150405Z"))
 		if err := os.Rename(aside, kept); err != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("the replaced data stays in %s: %v", aside, err))
 			kept = aside
@@ -508,6 +515,13 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 			return nil, err
 		}
 		res.KeptAside = kept
+		pruned, err := pruneRolledBack(opts.DataDir, opts.KeepRolledBack)
+		for _, p := range pruned {
+			res.Notes = append(res.Notes, fmt.Sprintf("removed the older rolled-back copy %s (backup.keep_pre_restore)", p))
+		}
+		if err != nil {
+			opts.Logger.Warn("prune rolled-back copies", "err", err)
+		}
 	}
 	j.KeptAside = res.KeptAside
 	if err := j.write(opts.RuntimeDir, PhaseRolledBack, opts.Now()); err != nil {
@@ -515,6 +529,54 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 	}
 	opts.Step("rolled-back")
 	return res, nil
+}
+
+// rolledBackInfix names the copies a rollback keeps: <data_dir>.rolled-back-<UTC time>.
+const rolledBackInfix = ".rolled-back-"
+
+// pruneRolledBack removes all but the max(keep, 1) newest
+// <dataDir>.rolled-back-* directories and returns the paths removed.
+func pruneRolledBack(dataDir string, keep int) ([]string, error) {
+	parent, base := filepath.Split(dataDir)
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", parent, err)
+	}
+	var copies []string
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), base+rolledBackInfix) {
+			copies = append(copies, e.Name())
+		}
+	}
+	slices.Sort(copies) // the timestamps sort as text
+	var removed []string
+	for len(copies) > max(keep, 1) {
+		p := filepath.Join(parent, copies[0])
+		copies = copies[1:]
+		if err := removeAll(p); err != nil {
+			return removed, err
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
+}
+
+// removeAll removes p, making read-only directories below it writable
+// first when that is what stops it.
+func removeAll(p string) error {
+	if err := os.RemoveAll(p); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	return nil
 }
 
 // Recover finishes or undoes an upgrade or rollback that was interrupted;

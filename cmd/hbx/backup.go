@@ -174,10 +174,22 @@ func newBackupListCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the archives in backup.dir, newest first",
-		Long: `List prints one line per archive of backup.dir named after backup.name,
-newest first: creation time (UTC), size, file count, the image digest the
-data was written by (the child manifest digest, else the index digest),
-and the path. --json prints the list as JSON.`,
+		Long: `List prints one line per archive of backup.dir named after backup.name
+or pre-upgrade (hbx upgrade's), newest first: creation time (UTC), kind "archive", size, file count, the
+image digest the data was written by (the child manifest digest, else the
+index digest), and the path. Then one line per copy of replaced data kept
+beside executor.data_dir, newest first: kind "pre-restore" (the data a
+restore replaced) or "rolled-back" (the data a rollback replaced, written
+by the release the upgrade moved to). backup.keep_pre_restore bounds each
+kind (a rollback always keeps its newest copy). --json prints one JSON
+array of both, each with its "kind".
+
+A kept copy is a directory, not an archive: to bring one back, stop the
+programs (hbx stop all), move executor.data_dir aside and the copy into
+its place (mv), and start them (hbx start all). For a rolled-back copy,
+first make the release that wrote it active and configured again
+(hbx upgrade --image that release; upgrade.json in the runtime directory
+names the last one as "new"), then swap.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
@@ -188,16 +200,35 @@ and the path. --json prints the list as JSON.`,
 			if err != nil {
 				return fmt.Errorf("backup list: %w", err)
 			}
+			if cfg.Backup.Name != preUpgradeName {
+				pre, err := backup.List(cfg.Backup.Dir, preUpgradeName)
+				if err != nil {
+					return fmt.Errorf("backup list: %w", err)
+				}
+				list = append(list, pre...)
+				slices.SortStableFunc(list, func(a, b backup.Info) int { return b.Created.Compare(a.Created) })
+			}
+			kept, err := backup.ListKept(cfg.Executor.DataDir)
+			if err != nil {
+				return fmt.Errorf("backup list: %w", err)
+			}
 			if asJSON {
-				if list == nil {
-					list = []backup.Info{}
+				all := []any{}
+				for _, in := range list {
+					all = append(all, struct {
+						Kind string `json:"kind"`
+						backup.Info
+					}{"archive", in})
+				}
+				for _, k := range kept {
+					all = append(all, k)
 				}
 				enc := json.NewEncoder(g.stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return enc.Encode(all)
 			}
 			tw := tabwriter.NewWriter(g.stdout, 2, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "CREATED (UTC)\tSIZE\tFILES\tIMAGE DIGEST\tPATH")
+			fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tSIZE\tFILES\tIMAGE DIGEST\tPATH")
 			for _, in := range list {
 				d := string(in.ManifestDigest)
 				if d == "" {
@@ -207,7 +238,10 @@ and the path. --json prints the list as JSON.`,
 				if in.SHA256 != "" {
 					files = fmt.Sprint(in.Files)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), units.Bytes(in.Size), files, orDash(d), in.Path)
+				fmt.Fprintf(tw, "%s\tarchive\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), units.Bytes(in.Size), files, orDash(d), in.Path)
+			}
+			for _, k := range kept {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t-\t%s\n", k.Created.Format("2006-01-02 15:04:05"), k.Kind, units.Bytes(k.Bytes), k.Files, k.Path)
 			}
 			return tw.Flush()
 		},

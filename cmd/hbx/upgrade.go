@@ -124,14 +124,15 @@ func runUpgrade(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 // passphrase (nil: asked when needed).
 func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, pass []byte, asJSON bool) (upgrade.Options, error) {
 	opts := upgrade.Options{
-		RuntimeDir: cfg.Executor.RuntimeDir,
-		DataDir:    cfg.Executor.DataDir,
-		LockWait:   cfg.Backup.LockWait,
-		HealthWait: cfg.Backup.HealthWait,
-		Runtime:    upgradeRuntime{g: g, cfg: cfg},
-		Data:       &upgradeData{g: g, cfg: cfg, pass: pass},
-		Config:     configPinner{g: g, cfg: cfg, srcs: srcs},
-		Logger:     g.log,
+		RuntimeDir:     cfg.Executor.RuntimeDir,
+		DataDir:        cfg.Executor.DataDir,
+		KeepRolledBack: cfg.Backup.KeepPreRestore,
+		LockWait:       cfg.Backup.LockWait,
+		HealthWait:     cfg.Backup.HealthWait,
+		Runtime:        upgradeRuntime{g: g, cfg: cfg},
+		Data:           &upgradeData{g: g, cfg: cfg, pass: pass},
+		Config:         configPinner{g: g, cfg: cfg, srcs: srcs},
+		Logger:         g.log,
 	}
 	if asJSON {
 		enc := json.NewEncoder(g.stdout)
@@ -178,13 +179,14 @@ func printUpgrade(w io.Writer, verb string, res *upgrade.Result, asJSON bool) er
 // supervise` starts the programs (no supervisor runs yet).
 func recoverUpgrade(ctx context.Context, g *globals, cfg *config.Config) {
 	opts := upgrade.Options{
-		RuntimeDir: cfg.Executor.RuntimeDir,
-		DataDir:    cfg.Executor.DataDir,
-		HealthWait: cfg.Backup.HealthWait,
-		Runtime:    upgradeRuntime{g: g, cfg: cfg},
-		Data:       &upgradeData{g: g, cfg: cfg},
-		Config:     configPinner{g: g, cfg: cfg},
-		Logger:     g.log,
+		RuntimeDir:     cfg.Executor.RuntimeDir,
+		DataDir:        cfg.Executor.DataDir,
+		KeepRolledBack: cfg.Backup.KeepPreRestore,
+		HealthWait:     cfg.Backup.HealthWait,
+		Runtime:        upgradeRuntime{g: g, cfg: cfg},
+		Data:           &upgradeData{g: g, cfg: cfg},
+		Config:         configPinner{g: g, cfg: cfg},
+		Logger:         g.log,
 	}
 	msg, err := upgrade.Recover(ctx, opts)
 	switch {

@@ -57,7 +57,9 @@ type Backup struct {
 	// backup; 0 keeps all (backup.keep). Default 7.
 	Keep int
 	// KeepPreRestore is how many <data_dir>.pre-restore-<timestamp> copies
-	// a restore keeps, its own included (backup.keep_pre_restore).
+	// a restore keeps, its own included, and how many
+	// <data_dir>.rolled-back-<timestamp> copies a rollback keeps (at least
+	// its own: no archive holds that data) (backup.keep_pre_restore).
 	// Default 2.
 	KeepPreRestore int
 	// PassphraseFile holds the archives' passphrase on its first line, as

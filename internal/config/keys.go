@@ -116,7 +116,7 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Backup.Paths }},
 	{"backup.keep", kindInt, "archives kept, older ones removed after a backup, 0 keeps all (default 7)",
 		func(c *Config) any { return &c.Backup.Keep }},
-	{"backup.keep_pre_restore", kindInt, "pre-restore copies of the data directory a restore keeps (default 2)",
+	{"backup.keep_pre_restore", kindInt, "pre-restore copies of the data directory a restore keeps, and rolled-back copies a rollback keeps (at least 1) (default 2)",
 		func(c *Config) any { return &c.Backup.KeepPreRestore }},
 	{"backup.passphrase_file", kindString, "absolute path of a mode-0600 file holding the archives' passphrase (default none: prompt on the terminal)",
 		func(c *Config) any { return &c.Backup.PassphraseFile }},
