@@ -44,13 +44,18 @@ func watchSupervisor(c *supervisor.Client, program string) *supervisorWatch {
 
 func (w *supervisorWatch) markGone() { w.once.Do(func() { close(w.gone) }) }
 
-// Gone is closed once the supervisor is gone.
-func (w *supervisorWatch) Gone() <-chan struct{} { return w.gone }
+// Gone is closed once the supervisor is gone; a nil watch's never is.
+func (w *supervisorWatch) Gone() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.gone
+}
 
 // isGone reports whether Gone is closed.
 func (w *supervisorWatch) isGone() bool {
 	select {
-	case <-w.gone:
+	case <-w.Gone():
 		return true
 	default:
 		return false
@@ -58,11 +63,18 @@ func (w *supervisorWatch) isGone() bool {
 }
 
 // Close ends the watch's connection; Gone stays as it is.
-func (w *supervisorWatch) Close() { w.cancel() }
+func (w *supervisorWatch) Close() {
+	if w != nil {
+		w.cancel()
+	}
+}
 
 // watchHold marks w gone when h ends before released is set: the
 // supervisor dropped the hold's connection.
 func (w *supervisorWatch) watchHold(h *supervisor.Hold, released *atomic.Bool) {
+	if w == nil {
+		return
+	}
 	go func() {
 		<-h.Done()
 		if !released.Load() {
