@@ -163,13 +163,20 @@ func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 		return nil, err
 	}
 	prog.Event(Event{Kind: EventStopped})
+	// held ends when the supervisor goes away: nothing keeps the data
+	// cold any more, so the archive is not finished.
+	held, stopHeld := untilGone(ctx, opts.Services)
+	defer stopHeld()
 	r := &restarter{hold: hold, svc: opts.Services, wait: opts.HealthWait, log: log, prog: prog}
-	res, final, err := archiveHeld(ctx, opts, roots, exclude, r, log, prog, now)
+	res, final, err := archiveHeld(ctx, held, opts, roots, exclude, r, log, prog, now)
 	if err != nil {
 		// Every path out of here starts the services again first; the
 		// error says what became of them.
 		if final != "" {
 			_ = removeArchive(final)
+		}
+		if hold != nil && errors.Is(err, ErrSupervisorGone) {
+			return nil, fmt.Errorf("%w while the programs were stopped for the backup: no archive was written (nothing partial is left); %w: %s, which died with it: start hbx supervise", ErrSupervisorGone, ErrNotRestarted, list(hold.Running()))
 		}
 		if rerr := r.restart(ctx); rerr != nil {
 			return nil, fmt.Errorf("%w; %w", err, rerr)
@@ -194,8 +201,9 @@ func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 // archiveHeld does the part of Create that runs while the services are
 // held: recover, scan, write, restart (r), sidecars, read-back, prune. On
 // failure it returns the path of an archive to remove, if one was renamed
-// into place.
-func archiveHeld(ctx context.Context, opts Options, roots []*root, exclude map[fileID]string, r *restarter, log *slog.Logger, prog Progress, now func() time.Time) (*Result, string, error) {
+// into place. held is ctx until the supervisor goes away: the scan and
+// the write stop then, with its cause (ErrSupervisorGone).
+func archiveHeld(ctx, held context.Context, opts Options, roots []*root, exclude map[fileID]string, r *restarter, log *slog.Logger, prog Progress, now func() time.Time) (*Result, string, error) {
 	res := &Result{Encrypted: opts.Encrypt, Restarted: []string{}}
 	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, paths: opts.Paths, runtime: opts.Runtime, log: log, held: true})
 	if err != nil {
@@ -204,6 +212,9 @@ func archiveHeld(ctx context.Context, opts Options, roots []*root, exclude map[f
 	res.Recovered = rec
 
 	s, err := scan(roots, exclude, true)
+	if err == nil && held.Err() != nil {
+		err = fmt.Errorf("scan: %w", context.Cause(held))
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -227,7 +238,7 @@ func archiveHeld(ctx context.Context, opts Options, roots []*root, exclude map[f
 	var st streamStats
 	err = atomicfile.Write(final, 0o600, func(w io.Writer) error {
 		var werr error
-		st, werr = writeStream(w, m, s, opts.Compression, pass, filepath.Base(final))
+		st, werr = writeStream(ctxWriter{held, w}, m, s, opts.Compression, pass, filepath.Base(final))
 		return werr
 	})
 	if err != nil {
@@ -288,6 +299,12 @@ func (r *restarter) restart(ctx context.Context) error {
 	}
 	r.done = true
 	stopped := r.hold.Running()
+	if supervisorGone(r.svc) {
+		// Its programs died with it: nothing to release or wait for.
+		r.err = fmt.Errorf("%w: %s, stopped by this backup: %w", ErrNotRestarted, list(stopped), ErrSupervisorGone)
+		r.log.Error("services not running again", "programs", stopped, "err", ErrSupervisorGone)
+		return r.err
+	}
 	if err := r.hold.Release(); err != nil {
 		r.err = fmt.Errorf("%w: release the hold: %w (stopped: %s)", ErrNotRestarted, err, list(stopped))
 		return r.err
@@ -521,7 +538,7 @@ func exclusions(dataDir string, paths []string, runtimeDir, stateDir, dir string
 // the programs run again; the error says whether they do.
 func stopServices(ctx context.Context, svc Services, dirs []string, wait time.Duration, log *slog.Logger) (Hold, error) {
 	if svc == nil {
-		return nil, checkNotBusy(dirs)
+		return nil, waitNotBusy(ctx, dirs)
 	}
 	h, err := svc.Hold(ctx)
 	if err != nil {
@@ -538,4 +555,40 @@ func stopServices(ctx context.Context, svc Services, dirs []string, wait time.Du
 		return nil, fmt.Errorf("%w; services started again: %s", err, list(r.started))
 	}
 	return h, nil
+}
+
+// busyGrace is how long a process found holding files in the guarded
+// directories without a supervisor gets to exit before it counts: the
+// programs of a supervisor that just died are killed by the kernel
+// (PR_SET_PDEATHSIG) a moment after its socket closed.
+const busyGrace = 3 * time.Second
+
+// waitNotBusy is checkNotBusy, retried for up to busyGrace while it finds a
+// process.
+func waitNotBusy(ctx context.Context, dirs []string) error {
+	deadline := time.Now().Add(busyGrace)
+	for {
+		err := checkNotBusy(dirs)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ctxWriter fails its writes with ctx's cause once ctx is done.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if c.ctx.Err() != nil {
+		return 0, context.Cause(c.ctx)
+	}
+	return c.w.Write(p)
 }

@@ -97,10 +97,23 @@
 //     renameat2(RENAME_EXCHANGE): at every instant the path holds either
 //     the whole old tree or the whole new one. The old tree is kept as
 //     <dir>.pre-restore-<ts> (RestoreOptions.KeepPreRestore copies).
+//     ListKept lists these copies and the <data_dir>.rolled-back-<ts>
+//     copies package upgrade keeps after a rollback (kinds KindPreRestore,
+//     KindRolledBack), with their file counts and bytes.
 //   - The programs are started and must become healthy (Services.WaitHealthy)
 //     within HealthWait; otherwise the old trees are exchanged back, the
 //     runtime the restore installed is replaced by the one before, and the
 //     programs are started again (ErrUnhealthy).
+//   - When Services is a Watcher and the supervisor goes away (ErrSupervisorGone):
+//     Create stops scanning or writing and removes the partial archive
+//     (the data is no longer kept cold), unless the archive is already
+//     durable; neither Create nor Restore waits for programs that died with
+//     the supervisor. Restore stops before the swap (undoing a runtime it
+//     installed), or, during the health wait, puts the old data (and
+//     runtime) back without a supervisor once no process holds files in
+//     the restored directories (a dying program gets a few seconds); when
+//     one still does, the journal is left for the next hbx supervise and
+//     the error says so.
 //   - Every step is recorded first in a journal, <data_dir>.restore.json
 //     (atomicfile). Recover, called by `hbx supervise` before it starts
 //     programs and by Create and Restore under their lock, removes the

@@ -49,6 +49,10 @@ var (
 	// confirmed running again (the supervisor is gone, a program is FATAL,
 	// or they did not become RUNNING and healthy in time).
 	ErrNotRestarted = errors.New("programs not running again")
+	// ErrSupervisorGone: the connection to the supervisor broke while a
+	// backup or restore depended on it (Watcher): it died (its programs
+	// died with it) or shut down.
+	ErrSupervisorGone = errors.New("the supervisor is gone (its connection broke)")
 	// ErrInvalid: bad options (relative paths, overlapping directories, an
 	// unknown compression); the CLI maps it to a usage error.
 	ErrInvalid = errors.New("invalid backup options")

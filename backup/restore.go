@@ -244,6 +244,14 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	}
 	prog.Event(Event{Kind: EventRuntime})
 
+	if supervisorGone(opts.Services) {
+		// Its programs died with it; nothing may be swapped in under no one.
+		if uerr := undo(ctx, j, opts.Runtime, log); uerr != nil {
+			return nil, fmt.Errorf("%w while the programs were stopped, before the swap: the data is unchanged, but %w", ErrSupervisorGone, uerr)
+		}
+		return nil, fmt.Errorf("%w while the programs were stopped, before the swap: restore stopped, nothing changed", ErrSupervisorGone)
+	}
+
 	// Swap.
 	j.Phase = phaseSwapping
 	if err := j.write(opts.DataDir); err != nil {
@@ -276,7 +284,9 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		}
 		prog.Event(Event{Kind: EventStarted})
 		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		hctx, stop := untilGone(hctx, opts.Services)
 		herr := opts.Services.WaitHealthy(hctx)
+		stop()
 		cancel()
 		if herr != nil {
 			if ctx.Err() != nil {
@@ -316,6 +326,9 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 // undoUnhealthy swaps the old data back after the services failed on the
 // restored data, restarts them, and returns the error to report.
 func undoUnhealthy(ctx context.Context, opts RestoreOptions, j *journal, herr error, log *slog.Logger, prog Progress) error {
+	if supervisorGone(opts.Services) {
+		return undoGone(ctx, opts, j, log, prog)
+	}
 	log.Error("services unhealthy on the restored data; putting the old data back", "err", herr)
 	hold, err := opts.Services.Hold(ctx)
 	if err != nil {
@@ -341,6 +354,29 @@ func undoUnhealthy(ctx context.Context, opts RestoreOptions, j *journal, herr er
 		cancel()
 	}
 	return fmt.Errorf("%w on the restored data: %w; the old data is back and the services are %s", ErrUnhealthy, herr, after)
+}
+
+// undoGone puts the old data back after the supervisor went away during
+// the health wait: its programs died with it, so nothing is stopped, but
+// no process may hold files in the restored directories. When one does,
+// the journal is left for the next hbx supervise.
+func undoGone(ctx context.Context, opts RestoreOptions, j *journal, log *slog.Logger, prog Progress) error {
+	log.Error("the supervisor is gone during the health wait; putting the old data back")
+	if err := waitNotBusy(ctx, targets(j)); err != nil {
+		return fmt.Errorf("%w during the health wait on the restored data: the restored data stays until the next hbx supervise undoes the restore (journal %s): %w", ErrSupervisorGone, journalPath(opts.DataDir), err)
+	}
+	if err := undo(ctx, j, opts.Runtime, log); err != nil {
+		return fmt.Errorf("%w during the health wait on the restored data: undo failed, the next hbx supervise retries it: %w", ErrSupervisorGone, err)
+	}
+	if err := removeJournal(opts.DataDir); err != nil {
+		return err
+	}
+	prog.Event(Event{Kind: EventUndone})
+	back := "the old data is back"
+	if j.Runtime != nil && j.Runtime.Changed {
+		back = "the old data and the runtime active before are back"
+	}
+	return fmt.Errorf("%w during the health wait on the restored data: restore undone, %s; nothing runs: start hbx supervise", ErrSupervisorGone, back)
 }
 
 // restoreRoots maps the archive's roots to directories: "." to the data

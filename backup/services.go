@@ -33,6 +33,52 @@ type Services interface {
 	WaitRunning(ctx context.Context, names []string) error
 }
 
+// Watcher is implemented by Services that notice at once when the
+// supervisor goes away: Gone is closed when a connection to it (a hold, or
+// a watch kept open for the whole operation) breaks without being
+// released: it died, and the programs it ran with it, or it shut down.
+// Create and Restore stop then instead of waiting on a supervisor that
+// cannot answer: a backup stops writing and removes its partial archive
+// (nothing keeps the data cold any more); a restore stops before its swap,
+// or after it puts the old data back without a supervisor (checking that
+// no process holds files in the data directory). Neither waits for the
+// programs to run again, and the error wraps ErrSupervisorGone.
+type Watcher interface {
+	Gone() <-chan struct{}
+}
+
+// supervisorGone reports whether svc is a Watcher whose supervisor is gone.
+func supervisorGone(svc Services) bool {
+	w, ok := svc.(Watcher)
+	if !ok {
+		return false
+	}
+	select {
+	case <-w.Gone():
+		return true
+	default:
+		return false
+	}
+}
+
+// untilGone returns ctx cancelled with ErrSupervisorGone as its cause
+// once svc's supervisor is gone; cancel releases it.
+func untilGone(ctx context.Context, svc Services) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	w, ok := svc.(Watcher)
+	if !ok {
+		return cctx, func() { cancel(nil) }
+	}
+	go func() {
+		select {
+		case <-w.Gone():
+			cancel(ErrSupervisorGone)
+		case <-cctx.Done():
+		}
+	}()
+	return cctx, func() { cancel(nil) }
+}
+
 // Hold is a set of programs kept stopped; see Services.Hold.
 type Hold interface {
 	// Running names the programs that were running (or starting) when the

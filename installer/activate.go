@@ -125,9 +125,17 @@ func Activate(ctx context.Context, runtimeDir string, manifest digest.Digest, wa
 }
 
 // cleanup removes what earlier runs left: staging trees, temporary files,
-// releases that are neither current nor previous, and the blob cache unless
-// keepBlobs. Errors are logged, not returned: cleanup never fails an install.
+// releases that are neither current nor previous, and the blobs
+// pruneBlobs removes (all of them unless keepBlobs). Errors are logged,
+// not returned: cleanup never fails an install.
 func cleanup(runtimeDir string, keepBlobs bool, log *slog.Logger) {
+	cleanupTrees(runtimeDir, log)
+	pruneBlobs(runtimeDir, keepBlobs, log)
+}
+
+// cleanupTrees is cleanup without the blob cache's complete blobs: their
+// temporaries go, the blobs stay for the next run.
+func cleanupTrees(runtimeDir string, log *slog.Logger) {
 	keep := linkedReleases(runtimeDir)
 	rm := func(p string) {
 		if err := os.RemoveAll(p); err != nil {
@@ -151,12 +159,7 @@ func cleanup(runtimeDir string, keepBlobs bool, log *slog.Logger) {
 			}
 		}
 	}
-	blobs := filepath.Join(runtimeDir, blobsDir)
-	if !keepBlobs {
-		rm(blobs)
-		return
-	}
-	filepath.WalkDir(blobs, func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(runtimeDir, blobsDir), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && atomicfile.IsTemp(d.Name()) {
 			rm(p)
 		}
@@ -164,9 +167,64 @@ func cleanup(runtimeDir string, keepBlobs bool, log *slog.Logger) {
 	})
 }
 
-// hasLeftovers reports, with two directory reads, whether cleanup has work:
-// staging or scratch trees, temporaries, releases that are neither current
-// nor previous, or a blob cache that should not be kept.
+// pruneBlobs applies the blob cache's rule: without keepBlobs the whole
+// cache is removed; with it, every blob that no release under releases/
+// lists (its layers) is removed, so the cache holds only blobs of
+// releases that exist. It returns how many blobs it removed.
+func pruneBlobs(runtimeDir string, keepBlobs bool, log *slog.Logger) int {
+	blobs := filepath.Join(runtimeDir, blobsDir)
+	if !keepBlobs {
+		n, size := completeBlobs(blobs)
+		if err := os.RemoveAll(blobs); err != nil {
+			log.Warn("cleanup", "path", blobs, "err", err)
+			return 0
+		}
+		if n > 0 {
+			log.Info("removed the blob cache", "blobs", n, "bytes", size)
+		}
+		return n
+	}
+	removed := 0
+	for _, p := range unlistedBlobs(runtimeDir) {
+		if err := os.Remove(p); err != nil {
+			log.Warn("cleanup", "path", p, "err", err)
+			continue
+		}
+		removed++
+	}
+	if removed > 0 {
+		log.Info("removed blobs of no release", "blobs", removed)
+	}
+	return removed
+}
+
+// unlistedBlobs returns the paths of the cache's blobs (temporaries
+// included) that no release under releases/ lists.
+func unlistedBlobs(runtimeDir string) []string {
+	listed := map[string]bool{}
+	rels, _ := os.ReadDir(filepath.Join(runtimeDir, release.ReleasesDir))
+	for _, r := range rels {
+		inst, err := release.Open(filepath.Join(runtimeDir, release.ReleasesDir, r.Name()))
+		if err != nil {
+			continue
+		}
+		for _, l := range inst.Meta.Layers {
+			listed[filepath.Join(runtimeDir, blobsDir, string(l.Algorithm()), l.Encoded())] = true
+		}
+	}
+	var out []string
+	filepath.WalkDir(filepath.Join(runtimeDir, blobsDir), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !listed[p] {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// hasLeftovers reports, with a few directory reads, whether cleanup has
+// work: staging or scratch trees, temporaries, releases that are neither
+// current nor previous, or blobs the cache's rule removes.
 func hasLeftovers(runtimeDir string, keepBlobs bool) bool {
 	ents, err := os.ReadDir(runtimeDir)
 	if err != nil {
@@ -185,7 +243,7 @@ func hasLeftovers(runtimeDir string, keepBlobs bool) bool {
 			return true
 		}
 	}
-	return false
+	return keepBlobs && len(unlistedBlobs(runtimeDir)) > 0
 }
 
 // linkedReleases names the release directories current and previous point

@@ -101,6 +101,17 @@
 //   - after the swap: done; stale releases, staging and (unless KeepBlobs)
 //     the blob cache are removed, also by the next run if this one died.
 //
+// # The blob cache
+//
+// Blobs are a download cache, not a record: after every activation and
+// every StageOnly run that published its release (and a warm install that
+// finds leftovers) the cache is removed; with KeepBlobs only the blobs
+// that no release under releases/ lists (release.json's layers) are. A
+// run that fails for lack of space (ErrNoSpace, ENOSPC) applies the same
+// rule at once and says how many blobs it removed; any other failed run
+// keeps its complete blobs for the next run, which removes them by this
+// rule once it succeeds.
+//
 // # Not guaranteed
 //
 // The payload runs on the host's libc and dynamic loader (see package

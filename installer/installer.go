@@ -47,7 +47,7 @@ type Options struct {
 	// ErrTimeout and nothing is activated. 0: no bound.
 	Timeout         time.Duration
 	MinRate         int64               // bytes per second; 0: Timeout alone
-	KeepBlobs       bool                // keep the blob cache after activation
+	KeepBlobs       bool                // keep the blobs of releases on disk after a run (else none); see the package doc
 	LockWait        time.Duration       // wait this long for another install's lock
 	ValidateTimeout time.Duration       // limit for the staged program's --version; 0 skips the run
 	RunAs           *syscall.Credential // the payload's user: the --version run of image code never runs as root unless the payload does
@@ -248,6 +248,7 @@ func reusePrevious(opts Options, index digest.Digest, plat, reason string, log *
 	m := prev.Meta.ManifestDigest
 	if opts.StageOnly {
 		log.Info("the release is already published as previous", "manifest", m)
+		pruneBlobs(opts.RuntimeDir, opts.KeepBlobs, log)
 		return &Result{Reason: "already published as the previous release", Release: prev}, nil
 	}
 	log.Info("reusing the previous release in place", "manifest", m, "reason", reason)
@@ -267,11 +268,18 @@ func reusePrevious(opts Options, index digest.Digest, plat, reason string, log *
 }
 
 func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress, dl *deadline) (_ *Result, err error) {
-	cleanup(opts.RuntimeDir, true, log) // what a killed run left; keep its complete blobs
+	cleanupTrees(opts.RuntimeDir, log) // what a killed run left; keep its complete blobs
 	defer func() {
 		if err != nil { // leave complete blobs (for the next run) and the lock file, nothing else
 			os.RemoveAll(filepath.Join(opts.RuntimeDir, scratchDir))
 			os.Remove(filepath.Join(opts.RuntimeDir, stagingDir)) // only when empty
+			// but not on the disk that just filled: the blobs go by the
+			// cache's rule (all of them unless install.keep_blobs).
+			if errors.Is(err, ErrNoSpace) || errors.Is(err, syscall.ENOSPC) {
+				if n := pruneBlobs(opts.RuntimeDir, opts.KeepBlobs, log); n > 0 {
+					err = fmt.Errorf("%w; removed %d cached blobs of no release", err, n)
+				}
+			}
 		}
 	}()
 	src, err := openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, scratchDir), log)
@@ -446,6 +454,10 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	published = true
 	if opts.StageOnly {
 		log.Info("staged", "manifest", r.ManifestDigest, "entries", a.Stats().Entries, "bytes", a.Stats().Bytes)
+		// The release is complete on disk: its blobs are not needed any
+		// more (an upgrade activates it later with Activate, which does
+		// not clean).
+		pruneBlobs(opts.RuntimeDir, opts.KeepBlobs, log)
 		if res.Release, err = release.Open(filepath.Join(opts.RuntimeDir, release.ReleasesDir, hexd)); err != nil {
 			return nil, fmt.Errorf("read staged release: %w", err)
 		}

@@ -23,6 +23,14 @@
 //  6. On any failure after step 5 began: roll back (below) and return an
 //     error wrapping ErrRolledBack and the cause.
 //
+// When Services is a Watcher and the supervisor goes away (its connection
+// breaks; its programs die with it), the change stops waiting: during the
+// hold (step 4) the backup is cancelled and the change abandoned before
+// activation, the journal closed, the old release active and configured;
+// during the health wait it is rolled back at once, without a supervisor
+// (the restore checks that no process holds files in the data directory).
+// Either error wraps ErrSupervisorGone and says that nothing runs.
+//
 // # Switch (hbx install under existing data)
 //
 // Switch runs the same steps for a release change asked by `hbx install`
@@ -39,7 +47,7 @@
 // pre-upgrade archive together with the old runtime (the restore
 // reactivates the release previous names), then waits for health. The data
 // the new runtime wrote is kept aside as <data_dir>.rolled-back-<UTC
-// time>, never deleted. `hbx rollback` does this after a completed
+// time> (KeepRolledBack copies, see below). `hbx rollback` does this after a completed
 // upgrade; it refuses (ErrNoUpgrade, ErrMismatch) when there is no
 // pre-upgrade archive for the release previous names. Its messages say
 // what the journal records (which change, by which command, in which
@@ -75,8 +83,10 @@
 // config file is updated only when it exists on disk; a pin set through
 // HBX_* variables or flags is not changed (cmd/hbx refuses to upgrade
 // then). Only the last completed upgrade can be rolled back: the journal
-// remembers one. Kept-aside data is never pruned: remove old
-// <data_dir>.rolled-back-* by hand. A rollback killed after its restore
+// remembers one. Each rollback keeps Options.KeepRolledBack
+// <data_dir>.rolled-back-* copies, newest first, never fewer than its own
+// (no archive holds that data); older ones are removed and named in the
+// result's notes. A rollback killed after its restore
 // committed but before the rename leaves the replaced data as
 // <data_dir>.pre-restore-<time>, which a later restore may prune
 // (backup.keep_pre_restore).

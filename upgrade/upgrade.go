@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +37,9 @@ var (
 	ErrMismatch = errors.New("does not match the recorded upgrade")
 	// ErrInvalid: bad options.
 	ErrInvalid = errors.New("invalid upgrade options")
+	// ErrSupervisorGone: the connection to the supervisor broke during the
+	// change (Watcher): it died, and its programs with it, or shut down.
+	ErrSupervisorGone = errors.New("the supervisor is gone (its connection broke)")
 )
 
 // Runtime is the installer: releases in the runtime directory.
@@ -64,6 +69,51 @@ type Services interface {
 	WaitHealthy(ctx context.Context, r Release) error
 }
 
+// Watcher is implemented by Services that notice at once when the
+// supervisor goes away: Gone is closed when a connection to it (the hold,
+// or a watch kept open for the whole change) breaks without being
+// released. Upgrade and Switch then stop waiting: before activation the
+// change is abandoned (the old release stays active and configured);
+// during the health wait it is rolled back at once, without a supervisor.
+// The error wraps ErrSupervisorGone.
+type Watcher interface {
+	Gone() <-chan struct{}
+}
+
+// goneCh is svc's Gone channel, or nil (never ready) when it has none.
+func goneCh(svc Services) <-chan struct{} {
+	if w, ok := svc.(Watcher); ok {
+		return w.Gone()
+	}
+	return nil
+}
+
+// isGone reports whether svc's supervisor is gone.
+func isGone(svc Services) bool {
+	select {
+	case <-goneCh(svc):
+		return true
+	default:
+		return false
+	}
+}
+
+// untilGone returns ctx cancelled with ErrSupervisorGone as its cause once
+// svc's supervisor is gone.
+func untilGone(ctx context.Context, svc Services) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	if gone := goneCh(svc); gone != nil {
+		go func() {
+			select {
+			case <-gone:
+				cancel(ErrSupervisorGone)
+			case <-cctx.Done():
+			}
+		}()
+	}
+	return cctx, func() { cancel(nil) }
+}
+
 // Data is backup and restore of the data directory.
 type Data interface {
 	// Backup writes a cold archive of the data, recording r as its
@@ -90,8 +140,13 @@ type Config interface {
 type Options struct {
 	RuntimeDir string // absolute; holds the lock and the journal
 	DataDir    string // absolute; where rolled-back data is kept aside beside
-	LockWait   time.Duration
-	HealthWait time.Duration // bound on the wait for health after a switch
+	// KeepRolledBack is how many <DataDir>.rolled-back-<time> copies a
+	// rollback leaves, its own included, newest first
+	// (backup.keep_pre_restore); at least 1: the newest copy holds data no
+	// archive holds, and is never removed.
+	KeepRolledBack int
+	LockWait       time.Duration
+	HealthWait     time.Duration // bound on the wait for health after a switch
 
 	Runtime  Runtime
 	Services Services // nil: no supervisor runs (Recover only)
@@ -284,8 +339,24 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 		}
 		return fmt.Errorf("%w; services started again: %s (healthy on %s)", cause, names, old)
 	}
+	// gone abandons the change when the supervisor went away while it held
+	// the services: they died with it, nothing is waited for.
+	gone := func() error {
+		held = false
+		kept := ""
+		if j.Backup != "" {
+			kept = fmt.Sprintf(" (the pre-upgrade backup %s is kept)", j.Backup)
+		}
+		return abort(fmt.Errorf("%w while the services were held for the pre-upgrade backup: upgrade stopped before activation, %s stays active and configured%s; nothing runs: start hbx supervise", ErrSupervisorGone, old.Image, kept))
+	}
 	opts.Step("backing-up")
-	if j.Backup, err = opts.Data.Backup(ctx, old); err != nil {
+	bctx, stopBackup := untilGone(ctx, opts.Services)
+	j.Backup, err = opts.Data.Backup(bctx, old)
+	stopBackup()
+	if isGone(opts.Services) {
+		return nil, gone()
+	}
+	if err != nil {
 		return nil, abort(resume(fmt.Errorf("pre-upgrade backup: %w", err)))
 	}
 	res.Backup = j.Backup
@@ -293,6 +364,9 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 		return nil, abort(resume(err))
 	}
 
+	if isGone(opts.Services) {
+		return nil, gone()
+	}
 	if err := j.write(opts.RuntimeDir, PhaseActivating, opts.Now()); err != nil {
 		return nil, abort(resume(err))
 	}
@@ -310,6 +384,9 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 			return fmt.Errorf("%w; rollback failed too, the next hbx start retries it: %w", cause, rerr)
 		}
 		res.KeptAside, res.Notes = rb.KeptAside, append(res.Notes, rb.Notes...)
+		if isGone(opts.Services) {
+			return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s; nothing runs: start hbx supervise", ErrRolledBack, old, cause, orNone(rb.KeptAside))
+		}
 		return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s", ErrRolledBack, old, cause, orNone(rb.KeptAside))
 	}
 	note, err := opts.Config.Pin(nr)
@@ -329,8 +406,13 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	if wait {
 		opts.Step("health")
 		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		hctx, stop := untilGone(hctx, opts.Services)
 		err = opts.Services.WaitHealthy(hctx, nr)
+		stop()
 		cancel()
+		if err != nil && isGone(opts.Services) {
+			return nil, fail(fmt.Errorf("%w during the health wait on %s", ErrSupervisorGone, nr.Image))
+		}
 		if err != nil {
 			return nil, fail(fmt.Errorf("health on %s: %w", nr.Image, err))
 		}
@@ -432,7 +514,7 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 		return nil, fmt.Errorf("restore the pre-upgrade backup %s: %w", j.Backup, err)
 	}
 	if aside != "" {
-		kept := fmt.Sprintf("%s.rolled-back-%s", opts.DataDir, opts.Now().UTC().Format("20060102T150405Z"))
+		kept := fmt.Sprintf("%s%s%s", opts.DataDir, rolledBackInfix, opts.Now().UTC().Format("20060102T150405Z"))
 		if err := os.Rename(aside, kept); err != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("the replaced data stays in %s: %v", aside, err))
 			kept = aside
@@ -440,6 +522,13 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 			return nil, err
 		}
 		res.KeptAside = kept
+		pruned, err := pruneRolledBack(opts.DataDir, opts.KeepRolledBack)
+		for _, p := range pruned {
+			res.Notes = append(res.Notes, fmt.Sprintf("removed the older rolled-back copy %s (backup.keep_pre_restore)", p))
+		}
+		if err != nil {
+			opts.Logger.Warn("prune rolled-back copies", "err", err)
+		}
 	}
 	j.KeptAside = res.KeptAside
 	if err := j.write(opts.RuntimeDir, PhaseRolledBack, opts.Now()); err != nil {
@@ -447,6 +536,54 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 	}
 	opts.Step("rolled-back")
 	return res, nil
+}
+
+// rolledBackInfix names the copies a rollback keeps: <data_dir>.rolled-back-<UTC time>.
+const rolledBackInfix = ".rolled-back-"
+
+// pruneRolledBack removes all but the max(keep, 1) newest
+// <dataDir>.rolled-back-* directories and returns the paths removed.
+func pruneRolledBack(dataDir string, keep int) ([]string, error) {
+	parent, base := filepath.Split(dataDir)
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", parent, err)
+	}
+	var copies []string
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), base+rolledBackInfix) {
+			copies = append(copies, e.Name())
+		}
+	}
+	slices.Sort(copies) // the timestamps sort as text
+	var removed []string
+	for len(copies) > max(keep, 1) {
+		p := filepath.Join(parent, copies[0])
+		copies = copies[1:]
+		if err := removeAll(p); err != nil {
+			return removed, err
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
+}
+
+// removeAll removes p, making read-only directories below it writable
+// first when that is what stops it.
+func removeAll(p string) error {
+	if err := os.RemoveAll(p); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	return nil
 }
 
 // Recover finishes or undoes an upgrade or rollback that was interrupted;

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -130,6 +131,7 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		return fmt.Errorf("backup: %w", err)
 	}
 	if svc != nil {
+		defer svc.Close()
 		opts.Services = svc
 	}
 	if o.json {
@@ -178,10 +180,22 @@ func newBackupListCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the archives in backup.dir, newest first",
-		Long: `List prints one line per archive of backup.dir named after backup.name,
-newest first: creation time (UTC), size, file count, the image digest the
-data was written by (the child manifest digest, else the index digest),
-and the path. --json prints the list as JSON.`,
+		Long: `List prints one line per archive of backup.dir named after backup.name
+or pre-upgrade (hbx upgrade's), newest first: creation time (UTC), kind "archive", size, file count, the
+image digest the data was written by (the child manifest digest, else the
+index digest), and the path. Then one line per copy of replaced data kept
+beside executor.data_dir, newest first: kind "pre-restore" (the data a
+restore replaced) or "rolled-back" (the data a rollback replaced, written
+by the release the upgrade moved to). backup.keep_pre_restore bounds each
+kind (a rollback always keeps its newest copy). --json prints one JSON
+array of both, each with its "kind".
+
+A kept copy is a directory, not an archive: to bring one back, stop the
+programs (hbx stop all), move executor.data_dir aside and the copy into
+its place (mv), and start them (hbx start all). For a rolled-back copy,
+first make the release that wrote it active and configured again
+(hbx upgrade --image that release; upgrade.json in the runtime directory
+names the last one as "new"), then swap.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
@@ -192,16 +206,35 @@ and the path. --json prints the list as JSON.`,
 			if err != nil {
 				return fmt.Errorf("backup list: %w", err)
 			}
+			if cfg.Backup.Name != preUpgradeName {
+				pre, err := backup.List(cfg.Backup.Dir, preUpgradeName)
+				if err != nil {
+					return fmt.Errorf("backup list: %w", err)
+				}
+				list = append(list, pre...)
+				slices.SortStableFunc(list, func(a, b backup.Info) int { return b.Created.Compare(a.Created) })
+			}
+			kept, err := backup.ListKept(cfg.Executor.DataDir)
+			if err != nil {
+				return fmt.Errorf("backup list: %w", err)
+			}
 			if asJSON {
-				if list == nil {
-					list = []backup.Info{}
+				all := []any{}
+				for _, in := range list {
+					all = append(all, struct {
+						Kind string `json:"kind"`
+						backup.Info
+					}{"archive", in})
+				}
+				for _, k := range kept {
+					all = append(all, k)
 				}
 				enc := json.NewEncoder(g.stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return enc.Encode(all)
 			}
 			tw := tabwriter.NewWriter(g.stdout, 2, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "CREATED (UTC)\tSIZE\tFILES\tIMAGE DIGEST\tPATH")
+			fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tSIZE\tFILES\tIMAGE DIGEST\tPATH")
 			for _, in := range list {
 				d := string(in.ManifestDigest)
 				if d == "" {
@@ -211,7 +244,10 @@ and the path. --json prints the list as JSON.`,
 				if in.SHA256 != "" {
 					files = fmt.Sprint(in.Files)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), units.Bytes(in.Size), files, orDash(d), in.Path)
+				fmt.Fprintf(tw, "%s\tarchive\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), units.Bytes(in.Size), files, orDash(d), in.Path)
+			}
+			for _, k := range kept {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t-\t%s\n", k.Created.Format("2006-01-02 15:04:05"), k.Kind, units.Bytes(k.Bytes), k.Files, k.Path)
 			}
 			return tw.Flush()
 		},
@@ -335,7 +371,15 @@ func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervi
 	}
 	u := (&url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Executor.Listen, strconv.Itoa(cfg.Executor.Port)), Path: "/api/health"}).String()
 	probe := supervisor.ProbeFunc(func(ctx context.Context) error { return health.APIHealth(ctx, u) })
-	return &supervisorServices{c: c, probe: probe, autostart: auto}, nil
+	sts, err := c.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	watched := ""
+	if len(sts) > 0 {
+		watched = sts[0].Name
+	}
+	return &supervisorServices{c: c, probe: probe, autostart: auto, watch: watchSupervisor(c, watched)}, nil
 }
 
 // supervisorServices is backup.Services over the supervisor's control
@@ -346,7 +390,15 @@ type supervisorServices struct {
 	probe     supervisor.Probe
 	autostart []string
 	running   []string // what the last hold found running
+	watch     *supervisorWatch
 }
+
+// Gone is closed once the supervisor is gone (backup.Watcher,
+// upgrade.Watcher).
+func (s *supervisorServices) Gone() <-chan struct{} { return s.watch.Gone() }
+
+// Close ends the watch's connection.
+func (s *supervisorServices) Close() { s.watch.Close() }
 
 // Hold stops every program and keeps them stopped while this process's
 // connection lives.
@@ -372,7 +424,9 @@ func (s *supervisorServices) Hold(ctx context.Context) (backup.Hold, error) {
 			s.running = append(s.running, st.Name)
 		}
 	}
-	return &supervisorHold{h: h, running: s.running}, nil
+	sh := &supervisorHold{h: h, running: s.running}
+	s.watch.watchHold(h, &sh.released)
+	return sh, nil
 }
 
 // WaitHealthy starts the autostart programs the last hold did not stop
@@ -408,8 +462,13 @@ func (s *supervisorServices) WaitRunning(ctx context.Context, names []string) er
 func (s *supervisorServices) waitUp(ctx context.Context, names []string, probe bool) error {
 	last := errors.New("not checked yet")
 	for {
+		if s.watch.isGone() {
+			return errSupervisorGone
+		}
 		sts, err := s.c.Status(ctx)
 		switch {
+		case s.watch.isGone():
+			return errSupervisorGone
 		case errors.Is(err, supervisor.ErrNotRunning):
 			return fmt.Errorf("the supervisor is gone: %w", err)
 		case err != nil:
@@ -439,19 +498,27 @@ func (s *supervisorServices) waitUp(ctx context.Context, names []string, probe b
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
+		case <-s.watch.Gone():
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
+// errSupervisorGone is what waitUp returns once the watch broke.
+var errSupervisorGone = errors.New("the supervisor is gone (its connection broke): the programs it ran died with it")
+
 // supervisorHold is backup.Hold over a supervisor.Hold.
 type supervisorHold struct {
-	h       *supervisor.Hold
-	running []string
+	h        *supervisor.Hold
+	running  []string
+	released atomic.Bool
 }
 
 func (h *supervisorHold) Running() []string { return h.running }
-func (h *supervisorHold) Release() error    { return h.h.Release() }
+func (h *supervisorHold) Release() error {
+	h.released.Store(true)
+	return h.h.Release()
+}
 
 // installRuntime is backup.Runtime over the installer, configured like
 // `hbx install` but for the archive's image when it names one.

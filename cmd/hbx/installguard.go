@@ -90,15 +90,16 @@ func guardedInstall(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 		log = g.log
 	}
 	uo := upgrade.Options{
-		RuntimeDir: cfg.Executor.RuntimeDir,
-		DataDir:    cfg.Executor.DataDir,
-		LockWait:   cfg.Backup.LockWait,
-		HealthWait: cfg.Backup.HealthWait,
-		Runtime:    upgradeRuntime{g: g, cfg: cfg, progress: opts.Progress, log: log},
-		Data:       &upgradeData{g: g, cfg: cfg, pass: pass, inSupervisor: inSupervisor},
-		Config:     configPinner{g: g, cfg: cfg, srcs: srcs},
-		Logger:     log,
-		Step:       step,
+		RuntimeDir:     cfg.Executor.RuntimeDir,
+		DataDir:        cfg.Executor.DataDir,
+		KeepRolledBack: cfg.Backup.KeepPreRestore,
+		LockWait:       cfg.Backup.LockWait,
+		HealthWait:     cfg.Backup.HealthWait,
+		Runtime:        upgradeRuntime{g: g, cfg: cfg, progress: opts.Progress, log: log},
+		Data:           &upgradeData{g: g, cfg: cfg, pass: pass, inSupervisor: inSupervisor},
+		Config:         configPinner{g: g, cfg: cfg, srcs: srcs},
+		Logger:         log,
+		Step:           step,
 	}
 	if !inSupervisor {
 		// A supervisor may run with Executor stopped: hold every program

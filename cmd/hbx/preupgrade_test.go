@@ -33,6 +33,11 @@ func TestPreUpgradeBackupFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	grow := filepath.Join(root, "data", "grow")
+	// It exists before the backup lists the directory, however late the
+	// writer starts on a loaded machine.
+	if err := os.WriteFile(grow, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// The writer appends from this process (the busy check leaves its own
 	// process out, so it never sees the writer and the file must change
 	// under the archiver).

@@ -103,6 +103,7 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, archive str
 		return fmt.Errorf("restore: %w", err)
 	}
 	if svc != nil {
+		defer svc.Close()
 		opts.Services = svc
 	}
 	if o.json {

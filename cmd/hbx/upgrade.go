@@ -130,14 +130,15 @@ func runUpgrade(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, pass []byte, asJSON bool, command string) (opts upgrade.Options, unlock func(), err error) {
 	unlock = func() {}
 	opts = upgrade.Options{
-		RuntimeDir: cfg.Executor.RuntimeDir,
-		DataDir:    cfg.Executor.DataDir,
-		LockWait:   cfg.Backup.LockWait,
-		HealthWait: cfg.Backup.HealthWait,
-		Runtime:    upgradeRuntime{g: g, cfg: cfg},
-		Data:       &upgradeData{g: g, cfg: cfg, pass: pass},
-		Config:     configPinner{g: g, cfg: cfg, srcs: srcs},
-		Logger:     g.log,
+		RuntimeDir:     cfg.Executor.RuntimeDir,
+		DataDir:        cfg.Executor.DataDir,
+		KeepRolledBack: cfg.Backup.KeepPreRestore,
+		LockWait:       cfg.Backup.LockWait,
+		HealthWait:     cfg.Backup.HealthWait,
+		Runtime:        upgradeRuntime{g: g, cfg: cfg},
+		Data:           &upgradeData{g: g, cfg: cfg, pass: pass},
+		Config:         configPinner{g: g, cfg: cfg, srcs: srcs},
+		Logger:         g.log,
 	}
 	if asJSON {
 		enc := json.NewEncoder(g.stdout)
@@ -186,13 +187,14 @@ func printUpgrade(w io.Writer, verb string, res *upgrade.Result, asJSON bool) er
 // supervise` starts the programs (no supervisor runs yet).
 func recoverUpgrade(ctx context.Context, g *globals, cfg *config.Config) {
 	opts := upgrade.Options{
-		RuntimeDir: cfg.Executor.RuntimeDir,
-		DataDir:    cfg.Executor.DataDir,
-		HealthWait: cfg.Backup.HealthWait,
-		Runtime:    upgradeRuntime{g: g, cfg: cfg},
-		Data:       &upgradeData{g: g, cfg: cfg},
-		Config:     configPinner{g: g, cfg: cfg},
-		Logger:     g.log,
+		RuntimeDir:     cfg.Executor.RuntimeDir,
+		DataDir:        cfg.Executor.DataDir,
+		KeepRolledBack: cfg.Backup.KeepPreRestore,
+		HealthWait:     cfg.Backup.HealthWait,
+		Runtime:        upgradeRuntime{g: g, cfg: cfg},
+		Data:           &upgradeData{g: g, cfg: cfg},
+		Config:         configPinner{g: g, cfg: cfg},
+		Logger:         g.log,
 	}
 	msg, err := upgrade.Recover(ctx, opts)
 	switch {
@@ -294,6 +296,9 @@ type upgradeServices struct {
 func (s *upgradeServices) Hold(ctx context.Context) (upgrade.Hold, error) {
 	return s.svc.Hold(ctx)
 }
+
+// Gone is closed once the supervisor is gone (upgrade.Watcher).
+func (s *upgradeServices) Gone() <-chan struct{} { return s.svc.Gone() }
 
 // WaitHealthy waits for the programs, then for the checks api-health,
 // mcp-auth, supervisor and release (pinned to r), and mcp-tools when a
@@ -441,6 +446,7 @@ func (d *upgradeData) Restore(ctx context.Context, archive string, r upgrade.Rel
 			return "", err
 		}
 		if svc != nil {
+			defer svc.Close()
 			opts.Services = svc
 		}
 	}

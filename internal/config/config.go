@@ -57,7 +57,9 @@ type Backup struct {
 	// backup; 0 keeps all (backup.keep). Default 7.
 	Keep int
 	// KeepPreRestore is how many <data_dir>.pre-restore-<timestamp> copies
-	// a restore keeps, its own included (backup.keep_pre_restore).
+	// a restore keeps, its own included, and how many
+	// <data_dir>.rolled-back-<timestamp> copies a rollback keeps (at least
+	// its own: no archive holds that data) (backup.keep_pre_restore).
 	// Default 2.
 	KeepPreRestore int
 	// PassphraseFile holds the archives' passphrase on its first line, as
@@ -173,7 +175,8 @@ type Install struct {
 	// MaxUncompressedBytes caps the total bytes the layers may expand to
 	// (install.max_uncompressed_bytes). Positive. Default 16 GiB.
 	MaxUncompressedBytes int64
-	// KeepBlobs keeps the blob cache after activation
+	// KeepBlobs keeps the cached blobs of the releases on disk after an
+	// install or staging; without it the cache is removed
 	// (install.keep_blobs). Default false.
 	KeepBlobs bool
 	// LockWait is how long to wait for another install's lock; 0 fails at
