@@ -178,30 +178,29 @@ func newBackupListCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the archives in backup.dir, newest first",
-		Long: `List prints one line per archive of backup.dir named after backup.name,
-newest first: creation time (UTC), size, file count, the image digest the
-data was written by (the child manifest digest, else the index digest),
-and the path. --json prints the list as JSON.`,
+		Long: `List prints one line per archive of backup.dir named after backup.name or
+pre-upgrade (the cold backups hbx upgrade and a changing hbx install make),
+newest first: creation time (UTC), kind (backup or pre-upgrade), size, file
+count, the image digest the data was written by (the child manifest digest,
+else the index digest), and the path. --json prints the list as JSON, each
+archive with its "kind".`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {
 				return err
 			}
-			list, err := backup.List(cfg.Backup.Dir, cfg.Backup.Name)
+			list, err := listArchives(cfg.Backup.Dir, cfg.Backup.Name)
 			if err != nil {
 				return fmt.Errorf("backup list: %w", err)
 			}
 			if asJSON {
-				if list == nil {
-					list = []backup.Info{}
-				}
 				enc := json.NewEncoder(g.stdout)
 				enc.SetIndent("", "  ")
 				return enc.Encode(list)
 			}
 			tw := tabwriter.NewWriter(g.stdout, 2, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "CREATED (UTC)\tSIZE\tFILES\tIMAGE DIGEST\tPATH")
+			fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tSIZE\tFILES\tIMAGE DIGEST\tPATH")
 			for _, in := range list {
 				d := string(in.ManifestDigest)
 				if d == "" {
@@ -211,13 +210,43 @@ and the path. --json prints the list as JSON.`,
 				if in.SHA256 != "" {
 					files = fmt.Sprint(in.Files)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), units.Bytes(in.Size), files, orDash(d), in.Path)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), in.Kind, units.Bytes(in.Size), files, orDash(d), in.Path)
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// listedArchive is one line of hbx backup list: an archive and its kind,
+// "backup" (named after backup.name) or "pre-upgrade" (preUpgradeName).
+type listedArchive struct {
+	backup.Info
+	Kind string `json:"kind"`
+}
+
+// listArchives returns the archives of dir named name and the pre-upgrade
+// ones, newest first, never nil.
+func listArchives(dir, name string) ([]listedArchive, error) {
+	srcs := []struct{ name, kind string }{{name, "backup"}}
+	if name != preUpgradeName {
+		srcs = append(srcs, struct{ name, kind string }{preUpgradeName, "pre-upgrade"})
+	}
+	out := []listedArchive{}
+	for _, src := range srcs {
+		infos, err := backup.List(dir, src.name)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range infos {
+			out = append(out, listedArchive{in, src.kind})
+		}
+	}
+	// Stable, so archives of one name keep List's order (same second: the
+	// later sequence number first).
+	slices.SortStableFunc(out, func(a, b listedArchive) int { return b.Created.Compare(a.Created) })
+	return out, nil
 }
 
 // newBackupVerifyCommand builds `hbx backup verify`.
