@@ -108,7 +108,7 @@ func TestBackupRefusals(t *testing.T) {
 		wantErr  string
 	}{
 		{"no passphrase and no terminal", noPass, []string{"backup"}, 1, "no passphrase: set backup.passphrase_file, or run hbx on a terminal"},
-		{"passphrase file readable by others", loose, []string{"backup"}, 1, "want 0600 or stricter"},
+		{"passphrase file readable by others", loose, []string{"backup"}, 2, "must be 0600 or stricter"},
 		{"unknown subcommand", noPass, []string{"backup", "nope"}, 2, `unknown command "nope" for "hbx backup"`},
 		{"verify needs an archive", noPass, []string{"backup", "verify"}, 2, "accepts 1 arg(s)"},
 		{"restore needs an archive", noPass, []string{"restore"}, 2, "accepts 1 arg(s)"},
