@@ -75,7 +75,7 @@ and executor.state_dir are never archived. --no-encrypt writes a plaintext
 
 --json prints one JSON line per step ({"event": "stopped"}, ...) and the
 result ({"event": "result", "path": ..., "size": ..., "files": ...}).`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {
