@@ -154,32 +154,33 @@ var errBadKey = errors.New("the passphrase does not decrypt the archive")
 // "\n" (or the end of the file), nothing stripped: a "\r" before the "\n"
 // (a CRLF file), leading and trailing spaces and tabs are part of the
 // passphrase. The file must be a regular file not readable or writable by
-// group or others, and the first line must not be empty. Errors never
+// group or others, and the first line must not be empty. Errors wrap
+// ErrPassphraseFile (an empty first line also ErrNoPassphrase) and never
 // quote the content. (hbx before this rule stripped one trailing "\r";
 // restores retry such archives, see LegacyPassphrase.)
 func ReadPassphraseFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open passphrase file: %w", err)
+		return nil, fmt.Errorf("%w: backup.passphrase_file: %w", ErrPassphraseFile, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("stat passphrase file: %w", err)
+		return nil, fmt.Errorf("%w: backup.passphrase_file: %w", ErrPassphraseFile, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("passphrase file %s is not a regular file", path)
+		return nil, fmt.Errorf("%w: backup.passphrase_file %s is not a regular file", ErrPassphraseFile, path)
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("passphrase file %s has mode %04o; want 0600 or stricter (chmod 600 %s)", path, st.Mode().Perm(), path)
+		return nil, fmt.Errorf("%w: backup.passphrase_file %s has mode %04o: it holds secrets and must be 0600 or stricter (chmod 600 %s)", ErrPassphraseFile, path, st.Mode().Perm(), path)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
 	if err != nil {
-		return nil, fmt.Errorf("read passphrase file: %w", err)
+		return nil, fmt.Errorf("%w: backup.passphrase_file %s: %w", ErrPassphraseFile, path, err)
 	}
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	if len(line) == 0 {
-		return nil, fmt.Errorf("%w: passphrase file %s starts with an empty line", ErrNoPassphrase, path)
+		return nil, fmt.Errorf("%w: backup.passphrase_file %s starts with an empty line (%w)", ErrPassphraseFile, path, ErrNoPassphrase)
 	}
 	return line, nil
 }

@@ -36,7 +36,9 @@
 // ReadPassphraseFile reads a passphrase file exactly as `gpg
 // --passphrase-file` does: the first line up to "\n" or the end of the
 // file, nothing stripped (a CRLF file's "\r", leading and trailing blanks
-// belong to the passphrase). When a passphrase that ends in "\r" does not
+// belong to the passphrase); a file that is missing, not regular, readable
+// or writable by group or others, or starts with an empty line is refused
+// with ErrPassphraseFile. When a passphrase that ends in "\r" does not
 // decrypt an archive, the form without it (what earlier hbx versions
 // used) is tried once and a note says so. A passphrase that does not
 // decrypt is reported as ErrCorrupt when the archive's bytes differ from

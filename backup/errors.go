@@ -12,6 +12,11 @@ var (
 	// ErrNoPassphrase: the archive is encrypted (or encryption is asked
 	// for) and no passphrase was given, or the one given is empty.
 	ErrNoPassphrase = errors.New("no passphrase")
+	// ErrPassphraseFile: the passphrase file is missing, unreadable, not a
+	// regular file, readable or writable by group or others, or starts
+	// with an empty line (see ReadPassphraseFile); the CLI maps it to
+	// invalid configuration.
+	ErrPassphraseFile = errors.New("bad passphrase file")
 	// ErrWrongPassphrase: the passphrase does not decrypt the archive,
 	// whose bytes are known to be intact (they match the .sha256 file
 	// beside it).

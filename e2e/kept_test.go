@@ -38,7 +38,7 @@ func TestRolledBackCopiesE2E(t *testing.T) {
 		t.Fatalf("rolled-back copies %q, want only the newest %s", aside, last)
 	}
 	r := b.hbx("backup", "list")
-	if r.code != 0 || !regexpMatch(`(?m)^\S+ \S+ +rolled-back +\S+ \S+ +\d+ +- +`+last+`$`, r.stdout) || !strings.Contains(r.stdout, " archive ") {
+	if r.code != 0 || !regexpMatch(`(?m)^\S+ \S+ +rolled-back +\S+ \S+ +\d+ +- +`+last+`$`, r.stdout) || !strings.Contains(r.stdout, " pre-upgrade ") {
 		t.Errorf("hbx backup list = %d, want the archives and the rolled-back copy:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = b.hbx("backup", "list", "--json")
@@ -50,7 +50,7 @@ func TestRolledBackCopiesE2E(t *testing.T) {
 	for _, e := range list {
 		kinds[e.Kind]++
 	}
-	if kinds["rolled-back"] != 1 || kinds["archive"] == 0 {
+	if kinds["rolled-back"] != 1 || kinds["pre-upgrade"] == 0 {
 		t.Errorf("hbx backup list --json kinds %v, want archives and one rolled-back copy", kinds)
 	}
 

@@ -141,3 +141,28 @@ func TestNoSupervisorNamesConfig(t *testing.T) {
 		t.Errorf("hbx status without a supervisor = %d, %q; want 1 containing %q", r.code, r.stderr, want)
 	}
 }
+
+// TestProgramNameHints: every command that takes program names (status,
+// start, stop, restart, logs) answers a mistyped name with the running
+// supervisor's programs and a "did you mean", and a disabled program's
+// name by saying it is disabled; all exit 2 and change nothing.
+func TestProgramNameHints(t *testing.T) {
+	requireE2E(t)
+	b, s := programsBox(t, "  worker:\n    command: sleep 600\n")
+	s.waitStates(60*time.Second, map[string]supervisor.State{"worker": supervisor.Running})
+	env := []string{"HBX_CONFIG=" + b.config}
+	for _, cmd := range [][]string{{"status"}, {"start"}, {"stop"}, {"restart"}, {"logs"}} {
+		r := b.hbxEnv(env, append(cmd, "wroker")...)
+		if r.code != 2 || !strings.Contains(r.stderr, `no such program: "wroker" (programs: worker; did you mean "worker"?)`) {
+			t.Errorf("hbx %s wroker = %d, %q; want 2 suggesting worker", cmd[0], r.code, r.stderr)
+		}
+		r = b.hbxEnv(env, append(cmd, "hermes")...)
+		if r.code != 2 || !strings.Contains(r.stderr, `program "hermes" is disabled (programs.hermes.enabled: false)`) {
+			t.Errorf("hbx %s hermes = %d, %q; want 2 saying hermes is disabled", cmd[0], r.code, r.stderr)
+		}
+	}
+	// Nothing was stopped by the refused commands.
+	if r := b.hbxEnv(env, "status", "worker"); r.code != 0 {
+		t.Errorf("hbx status worker after the refused commands = %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

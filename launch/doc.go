@@ -20,4 +20,7 @@
 // port, data directory, base URL, local-network policy, IPv6 switch, HOME,
 // TMPDIR and XDG directories under the state directory), then the
 // variables of the env file. Values from the env file are never logged.
+// Prepare reads the env file before anything else, so a bad one
+// (ErrEnvFile: missing, readable by others, malformed) changes nothing on
+// disk.
 package launch

@@ -23,7 +23,8 @@ import (
 // message tells the operator to run hbx install.
 var ErrNotInstalled = errors.New("run `hbx install` first")
 
-// ErrEnvFile: the env file is readable by others or malformed.
+// ErrEnvFile: the env file is missing, not readable, readable by others or
+// malformed; the CLI maps it to invalid configuration (exit 2).
 var ErrEnvFile = errors.New("bad env file")
 
 // PidFile is the name of the pidfile in the state directory.
@@ -69,6 +70,12 @@ type Spec struct {
 // Prepare checks the active release against the configuration, creates the
 // data and state directories, and builds the command. Nothing is started.
 func Prepare(o Options) (*Spec, error) {
+	// The env file first: a bad one is invalid configuration and changes
+	// nothing on disk.
+	fileEnv, err := ReadEnvFile(o.EnvFile)
+	if err != nil {
+		return nil, err
+	}
 	inst, err := release.Current(o.RuntimeDir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
@@ -102,10 +109,6 @@ func Prepare(o Options) (*Spec, error) {
 		if err := ensureDir(d, cred); err != nil {
 			return nil, fmt.Errorf("state directory: %w", err)
 		}
-	}
-	fileEnv, err := ReadEnvFile(o.EnvFile)
-	if err != nil {
-		return nil, err
 	}
 
 	env := newEnv(prog.Env)

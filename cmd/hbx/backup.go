@@ -76,7 +76,7 @@ and executor.state_dir are never archived. --no-encrypt writes a plaintext
 
 --json prints one JSON line per step ({"event": "stopped"}, ...) and the
 result ({"event": "result", "path": ..., "size": ..., "files": ...}).`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {
@@ -181,7 +181,7 @@ func newBackupListCommand(g *globals) *cobra.Command {
 		Use:   "list",
 		Short: "List the archives in backup.dir, newest first",
 		Long: `List prints one line per archive of backup.dir named after backup.name
-or pre-upgrade (hbx upgrade's), newest first: creation time (UTC), kind "archive", size, file count, the
+or pre-upgrade (hbx upgrade's), newest first: creation time (UTC), kind ("backup" or "pre-upgrade"), size, file count, the
 image digest the data was written by (the child manifest digest, else the
 index digest), and the path. Then one line per copy of replaced data kept
 beside executor.data_dir, newest first: kind "pre-restore" (the data a
@@ -202,17 +202,9 @@ names the last one as "new"), then swap.`,
 			if err != nil {
 				return err
 			}
-			list, err := backup.List(cfg.Backup.Dir, cfg.Backup.Name)
+			list, err := listArchives(cfg.Backup.Dir, cfg.Backup.Name)
 			if err != nil {
 				return fmt.Errorf("backup list: %w", err)
-			}
-			if cfg.Backup.Name != preUpgradeName {
-				pre, err := backup.List(cfg.Backup.Dir, preUpgradeName)
-				if err != nil {
-					return fmt.Errorf("backup list: %w", err)
-				}
-				list = append(list, pre...)
-				slices.SortStableFunc(list, func(a, b backup.Info) int { return b.Created.Compare(a.Created) })
 			}
 			kept, err := backup.ListKept(cfg.Executor.DataDir)
 			if err != nil {
@@ -221,10 +213,7 @@ names the last one as "new"), then swap.`,
 			if asJSON {
 				all := []any{}
 				for _, in := range list {
-					all = append(all, struct {
-						Kind string `json:"kind"`
-						backup.Info
-					}{"archive", in})
+					all = append(all, in)
 				}
 				for _, k := range kept {
 					all = append(all, k)
@@ -244,7 +233,7 @@ names the last one as "new"), then swap.`,
 				if in.SHA256 != "" {
 					files = fmt.Sprint(in.Files)
 				}
-				fmt.Fprintf(tw, "%s\tarchive\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), units.Bytes(in.Size), files, orDash(d), in.Path)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), in.Kind, units.Bytes(in.Size), files, orDash(d), in.Path)
 			}
 			for _, k := range kept {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t-\t%s\n", k.Created.Format("2006-01-02 15:04:05"), k.Kind, units.Bytes(k.Bytes), k.Files, k.Path)
@@ -254,6 +243,36 @@ names the last one as "new"), then swap.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// listedArchive is one line of hbx backup list: an archive and its kind,
+// "backup" (named after backup.name) or "pre-upgrade" (preUpgradeName).
+type listedArchive struct {
+	backup.Info
+	Kind string `json:"kind"`
+}
+
+// listArchives returns the archives of dir named name and the pre-upgrade
+// ones, newest first, never nil.
+func listArchives(dir, name string) ([]listedArchive, error) {
+	srcs := []struct{ name, kind string }{{name, "backup"}}
+	if name != preUpgradeName {
+		srcs = append(srcs, struct{ name, kind string }{preUpgradeName, "pre-upgrade"})
+	}
+	out := []listedArchive{}
+	for _, src := range srcs {
+		infos, err := backup.List(dir, src.name)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range infos {
+			out = append(out, listedArchive{in, src.kind})
+		}
+	}
+	// Stable, so archives of one name keep List's order (same second: the
+	// later sequence number first).
+	slices.SortStableFunc(out, func(a, b listedArchive) int { return b.Created.Compare(a.Created) })
+	return out, nil
 }
 
 // newBackupVerifyCommand builds `hbx backup verify`.

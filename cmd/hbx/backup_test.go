@@ -108,7 +108,7 @@ func TestBackupRefusals(t *testing.T) {
 		wantErr  string
 	}{
 		{"no passphrase and no terminal", noPass, []string{"backup"}, 1, "no passphrase: set backup.passphrase_file, or run hbx on a terminal"},
-		{"passphrase file readable by others", loose, []string{"backup"}, 1, "want 0600 or stricter"},
+		{"passphrase file readable by others", loose, []string{"backup"}, 2, "must be 0600 or stricter"},
 		{"unknown subcommand", noPass, []string{"backup", "nope"}, 2, `unknown command "nope" for "hbx backup"`},
 		{"verify needs an archive", noPass, []string{"backup", "verify"}, 2, "accepts 1 arg(s)"},
 		{"restore needs an archive", noPass, []string{"restore"}, 2, "accepts 1 arg(s)"},
@@ -133,5 +133,47 @@ func TestBackupRefusals(t *testing.T) {
 	}
 	if ents, _ := filepath.Glob(filepath.Join(root, "backups", "*.tar.gz")); len(ents) != 1 {
 		t.Errorf("archives after --no-encrypt: %q", ents)
+	}
+}
+
+// TestBackupListShowsPreUpgrade: hbx backup list shows the pre-upgrade
+// archives hbx upgrade and hbx install leave in backup.dir beside
+// backup.name's, marked as such, newest first, in text and JSON.
+func TestBackupListShowsPreUpgrade(t *testing.T) {
+	cfg, root := backupBox(t, 0o600)
+	out, _, code, err := runTest(t, nil, "backup", "--json", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("hbx backup = %d, %v", code, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var res struct {
+		Path string `json:"path"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatal(err)
+	}
+	// An older pre-upgrade archive, as hbx upgrade names it.
+	pre := filepath.Join(root, "backups", "pre-upgrade-20200102T030405Z.tar.gz.gpg")
+	b, err := os.ReadFile(res.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pre, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code, _ = runTest(t, nil, "backup", "list", "--config", cfg)
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(rows) != 3 || !strings.Contains(rows[1], res.Path) || !strings.Contains(rows[2], pre) ||
+		!strings.Contains(rows[2], "pre-upgrade") || strings.Contains(rows[1], "pre-upgrade") {
+		t.Errorf("hbx backup list = %d:\n%s\nwant the backup, then the pre-upgrade archive marked pre-upgrade", code, out)
+	}
+	out, _, code, _ = runTest(t, nil, "backup", "list", "--json", "--config", cfg)
+	var list []struct {
+		Path string `json:"path"`
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || len(list) != 2 ||
+		list[0].Path != res.Path || list[0].Kind != "backup" || list[1].Path != pre || list[1].Kind != "pre-upgrade" {
+		t.Errorf("hbx backup list --json = %d, %v:\n%s\nwant kind backup then pre-upgrade", code, err, out)
 	}
 }

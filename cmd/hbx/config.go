@@ -55,11 +55,19 @@ or the default), "(absent)" when no file was read:
 --json prints one object keyed by config key instead ("config" first), each
 entry {"value": ..., "source": "default|file|env|flag", "detail": "path,
 variable or flag"}, and "absent": true for a config file not read;
-durations are strings such as "30s".`,
+durations are strings such as "30s".
+
+It also checks the files holding secrets that the configuration names
+(executor.env_file, backup.passphrase_file, health.token_file), without
+reading them: one that exists must be a regular file of mode 0600 or
+stricter, else it is invalid configuration (exit 2).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {
+				return err
+			}
+			if err := cfg.CheckSecretFiles(srcs); err != nil {
 				return err
 			}
 			return runConfigShow(cmd.Context(), configShowOptions{cfg: cfg, sources: srcs, json: asJSON, stdout: g.stdout})

@@ -28,15 +28,17 @@ const exitCodesHelp = `Exit codes:
   1  failure: network, registry, disk, digest mismatch, a program that
      would not start, and every other error
   2  invalid configuration (config file, HBX_* environment variables,
-     flags, a program's missing user) or usage (unknown command or flag,
+     flags, a program's missing user, an env or passphrase file that is
+     missing, malformed or readable by others) or usage (unknown command or flag,
      bad arguments, an unknown program name)
   3  hbx status only: a program shown is not RUNNING
   "hbx run executor" exits with the payload's own status (128+N when
   signal N ended it).`
 
 // exitCode maps the error run returned to the process exit status: nil to
-// exitOK, config.ErrInvalid and usage errors to exitUsage, a
-// *notRunningError to exitNotRunning, anything else to exitFailure.
+// exitOK; config.ErrInvalid, launch.ErrEnvFile, backup.ErrPassphraseFile
+// and usage errors to exitUsage; a *notRunningError to exitNotRunning;
+// anything else to exitFailure.
 func exitCode(err error) int {
 	var ue *usageError
 	var xe *launch.ExitError
@@ -50,7 +52,8 @@ func exitCode(err error) int {
 		return exitNotRunning
 	case errors.Is(err, config.ErrInvalid), errors.As(err, &ue),
 		errors.Is(err, supervisor.ErrInvalid), errors.Is(err, supervisor.ErrUnknownProgram),
-		errors.Is(err, backup.ErrInvalid):
+		errors.Is(err, backup.ErrInvalid), errors.Is(err, backup.ErrPassphraseFile),
+		errors.Is(err, launch.ErrEnvFile):
 		return exitUsage
 	default:
 		return exitFailure

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/spf13/cobra"
 )
@@ -12,6 +13,7 @@ import (
 // logsOptions are the inputs of runLogs.
 type logsOptions struct {
 	socket string
+	cfg    *config.Config // names disabled programs in errors; may be nil
 	req    supervisor.LogsRequest
 	stdout io.Writer
 }
@@ -33,7 +35,7 @@ log); -f keeps printing what the program writes until interrupted.`,
 			if o.req.Lines < 0 {
 				return usageErrorf("-n %d: want a line count", o.req.Lines)
 			}
-			o.socket, o.req.Name, o.stdout = cfg.Supervisor.Socket, args[0], g.stdout
+			o.socket, o.cfg, o.req.Name, o.stdout = cfg.Supervisor.Socket, cfg, args[0], g.stdout
 			return runLogs(cmd.Context(), o)
 		},
 	}
@@ -48,6 +50,13 @@ func runLogs(ctx context.Context, opts logsOptions) error {
 	c, err := supervisor.Dial(ctx, opts.socket)
 	if err != nil {
 		return err
+	}
+	known, err := supervisedNames(ctx, c)
+	if err != nil {
+		return fmt.Errorf("logs: %w", err)
+	}
+	if err := checkProgramNames(opts.cfg, known, []string{opts.req.Name}, false); err != nil {
+		return fmt.Errorf("logs: %w", err)
 	}
 	if err := c.Logs(ctx, opts.req, opts.stdout); err != nil {
 		return fmt.Errorf("logs: %w", err)

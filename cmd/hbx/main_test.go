@@ -158,6 +158,22 @@ func TestExitCodes(t *testing.T) {
 	badValues := writeConfig(t, "executor:\n  listen: 0.0.0.0\n  port: 0\n")
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
 	typoProgram := writeConfig(t, "programs:\n  hermse:\n    enabled: false\n")
+	// Secret files readable by others: invalid configuration (exit 2) for
+	// hbx config show and for the commands that read them.
+	sec := t.TempDir()
+	envFile, passFile, tokenFile := filepath.Join(sec, "env"), filepath.Join(sec, "pass"), filepath.Join(sec, "token")
+	for _, f := range []string{envFile, passFile, tokenFile} {
+		os.WriteFile(f, []byte("A=1\n"), 0o644)
+		os.Chmod(f, 0o644)
+	}
+	secretConfig := func(executor, backup, rest string) string {
+		return writeConfig(t, "executor:\n  runtime_dir: "+sec+"/runtime\n  data_dir: "+sec+"/data\n  state_dir: "+sec+"/state\n"+executor+
+			"supervisor:\n  socket: "+sec+"/hbx.sock\nbackup:\n  dir: "+sec+"/backups\n"+backup+rest)
+	}
+	looseEnv := secretConfig("  env_file: "+envFile+"\n", "", "")
+	loosePass := secretConfig("", "  passphrase_file: "+passFile+"\n", "")
+	looseToken := secretConfig("", "", "health:\n  token_file: "+tokenFile+"\n")
+	dirEnv := writeConfig(t, "executor:\n  env_file: "+sec+"\n")
 	tests := []struct {
 		name     string
 		env      []string
@@ -172,6 +188,9 @@ func TestExitCodes(t *testing.T) {
 		{"config show", nil, []string{"config", "show", "--config", good}, 0, nil},
 		{"unknown command", nil, []string{"nope"}, 2, []string{`unknown command "nope" for "hbx"`}},
 		{"unknown subcommand", nil, []string{"config", "nope"}, 2, []string{`unknown command "nope" for "hbx config"`}},
+		{"unknown command near one", nil, []string{"instal"}, 2, []string{`unknown command "instal" for "hbx" (did you mean "install"?)`}},
+		{"unknown subcommand near one", nil, []string{"config", "shwo"}, 2, []string{`unknown command "shwo" for "hbx config" (did you mean "show"?)`}},
+		{"unknown backup subcommand near one", nil, []string{"backup", "lst"}, 2, []string{`unknown command "lst" for "hbx backup" (did you mean "list"?)`}},
 		{"unknown flag", nil, []string{"version", "--nope"}, 2, []string{"unknown flag: --nope"}},
 		{"unknown flag near a key flag", nil, []string{"config", "show", "--executor-prot=1"}, 2, []string{"unknown flag: --executor-prot (did you mean --executor-port?)"}},
 		{"extra argument", nil, []string{"version", "extra"}, 2, []string{`unknown command "extra" for "hbx version"`}},
@@ -192,6 +211,12 @@ func TestExitCodes(t *testing.T) {
 		{"run needs a program name", nil, []string{"run", "--config", good}, 2, []string{"accepts 1 arg(s), received 0"}},
 		{"run knows only executor", nil, []string{"run", "hermes", "--config", good}, 2, []string{`invalid argument "hermes"`}},
 		{"install with bad config", nil, []string{"install", "--config", badValues}, 2, []string{"executor.listen"}},
+		{"config show, env file readable by others", nil, []string{"config", "show", "--config", looseEnv}, 2, []string{"executor.env_file: \"" + envFile + "\" has mode 0644: it holds secrets and must be 0600 or stricter"}},
+		{"config show, passphrase file readable by others", nil, []string{"config", "show", "--config", loosePass}, 2, []string{"backup.passphrase_file: \"" + passFile + "\" has mode 0644"}},
+		{"config show, token file readable by others", nil, []string{"config", "show", "--config", looseToken}, 2, []string{"health.token_file: \"" + tokenFile + "\" has mode 0644"}},
+		{"config show, env file a directory", nil, []string{"config", "show", "--config", dirEnv}, 2, []string{"executor.env_file: \"" + sec + "\" is not a regular file"}},
+		{"run, env file readable by others", nil, []string{"run", "executor", "--config", looseEnv}, 2, []string{"bad env file: executor.env_file " + envFile + " has mode 0644"}},
+		{"backup, passphrase file readable by others", nil, []string{"backup", "--config", loosePass}, 2, []string{"bad passphrase file: backup.passphrase_file " + passFile + " has mode 0644"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -65,7 +65,7 @@ hbx supervise. --json prints one JSON line per step and the result.`,
 			return runRestore(cmd.Context(), g, cfg, args[0], o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.dataOnly, "data-only", false, "restore the data directory only, not the archive's extra paths")
+	cmd.Flags().BoolVar(&o.dataOnly, "data-only", false, "restore the data directory only; leave the extra paths the archive holds (backup.paths when it was made) untouched")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines")
 	return cmd
 }

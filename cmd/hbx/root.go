@@ -124,9 +124,35 @@ defaults. "hbx config show" prints every effective value and its source.
 // argument it prints help, with one it reports an unknown command.
 func runGroup(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+		return unknownCommand(cmd, args[0])
 	}
 	return cmd.Help()
+}
+
+// noArgs is cobra.NoArgs for a command with subcommands: an argument is an
+// unknown subcommand, with a "did you mean".
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return unknownCommand(cmd, args[0])
+	}
+	return nil
+}
+
+// unknownCommand is the usage error for name, which is not a subcommand of
+// cmd, with a "did you mean" when a subcommand's name or alias is near
+// (config.Closest). cobra suggests only for commands without an Args
+// validator, and hbx's groups have one.
+func unknownCommand(cmd *cobra.Command, name string) error {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(append(names, c.Name()), c.Aliases...)
+		}
+	}
+	if c := config.Closest(name, names); c != "" {
+		return usageErrorf("unknown command %q for %q (did you mean %q?)", name, cmd.CommandPath(), c)
+	}
+	return usageErrorf("unknown command %q for %q", name, cmd.CommandPath())
 }
 
 // loadConfig loads the configuration for cmd: the --config file, else the

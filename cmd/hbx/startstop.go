@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/spf13/cobra"
 )
@@ -13,7 +14,8 @@ import (
 // controlOptions are the inputs of runControl.
 type controlOptions struct {
 	socket string
-	verb   string // "start", "stop" or "restart"
+	cfg    *config.Config // names disabled programs in errors; may be nil
+	verb   string         // "start", "stop" or "restart"
 	names  []string
 	stdout io.Writer
 }
@@ -33,7 +35,7 @@ func newControlCommand(g *globals, verb, short, long string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runControl(cmd.Context(), controlOptions{socket: cfg.Supervisor.Socket, verb: verb, names: args, stdout: g.stdout})
+			return runControl(cmd.Context(), controlOptions{socket: cfg.Supervisor.Socket, cfg: cfg, verb: verb, names: args, stdout: g.stdout})
 		},
 	}
 }
@@ -60,6 +62,15 @@ func runControl(ctx context.Context, opts controlOptions) error {
 	c, err := supervisor.Dial(ctx, opts.socket)
 	if err != nil {
 		return err
+	}
+	// The supervisor refuses unknown names too; asking first gives the
+	// same hints as hbx status.
+	known, err := supervisedNames(ctx, c)
+	if err != nil {
+		return fmt.Errorf("%s: %w", opts.verb, err)
+	}
+	if err := checkProgramNames(opts.cfg, known, opts.names, true); err != nil {
+		return fmt.Errorf("%s: %w", opts.verb, err)
 	}
 	var res []supervisor.Result
 	switch opts.verb {

@@ -16,7 +16,8 @@ import (
 // statusOptions are the inputs of runStatus.
 type statusOptions struct {
 	socket string
-	names  []string // empty: all
+	cfg    *config.Config // names disabled programs in errors; may be nil
+	names  []string       // empty: all
 	json   bool
 	stdout io.Writer
 }
@@ -46,7 +47,7 @@ by name.`,
 			if err != nil {
 				return err
 			}
-			return runStatus(cmd.Context(), statusOptions{socket: cfg.Supervisor.Socket, names: args, json: asJSON, stdout: g.stdout})
+			return runStatus(cmd.Context(), statusOptions{socket: cfg.Supervisor.Socket, cfg: cfg, names: args, json: asJSON, stdout: g.stdout})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -65,21 +66,16 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 	}
 	list := all
 	if len(opts.names) > 0 && !slices.Contains(opts.names, "all") {
+		known := make([]string, len(all))
+		for i, s := range all {
+			known[i] = s.Name
+		}
+		if err := checkProgramNames(opts.cfg, known, opts.names, false); err != nil {
+			return err
+		}
 		list = nil
 		for _, n := range opts.names {
-			i := slices.IndexFunc(all, func(s supervisor.Status) bool { return s.Name == n })
-			if i < 0 {
-				var names []string
-				for _, s := range all {
-					names = append(names, s.Name)
-				}
-				hint := ""
-				if c := config.Closest(n, names); c != "" {
-					hint = fmt.Sprintf("; did you mean %q?", c)
-				}
-				return fmt.Errorf("%w: %q (programs: %s%s)", supervisor.ErrUnknownProgram, n, strings.Join(names, ", "), hint)
-			}
-			list = append(list, all[i])
+			list = append(list, all[slices.Index(known, n)])
 		}
 	}
 	if opts.json {

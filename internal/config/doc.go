@@ -38,9 +38,11 @@
 //
 // # What it does not do
 //
-// It checks values, not the world: it does not check that directories or
+// Load checks values, not the world: it does not check that directories or
 // the env file exist, their modes, that the user exists, or that the
-// registry is reachable. Those checks belong to the commands that use them.
+// registry is reachable. Those checks belong to the commands that use them;
+// Config.CheckSecretFiles (which hbx config show runs) checks the modes of
+// the existing files that hold secrets, without reading them.
 // File keys are matched case-insensitively (a viper property); environment
 // variable names are case-sensitive.
 package config
