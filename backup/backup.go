@@ -68,6 +68,9 @@ type Options struct {
 	// Runtime re-installs a runtime when an interrupted restore found here
 	// must be undone; nil skips that step.
 	Runtime Runtime
+	// Config puts back a config file pin an interrupted restore wrote;
+	// nil skips that.
+	Config Config
 	// Logger receives the steps; nil discards. Progress receives events;
 	// nil receives none.
 	Logger   *slog.Logger
@@ -197,7 +200,7 @@ func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 // into place.
 func archiveHeld(ctx context.Context, opts Options, roots []*root, exclude map[fileID]string, r *restarter, log *slog.Logger, prog Progress, now func() time.Time) (*Result, string, error) {
 	res := &Result{Encrypted: opts.Encrypt, Restarted: []string{}}
-	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, paths: opts.Paths, runtime: opts.Runtime, log: log, held: true})
+	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, paths: opts.Paths, runtime: opts.Runtime, config: opts.Config, log: log, held: true})
 	if err != nil {
 		return nil, "", err
 	}

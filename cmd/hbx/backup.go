@@ -108,6 +108,7 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		LockWait:       cfg.Backup.LockWait,
 		HealthWait:     cfg.Backup.HealthWait,
 		Runtime:        installRuntime{g: g, cfg: cfg},
+		Config:         restorePinner{g: g, cfg: cfg},
 		Logger:         g.log,
 	}
 	if o.noEncrypt {

@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// preUpgradeArchives lists the pre-upgrade archives in dir, oldest first.
+func preUpgradeArchives(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range archivesIn(dir) {
+		if strings.HasPrefix(n, "pre-upgrade-") && strings.HasSuffix(n, ".gpg") {
+			out = append(out, filepath.Join(dir, n))
+		}
+	}
+	return out
+}
+
+// onRelease checks that version is active and ref configured, Executor is
+// healthy, and the data directory holds generation gen in state format
+// format.
+func onRelease(t *testing.T, b *box, what, version, ref, gen string, format int) {
+	t.Helper()
+	if got := b.activeVersion(); got != version {
+		t.Errorf("%s: active version %q, want %s", what, got, version)
+	}
+	if got := b.configuredImage(); got != ref {
+		t.Errorf("%s: configured image %q, want %q", what, got, ref)
+	}
+	if got := readFile(t, filepath.Join(b.dataDir, "generation")); got != gen {
+		t.Errorf("%s: generation %q, want %q", what, got, gen)
+	}
+	if st := readState(t, b.dataDir); st.Format != format {
+		t.Errorf("%s: state %+v, want format %d", what, st, format)
+	}
+	if r := b.hbx("health"); r.code != 0 {
+		t.Errorf("%s: hbx health = %d: %s%s", what, r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestRestoreAcrossReleasesE2E is issue 12's scenario with a running
+// supervisor: an archive written by another release is restored with its
+// runtime and its pin (in the config file) together, and the pre-upgrade
+// archive of an earlier upgrade is a way back even after a later upgrade
+// rolled itself back. A restore whose release change cannot be pinned
+// (executor.image set by an HBX_* variable) is refused with nothing
+// changed.
+func TestRestoreAcrossReleasesE2E(t *testing.T) {
+	requireE2E(t)
+	b, _, v1, v2, v3 := upgradeBox(t)
+	backups := filepath.Join(b.dir, "backups")
+	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
+
+	// v1 -> v2; an archive X written by v2; back to v1.
+	if r := b.hbx("upgrade", "--image", v2); r.code != 0 {
+		t.Fatalf("hbx upgrade to v2 = %d\n%s", r.code, r.stderr)
+	}
+	pre := preUpgradeArchives(t, backups)
+	if len(pre) != 1 {
+		t.Fatalf("pre-upgrade archives %q, want one", pre)
+	}
+	v1Archive := pre[0]
+	writeFile(t, filepath.Join(b.dataDir, "generation"), "v2 data", 0o600)
+	r := b.hbx("backup", "--json")
+	if r.code != 0 {
+		t.Fatalf("hbx backup = %d: %s", r.code, r.stderr)
+	}
+	x := lastJSON(t, r.stdout)["path"].(string)
+	if r := b.hbx("rollback"); r.code != 0 {
+		t.Fatalf("hbx rollback = %d\n%s", r.code, r.stderr)
+	}
+	onRelease(t, b, "after the rollback", "1.0.0", v1, "v1 data", 1)
+
+	// Refused while the pin comes from the environment: nothing changes.
+	before := stableFiles(t, b.dataDir)
+	cfgBefore := readFile(t, b.config)
+	r = b.hbxEnv([]string{"HBX_CONFIG=" + b.config, "HBX_EXECUTOR_IMAGE=" + v1}, "restore", x)
+	if r.code == 0 || !strings.Contains(r.stderr, "HBX_EXECUTOR_IMAGE") {
+		t.Errorf("hbx restore X with HBX_EXECUTOR_IMAGE set = %d, want a refusal naming it\n%s", r.code, r.stderr)
+	}
+	t.Logf("refused: %s", lastLine(r.stderr))
+	if got := stableFiles(t, b.dataDir); !sameFiles(got, before) {
+		t.Errorf("a refused restore changed the data: %q", keys(got))
+	}
+	if readFile(t, b.config) != cfgBefore || b.activeVersion() != "1.0.0" {
+		t.Errorf("a refused restore changed the config or the runtime (active %s)", b.activeVersion())
+	}
+
+	// Restore X: v2's runtime, pin and data together.
+	r = b.hbx("restore", x)
+	if r.code != 0 {
+		t.Fatalf("hbx restore X (written by v2, v1 active) = %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("restore X: %s", strings.TrimSpace(r.stdout))
+	onRelease(t, b, "after restoring X", "2.0.0", v2, "v2 data", 2)
+	if !strings.Contains(readFile(t, b.config), "a comment that must survive") {
+		t.Errorf("the restore lost the config file's comment")
+	}
+
+	// v2 -> v3 rolls itself back; rollback has nothing left to do.
+	if r := b.hbx("upgrade", "--image", v3); r.code != 1 {
+		t.Fatalf("hbx upgrade to the failing v3 = %d, want 1\n%s", r.code, r.stderr)
+	}
+	onRelease(t, b, "after v3 rolled back", "2.0.0", v2, "v2 data", 2)
+	if r := b.hbx("rollback"); r.code == 0 {
+		t.Errorf("hbx rollback after a rolled-back upgrade = 0, want a refusal")
+	}
+
+	// The v1 pre-upgrade archive is still a way back.
+	r = b.hbx("restore", v1Archive)
+	if r.code != 0 {
+		t.Fatalf("hbx restore of the v1 pre-upgrade archive = %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("restore v1 pre-upgrade: %s", strings.TrimSpace(r.stdout))
+	onRelease(t, b, "after restoring the v1 pre-upgrade archive", "1.0.0", v1, "v1 data", 1)
+	if _, err := os.Stat(b.dataDir + ".restore.json"); err == nil {
+		t.Errorf("the restore journal is left")
+	}
+}
