@@ -276,6 +276,15 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	if err := swap(j, log); err != nil {
 		return nil, undoNow(fmt.Errorf("swap: %w", err))
 	}
+	for _, r := range j.Roots {
+		old := ""
+		if r.Existed {
+			old = r.Old
+		}
+		res.Restored[r.Target] = old
+	}
+	prog.Event(Event{Kind: EventSwapped})
+
 	// Pin last: until here the config still names the release before, so
 	// a supervisor restarting Executor after a crash refuses the mismatch
 	// instead of running one release on another's data.
@@ -288,14 +297,6 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		res.Pinned, res.PinnedOver = j.Runtime.Pin.Image, j.Runtime.Pin.PriorImage
 		prog.Event(Event{Kind: EventPinned, Detail: j.Runtime.Pin.Image})
 	}
-	for _, r := range j.Roots {
-		old := ""
-		if r.Existed {
-			old = r.Old
-		}
-		res.Restored[r.Target] = old
-	}
-	prog.Event(Event{Kind: EventSwapped})
 
 	// Start and check.
 	if opts.Services != nil {

@@ -120,3 +120,133 @@ func TestRestoreAcrossReleasesE2E(t *testing.T) {
 		t.Errorf("the restore journal is left")
 	}
 }
+
+// crossReleaseBox is an upgradeBox taken through v1 -> v2, an archive X
+// written by v2, and hbx rollback: 1.0.0 is active on its data ("v1
+// data"), X holds "v2 data", preV1 is the v1 pre-upgrade archive.
+func crossReleaseBox(t *testing.T) (b *box, s *supervised, v1, v2, x, preV1 string) {
+	t.Helper()
+	b, s, v1, v2, _ = upgradeBox(t)
+	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
+	if r := b.hbx("upgrade", "--image", v2); r.code != 0 {
+		t.Fatalf("hbx upgrade to v2 = %d\n%s", r.code, r.stderr)
+	}
+	preV1 = preUpgradeArchives(t, filepath.Join(b.dir, "backups"))[0]
+	writeFile(t, filepath.Join(b.dataDir, "generation"), "v2 data", 0o600)
+	r := b.hbx("backup", "--json")
+	if r.code != 0 {
+		t.Fatalf("hbx backup = %d: %s", r.code, r.stderr)
+	}
+	x = lastJSON(t, r.stdout)["path"].(string)
+	if r := b.hbx("rollback"); r.code != 0 {
+		t.Fatalf("hbx rollback = %d\n%s", r.code, r.stderr)
+	}
+	return b, s, v1, v2, x, preV1
+}
+
+// oneVersion returns the version the box is on, failing the test unless
+// the active release, the configured one, the data format and the data
+// all belong to the same version.
+func oneVersion(t *testing.T, b *box, at, v1, v2 string) string {
+	t.Helper()
+	ver, img, st := b.activeVersion(), b.configuredImage(), readState(t, b.dataDir)
+	gen := readFile(t, filepath.Join(b.dataDir, "generation"))
+	switch {
+	case ver == "1.0.0" && img == v1 && st.Format == 1 && gen == "v1 data":
+	case ver == "2.0.0" && img == v2 && st.Format == 2 && gen == "v2 data":
+	default:
+		t.Fatalf("killed at %s: active %s, configured %s, data format %d, generation %q: not one version", at, ver, img, st.Format, gen)
+	}
+	return ver
+}
+
+// checkRecoveryText: a recovery after a kill that left the archive's
+// runtime active says it switched the runtime back, and one that found
+// something changed never says nothing had.
+func checkRecoveryText(t *testing.T, at, msg string, switched bool) {
+	t.Helper()
+	if switched && !strings.Contains(msg, "is active again") {
+		t.Errorf("killed at %s with the archive's runtime active: the recovery says %q, want it to say the runtime before is active again", at, msg)
+	}
+	if switched && strings.Contains(msg, "nothing had changed") {
+		t.Errorf("killed at %s with the archive's runtime active: the recovery says %q", at, msg)
+	}
+}
+
+// TestKillDuringRestoreAcrossReleasesE2E kills hbx restore of an archive
+// written by another release (v2 archive, v1 active) at every journal
+// event and, with HBXTEST_KILL_AT, right before and after the rename that
+// switches the runtime and the config write that pins the release. After
+// each kill the box is on one version (runtime, pin, data) once
+// recovered, Executor runs, and the recovery says what it undid: the
+// runtime switched back whenever the kill left the archive's runtime
+// active.
+func TestKillDuringRestoreAcrossReleasesE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, v1, v2, x, preV1 := crossReleaseBox(t)
+	back := func(at string) {
+		t.Helper()
+		if r := b.hbx("restore", preV1); r.code != 0 {
+			t.Fatalf("killed at %s: hbx restore of the v1 pre-upgrade archive = %d\n%s", at, r.code, r.stderr)
+		}
+		oneVersion(t, b, at+", restored v1", v1, v2)
+	}
+
+	// Journal events; the next hbx supervise recovers.
+	kills := 0
+	for k := 0; ; k++ {
+		at := killedAt(t, b, k, "restore", x)
+		if at == "" {
+			break
+		}
+		kills++
+		switched := b.activeVersion() == "2.0.0"
+		s = restart(t, b, s)
+		ver := oneVersion(t, b, at, v1, v2)
+		msg := ""
+		for _, l := range strings.Split(readFile(t, s.log), "\n") {
+			if strings.Contains(l, "interrupted restore recovered") {
+				msg = l
+			}
+		}
+		if ver == "1.0.0" {
+			checkRecoveryText(t, at, msg, switched)
+		}
+		t.Logf("killed at %s (archive's runtime active: %v): on %s after the next hbx supervise; %s", at, switched, ver, msg)
+		if ver == "2.0.0" {
+			back(at)
+		}
+	}
+	if kills < 6 {
+		t.Errorf("only %d kill points", kills)
+	}
+	if got := oneVersion(t, b, "the end", v1, v2); got != "2.0.0" {
+		t.Fatalf("after the uninterrupted restore: on %s, want 2.0.0", got)
+	}
+	back("the end")
+
+	// Syscall-exact kills; the operator runs hbx restore again while the
+	// supervisor runs, which recovers first.
+	for _, at := range []string{"runtime-switch-before", "runtime-switch-after", "config-pin-before", "config-pin-after"} {
+		r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, "HBXTEST_KILL_AT=" + at}, "restore", x)
+		if r.code != -1 {
+			t.Fatalf("hbx restore with HBXTEST_KILL_AT=%s = %d, want killed\n%s", at, r.code, r.stderr)
+		}
+		switched := b.activeVersion() == "2.0.0"
+		r = b.hbx("restore", x, "--json")
+		if r.code != 0 {
+			t.Fatalf("killed at %s: hbx restore again = %d\n%s", at, r.code, r.stderr)
+		}
+		msg, _ := lastJSON(t, r.stdout)["recovered"].(string)
+		if msg == "" {
+			t.Errorf("killed at %s: the next restore reports no recovery", at)
+		}
+		checkRecoveryText(t, at, msg, switched)
+		if got := oneVersion(t, b, at, v1, v2); got != "2.0.0" {
+			t.Errorf("killed at %s: after the next restore on %s, want 2.0.0", at, got)
+		}
+		t.Logf("killed at %s (archive's runtime active: %v): %s", at, switched, msg)
+		back(at)
+	}
+	_ = s
+}

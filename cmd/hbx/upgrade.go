@@ -152,10 +152,20 @@ func printUpgrade(w io.Writer, verb string, res *upgrade.Result, asJSON bool) er
 	if asJSON {
 		return json.NewEncoder(w).Encode(map[string]any{
 			"event": "result", "old": res.Old, "new": res.New, "backup": res.Backup, "kept_aside": res.KeptAside,
-			"notes": res.Notes, "recovered": res.Recovered, "duration_ms": res.Duration.Milliseconds(),
+			"notes": res.Notes, "recovered": res.Recovered, "interrupted": res.Interrupted, "duration_ms": res.Duration.Milliseconds(),
 		})
 	}
 	var b strings.Builder
+	if res.Interrupted {
+		// The recovery of an interrupted change was the whole rollback.
+		fmt.Fprintf(&b, "%s\n", res.Recovered)
+		fmt.Fprintf(&b, "  %s is active; nothing more to roll back\n", res.New.Image)
+		for _, n := range res.Notes {
+			fmt.Fprintf(&b, "  note: %s\n", n)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	fmt.Fprintf(&b, "%s %s → %s in %s\n", verb, res.Old.Image, res.New.Image, res.Duration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  manifest %s → %s\n", res.Old.Manifest, res.New.Manifest)
 	if res.Backup != "" {
