@@ -1,7 +1,12 @@
 package e2e
 
 import (
+	"bufio"
+	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
+	"syscall"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -249,4 +254,62 @@ func TestKillDuringRestoreAcrossReleasesE2E(t *testing.T) {
 		back(at)
 	}
 	_ = s
+}
+
+// TestRollbackRecoversInterruptedUpgradeE2E: hbx upgrade killed during
+// its activation or health wait, then hbx rollback while the supervisor
+// runs: the rollback is the recovery of that upgrade; it says what it
+// did and exits 0, and the box is on the old release with the
+// pre-upgrade data (issue 12: it rolled back, then printed only "no
+// upgrade to roll back: ... already rolled back" and exited 1).
+func TestRollbackRecoversInterruptedUpgradeE2E(t *testing.T) {
+	requireE2E(t)
+	b, _, v1, v2, _ := upgradeBox(t)
+	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
+	for _, want := range []string{"activating", "health"} {
+		at := killedOn(t, b, want, "upgrade", "--image", v2)
+		if at != want {
+			t.Fatalf("hbx upgrade finished before the event %s", want)
+		}
+		r := b.hbx("rollback")
+		if r.code != 0 {
+			t.Fatalf("killed at %s: hbx rollback = %d, want 0\n%s%s", at, r.code, r.stdout, r.stderr)
+		}
+		t.Logf("killed at %s: hbx rollback: %s", at, strings.TrimSpace(r.stdout))
+		if !strings.Contains(r.stdout, "rolled back the interrupted upgrade") || !strings.Contains(r.stdout, "nothing more to roll back") {
+			t.Errorf("killed at %s: hbx rollback does not say what it did:\n%s", at, r.stdout)
+		}
+		onRelease(t, b, "after hbx rollback of the interrupted upgrade", "1.0.0", v1, "v1 data", 1)
+		if again := b.hbx("rollback"); again.code == 0 {
+			t.Errorf("killed at %s: a second hbx rollback = 0, want a refusal", at)
+		}
+	}
+}
+
+// killedOn runs `hbx ARGS --json` and SIGKILLs it as soon as it printed
+// the event named; it returns the event, "" when hbx finished first.
+func killedOn(t *testing.T, b *box, event string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binary(t), append([]string{"--config", b.config}, append(args, "--json")...)...)
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	at := ""
+	for sc.Scan() {
+		var ev struct{ Event string }
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == event {
+			cmd.Process.Signal(syscall.SIGKILL)
+			at = ev.Event
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	cmd.Wait()
+	return at
 }
