@@ -6,9 +6,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 

@@ -50,14 +50,18 @@ against a manifest, and the output says so).
   5. swap the staged tree and the data directory with one
      renameat2(RENAME_EXCHANGE); the old data is kept as
      <data_dir>.pre-restore-<time> (backup.keep_pre_restore copies); the
-     data directory is mode 0700, owned by executor.user;
+     data directory is mode 0700, owned by executor.user; when the archive
+     was written by another release than the configured one, pin that
+     release in the config file as hbx upgrade does (refused before step 2
+     without a config file, or while an HBX_* variable or a flag sets
+     executor.image or executor.platform_digests);
   6. start the programs and wait (backup.health_wait) for /api/health and
      every program RUNNING; if they fail, swap the old data back, restart,
      and report.
 
-A journal (<data_dir>.restore.json) records each step, so a restore that
-was killed is finished or undone by the next hbx restore, hbx backup or
-hbx supervise. --json prints one JSON line per step and the result.`,
+A journal (<data_dir>.restore.json) records each step before it happens,
+so a restore that was killed is finished or undone (pin, data and runtime)
+by the next hbx restore, hbx backup or hbx supervise. --json prints one JSON line per step and the result.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
