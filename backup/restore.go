@@ -347,7 +347,7 @@ func undoUnhealthy(ctx context.Context, opts RestoreOptions, j *journal, herr er
 	if err != nil {
 		return fmt.Errorf("%w: %w; stopping them to undo failed, the next hbx start undoes it: %w", ErrUnhealthy, herr, err)
 	}
-	_, uerr := undo(ctx, j, opts.Runtime, opts.Config, log)
+	did, uerr := undo(ctx, j, opts.Runtime, opts.Config, log)
 	rerr := hold.Release()
 	if uerr != nil {
 		return fmt.Errorf("%w: %w; undo failed, the next hbx start retries it: %w", ErrUnhealthy, herr, uerr)
@@ -366,11 +366,13 @@ func undoUnhealthy(ctx context.Context, opts RestoreOptions, j *journal, herr er
 		}
 		cancel()
 	}
-	back := "the old data is back"
-	if j.Runtime != nil {
-		back = "the old data, runtime and pin are back"
+	also := "" // the pin and runtime put back, when they were changed
+	for _, d := range did {
+		if !strings.HasPrefix(d, "the data from before") {
+			also += d + "; "
+		}
 	}
-	return fmt.Errorf("%w on the restored data: %w; %s and the services are %s", ErrUnhealthy, herr, back, after)
+	return fmt.Errorf("%w on the restored data: %w; %sthe old data is back and the services are %s", ErrUnhealthy, herr, also, after)
 }
 
 // restoreRoots maps the archive's roots to directories: "." to the data

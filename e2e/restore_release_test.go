@@ -253,6 +253,26 @@ func TestKillDuringRestoreAcrossReleasesE2E(t *testing.T) {
 		t.Logf("killed at %s (archive's runtime active: %v): %s", at, switched, msg)
 		back(at)
 	}
+
+	// A restore killed after the switch, then hbx upgrade: the restore is
+	// undone first, so the upgrade starts from v1 (not "already the
+	// active release") and its pre-upgrade archive records v1.
+	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, "HBXTEST_KILL_AT=runtime-switch-after"}, "restore", x); r.code != -1 {
+		t.Fatalf("hbx restore with HBXTEST_KILL_AT = %d, want killed\n%s", r.code, r.stderr)
+	}
+	r := b.hbx("upgrade", "--image", v2)
+	if r.code != 0 {
+		t.Fatalf("hbx upgrade after a restore killed after its runtime switch = %d\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, v1+" → "+v2) {
+		t.Errorf("hbx upgrade after the killed restore did not go from v1 to v2:\n%s", r.stdout)
+	}
+	if ver, img, st := b.activeVersion(), b.configuredImage(), readState(t, b.dataDir); ver != "2.0.0" || img != v2 || st.Format != 2 {
+		t.Errorf("after the upgrade: active %s, configured %s, data format %d; want 2.0.0, v2, 2", ver, img, st.Format)
+	}
+	if gen := readFile(t, filepath.Join(b.dataDir, "generation")); gen != "v1 data" {
+		t.Errorf("after the upgrade: generation %q, want the v1 data migrated", gen)
+	}
 	_ = s
 }
 

@@ -242,3 +242,23 @@ func (p restorePinner) CanPin() error {
 func (p restorePinner) Pin(image string, manifest digest.Digest) error {
 	return config.WritePin(p.g.configPath, image, pinKey(p.cfg), manifest.String())
 }
+
+// recoverRestoreFor undoes or finishes an interrupted restore before an
+// upgrade or rollback (svc: the running supervisor, nil when none runs).
+// What it did is logged.
+func recoverRestoreFor(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, svc *supervisorServices) error {
+	opts := backup.RecoverOptions{
+		DataDir:    cfg.Executor.DataDir,
+		RuntimeDir: cfg.Executor.RuntimeDir,
+		Runtime:    installRuntime{g: g, cfg: cfg},
+		Config:     restorePinner{g: g, cfg: cfg, srcs: srcs},
+		Logger:     g.log,
+	}
+	if svc != nil {
+		opts.Services = svc
+	}
+	if _, err := backup.Recover(ctx, opts); err != nil {
+		return fmt.Errorf("recover an interrupted restore: %w", err)
+	}
+	return nil
+}

@@ -144,6 +144,11 @@ func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 	if svc != nil {
 		opts.Services = &upgradeServices{svc: svc, g: g, cfg: cfg}
 	}
+	// An interrupted restore is undone first, its runtime and pin too, so
+	// the upgrade or rollback reads the release the data belongs to.
+	if err := recoverRestoreFor(ctx, g, cfg, srcs, svc); err != nil {
+		return opts, err
+	}
 	return opts, nil
 }
 
