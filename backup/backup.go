@@ -142,6 +142,7 @@ func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 			err = fmt.Errorf("release lock: %w", uerr)
 		}
 	}()
+	ctx = lock.WithHeld(ctx, lk) // a recovery's runtime install runs under it
 	prog.Event(Event{Kind: EventLocked})
 	if err := prepareDir(opts.Dir, log); err != nil {
 		return nil, err
@@ -200,7 +201,7 @@ func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 // into place.
 func archiveHeld(ctx context.Context, opts Options, roots []*root, exclude map[fileID]string, r *restarter, log *slog.Logger, prog Progress, now func() time.Time) (*Result, string, error) {
 	res := &Result{Encrypted: opts.Encrypt, Restarted: []string{}}
-	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, paths: opts.Paths, runtime: opts.Runtime, config: opts.Config, log: log, held: true})
+	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, paths: opts.Paths, runtime: opts.Runtime, config: opts.Config, log: log, held: true, releaseBack: &r.startAll})
 	if err != nil {
 		return nil, "", err
 	}
@@ -273,6 +274,11 @@ type restarter struct {
 	log  *slog.Logger
 	prog Progress
 
+	// startAll: also start the programs that should run and were not
+	// running when the hold began (Services.WaitHealthy): a recovery under
+	// the hold put back a release a supervisor had refused (FATAL).
+	startAll bool
+
 	done    bool
 	started []string // the programs confirmed running again
 	err     error
@@ -308,6 +314,16 @@ func (r *restarter) restart(ctx context.Context) error {
 		r.err = fmt.Errorf("%w: %s, stopped by this backup: %w", ErrNotRestarted, list(stopped), err)
 		r.log.Error("services not running again", "programs", stopped, "err", err)
 		return r.err
+	}
+	if r.startAll {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+		err := r.svc.WaitHealthy(wctx)
+		cancel()
+		if err != nil {
+			r.err = fmt.Errorf("%w: the programs that should run, after an interrupted restore was undone: %w", ErrNotRestarted, err)
+			r.log.Error("services not running after an interrupted restore was undone", "err", err)
+			return r.err
+		}
 	}
 	r.started = stopped
 	if r.started == nil {

@@ -195,6 +195,10 @@ type recoverOptions struct {
 	config   Config
 	log      *slog.Logger
 	held     bool // the services are already held (or checked idle)
+	// releaseBack, when set, is told whether the recovery put back the
+	// config file's pin or the runtime (a supervisor may have left
+	// Executor FATAL on the mismatch meanwhile).
+	releaseBack *bool
 }
 
 func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
@@ -224,7 +228,7 @@ func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
 				return "", fmt.Errorf("undo interrupted restore: %w", err)
 			}
 		}
-		did, uerr := undo(ctx, j, o.runtime, o.config, o.log)
+		did, rel, uerr := undo(ctx, j, o.runtime, o.config, o.log)
 		if hold != nil {
 			if rerr := hold.Release(); uerr == nil && rerr != nil {
 				uerr = fmt.Errorf("start services again: %w", rerr)
@@ -235,6 +239,9 @@ func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
 		}
 		if err := removeJournal(o.dataDir); err != nil {
 			return "", err
+		}
+		if o.releaseBack != nil {
+			*o.releaseBack = rel
 		}
 		what := "nothing had changed"
 		if len(did) > 0 {
@@ -270,10 +277,10 @@ func targets(j *journal) []string {
 // undo puts back what the restore changed, whatever step it reached, in
 // the reverse order of the restore: the config file's pin (so the
 // supervisor refuses to start Executor until the runtime matches again),
-// then every root, then the runtime. It returns what it changed, in words.
-// Each step is idempotent, so an undo killed half-way is done again.
-func undo(ctx context.Context, j *journal, rt Runtime, cfg Config, log *slog.Logger) ([]string, error) {
-	var did []string
+// then every root, then the runtime. It returns what it changed, in words,
+// and whether that included the pin or the runtime. Each step is
+// idempotent, so an undo killed half-way is done again.
+func undo(ctx context.Context, j *journal, rt Runtime, cfg Config, log *slog.Logger) (did []string, release bool, err error) {
 	jr := j.Runtime
 	if jr != nil && jr.Pin != nil {
 		p := jr.Pin
@@ -283,20 +290,20 @@ func undo(ctx context.Context, j *journal, rt Runtime, cfg Config, log *slog.Log
 		default:
 			img, man, err := cfg.Pinned()
 			if err != nil {
-				return did, fmt.Errorf("read the config file's pin: %w", err)
+				return did, release, fmt.Errorf("read the config file's pin: %w", err)
 			}
 			if img != p.PriorImage || man != p.PriorManifest {
 				if err := cfg.Pin(p.PriorImage, p.PriorManifest); err != nil {
-					return did, fmt.Errorf("pin %s in the config file again: %w", p.PriorImage, err)
+					return did, release, fmt.Errorf("pin %s in the config file again: %w", p.PriorImage, err)
 				}
-				did = append(did, fmt.Sprintf("the config file pins %s again", p.PriorImage))
+				did, release = append(did, fmt.Sprintf("the config file pins %s again", p.PriorImage)), true
 			}
 		}
 	}
 	for i := len(j.Roots) - 1; i >= 0; i-- {
-		back, err := undoRoot(j.Roots[i], log)
-		if err != nil {
-			return did, err
+		back, rerr := undoRoot(j.Roots[i], log)
+		if rerr != nil {
+			return did, release, rerr
 		}
 		if back {
 			did = append(did, fmt.Sprintf("the data from before it is back in %s", j.Roots[i].Target))
@@ -305,17 +312,17 @@ func undo(ctx context.Context, j *journal, rt Runtime, cfg Config, log *slog.Log
 	if jr != nil && jr.PriorImage != "" {
 		if rt == nil {
 			log.Warn("the restore may have switched the runtime; run hbx install to switch back", "prior_image", jr.PriorImage)
-			return did, nil
+			return did, release, nil
 		}
 		changed, err := rt.Install(ctx, jr.PriorImage, jr.PriorPlatform, jr.PriorManifest)
 		if err != nil {
-			return did, fmt.Errorf("re-activate the runtime active before (%s): %w", jr.PriorImage, err)
+			return did, release, fmt.Errorf("re-activate the runtime active before (%s): %w", jr.PriorImage, err)
 		}
 		if changed {
-			did = append(did, fmt.Sprintf("the runtime active before it (%s) is active again", jr.PriorImage))
+			did, release = append(did, fmt.Sprintf("the runtime active before it (%s) is active again", jr.PriorImage)), true
 		}
 	}
-	return did, nil
+	return did, release, nil
 }
 
 // undoRoot makes r.Target hold the tree it held before the restore and

@@ -267,7 +267,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	}
 	staged = true // from here on, failures undo through the journal
 	undoNow := func(cause error) error {
-		if _, uerr := undo(ctx, j, opts.Runtime, opts.Config, log); uerr != nil {
+		if _, _, uerr := undo(ctx, j, opts.Runtime, opts.Config, log); uerr != nil {
 			return fmt.Errorf("%w; undo failed, the next hbx start retries it: %w", cause, uerr)
 		}
 		_ = removeJournal(opts.DataDir)
@@ -347,7 +347,7 @@ func undoUnhealthy(ctx context.Context, opts RestoreOptions, j *journal, herr er
 	if err != nil {
 		return fmt.Errorf("%w: %w; stopping them to undo failed, the next hbx start undoes it: %w", ErrUnhealthy, herr, err)
 	}
-	did, uerr := undo(ctx, j, opts.Runtime, opts.Config, log)
+	did, _, uerr := undo(ctx, j, opts.Runtime, opts.Config, log)
 	rerr := hold.Release()
 	if uerr != nil {
 		return fmt.Errorf("%w: %w; undo failed, the next hbx start retries it: %w", ErrUnhealthy, herr, uerr)

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/hermesbox/hbx/supervisor"
 )
 
 // preUpgradeArchives lists the pre-upgrade archives in dir, oldest first.
@@ -253,6 +256,18 @@ func TestKillDuringRestoreAcrossReleasesE2E(t *testing.T) {
 		t.Logf("killed at %s (archive's runtime active: %v): %s", at, switched, msg)
 		back(at)
 	}
+
+	// A restore killed after the switch (the supervisor refuses Executor
+	// on the mismatch: FATAL), then hbx backup: the backup undoes the
+	// restore and starts Executor again on v1.
+	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, "HBXTEST_KILL_AT=runtime-switch-after"}, "restore", x); r.code != -1 {
+		t.Fatalf("hbx restore with HBXTEST_KILL_AT = %d, want killed\n%s", r.code, r.stderr)
+	}
+	if r := b.hbx("backup"); r.code != 0 {
+		t.Fatalf("hbx backup after a restore killed after its runtime switch = %d\n%s", r.code, r.stderr)
+	}
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	oneVersion(t, b, "backup after a killed restore", v1, v2)
 
 	// A restore killed after the switch, then hbx upgrade: the restore is
 	// undone first, so the upgrade starts from v1 (not "already the
