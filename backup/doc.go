@@ -74,6 +74,10 @@
 //     archive ever has an archive's name; then its pages are dropped from
 //     the page cache and it is read back from disk and checked entry by
 //     entry against its manifest. A failed check removes it.
+//   - An interrupted restore is recovered first, under the hold (see
+//     Recover); when that puts back a config pin or a runtime, the
+//     programs that should run are started too (Services.WaitHealthy),
+//     since a supervisor refuses Executor on the mismatch meanwhile.
 //   - The runtime directory, executor.state_dir, the backup directory and
 //     what restores leave beside the data directory are never archived,
 //     even inside an extra path (compared by device and inode).
