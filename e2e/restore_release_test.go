@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -347,4 +349,65 @@ func killedOn(t *testing.T, b *box, event string, args ...string) string {
 	go func() { _, _ = io.Copy(io.Discard, out) }()
 	cmd.Wait()
 	return at
+}
+
+// TestRandomKillRestoreAcrossReleasesE2E kills hbx restore of an archive
+// written by another release at random times (HBXTEST_KILLS of them, 20
+// by default) across the length of an uninterrupted one, and counts how
+// many times the next hbx supervise left the box on one version (runtime,
+// pin, data) with Executor running and nothing of the restore left beside
+// the data directory: all of them, or the test fails.
+func TestRandomKillRestoreAcrossReleasesE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, v1, v2, x, preV1 := crossReleaseBox(t)
+	n := 20
+	if v, err := strconv.Atoi(os.Getenv("HBXTEST_KILLS")); err == nil && v > 0 {
+		n = v
+	}
+	start := time.Now()
+	if r := b.hbx("restore", x); r.code != 0 {
+		t.Fatalf("hbx restore = %d\n%s", r.code, r.stderr)
+	}
+	span := time.Since(start)
+	if r := b.hbx("restore", preV1); r.code != 0 {
+		t.Fatalf("hbx restore of the v1 pre-upgrade archive = %d\n%s", r.code, r.stderr)
+	}
+	converged, finished := 0, 0
+	for i := range n {
+		delay := time.Duration(mrand.Int64N(int64(span) * 6 / 5))
+		cmd := exec.Command(binary(t), "--config", b.config, "restore", x)
+		cmd.Env = cleanEnv()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+			finished++
+		case <-time.After(delay):
+			cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+		}
+		if _, err := os.Stat(filepath.Join(b.dataDir, "generation")); err != nil {
+			t.Errorf("kill %d after %s: the data directory has no generation file: %v", i, delay, err)
+		}
+		s = restart(t, b, s)
+		ver, img, st := b.activeVersion(), b.configuredImage(), readState(t, b.dataDir)
+		gen := readFile(t, filepath.Join(b.dataDir, "generation"))
+		one := ver == "1.0.0" && img == v1 && st.Format == 1 && gen == "v1 data" || ver == "2.0.0" && img == v2 && st.Format == 2 && gen == "v2 data"
+		left, _ := filepath.Glob(b.dataDir + ".restore*")
+		if one && len(left) == 0 {
+			converged++
+		} else {
+			t.Errorf("kill %d after %s: active %s, configured %s, data format %d, generation %q, left %q", i, delay, ver, img, st.Format, gen, left)
+		}
+		if ver != "1.0.0" {
+			if r := b.hbx("restore", preV1); r.code != 0 {
+				t.Fatalf("kill %d: hbx restore of the v1 pre-upgrade archive = %d\n%s", i, r.code, r.stderr)
+			}
+		}
+	}
+	kept, _ := filepath.Glob(b.dataDir + ".pre-restore-*")
+	t.Logf("%d random kills over %s (%d restores finished first): %d converged to one version; %d pre-restore copies kept (backup.keep_pre_restore)", n, span.Round(time.Millisecond), finished, converged, len(kept))
 }
