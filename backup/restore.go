@@ -256,6 +256,11 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	}()
 	prog.Event(Event{Kind: EventStopped})
 	if err := ensureRuntime(ctx, opts, m, j, pin, res); err != nil {
+		// An install that failed after it switched current is put back too.
+		if _, _, uerr := undo(ctx, j, opts.Runtime, opts.Config, log); uerr != nil {
+			staged = true // keep the journal: the next hbx start retries the undo
+			return nil, fmt.Errorf("%w; putting the runtime before back failed, the next hbx start retries it: %w", err, uerr)
+		}
 		return nil, fmt.Errorf("restore undone, nothing changed: %w", err)
 	}
 	prog.Event(Event{Kind: EventRuntime})
