@@ -68,6 +68,9 @@ type Options struct {
 	// Runtime re-installs a runtime when an interrupted restore found here
 	// must be undone; nil skips that step.
 	Runtime Runtime
+	// Config puts back a config file pin an interrupted restore wrote;
+	// nil skips that.
+	Config Config
 	// Logger receives the steps; nil discards. Progress receives events;
 	// nil receives none.
 	Logger   *slog.Logger
@@ -139,6 +142,7 @@ func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 			err = fmt.Errorf("release lock: %w", uerr)
 		}
 	}()
+	ctx = lock.WithHeld(ctx, lk) // a recovery's runtime install runs under it
 	prog.Event(Event{Kind: EventLocked})
 	if err := prepareDir(opts.Dir, log); err != nil {
 		return nil, err
@@ -205,7 +209,7 @@ func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 // the write stop then, with its cause (ErrSupervisorGone).
 func archiveHeld(ctx, held context.Context, opts Options, roots []*root, exclude map[fileID]string, r *restarter, log *slog.Logger, prog Progress, now func() time.Time) (*Result, string, error) {
 	res := &Result{Encrypted: opts.Encrypt, Restarted: []string{}}
-	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, paths: opts.Paths, runtime: opts.Runtime, log: log, held: true})
+	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, paths: opts.Paths, runtime: opts.Runtime, config: opts.Config, log: log, held: true, releaseBack: &r.startAll})
 	if err != nil {
 		return nil, "", err
 	}
@@ -281,6 +285,11 @@ type restarter struct {
 	log  *slog.Logger
 	prog Progress
 
+	// startAll: also start the programs that should run and were not
+	// running when the hold began (Services.WaitHealthy): a recovery under
+	// the hold put back a release a supervisor had refused (FATAL).
+	startAll bool
+
 	done    bool
 	started []string // the programs confirmed running again
 	err     error
@@ -322,6 +331,16 @@ func (r *restarter) restart(ctx context.Context) error {
 		r.err = fmt.Errorf("%w: %s, stopped by this backup: %w", ErrNotRestarted, list(stopped), err)
 		r.log.Error("services not running again", "programs", stopped, "err", err)
 		return r.err
+	}
+	if r.startAll {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+		err := r.svc.WaitHealthy(wctx)
+		cancel()
+		if err != nil {
+			r.err = fmt.Errorf("%w: the programs that should run, after an interrupted restore was undone: %w", ErrNotRestarted, err)
+			r.log.Error("services not running after an interrupted restore was undone", "err", err)
+			return r.err
+		}
 	}
 	r.started = stopped
 	if r.started == nil {

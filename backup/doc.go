@@ -76,6 +76,10 @@
 //     archive ever has an archive's name; then its pages are dropped from
 //     the page cache and it is read back from disk and checked entry by
 //     entry against its manifest. A failed check removes it.
+//   - An interrupted restore is recovered first, under the hold (see
+//     Recover); when that puts back a config pin or a runtime, the
+//     programs that should run are started too (Services.WaitHealthy),
+//     since a supervisor refuses Executor on the mismatch meanwhile.
 //   - The runtime directory, executor.state_dir, the backup directory and
 //     what restores leave beside the data directory are never archived,
 //     even inside an extra path (compared by device and inode).
@@ -91,10 +95,17 @@
 //     anything but an earlier file and devices are refused; a fifo in an
 //     archive without a manifest (GNU tar archives them) is left out and
 //     listed in RestoreResult.Notes.
-//   - Then the programs are stopped, the archive's runtime is installed if
-//     it is not the active one (a failure changes nothing, and the
-//     programs are started again and waited for as after a backup, the
-//     error naming them), and each
+//   - An archive whose manifest names another release than the
+//     configuration (RestoreOptions.Config) is restored with that release:
+//     its runtime and its pin in the config file change with the data.
+//     When the pin cannot take effect (no config file, an HBX_* variable
+//     or a flag sets it: Config.CanPin), the restore is refused before
+//     anything changes (ErrInvalid).
+//   - Then the programs are stopped, the journal records the active
+//     release and the config file's pin, the archive's runtime is
+//     installed if it is not the active one (a failure changes nothing,
+//     and the programs are started again and waited for as after a
+//     backup, the error naming them), and each
 //     staged directory is exchanged with the live one by one
 //     renameat2(RENAME_EXCHANGE): at every instant the path holds either
 //     the whole old tree or the whole new one. The old tree is kept as
@@ -102,10 +113,16 @@
 //     ListKept lists these copies and the <data_dir>.rolled-back-<ts>
 //     copies package upgrade keeps after a rollback (kinds KindPreRestore,
 //     KindRolledBack), with their file counts and bytes.
+//     Last, the archive's release is pinned in the config file: until
+//     then the config names the release before, so a supervisor that
+//     starts Executor in between (the hold died with a killed restore)
+//     refuses the mismatch instead of running a runtime on data of
+//     another release.
 //   - The programs are started and must become healthy (Services.WaitHealthy)
-//     within HealthWait; otherwise the old trees are exchanged back, the
-//     runtime the restore installed is replaced by the one before, and the
-//     programs are started again (ErrUnhealthy).
+//     within HealthWait; otherwise the pin before is written back, the
+//     old trees are exchanged back, the runtime before is activated again
+//     (in that order, the reverse of the restore's), and the programs are
+//     started again (ErrUnhealthy).
 //   - When Services is a Watcher and the supervisor goes away (ErrSupervisorGone):
 //     Create stops scanning or writing and removes the partial archive
 //     (the data is no longer kept cold), unless the archive is already
@@ -118,9 +135,12 @@
 //     the error says so.
 //   - Every step is recorded first in a journal, <data_dir>.restore.json
 //     (atomicfile). Recover, called by `hbx supervise` before it starts
-//     programs and by Create and Restore under their lock, removes the
-//     staging of an interrupted restore, undoes one that had swapped but
-//     was not confirmed healthy, and finishes a confirmed one.
+//     programs and by Create and Restore under their lock, undoes an
+//     interrupted restore that was not confirmed healthy (the same undo,
+//     each step done only when needed, then the staging removed) and
+//     finishes a confirmed one. It returns what it did in words: which of
+//     the pin, the data and the runtime it put back, or "nothing had
+//     changed" only when none was.
 //
 // # Crash windows (kill -9, power loss)
 //
@@ -131,9 +151,20 @@
 //     files or the check are missing, `hbx backup verify` checks it.
 //   - restore, staging: <dir>.restore-<ts> and the journal; the data is
 //     untouched; Recover removes them.
-//   - restore, swapped, not confirmed: the directory holds the complete new
-//     tree (the supervisor restarts the programs on it when the hold
-//     drops); Recover puts the complete old tree back.
+//   - restore, release change recorded, before or after the rename of the
+//     runtime's current link (installer): the data is untouched; if the
+//     runtime was switched, the supervisor refuses to start Executor (the
+//     config still names the release before) until Recover activates that
+//     release again and removes the staging.
+//   - restore, swapped, before the pin: the directory holds the complete
+//     new tree, the runtime may be the archive's, the config names the
+//     release before (Executor refused); Recover puts the old tree and
+//     the runtime back.
+//   - restore, swapped, not confirmed (pinned, or no release change): the
+//     directory holds the complete new tree and runtime, pin and data
+//     agree (the supervisor restarts the programs on it when the hold
+//     drops); Recover writes the pin before back, puts the complete old
+//     tree back, then the runtime before.
 //   - restore, confirmed: Recover prunes old copies and removes the journal.
 //
 // # What it does not do

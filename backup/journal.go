@@ -29,7 +29,9 @@ const (
 // Journal phases.
 const (
 	// phaseStaging: staging directories are being filled; nothing live
-	// changed. Recovery removes them.
+	// changed, unless Runtime is set: then the services were stopped and
+	// the runtime may have been switched to the archive's. Recovery puts
+	// the runtime back and removes the staging.
 	phaseStaging = "staging"
 	// phaseSwapping: the swaps may have happened, in Roots order, and the
 	// services may have run on the restored data; its health is not
@@ -68,12 +70,29 @@ type journalRoot struct {
 	StagingID fileID `json:"staging_id"`
 }
 
-// journalRuntime is the release that was active before the restore.
+// journalRuntime is what a restore changes besides the data: the active
+// release and the config file's pin. It is written before either changes,
+// so recovery undoes whatever a crash left switched, whichever step it
+// reached.
 type journalRuntime struct {
+	// Changed is set once the install returned: it switched the release.
+	// Undo does not rely on it: it compares the active release with the
+	// prior one.
 	Changed       bool          `json:"changed"`
 	PriorImage    string        `json:"prior_image,omitempty"`
 	PriorPlatform string        `json:"prior_platform,omitempty"`
 	PriorManifest digest.Digest `json:"prior_manifest,omitempty"`
+	// Pin is set when the restore pins the archive's release in the config
+	// file.
+	Pin *journalPin `json:"pin,omitempty"`
+}
+
+// journalPin is the config file's pin before a restore and the image the
+// restore pins.
+type journalPin struct {
+	PriorImage    string        `json:"prior_image"`
+	PriorManifest digest.Digest `json:"prior_manifest,omitempty"`
+	Image         string        `json:"image"`
 }
 
 // MarshalJSON and UnmarshalJSON keep fileID readable in the journal.
@@ -138,15 +157,16 @@ type RecoverOptions struct {
 	RuntimeDir string   // holds the lock
 	Services   Services // stops the programs before an undo; nil: none run
 	Runtime    Runtime  // switches back a runtime the restore installed; nil skips
+	Config     Config   // puts back the pin the restore wrote; nil skips
 	Logger     *slog.Logger
 }
 
 // Recover finishes or undoes a restore that was interrupted (killed, or the
-// machine went down): a restore whose staging was not complete is removed;
-// one that swapped directories but was not confirmed healthy is undone
-// (the data from before it is put back, and the runtime it installed is
-// switched back); a confirmed one is finished (old pre-restore copies
-// pruned). It returns what it did, "" when there was nothing to do. While
+// machine went down): one that was not confirmed healthy is undone (the
+// config file's pin it wrote is put back, the data from before it is put
+// back, the runtime it switched to is switched back, its staging is
+// removed); a confirmed one is finished (old pre-restore copies pruned).
+// It returns what it did, in words, "" when there was nothing to do. While
 // another process holds the lock (a restore still running), it does
 // nothing. `hbx supervise` calls it before starting programs; Create and
 // Restore call it under their own lock.
@@ -163,7 +183,7 @@ func Recover(ctx context.Context, opts RecoverOptions) (string, error) {
 		return "", err
 	}
 	defer lk.Unlock()
-	return recoverLocked(lock.WithHeld(ctx, lk), recoverOptions{dataDir: opts.DataDir, services: opts.Services, runtime: opts.Runtime, log: log})
+	return recoverLocked(lock.WithHeld(ctx, lk), recoverOptions{dataDir: opts.DataDir, services: opts.Services, runtime: opts.Runtime, config: opts.Config, log: log})
 }
 
 // recoverOptions are Recover's inputs once the lock is held.
@@ -172,8 +192,13 @@ type recoverOptions struct {
 	paths    []string
 	services Services
 	runtime  Runtime
+	config   Config
 	log      *slog.Logger
 	held     bool // the services are already held (or checked idle)
+	// releaseBack, when set, is told whether the recovery put back the
+	// config file's pin or the runtime (a supervisor may have left
+	// Executor FATAL on the mismatch meanwhile).
+	releaseBack *bool
 }
 
 func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
@@ -182,26 +207,28 @@ func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
 		return "", err
 	}
 	switch j.Phase {
-	case phaseStaging:
-		for _, r := range j.Roots {
-			if err := removeTree(r.Staging); err != nil {
+	case phaseStaging, phaseSwapping:
+		if j.Phase == phaseStaging && j.Runtime == nil {
+			// Nothing live changed: no service needs stopping.
+			for _, r := range j.Roots {
+				if err := removeTree(r.Staging); err != nil {
+					return "", err
+				}
+			}
+			if err := removeJournal(o.dataDir); err != nil {
 				return "", err
 			}
+			msg := fmt.Sprintf("removed the staging of an interrupted restore of %s (started %s); nothing had changed", j.Archive, j.Started.Format(time.RFC3339))
+			o.log.Warn(msg)
+			return msg, nil
 		}
-		if err := removeJournal(o.dataDir); err != nil {
-			return "", err
-		}
-		msg := fmt.Sprintf("removed the staging of an interrupted restore of %s (started %s); nothing had changed", j.Archive, j.Started.Format(time.RFC3339))
-		o.log.Warn(msg)
-		return msg, nil
-	case phaseSwapping:
 		var hold Hold
 		if !o.held {
 			if hold, err = stopServices(ctx, o.services, targets(j), 0, o.log); err != nil {
 				return "", fmt.Errorf("undo interrupted restore: %w", err)
 			}
 		}
-		uerr := undo(ctx, j, o.runtime, o.log)
+		did, rel, uerr := undo(ctx, j, o.runtime, o.config, o.log)
 		if hold != nil {
 			if rerr := hold.Release(); uerr == nil && rerr != nil {
 				uerr = fmt.Errorf("start services again: %w", rerr)
@@ -213,7 +240,14 @@ func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
 		if err := removeJournal(o.dataDir); err != nil {
 			return "", err
 		}
-		msg := fmt.Sprintf("undid an interrupted restore of %s (started %s): the data from before it is back", j.Archive, j.Started.Format(time.RFC3339))
+		if o.releaseBack != nil {
+			*o.releaseBack = rel
+		}
+		what := "nothing had changed"
+		if len(did) > 0 {
+			what = strings.Join(did, "; ")
+		}
+		msg := fmt.Sprintf("undid an interrupted restore of %s (started %s): %s", j.Archive, j.Started.Format(time.RFC3339), what)
 		o.log.Warn(msg)
 		return msg, nil
 	case phaseCommitted:
@@ -240,42 +274,74 @@ func targets(j *journal) []string {
 	return resolvedDirs(out)
 }
 
-// undo puts every root back as it was, whatever step the restore reached,
-// and switches the runtime back when the restore changed it.
-func undo(ctx context.Context, j *journal, rt Runtime, log *slog.Logger) error {
+// undo puts back what the restore changed, whatever step it reached, in
+// the reverse order of the restore: the config file's pin (so the
+// supervisor refuses to start Executor until the runtime matches again),
+// then every root, then the runtime. It returns what it changed, in words,
+// and whether that included the pin or the runtime. Each step is
+// idempotent, so an undo killed half-way is done again.
+func undo(ctx context.Context, j *journal, rt Runtime, cfg Config, log *slog.Logger) (did []string, release bool, err error) {
+	jr := j.Runtime
+	if jr != nil && jr.Pin != nil {
+		p := jr.Pin
+		switch {
+		case cfg == nil:
+			log.Warn("the restore pinned a release in the config file; nothing here can put the pin back", "image", p.Image, "prior_image", p.PriorImage)
+		default:
+			img, man, err := cfg.Pinned()
+			if err != nil {
+				return did, release, fmt.Errorf("read the config file's pin: %w", err)
+			}
+			if img != p.PriorImage || man != p.PriorManifest {
+				if err := cfg.Pin(p.PriorImage, p.PriorManifest); err != nil {
+					return did, release, fmt.Errorf("pin %s in the config file again: %w", p.PriorImage, err)
+				}
+				did, release = append(did, fmt.Sprintf("the config file pins %s again", p.PriorImage)), true
+			}
+		}
+	}
 	for i := len(j.Roots) - 1; i >= 0; i-- {
-		if err := undoRoot(j.Roots[i], log); err != nil {
-			return err
+		back, rerr := undoRoot(j.Roots[i], log)
+		if rerr != nil {
+			return did, release, rerr
+		}
+		if back {
+			did = append(did, fmt.Sprintf("the data from before it is back in %s", j.Roots[i].Target))
 		}
 	}
-	if j.Runtime != nil && j.Runtime.Changed && j.Runtime.PriorImage != "" {
+	if jr != nil && jr.PriorImage != "" {
 		if rt == nil {
-			log.Warn("the restore switched the runtime; run hbx install to switch back", "prior_image", j.Runtime.PriorImage)
-			return nil
+			log.Warn("the restore may have switched the runtime; run hbx install to switch back", "prior_image", jr.PriorImage)
+			return did, release, nil
 		}
-		if _, err := rt.Install(ctx, j.Runtime.PriorImage, j.Runtime.PriorPlatform, j.Runtime.PriorManifest); err != nil {
-			return fmt.Errorf("data put back, but re-installing the runtime active before (%s) failed: %w", j.Runtime.PriorImage, err)
+		changed, err := rt.Install(ctx, jr.PriorImage, jr.PriorPlatform, jr.PriorManifest)
+		if err != nil {
+			return did, release, fmt.Errorf("re-activate the runtime active before (%s): %w", jr.PriorImage, err)
+		}
+		if changed {
+			did, release = append(did, fmt.Sprintf("the runtime active before it (%s) is active again", jr.PriorImage)), true
 		}
 	}
-	return nil
+	return did, release, nil
 }
 
 // undoRoot makes r.Target hold the tree it held before the restore and
-// removes the restored tree.
-func undoRoot(r journalRoot, log *slog.Logger) error {
+// removes the restored tree. It reports whether it swapped a restored
+// tree back out.
+func undoRoot(r journalRoot, log *slog.Logger) (bool, error) {
 	cur, exists, err := statID(r.Target)
 	if err != nil {
-		return err
+		return false, err
 	}
 	switch {
 	case exists && cur == r.StagingID && r.StagingID != (fileID{}):
 		// Swapped: the old tree is at Staging or Old (or gone, if there was none).
 		if !r.Existed {
 			if err := renameNoReplace(r.Target, r.Staging); err != nil {
-				return fmt.Errorf("move restored %s aside: %w", r.Target, err)
+				return false, fmt.Errorf("move restored %s aside: %w", r.Target, err)
 			}
 			log.Info("restore undone", "target", r.Target)
-			return removeTree(r.Staging)
+			return true, removeTree(r.Staging)
 		}
 		oldAt := ""
 		for _, p := range []string{r.Staging, r.Old} {
@@ -284,26 +350,26 @@ func undoRoot(r journalRoot, log *slog.Logger) error {
 			}
 		}
 		if oldAt == "" {
-			return fmt.Errorf("the data from before the restore of %s is neither at %s nor at %s", r.Target, r.Staging, r.Old)
+			return false, fmt.Errorf("the data from before the restore of %s is neither at %s nor at %s", r.Target, r.Staging, r.Old)
 		}
 		if err := exchange(oldAt, r.Target); err != nil {
-			return fmt.Errorf("swap %s back: %w", r.Target, err)
+			return false, fmt.Errorf("swap %s back: %w", r.Target, err)
 		}
 		log.Info("restore undone", "target", r.Target, "restored tree removed from", oldAt)
-		return removeTree(oldAt)
+		return true, removeTree(oldAt)
 	case !exists && r.Existed:
 		// Not swapped, but the live tree is missing: it can only be at Old
 		// or Staging if a swap half-happened, which rename cannot do.
-		return fmt.Errorf("%s is missing; the journal says it existed", r.Target)
+		return false, fmt.Errorf("%s is missing; the journal says it existed", r.Target)
 	default:
 		// Not swapped (or an undo already swapped back): the staging tree,
 		// and a restored tree an earlier undo left at Old, are ours.
 		if id, ok, err := statID(r.Old); err == nil && ok && id == r.StagingID {
 			if err := removeTree(r.Old); err != nil {
-				return err
+				return false, err
 			}
 		}
-		return removeTree(r.Staging)
+		return false, removeTree(r.Staging)
 	}
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hermesbox/hbx/internal/lock"
+	digest "github.com/opencontainers/go-digest"
 )
 
 // TestRecover lays out, by hand, every state a killed restore can leave
@@ -127,5 +129,94 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// fakeRelease is Runtime and Config for recovery tests: the active
+// release and the config file's pin, as image names.
+type fakeRelease struct {
+	active, pinned string
+	calls          []string
+}
+
+func (f *fakeRelease) Install(_ context.Context, image, _ string, _ digest.Digest) (bool, error) {
+	f.calls = append(f.calls, "install "+image)
+	changed := f.active != image
+	f.active = image
+	return changed, nil
+}
+func (f *fakeRelease) Pinned() (string, digest.Digest, error) { return f.pinned, "", nil }
+func (f *fakeRelease) CanPin() error                          { return nil }
+func (f *fakeRelease) Pin(image string, _ digest.Digest) error {
+	f.calls = append(f.calls, "pin "+image)
+	f.pinned = image
+	return nil
+}
+
+// TestRecoverRuntimeAndPin: a restore killed after it recorded a release
+// change is undone in the reverse order (pin, data, runtime) whichever
+// step it reached, and the message says exactly what was put back (issue
+// 12: "nothing had changed" while the runtime stayed switched).
+func TestRecoverRuntimeAndPin(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		phase            string
+		active, pinned   string // what the kill left
+		swapped          bool
+		wantCalls        []string
+		wantSay, wantNot []string
+	}{
+		{"staging, before the switch", phaseStaging, "v1", "v1", false,
+			[]string{"install v1"}, []string{"nothing had changed"}, []string{"active again", "pins"}},
+		{"staging, after the switch", phaseStaging, "v2", "v1", false,
+			[]string{"install v1"}, []string{"the runtime active before it (v1) is active again"}, []string{"nothing had changed", "pins", "data from before"}},
+		{"swapped, before the pin", phaseSwapping, "v2", "v1", true,
+			[]string{"install v1"}, []string{"data from before it is back", "(v1) is active again"}, []string{"pins"}},
+		{"swapped and pinned", phaseSwapping, "v2", "v2", true,
+			[]string{"pin v1", "install v1"}, []string{"the config file pins v1 again", "data from before it is back", "(v1) is active again"}, []string{"nothing had changed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBox(t)
+			const ts = "20260101T000000Z"
+			staging, old := b.data+stagingInfix+ts, b.data+preRestoreInfix+ts
+			write(t, b.data, "db 0600 old database")
+			oldTree := snapshot(t, b.data)
+			must(t, os.Mkdir(staging, 0o700))
+			write(t, staging, "db 0600 new database")
+			j := &journal{Format: 1, Phase: tc.phase, Started: time.Now(), Archive: "a.tar.gz.gpg",
+				Roots:   []journalRoot{{Target: b.data, Staging: staging, Old: old, Existed: true}},
+				Runtime: &journalRuntime{PriorImage: "v1", Pin: &journalPin{PriorImage: "v1", Image: "v2"}}}
+			j.Roots[0].StagingID, _, _ = statID(staging)
+			j.Roots[0].TargetID, _, _ = statID(b.data)
+			must(t, j.write(b.data))
+			if tc.swapped {
+				must(t, exchange(staging, b.data))
+				must(t, renameNoReplace(staging, old))
+			}
+			f := &fakeRelease{active: tc.active, pinned: tc.pinned}
+			msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime, Runtime: f, Config: f})
+			if err != nil {
+				t.Fatalf("Recover() = %v", err)
+			}
+			if diff := cmp.Diff(f.calls, tc.wantCalls); diff != "" {
+				t.Errorf("calls (-got +want):\n%s", diff)
+			}
+			if f.active != "v1" || f.pinned != "v1" {
+				t.Errorf("after Recover: active %s, pinned %s; want v1, v1", f.active, f.pinned)
+			}
+			if diff := cmp.Diff(snapshot(t, b.data), oldTree); diff != "" {
+				t.Errorf("data after Recover (-got +want old):\n%s", diff)
+			}
+			for _, s := range tc.wantSay {
+				if !strings.Contains(msg, s) {
+					t.Errorf("Recover() says %q, want it to say %q", msg, s)
+				}
+			}
+			for _, s := range tc.wantNot {
+				if strings.Contains(msg, s) {
+					t.Errorf("Recover() says %q, want it not to say %q", msg, s)
+				}
+			}
+		})
 	}
 }

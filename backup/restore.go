@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
@@ -58,6 +59,12 @@ type RestoreOptions struct {
 	// Runtime installs the runtime the archive was written by when it is
 	// not the active one; nil skips that step.
 	Runtime Runtime
+	// Config pins the archive's release in the config file when the
+	// configuration names another (with Runtime set); nil leaves the
+	// config file alone and only notes the difference. A pin that cannot
+	// take effect (Config.CanPin) refuses the restore before anything
+	// changes (ErrInvalid).
+	Config Config
 	// Image and Platform are the configured executor.image and
 	// executor.platform, for notes when the archive's differ.
 	Image, Platform string
@@ -78,6 +85,11 @@ type RestoreResult struct {
 	Restored map[string]string `json:"restored"`
 	// RuntimeChanged says the restore installed the archive's runtime.
 	RuntimeChanged bool `json:"runtime_changed"`
+	// Pinned is the image the restore pinned in the config file, and
+	// PinnedOver the one the configuration named before ("" when the
+	// pin did not change).
+	Pinned     string `json:"pinned,omitempty"`
+	PinnedOver string `json:"pinned_over,omitempty"`
 	// Healthy says the services were started and answered; false when no
 	// supervisor runs.
 	Healthy bool `json:"healthy"`
@@ -127,7 +139,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	ctx = lock.WithHeld(ctx, lk)
 	prog.Event(Event{Kind: EventLocked})
 	res = &RestoreResult{Archive: opts.Archive, Restored: map[string]string{}}
-	if res.Recovered, err = recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, services: opts.Services, runtime: opts.Runtime, log: log}); err != nil {
+	if res.Recovered, err = recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, services: opts.Services, runtime: opts.Runtime, config: opts.Config, log: log}); err != nil {
 		return nil, err
 	}
 
@@ -138,6 +150,10 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	defer ar.close()
 	m := ar.Manifest
 	roots, err := restoreRoots(opts, m)
+	if err != nil {
+		return nil, err
+	}
+	pin, err := planPin(opts, m)
 	if err != nil {
 		return nil, err
 	}
@@ -239,14 +255,19 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		}
 	}()
 	prog.Event(Event{Kind: EventStopped})
-	if err := ensureRuntime(ctx, opts, m, j, res); err != nil {
+	if err := ensureRuntime(ctx, opts, m, j, pin, res); err != nil {
+		// An install that failed after it switched current is put back too.
+		if _, _, uerr := undo(ctx, j, opts.Runtime, opts.Config, log); uerr != nil {
+			staged = true // keep the journal: the next hbx start retries the undo
+			return nil, fmt.Errorf("%w; putting the runtime before back failed, the next hbx start retries it: %w", err, uerr)
+		}
 		return nil, fmt.Errorf("restore undone, nothing changed: %w", err)
 	}
 	prog.Event(Event{Kind: EventRuntime})
 
 	if supervisorGone(opts.Services) {
 		// Its programs died with it; nothing may be swapped in under no one.
-		if uerr := undo(ctx, j, opts.Runtime, log); uerr != nil {
+		if _, _, uerr := undo(ctx, j, opts.Runtime, opts.Config, log); uerr != nil {
 			return nil, fmt.Errorf("%w while the programs were stopped, before the swap: the data is unchanged, but %w", ErrSupervisorGone, uerr)
 		}
 		return nil, fmt.Errorf("%w while the programs were stopped, before the swap: restore stopped, nothing changed", ErrSupervisorGone)
@@ -261,12 +282,15 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	// Undoing must finish even when ctx is cancelled (Ctrl-C, SIGTERM):
 	// the undo steps keep ctx's values, not its cancellation.
 	undoCtx := context.WithoutCancel(ctx)
-	if err := swap(j, log); err != nil {
-		if uerr := undo(undoCtx, j, opts.Runtime, log); uerr != nil {
-			return nil, fmt.Errorf("swap: %w; undo failed, the next hbx start retries it: %w", err, uerr)
+	undoNow := func(cause error) error {
+		if _, _, uerr := undo(undoCtx, j, opts.Runtime, opts.Config, log); uerr != nil {
+			return fmt.Errorf("%w; undo failed, the next hbx start retries it: %w", cause, uerr)
 		}
 		_ = removeJournal(opts.DataDir)
-		return nil, fmt.Errorf("swap: %w (restore undone)", err)
+		return fmt.Errorf("%w (restore undone)", cause)
+	}
+	if err := swap(j, log); err != nil {
+		return nil, undoNow(fmt.Errorf("swap: %w", err))
 	}
 	for _, r := range j.Roots {
 		old := ""
@@ -276,6 +300,19 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		res.Restored[r.Target] = old
 	}
 	prog.Event(Event{Kind: EventSwapped})
+
+	// Pin last: until here the config still names the release before, so
+	// a supervisor restarting Executor after a crash refuses the mismatch
+	// instead of running one release on another's data.
+	if j.Runtime != nil && j.Runtime.Pin != nil {
+		killpoint.At(killpoint.BeforePin)
+		if err := opts.Config.Pin(j.Runtime.Pin.Image, activeManifest(opts.RuntimeDir)); err != nil {
+			return nil, undoNow(fmt.Errorf("pin %s in the config file: %w", j.Runtime.Pin.Image, err))
+		}
+		killpoint.At(killpoint.AfterPin)
+		res.Pinned, res.PinnedOver = j.Runtime.Pin.Image, j.Runtime.Pin.PriorImage
+		prog.Event(Event{Kind: EventPinned, Detail: j.Runtime.Pin.Image})
+	}
 
 	// Start and check.
 	if opts.Services != nil {
@@ -334,7 +371,7 @@ func undoUnhealthy(ctx context.Context, opts RestoreOptions, j *journal, herr er
 	if err != nil {
 		return fmt.Errorf("%w: %w; stopping them to undo failed, the next hbx start undoes it: %w", ErrUnhealthy, herr, err)
 	}
-	uerr := undo(ctx, j, opts.Runtime, log)
+	did, _, uerr := undo(ctx, j, opts.Runtime, opts.Config, log)
 	rerr := hold.Release()
 	if uerr != nil {
 		return fmt.Errorf("%w: %w; undo failed, the next hbx start retries it: %w", ErrUnhealthy, herr, uerr)
@@ -353,7 +390,13 @@ func undoUnhealthy(ctx context.Context, opts RestoreOptions, j *journal, herr er
 		}
 		cancel()
 	}
-	return fmt.Errorf("%w on the restored data: %w; the old data is back and the services are %s", ErrUnhealthy, herr, after)
+	also := "" // the pin and runtime put back, when they were changed
+	for _, d := range did {
+		if !strings.HasPrefix(d, "the data from before") {
+			also += d + "; "
+		}
+	}
+	return fmt.Errorf("%w on the restored data: %w; %sthe old data is back and the services are %s", ErrUnhealthy, herr, also, after)
 }
 
 // undoGone puts the old data back after the supervisor went away during
@@ -365,7 +408,7 @@ func undoGone(ctx context.Context, opts RestoreOptions, j *journal, log *slog.Lo
 	if err := waitNotBusy(ctx, targets(j)); err != nil {
 		return fmt.Errorf("%w during the health wait on the restored data: the restored data stays until the next hbx supervise undoes the restore (journal %s): %w", ErrSupervisorGone, journalPath(opts.DataDir), err)
 	}
-	if err := undo(ctx, j, opts.Runtime, log); err != nil {
+	if _, _, err := undo(ctx, j, opts.Runtime, opts.Config, log); err != nil {
 		return fmt.Errorf("%w during the health wait on the restored data: undo failed, the next hbx supervise retries it: %w", ErrSupervisorGone, err)
 	}
 	if err := removeJournal(opts.DataDir); err != nil {
@@ -607,28 +650,64 @@ func swap(j *journal, log *slog.Logger) error {
 	return nil
 }
 
+// activeManifest is the active release's manifest digest, "" when none is
+// active.
+func activeManifest(runtimeDir string) digest.Digest {
+	if cur, err := release.Current(runtimeDir); err == nil {
+		return cur.Meta.ManifestDigest
+	}
+	return ""
+}
+
+// planPin returns what the restore pins in the config file: nil when
+// there is no Config, no Runtime, no manifest naming a release, or the
+// configuration already names the archive's release. It refuses
+// (ErrInvalid) when the pin is needed and cannot take effect.
+func planPin(opts RestoreOptions, m *Manifest) (*journalPin, error) {
+	if opts.Config == nil || opts.Runtime == nil || m == nil || m.Image == "" {
+		return nil, nil
+	}
+	img, man, err := opts.Config.Pinned()
+	if err != nil {
+		return nil, fmt.Errorf("read the configured release: %w", err)
+	}
+	_, idx, _ := strings.Cut(img, "@")
+	if idx == m.IndexDigest.String() && (man == "" || m.ManifestDigest == "" || m.Platform != opts.Platform || man == m.ManifestDigest) {
+		return nil, nil
+	}
+	if err := opts.Config.CanPin(); err != nil {
+		return nil, fmt.Errorf("%w: the archive was written by %s, the configuration names %s, and the restore must pin the archive's release where the supervisor reads it: %w (nothing changed)", ErrInvalid, m.Image, img, err)
+	}
+	return &journalPin{PriorImage: img, PriorManifest: man, Image: m.Image}, nil
+}
+
 // ensureRuntime makes the runtime the archive was written by the active
-// release, installing it when missing, and records in the journal what was
-// active before.
-func ensureRuntime(ctx context.Context, opts RestoreOptions, m *Manifest, j *journal, res *RestoreResult) error {
+// release, installing it when missing. Before it switches anything, it
+// records in the journal what was active before and, with pin, the
+// config file's pin that Restore rewrites after the swap.
+func ensureRuntime(ctx context.Context, opts RestoreOptions, m *Manifest, j *journal, pin *journalPin, res *RestoreResult) error {
 	if opts.Runtime == nil {
 		return nil
 	}
 	image, platform := "", ""
-	var pin digest.Digest
+	var want digest.Digest
 	cur, cerr := release.Current(opts.RuntimeDir)
+	active := false
 	if m != nil && m.Image != "" {
-		image, platform, pin = m.Image, m.Platform, m.ManifestDigest
-		if cerr == nil && cur.Meta.IndexDigest == m.IndexDigest && (pin == "" || cur.Meta.Platform != m.Platform || cur.Meta.ManifestDigest == pin) {
+		image, platform, want = m.Image, m.Platform, m.ManifestDigest
+		if cerr == nil && cur.Meta.IndexDigest == m.IndexDigest && (want == "" || cur.Meta.Platform != m.Platform || cur.Meta.ManifestDigest == want) {
 			if _, perr := cur.Program(); perr == nil {
-				return nil
+				active = true
 			}
 		}
-		if m.Image != opts.Image {
+		if m.Image != opts.Image && opts.Config == nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("the archive was written by %s, the configuration names %s: the archive's runtime is now active; set executor.image to keep it, or run hbx install to move to the configured one (which may migrate the data)", m.Image, opts.Image))
 		}
 	}
-	jr := &journalRuntime{}
+	if active && pin == nil {
+		return nil
+	}
+	jr := &journalRuntime{Pin: pin}
 	if cerr == nil {
 		jr.PriorImage, jr.PriorPlatform, jr.PriorManifest = cur.Meta.Image, cur.Meta.Platform, cur.Meta.ManifestDigest
 	}
@@ -636,7 +715,10 @@ func ensureRuntime(ctx context.Context, opts RestoreOptions, m *Manifest, j *jou
 	if err := j.write(opts.DataDir); err != nil {
 		return err
 	}
-	changed, err := opts.Runtime.Install(ctx, image, platform, pin)
+	if active {
+		return nil
+	}
+	changed, err := opts.Runtime.Install(ctx, image, platform, want)
 	if err != nil {
 		return fmt.Errorf("install the archive's runtime: %w", err)
 	}

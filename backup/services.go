@@ -100,6 +100,25 @@ type Runtime interface {
 	Install(ctx context.Context, image, platform string, manifest digest.Digest) (changed bool, err error)
 }
 
+// Config is the config file's pin of the release: executor.image and the
+// configured platform's manifest digest in executor.platform_digests,
+// which the supervisor checks the active release against each time it
+// starts Executor. A restore of an archive written by another release
+// pins that release there, as `hbx upgrade` does. cmd/hbx implements it
+// over the --config file.
+type Config interface {
+	// Pinned returns the image and the platform's manifest digest the
+	// configuration names now ("" when the platform is not pinned).
+	Pinned() (image string, manifest digest.Digest, err error)
+	// CanPin returns nil when Pin takes effect: an error naming the reason
+	// when there is no config file, or when an HBX_* variable or a flag
+	// overrides the pin.
+	CanPin() error
+	// Pin writes image and manifest into the config file atomically,
+	// keeping its other content; manifest "" removes the platform's pin.
+	Pin(image string, manifest digest.Digest) error
+}
+
 // EventKind names a step of a backup or restore, in the order they happen.
 type EventKind string
 
@@ -113,6 +132,7 @@ const (
 	EventVerified  EventKind = "verified"  // the archive was read back and matches
 	EventExtracted EventKind = "extracted" // restore: the archive is verified into staging
 	EventRuntime   EventKind = "runtime"   // restore: the archive's runtime is active
+	EventPinned    EventKind = "pinned"    // restore: the config file pins the archive's release
 	EventSwapped   EventKind = "swapped"   // restore: the directories are exchanged
 	EventHealthy   EventKind = "healthy"   // restore: the services answer
 	EventCommitted EventKind = "committed" // restore: done, old data kept aside

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
@@ -78,9 +79,11 @@ func switchCurrent(runtimeDir, hex string) error {
 			return fmt.Errorf("record previous release: %w", err)
 		}
 	}
+	killpoint.At(killpoint.BeforeSwitch)
 	if err := atomicfile.Symlink(target, current); err != nil {
 		return fmt.Errorf("switch current: %w", err)
 	}
+	killpoint.At(killpoint.AfterSwitch)
 	return nil
 }
 

@@ -54,6 +54,14 @@
 // phase, when) and, when the active release is not the one the journal
 // left active, that it was installed without a record.
 //
+// When the change Rollback finds is an interrupted one, the recovery that
+// undoes it (below) is the rollback: Rollback returns a Result with
+// Interrupted set and Recovered saying what it did, and no error (`hbx
+// rollback` exits 0). After the recorded change was rolled back,
+// restoring an older pre-upgrade archive (`hbx restore`, package backup)
+// goes back to that archive's release: the restore installs its runtime
+// and pins it in the config file with the data.
+//
 // # Journal and crash windows (kill -9, power loss)
 //
 // Every step is recorded first in <runtime_dir>/upgrade.json (atomicfile).
@@ -71,7 +79,8 @@
 //     new runtime may have written the data: rolled back as above.
 //   - rolling-back: the rollback is done again from its start (restoring
 //     the same archive again is harmless; the backup package's own
-//     journal undoes a restore killed half-way first).
+//     journal undoes a restore killed half-way first, its runtime switch
+//     included).
 //   - done, rolled-back, aborted: nothing to do.
 //
 // # Not guaranteed

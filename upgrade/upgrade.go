@@ -176,7 +176,11 @@ type Result struct {
 	KeptAside string  // rollback: where the replaced data is
 	Notes     []string
 	Recovered string // an interrupted upgrade handled first
-	Duration  time.Duration
+	// Interrupted (Rollback only): the change to roll back was an
+	// interrupted one, which the recovery (Recovered) already undid;
+	// nothing more was rolled back.
+	Interrupted bool
+	Duration    time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -458,6 +462,11 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	active := "no release is active"
 	if curErr == nil {
 		active = "the active release is " + cur.Image
+	}
+	// A change interrupted before this command was undone by the recovery
+	// just now: that was the rollback asked for.
+	if recovered != "" && j != nil && curErr == nil && (j.Phase == PhaseRolledBack || j.Phase == PhaseAborted) && cur.Same(j.Old) {
+		return &Result{Old: j.New, New: j.Old, Backup: j.Backup, KeptAside: j.KeptAside, Recovered: recovered, Interrupted: true, Duration: time.Since(start)}, nil
 	}
 	// What the journal leaves active: the new release after a completed
 	// change, the old one after a rollback or an abort.

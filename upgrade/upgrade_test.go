@@ -448,3 +448,43 @@ func TestInterruptedChangeIsUndone(t *testing.T) {
 		}
 	})
 }
+
+// TestRollbackRecoversInterrupted: hbx rollback run on a change that was
+// interrupted (journal activating, or staged before activation) recovers
+// it, and that recovery is the rollback asked for: a result saying what
+// it did, no error (issue 12: it rolled back, then said "no upgrade to
+// roll back" and exited 1).
+func TestRollbackRecoversInterrupted(t *testing.T) {
+	for _, tc := range []struct {
+		phase    Phase
+		cur      Release
+		wantSays string
+	}{
+		{PhaseActivating, newRel, "rolled back the interrupted upgrade"},
+		{PhaseRollingBack, newRel, "rolled back the interrupted upgrade"},
+		{PhaseStaged, oldRel, "interrupted before activation"},
+	} {
+		t.Run(string(tc.phase), func(t *testing.T) {
+			f, opts := newFake(t)
+			f.cur, f.prev = tc.cur, oldRel
+			if tc.cur.Same(oldRel) {
+				f.prev = Release{}
+			}
+			os.MkdirAll(opts.RuntimeDir, 0o755)
+			j := &Journal{Old: oldRel, New: newRel, Backup: "/b/pre-upgrade.tar.gz.gpg"}
+			if err := j.write(opts.RuntimeDir, tc.phase, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Rollback(context.Background(), opts)
+			if err != nil {
+				t.Fatalf("Rollback() = %v, want the recovery as the rollback", err)
+			}
+			if !res.Interrupted || !strings.Contains(res.Recovered, tc.wantSays) || !res.New.Same(oldRel) || !f.cur.Same(oldRel) {
+				t.Errorf("Rollback() = %+v (active %s), want Interrupted, Recovered saying %q, on %s", res, f.cur, tc.wantSays, oldRel)
+			}
+			if _, err := Rollback(context.Background(), opts); !errors.Is(err, ErrNoUpgrade) {
+				t.Errorf("second Rollback() = %v, want ErrNoUpgrade", err)
+			}
+		})
+	}
+}

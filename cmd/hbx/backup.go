@@ -110,6 +110,7 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		LockWait:       cfg.Backup.LockWait,
 		HealthWait:     cfg.Backup.HealthWait,
 		Runtime:        installRuntime{g: g, cfg: cfg},
+		Config:         restorePinner{g: g, cfg: cfg},
 		Logger:         g.log,
 	}
 	if o.noEncrypt {
@@ -460,8 +461,22 @@ func (s *supervisorServices) WaitHealthy(ctx context.Context) error {
 		}
 	}
 	if len(start) > 0 {
-		if _, err := s.c.Start(ctx, start...); err != nil {
-			return err
+		// The supervisor ends a released hold when it sees the connection
+		// close: a start before that is refused as held, so try again.
+		for {
+			res, err := s.c.Start(ctx, start...)
+			if err != nil {
+				return err
+			}
+			held := slices.ContainsFunc(res, func(r supervisor.Result) bool { return strings.Contains(r.Error, "stopped by a hold") })
+			if !held {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("start %s: still held: %w", strings.Join(start, ", "), ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 	}
 	return s.waitUp(ctx, s.autostart, true)

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"os/user"
 	"slices"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/supervisor"
+	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 )
 
@@ -48,21 +51,25 @@ against a manifest, and the output says so).
   5. swap the staged tree and the data directory with one
      renameat2(RENAME_EXCHANGE); the old data is kept as
      <data_dir>.pre-restore-<time> (backup.keep_pre_restore copies); the
-     data directory is mode 0700, owned by executor.user;
+     data directory is mode 0700, owned by executor.user; when the archive
+     was written by another release than the configured one, pin that
+     release in the config file as hbx upgrade does (refused before step 2
+     without a config file, or while an HBX_* variable or a flag sets
+     executor.image or executor.platform_digests);
   6. start the programs and wait (backup.health_wait) for /api/health and
      every program RUNNING; if they fail, swap the old data back, restart,
      and report.
 
-A journal (<data_dir>.restore.json) records each step, so a restore that
-was killed is finished or undone by the next hbx restore, hbx backup or
-hbx supervise. --json prints one JSON line per step and the result.`,
+A journal (<data_dir>.restore.json) records each step before it happens,
+so a restore that was killed is finished or undone (pin, data and runtime)
+by the next hbx restore, hbx backup or hbx supervise. --json prints one JSON line per step and the result.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, err := g.loadConfig(cmd)
+			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {
 				return err
 			}
-			return runRestore(cmd.Context(), g, cfg, args[0], o)
+			return runRestore(cmd.Context(), g, cfg, srcs, args[0], o)
 		},
 	}
 	cmd.Flags().BoolVar(&o.dataOnly, "data-only", false, "restore the data directory only; leave the extra paths the archive holds (backup.paths when it was made) untouched")
@@ -71,7 +78,7 @@ hbx supervise. --json prints one JSON line per step and the result.`,
 }
 
 // runRestore restores archive and prints what happened.
-func runRestore(ctx context.Context, g *globals, cfg *config.Config, archive string, o restoreOptions) error {
+func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, archive string, o restoreOptions) error {
 	owner, err := lookupOwner(cfg.Executor.User)
 	if err != nil {
 		return err
@@ -89,6 +96,7 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, archive str
 		HealthWait:     cfg.Backup.HealthWait,
 		LockWait:       cfg.Backup.LockWait,
 		Runtime:        installRuntime{g: g, cfg: cfg},
+		Config:         restorePinner{g: g, cfg: cfg, srcs: srcs},
 		Image:          cfg.Executor.Image,
 		Platform:       cfg.Executor.Platform,
 		Logger:         g.log,
@@ -138,6 +146,9 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, archive str
 	if res.RuntimeChanged {
 		b.WriteString("  installed the runtime the archive was written by\n")
 	}
+	if res.Pinned != "" {
+		fmt.Fprintf(&b, "  pinned %s in %s (it named %s)\n", res.Pinned, g.configPath, res.PinnedOver)
+	}
 	if res.Healthy {
 		b.WriteString("  services running and healthy\n")
 	}
@@ -183,6 +194,7 @@ func recoverRestore(ctx context.Context, g *globals, cfg *config.Config) {
 		DataDir:    cfg.Executor.DataDir,
 		RuntimeDir: cfg.Executor.RuntimeDir,
 		Runtime:    installRuntime{g: g, cfg: cfg},
+		Config:     restorePinner{g: g, cfg: cfg},
 		Logger:     g.log,
 	})
 	switch {
@@ -191,4 +203,69 @@ func recoverRestore(ctx context.Context, g *globals, cfg *config.Config) {
 	case msg != "":
 		g.log.Warn("interrupted restore recovered", "what", msg)
 	}
+}
+
+// restorePinner is backup.Config over the --config file: a restore pins
+// the archive's release where the supervisor reads it, as hbx upgrade
+// does, with the same refusals.
+type restorePinner struct {
+	g    *globals
+	cfg  *config.Config
+	srcs *config.Sources // nil: not known (recovery)
+}
+
+// Pinned reads the pin from the config file as it is now; what the file
+// does not set is the configuration's value.
+func (p restorePinner) Pinned() (string, digest.Digest, error) {
+	key := pinKey(p.cfg)
+	img, man, err := config.ReadPin(p.g.configPath, key)
+	if errors.Is(err, config.ErrNoFile) {
+		return p.cfg.Executor.Image, digest.Digest(p.cfg.Executor.PlatformDigests[key]), nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	if img == "" {
+		img = p.cfg.Executor.Image
+	}
+	return img, digest.Digest(man), nil
+}
+
+// CanPin refuses what hbx upgrade refuses: no config file on disk, or
+// the pin set by an HBX_* variable or a flag.
+func (p restorePinner) CanPin() error {
+	if _, err := os.Stat(p.g.configPath); err != nil {
+		return fmt.Errorf("no config file at %s to pin it in (%w): create it, or pass --config or set HBX_CONFIG", p.g.configPath, err)
+	}
+	for _, k := range []string{"executor.image", "executor.platform_digests"} {
+		if s := p.srcs.Of(k); s.Kind == config.SourceEnv || s.Kind == config.SourceFlag {
+			return fmt.Errorf("%s is set by %s, which overrides the config file: unset it", k, s)
+		}
+	}
+	return nil
+}
+
+// Pin writes image and manifest into the config file.
+func (p restorePinner) Pin(image string, manifest digest.Digest) error {
+	return config.WritePin(p.g.configPath, image, pinKey(p.cfg), manifest.String())
+}
+
+// recoverRestoreFor undoes or finishes an interrupted restore before an
+// upgrade or rollback (svc: the running supervisor, nil when none runs).
+// What it did is logged.
+func recoverRestoreFor(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, svc *supervisorServices) error {
+	opts := backup.RecoverOptions{
+		DataDir:    cfg.Executor.DataDir,
+		RuntimeDir: cfg.Executor.RuntimeDir,
+		Runtime:    installRuntime{g: g, cfg: cfg},
+		Config:     restorePinner{g: g, cfg: cfg, srcs: srcs},
+		Logger:     g.log,
+	}
+	if svc != nil {
+		opts.Services = svc
+	}
+	if _, err := backup.Recover(ctx, opts); err != nil {
+		return fmt.Errorf("recover an interrupted restore: %w", err)
+	}
+	return nil
 }

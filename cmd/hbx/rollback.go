@@ -27,7 +27,8 @@ It refuses, saying why, when no upgrade was recorded, when the last one
 did not complete or was already rolled back, when the active release was
 installed without a record after it, when previous is not the
 release the upgrade replaced, or when the pre-upgrade archive is missing or
-records other digests.`,
+records other digests. When the last change was interrupted, undoing it is
+the rollback: it says so and exits 0.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)

@@ -150,10 +150,19 @@ func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 	}
 	if svc != nil {
 		opts.Services = &upgradeServices{svc: svc, g: g, cfg: cfg}
-		return opts, unlock, nil
 	}
-	unlock, err = lockDataUnsupervised(ctx, g, cfg, nil, command)
-	return opts, unlock, err
+	if svc == nil {
+		if unlock, err = lockDataUnsupervised(ctx, g, cfg, nil, command); err != nil {
+			return opts, unlock, err
+		}
+	}
+	// An interrupted restore is undone first, its runtime and pin too, so
+	// the upgrade or rollback reads the release the data belongs to.
+	if err := recoverRestoreFor(ctx, g, cfg, srcs, svc); err != nil {
+		unlock()
+		return opts, func() {}, err
+	}
+	return opts, unlock, nil
 }
 
 // printUpgrade prints an upgrade's or rollback's result.
@@ -161,10 +170,20 @@ func printUpgrade(w io.Writer, verb string, res *upgrade.Result, asJSON bool) er
 	if asJSON {
 		return json.NewEncoder(w).Encode(map[string]any{
 			"event": "result", "old": res.Old, "new": res.New, "backup": res.Backup, "kept_aside": res.KeptAside,
-			"notes": res.Notes, "recovered": res.Recovered, "duration_ms": res.Duration.Milliseconds(),
+			"notes": res.Notes, "recovered": res.Recovered, "interrupted": res.Interrupted, "duration_ms": res.Duration.Milliseconds(),
 		})
 	}
 	var b strings.Builder
+	if res.Interrupted {
+		// The recovery of an interrupted change was the whole rollback.
+		fmt.Fprintf(&b, "%s\n", res.Recovered)
+		fmt.Fprintf(&b, "  %s is active; nothing more to roll back\n", res.New.Image)
+		for _, n := range res.Notes {
+			fmt.Fprintf(&b, "  note: %s\n", n)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	fmt.Fprintf(&b, "%s %s → %s in %s\n", verb, res.Old.Image, res.New.Image, res.Duration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  manifest %s → %s\n", res.Old.Manifest, res.New.Manifest)
 	if res.Backup != "" {

@@ -15,7 +15,7 @@ import (
 var ErrNoFile = errors.New("no config file")
 
 // WritePin sets executor.image to image and executor.platform_digests[key]
-// to manifest in the YAML file at path, keeping its other content and its
+// to manifest (manifest "" removes key) in the YAML file at path, keeping its other content and its
 // comments (as far as yaml.v3's node round trip keeps them: comments stay,
 // indentation becomes two spaces, quoting of untouched scalars is kept),
 // and writes it atomically (atomicfile) with its mode. It refuses a file
@@ -54,7 +54,11 @@ func WritePin(path, image, key, manifest string) error {
 		return fmt.Errorf("%w: %s: executor.%w", ErrInvalid, path, err)
 	}
 	pins.Style &^= yaml.FlowStyle // "{}" grows into a block mapping
-	setScalar(pins, key, manifest)
+	if manifest == "" {
+		deleteKey(pins, key)
+	} else {
+		setScalar(pins, key, manifest)
+	}
 
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)
@@ -66,6 +70,39 @@ func WritePin(path, image, key, manifest string) error {
 		return fmt.Errorf("encode config file: %w", err)
 	}
 	return atomicfile.WriteFile(path, out.Bytes(), st.Mode().Perm())
+}
+
+// ReadPin returns executor.image and executor.platform_digests[key] as
+// the YAML file at path sets them ("" for what it does not set), the
+// values WritePin writes. ErrNoFile when path does not exist.
+func ReadPin(path, key string) (image, manifest string, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", "", fmt.Errorf("%w: %s", ErrNoFile, path)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("read config file: %w", err)
+	}
+	var f struct {
+		Executor struct {
+			Image           string            `yaml:"image"`
+			PlatformDigests map[string]string `yaml:"platform_digests"`
+		} `yaml:"executor"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		return "", "", fmt.Errorf("%w: parse %s: %w", ErrInvalid, path, err)
+	}
+	return f.Executor.Image, f.Executor.PlatformDigests[key], nil
+}
+
+// deleteKey removes key and its value from the mapping m.
+func deleteKey(m *yaml.Node, key string) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content = append(m.Content[:i], m.Content[i+2:]...)
+			return
+		}
+	}
 }
 
 // mapping returns the mapping under key in m, adding an empty one when

@@ -91,3 +91,35 @@ func TestWritePinRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestReadPinRoundTrip: ReadPin reads what WritePin wrote, and a pin
+// written back with no manifest removes the platform's pin (what a restore
+// undo does when the configuration had none).
+func TestReadPinRoundTrip(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "hbx.yaml")
+	if err := os.WriteFile(p, []byte("# keep me\nexecutor:\n  image: old\n  platform_digests:\n    linux/amd64: \"sha256:3333333333333333333333333333333333333333333333333333333333333333\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if img, man, err := ReadPin(p, "linux/arm64"); err != nil || img != "old" || man != "" {
+		t.Fatalf("ReadPin() = %q, %q, %v; want old, \"\", nil", img, man, err)
+	}
+	if err := WritePin(p, pinImage, "linux/arm64", pinManifest); err != nil {
+		t.Fatal(err)
+	}
+	if img, man, err := ReadPin(p, "linux/arm64"); err != nil || img != pinImage || man != pinManifest {
+		t.Fatalf("ReadPin() after WritePin = %q, %q, %v", img, man, err)
+	}
+	if err := WritePin(p, "old", "linux/arm64", ""); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	if img, man, err := ReadPin(p, "linux/arm64"); err != nil || img != "old" || man != "" {
+		t.Fatalf("ReadPin() after WritePin without manifest = %q, %q, %v\n%s", img, man, err, b)
+	}
+	if !strings.Contains(string(b), "# keep me") || !strings.Contains(string(b), "linux/amd64") {
+		t.Errorf("WritePin without manifest dropped other content:\n%s", b)
+	}
+	if _, _, err := ReadPin(filepath.Join(t.TempDir(), "none.yaml"), "linux/arm64"); !errors.Is(err, ErrNoFile) {
+		t.Errorf("ReadPin(missing) = %v, want ErrNoFile", err)
+	}
+}
