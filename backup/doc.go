@@ -40,8 +40,9 @@
 // decrypt an archive, the form without it (what earlier hbx versions
 // used) is tried once and a note says so. A passphrase that does not
 // decrypt is reported as ErrCorrupt when the archive's bytes differ from
-// its .sha256 file, ErrWrongPassphrase when they match it, and
-// ErrUndecryptable ("wrong passphrase or damaged archive") without one.
+// its .sha256 file and the sha256 in its .json file (those present and
+// well-formed), ErrWrongPassphrase when they match either, and
+// ErrUndecryptable ("wrong passphrase or damaged archive") without both.
 //
 // Reading accepts that format, GnuPG 2.4's (a v5 SKESK with an OCB AEAD
 // Encrypted Data packet), RFC 9580's (SEIPD v2), ASCII armor, gzip, zstd or

@@ -1,0 +1,84 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPassphraseFileNULLikeGPG: gpg reads a passphrase file's first line
+// as a C string, so a NUL byte ends the passphrase (a file made with
+// head -c 32 /dev/urandom has one about one time in nine). hbx must read
+// the same bytes, or archives do not cross over with the same file.
+//
+// Not fixed on this branch (reading up to the NUL alone would lose the
+// archives earlier hbx versions wrote with the whole line; that needs a
+// legacy form like the CRLF one): run with HBXTEST_KNOWN_FAULTS=1.
+func TestPassphraseFileNULLikeGPG(t *testing.T) {
+	if os.Getenv("HBXTEST_KNOWN_FAULTS") == "" {
+		t.Skip("known fault, not fixed yet; HBXTEST_KNOWN_FAULTS=1 runs it")
+	}
+	g := newGPG(t, nil)
+	if err := os.WriteFile(g.passFile, []byte("s3cret\x00horse\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ReadPassphraseFile(g.passFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBox(t)
+	write(t, b.data, "f 0600 hello")
+	res := b.backup(func(o *Options) { o.Passphrase = p })
+	// hbx -> gpg
+	if _, err := g.run(nil, "--decrypt", res.Path); err != nil {
+		t.Errorf("gpg --passphrase-file --decrypt (hbx's archive, passphrase read as %q): %v", p, err)
+	}
+	// gpg -> hbx
+	arch := filepath.Join(t.TempDir(), "gpg.tar.gz.gpg")
+	sh(t, `tar -czf "$T" -C "$D" .`, "T="+arch+".plain", "D="+b.data)
+	if _, err := g.run(nil, "--symmetric", "--cipher-algo", "AES256", "-o", arch, arch+".plain"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Restore(context.Background(), withPass(b.restoreOptions(arch), g.passFile)); err != nil {
+		t.Errorf("Restore(gpg's archive) = %v", err)
+	}
+}
+
+// TestDamagedSidecarIsNotBlamedOnTheArchive: a wrong passphrase on an
+// intact archive whose .sha256 file is damaged (a digit changed, emptied,
+// cut short) must not be reported as "the archive's bytes changed": the
+// operator would throw a good backup away. The .json file beside it still
+// holds the archive's sha256.
+func TestDamagedSidecarIsNotBlamedOnTheArchive(t *testing.T) {
+	b := newBox(t)
+	write(t, b.data, "f 0600 hello")
+	res := b.backup(nil)
+	sum, err := os.ReadFile(res.Path + ".sha256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := append([]byte(nil), sum...)
+	if flipped[0] == 'a' {
+		flipped[0] = 'b'
+	} else {
+		flipped[0] = 'a'
+	}
+	for _, tc := range []struct{ name, sidecar string }{
+		{"digit changed", string(flipped)},
+		{"empty", ""},
+		{"cut short", string(sum[:20])},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(res.Path+".sha256", []byte(tc.sidecar), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Verify(context.Background(), res.Path, passFunc([]byte("wrong")))
+			if err == nil || errors.Is(err, ErrCorrupt) || strings.Contains(err.Error(), "bytes changed") {
+				t.Errorf("Verify(wrong passphrase, intact archive, damaged .sha256) = %v; want the passphrase or the sidecar named, not the archive's bytes", err)
+			}
+		})
+	}
+}
