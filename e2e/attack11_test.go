@@ -1,13 +1,20 @@
 package e2e
 
 import (
+	"bufio"
+	"crypto/rand"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/supervisor"
 )
 
 // TestInstallDamagedCurrentE2E: when the active release's release.json is
@@ -56,5 +63,121 @@ func TestInstallDamagedCurrentE2E(t *testing.T) {
 	t.Logf("hbx install (v2, dangling current, Executor running) = %d: %s", r.code, lastLine(r.stderr))
 	if got := b.current(); got != v1cur || r.code == 0 {
 		t.Errorf("dangling current: hbx install = %d, current -> %q; want a refusal and %q", r.code, got, v1cur)
+	}
+}
+
+// TestInstallSwitchSignalsE2E: a signal reaching hbx install (a recorded
+// change over existing data, Executor stopped) during its pre-change
+// backup — SIGINT (Ctrl-C), SIGTERM, SIGKILL — leaves the old release
+// active, no archive or temporary file behind, no open journal that a
+// later command would mistake for an upgrade to roll back, and the next
+// hbx install makes the change.
+func TestInstallSwitchSignalsE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, _, v2ref, _ := upgradeBox(t)
+	plat := "linux/" + runtime.GOARCH
+	m2 := versionImage(t, "2.0.0").Manifests[plat]
+	big := make([]byte, 48<<20)
+	rand.Read(big)
+	if err := os.WriteFile(filepath.Join(b.dataDir, "big.sqlite"), big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.hbx("stop", "executor"); r.code != 0 {
+		t.Fatalf("hbx stop executor = %d\n%s", r.code, r.stderr)
+	}
+	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Stopped})
+	if err := config.WritePin(b.config, v2ref, plat, m2.String()); err != nil {
+		t.Fatal(err)
+	}
+	v1cur := b.current()
+	backups := filepath.Join(b.dir, "backups")
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+		cmd := exec.Command(binary(t), "--config", b.config, "install", "--json")
+		cmd.Env = cleanEnv()
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var stdout strings.Builder
+		sc := bufio.NewScanner(out)
+		sent := false
+		for sc.Scan() {
+			stdout.WriteString(sc.Text() + "\n")
+			if !sent && strings.Contains(sc.Text(), `"event":"backing-up"`) {
+				// Let the archive start.
+				deadline := time.Now().Add(20 * time.Second)
+				for time.Now().Before(deadline) && len(archivesIn(backups)) == 0 {
+					time.Sleep(5 * time.Millisecond)
+				}
+				cmd.Process.Signal(sig)
+				sent = true
+			}
+		}
+		io.Copy(io.Discard, out)
+		werr := cmd.Wait()
+		if !sent {
+			t.Fatalf("%v: hbx install never reached backing-up (%v)\n%s%s", sig, werr, stdout.String(), errb.String())
+		}
+		t.Logf("%v: %v; last stdout %s; stderr: %s", sig, werr, lastLine(stdout.String()), lastLine(errb.String()))
+		errorLines(t, errb.String())
+		if werr == nil {
+			t.Errorf("%v: hbx install exited 0 after the signal during the pre-change backup", sig)
+		}
+		if got := b.current(); got != v1cur {
+			t.Errorf("%v: current -> %q, want %q", sig, got, v1cur)
+		}
+		if sig != syscall.SIGKILL {
+			if a := archivesIn(backups); len(a) != 0 {
+				t.Errorf("%v: the backup dir holds %q after the interrupted pre-change backup", sig, a)
+			}
+			res := lastLine(stdout.String())
+			if !strings.Contains(res, `"event":"result"`) {
+				t.Errorf("%v: --json does not end with the result line: %q", sig, res)
+			}
+			// Nothing was running (Executor stopped): nothing is
+			// "not healthy", and no raw "context canceled".
+			if strings.Contains(res, "not healthy") || strings.Contains(res, "context canceled") || !strings.Contains(res, "nothing was activated") {
+				t.Errorf("%v: the error does not say plainly what happened: %s", sig, res)
+			}
+		}
+		r := b.hbx("rollback")
+		t.Logf("%v: hbx rollback = %d: %s", sig, r.code, lastLine(r.stderr))
+		if r.code == 0 || b.current() != v1cur {
+			t.Errorf("%v: hbx rollback = %d after an interrupted change (current %q): nothing was changed, nothing to roll back\n%s", sig, r.code, b.current(), r.stdout)
+		}
+	}
+	// A pre-change backup that fails on its own (backup.dir cannot be
+	// created) with nothing running: one line, at once, nothing claimed
+	// unhealthy (it waited backup.health_wait for a stopped Executor).
+	if err := os.Rename(backups, backups+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(backups, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	r := b.hbx("install")
+	took := time.Since(t0)
+	t.Logf("backup.dir a file: hbx install = %d in %s: %s", r.code, took.Round(time.Millisecond), lastLine(r.stderr))
+	if r.code != 1 || strings.Contains(lastLine(r.stderr), "not healthy") || took > 12*time.Second {
+		t.Errorf("hbx install with a failing pre-change backup = %d after %s: %s; want 1 at once, nothing called unhealthy", r.code, took, lastLine(r.stderr))
+	}
+	if err := os.Remove(backups); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(backups+".away", backups); err != nil {
+		t.Fatal(err)
+	}
+	r = b.hbx("install")
+	if r.code != 0 || b.activeVersion() != "2.0.0" {
+		t.Fatalf("hbx install after the interruptions = %d, version %q\n%s%s", r.code, b.activeVersion(), r.stdout, r.stderr)
+	}
+	if a := archivesIn(backups); len(a) != 3 {
+		t.Errorf("backup dir after the change holds %q; want the pre-change archive and its two sidecars only", a)
 	}
 }

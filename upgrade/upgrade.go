@@ -259,17 +259,24 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	// says whether they are, and which were started again.
 	resume := func(cause error) error {
 		held = false
-		names := "the services"
+		names, none := "the services", false
 		if r, ok := hold.(interface{ Running() []string }); ok {
-			names = "none were running"
-			if len(r.Running()) > 0 {
+			names, none = "none were running", len(r.Running()) == 0
+			if !none {
 				names = strings.Join(r.Running(), ", ")
 			}
 		}
 		if rerr := hold.Release(); rerr != nil {
 			return fmt.Errorf("%w; start the services again (%s): %w", cause, names, rerr)
 		}
-		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		if none {
+			// Nothing was running (hbx install over a stopped Executor):
+			// nothing to wait for, nothing is unhealthy.
+			return fmt.Errorf("%w; nothing was running, nothing started again", cause)
+		}
+		// An interrupted change still learns whether the services run
+		// again: the wait is bounded, not cancelled with ctx.
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.HealthWait)
 		werr := opts.Services.WaitHealthy(hctx, old)
 		cancel()
 		if werr != nil {
@@ -279,6 +286,9 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	}
 	opts.Step("backing-up")
 	if j.Backup, err = opts.Data.Backup(ctx, old); err != nil {
+		if ctx.Err() != nil {
+			return nil, abort(resume(fmt.Errorf("pre-upgrade backup interrupted (%v; no archive kept): nothing was activated, %s stays active", context.Cause(ctx), old)))
+		}
 		return nil, abort(resume(fmt.Errorf("pre-upgrade backup: %w", err)))
 	}
 	res.Backup = j.Backup
