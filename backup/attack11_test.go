@@ -82,3 +82,33 @@ func TestDamagedSidecarIsNotBlamedOnTheArchive(t *testing.T) {
 		})
 	}
 }
+
+// TestNonUTF8ExtraPath: an extra path (backup.paths, e.g. from
+// HBX_BACKUP_PATHS) whose name is not valid UTF-8 is a name like any
+// other: the backup verifies and the restore puts it back. The manifest's
+// "paths" and "data_dir" are plain JSON strings, which turn the bytes
+// into U+FFFD.
+func TestNonUTF8ExtraPath(t *testing.T) {
+	b := newBox(t)
+	write(t, b.data, "ok 0600 fine")
+	extra := filepath.Join(t.TempDir(), "caf\xe9")
+	if err := os.Mkdir(extra, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(extra, "x"), []byte("extra"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Create(context.Background(), func() Options { o := b.options(); o.Paths = []string{extra}; return o }())
+	if err != nil {
+		t.Fatalf("Create(extra path %q) = %v", extra, err)
+	}
+	if err := os.RemoveAll(extra); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Restore(context.Background(), b.restoreOptions(res.Path)); err != nil {
+		t.Fatalf("Restore() = %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(extra, "x")); err != nil || string(got) != "extra" {
+		t.Errorf("restored extra file = %q, %v", got, err)
+	}
+}

@@ -28,8 +28,10 @@
 // Names are bytes. Paths and symlink targets go into the tar as the
 // filesystem gives them (PAX records); in the manifest one that is not
 // valid UTF-8 is written as "path_b64" ("link_b64"), standard base64 of
-// the bytes, instead of "path" ("link"). Manifests with plain "path"
-// entries (all earlier ones) read as before.
+// the bytes, instead of "path" ("link"); so are the data directory and
+// the extra paths ("data_dir_b64", "paths_b64"), which restore puts the
+// extra paths back to. Manifests with plain "path" entries (all earlier
+// ones) read as before.
 //
 // # Passphrases
 //
