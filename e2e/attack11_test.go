@@ -181,3 +181,59 @@ func TestInstallSwitchSignalsE2E(t *testing.T) {
 		t.Errorf("backup dir after the change holds %q; want the pre-change archive and its two sidecars only", a)
 	}
 }
+
+// TestUpgradeInterruptedBackupE2E: Ctrl-C reaching hbx upgrade during its
+// pre-upgrade backup, with Executor running: the old release stays active,
+// the services come back and the error says so (it said "not healthy"
+// because the health wait used the cancelled context), and names the
+// interrupt instead of a raw "context canceled".
+func TestUpgradeInterruptedBackupE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, _, v2ref, _ := upgradeBox(t)
+	big := make([]byte, 48<<20)
+	rand.Read(big)
+	if err := os.WriteFile(filepath.Join(b.dataDir, "big.sqlite"), big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v1cur := b.current()
+	backups := filepath.Join(b.dir, "backups")
+	cmd := exec.Command(binary(t), "--config", b.config, "upgrade", "--image", v2ref, "--json")
+	cmd.Env = cleanEnv()
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	sc := bufio.NewScanner(out)
+	sent := false
+	for sc.Scan() {
+		stdout.WriteString(sc.Text() + "\n")
+		if !sent && strings.Contains(sc.Text(), `"event":"backing-up"`) {
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) && len(archivesIn(backups)) == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			cmd.Process.Signal(syscall.SIGINT)
+			sent = true
+		}
+	}
+	io.Copy(io.Discard, out)
+	werr := cmd.Wait()
+	if !sent {
+		t.Fatalf("hbx upgrade never reached backing-up (%v)\n%s%s", werr, stdout.String(), errb.String())
+	}
+	res := strings.Join(errorLines(t, errb.String()), "\n")
+	t.Logf("hbx upgrade interrupted: %v; %s", werr, res)
+	if werr == nil || b.current() != v1cur {
+		t.Errorf("hbx upgrade = %v, current %q; want exit 1 and %q", werr, b.current(), v1cur)
+	}
+	if strings.Contains(res, "not healthy") || strings.Contains(res, "context canceled") || !strings.Contains(res, "nothing was activated") || !strings.Contains(res, "healthy on") {
+		t.Errorf("the error does not say plainly that nothing was activated and the services are healthy again: %s", res)
+	}
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+}
