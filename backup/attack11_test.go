@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,5 +111,51 @@ func TestNonUTF8ExtraPath(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(extra, "x")); err != nil || string(got) != "extra" {
 		t.Errorf("restored extra file = %q, %v", got, err)
+	}
+}
+
+// TestRestoreFullDisk: a restore whose staging fills the data directory's
+// filesystem (a 16 MiB tmpfs, 24 MiB of data in a plain tar.gz without a
+// manifest, so no size is known ahead) fails in one line naming
+// the limit the free space sets, and leaves the data directory as it was and no
+// staging or journal beside it.
+func TestRestoreFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	b := newBox(t)
+	write(t, b.data, "big bytes 25165824 3")
+	plain := filepath.Join(t.TempDir(), "plain.tar.gz")
+	sh(t, `tar -czf "$T" -C "$D" .`, "T="+plain, "D="+b.data)
+	mnt := filepath.Join(t.TempDir(), "small")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	data := filepath.Join(mnt, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(t, data, "keep 0600 old data")
+	ro := b.restoreOptions(plain)
+	ro.DataDir = data
+	_, err := Restore(context.Background(), ro)
+	t.Logf("Restore() = %v", err)
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "nothing changed") {
+		t.Errorf("Restore() onto a full filesystem = %v; want one line saying nothing changed", err)
+	}
+	ents, _ := os.ReadDir(mnt)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if len(names) != 1 || names[0] != "data" {
+		t.Errorf("beside the data directory: %q; want only data", names)
+	}
+	if got, err := os.ReadFile(filepath.Join(data, "keep")); err != nil || string(got) != "old data" {
+		t.Errorf("data/keep = %q, %v; want the old data untouched", got, err)
 	}
 }
