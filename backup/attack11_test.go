@@ -159,3 +159,25 @@ func TestRestoreFullDisk(t *testing.T) {
 		t.Errorf("data/keep = %q, %v; want the old data untouched", got, err)
 	}
 }
+
+// TestManifestSkippedChecked: the manifest's "skipped" entries are printed
+// by hbx restore and hbx backup verify ("not in the archive: %q (%s)"):
+// a hostile archive's type there must be one of the skipped types (not
+// terminal escapes and fake output lines) and its path a clean relative
+// one, like the files' entries.
+func TestManifestSkippedChecked(t *testing.T) {
+	for _, sk := range []string{
+		`{"path":"x","type":"fifo)\n\u001b[2Jok: restored"}`,
+		`{"path":"x","type":"file"}`,
+		`{"path":"../../etc/x","type":"fifo"}`,
+	} {
+		m := `{"format":1,"created":"2026-01-01T00:00:00Z","hbx_version":"x","data_dir":"/d","files":[{"path":".","type":"dir","mode":448}],"skipped":[` + sk + `]}`
+		if _, err := parseManifest([]byte(m)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("parseManifest(skipped %s) = %v, want ErrCorrupt", sk, err)
+		}
+	}
+	ok := `{"format":1,"created":"2026-01-01T00:00:00Z","hbx_version":"x","data_dir":"/d","files":[{"path":".","type":"dir","mode":448}],"skipped":[{"path":"s","type":"socket"},{"path":".hbx-paths/srv/f","type":"fifo"}]}`
+	if _, err := parseManifest([]byte(ok)); err != nil {
+		t.Errorf("parseManifest(good skipped) = %v", err)
+	}
+}

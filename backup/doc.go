@@ -23,7 +23,8 @@
 // (verbatim), hardlinks, empty directories and extended attributes
 // (SCHILY.xattr.* records). Sockets, fifos and devices are left out:
 // Result.Skipped and the manifest's "skipped" list them, and Restore and
-// Verify report them.
+// Verify report them (a manifest whose skipped entry has another type or
+// an unclean path is refused as damaged).
 //
 // Names are bytes. Paths and symlink targets go into the tar as the
 // filesystem gives them (PAX records); in the manifest one that is not

@@ -243,6 +243,16 @@ func parseManifest(b []byte) (*Manifest, error) {
 			return nil, fmt.Errorf("%w: %s: entry %q has size %d", ErrCorrupt, ManifestName, f.Path, f.Size)
 		}
 	}
+	for _, f := range m.Skipped {
+		if cleanArchivePath(f.Path) != f.Path {
+			return nil, fmt.Errorf("%w: %s lists skipped %q, not a clean relative path", ErrCorrupt, ManifestName, f.Path)
+		}
+		switch f.Type {
+		case TypeFifo, TypeSocket, TypeCharDevice, TypeBlockDevice:
+		default:
+			return nil, fmt.Errorf("%w: %s: skipped entry %q has type %q", ErrCorrupt, ManifestName, f.Path, f.Type)
+		}
+	}
 	return &m, nil
 }
 
