@@ -104,7 +104,10 @@
 //   - The programs are started and must become healthy (Services.WaitHealthy)
 //     within HealthWait; otherwise the old trees are exchanged back, the
 //     runtime the restore installed is replaced by the one before, and the
-//     programs are started again (ErrUnhealthy).
+//     programs are started again (ErrUnhealthy). From the swap on, a
+//     cancelled ctx does not cut the health wait or the undo short (both
+//     bounded): the restore ends committed or undone, never half-way with
+//     programs writing to data a later Recover would swap out.
 //   - Every step is recorded first in a journal, <data_dir>.restore.json
 //     (atomicfile). Recover, called by `hbx supervise` before it starts
 //     programs and by Create and Restore under their lock, removes the

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"crypto/rand"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -236,4 +237,94 @@ func TestUpgradeInterruptedBackupE2E(t *testing.T) {
 		t.Errorf("the error does not say plainly that nothing was activated and the services are healthy again: %s", res)
 	}
 	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+}
+
+// interruptedAt runs `hbx ARGS --json` and sends sig as soon as it printed
+// its k-th (0-based) event, then waits for it. It returns the event ("" when
+// hbx finished first), the exit code and stderr.
+func interruptedAt(t *testing.T, b *box, sig syscall.Signal, k int, args ...string) (string, int, string) {
+	t.Helper()
+	cmd := exec.Command(binary(t), append([]string{"--config", b.config}, append(args, "--json")...)...)
+	cmd.Env = cleanEnv()
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	n, at := 0, ""
+	for sc.Scan() {
+		var ev struct{ Event string }
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Event == "result" {
+			continue
+		}
+		if n == k {
+			cmd.Process.Signal(sig)
+			at = ev.Event
+			break
+		}
+		n++
+	}
+	io.Copy(io.Discard, out)
+	err = cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	return at, code, errb.String()
+}
+
+// TestInterruptDuringRestoreE2E: Ctrl-C (SIGINT) reaching hbx restore at
+// each step leaves the data directory entirely old or entirely restored;
+// before the swap it changes nothing and says so in one line, from the
+// swap on the restore is finished (exit 0, the archive's data) rather than
+// left for the next command to undo under programs already writing to the
+// restored data (it was: "services did not become healthy: context
+// canceled ... the next hbx start undoes it", with the journal left);
+// the programs run again; nothing is left beside the data directory.
+func TestInterruptDuringRestoreE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, _ := backupBox(t, "")
+	os.WriteFile(filepath.Join(b.dataDir, "generation"), []byte("archived"), 0o600)
+	r := b.hbx("backup", "--json")
+	if r.code != 0 {
+		t.Fatalf("hbx backup = %d: %s", r.code, r.stderr)
+	}
+	archive := lastJSON(t, r.stdout)["path"].(string)
+	newTree := stableFiles(t, b.dataDir)
+	points := 0
+	for k := 0; ; k++ {
+		os.WriteFile(filepath.Join(b.dataDir, "generation"), []byte("live"), 0o600)
+		os.WriteFile(filepath.Join(b.dataDir, "live-only"), []byte("x"), 0o600)
+		oldTree := stableFiles(t, b.dataDir)
+		at, code, stderr := interruptedAt(t, b, syscall.SIGINT, k, "restore", archive)
+		if at == "" {
+			break
+		}
+		points++
+		lines := errorLines(t, stderr)
+		now := stableFiles(t, b.dataDir)
+		isOld, isNew := sameFiles(now, oldTree), sameFiles(now, newTree)
+		t.Logf("SIGINT at %s: exit %d, data %s: %s", at, code, map[bool]string{true: "old", false: "new"}[isOld], strings.Join(lines, " | "))
+		if !isOld && !isNew {
+			t.Errorf("SIGINT at %s: the data directory is mixed: %q", at, keys(now))
+		}
+		if code != 0 && (len(lines) != 1 || !isOld || !strings.Contains(lines[0], "nothing changed")) {
+			t.Errorf("SIGINT at %s: exit %d with error lines %q; want one line saying nothing changed", at, code, lines)
+		}
+		if code == 0 && !isNew {
+			t.Errorf("SIGINT at %s: exit 0 but the data is the old tree", at)
+		}
+		s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running, "writer": supervisor.Running})
+		if left, _ := filepath.Glob(b.dataDir + ".restore*"); len(left) != 0 {
+			t.Errorf("SIGINT at %s: left beside the data directory: %q", at, left)
+		}
+	}
+	if points < 4 {
+		t.Errorf("only %d interrupt points", points)
+	}
 }
