@@ -16,6 +16,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 // TestInstallDamagedCurrentE2E: when the active release's release.json is
@@ -326,5 +327,41 @@ func TestInterruptDuringRestoreE2E(t *testing.T) {
 	}
 	if points < 4 {
 		t.Errorf("only %d interrupt points", points)
+	}
+}
+
+// TestInterruptUpgradeAfterActivationE2E: Ctrl-C reaching hbx upgrade at
+// each step after the pre-upgrade backup ends with one consistent state:
+// either the new release active and healthy, or the old one with its
+// data; the programs run; no open journal is left for a later command to
+// act on.
+func TestInterruptUpgradeAfterActivationE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, _, v2ref, _ := upgradeBox(t)
+	v1cur := b.current()
+	for k := 0; ; k++ {
+		at, code, stderr := interruptedAt(t, b, syscall.SIGINT, k, "upgrade", "--image", v2ref)
+		if at == "" {
+			t.Fatalf("hbx upgrade finished before step %d", k)
+		}
+		lines := errorLines(t, stderr)
+		t.Logf("SIGINT at %s: exit %d, current %s: %s", at, code, b.current(), strings.Join(lines, " | "))
+		s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+		if b.current() == v1cur {
+			if code == 0 {
+				t.Errorf("SIGINT at %s: exit 0 but the old release is active", at)
+			}
+		} else if code != 0 {
+			t.Errorf("SIGINT at %s: exit %d but the new release is active: %q", at, code, lines)
+		}
+		if j, err := upgrade.ReadJournal(b.runtimeDir); err == nil && j != nil && j.Phase != upgrade.PhaseDone && j.Phase != upgrade.PhaseRolledBack && j.Phase != upgrade.PhaseAborted {
+			t.Errorf("SIGINT at %s: the upgrade journal is left in phase %q", at, j.Phase)
+		}
+		if left, _ := filepath.Glob(b.dataDir + ".restore*"); len(left) != 0 {
+			t.Errorf("SIGINT at %s: left beside the data directory: %q", at, left)
+		}
+		if b.current() != v1cur {
+			break
+		}
 	}
 }

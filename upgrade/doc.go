@@ -24,7 +24,10 @@
 //  5. Pin the new release in the config file, activate it, release the
 //     hold, and wait until the services are healthy on it.
 //  6. On any failure after step 5 began: roll back (below) and return an
-//     error wrapping ErrRolledBack and the cause.
+//     error wrapping ErrRolledBack and the cause. From step 5 on, a
+//     cancelled ctx (Ctrl-C) cuts nothing short (the waits are bounded):
+//     the change ends done or rolled back, never with an open journal
+//     under a runtime already writing to the data.
 //
 // # Switch (hbx install under existing data)
 //

@@ -300,6 +300,11 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 		return nil, abort(resume(err))
 	}
 	opts.Step("activating")
+	// From activation on, the change ends done or rolled back here: an
+	// interrupt does not cut the activation, the health wait or the
+	// rollback short (each is bounded), or the journal would be left for
+	// a later command to roll back data the new runtime has been writing.
+	actx := context.WithoutCancel(ctx)
 	fail := func(cause error) error {
 		opts.Logger.Error("upgrade failed after activation; rolling back", "err", cause)
 		if held {
@@ -308,7 +313,7 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 				opts.Logger.Warn("release the hold", "err", rerr)
 			}
 		}
-		rb, rerr := rollbackLocked(ctx, opts, j, cause.Error())
+		rb, rerr := rollbackLocked(actx, opts, j, cause.Error())
 		if rerr != nil {
 			return fmt.Errorf("%w; rollback failed too, the next hbx start retries it: %w", cause, rerr)
 		}
@@ -322,7 +327,7 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	if note != "" {
 		res.Notes = append(res.Notes, note)
 	}
-	if err := opts.Runtime.Activate(ctx, nr.Manifest); err != nil {
+	if err := opts.Runtime.Activate(actx, nr.Manifest); err != nil {
 		return nil, fail(fmt.Errorf("activate: %w", err))
 	}
 	held = false
@@ -331,12 +336,15 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	}
 	if wait {
 		opts.Step("health")
-		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		hctx, cancel := context.WithTimeout(actx, opts.HealthWait)
 		err = opts.Services.WaitHealthy(hctx, nr)
 		cancel()
 		if err != nil {
 			return nil, fail(fmt.Errorf("health on %s: %w", nr.Image, err))
 		}
+	}
+	if ctx.Err() != nil {
+		res.Notes = append(res.Notes, "interrupted after activation: the change was finished, not cut short")
 	}
 	if err := j.write(opts.RuntimeDir, PhaseDone, opts.Now()); err != nil {
 		return nil, err
