@@ -23,13 +23,16 @@
 // (verbatim), hardlinks, empty directories and extended attributes
 // (SCHILY.xattr.* records). Sockets, fifos and devices are left out:
 // Result.Skipped and the manifest's "skipped" list them, and Restore and
-// Verify report them.
+// Verify report them (a manifest whose skipped entry has another type or
+// an unclean path is refused as damaged).
 //
 // Names are bytes. Paths and symlink targets go into the tar as the
 // filesystem gives them (PAX records); in the manifest one that is not
 // valid UTF-8 is written as "path_b64" ("link_b64"), standard base64 of
-// the bytes, instead of "path" ("link"). Manifests with plain "path"
-// entries (all earlier ones) read as before.
+// the bytes, instead of "path" ("link"); so are the data directory and
+// the extra paths ("data_dir_b64", "paths_b64"), which restore puts the
+// extra paths back to. Manifests with plain "path" entries (all earlier
+// ones) read as before.
 //
 // # Passphrases
 //
@@ -42,8 +45,9 @@
 // decrypt an archive, the form without it (what earlier hbx versions
 // used) is tried once and a note says so. A passphrase that does not
 // decrypt is reported as ErrCorrupt when the archive's bytes differ from
-// its .sha256 file, ErrWrongPassphrase when they match it, and
-// ErrUndecryptable ("wrong passphrase or damaged archive") without one.
+// its .sha256 file and the sha256 in its .json file (those present and
+// well-formed), ErrWrongPassphrase when they match either, and
+// ErrUndecryptable ("wrong passphrase or damaged archive") without both.
 //
 // Reading accepts that format, GnuPG 2.4's (a v5 SKESK with an OCB AEAD
 // Encrypted Data packet), RFC 9580's (SEIPD v2), ASCII armor, gzip, zstd or
@@ -122,7 +126,10 @@
 //     within HealthWait; otherwise the pin before is written back, the
 //     old trees are exchanged back, the runtime before is activated again
 //     (in that order, the reverse of the restore's), and the programs are
-//     started again (ErrUnhealthy).
+//     started again (ErrUnhealthy). From the swap on, a cancelled ctx
+//     does not cut the health wait or the undo short (both bounded): the
+//     restore ends committed or undone, never half-way with programs
+//     writing to data a later Recover would swap out.
 //   - When Services is a Watcher and the supervisor goes away (ErrSupervisorGone):
 //     Create stops scanning or writing and removes the partial archive
 //     (the data is no longer kept cold), unless the archive is already

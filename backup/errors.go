@@ -19,12 +19,12 @@ var (
 	ErrPassphraseFile = errors.New("bad passphrase file")
 	// ErrWrongPassphrase: the passphrase does not decrypt the archive,
 	// whose bytes are known to be intact (they match the .sha256 file
-	// beside it).
+	// or the sha256 in the .json file beside it).
 	ErrWrongPassphrase = errors.New("wrong passphrase")
 	// ErrUndecryptable: the passphrase does not decrypt the archive and
 	// nothing tells whether it is wrong or the archive's key packets are
-	// damaged (no .sha256 file beside it; the OpenPGP format cannot tell
-	// the two apart).
+	// damaged (no well-formed .sha256 or .json file beside it; the
+	// OpenPGP format cannot tell the two apart).
 	ErrUndecryptable = errors.New("wrong passphrase or damaged archive")
 	// ErrNotProtected: an OpenPGP message without integrity protection
 	// (a Symmetrically Encrypted Data packet without MDC), or one that is

@@ -69,6 +69,66 @@ type Manifest struct {
 	Skipped []File `json:"skipped,omitempty"`
 }
 
+// manifestAlias is Manifest without its JSON methods.
+type manifestAlias Manifest
+
+// manifestJSON is Manifest's JSON form: DataDir and Paths, like File's
+// names, are bytes, written as "data_dir_b64" and "paths_b64" (standard
+// base64) when one is not valid UTF-8.
+type manifestJSON struct {
+	manifestAlias
+	DataDir    string   `json:"data_dir"`
+	DataDirB64 []byte   `json:"data_dir_b64,omitempty"`
+	Paths      []string `json:"paths,omitempty"`
+	PathsB64   [][]byte `json:"paths_b64,omitempty"`
+}
+
+// MarshalJSON writes m; a DataDir that is not valid UTF-8 is written as
+// "data_dir_b64", and Paths, when any is not, as "paths_b64".
+func (m Manifest) MarshalJSON() ([]byte, error) {
+	j := manifestJSON{manifestAlias: manifestAlias(m), DataDir: m.DataDir, Paths: m.Paths}
+	if !utf8.ValidString(m.DataDir) {
+		j.DataDir, j.DataDirB64 = "", []byte(m.DataDir)
+	}
+	for _, p := range m.Paths {
+		if !utf8.ValidString(p) {
+			j.Paths, j.PathsB64 = nil, make([][]byte, len(m.Paths))
+			for i, p := range m.Paths {
+				j.PathsB64[i] = []byte(p)
+			}
+			break
+		}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads either form MarshalJSON writes; a manifest with
+// both forms of DataDir or of Paths is refused.
+func (m *Manifest) UnmarshalJSON(b []byte) error {
+	var j manifestJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*m = Manifest(j.manifestAlias)
+	m.DataDir, m.Paths = j.DataDir, j.Paths
+	if j.DataDirB64 != nil {
+		if j.DataDir != "" {
+			return fmt.Errorf("manifest has both data_dir %q and data_dir_b64", j.DataDir)
+		}
+		m.DataDir = string(j.DataDirB64)
+	}
+	if j.PathsB64 != nil {
+		if j.Paths != nil {
+			return fmt.Errorf("manifest has both paths and paths_b64")
+		}
+		m.Paths = make([]string, len(j.PathsB64))
+		for i, p := range j.PathsB64 {
+			m.Paths[i] = string(p)
+		}
+	}
+	return nil
+}
+
 // File is one entry of the manifest.
 //
 // Names are bytes: Path and Link hold a file name or symlink target
@@ -181,6 +241,16 @@ func parseManifest(b []byte) (*Manifest, error) {
 		}
 		if f.Size < 0 {
 			return nil, fmt.Errorf("%w: %s: entry %q has size %d", ErrCorrupt, ManifestName, f.Path, f.Size)
+		}
+	}
+	for _, f := range m.Skipped {
+		if cleanArchivePath(f.Path) != f.Path {
+			return nil, fmt.Errorf("%w: %s lists skipped %q, not a clean relative path", ErrCorrupt, ManifestName, f.Path)
+		}
+		switch f.Type {
+		case TypeFifo, TypeSocket, TypeCharDevice, TypeBlockDevice:
+		default:
+			return nil, fmt.Errorf("%w: %s: skipped entry %q has type %q", ErrCorrupt, ManifestName, f.Path, f.Type)
 		}
 	}
 	return &m, nil

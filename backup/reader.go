@@ -5,6 +5,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -103,13 +104,17 @@ func openArchive(p string, pass PassphraseFunc) (*reader, error) {
 }
 
 // keyFailure says why a passphrase did not decrypt the archive at p, as
-// far as the .sha256 file beside it tells.
+// far as the files beside it tell: the .sha256 file and the sha256 in the
+// .json file (a missing or malformed one is left out). When one of them
+// matches the archive's bytes, they are intact (ErrWrongPassphrase); when
+// every one there differs, the bytes changed (ErrCorrupt); without
+// either, nothing tells (ErrUndecryptable). A damaged .sha256 file beside
+// an intact archive and .json file is not blamed on the archive.
 func keyFailure(p string) error {
-	b, err := os.ReadFile(p + ".sha256")
-	if err != nil {
-		return fmt.Errorf("%w (no readable %s.sha256 to tell a damaged archive apart)", ErrUndecryptable, filepath.Base(p))
+	sums := sidecarSums(p)
+	if len(sums) == 0 {
+		return fmt.Errorf("%w (no readable %s.sha256 or .json to tell a damaged archive apart)", ErrUndecryptable, filepath.Base(p))
 	}
-	want, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
 	f, err := os.Open(p)
 	if err != nil {
 		return fmt.Errorf("%w: reopen archive: %w", ErrUndecryptable, err)
@@ -119,10 +124,51 @@ func keyFailure(p string) error {
 	if _, err := io.Copy(h, f); err != nil {
 		return fmt.Errorf("%w: read archive: %w", ErrUndecryptable, err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return fmt.Errorf("%w: it does not decrypt and its sha256 %s differs from %s.sha256 (%s): the archive's bytes changed, the passphrase may be right", ErrCorrupt, got, filepath.Base(p), want)
+	got := hex.EncodeToString(h.Sum(nil))
+	for _, s := range sums {
+		if s.sum == got {
+			return fmt.Errorf("%w: the archive's bytes match %s", ErrWrongPassphrase, s.file)
+		}
 	}
-	return fmt.Errorf("%w: the archive's bytes match %s.sha256", ErrWrongPassphrase, filepath.Base(p))
+	return fmt.Errorf("%w: it does not decrypt and its sha256 %s differs from %s (%s): the archive's bytes changed, the passphrase may be right", ErrCorrupt, got, sums[0].file, sums[0].sum)
+}
+
+// sidecarSum is a sha256 (lowercase hex) a file beside an archive records.
+type sidecarSum struct{ file, sum string }
+
+// sidecarSums returns the well-formed sha256 values of the .sha256 and
+// .json files beside the archive at p, in that order; a missing,
+// unreadable or malformed one is left out.
+func sidecarSums(p string) []sidecarSum {
+	var out []sidecarSum
+	if b, err := os.ReadFile(p + sumSuffix); err == nil {
+		s, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		if isSHA256Hex(s) {
+			out = append(out, sidecarSum{filepath.Base(p) + sumSuffix, s})
+		}
+	}
+	if b, err := os.ReadFile(p + infoSuffix); err == nil {
+		var in struct {
+			SHA256 string `json:"sha256"`
+		}
+		if json.Unmarshal(b, &in) == nil && isSHA256Hex(in.SHA256) {
+			out = append(out, sidecarSum{filepath.Base(p) + infoSuffix, in.SHA256})
+		}
+	}
+	return out
+}
+
+// isSHA256Hex reports whether s is 64 lowercase hex digits.
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // openArchiveWith is openArchive with one passphrase; a passphrase that

@@ -320,19 +320,23 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 			return nil, fmt.Errorf("start services: %w", err)
 		}
 		prog.Event(Event{Kind: EventStarted})
-		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		// From the swap on, the restore ends committed or undone here: an
+		// interrupt does not cut the health wait or the undo short (both
+		// are bounded), or the journal would be left for a later command
+		// to undo data the programs have been writing since.
+		hctx, cancel := context.WithTimeout(undoCtx, opts.HealthWait)
 		hctx, stop := untilGone(hctx, opts.Services)
 		herr := opts.Services.WaitHealthy(hctx)
 		stop()
 		cancel()
 		if herr != nil {
-			if ctx.Err() != nil {
-				herr = fmt.Errorf("interrupted while waiting for health: %w", ctx.Err())
-			}
 			return nil, undoUnhealthy(undoCtx, opts, j, herr, log, prog)
 		}
 		res.Healthy = true
 		prog.Event(Event{Kind: EventHealthy})
+		if ctx.Err() != nil {
+			res.Notes = append(res.Notes, "interrupted after the data was swapped: the restore was finished, not cut short")
+		}
 	} else {
 		res.Notes = append(res.Notes, "no supervisor runs: nothing was started and health was not checked")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"sync"
 	"time"
@@ -55,7 +56,13 @@ func (d *deadline) scale(size int64) {
 		return
 	}
 	d.size = size
-	d.limit = d.base + time.Duration(float64(size)/float64(d.rate)*float64(time.Second))
+	// Saturate: a tiny rate or a huge base must not wrap the sum around.
+	extra := float64(size) / float64(d.rate) * float64(time.Second)
+	if extra >= float64(math.MaxInt64-d.base) {
+		d.limit = math.MaxInt64
+	} else {
+		d.limit = d.base + time.Duration(extra)
+	}
 	if d.timer.Stop() { // not fired yet
 		d.timer.Reset(max(d.limit-time.Since(d.start), 0))
 	}

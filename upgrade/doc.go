@@ -16,12 +16,18 @@
 //  4. Hold the services stopped and take a cold backup of the data
 //     (tagged pre-upgrade, recording the old digests). When it fails, the
 //     upgrade is aborted: the hold is released, the services are waited
-//     for on the old release (HealthWait), and the error names those
-//     started again and whether they are healthy.
+//     for on the old release (HealthWait, not cut short by ctx), and the
+//     error names those started again and whether they are healthy; when
+//     none were running (hbx install over a stopped Executor) nothing is
+//     waited for. An interrupt (ctx cancelled) is named as such: nothing
+//     was activated, the old release stays active.
 //  5. Pin the new release in the config file, activate it, release the
 //     hold, and wait until the services are healthy on it.
 //  6. On any failure after step 5 began: roll back (below) and return an
-//     error wrapping ErrRolledBack and the cause.
+//     error wrapping ErrRolledBack and the cause. From step 5 on, a
+//     cancelled ctx (Ctrl-C) cuts nothing short (the waits are bounded):
+//     the change ends done or rolled back, never with an open journal
+//     under a runtime already writing to the data.
 //
 // When Services is a Watcher and the supervisor goes away (its connection
 // breaks; its programs die with it), the change stops waiting: during the

@@ -322,10 +322,10 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	// says whether they are, and which were started again.
 	resume := func(cause error) error {
 		held = false
-		names := "the services"
+		names, none := "the services", false
 		if r, ok := hold.(interface{ Running() []string }); ok {
-			names = "none were running"
-			if len(r.Running()) > 0 {
+			names, none = "none were running", len(r.Running()) == 0
+			if !none {
 				names = strings.Join(r.Running(), ", ")
 			}
 		}
@@ -335,6 +335,13 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 		if opts.Services == nil {
 			return fmt.Errorf("%w (no supervisor runs: nothing to start again)", cause)
 		}
+		if none {
+			// Nothing was running (hbx install over a stopped Executor):
+			// nothing to wait for, nothing is unhealthy.
+			return fmt.Errorf("%w; nothing was running, nothing started again", cause)
+		}
+		// An interrupted change still learns whether the services run
+		// again: the wait is bounded, not cancelled with ctx.
 		hctx, cancel := context.WithTimeout(undoCtx, opts.HealthWait)
 		werr := opts.Services.WaitHealthy(hctx, old)
 		cancel()
@@ -361,6 +368,9 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 		return nil, gone()
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, abort(resume(fmt.Errorf("pre-upgrade backup interrupted (%v; no archive kept): nothing was activated, %s stays active", context.Cause(ctx), old)))
+		}
 		return nil, abort(resume(fmt.Errorf("pre-upgrade backup: %w", err)))
 	}
 	res.Backup = j.Backup
@@ -375,6 +385,11 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 		return nil, abort(resume(err))
 	}
 	opts.Step("activating")
+	// From activation on, the change ends done or rolled back here: an
+	// interrupt does not cut the activation, the health wait or the
+	// rollback short (each is bounded), or the journal would be left for
+	// a later command to roll back data the new runtime has been writing
+	// (undoCtx).
 	fail := func(cause error) error {
 		opts.Logger.Error("upgrade failed after activation; rolling back", "err", cause)
 		if held {
@@ -400,7 +415,7 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	if note != "" {
 		res.Notes = append(res.Notes, note)
 	}
-	if err := opts.Runtime.Activate(ctx, nr.Manifest); err != nil {
+	if err := opts.Runtime.Activate(undoCtx, nr.Manifest); err != nil {
 		return nil, fail(fmt.Errorf("activate: %w", err))
 	}
 	held = false
@@ -409,7 +424,7 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	}
 	if wait {
 		opts.Step("health")
-		hctx, cancel := context.WithTimeout(ctx, opts.HealthWait)
+		hctx, cancel := context.WithTimeout(undoCtx, opts.HealthWait)
 		hctx, stop := untilGone(hctx, opts.Services)
 		err = opts.Services.WaitHealthy(hctx, nr)
 		stop()
@@ -420,6 +435,9 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 		if err != nil {
 			return nil, fail(fmt.Errorf("health on %s: %w", nr.Image, err))
 		}
+	}
+	if ctx.Err() != nil {
+		res.Notes = append(res.Notes, "interrupted after activation: the change was finished, not cut short")
 	}
 	if err := j.write(opts.RuntimeDir, PhaseDone, opts.Now()); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package upgrade
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,7 @@ type fake struct {
 	failRestore  error
 	staged       Release // what Stage returns; zero: newRel
 	// onWait, when set, runs once inside WaitHealthy (e.g. an interrupt
-	// arriving during the health wait), which then fails with ctx's error.
+	// arriving during the health wait).
 	onWait func()
 	// ctxErrs records ctx.Err() as WaitHealthy and Restore saw it.
 	ctxErrs []error
@@ -68,7 +69,6 @@ func (f *fake) WaitHealthy(ctx context.Context, _ Release) error {
 	if f.onWait != nil {
 		f.onWait()
 		f.onWait = nil
-		return ctx.Err()
 	}
 	f.ctxErrs = append(f.ctxErrs, ctx.Err())
 	return f.failHealth
@@ -426,27 +426,36 @@ func TestInterruptedChangeIsUndone(t *testing.T) {
 			t.Errorf("journal %+v, %v; want aborted", j, err)
 		}
 	})
-	t.Run("upgrade interrupted in its health wait", func(t *testing.T) {
-		f, opts := newFake(t)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f.onWait = cancel
-		_, err := Upgrade(ctx, opts, Target{Image: newRel.Image, Index: newRel.Index})
-		if !errors.Is(err, ErrRolledBack) {
-			t.Fatalf("Upgrade() = %v, want ErrRolledBack", err)
-		}
-		if !f.cur.Same(oldRel) {
-			t.Errorf("active %s after an interrupted upgrade, want %s", f.cur, oldRel)
-		}
-		for i, e := range f.ctxErrs {
-			if e != nil {
-				t.Errorf("undo step %d ran on a cancelled context: %v (calls %v)", i, e, f.calls)
+	// From activation on, an interrupt cuts nothing short: the health
+	// wait decides, and a rollback runs to its end.
+	for _, sick := range []bool{false, true} {
+		t.Run(fmt.Sprintf("upgrade interrupted in its health wait, sick=%v", sick), func(t *testing.T) {
+			f, opts := newFake(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f.onWait = cancel
+			want := newRel
+			if sick {
+				f.failHealth = errors.New("executor is FATAL")
+				want = oldRel
 			}
-		}
-		if len(f.ctxErrs) == 0 {
-			t.Errorf("no undo step ran: calls %v", f.calls)
-		}
-	})
+			_, err := Upgrade(ctx, opts, Target{Image: newRel.Image, Index: newRel.Index})
+			if sick != errors.Is(err, ErrRolledBack) || !sick && err != nil {
+				t.Fatalf("Upgrade() = %v, want rolled back: %v", err, sick)
+			}
+			if !f.cur.Same(want) {
+				t.Errorf("active %s after an interrupted upgrade, want %s", f.cur, want)
+			}
+			for i, e := range f.ctxErrs {
+				if e != nil {
+					t.Errorf("step %d after the interrupt ran on a cancelled context: %v (calls %v)", i, e, f.calls)
+				}
+			}
+			if len(f.ctxErrs) == 0 {
+				t.Errorf("no step after the interrupt ran: calls %v", f.calls)
+			}
+		})
+	}
 }
 
 // TestRollbackRecoversInterrupted: hbx rollback run on a change that was

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
@@ -30,7 +31,10 @@ type installOutcome struct {
 // changes under existing data only through the upgrade path:
 //
 //   - no active release (first install), or the active one is the
-//     configured one (warm no-op, --verify repair): a plain install;
+//     configured one (warm no-op, --verify repair), or it cannot be read
+//     but current names the pinned manifest (repair): a plain install;
+//   - it cannot be read and is not the pinned one: refused while a
+//     payload runs or the data directory holds data (unknownActiveInstall);
 //   - otherwise, while a payload runs (the data directory's lock is held,
 //     or the supervisor reports executor in any state but STOPPED, EXITED
 //     or FATAL): refused, pointing to hbx upgrade (not checked when
@@ -46,14 +50,18 @@ type installOutcome struct {
 func guardedInstall(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, opts installer.Options, inSupervisor bool, step func(string)) (*installOutcome, error) {
 	opts.KeepRelease = true
 	cur, err := release.Current(cfg.Executor.RuntimeDir)
-	if err != nil || sameRelease(cur, opts) {
-		// No release (first install), an unreadable one (repaired in
-		// place), or the configured one: nothing changes under the data.
+	if err != nil && !unknownActive(cfg.Executor.RuntimeDir, opts) || err == nil && sameRelease(cur, opts) {
+		// No release (first install), an unreadable one that is the
+		// pinned one (repaired in place), or the configured one: nothing
+		// changes under the data.
 		res, err := installer.Install(ctx, opts)
 		if errors.Is(err, installer.ErrReleaseChange) {
 			return nil, fmt.Errorf("%w: %w (it changed while this install started): run hbx install again", errChangeRefused, err)
 		}
 		return &installOutcome{res: res}, err
+	}
+	if err != nil {
+		return unknownActiveInstall(ctx, cfg, opts, inSupervisor, err)
 	}
 	from, to := cur.Meta.Image, opts.Image
 	if !inSupervisor {
@@ -194,4 +202,43 @@ func hasData(dir string) (bool, error) {
 		return false, fmt.Errorf("read data directory %s: %w", dir, err)
 	}
 	return true, nil
+}
+
+// unknownActive reports whether the runtime directory's current link
+// names a release (releases/<manifest hex>, present or not) that cannot
+// be read and is not the pinned manifest of opts: then whether an install
+// changes the runtime under the data cannot be told.
+func unknownActive(runtimeDir string, opts installer.Options) bool {
+	target, err := os.Readlink(filepath.Join(runtimeDir, release.CurrentLink))
+	if err != nil {
+		return false // no current link: a first install
+	}
+	return opts.PlatformDigest == "" || target != release.ReleasesDir+"/"+opts.PlatformDigest.Encoded()
+}
+
+// unknownActiveInstall installs over an active release that cannot be
+// read (cerr) and is not the pinned one: refused while a payload runs or
+// when the data directory holds data (the release the data was written by
+// is unknown, so no pre-change backup can be recorded against it); a
+// plain install otherwise.
+func unknownActiveInstall(ctx context.Context, cfg *config.Config, opts installer.Options, inSupervisor bool, cerr error) (*installOutcome, error) {
+	if !inSupervisor {
+		why, err := payloadRuns(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			return nil, fmt.Errorf("%w to %s while Executor runs (%s): the active release cannot be read (%w); use hbx upgrade --image %s once it is repaired", errChangeRefused, opts.Image, why, cerr, opts.Image)
+		}
+	}
+	data, err := hasData(cfg.Executor.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if data {
+		return nil, fmt.Errorf("%w to %s over the data in %s: the active release cannot be read (%w) and is not the pinned one, so the runtime the data was written by is unknown; pin that release's manifest in executor.platform_digests and run hbx install to repair it, then hbx upgrade --image %s", errChangeRefused, opts.Image, cfg.Executor.DataDir, cerr, opts.Image)
+	}
+	opts.KeepRelease = false
+	res, err := installer.Install(ctx, opts)
+	return &installOutcome{res: res}, err
 }

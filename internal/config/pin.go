@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
@@ -18,7 +19,8 @@ var ErrNoFile = errors.New("no config file")
 // to manifest (manifest "" removes key) in the YAML file at path, keeping its other content and its
 // comments (as far as yaml.v3's node round trip keeps them: comments stay,
 // indentation becomes two spaces, quoting of untouched scalars is kept),
-// and writes it atomically (atomicfile) with its mode. It refuses a file
+// and writes it atomically (atomicfile) with its mode, to the file a
+// symlink at path points to (the link stays). It refuses a file
 // whose result would not load with the same rules Load applies to the
 // file's shape (a mapping at the top, executor a mapping). ErrNoFile when
 // path does not exist.
@@ -69,7 +71,13 @@ func WritePin(path, image, key, manifest string) error {
 	if err := enc.Close(); err != nil {
 		return fmt.Errorf("encode config file: %w", err)
 	}
-	return atomicfile.WriteFile(path, out.Bytes(), st.Mode().Perm())
+	// A symlinked config file is written where it points: renaming over
+	// the link would replace it with a copy and leave the real file stale.
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("resolve config file: %w", err)
+	}
+	return atomicfile.WriteFile(target, out.Bytes(), st.Mode().Perm())
 }
 
 // ReadPin returns executor.image and executor.platform_digests[key] as
