@@ -32,10 +32,20 @@ type Options struct {
 	// Socket is the control socket's path; "" serves no socket. Its
 	// directory is created 0755; the socket is mode 0600.
 	Socket string
-	// Install, when set, runs once when Run starts, before any program
-	// and before the reaper (so it may run and wait for children). Its
-	// error is logged; the programs start anyway.
-	Install func(ctx context.Context) error
+	// Install, when set, runs when Run starts, before any program and
+	// before the reaper (so it may run and wait for children), while the
+	// socket already answers status. progress sets the detail Status
+	// shows for InstallProgram ("installing the release (2/5 layers)").
+	// A failed install is retried like a failed start of InstallProgram:
+	// after BackoffBase, doubling up to BackoffMax, StartRetries times;
+	// then InstallProgram is FATAL with the install's error as the reason
+	// and is not started (the others are).
+	Install func(ctx context.Context, progress func(detail string)) error
+	// InstallProgram names the program the install is for (one of
+	// Programs): while the install runs it is STARTING, between failed
+	// attempts BACKOFF, after the last FATAL. "" runs the install once
+	// and starts every program whatever its outcome.
+	InstallProgram string
 	// Logger receives the supervisor's structured log; nil discards.
 	Logger *slog.Logger
 	// BackoffBase is the delay before the first retry of a failed start;
@@ -98,7 +108,11 @@ type Supervisor struct {
 // dependencies and dependency cycles, negative durations, log files, and
 // users that do not exist or need root.
 func New(opts Options) (*Supervisor, error) {
-	if errs := checkPrograms(opts.Programs); len(errs) > 0 {
+	errs := checkPrograms(opts.Programs)
+	if opts.Install != nil && opts.InstallProgram != "" && !slices.ContainsFunc(opts.Programs, func(p Program) bool { return p.Name == opts.InstallProgram }) {
+		errs = append(errs, fmt.Errorf("%w: install program %q: not one of the programs", ErrInvalid, opts.InstallProgram))
+	}
+	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -190,17 +204,27 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	if err := s.stopLeftovers(ctx); err != nil {
 		return err
 	}
+	var srv *http.Server
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if ln != nil {
+		// Served before the install, so status tells what it is doing;
+		// starts, stops and holds wait for the program loops.
+		srv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+		wg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("serve socket", "err", err)
+			}
+		})
+		defer srv.Close()
+	}
+	installFailed := false
 	if s.opts.Install != nil {
-		s.log.Info("install on start")
-		if err := s.opts.Install(ctx); err != nil {
-			s.log.Error("install on start failed; starting the programs anyway", "err", err)
-		}
+		installFailed = !s.install(ctx)
 	}
 
 	loopCtx, cancelLoops := context.WithCancel(context.WithoutCancel(ctx))
 	s.ctx = loopCtx
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	defer cancelLoops()
 	s.reaper = newReaper(s.log)
 	wg.Go(func() { s.reaper.run(loopCtx) })
@@ -219,25 +243,18 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	for _, p := range s.order {
 		wg.Go(func() { p.loop(loopCtx) })
 	}
-	var srv *http.Server
-	if ln != nil {
-		srv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
-		wg.Go(func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("serve socket", "err", err)
-			}
-		})
-	}
 	close(s.ready)
 	s.log.Info("supervisor started", "pid", os.Getpid(), "programs", len(s.order), "socket", s.opts.Socket)
 
 	var auto []string
 	for _, p := range s.order {
-		if p.spec.Autostart {
+		if p.spec.Autostart && !(installFailed && p.spec.Name == s.opts.InstallProgram) {
 			auto = append(auto, p.spec.Name)
 		}
 	}
-	s.request(loopCtx, reqStart, auto) // accepted in order; outcomes are logged
+	if ctx.Err() == nil {
+		s.request(loopCtx, reqStart, auto) // accepted in order; outcomes are logged
+	}
 
 	<-ctx.Done()
 	s.log.Info("stopping everything", "cause", context.Cause(ctx))
@@ -256,6 +273,75 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		_ = srv.Close()
 	}
 	return nil
+}
+
+// install runs Options.Install until it succeeds, retrying a failure
+// after a backoff StartRetries times (of InstallProgram). It reports
+// whether the program may start: false once the last attempt failed (the
+// program is then FATAL with the install's error). An install cut short
+// by the end of ctx is not a failure. The program loops are not running:
+// the install program's proc is touched directly.
+func (s *Supervisor) install(ctx context.Context) bool {
+	p := s.procs[s.opts.InstallProgram]
+	if p == nil {
+		s.log.Info("install on start")
+		if err := s.opts.Install(ctx, func(string) {}); err != nil {
+			s.log.Error("install on start failed; starting the programs anyway", "err", err)
+		}
+		return true
+	}
+	for _, q := range s.order {
+		if q != p {
+			s.setStatus(q.spec.Name, Stopped, "not started: the release is being installed first", false)
+		}
+	}
+	progress := func(detail string) { s.setStatus(p.spec.Name, Starting, detail, false) }
+	for attempt := 1; ; attempt++ {
+		s.log.Info("install on start", "attempt", attempt, "of", p.spec.StartRetries+1)
+		s.setStatus(p.spec.Name, Starting, "installing the release", true)
+		err := s.opts.Install(ctx, progress)
+		if err == nil || ctx.Err() != nil {
+			for _, q := range s.order {
+				s.setStatus(q.spec.Name, Stopped, "not started", false)
+			}
+			return true
+		}
+		if attempt > p.spec.StartRetries {
+			reason := fmt.Sprintf("install failed: %v; gave up after %d attempts", err, attempt)
+			s.log.Error("fatal: install on start failed; not starting the program", "program", p.spec.Name, "reason", reason)
+			p.state, p.detail = Fatal, reason
+			p.publish(true)
+			for _, q := range s.order {
+				if q != p {
+					s.setStatus(q.spec.Name, Stopped, "not started", false)
+				}
+			}
+			return false
+		}
+		delay := s.backoff(attempt)
+		s.log.Warn("install on start failed; retrying", "err", err, "retry", attempt, "of", p.spec.StartRetries, "in", delay)
+		s.setStatus(p.spec.Name, Backoff, fmt.Sprintf("install failed: %v; retry %d of %d in %s", err, attempt, p.spec.StartRetries, delay), true)
+		select {
+		case <-ctx.Done():
+			return true
+		case <-time.After(delay):
+		}
+	}
+}
+
+// setStatus sets a program's published state and detail while its loop
+// does not run (the install).
+func (s *Supervisor) setStatus(name string, st State, detail string, stateChanged bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.status[name]
+	if stateChanged || cur.State != st {
+		cur.Since = time.Now()
+	}
+	cur.State, cur.detail = st, detail
+	s.status[name] = cur
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // errShutdownRequested is the cause of Run's end after Shutdown.

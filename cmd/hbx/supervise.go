@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/launch"
@@ -155,11 +156,15 @@ func superviseOptionsReload(g *globals, cfg *config.Config, executorPID func() i
 		opts.Programs = append(opts.Programs, supervisedProgram(g, cfg, name, pc, executorPID, reload))
 	}
 	if cfg.Executor.InstallOnStart {
-		opts.Install = func(ctx context.Context) error {
+		if slices.ContainsFunc(opts.Programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram }) {
+			opts.InstallProgram = config.ExecutorProgram
+		}
+		opts.Install = func(ctx context.Context, progress func(string)) error {
 			io, err := installerOptions(g, cfg)
 			if err != nil {
 				return err
 			}
+			io.Progress = installStatus(progress)
 			// Under existing data a release change goes through the
 			// upgrade path (pre-change backup, journal), or is refused.
 			_, err = guardedInstall(ctx, g, cfg, nil, io, true, nil)
@@ -168,6 +173,28 @@ func superviseOptionsReload(g *globals, cfg *config.Config, executorPID func() i
 	}
 	return opts
 }
+
+// installStatus turns install events into the detail the executor's
+// status shows while install_on_start runs: "installing the release
+// (N/M layers)", N the layers applied.
+func installStatus(set func(string)) installer.Progress {
+	var applied atomic.Int64
+	return installProgressFunc(func(e installer.Event) {
+		switch e.Kind {
+		case installer.EventBlobStart, installer.EventLayerStart:
+			set(fmt.Sprintf("installing the release (%d/%d layers)", applied.Load(), e.Count))
+		case installer.EventLayerDone:
+			set(fmt.Sprintf("installing the release (%d/%d layers)", applied.Add(1), e.Count))
+		case installer.EventActivate:
+			set("installing the release: activating it")
+		}
+	})
+}
+
+// installProgressFunc is an installer.Progress from a function.
+type installProgressFunc func(installer.Event)
+
+func (f installProgressFunc) Event(e installer.Event) { f(e) }
 
 // supervisedProgram maps one programs.<name> entry; executorPID is the
 // executor's probe's way to its pid.
