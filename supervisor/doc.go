@@ -52,7 +52,9 @@
 //     supervisor is killed and reaped, the socket is removed, and Run
 //     returns.
 //   - With Options.StateDir, one supervisor per state directory (its
-//     supervisor.lock; ErrAlreadyRunning names the holder), and every
+//     supervisor.lock; ErrAlreadyRunning names the holder; Supervisor.Claim
+//     takes it, and the socket, before Run for callers that must not act
+//     beside a running supervisor), and every
 //     process of a program inherits the program's marker file as fd 3
 //     (Program.ExtraFiles follow it). Found through /proc/*/fd, the marker
 //     makes the program's processes visible wherever they went: a stop

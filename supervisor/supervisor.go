@@ -87,6 +87,7 @@ type Supervisor struct {
 
 	reaper *reaper
 	ctx    context.Context // lives as long as the program loops
+	claim  claim           // taken by Claim, released when Run returns
 
 	logMu sync.Mutex
 	logs  []*logWriter
@@ -156,9 +157,10 @@ func (s *Supervisor) backoff(n int) time.Duration {
 
 // Run supervises until ctx ends or Shutdown is called, then stops every
 // program in reverse priority order, kills what is left of their
-// descendants and returns nil. In order it: takes the socket (refusing
-// with ErrAlreadyRunning when another live supervisor holds it, removing a
-// stale one), becomes a child subreaper, runs the install hook, starts the
+// descendants and returns nil. In order it: claims the state and the
+// socket (Claim, unless called before; refusing with ErrAlreadyRunning
+// when another live supervisor holds them, removing a stale socket),
+// becomes a child subreaper, runs the install hook, starts the
 // reaper and the program loops, serves the socket and starts the
 // autostart programs in priority order. It returns an error only when it
 // cannot start.
@@ -176,28 +178,11 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		case <-ctx.Done():
 		}
 	}()
-	if s.opts.StateDir != "" {
-		release, err := s.takeState()
-		if err != nil {
-			return err
-		}
-		defer release()
+	if err := s.Claim(); err != nil {
+		return err
 	}
-	var ln net.Listener
-	if s.opts.Socket != "" {
-		l, unlock, err := listen(s.opts.Socket)
-		if err != nil {
-			return err
-		}
-		ln = l
-		defer func() {
-			if rerr := os.Remove(s.opts.Socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				s.log.Warn("remove socket", "err", rerr)
-			}
-			unlock()
-		}()
-		defer ln.Close()
-	}
+	defer s.unclaim()
+	ln := s.claim.ln
 	if err := setSubreaper(); err != nil {
 		return fmt.Errorf("become a child subreaper: %w", err)
 	}
@@ -342,6 +327,64 @@ func (s *Supervisor) setStatus(name string, st State, detail string, stateChange
 	s.status[name] = cur
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+// claim is what Claim took.
+type claim struct {
+	done       bool
+	release    func() // the state lock and markers
+	ln         net.Listener
+	unlockSock func()
+}
+
+// Claim takes what makes s the one supervisor of its configuration:
+// StateDir's supervisor.lock (and the programs' markers) and the socket
+// (its lock, then the socket itself). Run calls it; a caller that must
+// not act while another supervisor runs (recovery before Run) calls it
+// first. The error wraps ErrAlreadyRunning, naming the holder, when
+// another supervisor holds either; nothing is changed then. Calling it
+// again after a success does nothing; what it took is released when Run
+// returns.
+func (s *Supervisor) Claim() error {
+	if s.claim.done {
+		return nil
+	}
+	if s.opts.StateDir != "" {
+		release, err := s.takeState()
+		if err != nil {
+			return err
+		}
+		s.claim.release = release
+	}
+	if s.opts.Socket != "" {
+		l, unlock, err := listen(s.opts.Socket)
+		if err != nil {
+			if s.claim.release != nil {
+				s.claim.release()
+				s.claim.release = nil
+			}
+			return err
+		}
+		s.claim.ln, s.claim.unlockSock = l, unlock
+	}
+	s.claim.done = true
+	return nil
+}
+
+// unclaim releases what Claim took: the socket (closed and removed) and
+// the state lock.
+func (s *Supervisor) unclaim() {
+	if s.claim.ln != nil {
+		s.claim.ln.Close()
+		if rerr := os.Remove(s.opts.Socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			s.log.Warn("remove socket", "err", rerr)
+		}
+		s.claim.unlockSock()
+	}
+	if s.claim.release != nil {
+		s.claim.release()
+	}
+	s.claim = claim{}
 }
 
 // errShutdownRequested is the cause of Run's end after Shutdown.

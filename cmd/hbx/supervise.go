@@ -50,7 +50,8 @@ One writer per data directory: it holds the data directory's lock
 (<parent>/.<data>.lock) for its whole life and Executor's processes inherit
 it. It refuses to start, naming the holder, while another supervisor (any
 socket), "hbx run executor", or a backup or restore without a supervisor
-holds it. Every process of every program inherits a marker
+holds it. Both locks are checked before it recovers an interrupted restore
+or upgrade: a second "hbx supervise" exits 1 and changes nothing. Every process of every program inherits a marker
 (<parent>/.<data>.supervisor/<program>.marker): before it starts anything,
 it stops (stopsignal, stopwaitsecs, SIGKILL) and logs each process that a
 supervisor killed before it left running, and a program stop also stops
@@ -116,6 +117,12 @@ signal that would end a process is logged and ignored.`,
 				return fmt.Errorf("supervise: %w", err)
 			}
 			sup.Store(s)
+			// The supervisor's own locks (state directory and socket)
+			// before any recovery: a second hbx supervise changes
+			// nothing, also when no executor program holds the data lock.
+			if err := s.Claim(); err != nil {
+				return fmt.Errorf("supervise: %w", err)
+			}
 			recoverRestore(cmd.Context(), g, cfg)
 			recoverUpgrade(cmd.Context(), g, cfg)
 			if err := cmd.Context().Err(); err != nil {

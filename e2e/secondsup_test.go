@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermesbox/hbx/upgrade"
+)
+
+// killAtEvent runs `hbx ARGS --json` and kills it with SIGKILL at the
+// first JSON line whose event is at. It fails the test when the command
+// ends before.
+func killAtEvent(t *testing.T, b *box, at string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(binary(t), append([]string{"--config", b.config}, append(args, "--json")...)...)
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	killed := false
+	for sc.Scan() {
+		var ev struct{ Event string }
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == at {
+			cmd.Process.Signal(syscall.SIGKILL)
+			killed = true
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	cmd.Wait()
+	if !killed {
+		t.Fatalf("hbx %v ended before the event %q", args, at)
+	}
+}
+
+// boxState is what a second supervisor must not change: the upgrade
+// journal, the active release, the config file and the data directory's
+// entries.
+func boxState(t *testing.T, b *box) map[string]string {
+	t.Helper()
+	st := map[string]string{"current": b.current(), "config": readFile(t, b.config)}
+	j, _ := os.ReadFile(filepath.Join(b.runtimeDir, "upgrade.json"))
+	st["upgrade.json"] = string(j)
+	ents, _ := os.ReadDir(b.dataDir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	st["data"] = strings.Join(names, " ")
+	parent, _ := os.ReadDir(filepath.Dir(b.dataDir))
+	names = nil
+	for _, e := range parent {
+		names = append(names, e.Name())
+	}
+	st["data parent"] = strings.Join(names, " ")
+	s, _ := os.ReadFile(filepath.Join(b.dataDir, "state.json"))
+	st["state.json"] = string(s)
+	return st
+}
+
+// TestSecondSuperviseChangesNothingE2E: with a supervisor running and the
+// journal of an interrupted upgrade present (hbx upgrade killed in its
+// health wait), a second hbx supervise exits 1 with "another supervisor is
+// running" and changes nothing: no recovery through the running
+// supervisor. The running one is stopped (SIGSTOP) meanwhile, so that only
+// the second one could change anything.
+func TestSecondSuperviseChangesNothingE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, _, v2, _ := upgradeBox(t)
+	killAtEvent(t, b, "health", "upgrade", "--image", v2)
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer s.cmd.Process.Signal(syscall.SIGCONT)
+	j, err := upgrade.ReadJournal(b.runtimeDir)
+	if err != nil || j == nil || j.Phase != upgrade.PhaseActivating {
+		t.Fatalf("journal after the kill: %+v, %v; want phase activating", j, err)
+	}
+	before := boxState(t, b)
+
+	// The same configuration, and one without the executor program
+	// (which then holds no data lock): the supervisor's own lock refuses.
+	noExec := filepath.Join(b.dir, "noexec.yaml")
+	writeFile(t, noExec, strings.Replace(readFile(t, b.config), "  hermes:\n    enabled: false\n", "  hermes:\n    enabled: false\n  executor:\n    enabled: false\n", 1), 0o600)
+	for _, config := range []string{b.config, noExec} {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		cmd := exec.CommandContext(ctx, binary(t), "--config", config, "supervise")
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		var ee *exec.ExitError
+		if timedOut || !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("second hbx supervise --config %s = %v, want exit 1\n%s", filepath.Base(config), err, out)
+		}
+		if msg := lastLine(string(out)); !strings.Contains(msg, "another supervisor is running") {
+			t.Errorf("second hbx supervise --config %s said %q, want \"another supervisor is running\"", filepath.Base(config), msg)
+		}
+		if strings.Contains(string(out), "recovered") || strings.Contains(string(out), "rolling") {
+			t.Errorf("second hbx supervise --config %s recovered something:\n%s", filepath.Base(config), out)
+		}
+		after := boxState(t, b)
+		for k, v := range before {
+			if after[k] != v {
+				t.Errorf("%s changed by the second hbx supervise --config %s:\nbefore %q\nafter  %q", k, filepath.Base(config), v, after[k])
+			}
+		}
+	}
+}
