@@ -9,11 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -121,4 +124,50 @@ func TestSecondSuperviseChangesNothingE2E(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestNotInstalledNamesInterruptedUpgradeE2E: where the executor cannot
+// start because the active release is not the configured one while an
+// upgrade is half done (hbx upgrade killed in its health wait, the pin
+// then disagreeing with the active release), the reason names the
+// interrupted upgrade and hbx rollback, never "run `hbx install` first":
+// in hbx run executor's error and in the supervisor's FATAL reason.
+func TestNotInstalledNamesInterruptedUpgradeE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, v1, v2, _ := upgradeBox(t)
+	killAtEvent(t, b, "health", "upgrade", "--image", v2)
+	if j, err := upgrade.ReadJournal(b.runtimeDir); err != nil || j == nil || j.Phase != upgrade.PhaseActivating {
+		t.Fatalf("journal after the kill: %+v, %v; want phase activating", j, err)
+	}
+	// The pin back on v1 while v2 is active: what a kill between the
+	// pin and the runtime switch leaves.
+	plat := "linux/" + runtime.GOARCH
+	if err := config.WritePin(b.config, v1, plat, testImage(t).Manifests[plat].String()); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what, msg string) {
+		t.Helper()
+		if strings.Contains(msg, "hbx install` first") {
+			t.Errorf("%s says %q, want no \"run `hbx install` first\" while an upgrade is half done", what, msg)
+		}
+		for _, w := range []string{"an upgrade is half done", "from " + v1 + " to " + v2, "interrupted in phase activating", "`hbx rollback`", "`hbx supervise`"} {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s says %q, want it to say %q", what, msg, w)
+			}
+		}
+	}
+	// The running supervisor: a restart of the executor is FATAL.
+	r := b.hbx("restart", "executor")
+	sts := s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Fatal})
+	t.Logf("hbx restart executor = %d: %s", r.code, strings.TrimSpace(r.stderr))
+	check("the executor's FATAL reason", statusOf(sts, "executor").Detail)
+
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	<-s.exited
+	r = b.hbx("run", "executor")
+	if r.code == 0 {
+		t.Fatalf("hbx run executor = 0, want a refusal")
+	}
+	t.Logf("hbx run executor: %s", lastLine(r.stderr))
+	check("hbx run executor", lastLine(r.stderr))
 }

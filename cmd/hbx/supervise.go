@@ -22,7 +22,6 @@ import (
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
-	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -246,7 +245,7 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 				lo.IndexDigest, lo.Platform, lo.ManifestPin = flo.IndexDigest, flo.Platform, flo.ManifestPin
 			}
 		}
-		spec, err := launch.Prepare(lo)
+		spec, err := prepareLaunch(lo)
 		if err != nil {
 			return nil, err
 		}
