@@ -124,6 +124,13 @@ func TestSecondSuperviseChangesNothingE2E(t *testing.T) {
 			}
 		}
 	}
+	// Once the running one is gone, the next hbx supervise (having
+	// claimed the supervisor's lock itself) still recovers.
+	s.cmd.Process.Signal(syscall.SIGCONT)
+	restart(t, b, s)
+	if j, err := upgrade.ReadJournal(b.runtimeDir); err != nil || j == nil || j.Phase != upgrade.PhaseRolledBack {
+		t.Errorf("journal after the next hbx supervise: %+v, %v; want the upgrade rolled back", j, err)
+	}
 }
 
 // TestNotInstalledNamesInterruptedUpgradeE2E: where the executor cannot

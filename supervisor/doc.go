@@ -53,7 +53,7 @@
 //     returns.
 //   - With Options.StateDir, one supervisor per state directory (its
 //     supervisor.lock; ErrAlreadyRunning names the holder; Supervisor.Claim
-//     takes it, and the socket, before Run for callers that must not act
+//     takes it, and the socket's lock, before Run for callers that must not act
 //     beside a running supervisor), and every
 //     process of a program inherits the program's marker file as fd 3
 //     (Program.ExtraFiles follow it). Found through /proc/*/fd, the marker

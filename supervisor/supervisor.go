@@ -182,7 +182,20 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer s.unclaim()
-	ln := s.claim.ln
+	var ln net.Listener
+	if s.opts.Socket != "" {
+		l, err := listen(s.opts.Socket)
+		if err != nil {
+			return err
+		}
+		ln = l
+		defer func() {
+			if rerr := os.Remove(s.opts.Socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				s.log.Warn("remove socket", "err", rerr)
+			}
+		}()
+		defer ln.Close()
+	}
 	if err := setSubreaper(); err != nil {
 		return fmt.Errorf("become a child subreaper: %w", err)
 	}
@@ -333,18 +346,18 @@ func (s *Supervisor) setStatus(name string, st State, detail string, stateChange
 type claim struct {
 	done       bool
 	release    func() // the state lock and markers
-	ln         net.Listener
-	unlockSock func()
+	unlockSock func() // the socket's lock
 }
 
 // Claim takes what makes s the one supervisor of its configuration:
-// StateDir's supervisor.lock (and the programs' markers) and the socket
-// (its lock, then the socket itself). Run calls it; a caller that must
-// not act while another supervisor runs (recovery before Run) calls it
-// first. The error wraps ErrAlreadyRunning, naming the holder, when
-// another supervisor holds either; nothing is changed then. Calling it
-// again after a success does nothing; what it took is released when Run
-// returns.
+// StateDir's supervisor.lock (and the programs' markers) and the
+// socket's lock (path+".lock"); the socket itself is created by Run. Run
+// calls it; a caller that must not act while another supervisor runs
+// (recovery before Run) calls it first. The error wraps
+// ErrAlreadyRunning, naming the holder, when another supervisor holds
+// either; nothing is changed then. Calling it again after a success does
+// nothing; what it took is released when Run returns (or the process
+// exits).
 func (s *Supervisor) Claim() error {
 	if s.claim.done {
 		return nil
@@ -357,7 +370,7 @@ func (s *Supervisor) Claim() error {
 		s.claim.release = release
 	}
 	if s.opts.Socket != "" {
-		l, unlock, err := listen(s.opts.Socket)
+		unlock, err := lockSocket(s.opts.Socket)
 		if err != nil {
 			if s.claim.release != nil {
 				s.claim.release()
@@ -365,20 +378,15 @@ func (s *Supervisor) Claim() error {
 			}
 			return err
 		}
-		s.claim.ln, s.claim.unlockSock = l, unlock
+		s.claim.unlockSock = unlock
 	}
 	s.claim.done = true
 	return nil
 }
 
-// unclaim releases what Claim took: the socket (closed and removed) and
-// the state lock.
+// unclaim releases what Claim took.
 func (s *Supervisor) unclaim() {
-	if s.claim.ln != nil {
-		s.claim.ln.Close()
-		if rerr := os.Remove(s.opts.Socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			s.log.Warn("remove socket", "err", rerr)
-		}
+	if s.claim.unlockSock != nil {
 		s.claim.unlockSock()
 	}
 	if s.claim.release != nil {
@@ -601,42 +609,44 @@ func dirOf(p string) string {
 	return p[:i]
 }
 
-// listen takes the socket: the flock on path+".lock" first (held while the
-// supervisor lives, so a second one fails with the holder's pid), then a
-// stale socket file is removed and the socket is created mode 0600.
-func listen(path string) (net.Listener, func(), error) {
+// lockSocket takes the socket's flock (path+".lock"), held while the
+// supervisor lives, so a second one fails with the holder's pid. It
+// creates the socket's directory; the socket itself is left alone.
+func lockSocket(path string) (unlock func(), err error) {
 	if len(path) >= 108 {
-		return nil, nil, fmt.Errorf("socket path %s is %d bytes, the limit is 107", path, len(path))
+		return nil, fmt.Errorf("socket path %s is %d bytes, the limit is 107", path, len(path))
 	}
 	if err := os.MkdirAll(dirOf(path), 0o755); err != nil {
-		return nil, nil, fmt.Errorf("socket directory: %w", err)
+		return nil, fmt.Errorf("socket directory: %w", err)
 	}
 	lk, err := lock.Acquire(context.Background(), path+".lock", "hbx supervise", 0, nil)
 	if err != nil {
 		if lock.IsLocked(err) {
-			return nil, nil, fmt.Errorf("%w: %w", ErrAlreadyRunning, err)
+			return nil, fmt.Errorf("%w: %w", ErrAlreadyRunning, err)
 		}
-		return nil, nil, err
+		return nil, err
 	}
-	unlock := func() { _ = lk.Unlock() }
+	return func() { _ = lk.Unlock() }, nil
+}
+
+// listen creates the socket, mode 0600, once its lock is held: a stale
+// socket file is removed first.
+func listen(path string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		unlock()
-		return nil, nil, fmt.Errorf("remove stale socket: %w", err)
+		return nil, fmt.Errorf("remove stale socket: %w", err)
 	}
 	old := syscall.Umask(0o177)
 	ln, err := net.Listen("unix", path)
 	syscall.Umask(old)
 	if err != nil {
-		unlock()
-		return nil, nil, fmt.Errorf("listen on %s: %w", path, err)
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
-		unlock()
-		return nil, nil, fmt.Errorf("chmod socket: %w", err)
+		return nil, fmt.Errorf("chmod socket: %w", err)
 	}
-	return ln, unlock, nil
+	return ln, nil
 }
 
 // changedChan returns the channel closed at the next status change.
