@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,52 @@ func TestInstallProgressThenStart(t *testing.T) {
 	}
 	if otherDuring.State != Stopped || !strings.Contains(otherDuring.Detail, "the release is being installed first") {
 		t.Errorf("other during the install = %s %q", otherDuring.State, otherDuring.Detail)
+	}
+}
+
+// TestClaim: Claim takes the state lock and the socket's lock without
+// creating the socket (so nothing answers on it before Run); a second
+// supervisor's Claim is refused with ErrAlreadyRunning; Run after Claim
+// serves the socket, and releases both when it returns.
+func TestClaim(t *testing.T) {
+	state, sock := t.TempDir(), filepath.Join(t.TempDir(), "s.sock")
+	prog := func() []Program { return []Program{helperProgram(t, progDir(t, "one"), "one", "sleep", "")} }
+	s1, err := New(Options{Programs: prog(), StateDir: state, Socket: sock, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Claim(); err != nil {
+		t.Fatalf("Claim() = %v", err)
+	}
+	if _, err := Dial(context.Background(), sock); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Dial after Claim = %v, want ErrNotRunning (no socket before Run)", err)
+	}
+	for _, o := range []Options{{StateDir: state}, {Socket: sock}} {
+		o.Programs, o.Logger = prog(), testLogger(t)
+		s2, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s2.Claim(); !errors.Is(err, ErrAlreadyRunning) {
+			t.Errorf("second Claim() with %+v = %v, want ErrAlreadyRunning", o, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s1.Run(ctx) }()
+	waitState(t, s1, "one", 5*time.Second, Running)
+	if _, err := Dial(context.Background(), sock); err != nil {
+		t.Errorf("Dial while Run runs = %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+	s3, err := New(Options{Programs: prog(), StateDir: state, Socket: sock, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.Claim(); err != nil {
+		t.Errorf("Claim() after Run returned = %v", err)
 	}
 }
