@@ -12,8 +12,8 @@
 //     by SIGCHLD, which dispatches exit statuses by pid and silently reaps
 //     unknown pids (orphaned grandchildren). While Run runs, no other code
 //     in the process may start and wait for children of its own: the loop
-//     would steal their exit statuses. The install hook runs before the loop
-//     starts, so it may.
+//     would steal their exit statuses. The install hook (and its retries)
+//     runs before the loop starts, so it may.
 //   - Run makes the process a child subreaper (PR_SET_CHILD_SUBREAPER), also
 //     when it is PID 1, so orphaned descendants are reparented to it and
 //     reaped: it leaves no zombies.
@@ -34,7 +34,16 @@
 //     capped at Options.BackoffMax); after StartRetries retries the program
 //     is FATAL. A program that cannot be spawned at all (missing command,
 //     directory or user, or its Build function fails) is FATAL at once, with
-//     the reason; the other programs keep running.
+//     the reason; the other programs keep running. A program waiting for
+//     a FATAL dependency says so in its Detail.
+//   - Options.Install runs before any program starts, while the socket
+//     already answers status: Options.InstallProgram is STARTING with the
+//     hook's progress, the others STOPPED "not started: the release is
+//     being installed first". A failed install is retried with the
+//     backoff of a failed start, InstallProgram's StartRetries times
+//     (BACKOFF, with the error); then InstallProgram is FATAL with the
+//     install's error and is not started (the others are). Start, Stop
+//     and Hold wait for the install.
 //   - A hold (Supervisor.Hold, POST /v1/hold, Client.Hold) stops programs
 //     and starts again those it stopped when the holder releases it or its
 //     connection ends, even if the holder dies.
@@ -43,7 +52,9 @@
 //     supervisor is killed and reaped, the socket is removed, and Run
 //     returns.
 //   - With Options.StateDir, one supervisor per state directory (its
-//     supervisor.lock; ErrAlreadyRunning names the holder), and every
+//     supervisor.lock; ErrAlreadyRunning names the holder; Supervisor.Claim
+//     takes it, and the socket's lock, before Run for callers that must not act
+//     beside a running supervisor), and every
 //     process of a program inherits the program's marker file as fd 3
 //     (Program.ExtraFiles follow it). Found through /proc/*/fd, the marker
 //     makes the program's processes visible wherever they went: a stop

@@ -237,7 +237,11 @@ func (p *proc) step(ctx context.Context) {
 			p.pgid, p.term = 0, termination{}
 			p.setWaiting("")
 			if dep := p.s.notRunning(p.spec.DependsOn); dep != "" {
-				p.setDetail("waiting for " + dep + " to be RUNNING")
+				why := "waiting for " + dep + " to be RUNNING"
+				if d := p.s.Get(dep); d.State == Fatal {
+					why += " (it is FATAL: " + d.Detail + ")"
+				}
+				p.setDetail(why)
 				return
 			}
 			p.spawn(ctx, now)

@@ -32,10 +32,20 @@ type Options struct {
 	// Socket is the control socket's path; "" serves no socket. Its
 	// directory is created 0755; the socket is mode 0600.
 	Socket string
-	// Install, when set, runs once when Run starts, before any program
-	// and before the reaper (so it may run and wait for children). Its
-	// error is logged; the programs start anyway.
-	Install func(ctx context.Context) error
+	// Install, when set, runs when Run starts, before any program and
+	// before the reaper (so it may run and wait for children), while the
+	// socket already answers status. progress sets the detail Status
+	// shows for InstallProgram ("installing the release (2/5 layers)").
+	// A failed install is retried like a failed start of InstallProgram:
+	// after BackoffBase, doubling up to BackoffMax, StartRetries times;
+	// then InstallProgram is FATAL with the install's error as the reason
+	// and is not started (the others are).
+	Install func(ctx context.Context, progress func(detail string)) error
+	// InstallProgram names the program the install is for (one of
+	// Programs): while the install runs it is STARTING, between failed
+	// attempts BACKOFF, after the last FATAL. "" runs the install once
+	// and starts every program whatever its outcome.
+	InstallProgram string
 	// Logger receives the supervisor's structured log; nil discards.
 	Logger *slog.Logger
 	// BackoffBase is the delay before the first retry of a failed start;
@@ -77,6 +87,7 @@ type Supervisor struct {
 
 	reaper *reaper
 	ctx    context.Context // lives as long as the program loops
+	claim  claim           // taken by Claim, released when Run returns
 
 	logMu sync.Mutex
 	logs  []*logWriter
@@ -98,7 +109,11 @@ type Supervisor struct {
 // dependencies and dependency cycles, negative durations, log files, and
 // users that do not exist or need root.
 func New(opts Options) (*Supervisor, error) {
-	if errs := checkPrograms(opts.Programs); len(errs) > 0 {
+	errs := checkPrograms(opts.Programs)
+	if opts.Install != nil && opts.InstallProgram != "" && !slices.ContainsFunc(opts.Programs, func(p Program) bool { return p.Name == opts.InstallProgram }) {
+		errs = append(errs, fmt.Errorf("%w: install program %q: not one of the programs", ErrInvalid, opts.InstallProgram))
+	}
+	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -142,9 +157,10 @@ func (s *Supervisor) backoff(n int) time.Duration {
 
 // Run supervises until ctx ends or Shutdown is called, then stops every
 // program in reverse priority order, kills what is left of their
-// descendants and returns nil. In order it: takes the socket (refusing
-// with ErrAlreadyRunning when another live supervisor holds it, removing a
-// stale one), becomes a child subreaper, runs the install hook, starts the
+// descendants and returns nil. In order it: claims the state and the
+// socket (Claim, unless called before; refusing with ErrAlreadyRunning
+// when another live supervisor holds them, removing a stale socket),
+// becomes a child subreaper, runs the install hook, starts the
 // reaper and the program loops, serves the socket and starts the
 // autostart programs in priority order. It returns an error only when it
 // cannot start.
@@ -162,16 +178,13 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		case <-ctx.Done():
 		}
 	}()
-	if s.opts.StateDir != "" {
-		release, err := s.takeState()
-		if err != nil {
-			return err
-		}
-		defer release()
+	if err := s.Claim(); err != nil {
+		return err
 	}
+	defer s.unclaim()
 	var ln net.Listener
 	if s.opts.Socket != "" {
-		l, unlock, err := listen(s.opts.Socket)
+		l, err := listen(s.opts.Socket)
 		if err != nil {
 			return err
 		}
@@ -180,7 +193,6 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 			if rerr := os.Remove(s.opts.Socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 				s.log.Warn("remove socket", "err", rerr)
 			}
-			unlock()
 		}()
 		defer ln.Close()
 	}
@@ -190,17 +202,27 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	if err := s.stopLeftovers(ctx); err != nil {
 		return err
 	}
+	var srv *http.Server
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if ln != nil {
+		// Served before the install, so status tells what it is doing;
+		// starts, stops and holds wait for the program loops.
+		srv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+		wg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("serve socket", "err", err)
+			}
+		})
+		defer srv.Close()
+	}
+	installFailed := false
 	if s.opts.Install != nil {
-		s.log.Info("install on start")
-		if err := s.opts.Install(ctx); err != nil {
-			s.log.Error("install on start failed; starting the programs anyway", "err", err)
-		}
+		installFailed = !s.install(ctx)
 	}
 
 	loopCtx, cancelLoops := context.WithCancel(context.WithoutCancel(ctx))
 	s.ctx = loopCtx
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	defer cancelLoops()
 	s.reaper = newReaper(s.log)
 	wg.Go(func() { s.reaper.run(loopCtx) })
@@ -219,25 +241,18 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	for _, p := range s.order {
 		wg.Go(func() { p.loop(loopCtx) })
 	}
-	var srv *http.Server
-	if ln != nil {
-		srv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
-		wg.Go(func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("serve socket", "err", err)
-			}
-		})
-	}
 	close(s.ready)
 	s.log.Info("supervisor started", "pid", os.Getpid(), "programs", len(s.order), "socket", s.opts.Socket)
 
 	var auto []string
 	for _, p := range s.order {
-		if p.spec.Autostart {
+		if p.spec.Autostart && !(installFailed && p.spec.Name == s.opts.InstallProgram) {
 			auto = append(auto, p.spec.Name)
 		}
 	}
-	s.request(loopCtx, reqStart, auto) // accepted in order; outcomes are logged
+	if ctx.Err() == nil {
+		s.request(loopCtx, reqStart, auto) // accepted in order; outcomes are logged
+	}
 
 	<-ctx.Done()
 	s.log.Info("stopping everything", "cause", context.Cause(ctx))
@@ -256,6 +271,128 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		_ = srv.Close()
 	}
 	return nil
+}
+
+// install runs Options.Install until it succeeds, retrying a failure
+// after a backoff StartRetries times (of InstallProgram). It reports
+// whether the program may start: false once the last attempt failed (the
+// program is then FATAL with the install's error). An install cut short
+// by the end of ctx is not a failure. The program loops are not running:
+// the install program's proc is touched directly.
+func (s *Supervisor) install(ctx context.Context) bool {
+	p := s.procs[s.opts.InstallProgram]
+	if p == nil {
+		s.log.Info("install on start")
+		if err := s.opts.Install(ctx, func(string) {}); err != nil {
+			s.log.Error("install on start failed; starting the programs anyway", "err", err)
+		}
+		return true
+	}
+	for _, q := range s.order {
+		if q != p {
+			s.setStatus(q.spec.Name, Stopped, "not started: the release is being installed first", false)
+		}
+	}
+	progress := func(detail string) { s.setStatus(p.spec.Name, Starting, detail, false) }
+	for attempt := 1; ; attempt++ {
+		s.log.Info("install on start", "attempt", attempt, "of", p.spec.StartRetries+1)
+		s.setStatus(p.spec.Name, Starting, "installing the release", true)
+		err := s.opts.Install(ctx, progress)
+		if err == nil || ctx.Err() != nil {
+			for _, q := range s.order {
+				s.setStatus(q.spec.Name, Stopped, "not started", false)
+			}
+			return true
+		}
+		if attempt > p.spec.StartRetries {
+			reason := fmt.Sprintf("install failed: %v; gave up after %d attempts", err, attempt)
+			s.log.Error("fatal: install on start failed; not starting the program", "program", p.spec.Name, "reason", reason)
+			p.state, p.detail = Fatal, reason
+			p.publish(true)
+			for _, q := range s.order {
+				if q != p {
+					s.setStatus(q.spec.Name, Stopped, "not started", false)
+				}
+			}
+			return false
+		}
+		delay := s.backoff(attempt)
+		s.log.Warn("install on start failed; retrying", "err", err, "retry", attempt, "of", p.spec.StartRetries, "in", delay)
+		s.setStatus(p.spec.Name, Backoff, fmt.Sprintf("install failed: %v; retry %d of %d in %s", err, attempt, p.spec.StartRetries, delay), true)
+		select {
+		case <-ctx.Done():
+			return true
+		case <-time.After(delay):
+		}
+	}
+}
+
+// setStatus sets a program's published state and detail while its loop
+// does not run (the install).
+func (s *Supervisor) setStatus(name string, st State, detail string, stateChanged bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.status[name]
+	if stateChanged || cur.State != st {
+		cur.Since = time.Now()
+	}
+	cur.State, cur.detail = st, detail
+	s.status[name] = cur
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// claim is what Claim took.
+type claim struct {
+	done       bool
+	release    func() // the state lock and markers
+	unlockSock func() // the socket's lock
+}
+
+// Claim takes what makes s the one supervisor of its configuration:
+// StateDir's supervisor.lock (and the programs' markers) and the
+// socket's lock (path+".lock"); the socket itself is created by Run. Run
+// calls it; a caller that must not act while another supervisor runs
+// (recovery before Run) calls it first. The error wraps
+// ErrAlreadyRunning, naming the holder, when another supervisor holds
+// either; nothing is changed then. Calling it again after a success does
+// nothing; what it took is released when Run returns (or the process
+// exits).
+func (s *Supervisor) Claim() error {
+	if s.claim.done {
+		return nil
+	}
+	if s.opts.StateDir != "" {
+		release, err := s.takeState()
+		if err != nil {
+			return err
+		}
+		s.claim.release = release
+	}
+	if s.opts.Socket != "" {
+		unlock, err := lockSocket(s.opts.Socket)
+		if err != nil {
+			if s.claim.release != nil {
+				s.claim.release()
+				s.claim.release = nil
+			}
+			return err
+		}
+		s.claim.unlockSock = unlock
+	}
+	s.claim.done = true
+	return nil
+}
+
+// unclaim releases what Claim took.
+func (s *Supervisor) unclaim() {
+	if s.claim.unlockSock != nil {
+		s.claim.unlockSock()
+	}
+	if s.claim.release != nil {
+		s.claim.release()
+	}
+	s.claim = claim{}
 }
 
 // errShutdownRequested is the cause of Run's end after Shutdown.
@@ -472,42 +609,44 @@ func dirOf(p string) string {
 	return p[:i]
 }
 
-// listen takes the socket: the flock on path+".lock" first (held while the
-// supervisor lives, so a second one fails with the holder's pid), then a
-// stale socket file is removed and the socket is created mode 0600.
-func listen(path string) (net.Listener, func(), error) {
+// lockSocket takes the socket's flock (path+".lock"), held while the
+// supervisor lives, so a second one fails with the holder's pid. It
+// creates the socket's directory; the socket itself is left alone.
+func lockSocket(path string) (unlock func(), err error) {
 	if len(path) >= 108 {
-		return nil, nil, fmt.Errorf("socket path %s is %d bytes, the limit is 107", path, len(path))
+		return nil, fmt.Errorf("socket path %s is %d bytes, the limit is 107", path, len(path))
 	}
 	if err := os.MkdirAll(dirOf(path), 0o755); err != nil {
-		return nil, nil, fmt.Errorf("socket directory: %w", err)
+		return nil, fmt.Errorf("socket directory: %w", err)
 	}
 	lk, err := lock.Acquire(context.Background(), path+".lock", "hbx supervise", 0, nil)
 	if err != nil {
 		if lock.IsLocked(err) {
-			return nil, nil, fmt.Errorf("%w: %w", ErrAlreadyRunning, err)
+			return nil, fmt.Errorf("%w: %w", ErrAlreadyRunning, err)
 		}
-		return nil, nil, err
+		return nil, err
 	}
-	unlock := func() { _ = lk.Unlock() }
+	return func() { _ = lk.Unlock() }, nil
+}
+
+// listen creates the socket, mode 0600, once its lock is held: a stale
+// socket file is removed first.
+func listen(path string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		unlock()
-		return nil, nil, fmt.Errorf("remove stale socket: %w", err)
+		return nil, fmt.Errorf("remove stale socket: %w", err)
 	}
 	old := syscall.Umask(0o177)
 	ln, err := net.Listen("unix", path)
 	syscall.Umask(old)
 	if err != nil {
-		unlock()
-		return nil, nil, fmt.Errorf("listen on %s: %w", path, err)
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
-		unlock()
-		return nil, nil, fmt.Errorf("chmod socket: %w", err)
+		return nil, fmt.Errorf("chmod socket: %w", err)
 	}
-	return ln, unlock, nil
+	return ln, nil
 }
 
 // changedChan returns the channel closed at the next status change.

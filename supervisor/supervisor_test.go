@@ -63,7 +63,8 @@ func progDir(t *testing.T, name string) string {
 
 // runSupervisor starts a supervisor with fast timings and stops it at the
 // end of the test, checking that Run returns and leaves no children.
-func runSupervisor(t *testing.T, opts Options) *Supervisor {
+// Each bind is set to the supervisor before Run starts (for hooks).
+func runSupervisor(t *testing.T, opts Options, bind ...**Supervisor) *Supervisor {
 	t.Helper()
 	opts.Env = os.Environ()
 	opts.Logger = testLogger(t)
@@ -75,6 +76,9 @@ func runSupervisor(t *testing.T, opts Options) *Supervisor {
 	s, err := New(opts)
 	if err != nil {
 		t.Fatalf("New() = %v", err)
+	}
+	for _, b := range bind {
+		*b = s
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

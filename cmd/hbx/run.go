@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/upgrade"
 	"github.com/spf13/cobra"
 )
 
@@ -20,7 +23,8 @@ and Cmd) natively, with the image's Env and hbx's overrides: listen address,
 port, data directory, base URL, local-network policy, HOME and TMPDIR under
 the state directory, then the env file. Signals are passed to it and its exit
 status becomes hbx's. It refuses to start when no release is active or the
-active one is not the configured image: run "hbx install" first. It holds
+active one is not the configured image: run "hbx install" first (while an
+upgrade is half done, it names it and "hbx rollback" instead). It holds
 the data directory's lock while the payload runs (the payload inherits it)
 and refuses, naming the holder, while "hbx supervise" or another owner
 holds it.`,
@@ -39,7 +43,7 @@ holds it.`,
 				return fmt.Errorf("run executor: %w", err)
 			}
 			defer dl.Release()
-			spec, err := launch.Prepare(launchOptions(cfg, envValue(g.env, "PATH")))
+			spec, err := prepareLaunch(launchOptions(cfg, envValue(g.env, "PATH")))
 			if err != nil {
 				return err
 			}
@@ -48,6 +52,42 @@ holds it.`,
 		},
 	}
 }
+
+// prepareLaunch is launch.Prepare, except that where Prepare says "run
+// `hbx install` first" while an upgrade is half done (upgrade.json in a
+// phase other than done, rolled-back or aborted), the error names the
+// interrupted upgrade and the commands that finish or undo it instead:
+// hbx install would put the new runtime on the old data.
+func prepareLaunch(lo launch.Options) (*launch.Spec, error) {
+	spec, err := launch.Prepare(lo)
+	if err == nil || !errors.Is(err, launch.ErrNotInstalled) {
+		return spec, err
+	}
+	j, jerr := upgrade.ReadJournal(lo.RuntimeDir)
+	if jerr != nil || j == nil {
+		return nil, err
+	}
+	switch j.Phase {
+	case upgrade.PhaseDone, upgrade.PhaseRolledBack, upgrade.PhaseAborted:
+		return nil, err
+	}
+	cause := err
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := m.Unwrap(); len(errs) == 2 && errs[0] == launch.ErrNotInstalled {
+			cause = errs[1]
+		}
+	}
+	by := j.By
+	if by == "" {
+		by = "hbx upgrade"
+	}
+	return nil, fmt.Errorf("%w: the release change (%s) from %s to %s was interrupted in phase %s (%s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx rollback` to undo it, or restart `hbx supervise`, which finishes or undoes it first: %w",
+		errUpgradeInterrupted, by, j.Old.Image, j.New.Image, j.Phase, filepath.Join(lo.RuntimeDir, "upgrade.json"), cause)
+}
+
+// errUpgradeInterrupted: the executor cannot start because an upgrade is
+// half done (prepareLaunch).
+var errUpgradeInterrupted = errors.New("an upgrade is half done")
 
 // launchOptions maps the configuration onto the payload's run options.
 func launchOptions(cfg *config.Config, hostPath string) launch.Options {

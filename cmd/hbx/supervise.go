@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
-	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -49,7 +49,8 @@ One writer per data directory: it holds the data directory's lock
 (<parent>/.<data>.lock) for its whole life and Executor's processes inherit
 it. It refuses to start, naming the holder, while another supervisor (any
 socket), "hbx run executor", or a backup or restore without a supervisor
-holds it. Every process of every program inherits a marker
+holds it. Both locks are checked before it recovers an interrupted restore
+or upgrade: a second "hbx supervise" exits 1 and changes nothing. Every process of every program inherits a marker
 (<parent>/.<data>.supervisor/<program>.marker): before it starts anything,
 it stops (stopsignal, stopwaitsecs, SIGKILL) and logs each process that a
 supervisor killed before it left running, and a program stop also stops
@@ -115,6 +116,12 @@ signal that would end a process is logged and ignored.`,
 				return fmt.Errorf("supervise: %w", err)
 			}
 			sup.Store(s)
+			// The supervisor's own locks (state directory and socket)
+			// before any recovery: a second hbx supervise changes
+			// nothing, also when no executor program holds the data lock.
+			if err := s.Claim(); err != nil {
+				return fmt.Errorf("supervise: %w", err)
+			}
 			recoverRestore(cmd.Context(), g, cfg)
 			recoverUpgrade(cmd.Context(), g, cfg)
 			if err := cmd.Context().Err(); err != nil {
@@ -155,11 +162,15 @@ func superviseOptionsReload(g *globals, cfg *config.Config, executorPID func() i
 		opts.Programs = append(opts.Programs, supervisedProgram(g, cfg, name, pc, executorPID, reload))
 	}
 	if cfg.Executor.InstallOnStart {
-		opts.Install = func(ctx context.Context) error {
+		if slices.ContainsFunc(opts.Programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram }) {
+			opts.InstallProgram = config.ExecutorProgram
+		}
+		opts.Install = func(ctx context.Context, progress func(string)) error {
 			io, err := installerOptions(g, cfg)
 			if err != nil {
 				return err
 			}
+			io.Progress = installStatus(progress)
 			// Under existing data a release change goes through the
 			// upgrade path (pre-change backup, journal), or is refused.
 			_, err = guardedInstall(ctx, g, cfg, nil, io, true, nil)
@@ -168,6 +179,28 @@ func superviseOptionsReload(g *globals, cfg *config.Config, executorPID func() i
 	}
 	return opts
 }
+
+// installStatus turns install events into the detail the executor's
+// status shows while install_on_start runs: "installing the release
+// (N/M layers)", N the layers applied.
+func installStatus(set func(string)) installer.Progress {
+	var applied atomic.Int64
+	return installProgressFunc(func(e installer.Event) {
+		switch e.Kind {
+		case installer.EventBlobStart, installer.EventLayerStart:
+			set(fmt.Sprintf("installing the release (%d/%d layers)", applied.Load(), e.Count))
+		case installer.EventLayerDone:
+			set(fmt.Sprintf("installing the release (%d/%d layers)", applied.Add(1), e.Count))
+		case installer.EventActivate:
+			set("installing the release: activating it")
+		}
+	})
+}
+
+// installProgressFunc is an installer.Progress from a function.
+type installProgressFunc func(installer.Event)
+
+func (f installProgressFunc) Event(e installer.Event) { f(e) }
 
 // supervisedProgram maps one programs.<name> entry; executorPID is the
 // executor's probe's way to its pid.
@@ -212,7 +245,7 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 				lo.IndexDigest, lo.Platform, lo.ManifestPin = flo.IndexDigest, flo.Platform, flo.ManifestPin
 			}
 		}
-		spec, err := launch.Prepare(lo)
+		spec, err := prepareLaunch(lo)
 		if err != nil {
 			return nil, err
 		}

@@ -362,8 +362,9 @@ type upgradeData struct {
 	g    *globals
 	cfg  *config.Config
 	pass []byte
-	// inSupervisor: the caller is hbx supervise before it serves its
-	// socket; Restore does not dial it.
+	// inSupervisor: the caller is hbx supervise's install on start,
+	// before its programs run (its socket answers status only; a hold
+	// would wait for the install); Restore does not dial it.
 	inSupervisor bool
 }
 

@@ -165,8 +165,10 @@ type Executor struct {
 	// DisableIPv6 sets BUN_FEATURE_FLAG_DISABLE_IPV6=1 in Executor's
 	// environment (executor.disable_ipv6). Default true.
 	DisableIPv6 bool
-	// InstallOnStart runs the install step once when `hbx supervise`
-	// starts, never on a restart (executor.install_on_start). Default false.
+	// InstallOnStart runs the install step when `hbx supervise` starts
+	// (a failure retried like a failed start of the executor program),
+	// never on a program restart (executor.install_on_start). Default
+	// false.
 	InstallOnStart bool
 }
 

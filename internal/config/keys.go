@@ -70,7 +70,7 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Executor.AllowLocalNetwork }},
 	{"executor.disable_ipv6", kindBool, "set BUN_FEATURE_FLAG_DISABLE_IPV6=1 (default true)",
 		func(c *Config) any { return &c.Executor.DisableIPv6 }},
-	{"executor.install_on_start", kindBool, "hbx supervise runs the install step once when it starts (default false)",
+	{"executor.install_on_start", kindBool, "hbx supervise runs the install step when it starts, retried like a failed start of executor (default false)",
 		func(c *Config) any { return &c.Executor.InstallOnStart }},
 	{"install.max_uncompressed_bytes", kindBytes, "cap on the bytes the layers expand to, e.g. 16GiB (default 16GiB)",
 		func(c *Config) any { return &c.Install.MaxUncompressedBytes }},
