@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
@@ -355,7 +356,7 @@ func (r *restarter) restart(ctx context.Context) error {
 // after the fsync), so the check reads what the disk holds, then verifies
 // it.
 func readBack(ctx context.Context, p string, pass []byte, st streamStats) error {
-	if f, err := os.Open(p); err == nil {
+	if f, err := regfile.Open(p); err == nil {
 		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 		f.Close()
 	}

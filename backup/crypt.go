@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -16,6 +15,8 @@ import (
 	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/ProtonMail/go-crypto/openpgp/s2k"
+
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 func init() {
@@ -159,7 +160,7 @@ var errBadKey = errors.New("the passphrase does not decrypt the archive")
 // quote the content. (hbx before this rule stripped one trailing "\r";
 // restores retry such archives, see LegacyPassphrase.)
 func ReadPassphraseFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: backup.passphrase_file: %w", ErrPassphraseFile, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/regfile"
 	digest "github.com/opencontainers/go-digest"
 )
 
@@ -63,7 +64,7 @@ func List(dir, name string) ([]Info, error) {
 			continue // removed meanwhile
 		}
 		in := Info{Path: p, Created: t, Size: st.Size(), Encrypted: enc, Compression: c, seq: seq}
-		if b, err := os.ReadFile(p + infoSuffix); err == nil {
+		if b, err := regfile.ReadFile(p+infoSuffix, 1<<20); err == nil {
 			var side Info
 			if json.Unmarshal(b, &side) == nil {
 				in.SHA256, in.Files, in.Bytes, in.Image = side.SHA256, side.Files, side.Bytes, side.Image

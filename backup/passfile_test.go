@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // passFileCases are passphrase files and what `gpg --passphrase-file`
@@ -171,4 +174,26 @@ func writePass(t *testing.T, p []byte) string {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// TestPassphraseFileFIFO: a FIFO named as the passphrase file is refused
+// at once, never waited on.
+func TestPassphraseFileFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "pass")
+	if err := unix.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadPassphraseFile(p); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrPassphraseFile) || !strings.Contains(err.Error(), p+" is a FIFO") {
+			t.Errorf("ReadPassphraseFile(fifo) = %v, want ErrPassphraseFile naming %s as a FIFO", err, p)
+		}
+	case <-time.After(10 * time.Second):
+		if f, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		t.Fatal("ReadPassphraseFile(fifo) blocked")
+	}
 }

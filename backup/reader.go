@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/hermesbox/hbx/extract"
+	"github.com/hermesbox/hbx/internal/regfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -115,7 +116,7 @@ func keyFailure(p string) error {
 	if len(sums) == 0 {
 		return fmt.Errorf("%w (no readable %s.sha256 or .json to tell a damaged archive apart)", ErrUndecryptable, filepath.Base(p))
 	}
-	f, err := os.Open(p)
+	f, err := regfile.Open(p)
 	if err != nil {
 		return fmt.Errorf("%w: reopen archive: %w", ErrUndecryptable, err)
 	}
@@ -141,13 +142,13 @@ type sidecarSum struct{ file, sum string }
 // unreadable or malformed one is left out.
 func sidecarSums(p string) []sidecarSum {
 	var out []sidecarSum
-	if b, err := os.ReadFile(p + sumSuffix); err == nil {
+	if b, err := regfile.ReadFile(p+sumSuffix, 1<<20); err == nil {
 		s, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
 		if isSHA256Hex(s) {
 			out = append(out, sidecarSum{filepath.Base(p) + sumSuffix, s})
 		}
 	}
-	if b, err := os.ReadFile(p + infoSuffix); err == nil {
+	if b, err := regfile.ReadFile(p+infoSuffix, 1<<20); err == nil {
 		var in struct {
 			SHA256 string `json:"sha256"`
 		}
@@ -174,7 +175,7 @@ func isSHA256Hex(s string) bool {
 // openArchiveWith is openArchive with one passphrase; a passphrase that
 // does not decrypt fails with errBadKey.
 func openArchiveWith(p string, pass PassphraseFunc) (r *reader, err error) {
-	f, err := os.Open(p)
+	f, err := regfile.Open(p)
 	if err != nil {
 		return nil, fmt.Errorf("open archive: %w", err)
 	}
@@ -501,7 +502,7 @@ func (h *hashReader) Read(p []byte) (int, error) {
 // checkSumFile compares sum with the <archive>.sha256 file beside the
 // archive, when there is one.
 func checkSumFile(archive, sum string) error {
-	b, err := os.ReadFile(archive + ".sha256")
+	b, err := regfile.ReadFile(archive+".sha256", 1<<20)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 func TestDataDir(t *testing.T) {
@@ -267,5 +268,27 @@ func TestWait(t *testing.T) {
 	rep, err = Wait(context.Background(), opts, []string{CheckDataDir}, 200*time.Millisecond, 50*time.Millisecond)
 	if took := time.Since(start); err != nil || rep.Status != Fail || took < 200*time.Millisecond || took > 2*time.Second {
 		t.Errorf("Wait() = %+v, %v after %s; want a fail after 200ms", rep, err, took)
+	}
+}
+
+// TestReadKeyFileFIFO: a FIFO named as the token file is refused at once,
+// never waited on.
+func TestReadKeyFileFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "key")
+	if err := unix.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadKeyFile(p); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), p+" is a FIFO") {
+			t.Errorf("ReadKeyFile(fifo) = %v, want ErrKey naming %s as a FIFO", err, p)
+		}
+	case <-time.After(10 * time.Second):
+		if f, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		t.Fatal("ReadKeyFile(fifo) blocked")
 	}
 }

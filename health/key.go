@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
+
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // ErrKey is wrapped by the errors of ReadKeyFile and ReadKey: a key file
@@ -66,7 +67,7 @@ func ReadKey(r io.Reader) (Key, error) {
 // 0600 or stricter), like Executor's own key file. Errors wrap ErrKey and
 // name the file, never its content.
 func ReadKeyFile(path string) (Key, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return Key{}, fmt.Errorf("%w: %w", ErrKey, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/hermesbox/hbx/internal/account"
+	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
 )
@@ -219,7 +220,7 @@ func ReadEnvFile(p string) ([]string, error) {
 	if st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%w: executor.env_file %s has mode %04o: it holds secrets and must be 0600 or stricter", ErrEnvFile, p, st.Mode().Perm())
 	}
-	b, err := os.ReadFile(p)
+	b, err := regfile.ReadFile(p, 1<<20)
 	if err != nil {
 		return nil, fmt.Errorf("%w: executor.env_file: %w", ErrEnvFile, err)
 	}

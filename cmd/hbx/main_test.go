@@ -207,7 +207,7 @@ func TestExitCodes(t *testing.T) {
 		{"missing explicit config", nil, []string{"config", "show", "--config", missing}, 2, []string{"config file " + missing + " (from flag --config) does not exist"}},
 		{"missing config from HBX_CONFIG", []string{"HBX_CONFIG=" + missing}, []string{"config", "show"}, 2, []string{"config file " + missing + " (from env HBX_CONFIG) does not exist"}},
 		{"unknown program near a built-in", nil, []string{"config", "show", "--config", typoProgram}, 2, []string{`programs.hermse: is not a built-in program (executor, hermes) and has no command (did you mean "hermes"?) [file ` + typoProgram + "]"}},
-		{"unreadable config", nil, []string{"config", "show", "--config", filepath.Dir(good)}, 1, []string{"read config file"}},
+		{"config is a directory", nil, []string{"config", "show", "--config", filepath.Dir(good)}, 2, []string{"is a directory: not a regular file"}},
 		{"run needs a program name", nil, []string{"run", "--config", good}, 2, []string{"accepts 1 arg(s), received 0"}},
 		{"run knows only executor", nil, []string{"run", "hermes", "--config", good}, 2, []string{`invalid argument "hermes"`}},
 		{"install with bad config", nil, []string{"install", "--config", badValues}, 2, []string{"executor.listen"}},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // LoadOptions says where Load finds the layers above the defaults.
@@ -161,12 +162,14 @@ type rawValue struct {
 // fine only when its path is the default.
 func readFile(f *File) (map[string]rawValue, map[string]fileProgram, []*Problem, error) {
 	path := f.Path
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadFile(path, maxConfigBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && f.Source.Kind == SourceDefault:
 		return nil, nil, nil, nil
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil, nil, fmt.Errorf("%w: config file %s (from %s) does not exist", ErrInvalid, path, f.Source)
+	case errors.Is(err, regfile.ErrNotRegular):
+		return nil, nil, nil, fmt.Errorf("%w: config file %s (from %s): %w", ErrInvalid, path, f.Source, err)
 	case err != nil:
 		return nil, nil, nil, fmt.Errorf("read config file: %w", err)
 	}
@@ -495,3 +498,7 @@ func showRaw(raw any) string {
 	}
 	return fmt.Sprint(raw)
 }
+
+// maxConfigBytes bounds the config file hbx reads (and rewrites with a
+// pin): a config is a few kilobytes; anything this large is a mistake.
+const maxConfigBytes = 4 << 20

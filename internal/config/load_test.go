@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 )
 
 // writeConfig writes a config file into a fresh temp directory.
@@ -91,6 +92,10 @@ func TestLoadExampleConfig(t *testing.T) {
 
 func TestLoadFileErrors(t *testing.T) {
 	dir := t.TempDir()
+	fifo := filepath.Join(t.TempDir(), "fifo.yaml")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name        string
 		opts        LoadOptions
@@ -100,7 +105,8 @@ func TestLoadFileErrors(t *testing.T) {
 		{"missing explicit file", LoadOptions{Path: filepath.Join(dir, "nope.yaml"), PathExplicit: true}, true, "does not exist"},
 		{"not yaml", LoadOptions{Path: writeConfig(t, "executor: [unclosed\n")}, true, "parse config file"},
 		{"top level list", LoadOptions{Path: writeConfig(t, "- a\n- b\n")}, true, "parse config file"},
-		{"directory", LoadOptions{Path: dir, PathExplicit: true}, false, "read config file"},
+		{"directory", LoadOptions{Path: dir, PathExplicit: true}, true, "is a directory: not a regular file"},
+		{"fifo", LoadOptions{Path: fifo, PathExplicit: true}, true, "is a FIFO: not a regular file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/regfile"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -32,7 +33,7 @@ func WritePin(path, image, key, manifest string) error {
 	if err != nil {
 		return fmt.Errorf("stat config file: %w", err)
 	}
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path, maxConfigBytes)
 	if err != nil {
 		return fmt.Errorf("read config file: %w", err)
 	}
@@ -84,7 +85,7 @@ func WritePin(path, image, key, manifest string) error {
 // the YAML file at path sets them ("" for what it does not set), the
 // values WritePin writes. ErrNoFile when path does not exist.
 func ReadPin(path, key string) (image, manifest string, err error) {
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path, maxConfigBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", "", fmt.Errorf("%w: %s", ErrNoFile, path)
 	}

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package regfile opens files an operator names (the config file, env,
+// token and passphrase files, backup archives) without blocking on what
+// is not a regular file.
+//
+// open(2) of a FIFO for reading blocks until a writer appears, before any
+// fstat can look at it, and a process blocked there is deaf to the
+// signals its Go runtime would otherwise turn into a clean exit. [Open]
+// opens with O_NONBLOCK, checks the type with fstat on the open
+// descriptor (no window between check and use), and refuses FIFOs,
+// sockets, devices and directories with [ErrNotRegular]. Symbolic links
+// are followed, as the operator expects of a path they name.
+package regfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotRegular: the path names something other than a regular file (a
+// FIFO, socket, device or directory).
+var ErrNotRegular = errors.New("not a regular file")
+
+// Open opens path read-only. It never blocks on a FIFO or device: those,
+// sockets and directories fail with an error wrapping [ErrNotRegular]
+// that names the path and its type. Other errors are those of open(2)
+// wrapped in *fs.PathError (errors.Is(err, fs.ErrNotExist) works).
+func Open(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s is %s: %w", path, typeName(st.Mode), ErrNotRegular)
+	}
+	// Regular files ignore O_NONBLOCK; clear it anyway so the descriptor
+	// behaves like one os.Open returns.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// ReadFile reads the regular file at path, at most limit bytes (limit <= 0
+// means no limit); a longer file is an error naming the limit. Errors are
+// those of [Open] and of reading.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if limit > 0 {
+		r = io.LimitReader(f, limit+1)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	if limit > 0 && int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
+
+func typeName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	}
+	return "not a regular file"
+}
