@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -8,20 +9,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
 )
 
 // TestPassphraseFileNULLikeGPG: gpg reads a passphrase file's first line
 // as a C string, so a NUL byte ends the passphrase (a file made with
 // head -c 32 /dev/urandom has one about one time in nine). hbx must read
-// the same bytes, or archives do not cross over with the same file.
-//
-// Not fixed on this branch (reading up to the NUL alone would lose the
-// archives earlier hbx versions wrote with the whole line; that needs a
-// legacy form like the CRLF one): run with HBXTEST_KNOWN_FAULTS=1.
+// the same bytes, or archives do not cross over with the same file; and
+// archives earlier hbx versions wrote with the whole line (NUL included,
+// with or without a trailing "\r") still open, with a note.
 func TestPassphraseFileNULLikeGPG(t *testing.T) {
-	if os.Getenv("HBXTEST_KNOWN_FAULTS") == "" {
-		t.Skip("known fault, not fixed yet; HBXTEST_KNOWN_FAULTS=1 runs it")
-	}
 	g := newGPG(t, nil)
 	if err := os.WriteFile(g.passFile, []byte("s3cret\x00horse\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -45,6 +43,49 @@ func TestPassphraseFileNULLikeGPG(t *testing.T) {
 	}
 	if _, err := Restore(context.Background(), withPass(b.restoreOptions(arch), g.passFile)); err != nil {
 		t.Errorf("Restore(gpg's archive) = %v", err)
+	}
+	// Archives of earlier hbx versions: keyed with the whole line.
+	plain := b.backup(func(o *Options) { o.Encrypt = false })
+	tgz, err := os.ReadFile(plain.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, file, key string }{
+		{"whole line", "s3cret\x00horse\n", "s3cret\x00horse"},
+		{"whole line without its CR", "s3cret\x00horse\r\n", "s3cret\x00horse"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			legacy := filepath.Join(t.TempDir(), "legacy.tar.gz.gpg")
+			var buf bytes.Buffer
+			w, err := openpgp.SymmetricallyEncrypt(&buf, []byte(tc.key), &openpgp.FileHints{IsBinary: true}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Write(tgz)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(legacy, buf.Bytes(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(g.passFile, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			vr, err := Verify(context.Background(), legacy, func() ([]byte, error) { return ReadPassphraseFile(g.passFile) })
+			if err != nil {
+				t.Fatalf("Verify(archive keyed with %q) = %v", tc.key, err)
+			}
+			if len(vr.Notes) != 1 || !strings.Contains(vr.Notes[0], "as earlier hbx versions read it") {
+				t.Errorf("Verify notes = %q, want one naming the earlier form", vr.Notes)
+			}
+		})
+	}
+	// A file that starts with NUL is an empty passphrase to gpg: refused.
+	if err := os.WriteFile(g.passFile, []byte("\x00horse\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPassphraseFile(g.passFile); !errors.Is(err, ErrNoPassphrase) {
+		t.Errorf("ReadPassphraseFile(NUL first) = %v, want ErrNoPassphrase", err)
 	}
 }
 

@@ -51,6 +51,7 @@ var readConfig = &packet.Config{InsecureAllowUnauthenticatedMessages: false}
 // message encrypted with passphrase. Close finishes the message (the MDC)
 // but does not close w.
 func encrypt(w io.Writer, passphrase []byte, name string, mtime time.Time) (io.WriteCloser, error) {
+	passphrase = keyOf(passphrase)
 	if len(passphrase) == 0 {
 		return nil, ErrNoPassphrase
 	}
@@ -156,8 +157,10 @@ var errBadKey = errors.New("the passphrase does not decrypt the archive")
 // (a CRLF file), leading and trailing spaces and tabs are part of the
 // passphrase. The file must be a regular file not readable or writable by
 // group or others, and the first line must not be empty. Errors wrap
-// ErrPassphraseFile (an empty first line also ErrNoPassphrase) and never
-// quote the content. (hbx before this rule stripped one trailing "\r";
+// ErrPassphraseFile (an empty first line, or one that starts with NUL,
+// also ErrNoPassphrase) and never quote the content. As in gpg, only the
+// bytes before a NUL in the line key the encryption (see keyOf); the line
+// is returned whole so restores can retry what earlier hbx versions used. (hbx before this rule stripped one trailing "\r";
 // restores retry such archives, see LegacyPassphrase.)
 func ReadPassphraseFile(path string) ([]byte, error) {
 	f, err := regfile.Open(path)
@@ -183,7 +186,20 @@ func ReadPassphraseFile(path string) ([]byte, error) {
 	if len(line) == 0 {
 		return nil, fmt.Errorf("%w: backup.passphrase_file %s starts with an empty line (%w)", ErrPassphraseFile, path, ErrNoPassphrase)
 	}
+	if len(keyOf(line)) == 0 {
+		return nil, fmt.Errorf("%w: backup.passphrase_file %s starts with a NUL byte: gpg reads an empty passphrase (%w)", ErrPassphraseFile, path, ErrNoPassphrase)
+	}
 	return line, nil
+}
+
+// keyOf returns the bytes of passphrase p that key the encryption: those
+// before its first NUL byte, as gpg uses a passphrase (a C string, cut at
+// NUL whether it comes from a file, a prompt or --passphrase).
+func keyOf(p []byte) []byte {
+	if i := bytes.IndexByte(p, 0); i >= 0 {
+		return p[:i]
+	}
+	return p
 }
 
 // LegacyPassphrase returns the form older hbx versions read from a

@@ -39,11 +39,13 @@
 // ReadPassphraseFile reads a passphrase file exactly as `gpg
 // --passphrase-file` does: the first line up to "\n" or the end of the
 // file, nothing stripped (a CRLF file's "\r", leading and trailing blanks
-// belong to the passphrase); a file that is missing, not regular, readable
-// or writable by group or others, or starts with an empty line is refused
-// with ErrPassphraseFile. When a passphrase that ends in "\r" does not
-// decrypt an archive, the form without it (what earlier hbx versions
-// used) is tried once and a note says so. A passphrase that does not
+// belong to the passphrase), and, as in gpg, only the bytes before a NUL
+// byte key the encryption; a file that is missing, not regular, readable
+// or writable by group or others, or starts with an empty line or a NUL
+// is refused with ErrPassphraseFile. When the passphrase does not decrypt
+// an archive, the forms earlier hbx versions used are tried once each
+// (the whole line, NUL included; the line without a trailing "\r") and a
+// note says which worked. A passphrase that does not
 // decrypt is reported as ErrCorrupt when the archive's bytes differ from
 // its .sha256 file and the sha256 in its .json file (those present and
 // well-formed), ErrWrongPassphrase when they match either, and

@@ -3,6 +3,7 @@ package backup
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -72,8 +73,11 @@ type current struct {
 // passphrase, an unreadable manifest or a stream that is neither OpenPGP,
 // gzip, zstd nor tar fails here. pass is called at most once.
 //
-// When the passphrase does not decrypt the archive and ends in "\r", the
-// form without it (LegacyPassphrase) is tried once, and a note says so.
+// The passphrase keys the decryption up to its first NUL byte, as in gpg
+// (keyOf). When that does not decrypt the archive, the forms earlier hbx
+// versions used are tried once each, with a note when one works: the
+// whole line, NUL included, and, for a line ending in "\r", the line
+// without it (LegacyPassphrase).
 // When neither decrypts, the .sha256 file beside the archive decides: the
 // bytes differ (ErrCorrupt), they match (ErrWrongPassphrase), or there is
 // none (ErrUndecryptable).
@@ -85,11 +89,21 @@ func openArchive(p string, pass PassphraseFunc) (*reader, error) {
 		}
 		b, err := pass()
 		given = b
-		return b, err
+		return keyOf(b), err
 	}
 	r, err := openArchiveWith(p, once)
 	if !errors.Is(err, errBadKey) {
 		return r, err
+	}
+	if bytes.IndexByte(given, 0) >= 0 {
+		r, lerr := openArchiveWith(p, func() ([]byte, error) { return given, nil })
+		if lerr == nil {
+			r.Notes = append(r.Notes, `decrypted with the passphrase file's whole first line, NUL byte included, as earlier hbx versions read it; gpg and archives written now stop at the first NUL`)
+			return r, nil
+		}
+		if !errors.Is(lerr, errBadKey) {
+			return nil, lerr
+		}
 	}
 	if legacy, ok := LegacyPassphrase(given); ok {
 		r, lerr := openArchiveWith(p, func() ([]byte, error) { return legacy, nil })
