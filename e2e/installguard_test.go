@@ -376,7 +376,7 @@ func TestInstallTerminalE2E(t *testing.T) {
 		s := screen.String()
 		mu.Unlock()
 		// A retry was logged and the layer's progress line drawn again.
-		if i := strings.Index(s, "retrying registry request"); i >= 0 && regexp.MustCompile(`layer \d+/\d+ sha256:[0-9a-f]{12}\s+[0-9.]+/[0-9.]+ MB`).MatchString(s[i:]) {
+		if i := strings.Index(s, "retrying registry request"); i >= 0 && regexp.MustCompile(`layer \d+/\d+ sha256:[0-9a-f]{12}\s+[0-9.]+/[0-9.]+ MiB`).MatchString(s[i:]) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -399,7 +399,7 @@ func TestInstallTerminalE2E(t *testing.T) {
 	raw := screen.String()
 	mu.Unlock()
 	rendered := render(raw)
-	progress := regexp.MustCompile(`layer \d+/\d+ sha256:[0-9a-f]{12}\s+[0-9.]+/[0-9.]+ MB`)
+	progress := regexp.MustCompile(`layer \d+/\d+ sha256:[0-9a-f]{12}\s+[0-9.]+/[0-9.]+ MiB`)
 	sawError := false
 	for _, l := range rendered {
 		if i := progress.FindStringIndex(l); i != nil && (i[0] != 0 || strings.Contains(l, "level=") || strings.Contains(l, "hbx:")) {

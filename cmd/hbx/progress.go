@@ -125,9 +125,10 @@ func (p *termProgress) draw(e installer.Event, done int64, final bool) {
 	secs := time.Since(p.start).Seconds()
 	rate := 0.0
 	if secs > 0 {
-		rate = float64(done) / secs / 1e6
+		rate = float64(done) / secs / mib
 	}
-	line := fmt.Sprintf("layer %d/%d %s %6.1f/%.1f MB %6.1f MB/s", e.Index+1, e.Count, short(string(e.Digest)), float64(done)/1e6, float64(e.Size)/1e6, rate)
+	// MiB, as every other size hbx prints (units.Bytes).
+	line := fmt.Sprintf("layer %d/%d %s %6.1f/%.1f MiB %6.1f MiB/s", e.Index+1, e.Count, short(string(e.Digest)), float64(done)/mib, float64(e.Size)/mib, rate)
 	// A line that wraps cannot be redrawn in place (\r goes back to the
 	// start of its last row only): cut it to the terminal's width.
 	if c := p.cols(); c > 1 && len(line) >= c {
@@ -140,6 +141,9 @@ func (p *termProgress) draw(e installer.Event, done int64, final bool) {
 		p.line = ""
 	}
 }
+
+// mib is bytes per MiB.
+const mib = 1 << 20
 
 // short abbreviates a digest to algorithm:12 hex.
 func short(d string) string {
