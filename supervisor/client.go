@@ -58,6 +58,13 @@ func (c *Client) Status(ctx context.Context) ([]Status, error) {
 	return out, err
 }
 
+// Info returns what the supervisor says about itself; see Supervisor.Info.
+func (c *Client) Info(ctx context.Context) (Info, error) {
+	var out Info
+	err := c.do(ctx, http.MethodGet, "/v1/info", nil, &out)
+	return out, err
+}
+
 // Start starts the named programs ("all" for every one) and waits for the
 // outcome; see Supervisor.Start. A Result with a non-empty Error failed.
 func (c *Client) Start(ctx context.Context, names ...string) ([]Result, error) {

@@ -16,7 +16,14 @@
 //     runs before the loop starts, so it may.
 //   - Run makes the process a child subreaper (PR_SET_CHILD_SUBREAPER), also
 //     when it is PID 1, so orphaned descendants are reparented to it and
-//     reaped: it leaves no zombies.
+//     reaped: it leaves no zombies. Where the prctl fails (qemu-user does
+//     not implement it; some sandboxes refuse it) Run goes on: it logs
+//     one warning and Info.NotSubreaper (GET /v1/info, shown by `hbx
+//     status`) says why. Orphaned descendants are then reparented to init
+//     (or the nearest subreaper), which reaps them; everything else below
+//     still holds, because stops, leftovers and the single-writer rule
+//     find processes by process group and marker, never by parentage. As
+//     PID 1 a failure is ignored: every orphan comes to PID 1 anyway.
 //   - Each program runs in its own process group. A stop sends stopsignal to
 //     the whole group, waits stopwaitsecs, then sends SIGKILL to the group;
 //     it reports STOPPED only once no process of the group is left. A

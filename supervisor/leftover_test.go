@@ -184,16 +184,24 @@ func appenders(t *testing.T, dir string) []int {
 func TestKilledSupervisorLeftoversStopped(t *testing.T) {
 	// The grandchild holds the marker; or it closed it and is found
 	// through the recorded process group.
-	for _, arg := range []string{"", "close"} {
-		t.Run("marker="+map[string]string{"": "kept", "close": "closed"}[arg], func(t *testing.T) {
-			killedSupervisorLeftovers(t, arg)
-		})
+	// Without a child subreaper (qemu-user) the same holds: none of it
+	// depends on the prctl.
+	for _, sub := range []string{"", "1"} {
+		for _, arg := range []string{"", "close"} {
+			name := "marker=" + map[string]string{"": "kept", "close": "closed"}[arg]
+			if sub != "" {
+				name += "/no-subreaper"
+			}
+			t.Run(name, func(t *testing.T) {
+				killedSupervisorLeftovers(t, arg, "HBXTEST_NO_SUBREAPER="+sub)
+			})
+		}
 	}
 }
 
-func killedSupervisorLeftovers(t *testing.T, arg string) {
+func killedSupervisorLeftovers(t *testing.T, arg, subreaperEnv string) {
 	state, dir := t.TempDir(), progDir(t, "prog")
-	sup1 := startSupervisorProcess(t, state, dir, "fork-append", "sup1.log", "HBXTEST_ARG="+arg)
+	sup1 := startSupervisorProcess(t, state, dir, "fork-append", "sup1.log", "HBXTEST_ARG="+arg, subreaperEnv)
 	var old int
 	deadline := time.Now().Add(10 * time.Second)
 	for old == 0 {
@@ -217,7 +225,7 @@ func killedSupervisorLeftovers(t *testing.T, arg string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 
-	sup2 := startSupervisorProcess(t, state, dir, "fork-append", "sup2.log", "HBXTEST_ARG="+arg)
+	sup2 := startSupervisorProcess(t, state, dir, "fork-append", "sup2.log", "HBXTEST_ARG="+arg, subreaperEnv)
 	var fresh int
 	deadline = time.Now().Add(10 * time.Second)
 	for fresh == 0 {
@@ -260,4 +268,53 @@ func killedSupervisorLeftovers(t *testing.T, arg string) {
 	if !processGone(fresh) {
 		t.Errorf("the new grandchild %d outlived the clean stop", fresh)
 	}
+}
+
+// TestNoSubreaper: where PR_SET_CHILD_SUBREAPER fails (qemu-user), the
+// supervisor says so once in its log and Info, runs its programs, and a
+// shutdown still stops an orphaned grandchild (through its process group
+// and marker, not its parent).
+func TestNoSubreaper(t *testing.T) {
+	state, dir := t.TempDir(), progDir(t, "prog")
+	sp := startSupervisorProcess(t, state, dir, "double-fork", "sup.log", "HBXTEST_NO_SUBREAPER=1")
+	sp.waitLog(t, `supervisor is not a child subreaper \(prctl PR_SET_CHILD_SUBREAPER: invalid argument\)`, 10*time.Second)
+	var leaf int
+	deadline := time.Now().Add(10 * time.Second)
+	for leaf == 0 {
+		if ps := pids(t, dir); len(ps) > 0 {
+			leaf = ps[0]
+		} else if time.Now().After(deadline) {
+			t.Fatal("the program never started its grandchild")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Cleanup(func() { syscall.Kill(leaf, syscall.SIGKILL) })
+	if ppid := parentOf(leaf); ppid == sp.cmd.Process.Pid {
+		t.Fatalf("the orphaned grandchild %d was reparented to the supervisor: it is a subreaper, the test shows nothing", leaf)
+	}
+	b, _ := os.ReadFile(sp.log)
+	if n := strings.Count(string(b), "not a child subreaper"); n != 1 {
+		t.Errorf("log says %d times that the supervisor is not a subreaper, want once", n)
+	}
+	sp.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-sp.done; err != nil {
+		t.Errorf("supervisor after SIGTERM: %v, want exit 0", err)
+	}
+	if !processGone(leaf) {
+		t.Errorf("the orphaned grandchild %d outlived the supervisor's shutdown", leaf)
+	}
+}
+
+// parentOf returns pid's parent pid, or 0.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	var state string
+	var ppid int
+	fmt.Sscan(s[i+1:], &state, &ppid)
+	return ppid
 }

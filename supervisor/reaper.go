@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/hermesbox/hbx/internal/procscan"
 	"golang.org/x/sys/unix"
 )
 
@@ -87,17 +88,17 @@ func (r *reaper) spawn(fork func() (int, error), ch chan<- syscall.WaitStatus) (
 	return pid, nil
 }
 
-// setSubreaper makes this process a child subreaper.
-func setSubreaper() error {
+// setSubreaper makes this process a child subreaper. qemu-user does not
+// implement the prctl (EINVAL), nor may every sandbox; Run goes on
+// without it (see the package doc). A variable so tests can refuse it.
+var setSubreaper = func() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
-// groupAlive reports whether process group pgid has any member left.
+// groupAlive reports whether process group pgid has any member left
+// that is not a zombie (see procscan.GroupAlive).
 func groupAlive(pgid int) bool {
-	if pgid <= 0 {
-		return false
-	}
-	return syscall.Kill(-pgid, 0) != syscall.ESRCH
+	return procscan.GroupAlive(pgid)
 }
 
 // childrenOf lists the pids whose parent is ppid, from /proc.

@@ -52,6 +52,9 @@ func (s *Supervisor) handler() http.Handler {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Status())
 	})
+	mux.HandleFunc("GET /v1/info", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.Info())
+	})
 	for path, fn := range map[string]func(*Supervisor, *http.Request, []string) ([]Result, error){
 		"POST /v1/start": func(s *Supervisor, r *http.Request, n []string) ([]Result, error) { return s.Start(r.Context(), n...) },
 		"POST /v1/stop":  func(s *Supervisor, r *http.Request, n []string) ([]Result, error) { return s.Stop(r.Context(), n...) },

@@ -98,6 +98,8 @@ type Supervisor struct {
 	held     map[string]int
 	shutting bool
 
+	info Info
+
 	shutdownOnce sync.Once
 	shutdownReq  chan struct{} // closed by Shutdown
 	stopped      chan struct{} // closed once every program is stopped at shutdown
@@ -196,8 +198,12 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		}()
 		defer ln.Close()
 	}
-	if err := setSubreaper(); err != nil {
-		return fmt.Errorf("become a child subreaper: %w", err)
+	if err := setSubreaper(); err != nil && os.Getpid() != 1 {
+		// PID 1 is every orphan's parent anyway.
+		s.mu.Lock()
+		s.info.NotSubreaper = fmt.Sprintf("not a child subreaper (prctl PR_SET_CHILD_SUBREAPER: %v): orphaned descendants are reparented to init and reaped there; stops still find them by process group and marker", err)
+		s.mu.Unlock()
+		s.log.Warn("supervisor is " + s.info.NotSubreaper)
 	}
 	if err := s.stopLeftovers(ctx); err != nil {
 		return err
@@ -914,6 +920,26 @@ func (s *Supervisor) Status() []Status {
 		out = append(out, s.describe(s.status[p.spec.Name]))
 	}
 	return out
+}
+
+// Info is what the supervisor says about itself, beside its programs'
+// Status (GET /v1/info, Client.Info).
+type Info struct {
+	// PID is the supervisor's process id.
+	PID int `json:"pid"`
+	// NotSubreaper is empty when the supervisor is a child subreaper (or
+	// PID 1); else why it is not and what still holds, one line.
+	NotSubreaper string `json:"not_subreaper,omitempty"`
+}
+
+// Info reports the supervisor's pid and whether it could become a child
+// subreaper (known once Run has started).
+func (s *Supervisor) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.info
+	in.PID = os.Getpid()
+	return in
 }
 
 // describe fills Detail and Held; s.mu is held.

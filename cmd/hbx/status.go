@@ -20,6 +20,7 @@ type statusOptions struct {
 	names  []string       // empty: all
 	json   bool
 	stdout io.Writer
+	stderr io.Writer // notes about the supervisor itself; may be nil
 }
 
 // newStatusCommand builds `hbx status`.
@@ -47,7 +48,7 @@ by name.`,
 			if err != nil {
 				return err
 			}
-			return runStatus(cmd.Context(), statusOptions{socket: cfg.Supervisor.Socket, cfg: cfg, names: args, json: asJSON, stdout: g.stdout})
+			return runStatus(cmd.Context(), statusOptions{socket: cfg.Supervisor.Socket, cfg: cfg, names: args, json: asJSON, stdout: g.stdout, stderr: g.stderr})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -63,6 +64,11 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 	all, err := c.Status(ctx)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
+	}
+	// A supervisor that could not become a child subreaper says so
+	// (qemu-user); an older one has no /v1/info.
+	if in, err := c.Info(ctx); err == nil && in.NotSubreaper != "" && opts.stderr != nil {
+		fmt.Fprintf(opts.stderr, "hbx: note: supervisor (pid %d) is %s\n", in.PID, in.NotSubreaper)
 	}
 	list := all
 	if len(opts.names) > 0 && !slices.Contains(opts.names, "all") {

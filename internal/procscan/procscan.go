@@ -237,3 +237,39 @@ func Group(pgid int) []Stat {
 
 // Comm returns the command name of pid, "?" when it cannot be read.
 func Comm(pid int) string { return comm(pid) }
+
+// GroupAlive reports whether process group pgid has a member that is not
+// a zombie. kill(-pgid, 0) alone counts zombies: a member orphaned to a
+// parent that does not reap (a subreaper ancestor other than init, when
+// the supervisor could not become one) would keep the group "alive" for
+// ever. When /proc cannot be read it trusts kill alone.
+func GroupAlive(pgid int) bool {
+	if pgid <= 0 || syscall.Kill(-pgid, 0) == syscall.ESRCH {
+		return false
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		var state string
+		var ppid, pgrp int
+		if n, _ := fmt.Sscan(s[i+1:], &state, &ppid, &pgrp); n == 3 && pgrp == pgid && state != "Z" && pid > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -82,3 +82,36 @@ func TestOpenersAndStop(t *testing.T) {
 		t.Errorf("Openers() after Stop = %v", m[id])
 	}
 }
+
+// TestGroupAliveIgnoresZombies: a group whose only member is a zombie
+// (exited, not yet reaped) is gone, though kill(-pgid, 0) still succeeds.
+func TestGroupAliveIgnoresZombies(t *testing.T) {
+	c := exec.Command("sleep", "60")
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := c.Process.Pid
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	if !GroupAlive(pgid) {
+		t.Fatalf("GroupAlive(%d) = false with sleep running", pgid)
+	}
+	c.Process.Kill()
+	deadline := time.Now().Add(10 * time.Second)
+	for Alive(pgid) {
+		if time.Now().After(deadline) {
+			t.Fatal("sleep did not die")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(-pgid, 0); err != nil {
+		t.Fatalf("kill(-%d, 0) = %v, want success on the zombie (the case under test)", pgid, err)
+	}
+	if GroupAlive(pgid) {
+		t.Errorf("GroupAlive(%d) = true with only a zombie left", pgid)
+	}
+	c.Wait()
+	if GroupAlive(pgid) {
+		t.Errorf("GroupAlive(%d) = true after the zombie was reaped", pgid)
+	}
+}
