@@ -172,7 +172,12 @@ func (c *chain) script(name string, head []byte) (string, string, error) {
 	if !ok && len(head) == 256 {
 		return "", "", fmt.Errorf("script %s: #! line longer than 255 bytes", name)
 	}
-	fields := strings.Fields(string(line))
+	// The kernel splits the line at spaces and tabs only: a \r stays in
+	// the interpreter's name.
+	fields := strings.FieldsFunc(string(line), func(r rune) bool { return r == ' ' || r == '\t' })
+	if len(fields) > 0 && strings.HasSuffix(fields[len(fields)-1], "\r") {
+		return "", "", fmt.Errorf("script %s: #! line ends in \\r (DOS line endings): the kernel looks for %q", name, fields[0])
+	}
 	if len(fields) == 0 {
 		return "", "", fmt.Errorf("script %s: #! line names no interpreter", name)
 	}
