@@ -143,7 +143,6 @@ func (h *hostileRegistry) opts(t *testing.T, ref string, md digest.Digest, mut .
 		PlatformDigest:       md,
 		RuntimeDir:           filepath.Join(t.TempDir(), "runtime"),
 		MaxUncompressedBytes: 64 << 20,
-		ValidateTimeout:      10 * time.Second,
 		Registry:             RegistryOptions{InsecureHosts: []string{h.hostileHost()}, Backoff: 10 * time.Millisecond},
 		HbxVersion:           "test",
 	}

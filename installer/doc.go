@@ -34,6 +34,25 @@
 //   - Registry inputs come only from Options: no /etc/containers, no
 //     ~/.docker, no credential helpers unless an auth file is given.
 //
+// # Validation
+//
+// A staged release is validated without running it (ErrUnrunnable, naming
+// the file and the rule, refuses it): the entry program (Entrypoint + Cmd
+// on the image's PATH inside the rootfs, release.Installed.Resolve, as
+// package launch resolves it) is followed to what the kernel loads when
+// launch execs it natively, at most 8 steps. A #! line leads to its
+// interpreter, a host path ("#!/usr/bin/env NAME" to NAME on the payload's
+// PATH: the image's PATH in the rootfs, then Options.HostPath). An ELF file
+// of the rootfs must be an executable (ET_EXEC or ET_DYN) for the
+// platform's architecture, and its PT_INTERP loader must exist on the
+// host. A host program only has to exist and be executable: its
+// architecture is the host's business (qemu-user). Every file is a regular
+// file Options.RunAs may execute by its mode bits. Then Options.Smoke,
+// when set, runs (cmd/hbx: install.smoke_command through launch, bounded
+// by install.validate_timeout); its error refuses the release as worded.
+// release.ErrCorrupt ("damaged") is never a validation verdict: it is for
+// metadata that does not parse and bytes that differ from files.json.
+//
 // # Pipeline
 //
 // Blobs are fetched one after another into the cache while layers are
@@ -116,7 +135,9 @@
 //
 // The payload runs on the host's libc and dynamic loader (see package
 // launch); a release that validates here can still fail to run if the
-// payload is not relocatable. An interrupted blob is downloaded again from
+// payload is not relocatable, needs shared libraries the host lacks
+// (only the loader is checked), or fails for its own reasons: validation
+// does not start it (install.smoke_command can). An interrupted blob is downloaded again from
 // its start (the bytes already stored are skipped, not re-requested by
 // range; the image library resumes a cut connection once by itself, with a
 // Range request, before hbx's own retry). Outside Linux the stall watchdog

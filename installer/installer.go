@@ -45,13 +45,22 @@ type Options struct {
 	// plus the image's compressed size at MinRate bytes per second once
 	// the manifest is known. When it passes, the install stops with
 	// ErrTimeout and nothing is activated. 0: no bound.
-	Timeout         time.Duration
-	MinRate         int64               // bytes per second; 0: Timeout alone
-	KeepBlobs       bool                // keep the blobs of releases on disk after a run (else none); see the package doc
-	LockWait        time.Duration       // wait this long for another install's lock
-	ValidateTimeout time.Duration       // limit for the staged program's --version; 0 skips the run
-	RunAs           *syscall.Credential // the payload's user: the --version run of image code never runs as root unless the payload does
-	Verify          bool                // re-hash the active release against files.json
+	Timeout   time.Duration
+	MinRate   int64         // bytes per second; 0: Timeout alone
+	KeepBlobs bool          // keep the blobs of releases on disk after a run (else none); see the package doc
+	LockWait  time.Duration // wait this long for another install's lock
+	// RunAs is the payload's user (executor.user; nil: the caller):
+	// validation checks that it may execute every program the entry
+	// program leads to.
+	RunAs *syscall.Credential
+	// HostPath is the host's PATH the native run appends to the image's
+	// PATH entries; "" means DefaultHostPath. Validation follows
+	// "#!/usr/bin/env NAME" through the same list.
+	HostPath string
+	// Smoke, when set, runs after the static validation of a staged
+	// release (install.smoke_command); its error refuses the release.
+	Smoke  SmokeFunc
+	Verify bool // re-hash the active release against files.json
 	// StageOnly publishes the release as releases/<hex>, complete,
 	// validated and durable, but leaves current and previous alone, for a
 	// later Activate; Result.Release is the staged release. Older
@@ -78,7 +87,6 @@ type Result struct {
 	Fetched  int                // blobs downloaded
 	Reused   int                // blobs found complete in the cache
 	Duration time.Duration
-	Version  string // first line of the program's --version, when it ran
 }
 
 // ParseReference checks an image reference has an explicit tag and a full
@@ -435,7 +443,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	if err != nil {
 		return nil, err
 	}
-	if res.Version, err = validate(ctx, inst, plat, opts.ValidateTimeout, opts.RunAs); err != nil {
+	if err = validate(ctx, inst, plat, opts); err != nil {
 		return nil, fmt.Errorf("validate release: %w", err)
 	}
 	if err := ctx.Err(); err != nil { // interrupted: publish nothing

@@ -96,8 +96,7 @@ func netOptions(t *testing.T, img *netImage, host string, mut ...func(*Options))
 		PlatformDigest:       img.Manifests[img.plat],
 		RuntimeDir:           filepath.Join(t.TempDir(), "runtime"),
 		MaxUncompressedBytes: 64 << 20,
-		ValidateTimeout:      10 * time.Second,
-		// Parallel tests fork (the --version run); a fork can briefly
+		// Parallel tests may fork (a smoke command); a fork can briefly
 		// share another test's lock descriptor (internal/lock releases by
 		// close), so wait rather than fail.
 		LockWait: 10 * time.Second,

@@ -16,6 +16,11 @@
 // glibc, and it finds its scripts relative to the working directory. A
 // payload that needs the image's own /usr/lib will not run this way.
 //
+// PrepareCommand and Smoke run another argv (install.smoke_command) inside
+// a release, active or staged, exactly as the payload would run: same
+// lookup, user, environment, working directory and argument mapping, in
+// its own process group, killed whole when its bound passes.
+//
 // The environment is the image's Env with hbx's overrides (listen address,
 // port, data directory, base URL, local-network policy, IPv6 switch, HOME,
 // TMPDIR and XDG directories under the state directory), then the

@@ -70,23 +70,39 @@ type Spec struct {
 
 // Prepare checks the active release against the configuration, creates the
 // data and state directories, and builds the command. Nothing is started.
-func Prepare(o Options) (*Spec, error) {
+func Prepare(o Options) (*Spec, error) { return prepare(o, nil, nil) }
+
+// PrepareCommand builds argv (install.smoke_command) to run in the release
+// inst, which need not be active, exactly as Prepare builds the payload's
+// command: argv[0] through the image's PATH inside the rootfs, the same
+// user, environment, working directory and argument mapping. It creates
+// the data and state directories as Prepare does. Nothing is started.
+func PrepareCommand(o Options, inst *release.Installed, argv []string) (*Spec, error) {
+	return prepare(o, inst, argv)
+}
+
+func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 	// The env file first: a bad one is invalid configuration and changes
 	// nothing on disk.
 	fileEnv, err := ReadEnvFile(o.EnvFile)
 	if err != nil {
 		return nil, err
 	}
-	inst, err := release.Current(o.RuntimeDir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
-	}
-	if err := inst.Meta.Matches(o.IndexDigest, o.Platform, o.ManifestPin); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
-	}
-	prog, err := inst.Program()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
+	var prog *release.Program
+	if inst != nil {
+		if prog, err = inst.Resolve(argv); err != nil {
+			return nil, err
+		}
+	} else {
+		if inst, err = release.Current(o.RuntimeDir); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
+		}
+		if err := inst.Meta.Matches(o.IndexDigest, o.Platform, o.ManifestPin); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
+		}
+		if prog, err = inst.Program(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
+		}
 	}
 	cred, err := account.Lookup(o.User)
 	if err != nil {

@@ -42,10 +42,26 @@ func ImageEnv(env []string, key string) (string, bool) {
 // program not found on the image's PATH or not an executable regular file.
 // It costs a few stat calls and reads no file content.
 func (i *Installed) Program() (*Program, error) {
-	cfg := i.Meta.Config
-	argv := cfg.Argv()
+	argv := i.Meta.Config.Argv()
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, fmt.Errorf("%w: image config has no Entrypoint or Cmd", ErrCorrupt)
+	}
+	p, err := i.Resolve(argv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return p, nil
+}
+
+// Resolve maps argv (a command line as the image would run it) onto the
+// release the way [Installed.Program] maps the entry program: argv[0]
+// through the image's PATH inside the rootfs, in the image's WorkingDir.
+// Its errors name the rule broken and do not wrap ErrCorrupt: a command
+// the image cannot run says nothing about the bytes on disk.
+func (i *Installed) Resolve(argv []string) (*Program, error) {
+	cfg := i.Meta.Config
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New("empty command")
 	}
 	rootfs := i.Rootfs()
 	wd := cfg.WorkingDir
@@ -54,16 +70,16 @@ func (i *Installed) Program() (*Program, error) {
 	}
 	dir, st, err := ResolveInRoot(rootfs, wd)
 	if err != nil {
-		return nil, fmt.Errorf("%w: working directory %q: %w", ErrCorrupt, wd, err)
+		return nil, fmt.Errorf("working directory %q: %w", wd, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return nil, fmt.Errorf("%w: working directory %q is not a directory", ErrCorrupt, wd)
+		return nil, fmt.Errorf("working directory %q is not a directory", wd)
 	}
 	imgPath, ok := ImageEnv(cfg.Env, "PATH")
 	if !ok {
 		imgPath = DefaultPath
 	}
-	p := &Program{Args: argv, Dir: dir, Env: cfg.Env}
+	p := &Program{Args: append([]string(nil), argv...), Dir: dir, Env: cfg.Env}
 	for _, d := range filepath.SplitList(imgPath) {
 		if !path.IsAbs(d) {
 			continue // a relative PATH entry means nothing without a cwd convention
@@ -103,7 +119,7 @@ func (i *Installed) Program() (*Program, error) {
 		p.Path = host
 		return p, nil
 	}
-	return nil, fmt.Errorf("%w: program %q: %w", ErrCorrupt, name, lastErr)
+	return nil, fmt.Errorf("program %q: %w", name, lastErr)
 }
 
 // ResolveInRoot resolves the image path p inside rootfs with chroot

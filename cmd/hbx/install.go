@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,8 @@ import (
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
+	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 )
@@ -66,15 +69,19 @@ blobs are kept for the next run.`,
 	return cmd
 }
 
-// installerOptions maps the configuration onto an install request. The
-// staged program's --version check runs as executor.user.
+// installerOptions maps the configuration onto an install request.
+// Validation checks the staged programs are executable by executor.user,
+// and install.smoke_command runs as the payload would (see smokeFunc).
 func installerOptions(g *globals, cfg *config.Config) (installer.Options, error) {
 	runAs, err := account.Lookup(cfg.Executor.User)
 	if err != nil {
 		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
 	}
+	hostPath := envValue(g.env, "PATH")
 	return installer.Options{
 		RunAs:                runAs,
+		HostPath:             hostPath,
+		Smoke:                smokeFunc(cfg, hostPath),
 		Image:                cfg.Executor.Image,
 		Platform:             cfg.Executor.Platform,
 		PlatformDigest:       platformPin(cfg),
@@ -82,7 +89,6 @@ func installerOptions(g *globals, cfg *config.Config) (installer.Options, error)
 		MaxUncompressedBytes: cfg.Install.MaxUncompressedBytes,
 		KeepBlobs:            cfg.Install.KeepBlobs,
 		LockWait:             cfg.Install.LockWait,
-		ValidateTimeout:      cfg.Install.ValidateTimeout,
 		Timeout:              cfg.Install.Timeout,
 		MinRate:              cfg.Install.MinRate,
 		Registry: installer.RegistryOptions{
@@ -94,6 +100,23 @@ func installerOptions(g *globals, cfg *config.Config) (installer.Options, error)
 		HbxVersion: buildinfo.Version,
 		Logger:     g.log,
 	}, nil
+}
+
+// smokeFunc runs install.smoke_command in a staged release as `hbx run
+// executor` would run the payload, within install.validate_timeout; nil
+// when no smoke command is configured.
+func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
+	argv := cfg.Install.SmokeCommand
+	if len(argv) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, inst *release.Installed) error {
+		spec, err := launch.PrepareCommand(launchOptions(cfg, hostPath), inst, argv)
+		if err != nil {
+			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
+		}
+		return launch.Smoke(ctx, spec, cfg.Install.ValidateTimeout)
+	}
 }
 
 // platformPin is the pinned child manifest digest for the configured

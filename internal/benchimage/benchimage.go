@@ -177,7 +177,7 @@ func (g *gen) base(tw *tar.Writer) error {
 	if err := g.file(tw, "etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n")); err != nil {
 		return err
 	}
-	// What install validation runs with --version (the big binary is not executable code).
+	// The entry program install validation follows: a #!/bin/sh script (the big binary is not executable code).
 	if err := g.file(tw, "usr/local/bin/app-launcher", 0o755, []byte("#!/bin/sh\necho app 1.0\n")); err != nil {
 		return err
 	}

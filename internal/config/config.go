@@ -184,9 +184,16 @@ type Install struct {
 	// LockWait is how long to wait for another install's lock; 0 fails at
 	// once (install.lock_wait). Default 0.
 	LockWait time.Duration
-	// ValidateTimeout bounds the `--version` run of the staged program; 0
-	// means no limit (install.validate_timeout). Default 10s.
+	// ValidateTimeout bounds the run of SmokeCommand; 0 means no limit
+	// (install.validate_timeout). Default 10s.
 	ValidateTimeout time.Duration
+	// SmokeCommand is an argv run inside a staged release as the native
+	// run would run the payload (same user, environment, working
+	// directory), before it is activated; a failure refuses the release
+	// (install.smoke_command). Empty: none, the default. argv[0] is looked
+	// up like the image's entry program: on the image's PATH inside the
+	// rootfs.
+	SmokeCommand []string
 	// Timeout bounds a cold install (install.timeout): Timeout plus the
 	// image's compressed size at MinRate (install.min_rate, bytes per
 	// second) once the manifest is known. 0 means no bound. Defaults 10m
@@ -239,6 +246,7 @@ func Defaults() Config {
 		Install: Install{
 			MaxUncompressedBytes: 16 << 30,
 			ValidateTimeout:      10 * time.Second,
+			SmokeCommand:         []string{},
 			Timeout:              10 * time.Minute,
 			MinRate:              256 << 10,
 		},

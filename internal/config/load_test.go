@@ -202,6 +202,7 @@ func TestDecodeEachLayer(t *testing.T) {
 	want.Install.KeepBlobs = true
 	want.Install.LockWait = 90 * time.Second
 	want.Install.ValidateTimeout = 0
+	want.Install.SmokeCommand = []string{"bun", "--version"}
 	want.Install.Timeout = 0
 	want.Install.MinRate = 1 << 20
 	want.Registry.InsecureHosts = []string{"127.0.0.1:5000", "[::1]:5000", "localhost"}
@@ -237,6 +238,7 @@ install:
   keep_blobs: true
   lock_wait: 1m30s
   validate_timeout: 0
+  smoke_command: [bun, --version]
   timeout: 0
   min_rate: 1MiB
 registry:
@@ -283,6 +285,7 @@ backup:
 		"install.keep_blobs":             "TRUE",
 		"install.lock_wait":              "90s",
 		"install.validate_timeout":       "0",
+		"install.smoke_command":          "bun,--version",
 		"install.timeout":                "0",
 		"install.min_rate":               "1048576",
 		"registry.insecure_hosts":        "127.0.0.1:5000,[::1]:5000, localhost",
@@ -590,8 +593,8 @@ func TestParseBytes(t *testing.T) {
 func TestValueAndKeys(t *testing.T) {
 	c := Defaults()
 	keys := Keys()
-	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 41 {
-		t.Errorf("Keys() = %v, want 41 keys from executor.image to backup.health_wait", keys)
+	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 42 {
+		t.Errorf("Keys() = %v, want 42 keys from executor.image to backup.health_wait", keys)
 	}
 	for _, k := range keys {
 		if c.Value(k) == nil {

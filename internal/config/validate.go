@@ -203,6 +203,9 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	if in.MinRate < 0 {
 		add("install.min_rate", strconv.FormatInt(in.MinRate, 10), ruleNegative)
 	}
+	if len(in.SmokeCommand) > 0 && strings.TrimSpace(in.SmokeCommand[0]) == "" {
+		add("install.smoke_command", q(strings.Join(in.SmokeCommand, ",")), "has an empty program name")
+	}
 	for _, d := range []struct {
 		key string
 		d   time.Duration

@@ -114,6 +114,9 @@ func TestValidateRules(t *testing.T) {
 			`registry.stall_timeout: -1m0s is negative`,
 		}},
 		{"zero durations", func(c *Config) { c.Install.ValidateTimeout, c.Registry.StallTimeout = 0, 0 }, nil},
+		{"smoke command", func(c *Config) { c.Install.SmokeCommand = []string{"bun", "--version"} }, nil},
+		{"smoke command without a program", func(c *Config) { c.Install.SmokeCommand = []string{" ", "--version"} },
+			[]string{`install.smoke_command: " ,--version" has an empty program name`}},
 
 		// registry.*
 		{"loopback insecure hosts", func(c *Config) {

@@ -26,12 +26,61 @@ esac
 exec "$@"
 `
 
+// executorWebSH is the [ShapeWrapper] image's entry program: like many
+// docker-entrypoint.sh files, it starts the server whatever its arguments.
+const executorWebSH = `#!/bin/sh
+# Start the Executor web server; arguments are ignored.
+exec bun run src/serve.ts
+`
+
+// distServeJS is the [ShapeDistroless] image's dist-server/serve.js: plain
+// JavaScript that Bun runs directly and that loads the server.
+const distServeJS = `// The bundled server entry of the distroless shape: Bun runs it directly.
+await import("../src/serve.ts");
+`
+
 // AppDir is the image's working directory, where `bun run src/serve.ts` runs.
 const AppDir = "/app/apps/host-selfhost"
 
-// baseEntries is layer 1: a stand-in for Debian oven/bun:1 whose
-// usr/local/bin/bun is supplied by bun, plus files that layer 3 deletes.
-func baseEntries(bun func() (io.ReadCloser, int64, error)) []entry {
+// baseEntries is layer 1: a stand-in for Debian oven/bun:1 (or, for
+// ShapeDistroless, gcr.io/distroless/cc-debian12) whose usr/local/bin/bun
+// is supplied by bun, plus files that layer 3 deletes.
+func baseEntries(bun func() (io.ReadCloser, int64, error), shape string) []entry {
+	switch shape {
+	case ShapeDistroless:
+		return distrolessEntries(bun)
+	case ShapeWrapper:
+		return append(debianEntries(bun), file("usr/local/bin/executor-web", 0o755, executorWebSH))
+	}
+	return debianEntries(bun)
+}
+
+// distrolessEntries has no shell and no shell script anywhere.
+func distrolessEntries(bun func() (io.ReadCloser, int64, error)) []entry {
+	home := dir("home/nonroot/", 0o700)
+	home.uid, home.gid = 65532, 65532
+	return []entry{
+		dir("etc/", 0o755),
+		file("etc/group", 0o644, "root:x:0:\nnonroot:x:65532:\n"),
+		file("etc/passwd", 0o644, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"),
+		dir("etc/hbx-test/", 0o755),
+		file("etc/hbx-test/old.conf", 0o644, "# deleted by a whiteout in layer 3\n"),
+		dir("etc/hbx-test/replaced/", 0o755),
+		file("etc/hbx-test/replaced/a.txt", 0o644, "a: hidden by an opaque whiteout in layer 3\n"),
+		dir("home/", 0o755),
+		home,
+		dir("root/", 0o700),
+		dir("tmp/", 0o1777),
+		dir("usr/", 0o755),
+		dir("usr/local/", 0o755),
+		dir("usr/local/bin/", 0o755),
+		{path: "usr/local/bin/bun", typ: tar.TypeReg, mode: 0o755, big: bun},
+		dir("var/", 0o755),
+	}
+}
+
+// debianEntries is the oven/bun:1 stand-in.
+func debianEntries(bun func() (io.ReadCloser, int64, error)) []entry {
 	home := dir("home/bun/", 0o755)
 	home.uid, home.gid = 1000, 1000
 	return []entry{
@@ -124,8 +173,15 @@ console.log("fake");
 }
 
 // deltaEntries is layer 3: whiteouts, and the release files serve.ts needs.
-func deltaEntries(version string, stateFormat int) []entry {
-	return []entry{
+func deltaEntries(version string, stateFormat int, shape string) []entry {
+	var dist []entry
+	if shape == ShapeDistroless {
+		dist = []entry{
+			dir("app/apps/host-selfhost/dist-server/", 0o755),
+			file("app/apps/host-selfhost/dist-server/serve.js", 0o644, distServeJS),
+		}
+	}
+	return append([]entry{
 		dir("app/", 0o755),
 		dir("app/apps/", 0o755),
 		dir("app/apps/host-selfhost/", 0o755),
@@ -137,5 +193,5 @@ func deltaEntries(version string, stateFormat int) []entry {
 		dir("etc/hbx-test/replaced/", 0o755),
 		file("etc/hbx-test/replaced/.wh..wh..opq", 0o644, ""),
 		file("etc/hbx-test/replaced/c.txt", 0o644, "c: the only file left after the opaque whiteout\n"),
-	}
+	}, dist...)
 }

@@ -27,6 +27,21 @@
 //   - a config with the real image's WorkingDir, Cmd, Env, Volumes and
 //     ExposedPorts, diff_ids and one history entry per layer.
 //
+// [Options.Shape] picks which of upstream's image shapes it imitates; the
+// layers above are the default, [ShapeDebian] (Executor v1.5.12 to
+// v1.5.16). [ShapeWrapper] adds usr/local/bin/executor-web, a #!/bin/sh
+// script that starts the server whatever its arguments, and makes it the
+// whole command (no Entrypoint, Cmd ["executor-web"]), the shape of many
+// docker-entrypoint.sh files. [ShapeDistroless] stands in for
+// gcr.io/distroless/cc-debian12 (Executor from v1.5.17): layer 1 has no
+// shell anywhere (no bin/, no shell script, no docker-entrypoint.sh), no
+// Entrypoint, Cmd ["bun", "run", "dist-server/serve.js"], where
+// dist-server/serve.js (layer 3) is plain JavaScript that Bun runs
+// directly and that loads src/serve.ts (upstream's is a real bundle; this
+// one is not, the server's code stays where the other shapes have it).
+// The default shape's bytes, and so its digests, do not depend on the
+// other shapes.
+//
 // Determinism: the same [Options] and the same Bun tarballs give the same
 // bytes and so the same digests, on any machine, with the pinned
 // klauspost/compress version: entries are sorted, every time stamp is [Epoch],

@@ -52,6 +52,13 @@ var Entrypoint = []string{"/usr/local/bin/docker-entrypoint.sh"}
 // Cmd is the image config's command, run in [AppDir].
 var Cmd = []string{"bun", "run", "src/serve.ts"}
 
+// WrapperCmd is the command of the [ShapeWrapper] image (no Entrypoint).
+var WrapperCmd = []string{"executor-web"}
+
+// DistrolessCmd is the command of the [ShapeDistroless] image (no
+// Entrypoint), run in [AppDir].
+var DistrolessCmd = []string{"bun", "run", "dist-server/serve.js"}
+
 // Options say what [BuildLayout] builds.
 type Options struct {
 	// BunTarballs maps each platform ("linux/amd64", "linux/arm64") to the
@@ -74,7 +81,27 @@ type Options struct {
 	// test-only switch of the server (HBXTEST_FAIL_HEALTH=1) baked into
 	// one image version.
 	ExtraEnv []string
+	// Shape is the kind of image upstream ships that the test image
+	// imitates: "" (ShapeDebian), ShapeWrapper or ShapeDistroless.
+	Shape string
 }
+
+// Image shapes ([Options.Shape]).
+const (
+	// ShapeDebian is oven/bun:1 (Debian) running `bun run src/serve.ts`
+	// through docker-entrypoint.sh, as Executor v1.5.12 to v1.5.16.
+	ShapeDebian = ""
+	// ShapeWrapper is the Debian shape whose entry program is a wrapper
+	// script: Entrypoint empty, Cmd ["executor-web"], a #!/bin/sh script
+	// on the image's PATH that starts the server whatever its arguments
+	// (`executor-web --version` starts it too and never finishes).
+	ShapeWrapper = "wrapper"
+	// ShapeDistroless is gcr.io/distroless/cc-debian12 as from Executor
+	// v1.5.17: no shell anywhere in the rootfs (no /bin, no shell script,
+	// no docker-entrypoint.sh), Entrypoint empty, Cmd ["bun", "run",
+	// "dist-server/serve.js"].
+	ShapeDistroless = "distroless"
+)
 
 // Image describes a layout written by [BuildLayout].
 type Image struct {
@@ -125,6 +152,9 @@ func (o *Options) normalize() error {
 	}
 	if o.StateFormat == 0 {
 		o.StateFormat = 1
+	}
+	if o.Shape != ShapeDebian && o.Shape != ShapeWrapper && o.Shape != ShapeDistroless {
+		return fmt.Errorf("shape %q: not %q, %q or %q", o.Shape, ShapeDebian, ShapeWrapper, ShapeDistroless)
 	}
 	if o.StateFormat < 0 {
 		return fmt.Errorf("state format %d: negative", o.StateFormat)
@@ -178,11 +208,11 @@ func build(dir string, opts Options) (*Image, error) {
 		version, stateFmt = opts.Version, opts.StateFormat
 	)
 	wg.Go(func() { app, appErr = writeLayer(blobs, appEntries(), gzipMT) })
-	wg.Go(func() { delta, deltaErr = writeLayer(blobs, deltaEntries(version, stateFmt), zstdMT) })
+	wg.Go(func() { delta, deltaErr = writeLayer(blobs, deltaEntries(version, stateFmt, opts.Shape), zstdMT) })
 	for i, p := range opts.Platforms {
 		tgz := opts.BunTarballs[p]
 		wg.Go(func() {
-			bases[i], baseErrs[i] = writeLayer(blobs, baseEntries(func() (io.ReadCloser, int64, error) { return openBun(tgz) }), gzipMT)
+			bases[i], baseErrs[i] = writeLayer(blobs, baseEntries(func() (io.ReadCloser, int64, error) { return openBun(tgz) }, opts.Shape), gzipMT)
 			if baseErrs[i] != nil {
 				baseErrs[i] = fmt.Errorf("%s: %w", p, baseErrs[i])
 			}
@@ -205,7 +235,7 @@ func build(dir string, opts Options) (*Image, error) {
 		if i < 0 {
 			continue
 		}
-		desc, err := writeImage(blobs, k.platform, opts.Version, opts.ExtraEnv, []layer{bases[i], app, delta})
+		desc, err := writeImage(blobs, k.platform, opts, []layer{bases[i], app, delta})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k.name, err)
 		}
@@ -235,15 +265,23 @@ func build(dir string, opts Options) (*Image, error) {
 
 // writeImage writes the config and manifest of one platform's image and
 // returns the manifest's descriptor, with its platform.
-func writeImage(blobs string, platform ocispec.Platform, version string, extraEnv []string, layers []layer) (ocispec.Descriptor, error) {
+func writeImage(blobs string, platform ocispec.Platform, opts Options, layers []layer) (ocispec.Descriptor, error) {
+	version, extraEnv := opts.Version, opts.ExtraEnv
+	entrypoint, cmd, base := Entrypoint, Cmd, "oven/bun:1"
+	switch opts.Shape {
+	case ShapeWrapper:
+		entrypoint, cmd = nil, WrapperCmd
+	case ShapeDistroless:
+		entrypoint, cmd, base = nil, DistrolessCmd, "gcr.io/distroless/cc-debian12"
+	}
 	created := Epoch
 	cfg := ocispec.Image{
 		Created:  &created,
 		Platform: platform,
 		Config: ocispec.ImageConfig{
 			Env:          append(slices.Clip(Env), extraEnv...),
-			Entrypoint:   Entrypoint,
-			Cmd:          Cmd,
+			Entrypoint:   entrypoint,
+			Cmd:          cmd,
 			WorkingDir:   AppDir,
 			Volumes:      map[string]struct{}{"/data": {}},
 			ExposedPorts: map[string]struct{}{"4788/tcp": {}},
@@ -252,7 +290,7 @@ func writeImage(blobs string, platform ocispec.Platform, version string, extraEn
 		RootFS: ocispec.RootFS{Type: "layers"},
 	}
 	history := []string{
-		"hbx testimage: oven/bun:1 stand-in with bun " + BunVersion,
+		"hbx testimage: " + base + " stand-in with bun " + BunVersion,
 		"hbx testimage: COPY the workspace to /app",
 		"hbx testimage: whiteouts, VERSION and STATE_FORMAT",
 	}

@@ -1,0 +1,91 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// smokeOutputMax bounds how much of a smoke command's output is kept.
+const smokeOutputMax = 64 << 10
+
+// Smoke runs spec (from PrepareCommand) to completion in its own process
+// group, as spec.Credential, with no stdin, bounded by timeout (0: no
+// bound). When the bound passes, the whole group is killed and the error
+// says "smoke command "ARGV" did not finish within D"; a non-zero exit says
+// "smoke command "ARGV" exited N: <first line of its output>". Whatever the
+// command left running in its group is killed when it returns. When ctx
+// ends first, the error wraps ctx's error: it says nothing about the
+// release.
+func Smoke(ctx context.Context, spec *Spec, timeout time.Duration) error {
+	name := fmt.Sprintf("smoke command %q", strings.Join(spec.Args, " "))
+	parent := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var out limitedBuffer
+	cmd := exec.CommandContext(ctx, spec.Path)
+	cmd.Args = spec.Args
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left behind in its group
+	}
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("run %s: %w", name, perr)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s did not finish within %s", name, timeout)
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee):
+		st := ee.Sys().(syscall.WaitStatus)
+		what := fmt.Sprintf("exited %d", st.ExitStatus())
+		if st.Signaled() {
+			what = "was killed by " + st.Signal().String()
+		}
+		if line := firstLine(out.Bytes()); line != "" {
+			return fmt.Errorf("%s %s: %s", name, what, line)
+		}
+		return fmt.Errorf("%s %s", name, what)
+	}
+	return fmt.Errorf("run %s: %w", name, err)
+}
+
+// firstLine is the first non-empty line of b, at most 200 bytes.
+func firstLine(b []byte) string {
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			if len(l) > 200 {
+				l = l[:200]
+			}
+			return l
+		}
+	}
+	return ""
+}
+
+// limitedBuffer keeps the first smokeOutputMax bytes written to it.
+type limitedBuffer struct{ bytes.Buffer }
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := smokeOutputMax - b.Len(); room > 0 {
+		b.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}

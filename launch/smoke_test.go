@@ -1,0 +1,63 @@
+package launch
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestSmoke(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	spec := func(script string) *Spec {
+		return &Spec{Path: "/bin/sh", Args: []string{"sh", "-c", script}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "HBXTEST_SMOKE=yes"}}
+	}
+	ctx := context.Background()
+	if err := Smoke(ctx, spec(`test "$HBXTEST_SMOKE" = yes && test "$PWD" = `+dir), 30*time.Second); err != nil {
+		t.Errorf("Smoke(env and dir) = %v, want nil", err)
+	}
+	err := Smoke(ctx, spec("echo; echo '  it broke  '; echo more; exit 3"), 30*time.Second)
+	if err == nil || err.Error() != `smoke command "sh -c echo; echo '  it broke  '; echo more; exit 3" exited 3: it broke` {
+		t.Errorf("Smoke(exit 3) = %v", err)
+	}
+	start := time.Now()
+	err = Smoke(ctx, spec("sleep 300 & echo $! > "+pidFile+"; sleep 300"), 500*time.Millisecond)
+	if err == nil || !strings.HasSuffix(err.Error(), "did not finish within 500ms") {
+		t.Errorf("Smoke(sleep) = %v, want did not finish within 500ms", err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("Smoke(sleep) took %s", took)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	deadline := time.Now().Add(20 * time.Second)
+	for syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the smoke command's background child %d outlived it", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := Smoke(cctx, spec("true"), time.Second); err == nil || !strings.Contains(err.Error(), "context canceled") {
+		t.Errorf("Smoke(canceled) = %v, want the context's error", err)
+	}
+}
+
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
