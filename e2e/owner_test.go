@@ -162,7 +162,65 @@ func TestOldReleaseFixedE2E(t *testing.T) {
 	}
 	relDir := filepath.Join(b.runtimeDir, b.current())
 	rootfs := filepath.Join(relDir, "rootfs")
-	// What hbx before issue 13 left: the image's owner and modes.
+	home := filepath.Join(rootfs, "home/bun")
+	makeOldRelease(t, relDir)
+	if err := reg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	r := b.hbx("install")
+	if r.code != 0 {
+		t.Fatalf("hbx install on an old release without a registry = %d\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "release made hbx's alone") {
+		t.Errorf("hbx install did not say it fixed the release:\n%s", r.stderr)
+	}
+	assertRootsAlone(t, home, filepath.Join(home, "app"), filepath.Join(rootfs, "tmp"))
+	if mb, err := os.ReadFile(filepath.Join(relDir, "release.json")); err != nil || !strings.Contains(string(mb), `"ownership": 1`) {
+		t.Errorf("release.json after the fix = %s, %v; want the ownership mark", mb, err)
+	}
+	// Marked: the next install is the warm no-op, and --verify agrees with
+	// the rewritten files.json.
+	st0, _ := os.Stat(filepath.Join(relDir, "release.json"))
+	if r := b.hbx("install", "--verify"); r.code != 0 || strings.Contains(r.stderr, "release made hbx's alone") || strings.Contains(r.stderr, "installing") {
+		t.Errorf("hbx install --verify after the fix = %d\n%s", r.code, r.stderr)
+	}
+	if st1, _ := os.Stat(filepath.Join(relDir, "release.json")); st0 == nil || st1 == nil || !st1.ModTime().Equal(st0.ModTime()) {
+		t.Errorf("release.json rewritten by a warm install")
+	}
+
+	// Without an install: `hbx run executor` fixes the release before the
+	// payload starts.
+	makeOldRelease(t, relDir)
+	cmd := exec.Command(binary(t), "--config", b.config, "run", "executor")
+	cmd.Env = cleanEnv()
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waitHealthy(t, b.port, 30*time.Second)
+	assertRootsAlone(t, home, filepath.Join(home, "app"), filepath.Join(rootfs, "tmp"))
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("hbx run executor did not stop after SIGTERM\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "release made hbx's alone") {
+		t.Errorf("hbx run executor did not say it fixed the release:\n%s", out.String())
+	}
+}
+
+// makeOldRelease turns relDir into what hbx before issue 13 left: the
+// image's owner on home/bun (uid 1000), a world-writable tmp/ recorded so
+// in files.json, no ownership mark in release.json.
+func makeOldRelease(t *testing.T, relDir string) {
+	t.Helper()
+	rootfs := filepath.Join(relDir, "rootfs")
 	home := filepath.Join(rootfs, "home/bun")
 	err := filepath.WalkDir(home, func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {
@@ -200,37 +258,20 @@ func TestOldReleaseFixedE2E(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(relDir, "files.json"), fb, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Stop(); err != nil {
-		t.Fatal(err)
-	}
+}
 
-	r := b.hbx("install")
-	if r.code != 0 {
-		t.Fatalf("hbx install on an old release without a registry = %d\n%s", r.code, r.stderr)
-	}
-	if !strings.Contains(r.stderr, "release made hbx's alone") {
-		t.Errorf("hbx install did not say it fixed the release:\n%s", r.stderr)
-	}
-	for _, p := range []string{home, filepath.Join(home, "app"), filepath.Join(rootfs, "tmp")} {
+// assertRootsAlone checks the paths belong to root with no group or other
+// write bit.
+func assertRootsAlone(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
 		var st unix.Stat_t
 		if err := unix.Lstat(p, &st); err != nil {
 			t.Fatal(err)
 		}
 		if st.Uid != 0 || st.Mode&0o022 != 0 {
-			t.Errorf("%s: uid %d mode %04o after the fix, want root's without group or other write", p, st.Uid, st.Mode&0o7777)
+			t.Errorf("%s: uid %d mode %04o, want root's without group or other write", p, st.Uid, st.Mode&0o7777)
 		}
-	}
-	if mb, err := os.ReadFile(filepath.Join(relDir, "release.json")); err != nil || !strings.Contains(string(mb), `"ownership": 1`) {
-		t.Errorf("release.json after the fix = %s, %v; want the ownership mark", mb, err)
-	}
-	// Marked: the next install is the warm no-op, and --verify agrees with
-	// the rewritten files.json.
-	st0, _ := os.Stat(filepath.Join(relDir, "release.json"))
-	if r := b.hbx("install", "--verify"); r.code != 0 || strings.Contains(r.stderr, "release made hbx's alone") || strings.Contains(r.stderr, "installing") {
-		t.Errorf("hbx install --verify after the fix = %d\n%s", r.code, r.stderr)
-	}
-	if st1, _ := os.Stat(filepath.Join(relDir, "release.json")); st0 == nil || st1 == nil || !st1.ModTime().Equal(st0.ModTime()) {
-		t.Errorf("release.json rewritten by a warm install")
 	}
 }
 

@@ -2,6 +2,7 @@ package installer
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
 	"golang.org/x/sys/unix"
 )
@@ -323,6 +325,48 @@ func (w *ownWalker) fixFd(fd int, rel string, st *unix.Stat_t) error {
 	}
 	if touched {
 		w.changed++
+	}
+	return nil
+}
+
+// FixOwnership makes the active and previous releases the user's running
+// hbx alone when an earlier hbx installed them with the image's owners
+// (see ownRelease): what Install does on its warm path, for callers about
+// to run the payload without installing (hbx run, hbx supervise without
+// install_on_start). A marked active release costs one read of its
+// release.json and no lock; otherwise it takes the runtime directory's
+// lock, waiting up to wait. An error means the active release could not
+// be fixed: do not run it (hbx install replaces it).
+func FixOwnership(ctx context.Context, runtimeDir string, wait time.Duration, log *slog.Logger) (err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cur, err := release.Current(runtimeDir)
+	if err != nil || cur.Meta.Ownership >= release.OwnedByHbx {
+		return nil // nothing to fix; the caller reports a missing release itself
+	}
+	lk, err := lock.Acquire(ctx, filepath.Join(runtimeDir, lockFile), "hbx (fix release ownership)", wait, nil)
+	if err != nil {
+		return fmt.Errorf("fix release ownership: %w", err)
+	}
+	defer func() {
+		if uerr := lk.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("release lock: %w", uerr)
+		}
+	}()
+	if err := ownDirs(log, runtimeDir); err != nil {
+		return fmt.Errorf("runtime directory: %w", err)
+	}
+	if prev, err := release.Link(runtimeDir, release.PreviousLink); err == nil {
+		if err := ownRelease(prev, log); err != nil {
+			log.Warn("the previous release stays unusable for a rollback until fixed", "err", err)
+		}
+	}
+	if cur, err = release.Current(runtimeDir); err != nil { // re-read under the lock
+		return nil
+	}
+	if err := ownRelease(cur, log); err != nil {
+		return fmt.Errorf("%w; run `hbx install` to install it again", err)
 	}
 	return nil
 }
