@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/tartest"
 	"github.com/hermesbox/hbx/release"
 	"golang.org/x/sys/unix"
@@ -265,4 +266,89 @@ func TestActivateFixesOldRelease(t *testing.T) {
 		t.Fatalf("Activate() = %v", err)
 	}
 	assertOwnedByHbx(t, res.Release.Dir)
+}
+
+// TestFixOldReleaseFollowsNoSymlink: symlinks planted in an old release
+// (to a file and to a directory outside it) are chowned themselves, and
+// what they point to is left exactly as it was.
+func TestFixOldReleaseFollowsNoSymlink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown files to uid 1000")
+	}
+	e := newEnv(t)
+	p := e.reg.publish(t, "executor", ownedParts())
+	ctx := context.Background()
+	res, err := Install(ctx, e.opts(p))
+	if err != nil {
+		t.Fatalf("Install() = %v", err)
+	}
+	makeOld(t, e.runtime, res.Release)
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret")
+	if err := os.WriteFile(secret, []byte("token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(secret, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(outside, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	app := filepath.Join(res.Release.Rootfs(), "app")
+	for name, target := range map[string]string{"to-file": secret, "to-dir": outside} {
+		if err := os.Symlink(target, filepath.Join(app, name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(filepath.Join(app, name), 1000, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Install(ctx, e.opts(p)); err != nil {
+		t.Fatalf("Install() = %v", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(secret, &st); err != nil || st.Uid != 1000 || st.Mode&0o7777 != 0o600 {
+		t.Errorf("outside file: uid %d mode %04o, %v; want 1000 and 0600 untouched", st.Uid, st.Mode&0o7777, err)
+	}
+	if err := unix.Stat(outside, &st); err != nil || st.Mode&0o7777 != 0o700 {
+		t.Errorf("outside directory: mode %04o, %v; want 0700 untouched", st.Mode&0o7777, err)
+	}
+	for _, name := range []string{"to-file", "to-dir"} {
+		if err := unix.Lstat(filepath.Join(app, name), &st); err != nil || st.Uid != uint32(os.Geteuid()) {
+			t.Errorf("symlink %s: uid %d, %v; want the installing user's", name, st.Uid, err)
+		}
+	}
+}
+
+// TestFixOwnership: the entry point for hbx run and the supervisor fixes
+// current and previous; on a marked release it takes no lock (it succeeds
+// while another process holds it).
+func TestFixOwnership(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown files to uid 1000")
+	}
+	e := newEnv(t)
+	p := e.reg.publish(t, "executor", ownedParts())
+	ctx := context.Background()
+	res, err := Install(ctx, e.opts(p))
+	if err != nil {
+		t.Fatalf("Install() = %v", err)
+	}
+	makeOld(t, e.runtime, res.Release)
+	before := e.reg.requestCount()
+	if err := FixOwnership(ctx, e.runtime, 0, nil); err != nil {
+		t.Fatalf("FixOwnership() = %v", err)
+	}
+	if n := e.reg.requestCount() - before; n != 0 {
+		t.Errorf("FixOwnership made %d registry requests, want 0", n)
+	}
+	assertOwnedByHbx(t, res.Release.Dir)
+	lk, err := lock.Acquire(ctx, filepath.Join(e.runtime, lockFile), "test", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock()
+	if err := FixOwnership(ctx, e.runtime, 0, nil); err != nil {
+		t.Errorf("FixOwnership() on a marked release beside a lock holder = %v, want nil (no lock taken)", err)
+	}
 }
