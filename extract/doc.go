@@ -54,8 +54,18 @@
 // # Metadata
 //
 // Modes, mtimes and atimes are kept; numeric owners when
-// Options.PreserveOwners is set (it needs CAP_CHOWN). setuid and setgid bits
-// are dropped and counted in Stats.DroppedSetid. Symlink targets are stored
+// Options.PreserveOwners is set (it needs CAP_CHOWN; backup restore uses
+// it). setuid and setgid bits are dropped and counted in
+// Stats.DroppedSetid. With Options.RuntimeModes (the installer's releases)
+// no owner is ever applied, every entry belongs to the user running Apply
+// (root for hbx), and each mode is RuntimeMode of the entry's: setuid and
+// setgid dropped, the owner's read and execute bits given to group and
+// other, no write bit but the owner's, sticky kept. So a release is
+// writable by its owner alone and still readable and runnable by the
+// unprivileged user the payload runs as. Hard links share their target's
+// inode and so its mode; symlinks are never chowned or chmodded (they are
+// created by the user running Apply). Missing parent directories are made
+// 0755 whatever the umask. Symlink targets are stored
 // verbatim. Directory modes and times are applied after the layer's last
 // entry, so a read-only directory can still receive its children. Extended
 // attributes (PAX "SCHILY.xattr.*" records) are applied only with

@@ -61,6 +61,11 @@ type Options struct {
 	MaxPathLen int
 	// PreserveOwners applies each entry's numeric uid and gid (needs root).
 	PreserveOwners bool
+	// RuntimeModes gives every entry the mode RuntimeMode derives from its
+	// header's, and never its header's owner: entries belong to the user
+	// running Apply (root, for hbx install). The installer uses it for
+	// releases; it cannot be combined with PreserveOwners.
+	RuntimeModes bool
 	// HashFiles records a sha256 of every regular file written, for Files.
 	HashFiles bool
 	// Xattrs applies each file's and directory's extended attributes, the
@@ -131,6 +136,10 @@ func New(rootDir string, opts Options) (*Applier, error) {
 	root, err := os.OpenFile(rootDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open root: %w", err)
+	}
+	if opts.RuntimeModes && opts.PreserveOwners {
+		root.Close()
+		return nil, errors.New("apply layers: RuntimeModes and PreserveOwners exclude each other")
 	}
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMaxEntries
@@ -327,6 +336,9 @@ func (a *Applier) entry(tr *tar.Reader, hdr *tar.Header) error {
 		a.stats.DroppedSetid = append(a.stats.DroppedSetid, p)
 		a.log.Warn("dropped setuid/setgid bits", "entry", p)
 	}
+	if a.opts.RuntimeModes {
+		mode = RuntimeMode(mode)
+	}
 
 	switch hdr.Typeflag {
 	case tar.TypeDir:
@@ -444,7 +456,13 @@ func (a *Applier) resolve(name string, create bool) (*os.File, string, error) {
 			if !create {
 				return nil, "", nil
 			}
-			if err := unix.Mkdirat(fd(cur), c, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			if err := unix.Mkdirat(fd(cur), c, 0o755); err == nil {
+				// 0755 whatever the umask (a umask of 002 would make it
+				// group-writable).
+				if err := unix.Fchmodat(fd(cur), c, 0o755, 0); err != nil {
+					return nil, "", fmt.Errorf("chmod %q: %w", truncate(key), err)
+				}
+			} else if !errors.Is(err, unix.EEXIST) {
 				return nil, "", fmt.Errorf("mkdir %q: %w", truncate(key), err)
 			}
 			queue = append([]string{c}, queue...) // look again at what is there now
@@ -675,6 +693,9 @@ func (a *Applier) clearChildren(d *os.File, p string) error {
 
 func (a *Applier) rootDir(hdr *tar.Header) error {
 	mode := uint32(hdr.Mode) & 0o7777 &^ (unix.S_ISUID | unix.S_ISGID)
+	if a.opts.RuntimeModes {
+		mode = RuntimeMode(mode)
+	}
 	if err := a.chown(a.root, "", hdr); err != nil {
 		return err
 	}
@@ -1008,4 +1029,26 @@ func (a *Applier) applyDirMeta(m dirMeta) error {
 func (a *Applier) FileHash(ino uint64) (string, bool) {
 	h, ok := a.hasher.get(ino)
 	return h, ok
+}
+
+// RuntimeMode is the mode an entry of image mode m (permission bits, sticky,
+// setuid, setgid) gets under Options.RuntimeModes, where its owner is the
+// user running hbx (root) and not the image's:
+//
+//   - setuid and setgid are dropped;
+//   - group and other get the owner's read and execute bits, in addition to
+//     their own: what the image let its owner read or run, executor.user can
+//     read or run (0700 becomes 0755, 0600 becomes 0644);
+//   - every write bit but the owner's is dropped (0777 becomes 0755, a 1777
+//     tmp/ becomes 1755);
+//   - the owner's bits and the sticky bit are kept.
+//
+// Widening is safe because an image's files are public: anyone who can
+// pull the reference can read them. Secrets live in the data directory,
+// never in a release. RuntimeMode(RuntimeMode(m)) == RuntimeMode(m).
+func RuntimeMode(m uint32) uint32 {
+	m &= 0o1777
+	ownerRX := (m >> 6) & 0o5
+	m |= ownerRX<<3 | ownerRX
+	return m &^ 0o022
 }

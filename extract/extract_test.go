@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -428,7 +429,9 @@ func TestLimits(t *testing.T) {
 }
 
 // TestDifferentialGNUTar checks that on benign archives the tree we build is
-// the one GNU tar builds: same paths, types, modes, link targets, contents.
+// the one GNU tar builds: same paths, types, modes, link targets, contents;
+// with RuntimeModes, the one GNU tar builds with RuntimeMode applied to each
+// of its modes and every owner the user running the test.
 func TestDifferentialGNUTar(t *testing.T) {
 	gnutar, err := exec.LookPath("tar")
 	if err != nil {
@@ -439,11 +442,12 @@ func TestDifferentialGNUTar(t *testing.T) {
 		Symlink("usr/bin/alias", "tool").Symlink("usr/abs", "/usr/bin/tool").
 		Dir("etc", 0o700).File("etc/conf", "k=v\n", 0o600).Link("etc/conf2", "etc/conf").
 		File("implicit/parent/file", "p", 0o640).Dir("empty", 0o711).
+		Header(&tar.Header{Typeflag: tar.TypeDir, Name: "home/", Mode: 0o755}, nil).
+		Header(&tar.Header{Typeflag: tar.TypeDir, Name: "home/bun/", Mode: 0o700, Uid: 1000, Gid: 1000}, nil).
+		Header(&tar.Header{Typeflag: tar.TypeReg, Name: "home/bun/run", Mode: 0o770, Size: 1, Uid: 1000, Gid: 1000}, []byte("x")).
+		Header(&tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777}, nil).
+		File("open", "w", 0o666).
 		Bytes()
-	ours, _ := sandbox(t)
-	if err := applyLayers(t, ours, Options{}, layer); err != nil {
-		t.Fatal(err)
-	}
 	theirs := filepath.Join(t.TempDir(), "gnu")
 	if err := os.Mkdir(theirs, 0o755); err != nil {
 		t.Fatal(err)
@@ -454,7 +458,6 @@ func TestDifferentialGNUTar(t *testing.T) {
 		t.Fatalf("tar -x: %v\n%s", err, out)
 	}
 	// Implicit parents: GNU tar makes them with the umask; we make 0755.
-	got, want := tree(t, ours), tree(t, theirs)
 	filter := func(lines []string) []string {
 		var out []string
 		for _, l := range lines {
@@ -464,8 +467,85 @@ func TestDifferentialGNUTar(t *testing.T) {
 		}
 		return out
 	}
-	if diff := cmp.Diff(filter(want), filter(got)); diff != "" {
-		t.Errorf("tree differs from GNU tar (-tar +ours):\n%s", diff)
+	for _, runtimeModes := range []bool{false, true} {
+		t.Run(fmt.Sprintf("RuntimeModes=%v", runtimeModes), func(t *testing.T) {
+			ours, _ := sandbox(t)
+			if err := applyLayers(t, ours, Options{RuntimeModes: runtimeModes}, layer); err != nil {
+				t.Fatal(err)
+			}
+			want := filter(tree(t, theirs))
+			if runtimeModes {
+				want = withRuntimeModes(t, want)
+			}
+			if diff := cmp.Diff(want, filter(tree(t, ours))); diff != "" {
+				t.Errorf("tree differs from GNU tar (-tar +ours):\n%s", diff)
+			}
+			if !runtimeModes {
+				return
+			}
+			// GNU tar run by root applies the image's owners; we never do.
+			uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
+			err := filepath.WalkDir(ours, func(p string, _ fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				var st unix.Stat_t
+				if err := unix.Lstat(p, &st); err != nil {
+					return err
+				}
+				if st.Uid != uid || st.Gid != gid {
+					t.Errorf("%s: owner %d:%d, want %d:%d (the user running Apply)", p, st.Uid, st.Gid, uid, gid)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// withRuntimeModes rewrites the modes of tree lines ("d/ 0755",
+// "f 0644 content") by RuntimeMode.
+func withRuntimeModes(t *testing.T, lines []string) []string {
+	t.Helper()
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = l
+		if strings.Contains(l, " => ") {
+			continue
+		}
+		f := strings.SplitN(l, " ", 3)
+		m, err := strconv.ParseUint(f[1], 8, 32)
+		if err != nil {
+			t.Fatalf("tree line %q: %v", l, err)
+		}
+		f[1] = fmt.Sprintf("%04o", RuntimeMode(uint32(m)))
+		out[i] = strings.Join(f, " ")
+	}
+	return out
+}
+
+// TestRuntimeMode pins the rule: setuid and setgid dropped, the owner's
+// read and execute bits given to group and other, no write bit but the
+// owner's, sticky kept.
+func TestRuntimeMode(t *testing.T) {
+	for in, want := range map[uint32]uint32{
+		0o755: 0o755, 0o644: 0o644, 0o700: 0o755, 0o600: 0o644, 0o750: 0o755,
+		0o640: 0o644, 0o777: 0o755, 0o666: 0o644, 0o1777: 0o1755, 0o4755: 0o755,
+		0o2775: 0o755, 0o555: 0o555, 0o444: 0o444, 0o000: 0o000, 0o044: 0o044,
+		0o711: 0o755, 0o604: 0o644, 0o200: 0o200, 0o7777: 0o1755,
+	} {
+		got := RuntimeMode(in)
+		if got != want {
+			t.Errorf("RuntimeMode(%04o) = %04o, want %04o", in, got, want)
+		}
+		if again := RuntimeMode(got); again != got {
+			t.Errorf("RuntimeMode(RuntimeMode(%04o)) = %04o, want %04o", in, again, got)
+		}
+	}
+	if _, err := New(t.TempDir(), Options{RuntimeModes: true, PreserveOwners: true}); err == nil {
+		t.Error("New with RuntimeModes and PreserveOwners: no error")
 	}
 }
 

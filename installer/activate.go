@@ -40,6 +40,9 @@ func activate(runtimeDir, staged, hex string, log *slog.Logger, prog Progress, m
 	if err := os.MkdirAll(relDir, 0o755); err != nil {
 		return fmt.Errorf("create releases directory: %w", err)
 	}
+	if err := ownDirs(log, relDir); err != nil {
+		return fmt.Errorf("releases directory: %w", err)
+	}
 	final := filepath.Join(relDir, hex)
 	err := unix.Renameat2(unix.AT_FDCWD, staged, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
 	if errors.Is(err, unix.EEXIST) {
@@ -119,6 +122,11 @@ func Activate(ctx context.Context, runtimeDir string, manifest digest.Digest, wa
 		return fmt.Errorf("%w: %s: %w", ErrNotStaged, manifest, err)
 	}
 	if _, err := inst.Program(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotStaged, manifest, err)
+	}
+	// A release an earlier hbx installed (a rollback's) is made hbx's
+	// alone before it runs again.
+	if err := ownRelease(inst, slog.New(slog.DiscardHandler)); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotStaged, manifest, err)
 	}
 	if err := switchCurrent(runtimeDir, hex); err != nil {

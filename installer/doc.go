@@ -29,6 +29,23 @@
 //     the context's error: context.Canceled for Ctrl-C). Both errors name
 //     the layer the install stopped at and say that nothing was activated, which
 //     release stays active and how many complete blobs are kept.
+//   - A release is the installing user's alone (root in production): the
+//     layers' owners are never applied, modes follow extract.RuntimeMode,
+//     and the release directory, releases/, staging/ and the runtime
+//     directory itself get that owner with no group or other write bit.
+//     Verify also checks that (owner, no group/other write, no
+//     setuid/setgid) for every entry of the release directory.
+//   - A release installed by an earlier hbx (image owners, release.json
+//     without "ownership") is fixed once, in place, with no request: by
+//     Install for current and previous, by Activate for the release it
+//     activates. The walk follows no symlink (*at calls on O_NOFOLLOW
+//     handles), fixes every directory before any file, refuses a file
+//     with a hard link outside the release (current is then installed
+//     again; previous is left, unusable for a rollback until fixed),
+//     rewrites files.json's modes, syncs, and marks release.json last. A
+//     marked release costs the warm path nothing. Not guaranteed: a
+//     process that opened a file for writing before the fix keeps its
+//     descriptor; only Verify finds what it wrote.
 //   - Concurrent installs are serialised by one flock on the runtime
 //     directory's hbx.lock; the loser's error names the holder.
 //   - Registry inputs come only from Options: no /etc/containers, no

@@ -156,11 +156,22 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 		}
 	}()
 
+	if err := ownDirs(log, opts.RuntimeDir); err != nil {
+		return nil, fmt.Errorf("runtime directory: %w", err)
+	}
+	// Releases installed by an hbx that applied the image's owners are
+	// fixed once, in place (a marked release costs nothing here).
+	if prev, err := release.Link(opts.RuntimeDir, release.PreviousLink); err == nil {
+		if err := ownRelease(prev, log); err != nil {
+			log.Warn("the previous release stays unusable for a rollback until fixed", "err", err)
+		}
+	}
 	reason := "no active release"
 	cur, cerr := release.Current(opts.RuntimeDir)
 	if cerr == nil {
-		reason, err = checkActive(cur, ref.Digest(), plat.String(), opts.PlatformDigest, opts.Verify)
-		if err != nil {
+		if ferr := ownRelease(cur, log); ferr != nil {
+			reason = ferr.Error()
+		} else if reason, err = checkActive(cur, ref.Digest(), plat.String(), opts.PlatformDigest, opts.Verify); err != nil {
 			return nil, err
 		}
 		if reason == "" {
@@ -218,6 +229,12 @@ func checkActive(cur *release.Installed, index digest.Digest, plat string, pin d
 	if !verify {
 		return "", nil
 	}
+	if why, err := checkOwned(cur.Dir); err != nil || why != "" {
+		if err != nil {
+			return "", fmt.Errorf("verify active release: %w", err)
+		}
+		return "verify: " + why, nil
+	}
 	want, err := cur.ReadFiles()
 	if err != nil {
 		return err.Error(), nil
@@ -245,6 +262,10 @@ var verdictWait = 30 * time.Second
 func reusePrevious(opts Options, index digest.Digest, plat, reason string, log *slog.Logger, prog Progress) (*Result, error) {
 	prev, err := release.Link(opts.RuntimeDir, release.PreviousLink)
 	if err != nil {
+		return nil, nil
+	}
+	if err := ownRelease(prev, log); err != nil {
+		log.Info("the previous release cannot be reused", "reason", err)
 		return nil, nil
 	}
 	if why, err := checkActive(prev, index, plat, opts.PlatformDigest, opts.Verify); err != nil || why != "" {
@@ -325,11 +346,22 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 			os.RemoveAll(staged)
 		}
 	}()
+	// Whatever the umask: the release directory becomes releases/<hex>.
+	if err := ownDirs(log, filepath.Dir(staged), staged, rootfs); err != nil {
+		return nil, fmt.Errorf("staging directory: %w", err)
+	}
+	for _, d := range []string{staged, rootfs} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return nil, fmt.Errorf("staging directory: %w", err)
+		}
+	}
+	// The image's owners are never applied: every entry is the installing
+	// user's (root), with modes per extract.RuntimeMode.
 	a, err := extract.New(rootfs, extract.Options{
-		MaxBytes:       opts.MaxUncompressedBytes,
-		PreserveOwners: os.Geteuid() == 0,
-		HashFiles:      true,
-		Logger:         log,
+		MaxBytes:     opts.MaxUncompressedBytes,
+		RuntimeModes: true,
+		HashFiles:    true,
+		Logger:       log,
 	})
 	if err != nil {
 		return nil, err
@@ -491,6 +523,7 @@ func newMeta(opts Options, plat Platform, r *resolved) release.Meta {
 		DiffIDs:        r.Config.RootFS.DiffIDs,
 		InstalledAt:    time.Now().UTC(),
 		HbxVersion:     opts.HbxVersion,
+		Ownership:      release.OwnedByHbx,
 		Config: release.ImageConfig{
 			Entrypoint: c.Entrypoint, Cmd: c.Cmd, Env: c.Env, WorkingDir: c.WorkingDir, User: c.User,
 		},

@@ -5,12 +5,15 @@
 // Layout of the runtime directory (executor.runtime_dir):
 //
 //	releases/<manifest-hex>/rootfs/        the applied layers
-//	releases/<manifest-hex>/release.json   Meta: digests, platform, image config
+//	releases/<manifest-hex>/release.json   Meta: digests, platform, image config, ownership mark
 //	releases/<manifest-hex>/files.json     Files: every path with type, mode, size, sha256
 //	releases/<manifest-hex>/manifest.json  the image manifest, bytes as fetched
 //	releases/<manifest-hex>/config.json    the image config, bytes as fetched
 //	current  -> releases/<manifest-hex>    the active release (relative symlink)
 //	previous -> releases/<manifest-hex>    the release current replaced (rollback)
+//
+// Every entry of a release with Meta.Ownership == OwnedByHbx belongs to the
+// user running hbx, with no group or other write bit (see the installer).
 //
 // Paths named by the image (Entrypoint, Cmd, WorkingDir, PATH entries) are
 // resolved inside rootfs with chroot semantics (pathrs-lite), so an

@@ -29,6 +29,11 @@ const (
 	ConfigFile   = "config.json"
 	// MetaFormat is the version of release.json this hbx writes and reads.
 	MetaFormat = 1
+	// OwnedByHbx is Meta.Ownership of a release whose every file and
+	// directory belongs to the user running hbx (root in production) with
+	// extract.RuntimeMode modes: no one else can write in it. Releases
+	// installed by an hbx that applied the image's numeric owners have 0.
+	OwnedByHbx = 1
 )
 
 // ErrNoRelease: no active release (current is missing or dangling).
@@ -52,6 +57,10 @@ type Meta struct {
 	Config         ImageConfig     `json:"config"`
 	InstalledAt    time.Time       `json:"installed_at"`
 	HbxVersion     string          `json:"hbx_version"`
+	// Ownership is OwnedByHbx once the release's tree follows that rule
+	// (set by a cold install, or by the installer's one-time fix-up of an
+	// older release); 0 before.
+	Ownership int `json:"ownership,omitempty"`
 }
 
 // ImageConfig is the part of the OCI image config (image-spec config.md,

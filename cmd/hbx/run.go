@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/upgrade"
@@ -43,7 +47,7 @@ holds it.`,
 				return fmt.Errorf("run executor: %w", err)
 			}
 			defer dl.Release()
-			spec, err := prepareLaunch(launchOptions(cfg, envValue(g.env, "PATH")))
+			spec, err := prepareLaunch(cmd.Context(), launchOptions(cfg, envValue(g.env, "PATH")), g.log)
 			if err != nil {
 				return err
 			}
@@ -57,10 +61,18 @@ holds it.`,
 // `hbx install` first" while an upgrade is half done (upgrade.json in a
 // phase other than done, rolled-back or aborted), the error names the
 // interrupted upgrade and the commands that finish or undo it instead:
-// hbx install would put the new runtime on the old data.
-func prepareLaunch(lo launch.Options) (*launch.Spec, error) {
+// hbx install would put the new runtime on the old data. A release an
+// earlier hbx installed with the image's owners is made root's alone
+// before it runs (installer.FixOwnership).
+func prepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*launch.Spec, error) {
 	spec, err := launch.Prepare(lo)
-	if err == nil || !errors.Is(err, launch.ErrNotInstalled) {
+	if err == nil {
+		if err := installer.FixOwnership(ctx, lo.RuntimeDir, time.Minute, log); err != nil {
+			return nil, fmt.Errorf("run executor: %w", err)
+		}
+		return spec, nil
+	}
+	if !errors.Is(err, launch.ErrNotInstalled) {
 		return spec, err
 	}
 	j, jerr := upgrade.ReadJournal(lo.RuntimeDir)

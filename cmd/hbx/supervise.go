@@ -235,7 +235,7 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 	// The built-in executor: the active release, prepared afresh at each
 	// start, gated and watched by its health check.
 	hostPath := envValue(g.env, "PATH")
-	p.Build = func(context.Context) (*supervisor.Command, error) {
+	p.Build = func(ctx context.Context) (*supervisor.Command, error) {
 		lo := launchOptions(cfg, hostPath)
 		if reload != nil {
 			if fresh, err := reload(); err != nil {
@@ -245,7 +245,7 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 				lo.IndexDigest, lo.Platform, lo.ManifestPin = flo.IndexDigest, flo.Platform, flo.ManifestPin
 			}
 		}
-		spec, err := prepareLaunch(lo)
+		spec, err := prepareLaunch(ctx, lo, g.log)
 		if err != nil {
 			return nil, err
 		}
