@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,6 +63,10 @@ type Spec struct {
 	Credential *syscall.Credential
 	PidFile    string
 	Release    *release.Installed
+	// Tightened lists, one line each ("<dir>: owner 0:0 -> 1000:1000,
+	// mode 0755 -> 0700"), the existing directories Prepare made 0700
+	// and the user's; the caller logs them.
+	Tightened []string
 	// ExtraFiles are inherited by the payload from fd 3 on (hbx passes
 	// the data directory's lock). Run does not close them.
 	ExtraFiles []*os.File
@@ -91,7 +96,8 @@ func Prepare(o Options) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor.user: %w", err)
 	}
-	if err := ensureDir(o.DataDir, cred); err != nil {
+	var changed []string
+	if err := ensureDir(o.DataDir, cred, &changed); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	dirs := map[string]string{
@@ -102,11 +108,11 @@ func Prepare(o Options) (*Spec, error) {
 		"XDG_DATA_HOME":   filepath.Join(o.StateDir, "data"),
 		"XDG_STATE_HOME":  filepath.Join(o.StateDir, "state"),
 	}
-	if err := ensureDir(o.StateDir, cred); err != nil {
+	if err := ensureDir(o.StateDir, cred, &changed); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	for _, d := range dirs {
-		if err := ensureDir(d, cred); err != nil {
+		if err := ensureDir(d, cred, &changed); err != nil {
 			return nil, fmt.Errorf("state directory: %w", err)
 		}
 	}
@@ -145,7 +151,16 @@ func Prepare(o Options) (*Spec, error) {
 
 	args := append([]string(nil), prog.Args...)
 	for i := 1; i < len(args); i++ {
-		args[i] = mapArg(inst, args[i], o.DataDir)
+		a, kind, host, err := mapArg(inst, args[i], o.DataDir, o.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		if kind == argState {
+			if err := ensureStatePath(o.StateDir, host, args[i], cred, &changed); err != nil {
+				return nil, fmt.Errorf("state directory: %w", err)
+			}
+		}
+		args[i] = a
 	}
 	return &Spec{
 		Path:       prog.Path,
@@ -155,50 +170,100 @@ func Prepare(o Options) (*Spec, error) {
 		Credential: cred,
 		PidFile:    filepath.Join(o.StateDir, PidFile),
 		Release:    inst,
+		Tightened:  changed,
 	}, nil
 }
 
-// mapArg maps an absolute image path argument to the host: under a volume
-// to the data directory, else into the rootfs when it exists there.
-func mapArg(inst *release.Installed, arg, dataDir string) string {
-	if !path.IsAbs(arg) {
-		return arg
-	}
-	clean := path.Clean(arg)
-	for _, v := range inst.Meta.Config.Volumes {
-		v = path.Clean(v)
-		if clean == v {
-			return dataDir
-		}
-		if strings.HasPrefix(clean, v+"/") {
-			return filepath.Join(dataDir, strings.TrimPrefix(clean, v+"/"))
-		}
-	}
-	if host, _, err := release.ResolveInRoot(inst.Rootfs(), clean); err == nil {
-		return host
-	}
-	return arg
-}
-
-// ensureDir creates d with mode 0700 (and its missing parents 0755), owned
-// by cred's user when switching users. An existing directory keeps its mode.
-func ensureDir(d string, cred *syscall.Credential) error {
+// ensureDir makes d a directory of mode 0700 owned by cred's user (the
+// caller's effective user when cred is nil): it creates it (missing parents
+// 0755, the caller's), or tightens an existing one and appends to changed a
+// line saying what it changed. Only d itself changes, never what is inside:
+// a recursive chown or chmod would follow links the payload (or whoever
+// wrote there) planted to files elsewhere, and a 0700 directory of the
+// payload's user already keeps every other user out of all below it.
+func ensureDir(d string, cred *syscall.Credential, changed *[]string) error {
 	if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
 		return err
 	}
-	err := os.Mkdir(d, 0o700)
-	if err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	st, serr := os.Stat(d)
-	if serr != nil {
-		return serr
+	uid, gid := os.Geteuid(), os.Getegid()
+	if cred != nil {
+		uid, gid = int(cred.Uid), int(cred.Gid)
+	}
+	// Lstat: a symlink in d's place is refused, never followed to chown
+	// its target.
+	st, err := os.Lstat(d)
+	if err != nil {
+		return err
 	}
 	if !st.IsDir() {
 		return fmt.Errorf("%s is not a directory", d)
 	}
-	if err == nil && cred != nil {
-		if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
+	sys := st.Sys().(*syscall.Stat_t)
+	var did []string
+	if int(sys.Uid) != uid || int(sys.Gid) != gid {
+		if err := os.Lchown(d, uid, gid); err != nil {
+			return err
+		}
+		did = append(did, fmt.Sprintf("owner %d:%d -> %d:%d", sys.Uid, sys.Gid, uid, gid))
+	}
+	if perm := st.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky); perm != 0o700 {
+		if err := os.Chmod(d, 0o700); err != nil {
+			return err
+		}
+		did = append(did, fmt.Sprintf("mode %04o -> 0700", uint32(perm.Perm())|modeBits(perm)))
+	}
+	if len(did) > 0 && changed != nil {
+		*changed = append(*changed, d+": "+strings.Join(did, ", "))
+	}
+	return nil
+}
+
+// modeBits returns the setuid, setgid and sticky bits of m as chmod's octal.
+func modeBits(m os.FileMode) uint32 {
+	var b uint32
+	if m&os.ModeSetuid != 0 {
+		b |= 0o4000
+	}
+	if m&os.ModeSetgid != 0 {
+		b |= 0o2000
+	}
+	if m&os.ModeSticky != 0 {
+		b |= 0o1000
+	}
+	return b
+}
+
+// ensureStatePath creates, for an argument mapped into the state
+// directory's root, each directory from <stateDir>/root down to host's
+// parent (host itself too when the argument names a WritableDirs entry),
+// mode 0700 and cred's user's.
+func ensureStatePath(stateDir, host, arg string, cred *syscall.Credential, changed *[]string) error {
+	root := filepath.Join(stateDir, StateRoot)
+	last := filepath.Dir(host)
+	_, p, _ := strings.Cut(arg, "=")
+	if !strings.HasPrefix(arg, "-") {
+		p = arg
+	}
+	if slices.Contains(WritableDirs, path.Clean(p)) {
+		last = host
+	}
+	rel, err := filepath.Rel(root, last)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("%s is not under %s", host, root)
+	}
+	d := root
+	if err := ensureDir(d, cred, changed); err != nil {
+		return err
+	}
+	if rel == "." {
+		return nil
+	}
+	for _, c := range strings.Split(rel, string(filepath.Separator)) {
+		d = filepath.Join(d, c)
+		if err := ensureDir(d, cred, changed); err != nil {
 			return err
 		}
 	}
