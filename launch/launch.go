@@ -28,6 +28,10 @@ var ErrNotInstalled = errors.New("run `hbx install` first")
 // malformed; the CLI maps it to invalid configuration (exit 2).
 var ErrEnvFile = errors.New("bad env file")
 
+// DefaultHostPath is the host's part of the payload's PATH: the standard
+// system directories, root's on every distribution hbx targets.
+const DefaultHostPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // PidFile is the name of the pidfile in the state directory.
 const PidFile = "executor.pid"
 
@@ -49,7 +53,11 @@ type Options struct {
 	IndexDigest digest.Digest
 	Platform    string
 	ManifestPin digest.Digest
-	HostPath    string // the host's PATH, appended after the rootfs dirs
+	// HostPath is the host's part of the payload's PATH, after the
+	// rootfs dirs; "" means DefaultHostPath. hbx passes DefaultHostPath,
+	// never its caller's PATH: a directory there that another user can
+	// write would choose the programs the payload runs.
+	HostPath string
 	ExtraEnv    []string
 }
 
@@ -120,7 +128,7 @@ func Prepare(o Options) (*Spec, error) {
 	env := newEnv(prog.Env)
 	hostPath := o.HostPath
 	if hostPath == "" {
-		hostPath = "/usr/local/bin:/usr/bin:/bin"
+		hostPath = DefaultHostPath
 	}
 	env.set("PATH", strings.Join(append(append([]string(nil), prog.PathDirs...), hostPath), ":"))
 	env.set("EXECUTOR_HOST", o.Listen)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
@@ -43,10 +42,11 @@ holds it.`,
 				return fmt.Errorf("run executor: %w", err)
 			}
 			defer dl.Release()
-			spec, err := prepareLaunch(launchOptions(cfg, envValue(g.env, "PATH")))
+			spec, err := prepareLaunch(launchOptions(cfg, launch.DefaultHostPath))
 			if err != nil {
 				return err
 			}
+			logTightened(g, spec)
 			spec.ExtraFiles = []*os.File{dl.File()}
 			return launch.Run(cmd.Context(), spec, g.stdout, g.stderr, g.log)
 		},
@@ -85,6 +85,14 @@ func prepareLaunch(lo launch.Options) (*launch.Spec, error) {
 		errUpgradeInterrupted, by, j.Old.Image, j.New.Image, j.Phase, filepath.Join(lo.RuntimeDir, "upgrade.json"), cause)
 }
 
+// logTightened logs, one line each, the data and state directories
+// launch.Prepare made 0700 and executor.user's.
+func logTightened(g *globals, spec *launch.Spec) {
+	for _, t := range spec.Tightened {
+		g.log.Warn("directory made private to executor.user", "change", t)
+	}
+}
+
 // errUpgradeInterrupted: the executor cannot start because an upgrade is
 // half done (prepareLaunch).
 var errUpgradeInterrupted = errors.New("an upgrade is half done")
@@ -108,14 +116,4 @@ func launchOptions(cfg *config.Config, hostPath string) launch.Options {
 		ManifestPin:       platformPin(cfg),
 		HostPath:          hostPath,
 	}
-}
-
-// envValue returns key's value in an os.Environ()-form list.
-func envValue(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }
