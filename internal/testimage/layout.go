@@ -74,6 +74,9 @@ type Options struct {
 	// test-only switch of the server (HBXTEST_FAIL_HEALTH=1) baked into
 	// one image version.
 	ExtraEnv []string
+	// ExtraArgs is appended to the image config's Cmd: arguments of the
+	// server, such as "--pid", "/run/x.pid".
+	ExtraArgs []string
 }
 
 // Image describes a layout written by [BuildLayout].
@@ -205,7 +208,7 @@ func build(dir string, opts Options) (*Image, error) {
 		if i < 0 {
 			continue
 		}
-		desc, err := writeImage(blobs, k.platform, opts.Version, opts.ExtraEnv, []layer{bases[i], app, delta})
+		desc, err := writeImage(blobs, k.platform, opts.Version, opts.ExtraEnv, opts.ExtraArgs, []layer{bases[i], app, delta})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k.name, err)
 		}
@@ -235,7 +238,7 @@ func build(dir string, opts Options) (*Image, error) {
 
 // writeImage writes the config and manifest of one platform's image and
 // returns the manifest's descriptor, with its platform.
-func writeImage(blobs string, platform ocispec.Platform, version string, extraEnv []string, layers []layer) (ocispec.Descriptor, error) {
+func writeImage(blobs string, platform ocispec.Platform, version string, extraEnv, extraArgs []string, layers []layer) (ocispec.Descriptor, error) {
 	created := Epoch
 	cfg := ocispec.Image{
 		Created:  &created,
@@ -243,7 +246,7 @@ func writeImage(blobs string, platform ocispec.Platform, version string, extraEn
 		Config: ocispec.ImageConfig{
 			Env:          append(slices.Clip(Env), extraEnv...),
 			Entrypoint:   Entrypoint,
-			Cmd:          Cmd,
+			Cmd:          append(slices.Clip(Cmd), extraArgs...),
 			WorkingDir:   AppDir,
 			Volumes:      map[string]struct{}{"/data": {}},
 			ExposedPorts: map[string]struct{}{"4788/tcp": {}},
