@@ -196,3 +196,52 @@ func TestPayloadIsolatedFromHost(t *testing.T) {
 		}
 	})
 }
+
+// TestBinaryDirTrusted: hbx refuses to run from a directory that a user
+// other than root can write (it could swap the binary the box's bootstrap
+// and the Compose healthcheck run), naming the directory, its owner and
+// mode; from a root-only directory the same binary runs.
+func TestBinaryDirTrusted(t *testing.T) {
+	requireE2E(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	src, err := os.ReadFile(binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		mode os.FileMode
+		uid  int
+		want string
+	}{
+		{"root only", 0o755, 0, ""},
+		{"world-writable", 0o777, 0, "is owned by root:root with mode 0777, writable by others"},
+		{"another user's", 0o755, 65534, "is owned by nobody:"},
+	} {
+		bin := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-"))
+		if err := os.Mkdir(bin, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, "hbx"), src, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(bin, c.mode)
+		os.Chown(bin, c.uid, c.uid)
+		cmd := exec.Command(filepath.Join(bin, "hbx"), "config", "show")
+		cmd.Env = append(cleanEnv(), "HBX_EXECUTOR_RUNTIME_DIR="+filepath.Join(dir, "rt"))
+		out, err := cmd.CombinedOutput()
+		code := cmd.ProcessState.ExitCode()
+		if c.want == "" {
+			if strings.Contains(string(out), "untrusted") {
+				t.Errorf("%s: %v\n%s", c.name, err, out)
+			}
+			continue
+		}
+		if code != 2 || !strings.Contains(string(out), "the hbx binary's directory "+bin+": "+bin+" "+c.want) {
+			t.Errorf("%s: exit %d\n%s\nwant exit 2 naming %s %s", c.name, code, out, bin, c.want)
+		}
+	}
+}

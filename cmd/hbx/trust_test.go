@@ -81,6 +81,15 @@ func TestCheckTrust(t *testing.T) {
 			mk(t, sec+"/data", 0o755, 0)
 			return map[string]string{"executor.data_dir": sec + "/data"}
 		}, ""},
+		{"backup dir in a directory of executor.user", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/home", 0o700, nobody)
+			return map[string]string{"executor.user": "nobody", "backup.dir": sec + "/home/backups"}
+		}, "backup.dir SEC/home/backups: its ancestor SEC/home is owned by nobody"},
+		{"env file inside the payload's state dir", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/state", 0o700, nobody)
+			os.WriteFile(sec+"/state/env", []byte("A=1\n"), 0o600)
+			return map[string]string{"executor.user": "nobody", "executor.state_dir": sec + "/state", "executor.env_file": sec + "/state/env"}
+		}, "executor.env_file SEC/state/env: its ancestor SEC/state is owned by nobody"},
 		{"state dir's parent world-writable", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/var", 0o777, 0)
 			return map[string]string{"executor.state_dir": sec + "/var/hbx"}
