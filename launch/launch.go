@@ -58,7 +58,7 @@ type Options struct {
 	// never its caller's PATH: a directory there that another user can
 	// write would choose the programs the payload runs.
 	HostPath string
-	ExtraEnv    []string
+	ExtraEnv []string
 }
 
 // Spec is a prepared command: exec Path with Args in Dir with Env, as
