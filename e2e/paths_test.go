@@ -31,16 +31,16 @@ var poison = []string{
 	"PATH=/evil/bin:" + os.Getenv("PATH"), "HOME=/evil", "LD_PRELOAD=/evil.so",
 }
 
-// argsImage pushes a test image whose Cmd ends with `--pid <pidArg>` for
-// the host's platform alone, and returns its pinned reference.
-func argsImage(t *testing.T, pidArg string) (*testenv.Registry, string) {
+// argsImage pushes a test image whose Cmd ends with args, for the host's
+// platform alone, and returns its pinned reference.
+func argsImage(t *testing.T, args ...string) (*testenv.Registry, string) {
 	t.Helper()
 	tarballs, err := testimage.BunTarballs(testenv.RepoRoot(t))
 	if err != nil {
 		testenv.Unavailable(t, fmt.Sprintf("test image: %v", err))
 	}
 	img, err := testimage.BuildLayout(t.TempDir(), testimage.Options{BunTarballs: tarballs,
-		Platforms: []string{"linux/" + runtime.GOARCH}, ExtraArgs: []string{"--pid", pidArg}})
+		Platforms: []string{"linux/" + runtime.GOARCH}, ExtraArgs: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestPayloadIsolatedFromHost(t *testing.T) {
 	requireE2E(t)
 	hostPid := fmt.Sprintf("/run/hbxtest-%d-%d.pid", os.Getpid(), time.Now().UnixNano())
 	t.Cleanup(func() { os.Remove(hostPid) })
-	reg, ref := argsImage(t, hostPid)
+	reg, ref := argsImage(t, "--pid", hostPid)
 	envFile := filepath.Join(t.TempDir(), "executor.env")
 	if err := os.WriteFile(envFile, []byte("FROM_ENV_FILE=1\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -243,5 +243,21 @@ func TestBinaryDirTrusted(t *testing.T) {
 		if code != 2 || !strings.Contains(string(out), "the hbx binary's directory "+bin+": "+bin+" "+c.want) {
 			t.Errorf("%s: exit %d\n%s\nwant exit 2 naming %s %s", c.name, code, out, bin, c.want)
 		}
+	}
+}
+
+// TestInstallRefusesHostPathArg: an image whose command names a host path
+// outside the volume, the writable directories and the release is refused
+// at validation, naming the argument, and nothing is activated.
+func TestInstallRefusesHostPathArg(t *testing.T) {
+	requireE2E(t)
+	reg, ref := argsImage(t, "--config=/etc/executor/config.json")
+	b := newBox(t, reg, ref, nil, "")
+	r := b.hbx("install")
+	if r.code == 0 || !strings.Contains(r.stderr, `"--config=/etc/executor/config.json" names /etc/executor/config.json, which is not under a volume (/data), a writable directory (/run, /tmp, /var) or in the release`) {
+		t.Fatalf("hbx install = %d\n%s\nwant refused naming the argument", r.code, r.stderr)
+	}
+	if cur := b.current(); cur != "" {
+		t.Errorf("a refused release was activated: current -> %s", cur)
 	}
 }
