@@ -5,8 +5,8 @@
 // A directory is only as safe as its parents: whoever can write /storage
 // can rename /storage/executor-runtime away and put their own in its
 // place. [Check] therefore examines the path and every ancestor up to "/",
-// both as written and, when a symlink is on the way, as resolved. Each
-// existing component must be:
+// resolving symlinks as the kernel does (the directories of every hop are
+// checked). Each existing component must be:
 //
 //   - owned by root or by one of the trusted uids;
 //   - not writable by others (mode o+w), and not writable by its group

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -30,53 +31,37 @@ type Trust struct {
 // is not checked, only what holds it. The error wraps ErrUntrusted and
 // names the component, its owner and mode.
 func Check(what, p string, ancestorsOnly bool, t Trust) error {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return fmt.Errorf("check %s %s: %w", what, p, err)
+	// Not filepath.Abs: it cleans "l/.." lexically, where the kernel
+	// goes to the parent of l's target.
+	abs := p
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("check %s %s: %w", what, p, err)
+		}
+		abs = wd + "/" + p
 	}
-	if err := checkChain(what, p, abs, ancestorsOnly, t); err != nil {
+	// Resolve as the kernel does, one component at a time: cur is always a
+	// real directory (no symlink in it), and each symlink met puts its
+	// target's components in front of what is left, so the directories
+	// of every hop are checked too.
+	cur := "/"
+	todo := strings.Split(strings.TrimPrefix(abs, "/"), "/")
+	if err := checkOne(what, p, cur, allEmpty(todo), ancestorsOnly, t); err != nil || allEmpty(todo) {
 		return err
 	}
-	// The same chain with symlinks resolved, from the nearest existing
-	// component.
-	existing, rest := abs, ""
-	for {
-		if _, err := os.Lstat(existing); err == nil {
-			break
+	for hops := 0; len(todo) > 0; {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
 		}
-		parent := filepath.Dir(existing)
-		if parent == existing {
-			return nil
-		}
-		rest = filepath.Join(filepath.Base(existing), rest)
-		existing = parent
-	}
-	real, err := filepath.EvalSymlinks(existing)
-	if err != nil {
-		return fmt.Errorf("check %s %s: %w", what, p, err)
-	}
-	if real = filepath.Join(real, rest); real == abs {
-		return nil
-	}
-	return checkChain(what, p, real, ancestorsOnly, t)
-}
-
-// checkChain checks abs's existing components, from "/" down.
-func checkChain(what, p, abs string, ancestorsOnly bool, t Trust) error {
-	var chain []string
-	for d := abs; ; d = filepath.Dir(d) {
-		chain = append(chain, d)
-		if d == filepath.Dir(d) {
-			break
-		}
-	}
-	slices.Reverse(chain)
-	for _, c := range chain {
-		self := c == abs
-		if self && ancestorsOnly {
-			return nil
-		}
-		st, err := os.Lstat(c)
+		next := filepath.Join(cur, name)
+		st, err := os.Lstat(next)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // what is missing hbx creates, root's
 		}
@@ -84,19 +69,65 @@ func checkChain(what, p, abs string, ancestorsOnly bool, t Trust) error {
 			return fmt.Errorf("check %s %s: %w", what, p, err)
 		}
 		if st.Mode()&fs.ModeSymlink != 0 {
+			if hops++; hops > 40 {
+				return fmt.Errorf("check %s %s: too many levels of symbolic links", what, p)
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return fmt.Errorf("check %s %s: %w", what, p, err)
+			}
+			if filepath.IsAbs(target) {
+				cur = "/"
+			}
+			todo = append(strings.Split(target, "/"), todo...)
 			continue
 		}
-		if why := untrusted(st, self, t); why != "" {
-			sys := st.Sys().(*syscall.Stat_t)
-			where := c
-			if !self {
-				where = "its ancestor " + c
-			}
-			return fmt.Errorf("%w: %s %s: %s is owned by %s:%s with mode %04o, %s: make it root's and writable by root alone",
-				ErrUntrusted, what, p, where, userName(sys.Uid), groupName(sys.Gid), permBits(st.Mode()), why)
+		self := len(todo) == 0 || allEmpty(todo)
+		if err := checkInfo(what, p, next, st, self, ancestorsOnly, t); err != nil {
+			return err
 		}
+		cur = next
 	}
 	return nil
+}
+
+// allEmpty reports whether the components left name nothing more (a
+// trailing slash).
+func allEmpty(todo []string) bool {
+	for _, c := range todo {
+		if c != "" && c != "." {
+			return false
+		}
+	}
+	return true
+}
+
+// checkOne checks the existing directory c.
+func checkOne(what, p, c string, self, ancestorsOnly bool, t Trust) error {
+	st, err := os.Lstat(c)
+	if err != nil {
+		return fmt.Errorf("check %s %s: %w", what, p, err)
+	}
+	return checkInfo(what, p, c, st, self, ancestorsOnly, t)
+}
+
+// checkInfo refuses component c (st) of p when an untrusted user may
+// write it.
+func checkInfo(what, p, c string, st fs.FileInfo, self, ancestorsOnly bool, t Trust) error {
+	if self && ancestorsOnly {
+		return nil
+	}
+	why := untrusted(st, self, t)
+	if why == "" {
+		return nil
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	where := c
+	if !self {
+		where = "its ancestor " + c
+	}
+	return fmt.Errorf("%w: %s %s: %s is owned by %s:%s with mode %04o, %s: make it root's and writable by root alone",
+		ErrUntrusted, what, p, where, userName(sys.Uid), groupName(sys.Gid), permBits(st.Mode()), why)
 }
 
 // untrusted says why st may be written by an untrusted user, or "".
