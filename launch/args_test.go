@@ -145,7 +145,25 @@ func TestPrepareTightensDirs(t *testing.T) {
 	if err != nil || len(spec.Tightened) != 0 {
 		t.Errorf("second Prepare: Tightened %q, %v; want none", spec.Tightened, err)
 	}
-	// A symlink in the data directory's place is refused, its target untouched.
+	// The payload owns the state directory: a symlink it plants there in
+	// place of a directory hbx makes private is refused, never followed.
+	for _, planted := range []string{"home", "root"} {
+		target := t.TempDir()
+		os.Chmod(target, 0o755)
+		p := filepath.Join(o.StateDir, planted)
+		os.RemoveAll(p)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Prepare(o); err == nil || !strings.Contains(err.Error(), p+" is not a directory") {
+			t.Errorf("Prepare with %s a symlink = %v; want refused", p, err)
+		}
+		if st, _ := os.Stat(target); st.Mode().Perm() != 0o755 || st.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Errorf("symlink target %s changed: %v", planted, st.Mode())
+		}
+		os.Remove(p)
+	}
+		// A symlink in the data directory's place is refused, its target untouched.
 	target := t.TempDir()
 	os.Chmod(target, 0o755)
 	os.RemoveAll(o.DataDir)

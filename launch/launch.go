@@ -18,6 +18,7 @@ import (
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
 )
 
 // ErrNotInstalled: no active release, or not the configured one. The
@@ -120,7 +121,7 @@ func Prepare(o Options) (*Spec, error) {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	for _, d := range dirs {
-		if err := ensureDir(d, cred, &changed); err != nil {
+		if err := ensureUnder(o.StateDir, filepath.Base(d), cred, &changed); err != nil {
 			return nil, fmt.Errorf("state directory: %w", err)
 		}
 	}
@@ -189,59 +190,82 @@ func Prepare(o Options) (*Spec, error) {
 // a recursive chown or chmod would follow links the payload (or whoever
 // wrote there) planted to files elsewhere, and a 0700 directory of the
 // payload's user already keeps every other user out of all below it.
+// A symlink in d's place is refused.
 func ensureDir(d string, cred *syscall.Credential, changed *[]string) error {
-	if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
-		return err
-	}
-	if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	return ensureUnder(d, "", cred, changed)
+}
+
+// ensureUnder does what ensureDir does for base, then for each directory
+// from base down to base/rel (rel "" is base alone). Below base it works
+// through directory descriptors (openat with O_NOFOLLOW, fchown, fchmod),
+// so a payload that owns base cannot swap a component for a symlink
+// between the check and the change.
+func ensureUnder(base, rel string, cred *syscall.Credential, changed *[]string) error {
+	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
 		return err
 	}
 	uid, gid := os.Geteuid(), os.Getegid()
 	if cred != nil {
 		uid, gid = int(cred.Uid), int(cred.Gid)
 	}
-	// Lstat: a symlink in d's place is refused, never followed to chown
-	// its target.
-	st, err := os.Lstat(d)
+	fd, err := privateDir(unix.AT_FDCWD, base, base, uid, gid, changed)
 	if err != nil {
 		return err
 	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", d)
-	}
-	sys := st.Sys().(*syscall.Stat_t)
-	var did []string
-	if int(sys.Uid) != uid || int(sys.Gid) != gid {
-		if err := os.Lchown(d, uid, gid); err != nil {
+	shown := base
+	for _, c := range strings.Split(rel, "/") {
+		if c == "" {
+			continue
+		}
+		shown = filepath.Join(shown, c)
+		next, err := privateDir(fd, c, shown, uid, gid, changed)
+		unix.Close(fd)
+		if err != nil {
 			return err
 		}
-		did = append(did, fmt.Sprintf("owner %d:%d -> %d:%d", sys.Uid, sys.Gid, uid, gid))
+		fd = next
 	}
-	if perm := st.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky); perm != 0o700 {
-		if err := os.Chmod(d, 0o700); err != nil {
-			return err
-		}
-		did = append(did, fmt.Sprintf("mode %04o -> 0700", uint32(perm.Perm())|modeBits(perm)))
-	}
-	if len(did) > 0 && changed != nil {
-		*changed = append(*changed, d+": "+strings.Join(did, ", "))
-	}
-	return nil
+	return unix.Close(fd)
 }
 
-// modeBits returns the setuid, setgid and sticky bits of m as chmod's octal.
-func modeBits(m os.FileMode) uint32 {
-	var b uint32
-	if m&os.ModeSetuid != 0 {
-		b |= 0o4000
+// privateDir creates name (relative to dirfd) mode 0700 when missing,
+// opens it refusing a symlink, and makes it 0700 and uid:gid's through the
+// descriptor, which it returns. shown names it in errors and changed.
+func privateDir(dirfd int, name, shown string, uid, gid int, changed *[]string) (int, error) {
+	if err := unix.Mkdirat(dirfd, name, 0o700); err != nil && err != unix.EEXIST {
+		return -1, &os.PathError{Op: "mkdir", Path: shown, Err: err}
 	}
-	if m&os.ModeSetgid != 0 {
-		b |= 0o2000
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ELOOP || err == unix.ENOTDIR {
+		return -1, fmt.Errorf("%s is not a directory", shown)
 	}
-	if m&os.ModeSticky != 0 {
-		b |= 0o1000
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: shown, Err: err}
 	}
-	return b
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &os.PathError{Op: "stat", Path: shown, Err: err}
+	}
+	var did []string
+	if int(st.Uid) != uid || int(st.Gid) != gid {
+		if err := unix.Fchown(fd, uid, gid); err != nil {
+			unix.Close(fd)
+			return -1, &os.PathError{Op: "chown", Path: shown, Err: err}
+		}
+		did = append(did, fmt.Sprintf("owner %d:%d -> %d:%d", st.Uid, st.Gid, uid, gid))
+	}
+	if perm := st.Mode & 0o7777; perm != 0o700 {
+		if err := unix.Fchmod(fd, 0o700); err != nil {
+			unix.Close(fd)
+			return -1, &os.PathError{Op: "chmod", Path: shown, Err: err}
+		}
+		did = append(did, fmt.Sprintf("mode %04o -> 0700", perm))
+	}
+	if len(did) > 0 && changed != nil {
+		*changed = append(*changed, shown+": "+strings.Join(did, ", "))
+	}
+	return fd, nil
 }
 
 // ensureStatePath creates, for an argument mapped into the state
@@ -249,7 +273,6 @@ func modeBits(m os.FileMode) uint32 {
 // parent (host itself too when the argument names a WritableDirs entry),
 // mode 0700 and cred's user's.
 func ensureStatePath(stateDir, host, arg string, cred *syscall.Credential, changed *[]string) error {
-	root := filepath.Join(stateDir, StateRoot)
 	last := filepath.Dir(host)
 	_, p, _ := strings.Cut(arg, "=")
 	if !strings.HasPrefix(arg, "-") {
@@ -258,24 +281,11 @@ func ensureStatePath(stateDir, host, arg string, cred *syscall.Credential, chang
 	if slices.Contains(WritableDirs, path.Clean(p)) {
 		last = host
 	}
-	rel, err := filepath.Rel(root, last)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		return fmt.Errorf("%s is not under %s", host, root)
+	rel, err := filepath.Rel(stateDir, last)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("%s is not under %s", host, filepath.Join(stateDir, StateRoot))
 	}
-	d := root
-	if err := ensureDir(d, cred, changed); err != nil {
-		return err
-	}
-	if rel == "." {
-		return nil
-	}
-	for _, c := range strings.Split(rel, string(filepath.Separator)) {
-		d = filepath.Join(d, c)
-		if err := ensureDir(d, cred, changed); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ensureUnder(stateDir, rel, cred, changed)
 }
 
 // ReadEnvFile reads KEY=VALUE lines ("#" comments and blank lines skipped)
