@@ -163,7 +163,7 @@ func TestPrepareTightensDirs(t *testing.T) {
 		}
 		os.Remove(p)
 	}
-		// A symlink in the data directory's place is refused, its target untouched.
+	// A symlink in the data directory's place is refused, its target untouched.
 	target := t.TempDir()
 	os.Chmod(target, 0o755)
 	os.RemoveAll(o.DataDir)
