@@ -61,9 +61,6 @@ func TestRuntimeUntouchableE2E(t *testing.T) {
 // branch, not this one). Enable it once that work is merged.
 func TestPreexistingDirsUntouchableE2E(t *testing.T) {
 	requireE2E(t)
-	if os.Getenv("HBXTEST_PREEXISTING_DIRS") != "1" {
-		t.Skip("needs the data/state/backup tightening of issue 13 §4 bullets 4-5 (other branch); HBXTEST_PREEXISTING_DIRS=1 runs it")
-	}
 	untouchable(t, func(b *box, backups string) {
 		for _, d := range []string{b.dataDir, b.stateDir, backups} {
 			if err := os.MkdirAll(d, 0o755); err != nil {

@@ -90,7 +90,7 @@ func TestKey(t *testing.T) {
 		open:                          "is mode 0644, want 0600 or stricter",
 		empty:                         "the first line is empty",
 		filepath.Join(dir, "missing"): "no such file",
-		dir:                           "is not a regular file",
+		dir:                           "is a directory: not a regular file",
 	} {
 		_, err := ReadKeyFile(path)
 		if !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), secret) {

@@ -19,6 +19,7 @@ import (
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/docker/reference"
@@ -476,6 +477,9 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 		return nil, err
 	}
 	if err = validate(ctx, inst, plat, opts); err != nil {
+		return nil, fmt.Errorf("validate release: %w", err)
+	}
+	if err := launch.CheckArgs(inst); err != nil { // path arguments map into the release, data or state dir
 		return nil, fmt.Errorf("validate release: %w", err)
 	}
 	if err := ctx.Err(); err != nil { // interrupted: publish nothing

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -23,8 +24,8 @@ import (
 var ErrUnrunnable = errors.New("release cannot run natively")
 
 // DefaultHostPath is the host part of the payload's PATH when the caller
-// gives none, as package launch builds it.
-const DefaultHostPath = "/usr/local/bin:/usr/bin:/bin"
+// gives none: the one package launch gives the payload.
+const DefaultHostPath = launch.DefaultHostPath
 
 // maxChain bounds how many programs validation follows from the entry
 // program (a #! script to its interpreter, env to the program it names...):

@@ -4,10 +4,23 @@
 // The program and its arguments come from the image config (Entrypoint +
 // Cmd). The program name is looked up through the image's PATH entries
 // mapped into the rootfs; the child's PATH lists those rootfs directories
-// first, then the host's. The working directory is WorkingDir inside the
-// rootfs. Arguments that are absolute image paths are mapped too: under a
-// declared volume to the data directory, else to the rootfs when they exist
-// there.
+// first, then DefaultHostPath (never the caller's PATH). The working
+// directory is WorkingDir inside the rootfs.
+//
+// Arguments that are absolute image paths, "/p" or "--flag=/p" alike, are
+// mapped, first rule that applies: the stream paths /dev/null,
+// /dev/stdin, /dev/stdout and /dev/stderr pass verbatim; under a declared
+// volume to the data directory; under one of WritableDirs (/run, /tmp,
+// /var) into <state dir>/root (its directories created, the payload's);
+// existing in the release to the rootfs (read-only); anything else is
+// ErrArg, which CheckArgs reports at install validation. No argument
+// reaches a host path outside the release, data and state directories.
+//
+// The data and state directories are made 0700 and the payload user's at
+// each Prepare, the directory itself only (never recursively: a chown
+// through the directory would follow links planted there); what changed
+// is in Spec.Tightened for the caller to log. A symlink in their place is
+// refused.
 //
 // The host's libc and dynamic loader serve the payload: an ELF program's
 // PT_INTERP (/lib64/ld-linux-x86-64.so.2, /lib/ld-linux-aarch64.so.1) and
@@ -21,10 +34,11 @@
 // lookup, user, environment, working directory and argument mapping, in
 // its own process group, killed whole when its bound passes.
 //
-// The environment is the image's Env with hbx's overrides (listen address,
+// The environment is exactly the image's Env with hbx's overrides (listen address,
 // port, data directory, base URL, local-network policy, IPv6 switch, HOME,
 // TMPDIR and XDG directories under the state directory), then the
-// variables of the env file. Values from the env file are never logged.
+// variables of the env file; nothing of the caller's environment. Values
+// from the env file are never logged.
 // Prepare reads the env file before anything else, so a bad one
 // (ErrEnvFile: missing, readable by others, malformed) changes nothing on
 // disk.

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
 )
 
 // ErrNotInstalled: no active release, or not the configured one. The
@@ -27,6 +29,10 @@ var ErrNotInstalled = errors.New("run `hbx install` first")
 // ErrEnvFile: the env file is missing, not readable, readable by others or
 // malformed; the CLI maps it to invalid configuration (exit 2).
 var ErrEnvFile = errors.New("bad env file")
+
+// DefaultHostPath is the host's part of the payload's PATH: the standard
+// system directories, root's on every distribution hbx targets.
+const DefaultHostPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // PidFile is the name of the pidfile in the state directory.
 const PidFile = "executor.pid"
@@ -49,8 +55,12 @@ type Options struct {
 	IndexDigest digest.Digest
 	Platform    string
 	ManifestPin digest.Digest
-	HostPath    string // the host's PATH, appended after the rootfs dirs
-	ExtraEnv    []string
+	// HostPath is the host's part of the payload's PATH, after the
+	// rootfs dirs; "" means DefaultHostPath. hbx passes DefaultHostPath,
+	// never its caller's PATH: a directory there that another user can
+	// write would choose the programs the payload runs.
+	HostPath string
+	ExtraEnv []string
 }
 
 // Spec is a prepared command: exec Path with Args in Dir with Env, as
@@ -63,6 +73,10 @@ type Spec struct {
 	Credential *syscall.Credential
 	PidFile    string
 	Release    *release.Installed
+	// Tightened lists, one line each ("<dir>: owner 0:0 -> 1000:1000,
+	// mode 0755 -> 0700"), the existing directories Prepare made 0700
+	// and the user's; the caller logs them.
+	Tightened []string
 	// ExtraFiles are inherited by the payload from fd 3 on (hbx passes
 	// the data directory's lock). Run does not close them.
 	ExtraFiles []*os.File
@@ -108,7 +122,8 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor.user: %w", err)
 	}
-	if err := ensureDir(o.DataDir, cred); err != nil {
+	var changed []string
+	if err := ensureDir(o.DataDir, cred, &changed); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	dirs := map[string]string{
@@ -119,11 +134,11 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 		"XDG_DATA_HOME":   filepath.Join(o.StateDir, "data"),
 		"XDG_STATE_HOME":  filepath.Join(o.StateDir, "state"),
 	}
-	if err := ensureDir(o.StateDir, cred); err != nil {
+	if err := ensureDir(o.StateDir, cred, &changed); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	for _, d := range dirs {
-		if err := ensureDir(d, cred); err != nil {
+		if err := ensureUnder(o.StateDir, filepath.Base(d), cred, &changed); err != nil {
 			return nil, fmt.Errorf("state directory: %w", err)
 		}
 	}
@@ -131,7 +146,7 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 	env := newEnv(prog.Env)
 	hostPath := o.HostPath
 	if hostPath == "" {
-		hostPath = "/usr/local/bin:/usr/bin:/bin"
+		hostPath = DefaultHostPath
 	}
 	env.set("PATH", strings.Join(append(append([]string(nil), prog.PathDirs...), hostPath), ":"))
 	env.set("EXECUTOR_HOST", o.Listen)
@@ -162,7 +177,16 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 
 	args := append([]string(nil), prog.Args...)
 	for i := 1; i < len(args); i++ {
-		args[i] = mapArg(inst, args[i], o.DataDir)
+		a, kind, host, err := mapArg(inst, args[i], o.DataDir, o.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		if kind == argState {
+			if err := ensureStatePath(o.StateDir, host, args[i], cred, &changed); err != nil {
+				return nil, fmt.Errorf("state directory: %w", err)
+			}
+		}
+		args[i] = a
 	}
 	return &Spec{
 		Path:       prog.Path,
@@ -172,54 +196,113 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 		Credential: cred,
 		PidFile:    filepath.Join(o.StateDir, PidFile),
 		Release:    inst,
+		Tightened:  changed,
 	}, nil
 }
 
-// mapArg maps an absolute image path argument to the host: under a volume
-// to the data directory, else into the rootfs when it exists there.
-func mapArg(inst *release.Installed, arg, dataDir string) string {
-	if !path.IsAbs(arg) {
-		return arg
-	}
-	clean := path.Clean(arg)
-	for _, v := range inst.Meta.Config.Volumes {
-		v = path.Clean(v)
-		if clean == v {
-			return dataDir
-		}
-		if strings.HasPrefix(clean, v+"/") {
-			return filepath.Join(dataDir, strings.TrimPrefix(clean, v+"/"))
-		}
-	}
-	if host, _, err := release.ResolveInRoot(inst.Rootfs(), clean); err == nil {
-		return host
-	}
-	return arg
+// ensureDir makes d a directory of mode 0700 owned by cred's user (the
+// caller's effective user when cred is nil): it creates it (missing parents
+// 0755, the caller's), or tightens an existing one and appends to changed a
+// line saying what it changed. Only d itself changes, never what is inside:
+// a recursive chown or chmod would follow links the payload (or whoever
+// wrote there) planted to files elsewhere, and a 0700 directory of the
+// payload's user already keeps every other user out of all below it.
+// A symlink in d's place is refused.
+func ensureDir(d string, cred *syscall.Credential, changed *[]string) error {
+	return ensureUnder(d, "", cred, changed)
 }
 
-// ensureDir creates d with mode 0700 (and its missing parents 0755), owned
-// by cred's user when switching users. An existing directory keeps its mode.
-func ensureDir(d string, cred *syscall.Credential) error {
-	if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
+// ensureUnder does what ensureDir does for base, then for each directory
+// from base down to base/rel (rel "" is base alone). Below base it works
+// through directory descriptors (openat with O_NOFOLLOW, fchown, fchmod),
+// so a payload that owns base cannot swap a component for a symlink
+// between the check and the change.
+func ensureUnder(base, rel string, cred *syscall.Credential, changed *[]string) error {
+	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
 		return err
 	}
-	err := os.Mkdir(d, 0o700)
-	if err != nil && !errors.Is(err, os.ErrExist) {
+	uid, gid := os.Geteuid(), os.Getegid()
+	if cred != nil {
+		uid, gid = int(cred.Uid), int(cred.Gid)
+	}
+	fd, err := privateDir(unix.AT_FDCWD, base, base, uid, gid, changed)
+	if err != nil {
 		return err
 	}
-	st, serr := os.Stat(d)
-	if serr != nil {
-		return serr
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", d)
-	}
-	if err == nil && cred != nil {
-		if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
+	shown := base
+	for _, c := range strings.Split(rel, "/") {
+		if c == "" {
+			continue
+		}
+		shown = filepath.Join(shown, c)
+		next, err := privateDir(fd, c, shown, uid, gid, changed)
+		unix.Close(fd)
+		if err != nil {
 			return err
 		}
+		fd = next
 	}
-	return nil
+	return unix.Close(fd)
+}
+
+// privateDir creates name (relative to dirfd) mode 0700 when missing,
+// opens it refusing a symlink, and makes it 0700 and uid:gid's through the
+// descriptor, which it returns. shown names it in errors and changed.
+func privateDir(dirfd int, name, shown string, uid, gid int, changed *[]string) (int, error) {
+	if err := unix.Mkdirat(dirfd, name, 0o700); err != nil && err != unix.EEXIST {
+		return -1, &os.PathError{Op: "mkdir", Path: shown, Err: err}
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ELOOP || err == unix.ENOTDIR {
+		return -1, fmt.Errorf("%s is not a directory", shown)
+	}
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: shown, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &os.PathError{Op: "stat", Path: shown, Err: err}
+	}
+	var did []string
+	if int(st.Uid) != uid || int(st.Gid) != gid {
+		if err := unix.Fchown(fd, uid, gid); err != nil {
+			unix.Close(fd)
+			return -1, &os.PathError{Op: "chown", Path: shown, Err: err}
+		}
+		did = append(did, fmt.Sprintf("owner %d:%d -> %d:%d", st.Uid, st.Gid, uid, gid))
+	}
+	if perm := st.Mode & 0o7777; perm != 0o700 {
+		if err := unix.Fchmod(fd, 0o700); err != nil {
+			unix.Close(fd)
+			return -1, &os.PathError{Op: "chmod", Path: shown, Err: err}
+		}
+		did = append(did, fmt.Sprintf("mode %04o -> 0700", perm))
+	}
+	if len(did) > 0 && changed != nil {
+		*changed = append(*changed, shown+": "+strings.Join(did, ", "))
+	}
+	return fd, nil
+}
+
+// ensureStatePath creates, for an argument mapped into the state
+// directory's root, each directory from <stateDir>/root down to host's
+// parent (host itself too when the argument names a WritableDirs entry),
+// mode 0700 and cred's user's.
+func ensureStatePath(stateDir, host, arg string, cred *syscall.Credential, changed *[]string) error {
+	last := filepath.Dir(host)
+	_, p, _ := strings.Cut(arg, "=")
+	if !strings.HasPrefix(arg, "-") {
+		p = arg
+	}
+	if slices.Contains(WritableDirs, path.Clean(p)) {
+		last = host
+	}
+	rel, err := filepath.Rel(stateDir, last)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("%s is not under %s", host, filepath.Join(stateDir, StateRoot))
+	}
+	return ensureUnder(stateDir, rel, cred, changed)
 }
 
 // ReadEnvFile reads KEY=VALUE lines ("#" comments and blank lines skipped)

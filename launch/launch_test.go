@@ -68,7 +68,7 @@ func baseOptions(t *testing.T, runtimeDir string) Options {
 
 var cfg = release.ImageConfig{
 	Entrypoint: []string{"payload"},
-	Cmd:        []string{"/app/serve.js", "/data/db.sqlite", "/nonexistent"},
+	Cmd:        []string{"/app/serve.js", "/data/db.sqlite", "--pid", "/run/x/y.pid"},
 	Env:        []string{"PATH=/usr/local/bin:/usr/bin", "EXECUTOR_HOST=0.0.0.0", "PORT=1", "EXECUTOR_DATA_DIR=/data", "NODE_ENV=production"},
 	WorkingDir: "/app",
 	Volumes:    []string{"/data"},
@@ -109,11 +109,11 @@ func TestPrepare(t *testing.T) {
 	if spec.Path != filepath.Join(rootfs, "usr/local/bin/payload") || spec.Dir != filepath.Join(rootfs, "app") {
 		t.Errorf("Path, Dir = %s, %s", spec.Path, spec.Dir)
 	}
-	wantArgs := []string{"payload", filepath.Join(rootfs, "app/serve.js"), filepath.Join(o.DataDir, "db.sqlite"), "/nonexistent"}
+	wantArgs := []string{"payload", filepath.Join(rootfs, "app/serve.js"), filepath.Join(o.DataDir, "db.sqlite"), "--pid", filepath.Join(o.StateDir, "root/run/x/y.pid")}
 	if strings.Join(spec.Args, " ") != strings.Join(wantArgs, " ") {
 		t.Errorf("Args = %q, want %q", spec.Args, wantArgs)
 	}
-	for _, d := range []string{o.DataDir, o.StateDir, filepath.Join(o.StateDir, "home")} {
+	for _, d := range []string{o.DataDir, o.StateDir, filepath.Join(o.StateDir, "home"), filepath.Join(o.StateDir, "root/run/x")} {
 		st, err := os.Stat(d)
 		if err != nil || st.Mode().Perm() != 0o700 {
 			t.Errorf("Stat(%s) = %v, %v; want mode 0700", d, st.Mode(), err)

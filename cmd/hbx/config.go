@@ -60,7 +60,10 @@ durations are strings such as "30s".
 It also checks the files holding secrets that the configuration names
 (executor.env_file, backup.passphrase_file, health.token_file), without
 reading them: one that exists must be a regular file of mode 0600 or
-stricter, else it is invalid configuration (exit 2).`,
+stricter, else it is invalid configuration (exit 2). Like every command
+that reads the configuration, it refuses the runtime, data, state and
+backup directories, the secret and config files and hbx's own directory
+when a user other than root could replace them (exit 2).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)

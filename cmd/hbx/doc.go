@@ -4,7 +4,10 @@
 // This package is the command line only: it parses flags, loads the
 // configuration (internal/config), builds the logger and calls the domain
 // packages. One file per subcommand holds its options, its flag binding and
-// a runX(ctx, opts) function that tests call directly.
+// a runX(ctx, opts) function that tests call directly. Loading the
+// configuration also refuses, as invalid configuration, the paths it names
+// (and hbx's own directory) when a user other than root could replace them
+// (trust.go, internal/pathtrust).
 //
 // Exit codes (exitcode.go is the one table): 0 success; 1 failure; 2 invalid
 // configuration or usage; 3 from hbx status only, when a program it shows

@@ -29,7 +29,8 @@ const exitCodesHelp = `Exit codes:
      would not start, and every other error
   2  invalid configuration (config file, HBX_* environment variables,
      flags, a program's missing user, an env or passphrase file that is
-     missing, malformed or readable by others) or usage (unknown command or flag,
+     missing, malformed or readable by others, a path of hbx's that a user
+     other than root can replace) or usage (unknown command or flag,
      bad arguments, an unknown program name)
   3  hbx status only: a program shown is not RUNNING
   "hbx run executor" exits with the payload's own status (128+N when

@@ -77,7 +77,7 @@ func installerOptions(g *globals, cfg *config.Config) (installer.Options, error)
 	if err != nil {
 		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
 	}
-	hostPath := envValue(g.env, "PATH")
+	hostPath := launch.DefaultHostPath // as the payload runs: never the caller's PATH
 	return installer.Options{
 		RunAs:                runAs,
 		HostPath:             hostPath,

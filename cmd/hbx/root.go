@@ -158,7 +158,8 @@ func unknownCommand(cmd *cobra.Command, name string) error {
 // loadConfig loads the configuration for cmd: the --config file, else the
 // file HBX_CONFIG names (a missing file is an error then), else the
 // default file if present; g's environment and the config-key flags the
-// user set. It sets g.configPath to the file used. Errors wrap
+// user set, and refuses paths others could replace (checkTrust). It sets
+// g.configPath to the file used. Errors wrap
 // config.ErrInvalid unless the file exists but cannot be read.
 func (g *globals) loadConfig(cmd *cobra.Command) (*config.Config, *config.Sources, error) {
 	cfg, srcs, err := config.Load(config.LoadOptions{
@@ -168,6 +169,9 @@ func (g *globals) loadConfig(cmd *cobra.Command) (*config.Config, *config.Source
 		Flags:        cmd.Flags(),
 	})
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkTrust(cfg, srcs); err != nil { // StrictModes: refuse paths others could swap
 		return nil, nil, err
 	}
 	f := srcs.File()

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/hermesbox/hbx/installer"
@@ -47,10 +46,11 @@ holds it.`,
 				return fmt.Errorf("run executor: %w", err)
 			}
 			defer dl.Release()
-			spec, err := prepareLaunch(cmd.Context(), launchOptions(cfg, envValue(g.env, "PATH")), g.log)
+			spec, err := prepareLaunch(cmd.Context(), launchOptions(cfg, launch.DefaultHostPath), g.log)
 			if err != nil {
 				return err
 			}
+			logTightened(g, spec)
 			spec.ExtraFiles = []*os.File{dl.File()}
 			return launch.Run(cmd.Context(), spec, g.stdout, g.stderr, g.log)
 		},
@@ -97,6 +97,14 @@ func prepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*l
 		errUpgradeInterrupted, by, j.Old.Image, j.New.Image, j.Phase, filepath.Join(lo.RuntimeDir, "upgrade.json"), cause)
 }
 
+// logTightened logs, one line each, the data and state directories
+// launch.Prepare made 0700 and executor.user's.
+func logTightened(g *globals, spec *launch.Spec) {
+	for _, t := range spec.Tightened {
+		g.log.Warn("directory made private to executor.user", "change", t)
+	}
+}
+
 // errUpgradeInterrupted: the executor cannot start because an upgrade is
 // half done (prepareLaunch).
 var errUpgradeInterrupted = errors.New("an upgrade is half done")
@@ -120,14 +128,4 @@ func launchOptions(cfg *config.Config, hostPath string) launch.Options {
 		ManifestPin:       platformPin(cfg),
 		HostPath:          hostPath,
 	}
-}
-
-// envValue returns key's value in an os.Environ()-form list.
-func envValue(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -234,7 +235,7 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 	}
 	// The built-in executor: the active release, prepared afresh at each
 	// start, gated and watched by its health check.
-	hostPath := envValue(g.env, "PATH")
+	hostPath := launch.DefaultHostPath // never the caller's PATH
 	p.Build = func(ctx context.Context) (*supervisor.Command, error) {
 		lo := launchOptions(cfg, hostPath)
 		if reload != nil {
@@ -249,6 +250,7 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 		if err != nil {
 			return nil, err
 		}
+		logTightened(g, spec)
 		return &supervisor.Command{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Credential: spec.Credential}, nil
 	}
 	p.Probe = executorProbe(cfg, executorPID)

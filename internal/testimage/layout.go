@@ -84,6 +84,9 @@ type Options struct {
 	// Shape is the kind of image upstream ships that the test image
 	// imitates: "" (ShapeDebian), ShapeWrapper or ShapeDistroless.
 	Shape string
+	// ExtraArgs is appended to the image config's Cmd: arguments of the
+	// server, such as "--pid", "/run/x.pid".
+	ExtraArgs []string
 }
 
 // Image shapes ([Options.Shape]).
@@ -266,7 +269,7 @@ func build(dir string, opts Options) (*Image, error) {
 // writeImage writes the config and manifest of one platform's image and
 // returns the manifest's descriptor, with its platform.
 func writeImage(blobs string, platform ocispec.Platform, opts Options, layers []layer) (ocispec.Descriptor, error) {
-	version, extraEnv := opts.Version, opts.ExtraEnv
+	version, extraEnv, extraArgs := opts.Version, opts.ExtraEnv, opts.ExtraArgs
 	entrypoint, cmd, base := Entrypoint, Cmd, "oven/bun:1"
 	switch opts.Shape {
 	case ShapeWrapper:
@@ -281,7 +284,7 @@ func writeImage(blobs string, platform ocispec.Platform, opts Options, layers []
 		Config: ocispec.ImageConfig{
 			Env:          append(slices.Clip(Env), extraEnv...),
 			Entrypoint:   entrypoint,
-			Cmd:          cmd,
+			Cmd:          append(slices.Clip(cmd), extraArgs...),
 			WorkingDir:   AppDir,
 			Volumes:      map[string]struct{}{"/data": {}},
 			ExposedPorts: map[string]struct{}{"4788/tcp": {}},

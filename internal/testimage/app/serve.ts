@@ -15,6 +15,8 @@
 //   HBXTEST_FAIL_HEALTH=1      /api/health answers 503
 //   HBXTEST_EXIT_AT_START=N    exit with status N right after start-up
 //   HBXTEST_START_DELAY_MS=N   wait N ms before listening
+// Arguments:
+//   --pid PATH                 write the process id to PATH at start-up
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import { banner } from "@hbx-test/banner";
@@ -100,6 +102,8 @@ if (process.env.HBXTEST_EXIT_AT_START) {
   console.log(`executor: exiting with status ${code} as HBXTEST_EXIT_AT_START asks`);
   process.exit(code);
 }
+const pidAt = process.argv.indexOf("--pid");
+if (pidAt > 0) writeDurable(process.argv[pidAt + 1] ?? fail("--pid needs a path"), `${process.pid}\n`, 0o644);
 const delay = Number(process.env.HBXTEST_START_DELAY_MS ?? "0");
 if (delay > 0) await Bun.sleep(delay);
 
@@ -261,6 +265,7 @@ const server = Bun.serve({
           cwd: process.cwd(),
           argv: process.argv,
           bun: Bun.version,
+          envKeys: Object.keys(process.env).sort(),
           env: Object.fromEntries(
             Object.entries(process.env).filter(([k]) => /^(EXECUTOR_|BUN_|HBXTEST_|NODE_ENV$|PORT$|PATH$|HOME$)/.test(k)),
           ),

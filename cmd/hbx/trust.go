@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hermesbox/hbx/internal/account"
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/pathtrust"
+)
+
+// checkTrust refuses the configuration (config.ErrInvalid, exit 2) when a
+// path it names, or the directory of the hbx binary, could be replaced or
+// rewritten by a user other than root, by pathtrust.Check's rule:
+//
+//   - root's alone (the caller's user too when hbx does not run as root):
+//     executor.runtime_dir, backup.dir, executor.env_file,
+//     backup.passphrase_file, health.token_file, the config file read and
+//     the binary's own directory, each with every ancestor;
+//   - the ancestors of executor.data_dir and executor.state_dir may also
+//     be executor.user's; those directories themselves are made 0700 and
+//     executor.user's when the payload starts (launch.Prepare).
+//
+// An unknown executor.user is left to the command that needs it.
+func checkTrust(cfg *config.Config, srcs *config.Sources) error {
+	var root pathtrust.Trust
+	if uid := os.Geteuid(); uid != 0 {
+		root.UIDs = []uint32{uint32(uid)}
+		root.GIDs = []uint32{uint32(os.Getegid())}
+	}
+	payload := root
+	if cred, err := account.Lookup(cfg.Executor.User); err == nil && cred != nil {
+		payload.UIDs = append(append([]uint32(nil), root.UIDs...), cred.Uid)
+	}
+	type item struct {
+		key, path     string
+		ancestorsOnly bool
+		trust         pathtrust.Trust
+	}
+	items := []item{
+		{"executor.runtime_dir", cfg.Executor.RuntimeDir, false, root},
+		{"backup.dir", cfg.Backup.Dir, false, root},
+		{"executor.env_file", cfg.Executor.EnvFile, false, root},
+		{"backup.passphrase_file", cfg.Backup.PassphraseFile, false, root},
+		{"health.token_file", cfg.Health.TokenFile, false, root},
+		{"executor.data_dir", cfg.Executor.DataDir, true, payload},
+		{"executor.state_dir", cfg.Executor.StateDir, true, payload},
+	}
+	if f := srcs.File(); f.Read {
+		items = append(items, item{"config file", f.Path, false, root})
+	}
+	if exe, err := os.Executable(); err == nil {
+		items = append(items, item{"the hbx binary's directory", filepath.Dir(exe), false, root})
+	}
+	for _, it := range items {
+		if it.path == "" {
+			continue
+		}
+		if err := pathtrust.Check(it.key, it.path, it.ancestorsOnly, it.trust); err != nil {
+			return fmt.Errorf("%w: %w", config.ErrInvalid, err)
+		}
+	}
+	return nil
+}

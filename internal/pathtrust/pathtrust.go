@@ -1,0 +1,180 @@
+package pathtrust
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// ErrUntrusted: the path or an ancestor can be written by a user other
+// than root and the trusted ones.
+var ErrUntrusted = errors.New("path is writable by an untrusted user")
+
+// Trust lists the users and groups trusted besides root (uid and gid 0).
+type Trust struct {
+	UIDs []uint32
+	GIDs []uint32
+}
+
+// Check refuses p (what names it, such as "executor.runtime_dir", for the
+// error) when p or any of its ancestors, as written or as symlinks
+// resolve, is owned by a user other than root and t.UIDs, or is writable
+// by others or by a group other than gid 0 and t.GIDs (see the package
+// documentation for the sticky exception). With ancestorsOnly, p itself
+// is not checked, only what holds it. The error wraps ErrUntrusted and
+// names the component, its owner and mode.
+func Check(what, p string, ancestorsOnly bool, t Trust) error {
+	// Not filepath.Abs: it cleans "l/.." lexically, where the kernel
+	// goes to the parent of l's target.
+	abs := p
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("check %s %s: %w", what, p, err)
+		}
+		abs = wd + "/" + p
+	}
+	// Resolve as the kernel does, one component at a time: cur is always a
+	// real directory (no symlink in it), and each symlink met puts its
+	// target's components in front of what is left, so the directories
+	// of every hop are checked too.
+	cur := "/"
+	todo := strings.Split(strings.TrimPrefix(abs, "/"), "/")
+	if err := checkOne(what, p, cur, allEmpty(todo), ancestorsOnly, t); err != nil || allEmpty(todo) {
+		return err
+	}
+	for hops := 0; len(todo) > 0; {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, name)
+		st, err := os.Lstat(next)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // what is missing hbx creates, root's
+		}
+		if err != nil {
+			return fmt.Errorf("check %s %s: %w", what, p, err)
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			if hops++; hops > 40 {
+				return fmt.Errorf("check %s %s: too many levels of symbolic links", what, p)
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return fmt.Errorf("check %s %s: %w", what, p, err)
+			}
+			if filepath.IsAbs(target) {
+				cur = "/"
+			}
+			todo = append(strings.Split(target, "/"), todo...)
+			continue
+		}
+		self := len(todo) == 0 || allEmpty(todo)
+		if err := checkInfo(what, p, next, st, self, ancestorsOnly, t); err != nil {
+			return err
+		}
+		cur = next
+	}
+	return nil
+}
+
+// allEmpty reports whether the components left name nothing more (a
+// trailing slash).
+func allEmpty(todo []string) bool {
+	for _, c := range todo {
+		if c != "" && c != "." {
+			return false
+		}
+	}
+	return true
+}
+
+// checkOne checks the existing directory c.
+func checkOne(what, p, c string, self, ancestorsOnly bool, t Trust) error {
+	st, err := os.Lstat(c)
+	if err != nil {
+		return fmt.Errorf("check %s %s: %w", what, p, err)
+	}
+	return checkInfo(what, p, c, st, self, ancestorsOnly, t)
+}
+
+// checkInfo refuses component c (st) of p when an untrusted user may
+// write it.
+func checkInfo(what, p, c string, st fs.FileInfo, self, ancestorsOnly bool, t Trust) error {
+	if self && ancestorsOnly {
+		return nil
+	}
+	why := untrusted(st, self, t)
+	if why == "" {
+		return nil
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	where := c
+	if !self {
+		where = "its ancestor " + c
+	}
+	return fmt.Errorf("%w: %s %s: %s is owned by %s:%s with mode %04o, %s: make it root's and writable by root alone",
+		ErrUntrusted, what, p, where, userName(sys.Uid), groupName(sys.Gid), permBits(st.Mode()), why)
+}
+
+// untrusted says why st may be written by an untrusted user, or "".
+func untrusted(st fs.FileInfo, self bool, t Trust) string {
+	sys := st.Sys().(*syscall.Stat_t)
+	if sys.Uid != 0 && !slices.Contains(t.UIDs, sys.Uid) {
+		return "an owner hbx does not trust there"
+	}
+	perm := st.Mode().Perm()
+	if !self && st.IsDir() && st.Mode()&fs.ModeSticky != 0 && sys.Uid == 0 {
+		return "" // /tmp: only an entry's owner may rename or remove it
+	}
+	if perm&0o002 != 0 {
+		return "writable by others"
+	}
+	if perm&0o020 != 0 && sys.Gid != 0 && !slices.Contains(t.GIDs, sys.Gid) {
+		return "writable by a group other than root's"
+	}
+	return ""
+}
+
+// permBits returns m's permission, setuid, setgid and sticky bits as
+// chmod's octal.
+func permBits(m fs.FileMode) uint32 {
+	b := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		b |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		b |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		b |= 0o1000
+	}
+	return b
+}
+
+func userName(uid uint32) string {
+	if u, err := user.LookupId(strconv.Itoa(int(uid))); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(int(uid))
+}
+
+func groupName(gid uint32) string {
+	if g, err := user.LookupGroupId(strconv.Itoa(int(gid))); err == nil {
+		return g.Name
+	}
+	return strconv.Itoa(int(gid))
+}

@@ -1,0 +1,109 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/hermesbox/hbx/release"
+)
+
+// ErrArg: an argument of the image's Entrypoint/Cmd names an absolute path
+// that maps nowhere hbx allows (see [CheckArgs]).
+var ErrArg = errors.New("argument names a host path outside the release, data and state directories")
+
+// WritableDirs are the image directories the payload may write besides its
+// volumes. An argument under one of them maps into [StateRoot] under the
+// state directory: /run/x.pid becomes <state_dir>/root/run/x.pid.
+var WritableDirs = []string{"/run", "/tmp", "/var"}
+
+// StateRoot is the state directory's subdirectory that stands for the
+// image's [WritableDirs].
+const StateRoot = "root"
+
+// streamPaths pass verbatim: they name the payload's own standard streams
+// or the null device, never a file of the host.
+var streamPaths = []string{"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"}
+
+// argKind says where a mapped argument points.
+type argKind int
+
+const (
+	argVerbatim argKind = iota // not a path, or a stream path
+	argData                    // under a declared volume: the data directory
+	argState                   // under a WritableDirs entry: the state directory
+	argRelease                 // exists in the release: the rootfs (read-only)
+)
+
+// mapArg maps one argument of the image's command to the host. An absolute
+// path "/p", or the value of "--flag=/p" (any argument starting with "-"
+// whose text after the first "=" is absolute), is mapped, in this order:
+// a stream path passes verbatim; under a declared volume to dataDir; under
+// one of WritableDirs to stateDir/root/<path>; a path that exists in the
+// release to its host path in the rootfs. Anything else wraps ErrArg.
+// It returns the mapped argument and, for argState, the host path.
+func mapArg(inst *release.Installed, arg, dataDir, stateDir string) (string, argKind, string, error) {
+	prefix, p := "", arg
+	if strings.HasPrefix(arg, "-") {
+		k, v, ok := strings.Cut(arg, "=")
+		if !ok || !path.IsAbs(v) {
+			return arg, argVerbatim, "", nil
+		}
+		prefix, p = k+"=", v
+	}
+	if !path.IsAbs(p) {
+		return arg, argVerbatim, "", nil
+	}
+	clean := path.Clean(p)
+	if slices.Contains(streamPaths, clean) {
+		return arg, argVerbatim, "", nil
+	}
+	for _, v := range inst.Meta.Config.Volumes {
+		v = path.Clean(v)
+		if under(clean, v) {
+			host := filepath.Join(dataDir, strings.TrimPrefix(clean, v))
+			return prefix + host, argData, host, nil
+		}
+	}
+	for _, w := range WritableDirs {
+		if under(clean, w) {
+			host := filepath.Join(stateDir, StateRoot, clean)
+			return prefix + host, argState, host, nil
+		}
+	}
+	host, _, err := release.ResolveInRoot(inst.Rootfs(), clean)
+	if err == nil {
+		return prefix + host, argRelease, host, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, clean, err)
+	}
+	return "", 0, "", fmt.Errorf("%w: %q names %s, which is not under a volume (%s), a writable directory (%s) or in the release",
+		ErrArg, arg, clean, strings.Join(inst.Meta.Config.Volumes, ", "), strings.Join(WritableDirs, ", "))
+}
+
+// under reports whether the clean absolute path p is dir or below it.
+func under(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// CheckArgs checks that every argument of inst's command (Entrypoint and
+// Cmd after the program) maps to the release, the data directory or the
+// state directory by the rule of [Prepare]; the installer runs it before
+// activating a release. The error wraps ErrArg and quotes the argument.
+func CheckArgs(inst *release.Installed) error {
+	prog, err := inst.Program()
+	if err != nil {
+		return err
+	}
+	for _, a := range prog.Args[1:] {
+		if _, _, _, err := mapArg(inst, a, "/data", "/state"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
