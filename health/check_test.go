@@ -152,6 +152,21 @@ func TestExecutorPID(t *testing.T) {
 	garbage := filepath.Join(dir, "garbage.pid")
 	write(t, garbage, "bun\n", 0o644)
 	noSup := fakeSupervisor{err: ErrNoSupervisor}
+	fifo := filepath.Join(dir, "fifo.pid")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(dir, "secret")
+	write(t, secret, "hunter2\n", 0o600)
+	secretLink := filepath.Join(dir, "secret.pid")
+	zeroLink := filepath.Join(dir, "zero.pid")
+	for l, target := range map[string]string{secretLink: secret, zeroLink: "/dev/zero"} {
+		if err := os.Symlink(target, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	huge := filepath.Join(dir, "huge.pid")
+	write(t, huge, strings.Repeat("1", 100), 0o644)
 	tests := []struct {
 		name     string
 		o        Options
@@ -166,13 +181,20 @@ func TestExecutorPID(t *testing.T) {
 		{"pidfile", Options{Supervisor: noSup, PidFile: pidfile}, os.Getpid(), "pidfile " + pidfile, ""},
 		{"no pidfile", Options{Supervisor: noSup, PidFile: filepath.Join(dir, "none")}, 0, "", "no supervisor answers and there is no pidfile"},
 		{"stale pidfile", Options{Supervisor: noSup, PidFile: stale}, 0, "", "names pid 4194305, which is gone"},
-		{"garbage pidfile", Options{PidFile: garbage}, 0, "", `holds "bun", not a pid`},
+		{"garbage pidfile", Options{PidFile: garbage}, 0, "", `does not hold a pid (4 bytes)`},
+		// The state directory is the payload's: a pidfile it made a FIFO,
+		// a link to a secret or to an endless file is refused at once,
+		// its content never quoted.
+		{"fifo pidfile", Options{Supervisor: noSup, PidFile: fifo}, 0, "", "is a FIFO: not a regular file"},
+		{"pidfile links to a secret", Options{Supervisor: noSup, PidFile: secretLink}, 0, "", "too many levels of symbolic links"},
+		{"pidfile links to /dev/zero", Options{Supervisor: noSup, PidFile: zeroLink}, 0, "", "too many levels of symbolic links"},
+		{"huge pidfile", Options{Supervisor: noSup, PidFile: huge}, 0, "", "larger than 64 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pid, from, err := executorPID(context.Background(), &tt.o)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "hunter2") {
 					t.Errorf("executorPID() = %d, %v; want error containing %q", pid, err, tt.wantErr)
 				}
 				return

@@ -54,7 +54,11 @@
 //     root or that user; a listener opened by a process that left the tree
 //     (double fork to init) is not seen.
 //   - A pid taken from a pidfile is trusted if such a process exists; a
-//     stale pidfile whose pid was reused names the wrong tree.
+//     stale pidfile whose pid was reused names the wrong tree. The pidfile
+//     lives in the payload's state directory, so the payload can name any
+//     pid; it is read as a small regular file only (no FIFO, no device,
+//     never through a symbolic link, at most 64 bytes) and its content is
+//     never quoted.
 //   - Deep release checks do not re-hash the rootfs (`hbx install
 //     --verify` does that).
 package health

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hermesbox/hbx/internal/regfile"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,7 +94,10 @@ func executorPID(ctx context.Context, o *Options) (int, string, error) {
 	if o.PidFile == "" {
 		return 0, "", errors.New("executor is not running: no supervisor answers and no pidfile is known")
 	}
-	b, err := os.ReadFile(o.PidFile)
+	// The state directory is the payload's: its pidfile may be anything
+	// (a FIFO, a link to /dev/zero or to a secret); read a small regular
+	// file only, never through a link, and never quote what is not a pid.
+	b, err := regfile.ReadFileNoFollow(o.PidFile, 64)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, "", fmt.Errorf("executor is not running: no supervisor answers and there is no pidfile %s", o.PidFile)
 	}
@@ -102,7 +106,7 @@ func executorPID(ctx context.Context, o *Options) (int, string, error) {
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 0 {
-		return 0, "", fmt.Errorf("pidfile %s holds %q, not a pid", o.PidFile, strings.TrimSpace(string(b)))
+		return 0, "", fmt.Errorf("pidfile %s does not hold a pid (%d bytes)", o.PidFile, len(b))
 	}
 	if _, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid))); err != nil {
 		return 0, "", fmt.Errorf("executor is not running: pidfile %s names pid %d, which is gone", o.PidFile, pid)

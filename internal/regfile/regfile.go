@@ -32,7 +32,18 @@ var ErrNotRegular = errors.New("not a regular file")
 // that names the path and its type. Other errors are those of open(2)
 // wrapped in *fs.PathError (errors.Is(err, fs.ErrNotExist) works).
 func Open(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	return open(path, 0)
+}
+
+// OpenNoFollow is [Open] for a file in a directory someone else controls
+// (a pidfile in the payload's state directory): a symbolic link as the
+// last component fails with ELOOP instead of being followed.
+func OpenNoFollow(path string) (*os.File, error) {
+	return open(path, unix.O_NOFOLLOW)
+}
+
+func open(path string, flags int) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY|flags, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -58,7 +69,16 @@ func Open(path string) (*os.File, error) {
 // means no limit); a longer file is an error naming the limit. Errors are
 // those of [Open] and of reading.
 func ReadFile(path string, limit int64) ([]byte, error) {
-	f, err := Open(path)
+	return readFile(path, limit, 0)
+}
+
+// ReadFileNoFollow is [ReadFile] through [OpenNoFollow].
+func ReadFileNoFollow(path string, limit int64) ([]byte, error) {
+	return readFile(path, limit, unix.O_NOFOLLOW)
+}
+
+func readFile(path string, limit int64, flags int) ([]byte, error) {
+	f, err := open(path, flags)
 	if err != nil {
 		return nil, err
 	}
