@@ -19,7 +19,7 @@ import (
 // The checks, by the names they have in reports and in --only, in the
 // order they run and are reported.
 const (
-	CheckAPIHealth  = "api-health" // GET /api/health: 200, JSON with "status"
+	CheckAPIHealth  = "api-health" // GET /api/health: 200, JSON with "status": "ok"
 	CheckWebUI      = "web-ui"     // GET /: 200, an HTML page
 	CheckMCPAuth    = "mcp-auth"   // POST /mcp without a key: 401, Bearer challenge
 	CheckMCPTools   = "mcp-tools"  // MCP session with the key: exactly the expected tools
@@ -140,19 +140,27 @@ func skipf(format string, args ...any) error {
 // checks lists every check in order.
 var checks = []check{
 	{CheckAPIHealth, func(ctx context.Context, o *Options) (string, error) {
-		u := o.url("/api/health")
-		status, err := apiHealth(ctx, u)
+		key, err := o.key()
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("GET %s: 200, status %s", u, status), nil
-	}},
-	{CheckWebUI, func(ctx context.Context, o *Options) (string, error) {
-		u := o.url("/")
-		if err := WebUI(ctx, u); err != nil {
+		u := o.url("/api/health")
+		status, err := apiHealth(ctx, u, key)
+		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("GET %s: 200, an HTML page", u), nil
+		return fmt.Sprintf("GET %s%s: 200, status %s", u, withKey(key), status), nil
+	}},
+	{CheckWebUI, func(ctx context.Context, o *Options) (string, error) {
+		key, err := o.key()
+		if err != nil {
+			return "", err
+		}
+		u := o.url("/")
+		if err := webUI(ctx, u, key); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("GET %s%s: 200, an HTML page", u, withKey(key)), nil
 	}},
 	{CheckMCPAuth, func(ctx context.Context, o *Options) (string, error) {
 		u := o.url("/mcp")
@@ -163,16 +171,12 @@ var checks = []check{
 		return fmt.Sprintf("POST %s without a key: 401, WWW-Authenticate: %s", u, challenge), nil
 	}},
 	{CheckMCPTools, func(ctx context.Context, o *Options) (string, error) {
-		key := o.Key
+		key, err := o.key()
+		if err != nil {
+			return "", err
+		}
 		if key.IsZero() {
-			if o.KeyFile == "" {
-				return "", skipf("no MCP key: set health.token_file or pass the key on standard input with --token-stdin")
-			}
-			k, err := ReadKeyFile(o.KeyFile)
-			if err != nil {
-				return "", err
-			}
-			key = k
+			return "", skipf("no MCP key: set health.token_file or pass the key on standard input with --token-stdin")
 		}
 		u := o.url("/mcp")
 		got, err := MCPTools(ctx, u, key)
@@ -241,6 +245,22 @@ func Names() []string {
 		out[i] = c.name
 	}
 	return out
+}
+
+// key returns Key, else the key of KeyFile (read now), else the zero Key.
+func (o *Options) key() (Key, error) {
+	if !o.Key.IsZero() || o.KeyFile == "" {
+		return o.Key, nil
+	}
+	return ReadKeyFile(o.KeyFile)
+}
+
+// withKey is " with the key" for a reason when key is set.
+func withKey(key Key) string {
+	if key.IsZero() {
+		return ""
+	}
+	return " with the key"
 }
 
 // url returns Executor's URL for path.

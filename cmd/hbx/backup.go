@@ -6,18 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hermesbox/hbx/backup"
-	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
@@ -389,8 +385,7 @@ func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervi
 			auto = append(auto, name)
 		}
 	}
-	u := (&url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Executor.Listen, strconv.Itoa(cfg.Executor.Port)), Path: "/api/health"}).String()
-	probe := supervisor.ProbeFunc(func(ctx context.Context) error { return health.APIHealth(ctx, u) })
+	probe := supervisor.ProbeFunc(readinessProbe(cfg))
 	sts, err := c.Status(ctx)
 	if err != nil {
 		return nil, err

@@ -319,16 +319,17 @@ func (s *upgradeServices) Hold(ctx context.Context) (upgrade.Hold, error) {
 // Gone is closed once the supervisor is gone (upgrade.Watcher).
 func (s *upgradeServices) Gone() <-chan struct{} { return s.svc.Gone() }
 
-// WaitHealthy waits for the programs, then for the checks api-health,
-// mcp-auth, supervisor and release (pinned to r), and mcp-tools when a
-// key is configured.
+// WaitHealthy waits for the programs, then for the checks
+// health.readiness names (api-health by default), mcp-auth, supervisor
+// and release (pinned to r), and mcp-tools (the tool set pinned with r)
+// when a key is configured.
 func (s *upgradeServices) WaitHealthy(ctx context.Context, r upgrade.Release) error {
 	if err := s.svc.WaitHealthy(ctx); err != nil {
 		return err
 	}
 	c := pinnedConfig(s.cfg, r)
-	names := []string{"api-health", "mcp-auth", "supervisor", "release"}
-	if c.Health.TokenFile != "" {
+	names := []string{c.Health.Readiness, "mcp-auth", "supervisor", "release"}
+	if c.Health.TokenFile != "" && c.Health.Readiness != "mcp-tools" {
 		names = append(names, "mcp-tools")
 	}
 	left := time.Minute
