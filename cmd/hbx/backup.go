@@ -398,7 +398,7 @@ func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervi
 }
 
 // supervisorServices is backup.Services over the supervisor's control
-// socket: a hold on every program, then health check 1 (/api/health) and
+// socket: a hold on every program, then health check 1 (health.readiness, /api/health by default) and
 // check 5 (every autostart program RUNNING).
 type supervisorServices struct {
 	c         *supervisor.Client
@@ -446,7 +446,7 @@ func (s *supervisorServices) Hold(ctx context.Context) (backup.Hold, error) {
 
 // WaitHealthy starts the autostart programs the last hold did not stop
 // (they were not running; a released hold starts only what it stopped),
-// then waits until /api/health answers 200 and every autostart program is
+// then waits until health.readiness passes (/api/health by default) and every autostart program is
 // RUNNING.
 func (s *supervisorServices) WaitHealthy(ctx context.Context) error {
 	var start []string
@@ -478,7 +478,7 @@ func (s *supervisorServices) WaitHealthy(ctx context.Context) error {
 }
 
 // WaitRunning starts nothing: it waits until every program of names is
-// RUNNING and, when Executor is among them, /api/health answers 200.
+// RUNNING and, when Executor is among them, health.readiness passes (/api/health by default).
 func (s *supervisorServices) WaitRunning(ctx context.Context, names []string) error {
 	return s.waitUp(ctx, names, slices.Contains(names, config.ExecutorProgram))
 }
