@@ -386,7 +386,10 @@ func quoteList(names []string) string {
 // Wait runs the checks like Run, again and again every interval (0 means
 // 500ms), until a run passes or d has passed since the call; it returns
 // the last report. It logs at info level when the set of failing checks
-// changes, at debug level for every other attempt. Errors are Run's.
+// changes, at debug level for every other attempt. Errors are Run's;
+// when ctx ends, Wait returns ctx's error with the report of the last
+// finished run (nil when none finished), so a caller bounded by ctx can
+// still say which checks failed and why.
 func Wait(ctx context.Context, opts Options, only []string, d, interval time.Duration) (*Report, error) {
 	if interval <= 0 {
 		interval = 500 * time.Millisecond
@@ -397,11 +400,16 @@ func Wait(ctx context.Context, opts Options, only []string, d, interval time.Dur
 	}
 	deadline := time.Now().Add(d)
 	last := ""
+	var prev *Report
 	for attempt := 1; ; attempt++ {
 		rep, err := Run(ctx, opts, only)
 		if err != nil {
+			if ctx.Err() != nil {
+				return prev, err
+			}
 			return nil, err
 		}
+		prev = rep
 		left := time.Until(deadline)
 		if rep.Status == Pass || left <= 0 {
 			return rep, nil
@@ -417,7 +425,7 @@ func Wait(ctx context.Context, opts Options, only []string, d, interval time.Dur
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return rep, ctx.Err()
 		case <-t.C:
 		}
 	}
