@@ -77,16 +77,19 @@ func WritePinTools(path, image, key, manifest string, tools PinTools) error {
 	} else {
 		setScalar(pins, key, manifest)
 	}
-	if !tools.Keep {
+	switch {
+	case tools.Keep:
+	case tools.Names == nil:
+		// Removed; a file without a health section keeps having none.
+		if h := lookup(doc.Content[0], "health"); h != nil && h.Kind == yaml.MappingNode {
+			deleteKey(h, "mcp_tools")
+		}
+	default:
 		health, err := mapping(doc.Content[0], "health")
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
 		}
-		if tools.Names == nil {
-			deleteKey(health, "mcp_tools")
-		} else {
-			setFlowList(health, "mcp_tools", tools.Names)
-		}
+		setFlowList(health, "mcp_tools", tools.Names)
 	}
 
 	var out bytes.Buffer
@@ -175,6 +178,16 @@ func setFlowList(m *yaml.Node, key string, names []string) {
 		}
 	}
 	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, n)
+}
+
+// lookup returns the value of key in the mapping m, nil when absent.
+func lookup(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
 }
 
 // deleteKey removes key and its value from the mapping m.

@@ -174,6 +174,16 @@ func TestWritePinTools(t *testing.T) {
 	if b, _ := os.ReadFile(p); strings.Contains(string(b), "mcp_tools") || !strings.Contains(string(b), "timeout: 2s") {
 		t.Errorf("after removing:\n%s", b)
 	}
+	// Removing from a file without a health section adds none.
+	if err := os.WriteFile(p, []byte("executor:\n  image: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePinTools(p, pinImage, "linux/arm64", pinManifest, PinTools{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); strings.Contains(string(b), "health") {
+		t.Errorf("removing the tool set added a health section:\n%s", b)
+	}
 	if err := os.WriteFile(p, []byte("health:\n  mcp_tools: {a: b}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
