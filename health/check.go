@@ -140,25 +140,19 @@ func skipf(format string, args ...any) error {
 // checks lists every check in order.
 var checks = []check{
 	{CheckAPIHealth, func(ctx context.Context, o *Options) (string, error) {
-		key, err := o.key()
-		if err != nil {
-			return "", err
-		}
+		key, why := o.optionalKey()
 		u := o.url("/api/health")
 		status, err := apiHealth(ctx, u, key)
 		if err != nil {
-			return "", err
+			return "", notSent(err, why)
 		}
 		return fmt.Sprintf("GET %s%s: 200, status %s", u, withKey(key), status), nil
 	}},
 	{CheckWebUI, func(ctx context.Context, o *Options) (string, error) {
-		key, err := o.key()
-		if err != nil {
-			return "", err
-		}
+		key, why := o.optionalKey()
 		u := o.url("/")
 		if err := webUI(ctx, u, key); err != nil {
-			return "", err
+			return "", notSent(err, why)
 		}
 		return fmt.Sprintf("GET %s%s: 200, an HTML page", u, withKey(key)), nil
 	}},
@@ -253,6 +247,26 @@ func (o *Options) key() (Key, error) {
 		return o.Key, nil
 	}
 	return ReadKeyFile(o.KeyFile)
+}
+
+// optionalKey is key for the checks that send the key when they can
+// (api-health, web-ui): a key file that cannot be read gives the zero Key
+// and why, which a failure of the check reports, so a payload that needs
+// no key is not judged by the key file.
+func (o *Options) optionalKey() (Key, string) {
+	k, err := o.key()
+	if err != nil {
+		return Key{}, reasonOf(err, ErrKey)
+	}
+	return k, ""
+}
+
+// notSent adds to err, when why is set, that the key was not sent and why.
+func notSent(err error, why string) error {
+	if why == "" {
+		return err
+	}
+	return fmt.Errorf("%w (no key sent: %s)", err, why)
 }
 
 // withKey is " with the key" for a reason when key is set.

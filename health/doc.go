@@ -30,7 +30,9 @@
 // api-health and web-ui send the bearer key when one is configured, so a
 // payload that answers 401 on every path without its key (the Executor
 // CLI edition, `executor web --auth-token KEY`) is judged by its answers
-// with it; mcp-auth never sends it.
+// with it; mcp-auth never sends it. A key file they cannot read (missing,
+// mode too open) is not their failure: they send no key, and name the
+// key file's problem when they fail; mcp-tools fails on it.
 //
 // # Readiness
 //

@@ -159,6 +159,11 @@ func TestExecutorProbe(t *testing.T) {
 	if err := executorProbe(&cfg, self).Check(t.Context()); err != nil {
 		t.Errorf("probe of a healthy loopback server = %v, want nil", err)
 	}
+	cfg.Health.TokenFile = filepath.Join(t.TempDir(), "gone.key") // needs no key: not judged by it
+	if err := executorProbe(&cfg, self).Check(t.Context()); err != nil {
+		t.Errorf("probe with a missing key file of a server that needs none = %v, want nil", err)
+	}
+	cfg.Health.TokenFile = ""
 	if err := executorProbe(&cfg, func() int { return 0 }).Check(t.Context()); !errors.Is(err, health.ErrUnhealthy) {
 		t.Errorf("probe without a pid = %v, want ErrUnhealthy", err)
 	}
@@ -214,5 +219,11 @@ func TestExecutorProbeReadiness(t *testing.T) {
 	cfg.Health.Readiness = "mcp-auth" // the 401 challenge, whatever /api/health says
 	if err := executorProbe(&cfg, self).Check(t.Context()); err != nil {
 		t.Errorf("probe with readiness mcp-auth = %v, want nil", err)
+	}
+	// A key file that cannot be read: no key is sent, and a failure says
+	// why; a payload that needs no key passes (TestExecutorProbe).
+	cfg.Health.Readiness, cfg.Health.TokenFile = "api-health", filepath.Join(t.TempDir(), "gone.key")
+	if err := executorProbe(&cfg, self).Check(t.Context()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), "401 Unauthorized (no key sent:") || !strings.Contains(err.Error(), "gone.key") {
+		t.Errorf("probe with a missing key file = %v, want 401 saying no key was sent and why", err)
 	}
 }
