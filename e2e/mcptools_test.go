@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hermesbox/hbx/internal/testimage"
+	"github.com/hermesbox/hbx/supervisor"
 )
 
 // TestUpgradeMCPToolsE2E: the MCP tool set is a policy pinned with the
@@ -20,7 +22,7 @@ import (
 // health.token_file and while a flag sets health.mcp_tools.
 func TestUpgradeMCPToolsE2E(t *testing.T) {
 	requireE2E(t)
-	b, _, v1, _, _ := upgradeBox(t)
+	b, s, v1, _, _ := upgradeBox(t)
 	img := versionImage(t, "2.1.0-skills", "HBXTEST_SKILLS=1")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -100,4 +102,34 @@ func TestUpgradeMCPToolsE2E(t *testing.T) {
 	if r := b.hbx("health", "--only", "mcp-tools"); r.code != 0 {
 		t.Errorf("hbx health --only mcp-tools after the rollback = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+
+	// With health.readiness mcp-tools, the supervisor's probe follows the
+	// tool set pinned with the image: after the upgrade and after the
+	// rollback the executor stays RUNNING, never found wedged.
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	<-s.exited
+	s = startSupervise(t, b, s.socket, s.dir, "env", "HBX_HEALTH_READINESS=mcp-tools")
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	steady := func(what string) {
+		t.Helper()
+		st := waitExecutor(t, s, 60*time.Second, "RUNNING", func(st supervisor.Status) bool { return st.State == supervisor.Running })
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) { // 15 probes
+			sts, err := s.client().Status(t.Context())
+			if now := statusOf(sts, "executor"); err != nil || now.State != supervisor.Running || now.PID != st.PID {
+				t.Fatalf("%s: executor = %s pid %d %q (%v), want RUNNING pid %d throughout", what, now.State, now.PID, now.Detail, err, st.PID)
+			}
+		}
+		if log := readFile(t, s.log); strings.Contains(log, "program wedged") {
+			t.Fatalf("%s: the supervisor found the executor wedged:\n%s", what, log)
+		}
+	}
+	r = b.hbx("--health-readiness", "mcp-tools", "upgrade", "--image", skills, "--mcp-tools", three)
+	if r.code != 0 {
+		t.Fatalf("hbx upgrade --mcp-tools with readiness mcp-tools = %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	steady("after the upgrade")
+	if r := b.hbx("--health-readiness", "mcp-tools", "rollback"); r.code != 0 {
+		t.Fatalf("hbx rollback with readiness mcp-tools = %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	steady("after the rollback")
 }

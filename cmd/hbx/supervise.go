@@ -235,6 +235,9 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 	// The built-in executor: the active release, prepared afresh at each
 	// start, gated and watched by its health check.
 	hostPath := envValue(g.env, "PATH")
+	// The MCP tool set is pinned with the image (hbx upgrade --mcp-tools):
+	// the probe checks the one read with the pin at the last start.
+	var tools atomic.Pointer[[]string]
 	p.Build = func(context.Context) (*supervisor.Command, error) {
 		lo := launchOptions(cfg, hostPath)
 		if reload != nil {
@@ -243,6 +246,7 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 			} else {
 				flo := launchOptions(fresh, hostPath)
 				lo.IndexDigest, lo.Platform, lo.ManifestPin = flo.IndexDigest, flo.Platform, flo.ManifestPin
+				tools.Store(&fresh.Health.MCPTools)
 			}
 		}
 		spec, err := prepareLaunch(lo)
@@ -251,7 +255,12 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 		}
 		return &supervisor.Command{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Credential: spec.Credential}, nil
 	}
-	p.Probe = executorProbe(cfg, executorPID)
+	p.Probe = executorProbeTools(cfg, executorPID, func() []string {
+		if t := tools.Load(); t != nil {
+			return *t
+		}
+		return cfg.Health.MCPTools
+	})
 	p.HealthWait = cfg.Supervisor.HealthWait
 	p.HealthInterval = cfg.Supervisor.HealthInterval
 	p.WedgeFailures = cfg.Supervisor.WedgeFailures
@@ -267,13 +276,25 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 // Executor that listens on 0.0.0.0 never becomes RUNNING, and is
 // restarted when it starts to while running.
 func executorProbe(cfg *config.Config, pid func() int) supervisor.Probe {
-	ready := readinessProbe(cfg)
+	return executorProbeTools(cfg, pid, nil)
+}
+
+// executorProbeTools is executorProbe whose readiness check mcp-tools
+// expects the names tools returns at each call (cfg's when tools is nil).
+func executorProbeTools(cfg *config.Config, pid func() int, tools func() []string) supervisor.Probe {
 	var want netip.AddrPort
 	if a, err := netip.ParseAddr(cfg.Executor.Listen); err == nil { // validated by Load
 		want = netip.AddrPortFrom(a, uint16(cfg.Executor.Port))
 	}
+	ready := readinessProbe(cfg)
 	return supervisor.ProbeFunc(func(ctx context.Context) error {
-		if err := ready(ctx); err != nil {
+		r := ready
+		if tools != nil && cfg.Health.Readiness == health.ReadyMCPTools {
+			c := *cfg
+			c.Health.MCPTools = tools()
+			r = readinessProbe(&c)
+		}
+		if err := r(ctx); err != nil {
 			return err
 		}
 		p := pid()

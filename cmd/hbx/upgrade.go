@@ -19,6 +19,7 @@ import (
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -186,7 +187,7 @@ func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 		LockWait:       cfg.Backup.LockWait,
 		HealthWait:     cfg.Backup.HealthWait,
 		Runtime:        upgradeRuntime{g: g, cfg: cfg},
-		Data:           &upgradeData{g: g, cfg: cfg, pass: pass},
+		Data:           &upgradeData{g: g, cfg: cfg, pass: pass, toolsOverridden: toolsOverridden(srcs)},
 		Config:         configPinner{g: g, cfg: cfg, srcs: srcs},
 		Logger:         g.log,
 	}
@@ -199,8 +200,7 @@ func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 		return opts, unlock, err
 	}
 	if svc != nil {
-		s := srcs.Of("health.mcp_tools")
-		opts.Services = &upgradeServices{svc: svc, g: g, cfg: cfg, toolsOverridden: s.Kind == config.SourceEnv || s.Kind == config.SourceFlag}
+		opts.Services = &upgradeServices{svc: svc, g: g, cfg: cfg, toolsOverridden: toolsOverridden(srcs)}
 	}
 	if svc == nil {
 		if unlock, err = lockDataUnsupervised(ctx, g, cfg, nil, command); err != nil {
@@ -214,6 +214,14 @@ func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 		return opts, func() {}, err
 	}
 	return opts, unlock, nil
+}
+
+// toolsOverridden reports whether an HBX_* variable or a flag sets
+// health.mcp_tools, which then wins over the tool set pinned with a
+// release.
+func toolsOverridden(srcs *config.Sources) bool {
+	s := srcs.Of("health.mcp_tools")
+	return s.Kind == config.SourceEnv || s.Kind == config.SourceFlag
 }
 
 // printUpgrade prints an upgrade's or rollback's result.
@@ -378,12 +386,16 @@ func (s *upgradeServices) Gone() <-chan struct{} { return s.svc.Gone() }
 // and release (pinned to r), and mcp-tools (the tool set pinned with r)
 // when a key is configured.
 func (s *upgradeServices) WaitHealthy(ctx context.Context, r upgrade.Release) error {
-	if err := s.svc.WaitHealthy(ctx); err != nil {
-		return err
-	}
 	c := pinnedConfig(s.cfg, r)
-	if r.MCPTools != nil && r.MCPTools.Names != nil && !s.toolsOverridden {
-		c.Health.MCPTools = r.MCPTools.Names
+	c.Health.MCPTools = toolsOf(s.cfg, r, s.toolsOverridden)
+	// The readiness wait judges r's tool set too (health.readiness
+	// mcp-tools).
+	saved := s.svc.probe
+	s.svc.probe = supervisor.ProbeFunc(readinessProbe(c))
+	err := s.svc.WaitHealthy(ctx)
+	s.svc.probe = saved
+	if err != nil {
+		return err
 	}
 	names := []string{c.Health.Readiness, "mcp-auth", "supervisor", "release"}
 	if c.Health.TokenFile != "" && c.Health.Readiness != "mcp-tools" {
@@ -412,6 +424,19 @@ func (s *upgradeServices) WaitHealthy(ctx context.Context, r upgrade.Release) er
 	return nil
 }
 
+// toolsOf is the MCP tool set in force once r is pinned: r's (the default
+// when r pins none), or cfg's when r records none or an HBX_* variable or
+// a flag sets health.mcp_tools (overridden).
+func toolsOf(cfg *config.Config, r upgrade.Release, overridden bool) []string {
+	switch {
+	case overridden || r.MCPTools == nil:
+		return cfg.Health.MCPTools
+	case r.MCPTools.Names == nil:
+		return config.Defaults().Health.MCPTools
+	}
+	return r.MCPTools.Names
+}
+
 // pinnedConfig is cfg with r as executor.image and its platform pin.
 func pinnedConfig(cfg *config.Config, r upgrade.Release) *config.Config {
 	c := *cfg
@@ -429,6 +454,8 @@ type upgradeData struct {
 	g    *globals
 	cfg  *config.Config
 	pass []byte
+	// toolsOverridden: an HBX_* variable or a flag sets health.mcp_tools.
+	toolsOverridden bool
 	// inSupervisor: the caller is hbx supervise's install on start,
 	// before its programs run (its socket answers status only; a hold
 	// would wait for the install); Restore does not dial it.
@@ -528,7 +555,11 @@ func (d *upgradeData) Restore(ctx context.Context, archive string, r upgrade.Rel
 		Logger:         d.g.log,
 	}
 	if !d.inSupervisor {
-		svc, err := dialServices(ctx, d.g, d.cfg)
+		// The wait after the restore judges r's tool set (health.readiness
+		// mcp-tools), which the rollback pinned with it.
+		c := *d.cfg
+		c.Health.MCPTools = toolsOf(d.cfg, r, d.toolsOverridden)
+		svc, err := dialServices(ctx, d.g, &c)
 		if err != nil {
 			return "", err
 		}
