@@ -19,7 +19,7 @@ import (
 // The checks, by the names they have in reports and in --only, in the
 // order they run and are reported.
 const (
-	CheckAPIHealth  = "api-health" // GET /api/health: 200, JSON with "status"
+	CheckAPIHealth  = "api-health" // GET /api/health: 200, JSON with "status": "ok"
 	CheckWebUI      = "web-ui"     // GET /: 200, an HTML page
 	CheckMCPAuth    = "mcp-auth"   // POST /mcp without a key: 401, Bearer challenge
 	CheckMCPTools   = "mcp-tools"  // MCP session with the key: exactly the expected tools
@@ -140,19 +140,21 @@ func skipf(format string, args ...any) error {
 // checks lists every check in order.
 var checks = []check{
 	{CheckAPIHealth, func(ctx context.Context, o *Options) (string, error) {
+		key, why := o.optionalKey()
 		u := o.url("/api/health")
-		status, err := apiHealth(ctx, u)
+		status, err := apiHealth(ctx, u, key)
 		if err != nil {
-			return "", err
+			return "", notSent(err, why)
 		}
-		return fmt.Sprintf("GET %s: 200, status %s", u, status), nil
+		return fmt.Sprintf("GET %s%s: 200, status %s", u, withKey(key), status), nil
 	}},
 	{CheckWebUI, func(ctx context.Context, o *Options) (string, error) {
+		key, why := o.optionalKey()
 		u := o.url("/")
-		if err := WebUI(ctx, u); err != nil {
-			return "", err
+		if err := webUI(ctx, u, key); err != nil {
+			return "", notSent(err, why)
 		}
-		return fmt.Sprintf("GET %s: 200, an HTML page", u), nil
+		return fmt.Sprintf("GET %s%s: 200, an HTML page", u, withKey(key)), nil
 	}},
 	{CheckMCPAuth, func(ctx context.Context, o *Options) (string, error) {
 		u := o.url("/mcp")
@@ -163,16 +165,12 @@ var checks = []check{
 		return fmt.Sprintf("POST %s without a key: 401, WWW-Authenticate: %s", u, challenge), nil
 	}},
 	{CheckMCPTools, func(ctx context.Context, o *Options) (string, error) {
-		key := o.Key
+		key, err := o.key()
+		if err != nil {
+			return "", err
+		}
 		if key.IsZero() {
-			if o.KeyFile == "" {
-				return "", skipf("no MCP key: set health.token_file or pass the key on standard input with --token-stdin")
-			}
-			k, err := ReadKeyFile(o.KeyFile)
-			if err != nil {
-				return "", err
-			}
-			key = k
+			return "", skipf("no MCP key: set health.token_file or pass the key on standard input with --token-stdin")
 		}
 		u := o.url("/mcp")
 		got, err := MCPTools(ctx, u, key)
@@ -241,6 +239,42 @@ func Names() []string {
 		out[i] = c.name
 	}
 	return out
+}
+
+// key returns Key, else the key of KeyFile (read now), else the zero Key.
+func (o *Options) key() (Key, error) {
+	if !o.Key.IsZero() || o.KeyFile == "" {
+		return o.Key, nil
+	}
+	return ReadKeyFile(o.KeyFile)
+}
+
+// optionalKey is key for the checks that send the key when they can
+// (api-health, web-ui): a key file that cannot be read gives the zero Key
+// and why, which a failure of the check reports, so a payload that needs
+// no key is not judged by the key file.
+func (o *Options) optionalKey() (Key, string) {
+	k, err := o.key()
+	if err != nil {
+		return Key{}, reasonOf(err, ErrKey)
+	}
+	return k, ""
+}
+
+// notSent adds to err, when why is set, that the key was not sent and why.
+func notSent(err error, why string) error {
+	if why == "" {
+		return err
+	}
+	return fmt.Errorf("%w (no key sent: %s)", err, why)
+}
+
+// withKey is " with the key" for a reason when key is set.
+func withKey(key Key) string {
+	if key.IsZero() {
+		return ""
+	}
+	return " with the key"
 }
 
 // url returns Executor's URL for path.
@@ -366,7 +400,10 @@ func quoteList(names []string) string {
 // Wait runs the checks like Run, again and again every interval (0 means
 // 500ms), until a run passes or d has passed since the call; it returns
 // the last report. It logs at info level when the set of failing checks
-// changes, at debug level for every other attempt. Errors are Run's.
+// changes, at debug level for every other attempt. Errors are Run's;
+// when ctx ends, Wait returns ctx's error with the report of the last
+// finished run (nil when none finished), so a caller bounded by ctx can
+// still say which checks failed and why.
 func Wait(ctx context.Context, opts Options, only []string, d, interval time.Duration) (*Report, error) {
 	if interval <= 0 {
 		interval = 500 * time.Millisecond
@@ -377,11 +414,16 @@ func Wait(ctx context.Context, opts Options, only []string, d, interval time.Dur
 	}
 	deadline := time.Now().Add(d)
 	last := ""
+	var prev *Report
 	for attempt := 1; ; attempt++ {
 		rep, err := Run(ctx, opts, only)
 		if err != nil {
+			if ctx.Err() != nil {
+				return prev, err
+			}
 			return nil, err
 		}
+		prev = rep
 		left := time.Until(deadline)
 		if rep.Status == Pass || left <= 0 {
 			return rep, nil
@@ -397,7 +439,7 @@ func Wait(ctx context.Context, opts Options, only []string, d, interval time.Dur
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return rep, ctx.Err()
 		case <-t.C:
 		}
 	}

@@ -291,6 +291,13 @@ func TestWait(t *testing.T) {
 	if took := time.Since(start); err != nil || rep.Status != Fail || took < 200*time.Millisecond || took > 2*time.Second {
 		t.Errorf("Wait() = %+v, %v after %s; want a fail after 200ms", rep, err, took)
 	}
+	// ctx ends before d: ctx's error, with the last report and its reason.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	rep, err = Wait(ctx, opts, []string{CheckDataDir}, time.Minute, 50*time.Millisecond)
+	if !errors.Is(err, context.DeadlineExceeded) || rep == nil || rep.Status != Fail || !strings.Contains(rep.Checks[0].Reason, "never") {
+		t.Errorf("Wait(ctx ends first) = %+v, %v; want the last failed report and DeadlineExceeded", rep, err)
+	}
 }
 
 // TestReadKeyFileFIFO: a FIFO named as the token file is refused at once,

@@ -4,8 +4,10 @@
 //
 // The checks, in order (names as in reports and --only):
 //
-//   - api-health: GET /api/health answers 200 with a JSON object that has
-//     a "status" field ([APIHealth]).
+//   - api-health: GET /api/health answers 200 with a JSON object whose
+//     "status" is the string "ok" ([APIHealth], [APIHealthKey]). Any other
+//     status fails, named in the reason: Executor answers 200 with
+//     {"status":"degraded"} when its database fails.
 //   - web-ui: GET / answers 200 with an HTML page ([WebUI]).
 //   - mcp-auth: an MCP initialize request without credentials answers 401
 //     with a WWW-Authenticate header offering the Bearer scheme
@@ -25,8 +27,24 @@
 //   - data-dir: the data directory exists, is owned by the expected user
 //     and has mode 0700 or stricter ([DataDir]).
 //
-// The supervisor's readiness gate and wedge detection call [APIHealth]
-// and [Listeners]: the same code as checks api-health and listeners.
+// api-health and web-ui send the bearer key when one is configured, so a
+// payload that answers 401 on every path without its key (the Executor
+// CLI edition, `executor web --auth-token KEY`) is judged by its answers
+// with it; mcp-auth never sends it. A key file they cannot read (missing,
+// mode too open) is not their failure: they send no key, and name the
+// key file's problem when they fail; mcp-tools fails on it.
+//
+// # Readiness
+//
+// [Ready] returns the probe that says a started payload is ready and,
+// while it runs, still alive: the code of one check, named by
+// health.readiness ([Readiness]): api-health (the default; it fits the
+// pinned self-host image, whose /api/health needs no key, and, with the
+// key configured, the CLI edition), mcp-auth (the 401 Bearer challenge,
+// for a payload without /api/health) or mcp-tools (an MCP session with
+// the key). The supervisor's readiness gate and wedge detection run it,
+// then [Listeners] (check listeners); the waits of backup, restore and
+// upgrade run it too.
 //
 // # What it guarantees
 //
@@ -37,8 +55,9 @@
 //     through a proxy, never over a reused connection (a restarted server
 //     is not mistaken for a dead one through a stale keep-alive
 //     connection), never following a redirect.
-//   - The MCP key is sent only in the Authorization header of the MCP
-//     requests. It is held in a [Key], which fmt, slog and encoding/json
+//   - The MCP key is sent only in the Authorization header of requests
+//     to Executor's configured loopback address (never by mcp-auth). It
+//     is held in a [Key], which fmt, slog and encoding/json
 //     render as "[redacted]"; no reason, error or log record carries it.
 //     A key file must be mode 0600 or stricter.
 //   - Checks only read: nothing on disk, in the supervisor or in Executor
@@ -46,9 +65,8 @@
 //
 // # What it does not do
 //
-//   - It does not judge Executor beyond the surface above: a 200 from
-//     /api/health whose status says "degraded" passes (the reason shows
-//     it).
+//   - It does not judge Executor beyond the surface above: a status "ok"
+//     from /api/health is taken at its word.
 //   - The listeners check sees only sockets the process tree holds at the
 //     moment it looks, and reading another user's /proc/<pid>/fd needs
 //     root or that user; a listener opened by a process that left the tree

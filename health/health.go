@@ -30,19 +30,35 @@ var client = &http.Client{
 }
 
 // APIHealth sends GET url (e.g. "http://127.0.0.1:4788/api/health") and
-// returns nil when it answers 200 with a JSON object that has a "status"
-// field, before ctx ends. Otherwise the error wraps ErrUnhealthy and says
-// what happened: the transport error, the HTTP status (with the body's
-// status when there is one), or what is wrong with the body. It is check
-// api-health and the supervisor's readiness and wedge probe.
+// returns nil when it answers 200 with a JSON object whose "status" field
+// is the string "ok", before ctx ends. Otherwise the error wraps
+// ErrUnhealthy and says what happened: the transport error, the HTTP
+// status (with the body's status when there is one), what is wrong with
+// the body, or the status other than "ok" (Executor answers 200 with
+// {"status":"degraded"} when its database fails). It is check api-health
+// without a key; see [APIHealthKey].
 func APIHealth(ctx context.Context, url string) error {
-	_, err := apiHealth(ctx, url)
+	_, err := apiHealth(ctx, url, Key{})
 	return err
 }
 
-// apiHealth is APIHealth; it also returns the body's status field.
-func apiHealth(ctx context.Context, url string) (string, error) {
-	resp, body, err := get(ctx, url)
+// APIHealthKey is APIHealth sending key, unless zero, as a bearer key in
+// the Authorization header: a payload that answers 401 on every path
+// without its key (the Executor CLI edition, `executor web --auth-token
+// KEY`) is judged by its answer with the key. It is check api-health and
+// the supervisor's default readiness and wedge probe.
+func APIHealthKey(ctx context.Context, url string, key Key) error {
+	_, err := apiHealth(ctx, url, key)
+	return err
+}
+
+// healthOK is the only status of /api/health that passes.
+const healthOK = "ok"
+
+// apiHealth is APIHealthKey; it also returns the body's status field as
+// JSON text.
+func apiHealth(ctx context.Context, url string, key Key) (string, error) {
+	resp, body, err := get(ctx, url, key)
 	if err != nil {
 		return "", err
 	}
@@ -62,15 +78,23 @@ func apiHealth(ctx context.Context, url string) (string, error) {
 	case doc.Status == nil:
 		return "", fmt.Errorf("%w: GET %s: 200 but the body has no status field: %s", ErrUnhealthy, url, snippet(body))
 	}
+	var status string
+	if err := json.Unmarshal(doc.Status, &status); err != nil || status != healthOK {
+		return "", fmt.Errorf("%w: GET %s: 200 but status %s, want %q", ErrUnhealthy, url, rawSnippet(doc.Status), healthOK)
+	}
 	return string(doc.Status), nil
 }
 
-// get sends GET url and returns the response with up to maxBody bytes of
-// its body (the body is closed). Errors wrap ErrUnhealthy.
-func get(ctx context.Context, url string) (*http.Response, []byte, error) {
+// get sends GET url, with key as a bearer key unless it is zero, and
+// returns the response with up to maxBody bytes of its body (the body is
+// closed). Errors wrap ErrUnhealthy.
+func get(ctx context.Context, url string, key Key) (*http.Response, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrUnhealthy, err)
+	}
+	if !key.IsZero() {
+		req.Header.Set("Authorization", "Bearer "+key.v)
 	}
 	return do(req)
 }
@@ -92,6 +116,15 @@ func do(req *http.Request) (*http.Response, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: %s %s: read body: %w", ErrUnhealthy, req.Method, req.URL, err)
 	}
 	return resp, body, nil
+}
+
+// rawSnippet is JSON text b, cut after 80 bytes.
+func rawSnippet(b []byte) string {
+	const n = 80
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
 }
 
 // snippet quotes the start of b for an error message.

@@ -68,6 +68,18 @@ func TestAPIHealth(t *testing.T) {
 			w.Write([]byte(`OK`))
 		case "/nostatus":
 			w.Write([]byte(`{"healthy":true}`))
+		case "/upper":
+			w.Write([]byte(`{"status":"OK"}`))
+		case "/number":
+			w.Write([]byte(`{"status":1}`))
+		case "/null":
+			w.Write([]byte(`{"status":null}`))
+		case "/keyed":
+			if r.Header.Get("Authorization") != "Bearer k1" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			w.Write([]byte(`{"status":"ok"}`))
 		case "/slow":
 			<-r.Context().Done() // until the client gives up
 		case "/redirect":
@@ -88,7 +100,11 @@ func TestAPIHealth(t *testing.T) {
 		wantErr string // "" for healthy
 	}{
 		{srv.URL + "/ok", ""},
-		{srv.URL + "/degraded", ""},
+		{srv.URL + "/degraded", `200 but status "degraded", want "ok"`},
+		{srv.URL + "/upper", `200 but status "OK", want "ok"`},
+		{srv.URL + "/number", `200 but status 1, want "ok"`},
+		{srv.URL + "/null", `200 but status null, want "ok"`},
+		{srv.URL + "/keyed", "401 Unauthorized"},
 		{srv.URL + "/bad", "503 Service Unavailable"},
 		{srv.URL + "/down", `503 Service Unavailable, status "unhealthy"`},
 		{srv.URL + "/plain", "200 but the body is not a JSON object"},
@@ -110,5 +126,16 @@ func TestAPIHealth(t *testing.T) {
 		if !errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("APIHealth(%s) = %v, want ErrUnhealthy containing %q", tt.url, err, tt.wantErr)
 		}
+	}
+	// With the key: a payload that refuses every request without it is
+	// judged by its answer with it; a wrong key is its refusal.
+	if err := APIHealthKey(context.Background(), srv.URL+"/keyed", NewKey("k1")); err != nil {
+		t.Errorf("APIHealthKey(/keyed, right key) = %v, want nil", err)
+	}
+	if err := APIHealthKey(context.Background(), srv.URL+"/keyed", NewKey("k2")); !errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "k2") {
+		t.Errorf("APIHealthKey(/keyed, wrong key) = %v, want a 401 without the key", err)
+	}
+	if err := APIHealthKey(context.Background(), srv.URL+"/degraded", NewKey("k1")); err == nil || !strings.Contains(err.Error(), `"degraded"`) {
+		t.Errorf("APIHealthKey(/degraded) = %v, want the degraded status", err)
 	}
 }

@@ -12,9 +12,15 @@ import (
 // WebUI sends GET url (Executor's "/", the setup UI) and returns nil when
 // it answers 200 with Content-Type text/html and a body that starts like
 // an HTML document (a doctype or an <html> tag, after white space and
-// comments). Otherwise the error wraps ErrUnhealthy. It is check web-ui.
+// comments). Otherwise the error wraps ErrUnhealthy. It is check web-ui
+// without a key.
 func WebUI(ctx context.Context, url string) error {
-	resp, body, err := get(ctx, url)
+	return webUI(ctx, url, Key{})
+}
+
+// webUI is WebUI sending key, unless zero, as a bearer key.
+func webUI(ctx context.Context, url string, key Key) error {
+	resp, body, err := get(ctx, url, key)
 	if err != nil {
 		return err
 	}

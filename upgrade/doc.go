@@ -37,6 +37,17 @@
 // (the restore checks that no process holds files in the data directory).
 // Either error wraps ErrSupervisorGone and says that nothing runs.
 //
+// # The MCP tool set pinned with the image
+//
+// The exact MCP tool set (health.mcp_tools) is a policy pinned with the
+// image: Target.MCPTools, when set, is pinned with the new release
+// (Release.MCPTools, written by Config.Pin in the same write as the image
+// pin) and checked by the health wait; Target.Current, the tool set the
+// config file pins now, is recorded with the old release in the journal,
+// so a rollback (and Recover) pins it back. Without Target.MCPTools the
+// new release keeps Target.Current. A Release whose MCPTools is nil (a
+// journal of an earlier version) leaves the file's tool set as it is.
+//
 // # Switch (hbx install under existing data)
 //
 // Switch runs the same steps for a release change asked by `hbx install`

@@ -35,6 +35,18 @@ type Release struct {
 	Platform string        `json:"platform"`
 	Index    digest.Digest `json:"index_digest"`
 	Manifest digest.Digest `json:"manifest_digest"`
+	// MCPTools is the MCP tool set pinned with the release
+	// (health.mcp_tools in the config file); nil when not recorded
+	// (journals of earlier versions, a release read from disk): Pin then
+	// leaves the config file's tool set as it is.
+	MCPTools *Tools `json:"mcp_tools,omitempty"`
+}
+
+// Tools is the MCP tool set pinned with a release.
+type Tools struct {
+	// Names are the tool names; nil when the config file does not set
+	// health.mcp_tools (its default applies).
+	Names []string `json:"names"`
 }
 
 // String is "image (manifest)".

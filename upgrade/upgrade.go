@@ -131,8 +131,9 @@ type Data interface {
 
 // Config pins a release in the config file hbx was started with.
 type Config interface {
-	// Pin writes r's image and manifest digest; it returns a note when
-	// nothing could be written (no config file), "" otherwise.
+	// Pin writes r's image and manifest digest, and its tool set unless
+	// r.MCPTools is nil, in one write; it returns a note when nothing
+	// could be written (no config file), "" otherwise.
 	Pin(r Release) (string, error)
 }
 
@@ -167,6 +168,13 @@ type Target struct {
 	Image string        // name:tag@sha256:..., validated by the caller
 	Index digest.Digest // the reference's digest
 	Pin   digest.Digest // the platform's manifest digest, "" when not pinned
+	// MCPTools is the tool set to pin with the new release; nil keeps
+	// Current's.
+	MCPTools *Tools
+	// Current is the tool set the config file pins now, recorded with the
+	// old release so a rollback puts it back; nil when not known (the
+	// config file's tool set is then left as it is).
+	Current *Tools
 }
 
 // Result says what an upgrade or rollback did.
@@ -286,7 +294,11 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	if nr.Same(old) {
 		return nil, fmt.Errorf("%w: %s", ErrSameRelease, old)
 	}
-	res.New = nr
+	old.MCPTools, nr.MCPTools = t.Current, t.Current
+	if t.MCPTools != nil {
+		nr.MCPTools = t.MCPTools
+	}
+	res.Old, res.New = old, nr
 	j := &Journal{Old: old, New: nr, Started: opts.Now().UTC(), By: by}
 	if prior, err := ReadJournal(opts.RuntimeDir); err == nil && prior != nil && prior.Phase == PhaseDone && prior.New.Same(old) {
 		prior.Prior = nil

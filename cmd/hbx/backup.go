@@ -6,18 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hermesbox/hbx/backup"
-	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
@@ -389,8 +385,7 @@ func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervi
 			auto = append(auto, name)
 		}
 	}
-	u := (&url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Executor.Listen, strconv.Itoa(cfg.Executor.Port)), Path: "/api/health"}).String()
-	probe := supervisor.ProbeFunc(func(ctx context.Context) error { return health.APIHealth(ctx, u) })
+	probe := supervisor.ProbeFunc(readinessProbe(cfg))
 	sts, err := c.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -403,7 +398,7 @@ func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervi
 }
 
 // supervisorServices is backup.Services over the supervisor's control
-// socket: a hold on every program, then health check 1 (/api/health) and
+// socket: a hold on every program, then health check 1 (health.readiness, /api/health by default) and
 // check 5 (every autostart program RUNNING).
 type supervisorServices struct {
 	c         *supervisor.Client
@@ -451,7 +446,7 @@ func (s *supervisorServices) Hold(ctx context.Context) (backup.Hold, error) {
 
 // WaitHealthy starts the autostart programs the last hold did not stop
 // (they were not running; a released hold starts only what it stopped),
-// then waits until /api/health answers 200 and every autostart program is
+// then waits until health.readiness passes (/api/health by default) and every autostart program is
 // RUNNING.
 func (s *supervisorServices) WaitHealthy(ctx context.Context) error {
 	var start []string
@@ -483,7 +478,7 @@ func (s *supervisorServices) WaitHealthy(ctx context.Context) error {
 }
 
 // WaitRunning starts nothing: it waits until every program of names is
-// RUNNING and, when Executor is among them, /api/health answers 200.
+// RUNNING and, when Executor is among them, health.readiness passes (/api/health by default).
 func (s *supervisorServices) WaitRunning(ctx context.Context, names []string) error {
 	return s.waitUp(ctx, names, slices.Contains(names, config.ExecutorProgram))
 }

@@ -43,7 +43,8 @@ func newHealthCommand(g *globals) *cobra.Command {
 		Long: `Health runs every acceptance check of the box and prints one line per
 check: pass, fail or skip, its name, how long it took and why.
 
-  api-health  GET /api/health answers 200 with a JSON "status"
+  api-health  GET /api/health answers 200 with a JSON "status" of "ok"
+              (with the key when one is configured, as for web-ui)
   web-ui      GET / answers 200 with an HTML page (the setup UI)
   mcp-auth    POST /mcp (initialize) without a key answers 401 with a
               WWW-Authenticate Bearer challenge

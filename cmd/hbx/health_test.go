@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -158,6 +159,11 @@ func TestExecutorProbe(t *testing.T) {
 	if err := executorProbe(&cfg, self).Check(t.Context()); err != nil {
 		t.Errorf("probe of a healthy loopback server = %v, want nil", err)
 	}
+	cfg.Health.TokenFile = filepath.Join(t.TempDir(), "gone.key") // needs no key: not judged by it
+	if err := executorProbe(&cfg, self).Check(t.Context()); err != nil {
+		t.Errorf("probe with a missing key file of a server that needs none = %v, want nil", err)
+	}
+	cfg.Health.TokenFile = ""
 	if err := executorProbe(&cfg, func() int { return 0 }).Check(t.Context()); !errors.Is(err, health.ErrUnhealthy) {
 		t.Errorf("probe without a pid = %v, want ErrUnhealthy", err)
 	}
@@ -170,5 +176,54 @@ func TestExecutorProbe(t *testing.T) {
 	err = executorProbe(&cfg, self).Check(t.Context())
 	if !errors.Is(err, health.ErrNotLoopback) || !strings.Contains(err.Error(), exposed.Addr().String()) {
 		t.Errorf("probe with %s open = %v, want ErrNotLoopback naming it", exposed.Addr(), err)
+	}
+}
+
+// TestExecutorProbeReadiness: the probe judges what health.readiness
+// names; api-health sends the key of health.token_file and passes only
+// status "ok".
+func TestExecutorProbeReadiness(t *testing.T) {
+	var degraded atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer the-key" { // the CLI edition: 401 on every path
+			w.Header().Set("WWW-Authenticate", `Bearer realm="executor"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if degraded.Load() {
+			w.Write([]byte(`{"status":"degraded"}`))
+			return
+		}
+		w.Write([]byte(`{"status":"ok"}`))
+	}))
+	defer srv.Close()
+	addr := srv.Listener.Addr().(*net.TCPAddr)
+	self := func() int { return os.Getpid() }
+	cfg := config.Defaults()
+	cfg.Executor.Listen, cfg.Executor.Port = "127.0.0.1", addr.Port
+	if err := executorProbe(&cfg, self).Check(t.Context()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), "401 Unauthorized") {
+		t.Errorf("probe without a key = %v, want 401", err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "mcp.key")
+	if err := os.WriteFile(keyFile, []byte("the-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Health.TokenFile = keyFile
+	if err := executorProbe(&cfg, self).Check(t.Context()); err != nil {
+		t.Errorf("probe with health.token_file = %v, want nil", err)
+	}
+	degraded.Store(true)
+	if err := executorProbe(&cfg, self).Check(t.Context()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), `status "degraded"`) || strings.Contains(err.Error(), "the-key") {
+		t.Errorf("probe of a degraded server = %v, want the status named", err)
+	}
+	cfg.Health.Readiness = "mcp-auth" // the 401 challenge, whatever /api/health says
+	if err := executorProbe(&cfg, self).Check(t.Context()); err != nil {
+		t.Errorf("probe with readiness mcp-auth = %v, want nil", err)
+	}
+	// A key file that cannot be read: no key is sent, and a failure says
+	// why; a payload that needs no key passes (TestExecutorProbe).
+	cfg.Health.Readiness, cfg.Health.TokenFile = "api-health", filepath.Join(t.TempDir(), "gone.key")
+	if err := executorProbe(&cfg, self).Check(t.Context()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), "401 Unauthorized (no key sent:") || !strings.Contains(err.Error(), "gone.key") {
+		t.Errorf("probe with a missing key file = %v, want 401 saying no key was sent and why", err)
 	}
 }

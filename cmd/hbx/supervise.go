@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -38,8 +35,11 @@ runs, from the active release) and the programs configured under
 programs.<name>.* (by default "hermes", the Hermes gateway), with
 supervisord's semantics: priority order, depends_on, autorestart, startsecs,
 startretries, stopsignal and stopwaitsecs to the whole process group.
-Executor is RUNNING only once GET /api/health answers 200, so its dependents
-never start against a dead Executor.
+Executor is RUNNING only once the check health.readiness names passes (by
+default GET /api/health answers 200 with status "ok", with the bearer key of
+health.token_file when set) and it listens on loopback only, so its
+dependents never start against a dead Executor; while it runs, the same
+probe detects a wedged one.
 
 It serves a control socket (supervisor.socket, mode 0600) for "hbx status",
 "start", "stop", "restart", "logs" and "shutdown", writes each program's
@@ -236,6 +236,9 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 	// The built-in executor: the active release, prepared afresh at each
 	// start, gated and watched by its health check.
 	hostPath := launch.DefaultHostPath // never the caller's PATH
+	// The MCP tool set is pinned with the image (hbx upgrade --mcp-tools):
+	// the probe checks the one read with the pin at the last start.
+	var tools atomic.Pointer[[]string]
 	p.Build = func(ctx context.Context) (*supervisor.Command, error) {
 		lo := launchOptions(cfg, hostPath)
 		if reload != nil {
@@ -244,6 +247,7 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 			} else {
 				flo := launchOptions(fresh, hostPath)
 				lo.IndexDigest, lo.Platform, lo.ManifestPin = flo.IndexDigest, flo.Platform, flo.ManifestPin
+				tools.Store(&fresh.Health.MCPTools)
 			}
 		}
 		spec, err := prepareLaunch(ctx, lo, g.log)
@@ -253,7 +257,12 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 		logTightened(g, spec)
 		return &supervisor.Command{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Credential: spec.Credential}, nil
 	}
-	p.Probe = executorProbe(cfg, executorPID)
+	p.Probe = executorProbeTools(cfg, executorPID, func() []string {
+		if t := tools.Load(); t != nil {
+			return *t
+		}
+		return cfg.Health.MCPTools
+	})
 	p.HealthWait = cfg.Supervisor.HealthWait
 	p.HealthInterval = cfg.Supervisor.HealthInterval
 	p.WedgeFailures = cfg.Supervisor.WedgeFailures
@@ -261,19 +270,33 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 }
 
 // executorProbe is the executor's readiness and wedge probe, the code of
-// checks api-health and listeners of `hbx health`: GET /api/health on its
-// listen address answers 200 with a JSON status, and every TCP listener
-// of the process tree of pid() is on loopback, the listen address and
-// port among them. So an Executor that listens on 0.0.0.0 never becomes
-// RUNNING, and is restarted when it starts to while running.
+// checks of `hbx health`: the readiness check health.readiness names
+// (api-health by default: GET /api/health on its listen address answers
+// 200 with status "ok", with the bearer key of health.token_file when
+// set), then check listeners: every TCP listener of the process tree of
+// pid() is on loopback, the listen address and port among them. So an
+// Executor that listens on 0.0.0.0 never becomes RUNNING, and is
+// restarted when it starts to while running.
 func executorProbe(cfg *config.Config, pid func() int) supervisor.Probe {
-	u := (&url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Executor.Listen, strconv.Itoa(cfg.Executor.Port)), Path: "/api/health"}).String()
+	return executorProbeTools(cfg, pid, nil)
+}
+
+// executorProbeTools is executorProbe whose readiness check mcp-tools
+// expects the names tools returns at each call (cfg's when tools is nil).
+func executorProbeTools(cfg *config.Config, pid func() int, tools func() []string) supervisor.Probe {
 	var want netip.AddrPort
 	if a, err := netip.ParseAddr(cfg.Executor.Listen); err == nil { // validated by Load
 		want = netip.AddrPortFrom(a, uint16(cfg.Executor.Port))
 	}
+	ready := readinessProbe(cfg)
 	return supervisor.ProbeFunc(func(ctx context.Context) error {
-		if err := health.APIHealth(ctx, u); err != nil {
+		r := ready
+		if tools != nil && cfg.Health.Readiness == health.ReadyMCPTools {
+			c := *cfg
+			c.Health.MCPTools = tools()
+			r = readinessProbe(&c)
+		}
+		if err := r(ctx); err != nil {
 			return err
 		}
 		p := pid()
@@ -283,6 +306,16 @@ func executorProbe(cfg *config.Config, pid func() int) supervisor.Probe {
 		_, err := health.Listeners(p, want)
 		return err
 	})
+}
+
+// readinessProbe is the check health.readiness names, with the options of
+// `hbx health` (the key file is read at each call).
+func readinessProbe(cfg *config.Config) func(context.Context) error {
+	ready, err := health.Ready(healthChecks(cfg, false, nil), cfg.Health.Readiness)
+	if err != nil { // validated by Load
+		return func(context.Context) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) }
+	}
+	return ready
 }
 
 // earlySignals is the signal handling of hbx supervise before its

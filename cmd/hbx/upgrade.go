@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -30,6 +32,7 @@ const preUpgradeName = "pre-upgrade"
 type upgradeFlags struct {
 	image          string
 	platformDigest string
+	mcpTools       string
 	json           bool
 }
 
@@ -37,7 +40,7 @@ type upgradeFlags struct {
 func newUpgradeCommand(g *globals) *cobra.Command {
 	var o upgradeFlags
 	cmd := &cobra.Command{
-		Use:   "upgrade --image REF [--platform-digest DIGEST]",
+		Use:   "upgrade --image REF [--platform-digest DIGEST] [--mcp-tools NAMES]",
 		Short: "Move to a new pinned Executor release, backed up, health-checked, rolled back on failure",
 		Long: `Upgrade moves the box to the image REF (name:tag@sha256:<64 hex>, the
 rules of executor.image), with hbx supervise running:
@@ -54,6 +57,13 @@ rules of executor.image), with hbx supervise running:
      health.token_file is set);
   5. on any failure after step 4 began: roll back (see hbx rollback) and
      exit 1 saying what failed.
+
+--mcp-tools execute,resume,skills pins the MCP tool set of the new image
+with it: written as health.mcp_tools into the config file in the same
+write as the pin, checked by the health gate (mcp-tools), and put back as
+it was by a rollback. It needs health.token_file (the gate lists the tools
+with the key) and is refused while an HBX_* variable or a flag sets
+health.mcp_tools. Without it the config file's tool set stays.
 
 Each step is recorded in <runtime_dir>/upgrade.json, so an interrupted
 upgrade is finished or undone by the next hbx supervise, upgrade or
@@ -78,21 +88,46 @@ result.`,
 					return usageErrorf("--platform-digest %q: want sha256:<64 hex>", o.platformDigest)
 				}
 			}
+			var tools []string
+			if cmd.Flags().Changed("mcp-tools") {
+				if tools, err = parseTools(o.mcpTools); err != nil {
+					return &usageError{fmt.Errorf("--mcp-tools: %w", err)}
+				}
+			}
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {
 				return err
 			}
-			return runUpgrade(cmd.Context(), g, cfg, srcs, upgrade.Target{Image: o.image, Index: ref.Digest, Pin: pin}, o.json)
+			return runUpgrade(cmd.Context(), g, cfg, srcs, upgrade.Target{Image: o.image, Index: ref.Digest, Pin: pin}, tools, o.json)
 		},
 	}
 	cmd.Flags().StringVar(&o.image, "image", "", "the new image reference, name:tag@sha256:<64 hex> (required)")
 	cmd.Flags().StringVar(&o.platformDigest, "platform-digest", "", "pin the configured platform's child manifest digest")
+	cmd.Flags().StringVar(&o.mcpTools, "mcp-tools", "", "pin the new image's MCP tool set, comma-separated, as health.mcp_tools (needs health.token_file)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print steps and the result as JSON lines")
 	return cmd
 }
 
-// runUpgrade upgrades to t and prints old → new.
-func runUpgrade(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, t upgrade.Target, asJSON bool) error {
+// parseTools parses the value of --mcp-tools: comma-separated tool names,
+// at least one, none blank or repeated (the rules of health.mcp_tools).
+func parseTools(v string) ([]string, error) {
+	var out []string
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			return nil, fmt.Errorf("%q has an empty tool name (want names such as execute,resume,skills)", v)
+		case slices.Contains(out, n):
+			return nil, fmt.Errorf("%q lists %q twice", v, n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// runUpgrade upgrades to t, pinning tools with it unless nil, and prints
+// old → new.
+func runUpgrade(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, t upgrade.Target, tools []string, asJSON bool) error {
 	// The running supervisor reads the pin from the config file at each
 	// start: an upgrade whose pin cannot be written there, or is
 	// overridden, could only roll back. Refuse before anything happens.
@@ -104,6 +139,22 @@ func runUpgrade(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 			return usageErrorf("upgrade: %s is set by %s, which overrides the config file the upgrade pins the new release in: unset it", k, s)
 		}
 	}
+	if tools != nil {
+		if cfg.Health.TokenFile == "" {
+			return usageErrorf("upgrade: --mcp-tools needs health.token_file: the health gate lists the tools with the MCP key")
+		}
+		if s := srcs.Of("health.mcp_tools"); s.Kind == config.SourceEnv || s.Kind == config.SourceFlag {
+			return usageErrorf("upgrade: health.mcp_tools is set by %s, which overrides the config file --mcp-tools pins the tool set in: unset it", s)
+		}
+		t.MCPTools = &upgrade.Tools{Names: tools}
+	}
+	// The tool set the file pins now goes into the journal with the old
+	// release, so a rollback puts it back.
+	current, err := config.ReadMCPTools(g.configPath)
+	if err != nil {
+		return fmt.Errorf("upgrade: read health.mcp_tools: %w", err)
+	}
+	t.Current = &upgrade.Tools{Names: current}
 	pass, err := passphrase(cfg, false)()
 	if err != nil {
 		return fmt.Errorf("upgrade: pre-upgrade backup: %w", err)
@@ -136,7 +187,7 @@ func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 		LockWait:       cfg.Backup.LockWait,
 		HealthWait:     cfg.Backup.HealthWait,
 		Runtime:        upgradeRuntime{g: g, cfg: cfg},
-		Data:           &upgradeData{g: g, cfg: cfg, pass: pass},
+		Data:           &upgradeData{g: g, cfg: cfg, pass: pass, toolsOverridden: toolsOverridden(srcs)},
 		Config:         configPinner{g: g, cfg: cfg, srcs: srcs},
 		Logger:         g.log,
 	}
@@ -149,7 +200,7 @@ func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 		return opts, unlock, err
 	}
 	if svc != nil {
-		opts.Services = &upgradeServices{svc: svc, g: g, cfg: cfg}
+		opts.Services = &upgradeServices{svc: svc, g: g, cfg: cfg, toolsOverridden: toolsOverridden(srcs)}
 	}
 	if svc == nil {
 		if unlock, err = lockDataUnsupervised(ctx, g, cfg, nil, command); err != nil {
@@ -163,6 +214,14 @@ func upgradeOptions(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 		return opts, func() {}, err
 	}
 	return opts, unlock, nil
+}
+
+// toolsOverridden reports whether an HBX_* variable or a flag sets
+// health.mcp_tools, which then wins over the tool set pinned with a
+// release.
+func toolsOverridden(srcs *config.Sources) bool {
+	s := srcs.Of("health.mcp_tools")
+	return s.Kind == config.SourceEnv || s.Kind == config.SourceFlag
 }
 
 // printUpgrade prints an upgrade's or rollback's result.
@@ -310,6 +369,9 @@ type upgradeServices struct {
 	svc *supervisorServices
 	g   *globals
 	cfg *config.Config
+	// toolsOverridden: an HBX_* variable or a flag sets health.mcp_tools,
+	// which then wins over the tool set pinned with a release.
+	toolsOverridden bool
 }
 
 func (s *upgradeServices) Hold(ctx context.Context) (upgrade.Hold, error) {
@@ -319,16 +381,24 @@ func (s *upgradeServices) Hold(ctx context.Context) (upgrade.Hold, error) {
 // Gone is closed once the supervisor is gone (upgrade.Watcher).
 func (s *upgradeServices) Gone() <-chan struct{} { return s.svc.Gone() }
 
-// WaitHealthy waits for the programs, then for the checks api-health,
-// mcp-auth, supervisor and release (pinned to r), and mcp-tools when a
-// key is configured.
+// WaitHealthy waits for the programs, then for the checks
+// health.readiness names (api-health by default), mcp-auth, supervisor
+// and release (pinned to r), and mcp-tools (the tool set pinned with r)
+// when a key is configured.
 func (s *upgradeServices) WaitHealthy(ctx context.Context, r upgrade.Release) error {
-	if err := s.svc.WaitHealthy(ctx); err != nil {
+	c := pinnedConfig(s.cfg, r)
+	c.Health.MCPTools = toolsOf(s.cfg, r, s.toolsOverridden)
+	// The readiness wait judges r's tool set too (health.readiness
+	// mcp-tools).
+	saved := s.svc.probe
+	s.svc.probe = supervisor.ProbeFunc(readinessProbe(c))
+	err := s.svc.WaitHealthy(ctx)
+	s.svc.probe = saved
+	if err != nil {
 		return err
 	}
-	c := pinnedConfig(s.cfg, r)
-	names := []string{"api-health", "mcp-auth", "supervisor", "release"}
-	if c.Health.TokenFile != "" {
+	names := []string{c.Health.Readiness, "mcp-auth", "supervisor", "release"}
+	if c.Health.TokenFile != "" && c.Health.Readiness != "mcp-tools" {
 		names = append(names, "mcp-tools")
 	}
 	left := time.Minute
@@ -336,13 +406,35 @@ func (s *upgradeServices) WaitHealthy(ctx context.Context, r upgrade.Release) er
 		left = time.Until(d)
 	}
 	rep, err := health.Wait(ctx, healthChecks(c, false, s.g.log), names, left, 0)
+	if err != nil && rep == nil {
+		return err
+	}
+	var failed []string
+	for _, c := range rep.Checks {
+		if c.Status == health.Fail {
+			failed = append(failed, fmt.Sprintf("%s (%s)", c.Name, c.Reason))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%w: checks failing: %s", health.ErrUnhealthy, strings.Join(failed, "; "))
+	}
 	if err != nil {
 		return err
 	}
-	if f := rep.Failed(); len(f) > 0 {
-		return fmt.Errorf("%w: checks failing: %s", health.ErrUnhealthy, strings.Join(f, ", "))
-	}
 	return nil
+}
+
+// toolsOf is the MCP tool set in force once r is pinned: r's (the default
+// when r pins none), or cfg's when r records none or an HBX_* variable or
+// a flag sets health.mcp_tools (overridden).
+func toolsOf(cfg *config.Config, r upgrade.Release, overridden bool) []string {
+	switch {
+	case overridden || r.MCPTools == nil:
+		return cfg.Health.MCPTools
+	case r.MCPTools.Names == nil:
+		return config.Defaults().Health.MCPTools
+	}
+	return r.MCPTools.Names
 }
 
 // pinnedConfig is cfg with r as executor.image and its platform pin.
@@ -362,6 +454,8 @@ type upgradeData struct {
 	g    *globals
 	cfg  *config.Config
 	pass []byte
+	// toolsOverridden: an HBX_* variable or a flag sets health.mcp_tools.
+	toolsOverridden bool
 	// inSupervisor: the caller is hbx supervise's install on start,
 	// before its programs run (its socket answers status only; a hold
 	// would wait for the install); Restore does not dial it.
@@ -461,7 +555,11 @@ func (d *upgradeData) Restore(ctx context.Context, archive string, r upgrade.Rel
 		Logger:         d.g.log,
 	}
 	if !d.inSupervisor {
-		svc, err := dialServices(ctx, d.g, d.cfg)
+		// The wait after the restore judges r's tool set (health.readiness
+		// mcp-tools), which the rollback pinned with it.
+		c := *d.cfg
+		c.Health.MCPTools = toolsOf(d.cfg, r, d.toolsOverridden)
+		svc, err := dialServices(ctx, d.g, &c)
 		if err != nil {
 			return "", err
 		}
@@ -504,7 +602,11 @@ type configPinner struct {
 // nothing and says so, as it says when HBX_* variables or flags override
 // the file.
 func (p configPinner) Pin(r upgrade.Release) (string, error) {
-	err := config.WritePin(p.g.configPath, r.Image, pinKey(p.cfg), r.Manifest.String())
+	tools := config.PinTools{Keep: true}
+	if r.MCPTools != nil {
+		tools = config.PinTools{Names: r.MCPTools.Names}
+	}
+	err := config.WritePinTools(p.g.configPath, r.Image, pinKey(p.cfg), r.Manifest.String(), tools)
 	if errors.Is(err, config.ErrNoFile) {
 		return fmt.Sprintf("no config file at %s: nothing written; set executor.image to %s (and executor.platform_digests.%s to %s) so the next boot pins it", p.g.configPath, r.Image, pinKey(p.cfg), r.Manifest), nil
 	}
@@ -512,7 +614,11 @@ func (p configPinner) Pin(r upgrade.Release) (string, error) {
 		return "", err
 	}
 	var notes []string
-	for _, k := range []string{"executor.image", "executor.platform_digests"} {
+	keys := []string{"executor.image", "executor.platform_digests"}
+	if r.MCPTools != nil {
+		keys = append(keys, "health.mcp_tools")
+	}
+	for _, k := range keys {
 		if s := p.srcs.Of(k); s.Kind == config.SourceEnv || s.Kind == config.SourceFlag {
 			notes = append(notes, fmt.Sprintf("%s is set by %s, which overrides the config file: change it there", k, s))
 		}

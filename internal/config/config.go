@@ -115,6 +115,15 @@ type Health struct {
 	// (health.token_file). Default "" (the check is skipped unless the key
 	// comes on standard input).
 	TokenFile string
+	// Readiness names the check that says a started Executor is ready
+	// and, while it runs, still alive: the supervisor's readiness gate
+	// and wedge probe, the waits of backup, restore and upgrade
+	// (health.readiness): "api-health" (GET /api/health answers 200
+	// with status "ok", sending the bearer key of TokenFile when set),
+	// "mcp-auth" (POST /mcp without a key answers 401 with a Bearer
+	// challenge) or "mcp-tools" (an MCP session with the key lists
+	// exactly MCPTools; needs TokenFile). Default "api-health".
+	Readiness string
 }
 
 // Executor says which Executor image to run and how to run it (keys
@@ -263,8 +272,9 @@ func Defaults() Config {
 			WedgeFailures:  3,
 		},
 		Health: Health{
-			Timeout:  5 * time.Second,
-			MCPTools: []string{"execute", "resume"},
+			Timeout:   5 * time.Second,
+			MCPTools:  []string{"execute", "resume"},
+			Readiness: "api-health",
 		},
 		Programs: defaultPrograms(),
 		Backup: Backup{

@@ -110,6 +110,8 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Health.MCPTools }},
 	{"health.token_file", kindString, "absolute path of a mode-0600 file holding the MCP bearer key for hbx health (default none)",
 		func(c *Config) any { return &c.Health.TokenFile }},
+	{"health.readiness", kindString, "the check that says Executor is ready and alive: api-health (with the key when health.token_file is set), mcp-auth or mcp-tools (default api-health)",
+		func(c *Config) any { return &c.Health.Readiness }},
 	{"backup.dir", kindString, "absolute directory of the backup archives, mode 0700 (default /workspace/backups)",
 		func(c *Config) any { return &c.Backup.Dir }},
 	{"backup.name", kindString, "start of the archives' file names (default executor)",

@@ -211,7 +211,7 @@ func TestDecodeEachLayer(t *testing.T) {
 	want.Registry.Retries = 0
 	want.Executor.InstallOnStart = true
 	want.Supervisor = Supervisor{Socket: "/run/x.sock", LogDir: "/logs", HealthWait: 2 * time.Minute, HealthInterval: time.Second, WedgeFailures: 0}
-	want.Health = Health{Timeout: 2 * time.Second, MCPTools: []string{"execute", "resume", "extra"}, TokenFile: "/etc/hbx/mcp.key"}
+	want.Health = Health{Timeout: 2 * time.Second, MCPTools: []string{"execute", "resume", "extra"}, TokenFile: "/etc/hbx/mcp.key", Readiness: "mcp-auth"}
 	want.Backup = Backup{Dir: "/b", Name: "box-1", Paths: []string{"/w/hermes", "/w/notes"}, Keep: 0, KeepPreRestore: 5,
 		PassphraseFile: "/etc/hbx/backup.pass", Compression: "zstd", LockWait: time.Minute, HealthWait: 30 * time.Second}
 
@@ -256,6 +256,7 @@ health:
   timeout: 2s
   mcp_tools: [execute, resume, extra]
   token_file: /etc/hbx/mcp.key
+  readiness: mcp-auth
 backup:
   dir: /b
   name: box-1
@@ -301,6 +302,7 @@ backup:
 		"health.timeout":                 "2s",
 		"health.mcp_tools":               "execute, resume,extra",
 		"health.token_file":              "/etc/hbx/mcp.key",
+		"health.readiness":               "mcp-auth",
 		"backup.dir":                     "/b",
 		"backup.name":                    "box-1",
 		"backup.paths":                   "/w/hermes, /w/notes",
@@ -593,8 +595,8 @@ func TestParseBytes(t *testing.T) {
 func TestValueAndKeys(t *testing.T) {
 	c := Defaults()
 	keys := Keys()
-	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 42 {
-		t.Errorf("Keys() = %v, want 42 keys from executor.image to backup.health_wait", keys)
+	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 43 {
+		t.Errorf("Keys() = %v, want 43 keys from executor.image to backup.health_wait", keys)
 	}
 	for _, k := range keys {
 		if c.Value(k) == nil {

@@ -16,8 +16,24 @@ import (
 // ErrNoFile: WritePin found no config file to write to.
 var ErrNoFile = errors.New("no config file")
 
-// WritePin sets executor.image to image and executor.platform_digests[key]
-// to manifest (manifest "" removes key) in the YAML file at path, keeping its other content and its
+// PinTools says what WritePinTools does with health.mcp_tools, the MCP
+// tool set pinned with the image.
+type PinTools struct {
+	// Keep leaves health.mcp_tools as the file has it.
+	Keep bool
+	// Names, unless Keep, are the tool names health.mcp_tools is set to
+	// (a YAML flow sequence); nil removes the key (the default applies).
+	Names []string
+}
+
+// WritePin is WritePinTools leaving health.mcp_tools as it is.
+func WritePin(path, image, key, manifest string) error {
+	return WritePinTools(path, image, key, manifest, PinTools{Keep: true})
+}
+
+// WritePinTools sets executor.image to image and executor.platform_digests[key]
+// to manifest (manifest "" removes key), and health.mcp_tools as tools
+// says, in one write of the YAML file at path, keeping its other content and its
 // comments (as far as yaml.v3's node round trip keeps them: comments stay,
 // indentation becomes two spaces, quoting of untouched scalars is kept),
 // and writes it atomically (atomicfile) with its mode, to the file a
@@ -25,7 +41,7 @@ var ErrNoFile = errors.New("no config file")
 // whose result would not load with the same rules Load applies to the
 // file's shape (a mapping at the top, executor a mapping). ErrNoFile when
 // path does not exist.
-func WritePin(path, image, key, manifest string) error {
+func WritePinTools(path, image, key, manifest string, tools PinTools) error {
 	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: %s", ErrNoFile, path)
@@ -61,6 +77,20 @@ func WritePin(path, image, key, manifest string) error {
 		deleteKey(pins, key)
 	} else {
 		setScalar(pins, key, manifest)
+	}
+	switch {
+	case tools.Keep:
+	case tools.Names == nil:
+		// Removed; a file without a health section keeps having none.
+		if h := lookup(doc.Content[0], "health"); h != nil && h.Kind == yaml.MappingNode {
+			deleteKey(h, "mcp_tools")
+		}
+	default:
+		health, err := mapping(doc.Content[0], "health")
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
+		}
+		setFlowList(health, "mcp_tools", tools.Names)
 	}
 
 	var out bytes.Buffer
@@ -102,6 +132,63 @@ func ReadPin(path, key string) (image, manifest string, err error) {
 		return "", "", fmt.Errorf("%w: parse %s: %w", ErrInvalid, path, err)
 	}
 	return f.Executor.Image, f.Executor.PlatformDigests[key], nil
+}
+
+// ReadMCPTools returns health.mcp_tools as the YAML file at path sets it
+// (a sequence or a comma-separated string, as Load reads it), or nil when
+// it does not set it: the value WritePinTools writes. ErrNoFile when path
+// does not exist; ErrInvalid when the value is not a list.
+func ReadMCPTools(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNoFile, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config file: %w", err)
+	}
+	var f struct {
+		Health struct {
+			MCPTools any `yaml:"mcp_tools"`
+		} `yaml:"health"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%w: parse %s: %w", ErrInvalid, path, err)
+	}
+	if f.Health.MCPTools == nil {
+		return nil, nil
+	}
+	v, rule := decodeList(f.Health.MCPTools)
+	if rule != "" {
+		return nil, fmt.Errorf("%w: %s: health.mcp_tools %s", ErrInvalid, path, rule)
+	}
+	return v.([]string), nil
+}
+
+// setFlowList sets key in m to the list names, as a flow sequence.
+func setFlowList(m *yaml.Node, key string, names []string) {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
+	for _, name := range names {
+		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name})
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			old := m.Content[i+1]
+			n.HeadComment, n.LineComment, n.FootComment = old.HeadComment, old.LineComment, old.FootComment
+			m.Content[i+1] = n
+			return
+		}
+	}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, n)
+}
+
+// lookup returns the value of key in the mapping m, nil when absent.
+func lookup(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
 }
 
 // deleteKey removes key and its value from the mapping m.

@@ -123,3 +123,71 @@ func TestReadPinRoundTrip(t *testing.T) {
 		t.Errorf("ReadPin(missing) = %v, want ErrNoFile", err)
 	}
 }
+
+// TestWritePinTools: health.mcp_tools is written with the pin in one
+// write, kept, replaced with its comment, or removed; ReadMCPTools reads
+// back what was written, and the file still loads.
+func TestWritePinTools(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "hbx.yaml")
+	in := "executor:\n  image: x\nhealth:\n  # the tools of this image\n  mcp_tools: execute, resume\n  timeout: 2s\n"
+	if err := os.WriteFile(p, []byte(in), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read := func() []string {
+		t.Helper()
+		got, err := ReadMCPTools(p)
+		if err != nil {
+			t.Fatalf("ReadMCPTools() = %v", err)
+		}
+		return got
+	}
+	if got := read(); strings.Join(got, ",") != "execute,resume" {
+		t.Errorf("ReadMCPTools(comma string) = %q", got)
+	}
+	if err := WritePinTools(p, pinImage, "linux/arm64", pinManifest, PinTools{Keep: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); strings.Join(got, ",") != "execute,resume" {
+		t.Errorf("after Keep: %q, want execute,resume", got)
+	}
+	if err := WritePinTools(p, pinImage, "linux/arm64", pinManifest, PinTools{Names: []string{"execute", "resume", "skills"}}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	for _, w := range []string{"# the tools of this image", "mcp_tools: [execute, resume, skills]", "timeout: 2s", `image: "` + pinImage + `"`} {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("after setting the tools the file lacks %q:\n%s", w, b)
+		}
+	}
+	if got := read(); strings.Join(got, ",") != "execute,resume,skills" {
+		t.Errorf("after setting: %q", got)
+	}
+	if _, _, err := Load(LoadOptions{Path: p, PathExplicit: true}); err != nil && strings.Contains(err.Error(), "mcp_tools") {
+		t.Errorf("Load() of the written file: %v", err)
+	}
+	if err := WritePinTools(p, pinImage, "linux/arm64", pinManifest, PinTools{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != nil {
+		t.Errorf("after removing: %q, want nil", got)
+	}
+	if b, _ := os.ReadFile(p); strings.Contains(string(b), "mcp_tools") || !strings.Contains(string(b), "timeout: 2s") {
+		t.Errorf("after removing:\n%s", b)
+	}
+	// Removing from a file without a health section adds none.
+	if err := os.WriteFile(p, []byte("executor:\n  image: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePinTools(p, pinImage, "linux/arm64", pinManifest, PinTools{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); strings.Contains(string(b), "health") {
+		t.Errorf("removing the tool set added a health section:\n%s", b)
+	}
+	if err := os.WriteFile(p, []byte("health:\n  mcp_tools: {a: b}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadMCPTools(p); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ReadMCPTools(a mapping) = %v, want ErrInvalid", err)
+	}
+}

@@ -251,6 +251,15 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	if h.TokenFile != "" && !filepath.IsAbs(h.TokenFile) {
 		add("health.token_file", q(h.TokenFile), ruleNotAbs)
 	}
+	switch h.Readiness {
+	case "api-health", "mcp-auth":
+	case "mcp-tools":
+		if h.TokenFile == "" {
+			add("health.readiness", q(h.Readiness), "needs health.token_file (the check lists tools with the key)")
+		}
+	default:
+		add("health.readiness", q(h.Readiness), "is not a readiness (want api-health, mcp-auth or mcp-tools)")
+	}
 	probs = append(probs, validateBackup(c, add)...)
 	return append(probs, validatePrograms(c, srcs, skip)...)
 }

@@ -150,6 +150,12 @@ func TestValidateRules(t *testing.T) {
 		{"health relative token file", func(c *Config) { c.Health.TokenFile = "mcp.key" },
 			[]string{`health.token_file: "mcp.key" is not an absolute path`}},
 		{"health absolute token file", func(c *Config) { c.Health.TokenFile = "/etc/hbx/mcp.key" }, nil},
+		{"health readiness mcp-auth", func(c *Config) { c.Health.Readiness = "mcp-auth" }, nil},
+		{"health readiness mcp-tools with a key", func(c *Config) { c.Health.Readiness, c.Health.TokenFile = "mcp-tools", "/etc/hbx/mcp.key" }, nil},
+		{"health readiness mcp-tools without a key", func(c *Config) { c.Health.Readiness = "mcp-tools" },
+			[]string{`health.readiness: "mcp-tools" needs health.token_file (the check lists tools with the key)`}},
+		{"health readiness unknown", func(c *Config) { c.Health.Readiness = "web-ui" },
+			[]string{`health.readiness: "web-ui" is not a readiness (want api-health, mcp-auth or mcp-tools)`}},
 
 		// backup.*
 		{"backup defaults and extras", func(c *Config) {

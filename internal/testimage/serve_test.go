@@ -127,6 +127,35 @@ func TestServe(t *testing.T) {
 		}
 	})
 
+	t.Run("key required, skills, degraded", func(t *testing.T) {
+		flag := filepath.Join(t.TempDir(), "degraded")
+		s := p.start(t, data, []string{"HBXTEST_REQUIRE_KEY=1", "HBXTEST_SKILLS=1", "HBXTEST_DEGRADED_IF=" + flag})
+		defer s.stop(t)
+		for _, path := range []string{"/api/health", "/", "/.well-known/oauth-protected-resource/mcp", "/nope"} {
+			if _, resp := s.get(t, path); resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
+				t.Errorf("GET %s without the key = %s, WWW-Authenticate %q; want 401 with a Bearer challenge", path, resp.Status, resp.Header.Get("WWW-Authenticate"))
+			}
+		}
+		health := func() ([]byte, *http.Response) {
+			req, _ := http.NewRequest(http.MethodGet, s.base+"/api/health", nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			return do(t, req)
+		}
+		if body, resp := health(); resp.StatusCode != http.StatusOK || !jsonEqual(body, `{"status":"ok"}`) {
+			t.Errorf("GET /api/health with the key = %s %s, want 200 ok", resp.Status, body)
+		}
+		if err := os.WriteFile(flag, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if body, resp := health(); resp.StatusCode != http.StatusOK || !jsonEqual(body, `{"status":"degraded"}`) {
+			t.Errorf("GET /api/health with %s present = %s %s, want 200 degraded", flag, resp.Status, body)
+		}
+		r, resp := s.mcp(t, "Bearer "+key, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(r, []byte(`"name":"skills"`)) || !bytes.Contains(r, []byte(`"name":"resume"`)) {
+			t.Errorf("tools/list with HBXTEST_SKILLS=1 = %s %s, want execute, resume and skills", resp.Status, r)
+		}
+	})
+
 	t.Run("newer data format", func(t *testing.T) {
 		newer := filepath.Join(t.TempDir(), "data")
 		if err := os.MkdirAll(newer, 0o700); err != nil {

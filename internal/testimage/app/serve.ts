@@ -15,9 +15,15 @@
 //   HBXTEST_FAIL_HEALTH=1      /api/health answers 503
 //   HBXTEST_EXIT_AT_START=N    exit with status N right after start-up
 //   HBXTEST_START_DELAY_MS=N   wait N ms before listening
+//   HBXTEST_DEGRADED_IF=PATH   /api/health answers 200 {"status":"degraded"}
+//                              while PATH exists (Executor's database failing)
+//   HBXTEST_REQUIRE_KEY=1      every path answers 401 with a Bearer challenge
+//                              without the key (the CLI edition,
+//                              `executor web --auth-token KEY`)
+//   HBXTEST_SKILLS=1           MCP offers a third tool, `skills` (v1.5.27)
 // Arguments:
 //   --pid PATH                 write the process id to PATH at start-up
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import { banner } from "@hbx-test/banner";
 import { padLeft } from "hbx-pad";
@@ -143,6 +149,13 @@ const TOOLS = [
     },
   },
 ];
+if (process.env.HBXTEST_SKILLS === "1") {
+  TOOLS.push({
+    name: "skills",
+    description: "List the skills of the connected integrations.",
+    inputSchema: { type: "object", properties: { query: { type: "string" } }, required: [] },
+  });
+}
 
 const sessions = new Set<string>();
 
@@ -184,12 +197,14 @@ function handleRPC(msg: RPC): object | undefined {
   }
 }
 
+function unauthorized(): Response {
+  return json({ error: "unauthorized" }, 401, {
+    "WWW-Authenticate": `Bearer realm="executor", resource_metadata="${baseURL}/.well-known/oauth-protected-resource/mcp"`,
+  });
+}
+
 async function handleMCP(req: Request): Promise<Response> {
-  if (!authorized(req)) {
-    return json({ error: "unauthorized" }, 401, {
-      "WWW-Authenticate": `Bearer realm="executor", resource_metadata="${baseURL}/.well-known/oauth-protected-resource/mcp"`,
-    });
-  }
+  if (!authorized(req)) return unauthorized();
   if (req.method !== "POST") {
     return new Response(null, { status: 405, headers: { Allow: "POST" } });
   }
@@ -241,11 +256,13 @@ const server = Bun.serve({
   port,
   async fetch(req) {
     const url = new URL(req.url);
+    if (process.env.HBXTEST_REQUIRE_KEY === "1" && !authorized(req)) return unauthorized();
     if (url.pathname === "/mcp") return handleMCP(req);
     if (req.method !== "GET" && req.method !== "HEAD") return json({ error: "method not allowed" }, 405);
     switch (url.pathname) {
       case "/api/health":
         if (process.env.HBXTEST_FAIL_HEALTH === "1") return json({ status: "unhealthy" }, 503);
+        if (process.env.HBXTEST_DEGRADED_IF && existsSync(process.env.HBXTEST_DEGRADED_IF)) return json({ status: "degraded" });
         return json({ status: "ok" });
       case "/":
         return new Response(setupPage, { headers: { "Content-Type": "text/html; charset=utf-8" } });

@@ -1,0 +1,58 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Readiness names the check that says a started payload is ready and,
+// while it runs, still alive: the supervisor's readiness gate and wedge
+// probe, the waits of backup, restore and upgrade (health.readiness).
+// Each is the code of the check of the same name.
+const (
+	// ReadyAPIHealth: GET /api/health answers 200 with status "ok"; the
+	// bearer key goes with the request when one is configured, so a
+	// payload that answers 401 on every path without its key is judged by
+	// its answer with it. The default: it fits the pinned self-host image,
+	// whose /api/health needs no key, and the CLI edition with
+	// health.token_file set.
+	ReadyAPIHealth = CheckAPIHealth
+	// ReadyMCPAuth: POST /mcp without a key answers 401 with a Bearer
+	// challenge. For a payload without /api/health.
+	ReadyMCPAuth = CheckMCPAuth
+	// ReadyMCPTools: an MCP session with the key lists exactly the
+	// expected tools. Needs a key.
+	ReadyMCPTools = CheckMCPTools
+)
+
+// Readiness lists the names Ready accepts, the default first.
+var Readiness = []string{ReadyAPIHealth, ReadyMCPAuth, ReadyMCPTools}
+
+// ErrNoKey is wrapped by the error of a probe that needs the MCP key
+// when none is configured.
+var ErrNoKey = errors.New("no MCP key")
+
+// Ready returns the probe named (one of Readiness): it runs the check of
+// that name once with o (o.Timeout is not applied; ctx bounds it) and
+// returns nil when it passes, else its error, which wraps ErrUnhealthy
+// for an unhealthy answer and ErrKey for an unreadable key file. A check
+// that would skip (mcp-tools without a key) fails wrapping ErrNoKey. A
+// name that is no readiness is an error wrapping ErrUnknownCheck, before
+// any probe runs.
+func Ready(o Options, name string) (func(ctx context.Context) error, error) {
+	if !slices.Contains(Readiness, name) {
+		return nil, fmt.Errorf("%w: readiness %q (want one of %s)", ErrUnknownCheck, name, strings.Join(Readiness, ", "))
+	}
+	i := slices.IndexFunc(checks, func(c check) bool { return c.name == name })
+	c := checks[i]
+	return func(ctx context.Context) error {
+		_, err := c.run(ctx, &o)
+		if errors.Is(err, errSkip) {
+			return fmt.Errorf("%w: %w: readiness %s needs one (health.token_file)", ErrUnhealthy, ErrNoKey, name)
+		}
+		return err
+	}, nil
+}
