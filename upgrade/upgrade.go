@@ -658,6 +658,7 @@ func recoverLocked(ctx context.Context, opts Options) (string, error) {
 	if j.Backup == "" {
 		return "", fmt.Errorf("%w: journal phase %s without a backup", ErrMismatch, j.Phase)
 	}
+	j.Recovered = true
 	res, err := rollbackLocked(ctx, opts, j, "interrupted during "+string(j.Phase))
 	if err != nil {
 		return "", err

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/upgrade"
@@ -24,7 +26,8 @@ port, data directory, base URL, local-network policy, HOME and TMPDIR under
 the state directory, then the env file. Signals are passed to it and its exit
 status becomes hbx's. It refuses to start when no release is active or the
 active one is not the configured image: run "hbx install" first (while an
-upgrade is half done, it names it and "hbx rollback" instead). It holds
+upgrade or a restore is half done, it names it and the command that undoes
+it instead). It holds
 the data directory's lock while the payload runs (the payload inherits it)
 and refuses, naming the holder, while "hbx supervise" or another owner
 holds it.`,
@@ -54,14 +57,27 @@ holds it.`,
 }
 
 // prepareLaunch is launch.Prepare, except that where Prepare says "run
-// `hbx install` first" while an upgrade is half done (upgrade.json in a
-// phase other than done, rolled-back or aborted), the error names the
-// interrupted upgrade and the commands that finish or undo it instead:
-// hbx install would put the new runtime on the old data.
+// `hbx install` first" while a restore is half done (<data_dir>.restore.json
+// in phase staging or swapping) or an upgrade is (upgrade.json in a phase
+// other than done, rolled-back or aborted), the error names the interrupted
+// change and the commands that finish or undo it instead: hbx install
+// would put a runtime on data of another release.
 func prepareLaunch(lo launch.Options) (*launch.Spec, error) {
 	spec, err := launch.Prepare(lo)
 	if err == nil || !errors.Is(err, launch.ErrNotInstalled) {
 		return spec, err
+	}
+	cause := err
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := m.Unwrap(); len(errs) == 2 && errs[0] == launch.ErrNotInstalled {
+			cause = errs[1]
+		}
+	}
+	// A restore switches the runtime and the pin with the data: one
+	// half done is undone (runtime and pin included) by its recovery.
+	if r, rerr := backup.ReadPendingRestore(lo.DataDir); rerr == nil && r != nil && r.Unfinished() {
+		return nil, fmt.Errorf("%w: the restore of %s was interrupted in phase %s (started %s; %s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx backup`, or restart `hbx supervise`, which undo it first (runtime, pin and data together): %w",
+			errRestoreInterrupted, r.Archive, r.Phase, r.Started.Format(time.RFC3339), r.Journal, cause)
 	}
 	j, jerr := upgrade.ReadJournal(lo.RuntimeDir)
 	if jerr != nil || j == nil {
@@ -70,12 +86,6 @@ func prepareLaunch(lo launch.Options) (*launch.Spec, error) {
 	switch j.Phase {
 	case upgrade.PhaseDone, upgrade.PhaseRolledBack, upgrade.PhaseAborted:
 		return nil, err
-	}
-	cause := err
-	if m, ok := err.(interface{ Unwrap() []error }); ok {
-		if errs := m.Unwrap(); len(errs) == 2 && errs[0] == launch.ErrNotInstalled {
-			cause = errs[1]
-		}
 	}
 	by := j.By
 	if by == "" {
@@ -88,6 +98,10 @@ func prepareLaunch(lo launch.Options) (*launch.Spec, error) {
 // errUpgradeInterrupted: the executor cannot start because an upgrade is
 // half done (prepareLaunch).
 var errUpgradeInterrupted = errors.New("an upgrade is half done")
+
+// errRestoreInterrupted: the executor cannot start because a restore is
+// half done (prepareLaunch).
+var errRestoreInterrupted = errors.New("a restore is half done")
 
 // launchOptions maps the configuration onto the payload's run options.
 func launchOptions(cfg *config.Config, hostPath string) launch.Options {

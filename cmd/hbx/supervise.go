@@ -123,10 +123,20 @@ signal that would end a process is logged and ignored.`,
 				return fmt.Errorf("supervise: %w", err)
 			}
 			recoverRestore(cmd.Context(), g, cfg)
-			recoverUpgrade(cmd.Context(), g, cfg)
+			recoverUpgrade(cmd.Context(), g, cfg, false)
 			if err := cmd.Context().Err(); err != nil {
 				return fmt.Errorf("supervise: stopped before any program started: %w", err)
 			}
+			// While it runs, a release change or restore whose command
+			// dies is undone through it, not left serving unconfirmed.
+			wctx, stopWatch := context.WithCancel(cmd.Context())
+			defer stopWatch()
+			go watchChanges(wctx, g, func() *config.Config {
+				if c, err := reload(); err == nil {
+					return c
+				}
+				return cfg
+			}, changeWatchInterval)
 			early.quiet() // Run handles every signal from here on
 			if err := s.Run(cmd.Context()); err != nil {
 				return fmt.Errorf("supervise: %w", err)
