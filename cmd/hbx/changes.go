@@ -75,8 +75,8 @@ func pendingChange(cfg *config.Config) error {
 	if held {
 		return &changePendingError{fmt.Sprintf("%s from %s to %s in progress (phase %s since %s; %s holds %s)", what, j.Old.Image, j.New.Image, j.Phase, j.Updated.Format(time.RFC3339), holder, upgrade.LockFile)}
 	}
-	return &changePendingError{fmt.Sprintf("%s to %s interrupted in phase %s at %s (%s): %s is not confirmed healthy; the running hbx supervise rolls it back to %s within seconds (the data written meanwhile is kept aside), or run `hbx rollback` or start `hbx supervise`",
-		what, j.New.Image, j.Phase, j.Updated.Format(time.RFC3339), filepath.Join(rt, upgrade.JournalFile), j.New.Image, j.Old.Image)}
+	return &changePendingError{fmt.Sprintf("%s to %s interrupted in phase %s at %s (%s), never confirmed healthy: the running hbx supervise rolls it back to %s within seconds (the data written meanwhile is kept aside), or run `hbx rollback` or start `hbx supervise`",
+		what, j.New.Image, j.Phase, j.Updated.Format(time.RFC3339), filepath.Join(rt, upgrade.JournalFile), j.Old.Image)}
 }
 
 // recoveryNote says, after the recovery of an interrupted change rolled
@@ -127,7 +127,6 @@ func watchChanges(ctx context.Context, g *globals, cfg func() *config.Config, in
 		if ctx.Err() != nil {
 			return
 		}
-		g.log.Warn("a release change or restore was interrupted (its command is gone); undoing it now")
 		if r, _ := backup.ReadPendingRestore(c.Executor.DataDir); r != nil {
 			svc, err := dialServices(ctx, g, c)
 			if err == nil {
