@@ -193,6 +193,7 @@ func checkRecoveryText(t *testing.T, at, msg string, switched bool) {
 // active.
 func TestKillDuringRestoreAcrossReleasesE2E(t *testing.T) {
 	requireE2E(t)
+	defer holdRecovery(t)() // the next command recovers and says so, not the running supervisor
 	b, s, v1, v2, x, preV1 := crossReleaseBox(t)
 	back := func(at string) {
 		t.Helper()
