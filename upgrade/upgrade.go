@@ -500,6 +500,10 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 			active = "the active release " + cur.Image
 		}
 		return nil, fmt.Errorf("%w: %s was installed without a record; the last recorded %s", ErrNoUpgrade, active, j.describe())
+	case j.Phase != PhaseDone && j.Recovered:
+		// Undone by a recovery (the running supervisor, a restart) before
+		// this command: say what it did, and where the data went.
+		return nil, fmt.Errorf("%w: %s; the last recorded %s, undone by the recovery of the interrupted change; the data written meanwhile is kept in %s", ErrNoUpgrade, active, j.describe(), orNone(j.KeptAside))
 	case j.Phase != PhaseDone:
 		return nil, fmt.Errorf("%w: %s; the last recorded %s", ErrNoUpgrade, active, j.describe())
 	}
