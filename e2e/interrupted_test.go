@@ -79,7 +79,8 @@ func besideData(b *box) map[string]bool {
 }
 
 // TestRunningSupervisorUndoesInterruptedUpgradeE2E: hbx upgrade killed
-// with SIGKILL in its health wait, with the supervisor running (issue 12
+// with SIGKILL as its health wait starts (HBXTEST_KILL_AT=
+// upgrade-health-wait), with the supervisor running (issue 12
 // §2: it kept serving the new release on migrated data, healthy, with
 // upgrade.json "activating", and the next start moved everything written
 // meanwhile aside without a word). While it is unresolved, hbx health
@@ -94,7 +95,9 @@ func TestRunningSupervisorUndoesInterruptedUpgradeE2E(t *testing.T) {
 	defer release()
 	b, s, v1, v2, _ := upgradeBox(t)
 	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
-	killAtEvent(t, b, "health", "upgrade", "--image", v2)
+	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, killpoint.Env + "=" + killpoint.UpgradeHealthWait}, "upgrade", "--image", v2); r.code != -1 {
+		t.Fatalf("hbx upgrade with %s=%s = %d, want killed\n%s", killpoint.Env, killpoint.UpgradeHealthWait, r.code, r.stderr)
+	}
 	if j, err := upgrade.ReadJournal(b.runtimeDir); err != nil || j == nil || j.Phase != upgrade.PhaseActivating {
 		t.Fatalf("journal after the kill: %+v, %v; want phase activating", j, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
 	digest "github.com/opencontainers/go-digest"
 )
@@ -424,6 +425,7 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	}
 	if wait {
 		opts.Step("health")
+		killpoint.At(killpoint.UpgradeHealthWait)
 		hctx, cancel := context.WithTimeout(undoCtx, opts.HealthWait)
 		hctx, stop := untilGone(hctx, opts.Services)
 		err = opts.Services.WaitHealthy(hctx, nr)

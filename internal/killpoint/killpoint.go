@@ -29,6 +29,10 @@ const (
 	// restore's release pin (backup).
 	BeforePin = "config-pin-before"
 	AfterPin  = "config-pin-after"
+	// UpgradeHealthWait is where hbx upgrade has activated the new
+	// release, released the hold and starts waiting for its health
+	// (journal phase activating; package upgrade).
+	UpgradeHealthWait = "upgrade-health-wait"
 )
 
 var at = os.Getenv(Env)
