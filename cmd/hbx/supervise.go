@@ -50,7 +50,11 @@ One writer per data directory: it holds the data directory's lock
 it. It refuses to start, naming the holder, while another supervisor (any
 socket), "hbx run executor", or a backup or restore without a supervisor
 holds it. Both locks are checked before it recovers an interrupted restore
-or upgrade: a second "hbx supervise" exits 1 and changes nothing. Every process of every program inherits a marker
+or upgrade: a second "hbx supervise" exits 1 and changes nothing. While it
+runs, it looks every second for a restore, upgrade or rollback whose
+command died (its journal unfinished, no live holder of hbx.lock) and
+undoes it through itself, logging what it did and where the data written
+meanwhile is kept. Every process of every program inherits a marker
 (<parent>/.<data>.supervisor/<program>.marker): before it starts anything,
 it stops (stopsignal, stopwaitsecs, SIGKILL) and logs each process that a
 supervisor killed before it left running, and a program stop also stops
