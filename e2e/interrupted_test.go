@@ -331,3 +331,55 @@ func TestRandomKillRollbackE2E(t *testing.T) {
 		t.Errorf("only %d of %d trials were killed before they finished", trials-finished, trials)
 	}
 }
+
+// TestRunningSupervisorUndoesInterruptedRestoreE2E: hbx restore of an
+// archive written by another release, killed with SIGKILL right after it
+// pinned that release (runtime, pin and data are the archive's; its
+// health never confirmed), with the supervisor running: the supervisor
+// starts Executor on it when the hold drops, but hbx health (check
+// release) and hbx status fail naming the interrupted restore until the
+// running supervisor undoes it on its own, within seconds: the release,
+// pin and data from before, said in its log.
+func TestRunningSupervisorUndoesInterruptedRestoreE2E(t *testing.T) {
+	requireE2E(t)
+	release := holdRecovery(t)
+	defer release()
+	b, s, v1, v2, x, _ := crossReleaseBox(t)
+	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, killpoint.Env + "=" + killpoint.AfterPin}, "restore", x); r.code != -1 {
+		t.Fatalf("hbx restore with %s=%s = %d, want killed\n%s", killpoint.Env, killpoint.AfterPin, r.code, r.stderr)
+	}
+	if _, err := os.Stat(b.dataDir + ".restore.json"); err != nil {
+		t.Fatalf("no restore journal after the kill: %v", err)
+	}
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	if got := b.activeVersion(); got != "2.0.0" {
+		t.Fatalf("after the kill: active %s, want the archive's 2.0.0", got)
+	}
+	want := "restore of " + x + " interrupted"
+	r := b.hbx("health")
+	if r.code == 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("hbx health while the restore is interrupted = %d, want a failure saying %q:\n%s", r.code, want, r.stdout)
+	}
+	r = b.hbx("status")
+	if r.code != 3 || !strings.Contains(r.stdout, want) {
+		t.Errorf("hbx status while the restore is interrupted = %d, want 3 saying %q:\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+	t.Logf("hbx status while unresolved:\n%s", r.stdout)
+
+	release()
+	took := waitConverged(t, b, "after the kill", 2*time.Minute)
+	t.Logf("the running supervisor undid the interrupted restore %s after it was let", took.Round(time.Millisecond))
+	if took > time.Minute {
+		t.Errorf("resolved after %s, want promptly", took)
+	}
+	if ver := oneVersion(t, b, "after the running supervisor undid it", v1, v2); ver != "1.0.0" {
+		t.Errorf("after the undo: on %s, want 1.0.0", ver)
+	}
+	log := readFile(t, s.log)
+	if !strings.Contains(log, "interrupted restore recovered by the running supervisor") || !strings.Contains(log, "is active again") {
+		t.Errorf("the supervisor's log does not say it undid the restore and switched the runtime back")
+	}
+	if left, _ := filepath.Glob(b.dataDir + ".restore*"); len(left) != 0 {
+		t.Errorf("left after the undo: %q", left)
+	}
+}
