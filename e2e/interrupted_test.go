@@ -44,9 +44,20 @@ func settled(b *box) bool {
 	return h.PID == 0 || syscall.Kill(h.PID, 0) != nil
 }
 
-// waitConverged polls until nothing is half done and hbx health passes
-// (check release fails while a change is half done), and returns how
-// long that took; it fails the test after timeout.
+// unfinished reports whether a journal records an unfinished change: a
+// restore journal in phase staging or swapping, or upgrade.json pending.
+func unfinished(b *box) bool {
+	if j, err := os.ReadFile(b.dataDir + ".restore.json"); err == nil && !strings.Contains(string(j), `"committed"`) {
+		return true
+	}
+	j, err := upgrade.ReadJournal(b.runtimeDir)
+	return err != nil || j != nil && j.Pending()
+}
+
+// waitConverged polls until nothing is half done and hbx health passes,
+// and returns how long that took; it fails the test after timeout, and
+// when hbx health passed while a journal recorded an unfinished change
+// from before to after the call (check release must fail then).
 func waitConverged(t *testing.T, b *box, what string, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -55,6 +66,10 @@ func waitConverged(t *testing.T, b *box, what string, timeout time.Duration) tim
 		if settled(b) {
 			if last = b.hbx("health"); last.code == 0 && settled(b) {
 				return time.Since(start)
+			}
+		} else if unfinished(b) {
+			if r := b.hbx("health"); r.code == 0 && unfinished(b) {
+				t.Errorf("%s: hbx health passed while a change was unfinished:\n%s", what, r.stdout)
 			}
 		}
 		time.Sleep(250 * time.Millisecond)
