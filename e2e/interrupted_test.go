@@ -24,10 +24,17 @@ import (
 // ends), so a test can look at the state before.
 func holdRecovery(t *testing.T) (release func()) {
 	t.Helper()
+	gate := holdRecoveryFile(t)
+	return func() { os.Remove(gate) }
+}
+
+// holdRecoveryFile is holdRecovery's file: the hold lasts while it exists.
+func holdRecoveryFile(t *testing.T) string {
+	t.Helper()
 	gate := filepath.Join(t.TempDir(), "hold")
 	writeFile(t, gate, "", 0o600)
 	t.Setenv(killpoint.HoldEnv, killpoint.SupervisorRecovery+"="+gate)
-	return func() { os.Remove(gate) }
+	return gate
 }
 
 // settled reports whether no release change or restore is half done: no
@@ -349,7 +356,9 @@ func TestRandomKillRollbackE2E(t *testing.T) {
 
 // TestRunningSupervisorUndoesInterruptedRestoreE2E: hbx restore of an
 // archive written by another release, killed with SIGKILL right after it
-// pinned that release (runtime, pin and data are the archive's; its
+// switched the runtime (the executor is FATAL on the mismatch, its reason
+// naming the half-done restore and hbx backup / hbx supervise, never hbx
+// install), and right after it pinned that release (runtime, pin and data are the archive's; its
 // health never confirmed), with the supervisor running: the supervisor
 // starts Executor on it when the hold drops, but hbx health (check
 // release) and hbx status fail naming the interrupted restore until the
@@ -357,9 +366,38 @@ func TestRandomKillRollbackE2E(t *testing.T) {
 // pin and data from before, said in its log.
 func TestRunningSupervisorUndoesInterruptedRestoreE2E(t *testing.T) {
 	requireE2E(t)
-	release := holdRecovery(t)
+	gate := holdRecoveryFile(t)
+	release := func() { os.Remove(gate) }
 	defer release()
 	b, s, v1, v2, x, _ := crossReleaseBox(t)
+
+	// Killed right after the switch of current: the archive's runtime is
+	// active, the config still pins the release before, so the executor
+	// the supervisor starts when the hold drops is FATAL; its reason names
+	// the half-done restore and what undoes it, not hbx install.
+	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, killpoint.Env + "=" + killpoint.AfterSwitch}, "restore", x); r.code != -1 {
+		t.Fatalf("hbx restore with %s=%s = %d, want killed\n%s", killpoint.Env, killpoint.AfterSwitch, r.code, r.stderr)
+	}
+	sts := s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Fatal})
+	reason := statusOf(sts, "executor").Detail
+	t.Logf("the executor's FATAL reason: %s", reason)
+	for _, w := range []string{"a restore is half done", x, b.dataDir + ".restore.json", "`hbx backup`", "`hbx supervise`"} {
+		if !strings.Contains(reason, w) {
+			t.Errorf("the executor's FATAL reason %q does not say %q", reason, w)
+		}
+	}
+	if strings.Contains(reason, "hbx install` first") {
+		t.Errorf("the executor's FATAL reason says to run hbx install first: %q", reason)
+	}
+	release()
+	took := waitConverged(t, b, "after the kill after the switch", 2*time.Minute)
+	t.Logf("the running supervisor undid the restore killed after the switch %s after it was let", took.Round(time.Millisecond))
+	if ver := oneVersion(t, b, "after the undo of the restore killed after the switch", v1, v2); ver != "1.0.0" {
+		t.Errorf("after the undo: on %s, want 1.0.0", ver)
+	}
+
+	// Killed right after the pin (below).
+	writeFile(t, gate, "", 0o600)
 	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, killpoint.Env + "=" + killpoint.AfterPin}, "restore", x); r.code != -1 {
 		t.Fatalf("hbx restore with %s=%s = %d, want killed\n%s", killpoint.Env, killpoint.AfterPin, r.code, r.stderr)
 	}
@@ -382,7 +420,7 @@ func TestRunningSupervisorUndoesInterruptedRestoreE2E(t *testing.T) {
 	t.Logf("hbx status while unresolved:\n%s", r.stdout)
 
 	release()
-	took := waitConverged(t, b, "after the kill", 2*time.Minute)
+	took = waitConverged(t, b, "after the kill", 2*time.Minute)
 	t.Logf("the running supervisor undid the interrupted restore %s after it was let", took.Round(time.Millisecond))
 	if took > time.Minute {
 		t.Errorf("resolved after %s, want promptly", took)

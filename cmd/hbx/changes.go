@@ -136,11 +136,20 @@ func watchChanges(ctx context.Context, g *globals, cfg func() *config.Config, in
 				}
 				var msg string
 				msg, err = backup.Recover(ctx, opts)
-				if svc != nil {
-					svc.Close()
-				}
 				if err == nil && msg != "" {
 					g.log.Warn("interrupted restore recovered by the running supervisor", "what", msg)
+					if svc != nil {
+						// The programs that should run, also those FATAL on
+						// the mismatch the restore left, start again.
+						hctx, cancel := context.WithTimeout(ctx, c.Backup.HealthWait)
+						if werr := svc.WaitHealthy(hctx); werr != nil {
+							g.log.Error("after undoing the interrupted restore, the programs are not healthy", "err", werr)
+						}
+						cancel()
+					}
+				}
+				if svc != nil {
+					svc.Close()
 				}
 			}
 			if err != nil {
