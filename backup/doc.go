@@ -202,5 +202,8 @@
 // undoes. An extra path that contains the runtime, state, data or backup
 // directory is archived (without them) but restored only by hand
 // (RestoreOptions.DataOnly restores the data directory alone). setuid and
-// setgid bits are dropped on restore, as package extract does.
+// setgid bits are dropped on restore, as package extract does. Undoing an
+// unconfirmed restore removes the restored tree, and with it whatever the
+// programs wrote to it after the swap (a running supervisor undoes it
+// within seconds, so little can be); it is not kept aside.
 package backup
