@@ -153,6 +153,16 @@
 //
 // # Crash windows (kill -9, power loss)
 //
+// Who recovers: a running `hbx supervise` notices within about a second
+// that a restore journal is left and no live process holds the lock (the
+// kernel dropped the killed command's flock) and runs Recover through
+// itself (cmd/hbx); else the next `hbx supervise`, backup, restore,
+// upgrade or rollback does, first. Until then `hbx status` and `hbx
+// health` (check release) fail naming the restore, and a supervisor that
+// refuses Executor on a release mismatch names the journal and the
+// commands that undo it, not `hbx install` (which follows the pin, not
+// the data).
+//
 //   - backup, before the rename: a .tmp-* file in the backup directory,
 //     removed by the next backup; no archive. The supervisor restarts the
 //     programs when the hold's connection drops.
@@ -172,9 +182,17 @@
 //   - restore, swapped, not confirmed (pinned, or no release change): the
 //     directory holds the complete new tree and runtime, pin and data
 //     agree (the supervisor restarts the programs on it when the hold
-//     drops); Recover writes the pin before back, puts the complete old
-//     tree back, then the runtime before.
+//     drops, and undoes it within seconds); Recover writes the pin before
+//     back, puts the complete old tree back, then the runtime before.
 //   - restore, confirmed: Recover prunes old copies and removes the journal.
+//   - any unconfirmed window, recovered without a Runtime
+//     (RecoverOptions.Runtime nil) while the journal records a release
+//     change: the pin and the data are put back, the journal is kept and
+//     the error wraps ErrRestoreHalfDone, naming the journal and the
+//     commands (hbx backup, hbx supervise) whose recovery switches the
+//     runtime back too.
+//   - Recover itself killed: each undo step is idempotent and the journal
+//     is removed last, so the next Recover does the rest.
 //
 // # What it does not do
 //
@@ -186,5 +204,8 @@
 // undoes. An extra path that contains the runtime, state, data or backup
 // directory is archived (without them) but restored only by hand
 // (RestoreOptions.DataOnly restores the data directory alone). setuid and
-// setgid bits are dropped on restore, as package extract does.
+// setgid bits are dropped on restore, as package extract does. Undoing an
+// unconfirmed restore removes the restored tree, and with it whatever the
+// programs wrote to it after the swap (a running supervisor undoes it
+// within seconds, so little can be); it is not kept aside.
 package backup

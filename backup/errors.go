@@ -58,6 +58,10 @@ var (
 	// backup or restore depended on it (Watcher): it died (its programs
 	// died with it) or shut down.
 	ErrSupervisorGone = errors.New("the supervisor is gone (its connection broke)")
+	// ErrRestoreHalfDone: the recovery of an interrupted restore put the
+	// data back but could not switch the runtime back (RecoverOptions
+	// without a Runtime); the journal is kept for a recovery that can.
+	ErrRestoreHalfDone = errors.New("interrupted restore only partly undone")
 	// ErrInvalid: bad options (relative paths, overlapping directories, an
 	// unknown compression); the CLI maps it to a usage error.
 	ErrInvalid = errors.New("invalid backup options")

@@ -151,6 +151,31 @@ func removeJournal(dataDir string) error {
 	return atomicfile.SyncDir(filepath.Dir(dataDir))
 }
 
+// PendingRestore is a restore journal found beside a data directory: a
+// restore that is running, or whose command died before it finished.
+type PendingRestore struct {
+	Journal string    // <data_dir>.restore.json
+	Archive string    // the archive being restored
+	Phase   string    // staging, swapping or committed
+	Started time.Time // when the restore began
+	PID     int       // the process that started it
+}
+
+// Unfinished reports whether the restore may have changed what is live
+// without being confirmed healthy (phase staging or swapping): Recover
+// undoes it. A committed one only has old copies left to prune.
+func (p *PendingRestore) Unfinished() bool { return p.Phase != phaseCommitted }
+
+// ReadPendingRestore reads the restore journal of dataDir; nil, nil when
+// there is none. The error says when it cannot be read or parsed.
+func ReadPendingRestore(dataDir string) (*PendingRestore, error) {
+	j, err := readJournal(dataDir)
+	if err != nil || j == nil {
+		return nil, err
+	}
+	return &PendingRestore{Journal: journalPath(dataDir), Archive: j.Archive, Phase: j.Phase, Started: j.Started, PID: j.PID}, nil
+}
+
 // RecoverOptions say where to look for an interrupted restore.
 type RecoverOptions struct {
 	DataDir    string   // executor.data_dir; its journal is <DataDir>.restore.json
@@ -234,6 +259,9 @@ func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
 				uerr = fmt.Errorf("start services again: %w", rerr)
 			}
 		}
+		if errors.Is(uerr, ErrRestoreHalfDone) {
+			return "", fmt.Errorf("undo interrupted restore of %s: %w; the journal %s is kept: run `hbx backup` or restart `hbx supervise`, which finish undoing it", j.Archive, uerr, journalPath(o.dataDir))
+		}
 		if uerr != nil {
 			return "", fmt.Errorf("undo interrupted restore of %s: %w", j.Archive, uerr)
 		}
@@ -311,8 +339,11 @@ func undo(ctx context.Context, j *journal, rt Runtime, cfg Config, log *slog.Log
 	}
 	if jr != nil && jr.PriorImage != "" {
 		if rt == nil {
-			log.Warn("the restore may have switched the runtime; run hbx install to switch back", "prior_image", jr.PriorImage)
-			return did, release, nil
+			// The data is back but the runtime may still be the archive's:
+			// the journal stays, so a recovery that can switch the runtime
+			// (hbx supervise, hbx backup) finishes the undo. hbx install
+			// would not: it follows the pin, not the data.
+			return did, release, fmt.Errorf("%w: the runtime may still be the archive's and nothing here can switch it back to %s", ErrRestoreHalfDone, jr.PriorImage)
 		}
 		changed, err := rt.Install(ctx, jr.PriorImage, jr.PriorPlatform, jr.PriorManifest)
 		if err != nil {

@@ -2,6 +2,8 @@ package backup
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -218,5 +220,64 @@ func TestRecoverRuntimeAndPin(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecoverWithoutRuntimeKeepsJournal: a recovery that cannot switch
+// the runtime back (no Runtime) puts the data back but keeps the journal
+// and says so, naming it and the commands that finish the undo; it never
+// tells the operator to run hbx install (which follows the pin, not the
+// data). A later recovery with a Runtime finishes it.
+func TestRecoverWithoutRuntimeKeepsJournal(t *testing.T) {
+	b := newBox(t)
+	const ts = "20260101T000000Z"
+	staging, old := b.data+stagingInfix+ts, b.data+preRestoreInfix+ts
+	write(t, b.data, "db 0600 old database")
+	oldTree := snapshot(t, b.data)
+	must(t, os.Mkdir(staging, 0o700))
+	write(t, staging, "db 0600 new database")
+	j := &journal{Format: 1, Phase: phaseSwapping, Started: time.Now(), Archive: "a.tar.gz.gpg",
+		Roots:   []journalRoot{{Target: b.data, Staging: staging, Old: old, Existed: true}},
+		Runtime: &journalRuntime{PriorImage: "v1"}}
+	j.Roots[0].StagingID, _, _ = statID(staging)
+	j.Roots[0].TargetID, _, _ = statID(b.data)
+	must(t, j.write(b.data))
+	must(t, exchange(staging, b.data))
+	must(t, renameNoReplace(staging, old))
+
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime, Logger: log})
+	if !errors.Is(err, ErrRestoreHalfDone) {
+		t.Fatalf("Recover() without a Runtime = %q, %v; want ErrRestoreHalfDone", msg, err)
+	}
+	for _, w := range []string{journalPath(b.data), "is kept", "`hbx backup`", "`hbx supervise`", "v1"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Recover() error %q does not say %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error()+logs.String(), "hbx install") {
+		t.Errorf("Recover() tells the operator to run hbx install: %v\n%s", err, logs.String())
+	}
+	if _, err := os.Stat(journalPath(b.data)); err != nil {
+		t.Errorf("the journal is gone: %v", err)
+	}
+	if diff := cmp.Diff(snapshot(t, b.data), oldTree); diff != "" {
+		t.Errorf("data after Recover (-got +want old):\n%s", diff)
+	}
+	if p, err := ReadPendingRestore(b.data); err != nil || p == nil || !p.Unfinished() || p.Archive != "a.tar.gz.gpg" {
+		t.Errorf("ReadPendingRestore() = %+v, %v; want the unfinished restore of a.tar.gz.gpg", p, err)
+	}
+
+	f := &fakeRelease{active: "v2", pinned: "v1"}
+	msg, err = Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime, Runtime: f, Config: f})
+	if err != nil || !strings.Contains(msg, "(v1) is active again") {
+		t.Fatalf("Recover() with a Runtime = %q, %v; want the runtime switched back", msg, err)
+	}
+	if _, err := os.Stat(journalPath(b.data)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the journal is left after the full undo: %v", err)
+	}
+	if diff := cmp.Diff(snapshot(t, b.data), oldTree); diff != "" {
+		t.Errorf("data after the second Recover (-got +want old):\n%s", diff)
 	}
 }

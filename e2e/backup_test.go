@@ -365,6 +365,7 @@ func TestKillDuringBackupE2E(t *testing.T) {
 // confirmed one, and a new restore succeeds.
 func TestKillDuringRestoreE2E(t *testing.T) {
 	requireE2E(t)
+	defer holdRecovery(t)() // the next hbx supervise recovers, not the running one
 	b, s, _ := backupBox(t, "")
 	os.WriteFile(filepath.Join(b.dataDir, "generation"), []byte("archived"), 0o600)
 	os.MkdirAll(filepath.Join(b.dataDir, "many"), 0o700)

@@ -193,6 +193,7 @@ func checkRecoveryText(t *testing.T, at, msg string, switched bool) {
 // active.
 func TestKillDuringRestoreAcrossReleasesE2E(t *testing.T) {
 	requireE2E(t)
+	defer holdRecovery(t)() // the next command recovers and says so, not the running supervisor
 	b, s, v1, v2, x, preV1 := crossReleaseBox(t)
 	back := func(at string) {
 		t.Helper()
@@ -301,6 +302,7 @@ func TestKillDuringRestoreAcrossReleasesE2E(t *testing.T) {
 // upgrade to roll back: ... already rolled back" and exited 1).
 func TestRollbackRecoversInterruptedUpgradeE2E(t *testing.T) {
 	requireE2E(t)
+	defer holdRecovery(t)() // hbx rollback recovers it, not the running supervisor
 	b, _, v1, v2, _ := upgradeBox(t)
 	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
 	for _, want := range []string{"activating", "health"} {

@@ -84,6 +84,7 @@ func boxState(t *testing.T, b *box) map[string]string {
 // the second one could change anything.
 func TestSecondSuperviseChangesNothingE2E(t *testing.T) {
 	requireE2E(t)
+	defer holdRecovery(t)() // the running one does not resolve it either
 	b, s, _, v2, _ := upgradeBox(t)
 	killAtEvent(t, b, "health", "upgrade", "--image", v2)
 	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -141,6 +142,7 @@ func TestSecondSuperviseChangesNothingE2E(t *testing.T) {
 // in hbx run executor's error and in the supervisor's FATAL reason.
 func TestNotInstalledNamesInterruptedUpgradeE2E(t *testing.T) {
 	requireE2E(t)
+	defer holdRecovery(t)() // the running supervisor leaves it half done
 	b, s, v1, v2, _ := upgradeBox(t)
 	killAtEvent(t, b, "health", "upgrade", "--image", v2)
 	if j, err := upgrade.ReadJournal(b.runtimeDir); err != nil || j == nil || j.Phase != upgrade.PhaseActivating {

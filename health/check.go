@@ -196,6 +196,11 @@ var checks = []check{
 		return checkPrograms(progs, o.Programs)
 	}},
 	{CheckRelease, func(_ context.Context, o *Options) (string, error) {
+		if o.Release.Change != nil {
+			if err := o.Release.Change(); err != nil {
+				return "", err
+			}
+		}
 		inst, err := Release(o.Release)
 		if err != nil {
 			return "", err

@@ -20,6 +20,8 @@
 //     supervisor runs ([Supervisor]).
 //   - release: the active release is the configured one; with Deep, its
 //     manifest and config re-hash to the recorded digests ([Release]).
+//     It fails first with ReleaseWant.Change's error: a release change
+//     or restore half done is never healthy.
 //   - listeners: every listening TCP socket of the executor's process tree
 //     is on loopback, and the configured address and port is among them
 //     ([Listeners]); the executor's pid comes from the supervisor, else

@@ -35,6 +35,10 @@ type ReleaseWant struct {
 	ManifestPin digest.Digest
 	// Deep also re-hashes the recorded manifest and config.
 	Deep bool
+	// Change, when set, returns an error while a release change or
+	// restore is half done (its journal unfinished): check release fails
+	// with it, whatever current names, since what runs is not confirmed.
+	Change func() error
 }
 
 // Release checks the active release: current exists and points to

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -165,5 +166,26 @@ func appendTo(t *testing.T, p, s string) {
 	f.WriteString(s)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReleaseCheckChange: check release fails with ReleaseWant.Change's
+// error while a release change is half done, even when current is the
+// configured release, and passes once Change says nothing is.
+func TestReleaseCheckChange(t *testing.T) {
+	f := newFakeRelease(t)
+	half := errors.New("upgrade to v2 interrupted in phase activating: run `hbx rollback`")
+	var pending error = half
+	f.want.Change = func() error { return pending }
+	rep, err := Run(context.Background(), Options{Release: f.want}, []string{CheckRelease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Checks[0]; c.Status != Fail || !strings.Contains(c.Reason, half.Error()) {
+		t.Errorf("check release while a change is half done: %s %q, want fail naming it", c.Status, c.Reason)
+	}
+	pending = nil
+	if rep, _ = Run(context.Background(), Options{Release: f.want}, []string{CheckRelease}); rep.Checks[0].Status != Pass {
+		t.Errorf("check release once nothing is half done: %s %q, want pass", rep.Checks[0].Status, rep.Checks[0].Reason)
 	}
 }

@@ -81,23 +81,72 @@
 //
 // # Journal and crash windows (kill -9, power loss)
 //
-// Every step is recorded first in <runtime_dir>/upgrade.json (atomicfile).
-// Recover, called by `hbx supervise` before it starts the programs and by
-// Upgrade and Rollback under their lock, reads it:
+// Every step is recorded first in <runtime_dir>/upgrade.json (atomicfile),
+// and the whole change runs under the runtime directory's lock (hbx.lock,
+// a flock the kernel drops when the process dies). Recover reads the
+// journal and acts only when no other process holds the lock. It is run
 //
-//   - staged, backed-up: nothing live changed (current and the config name
-//     the old release; the data was only read). The journal is closed as
-//     aborted (or, when a completed upgrade preceded this one, its journal
-//     is put back, so it can still be rolled back); the staged release is
-//     removed by the next install. The
-//     hold dies with the process, so the supervisor starts the old
-//     release again.
-//   - activating: the config or current may name the new release, and the
-//     new runtime may have written the data: rolled back as above.
-//   - rolling-back: the rollback is done again from its start (restoring
-//     the same archive again is harmless; the backup package's own
-//     journal undoes a restore killed half-way first, its runtime switch
-//     included).
+//   - by a running `hbx supervise`, about every second, once it sees an
+//     unfinished journal (Journal.Pending) and no live holder of the lock:
+//     the change's command died, so the supervisor resolves it through
+//     itself (its programs held, then started and health-checked) and logs
+//     what it did and where the data written meanwhile is kept;
+//   - by `hbx supervise` before it starts the programs (a reboot);
+//   - by Upgrade, Switch and Rollback under their lock, first.
+//
+// Until it is resolved, `hbx status` exits 3 and `hbx health` fails check
+// release, naming the interrupted change and `hbx rollback`; the
+// executor's FATAL reason on a release mismatch names it too (never
+// "run hbx install", which would put one release's runtime on the other's
+// data). After a recovery rolled a change back, `hbx status` notes where
+// the data written meanwhile is kept while that copy exists
+// (Journal.Recovered, KeptAside).
+//
+// Recovery undoes an interrupted change rather than finishing it, also
+// when the new release happens to be serving healthily: the change was
+// never confirmed (its health gate did not complete), the operator's
+// command did not report success, and finishing would commit the box to
+// one-way data migrations nobody confirmed. Undoing restores the
+// pre-upgrade archive the change made for this purpose and keeps the data
+// the new runtime wrote in <data_dir>.rolled-back-<time>, named in the
+// log, in `hbx status` and in `hbx backup list`, so nothing is lost and
+// the upgrade can be run again. The running supervisor notices within
+// seconds, so little is written meanwhile, and the result is the same
+// whoever notices first (the supervisor, a reboot, hbx rollback).
+//
+// The windows, by the phase the journal records:
+//
+//   - no journal yet (staging: pulling, extracting, validating): a
+//     partial release under releases/ or its staging, never current;
+//     current, the config and the data are untouched. The next install
+//     removes the staging; nothing to recover.
+//   - staged, backed-up (the hold, the pre-upgrade backup): current and
+//     the config name the old release; the data was only read; maybe a
+//     .tmp-* archive (removed by the next backup) or a complete
+//     pre-upgrade archive. The hold dies with the process, so the
+//     supervisor starts the old release again. Recover closes the journal
+//     as aborted (or puts back the journal of a completed upgrade before
+//     it, so that one can still be rolled back).
+//   - activating, before the config write: as above, but the programs are
+//     held stopped until the hold drops with the process. Recover rolls
+//     back (pin and data as they were; restoring the pre-upgrade archive
+//     over data nothing wrote is harmless).
+//   - activating, config written, current not yet moved: the config names
+//     the new release, current the old; the supervisor refuses to start
+//     Executor on the mismatch (FATAL, naming the interrupted upgrade).
+//     Recover rolls back: the old pin, the pre-upgrade data, the old
+//     release kept active.
+//   - activating, current moved (the health wait): the new release runs on
+//     data it may have migrated and written. Recover rolls back: the old
+//     pin, the pre-upgrade archive restored with the old runtime, the
+//     newer data kept as <data_dir>.rolled-back-<time>.
+//   - rolling-back: any point of a rollback (pin, restore, rename of the
+//     replaced data). Recover does the rollback again from its start:
+//     pinning again is idempotent, the backup package's own journal first
+//     undoes a restore killed half-way (its runtime switch included), and
+//     restoring the same archive again is harmless. A kill after the
+//     restore committed but before the rename leaves the replaced data as
+//     <data_dir>.pre-restore-<time>, listed by `hbx backup list`.
 //   - done, rolled-back, aborted: nothing to do.
 //
 // # Not guaranteed
@@ -105,7 +154,11 @@
 // A kill between the config write and the activation (or their reverse in
 // a rollback) leaves the config and current naming different releases
 // until Recover runs; the supervisor refuses to start Executor on such a
-// mismatch, so no runtime ever runs on data of another version. The
+// mismatch, so no runtime ever runs on data of another version. Whether a
+// change's process is alive is read from the lock's holder record (its
+// pid): a pid reused by an unrelated process within the seconds before the
+// supervisor looks delays the recovery (Recover itself takes the flock, so
+// it never runs beside a live change). The
 // config file is updated only when it exists on disk; a pin set through
 // HBX_* variables or flags is not changed (cmd/hbx refuses to upgrade
 // then). Only the last completed upgrade can be rolled back: the journal

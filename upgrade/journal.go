@@ -75,7 +75,19 @@ type Journal struct {
 	// back when this one aborts before activation, so `hbx rollback`
 	// still finds it.
 	Prior *Journal `json:"prior,omitempty"`
+	// Recovered is set when the rollback was the recovery of a change
+	// whose command died (Recover), not one the operator asked for.
+	Recovered bool `json:"recovered,omitempty"`
 }
+
+// Pending reports whether j records a change that is not finished
+// (staged, backed-up, activating, rolling-back): a process that holds the
+// runtime directory's lock is making it, or its command died.
+func (j *Journal) Pending() bool { return pending(j.Phase) }
+
+// Describe says what j records, for messages: "release change (hbx
+// upgrade) from A to B was interrupted during activation at T".
+func (j *Journal) Describe() string { return j.describe() }
 
 // close records that the upgrade stopped before activation: the prior
 // completed upgrade's journal comes back, or the phase becomes aborted.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
 	digest "github.com/opencontainers/go-digest"
 )
@@ -436,6 +437,7 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	}
 	if wait {
 		opts.Step("health")
+		killpoint.At(killpoint.UpgradeHealthWait)
 		hctx, cancel := context.WithTimeout(undoCtx, opts.HealthWait)
 		hctx, stop := untilGone(hctx, opts.Services)
 		err = opts.Services.WaitHealthy(hctx, nr)
@@ -512,6 +514,10 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 			active = "the active release " + cur.Image
 		}
 		return nil, fmt.Errorf("%w: %s was installed without a record; the last recorded %s", ErrNoUpgrade, active, j.describe())
+	case j.Phase != PhaseDone && j.Recovered:
+		// Undone by a recovery (the running supervisor, a restart) before
+		// this command: say what it did, and where the data went.
+		return nil, fmt.Errorf("%w: %s; the last recorded %s, undone by the recovery of the interrupted change; the data written meanwhile is kept in %s", ErrNoUpgrade, active, j.describe(), orNone(j.KeptAside))
 	case j.Phase != PhaseDone:
 		return nil, fmt.Errorf("%w: %s; the last recorded %s", ErrNoUpgrade, active, j.describe())
 	}
@@ -670,6 +676,7 @@ func recoverLocked(ctx context.Context, opts Options) (string, error) {
 	if j.Backup == "" {
 		return "", fmt.Errorf("%w: journal phase %s without a backup", ErrMismatch, j.Phase)
 	}
+	j.Recovered = true
 	res, err := rollbackLocked(ctx, opts, j, "interrupted during "+string(j.Phase))
 	if err != nil {
 		return "", err

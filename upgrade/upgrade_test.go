@@ -491,8 +491,14 @@ func TestRollbackRecoversInterrupted(t *testing.T) {
 			if !res.Interrupted || !strings.Contains(res.Recovered, tc.wantSays) || !res.New.Same(oldRel) || !f.cur.Same(oldRel) {
 				t.Errorf("Rollback() = %+v (active %s), want Interrupted, Recovered saying %q, on %s", res, f.cur, tc.wantSays, oldRel)
 			}
-			if _, err := Rollback(context.Background(), opts); !errors.Is(err, ErrNoUpgrade) {
+			_, err = Rollback(context.Background(), opts)
+			if !errors.Is(err, ErrNoUpgrade) {
 				t.Errorf("second Rollback() = %v, want ErrNoUpgrade", err)
+			}
+			// After a rollback by the recovery, the refusal says so and
+			// where the data written meanwhile is kept.
+			if j, _ := ReadJournal(opts.RuntimeDir); tc.phase != PhaseStaged && (j == nil || !j.Recovered || err == nil || !strings.Contains(err.Error(), "undone by the recovery of the interrupted change") || !strings.Contains(err.Error(), "is kept in")) {
+				t.Errorf("second Rollback() = %v (journal %+v), want it to say the recovery undid the change and where the data is kept", err, j)
 			}
 		})
 	}

@@ -32,24 +32,27 @@ const exitCodesHelp = `Exit codes:
      missing, malformed or readable by others, a path of hbx's that a user
      other than root can replace) or usage (unknown command or flag,
      bad arguments, an unknown program name)
-  3  hbx status only: a program shown is not RUNNING
+  3  hbx status only: a program shown is not RUNNING, or an upgrade,
+     rollback or restore is half done
   "hbx run executor" exits with the payload's own status (128+N when
   signal N ended it).`
 
 // exitCode maps the error run returned to the process exit status: nil to
 // exitOK; config.ErrInvalid, launch.ErrEnvFile, backup.ErrPassphraseFile
-// and usage errors to exitUsage; a *notRunningError to exitNotRunning;
+// and usage errors to exitUsage; a *notRunningError or
+// *changePendingError (hbx status) to exitNotRunning;
 // anything else to exitFailure.
 func exitCode(err error) int {
 	var ue *usageError
 	var xe *launch.ExitError
 	var nr *notRunningError
+	var cp *changePendingError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &xe):
 		return xe.Code
-	case errors.As(err, &nr):
+	case errors.As(err, &nr), errors.As(err, &cp):
 		return exitNotRunning
 	case errors.Is(err, config.ErrInvalid), errors.As(err, &ue),
 		errors.Is(err, supervisor.ErrInvalid), errors.Is(err, supervisor.ErrUnknownProgram),

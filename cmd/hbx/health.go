@@ -53,8 +53,10 @@ check: pass, fail or skip, its name, how long it took and why.
   supervisor  every supervised program is RUNNING (skipped when no
               supervisor runs)
   release     the active release is the configured image (index digest,
-              platform, pinned manifest digest); --deep also re-hashes its
-              manifest and config and checks the program they name
+              platform, pinned manifest digest) and no upgrade, rollback or
+              restore is half done (in progress, or interrupted: it names
+              what to run); --deep also re-hashes its manifest and config
+              and checks the program they name
   listeners   every TCP listener of the executor's process tree is on
               loopback, and executor.listen:executor.port is one of them
   data-dir    executor.data_dir exists, is owned by executor.user and has
@@ -119,6 +121,7 @@ func healthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Option
 			Platform:    cfg.Executor.Platform,
 			ManifestPin: platformPin(cfg),
 			Deep:        deep,
+			Change:      func() error { return pendingChange(cfg) },
 		},
 		DataDir:         cfg.Executor.DataDir,
 		DataDirOwner:    cfg.Executor.User,

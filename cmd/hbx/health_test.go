@@ -112,6 +112,10 @@ programs:
 		t.Fatal(err)
 	}
 	o := healthChecks(cfg, true, nil)
+	if o.Release.Change == nil || o.Release.Change() != nil {
+		t.Errorf("healthChecks().Release.Change is nil or fails without journals")
+	}
+	o.Release.Change = nil
 	want := health.Options{
 		Listen: "127.0.0.1", Port: 4788, Timeout: cfg.Health.Timeout, KeyFile: "/etc/hbx/mcp.key", Tools: []string{"a", "b"},
 		Release: health.ReleaseWant{

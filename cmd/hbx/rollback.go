@@ -28,7 +28,9 @@ did not complete or was already rolled back, when the active release was
 installed without a record after it, when previous is not the
 release the upgrade replaced, or when the pre-upgrade archive is missing or
 records other digests. When the last change was interrupted, undoing it is
-the rollback: it says so and exits 0.`,
+the rollback: it says so and exits 0. When the running hbx supervise (or a
+restart) already undid it, it refuses saying so and where the data written
+meanwhile is kept.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)

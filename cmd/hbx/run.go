@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
@@ -27,7 +28,8 @@ port, data directory, base URL, local-network policy, HOME and TMPDIR under
 the state directory, then the env file. Signals are passed to it and its exit
 status becomes hbx's. It refuses to start when no release is active or the
 active one is not the configured image: run "hbx install" first (while an
-upgrade is half done, it names it and "hbx rollback" instead). It holds
+upgrade or a restore is half done, it names it and the command that undoes
+it instead). It holds
 the data directory's lock while the payload runs (the payload inherits it)
 and refuses, naming the holder, while "hbx supervise" or another owner
 holds it.`,
@@ -58,12 +60,13 @@ holds it.`,
 }
 
 // prepareLaunch is launch.Prepare, except that where Prepare says "run
-// `hbx install` first" while an upgrade is half done (upgrade.json in a
-// phase other than done, rolled-back or aborted), the error names the
-// interrupted upgrade and the commands that finish or undo it instead:
-// hbx install would put the new runtime on the old data. A release an
-// earlier hbx installed with the image's owners is made root's alone
-// before it runs (installer.FixOwnership).
+// `hbx install` first" while a restore is half done (<data_dir>.restore.json
+// in phase staging or swapping) or an upgrade is (upgrade.json in a phase
+// other than done, rolled-back or aborted), the error names the interrupted
+// change and the commands that finish or undo it instead: hbx install
+// would put a runtime on data of another release. A release an earlier hbx
+// installed with the image's owners is made root's alone before it runs
+// (installer.FixOwnership).
 func prepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*launch.Spec, error) {
 	spec, err := launch.Prepare(lo)
 	if err == nil {
@@ -75,6 +78,18 @@ func prepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*l
 	if !errors.Is(err, launch.ErrNotInstalled) {
 		return spec, err
 	}
+	cause := err
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := m.Unwrap(); len(errs) == 2 && errs[0] == launch.ErrNotInstalled {
+			cause = errs[1]
+		}
+	}
+	// A restore switches the runtime and the pin with the data: one
+	// half done is undone (runtime and pin included) by its recovery.
+	if r, rerr := backup.ReadPendingRestore(lo.DataDir); rerr == nil && r != nil && r.Unfinished() {
+		return nil, fmt.Errorf("%w: the restore of %s was interrupted in phase %s (started %s; %s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx backup`, or restart `hbx supervise`, which undo it first (runtime, pin and data together): %w",
+			errRestoreInterrupted, r.Archive, r.Phase, r.Started.Format(time.RFC3339), r.Journal, cause)
+	}
 	j, jerr := upgrade.ReadJournal(lo.RuntimeDir)
 	if jerr != nil || j == nil {
 		return nil, err
@@ -83,17 +98,11 @@ func prepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*l
 	case upgrade.PhaseDone, upgrade.PhaseRolledBack, upgrade.PhaseAborted:
 		return nil, err
 	}
-	cause := err
-	if m, ok := err.(interface{ Unwrap() []error }); ok {
-		if errs := m.Unwrap(); len(errs) == 2 && errs[0] == launch.ErrNotInstalled {
-			cause = errs[1]
-		}
-	}
 	by := j.By
 	if by == "" {
 		by = "hbx upgrade"
 	}
-	return nil, fmt.Errorf("%w: the release change (%s) from %s to %s was interrupted in phase %s (%s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx rollback` to undo it, or restart `hbx supervise`, which finishes or undoes it first: %w",
+	return nil, fmt.Errorf("%w: the release change (%s) from %s to %s was interrupted in phase %s (%s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx rollback` to undo it, or restart `hbx supervise`, which undoes it first: %w",
 		errUpgradeInterrupted, by, j.Old.Image, j.New.Image, j.Phase, filepath.Join(lo.RuntimeDir, "upgrade.json"), cause)
 }
 
@@ -108,6 +117,10 @@ func logTightened(g *globals, spec *launch.Spec) {
 // errUpgradeInterrupted: the executor cannot start because an upgrade is
 // half done (prepareLaunch).
 var errUpgradeInterrupted = errors.New("an upgrade is half done")
+
+// errRestoreInterrupted: the executor cannot start because a restore is
+// half done (prepareLaunch).
+var errRestoreInterrupted = errors.New("a restore is half done")
 
 // launchOptions maps the configuration onto the payload's run options.
 func launchOptions(cfg *config.Config, hostPath string) launch.Options {

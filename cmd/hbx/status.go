@@ -42,7 +42,12 @@ supervisor answers; 2 for an unknown NAME. supervisorctl also exits 3, but
 counts STARTING and BACKOFF as running: hbx does not, so a program that
 crashes and is retried makes "hbx status" fail. Disabled programs are not
 shown; a program with autostart false is STOPPED, so ask about the others
-by name.`,
+by name.
+
+After the list it says when an upgrade, rollback or restore is half done
+(in progress, or interrupted: what to run), and exits 3 then too; and,
+after the recovery of an interrupted upgrade rolled it back, where the
+data written meanwhile is kept.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {
@@ -90,6 +95,11 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 		if err := enc.Encode(list); err != nil {
 			return err
 		}
+		if opts.cfg != nil {
+			if change := pendingChange(opts.cfg); change != nil {
+				return withChange(notRunning(list), change)
+			}
+		}
 		return notRunning(list)
 	}
 	width := 8
@@ -100,10 +110,30 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 	for _, s := range list {
 		fmt.Fprintf(&b, "%-*s  %-8s  %s\n", width, s.Name, s.State, s.Detail)
 	}
+	change := error(nil)
+	if opts.cfg != nil {
+		change = pendingChange(opts.cfg)
+		if change != nil {
+			fmt.Fprintf(&b, "release change: %v\n", change)
+		} else if note := recoveryNote(opts.cfg); note != "" {
+			fmt.Fprintf(&b, "note: %s\n", note)
+		}
+	}
 	if _, err = io.WriteString(opts.stdout, b.String()); err != nil {
 		return err
 	}
-	return notRunning(list)
+	return withChange(notRunning(list), change)
+}
+
+// withChange is err and change together (one line), either, or nil.
+func withChange(err, change error) error {
+	switch {
+	case change == nil:
+		return err
+	case err == nil:
+		return change
+	}
+	return fmt.Errorf("%w; %w", err, change)
 }
 
 // notRunning returns a *notRunningError naming the programs of list that

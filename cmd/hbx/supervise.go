@@ -51,7 +51,11 @@ One writer per data directory: it holds the data directory's lock
 it. It refuses to start, naming the holder, while another supervisor (any
 socket), "hbx run executor", or a backup or restore without a supervisor
 holds it. Both locks are checked before it recovers an interrupted restore
-or upgrade: a second "hbx supervise" exits 1 and changes nothing. Every process of every program inherits a marker
+or upgrade: a second "hbx supervise" exits 1 and changes nothing. While it
+runs, it looks every second for a restore, upgrade or rollback whose
+command died (its journal unfinished, no live holder of hbx.lock) and
+undoes it through itself, logging what it did and where the data written
+meanwhile is kept. Every process of every program inherits a marker
 (<parent>/.<data>.supervisor/<program>.marker): before it starts anything,
 it stops (stopsignal, stopwaitsecs, SIGKILL) and logs each process that a
 supervisor killed before it left running, and a program stop also stops
@@ -124,10 +128,20 @@ signal that would end a process is logged and ignored.`,
 				return fmt.Errorf("supervise: %w", err)
 			}
 			recoverRestore(cmd.Context(), g, cfg)
-			recoverUpgrade(cmd.Context(), g, cfg)
+			recoverUpgrade(cmd.Context(), g, cfg, false)
 			if err := cmd.Context().Err(); err != nil {
 				return fmt.Errorf("supervise: stopped before any program started: %w", err)
 			}
+			// While it runs, a release change or restore whose command
+			// dies is undone through it, not left serving unconfirmed.
+			wctx, stopWatch := context.WithCancel(cmd.Context())
+			defer stopWatch()
+			go watchChanges(wctx, g, func() *config.Config {
+				if c, err := reload(); err == nil {
+					return c
+				}
+				return cfg
+			}, changeWatchInterval)
 			early.quiet() // Run handles every signal from here on
 			if err := s.Run(cmd.Context()); err != nil {
 				return fmt.Errorf("supervise: %w", err)

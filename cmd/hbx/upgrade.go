@@ -261,9 +261,11 @@ func printUpgrade(w io.Writer, verb string, res *upgrade.Result, asJSON bool) er
 	return err
 }
 
-// recoverUpgrade finishes or undoes an interrupted upgrade before `hbx
-// supervise` starts the programs (no supervisor runs yet).
-func recoverUpgrade(ctx context.Context, g *globals, cfg *config.Config) {
+// recoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
+// supervise` starts the programs (no supervisor runs yet), or, with
+// running, from the running supervisor (watchChanges), through it. It
+// logs what it did and returns whether it failed.
+func recoverUpgrade(ctx context.Context, g *globals, cfg *config.Config, running bool) bool {
 	opts := upgrade.Options{
 		RuntimeDir:     cfg.Executor.RuntimeDir,
 		DataDir:        cfg.Executor.DataDir,
@@ -276,11 +278,16 @@ func recoverUpgrade(ctx context.Context, g *globals, cfg *config.Config) {
 	}
 	msg, err := upgrade.Recover(ctx, opts)
 	switch {
+	case err != nil && running:
+		g.log.Error("an interrupted upgrade could not be recovered; retrying", "err", err)
 	case err != nil:
 		g.log.Error("an interrupted upgrade could not be recovered; starting the programs anyway", "err", err)
+	case msg != "" && running:
+		g.log.Warn("interrupted upgrade recovered by the running supervisor", "what", msg)
 	case msg != "":
 		g.log.Warn("interrupted upgrade recovered", "what", msg)
 	}
+	return err != nil
 }
 
 // releaseOf describes an installed release for package upgrade.
@@ -405,7 +412,10 @@ func (s *upgradeServices) WaitHealthy(ctx context.Context, r upgrade.Release) er
 	if d, ok := ctx.Deadline(); ok {
 		left = time.Until(d)
 	}
-	rep, err := health.Wait(ctx, healthChecks(c, false, s.g.log), names, left, 0)
+	checks := healthChecks(c, false, s.g.log)
+	// The change that waits is the one its journal records as unfinished.
+	checks.Release.Change = nil
+	rep, err := health.Wait(ctx, checks, names, left, 0)
 	if err != nil && rep == nil {
 		return err
 	}

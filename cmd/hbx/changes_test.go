@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/upgrade"
+)
+
+// TestPrepareLaunchNamesHalfDoneRestore: where the executor cannot start
+// because the active release is not the configured one while a restore
+// is half done (its journal in phase swapping), the reason names the
+// restore, its journal and the commands that undo it, never "run `hbx
+// install` first" (issue 12: install follows the pin, not the data).
+func TestPrepareLaunchNamesHalfDoneRestore(t *testing.T) {
+	dir := t.TempDir()
+	lo := launch.Options{RuntimeDir: filepath.Join(dir, "runtime"), DataDir: filepath.Join(dir, "data"), StateDir: filepath.Join(dir, "state")}
+	if err := os.MkdirAll(lo.RuntimeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepareLaunch(context.Background(), lo, slog.New(slog.DiscardHandler)); !errors.Is(err, launch.ErrNotInstalled) || errors.Is(err, errRestoreInterrupted) {
+		t.Fatalf("prepareLaunch without a release or journal = %v, want only ErrNotInstalled", err)
+	}
+	j := map[string]any{"format": 1, "phase": "swapping", "started": time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), "pid": 1, "archive": "/backups/x.tar.zst.gpg"}
+	b, _ := json.Marshal(j)
+	if err := os.WriteFile(lo.DataDir+".restore.json", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := prepareLaunch(context.Background(), lo, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, errRestoreInterrupted) {
+		t.Fatalf("prepareLaunch with a half-done restore = %v, want errRestoreInterrupted", err)
+	}
+	msg := err.Error()
+	for _, w := range []string{"a restore is half done", "/backups/x.tar.zst.gpg", "phase swapping", lo.DataDir + ".restore.json", "`hbx backup`", "`hbx supervise`", "do not run hbx install"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("prepareLaunch says %q, want it to say %q", msg, w)
+		}
+	}
+	if strings.Contains(msg, launch.ErrNotInstalled.Error()) {
+		t.Errorf("prepareLaunch says %q, want no %q", msg, launch.ErrNotInstalled)
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("prepareLaunch's reason is not one line: %q", msg)
+	}
+}
+
+// TestPendingChange: hbx status and hbx health (check release) fail while
+// upgrade.json records an unfinished change; an interrupted one (nobody
+// holds hbx.lock) names hbx rollback; a finished one passes, and after a
+// recovery rolled one back the note names where the data is kept.
+func TestPendingChange(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &config.Config{}
+	cfg.Executor.RuntimeDir = filepath.Join(dir, "runtime")
+	cfg.Executor.DataDir = filepath.Join(dir, "data")
+	if err := os.MkdirAll(cfg.Executor.RuntimeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := pendingChange(cfg); err != nil {
+		t.Fatalf("pendingChange without journals = %v", err)
+	}
+	writeJournal := func(j upgrade.Journal) {
+		t.Helper()
+		b, _ := json.Marshal(j)
+		if err := os.WriteFile(filepath.Join(cfg.Executor.RuntimeDir, upgrade.JournalFile), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := upgrade.Journal{Phase: upgrade.PhaseActivating, Old: upgrade.Release{Image: "ex:v1@sha256:a"}, New: upgrade.Release{Image: "ex:v2@sha256:b"}, Updated: time.Now()}
+	writeJournal(j)
+	// A stale holder record: the process that wrote it is gone.
+	if err := os.WriteFile(filepath.Join(cfg.Executor.RuntimeDir, upgrade.LockFile), []byte(`{"pid":2147483000,"command":"hbx upgrade"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := pendingChange(cfg)
+	var cp *changePendingError
+	if !errors.As(err, &cp) || exitCode(err) != exitNotRunning {
+		t.Fatalf("pendingChange with an interrupted upgrade = %v (exit %d), want a *changePendingError (exit 3)", err, exitCode(err))
+	}
+	for _, w := range []string{"upgrade to ex:v2@sha256:b interrupted in phase activating", "`hbx rollback`", "hbx supervise", "ex:v1@sha256:a"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("pendingChange says %q, want it to say %q", err, w)
+		}
+	}
+	// Held by a live process: in progress.
+	if err := os.WriteFile(filepath.Join(cfg.Executor.RuntimeDir, upgrade.LockFile), []byte(`{"pid":`+itoa(os.Getpid())+`,"command":"hbx upgrade"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := pendingChange(cfg); err == nil || !strings.Contains(err.Error(), "in progress") {
+		t.Errorf("pendingChange with the lock held = %v, want in progress", err)
+	}
+	// Recovered: passes, and the note names the kept copy while it exists.
+	kept := cfg.Executor.DataDir + ".rolled-back-20260101T000000Z"
+	if err := os.MkdirAll(kept, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	j.Phase, j.Recovered, j.KeptAside = upgrade.PhaseRolledBack, true, kept
+	writeJournal(j)
+	if err := pendingChange(cfg); err != nil {
+		t.Errorf("pendingChange after the recovery = %v, want nil", err)
+	}
+	if note := recoveryNote(cfg); !strings.Contains(note, kept) || !strings.Contains(note, "interrupted upgrade to ex:v2@sha256:b was rolled back") {
+		t.Errorf("recoveryNote = %q, want it to name the interrupted upgrade and %s", note, kept)
+	}
+	os.Remove(kept)
+	if note := recoveryNote(cfg); note != "" {
+		t.Errorf("recoveryNote without the kept copy = %q, want none", note)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
