@@ -490,11 +490,36 @@ func decodeMap(raw any) (any, string) {
 	return out, ""
 }
 
-// showRaw renders a raw value for a Problem: strings quoted, the rest as Go
-// prints them.
+// showRaw renders a raw value for a Problem in YAML flow style: strings
+// quoted (also inside lists and mappings, so an empty or blank item shows:
+// ["", "x"]), mappings with sorted keys, the rest as Go prints them.
 func showRaw(raw any) string {
-	if s, ok := raw.(string); ok {
-		return strconv.Quote(s)
+	switch r := raw.(type) {
+	case string:
+		return strconv.Quote(r)
+	case []string:
+		items := make([]string, len(r))
+		for i, it := range r {
+			items[i] = strconv.Quote(it)
+		}
+		return "[" + strings.Join(items, ", ") + "]"
+	case []any:
+		items := make([]string, len(r))
+		for i, it := range r {
+			items[i] = showRaw(it)
+		}
+		return "[" + strings.Join(items, ", ") + "]"
+	case map[string]any:
+		keys := make([]string, 0, len(r))
+		for k := range r {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		items := make([]string, len(keys))
+		for i, k := range keys {
+			items[i] = strconv.Quote(k) + ": " + showRaw(r[k])
+		}
+		return "{" + strings.Join(items, ", ") + "}"
 	}
 	return fmt.Sprint(raw)
 }

@@ -462,12 +462,20 @@ func TestLoadProblems(t *testing.T) {
 			name: "bad file types",
 			file: "executor:\n  port: 4788.5\n  listen: [a]\n  platform_digests:\n    linux/arm64: 5\ninstall:\n  lock_wait: 30\n  keep_blobs: maybe\nregistry:\n  insecure_hosts: 5\n",
 			want: []string{
-				`executor.platform_digests: map[linux/arm64:5] is not a mapping of strings [file %s]`,
-				`executor.listen: [a] is not a string [file %s]`,
+				`executor.platform_digests: {"linux/arm64": 5} is not a mapping of strings [file %s]`,
+				`executor.listen: ["a"] is not a string [file %s]`,
 				`executor.port: 4788.5 is not an integer [file %s]`,
 				`install.keep_blobs: "maybe" is not a boolean (want true or false) [file %s]`,
 				`install.lock_wait: 30 is not a duration (want Go syntax, e.g. 30s or 1m30s) [file %s]`,
 				`registry.insecure_hosts: 5 is not a list (want a YAML sequence or a,b,c) [file %s]`,
+			},
+		},
+		{
+			name: "list items shown quoted",
+			file: "registry:\n  insecure_hosts: [a, \"\"]\ninstall:\n  smoke_command: [\"\", x]\n",
+			want: []string{
+				`install.smoke_command: ["", "x"] has an empty item [file %s]`,
+				`registry.insecure_hosts: ["a", ""] has an empty item [file %s]`,
 			},
 		},
 		{

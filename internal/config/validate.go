@@ -205,6 +205,12 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	}
 	if len(in.SmokeCommand) > 0 && strings.TrimSpace(in.SmokeCommand[0]) == "" {
 		add("install.smoke_command", q(strings.Join(in.SmokeCommand, ",")), "has an empty program name")
+	} else if len(in.SmokeCommand) > 0 && strings.ContainsAny(in.SmokeCommand[0], " \t") {
+		// smoke_command: bun --version is one item, the program
+		// "bun --version", found nowhere after a whole download.
+		words := append(strings.Fields(in.SmokeCommand[0]), in.SmokeCommand[1:]...)
+		add("install.smoke_command", q(strings.Join(in.SmokeCommand, ",")),
+			"has a blank in its program name (write the argv as a list, one item per argument: ["+strings.Join(words, ", ")+"])")
 	}
 	for _, d := range []struct {
 		key string

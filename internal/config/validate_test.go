@@ -117,6 +117,10 @@ func TestValidateRules(t *testing.T) {
 		{"smoke command", func(c *Config) { c.Install.SmokeCommand = []string{"bun", "--version"} }, nil},
 		{"smoke command without a program", func(c *Config) { c.Install.SmokeCommand = []string{" ", "--version"} },
 			[]string{`install.smoke_command: " ,--version" has an empty program name`}},
+		{"smoke command written as one string", func(c *Config) { c.Install.SmokeCommand = []string{"bun --version"} },
+			[]string{`install.smoke_command: "bun --version" has a blank in its program name (write the argv as a list, one item per argument: [bun, --version])`}},
+		{"smoke command with a tab in the program", func(c *Config) { c.Install.SmokeCommand = []string{"bun\t-e", "1"} },
+			[]string{`install.smoke_command: "bun\t-e,1" has a blank in its program name (write the argv as a list, one item per argument: [bun, -e, 1])`}},
 
 		// registry.*
 		{"loopback insecure hosts", func(c *Config) {
