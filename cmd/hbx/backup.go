@@ -193,7 +193,7 @@ its place (mv), and start them (hbx start all). For a rolled-back copy,
 first make the release that wrote it active and configured again
 (hbx upgrade --image that release; upgrade.json in the runtime directory
 names the last one as "new"), then swap.`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: wantArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {
@@ -286,7 +286,7 @@ checksum and the .sha256 file beside it. It writes nothing. Exit status 0
 when everything matches, 1 naming the first bad entry otherwise. An
 archive without a manifest (tar -czf ... | gpg --symmetric) is read to its
 end and the output says what could not be checked.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: wantArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {

@@ -110,8 +110,9 @@ func TestBackupRefusals(t *testing.T) {
 		{"no passphrase and no terminal", noPass, []string{"backup"}, 1, "no passphrase: set backup.passphrase_file, or run hbx on a terminal"},
 		{"passphrase file readable by others", loose, []string{"backup"}, 2, "must be 0600 or stricter"},
 		{"unknown subcommand", noPass, []string{"backup", "nope"}, 2, `unknown command "nope" for "hbx backup"`},
-		{"verify needs an archive", noPass, []string{"backup", "verify"}, 2, "accepts 1 arg(s)"},
-		{"restore needs an archive", noPass, []string{"restore"}, 2, "accepts 1 arg(s)"},
+		{"verify needs an archive", noPass, []string{"backup", "verify"}, 2, "backup verify: takes one argument, got 0 (usage: hbx backup verify ARCHIVE [flags])"},
+		{"verify takes one archive", noPass, []string{"backup", "verify", "a", "b"}, 2, "backup verify: takes one argument, got 2"},
+		{"restore needs an archive", noPass, []string{"restore"}, 2, "restore: takes one argument, got 0 (usage: hbx restore ARCHIVE [flags])"},
 		{"missing archive", noPass, []string{"backup", "verify", "/nonexistent.tar.gz.gpg"}, 1, "no such file"},
 		{"bad compression", noPass, []string{"backup", "--backup-compression=xz"}, 2, `backup.compression: "xz" is not a compression`},
 	}

@@ -64,7 +64,7 @@ stricter, else it is invalid configuration (exit 2). Like every command
 that reads the configuration, it refuses the runtime, data, state and
 backup directories, the secret and config files and hbx's own directory
 when a user other than root could replace them (exit 2).`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: wantArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {

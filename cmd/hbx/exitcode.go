@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/config"
@@ -79,12 +81,35 @@ func usageErrorf(format string, args ...any) error {
 	return &usageError{fmt.Errorf(format, args...)}
 }
 
-// usageArgs wraps a cobra argument validator so its errors are usage errors.
-func usageArgs(validate cobra.PositionalArgs) cobra.PositionalArgs {
+// wantArgs is the argument validator of a command taking between min and
+// max positional arguments (max < 0: no upper bound). Its error is a usage
+// error naming the command, what it takes, what it got and its usage line
+// ("restore: takes one argument, got 0 (usage: hbx restore ARCHIVE
+// [flags])"); cobra's own ("accepts 1 arg(s), received 0", or
+// "unknown command" for an argument given to a command taking none) name
+// neither the command nor the argument it wants.
+func wantArgs(min, max int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if err := validate(cmd, args); err != nil {
-			return &usageError{err}
+		name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+		usage := cmd.UseLine()
+		switch {
+		case max == 0 && len(args) > 0:
+			return usageErrorf("%s: takes no arguments, got %q (usage: %s)", name, args[0], usage)
+		case len(args) < min && min == max:
+			return usageErrorf("%s: takes %s, got %d (usage: %s)", name, countArgs(min), len(args), usage)
+		case len(args) < min:
+			return usageErrorf("%s: takes at least %s, got %d (usage: %s)", name, countArgs(min), len(args), usage)
+		case max >= 0 && len(args) > max:
+			return usageErrorf("%s: takes %s, got %d (usage: %s)", name, countArgs(max), len(args), usage)
 		}
 		return nil
 	}
+}
+
+// countArgs spells n arguments: "one argument", "2 arguments".
+func countArgs(n int) string {
+	if n == 1 {
+		return "one argument"
+	}
+	return strconv.Itoa(n) + " arguments"
 }

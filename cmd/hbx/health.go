@@ -71,7 +71,7 @@ bounded by health.timeout. --json prints one document:
 
 Exit status: 0 when no check failed (skips do not fail), 1 when one did,
 2 for a bad configuration or command line.`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: wantArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {

@@ -54,7 +54,7 @@ rollback can undo it. A first install (no release, or no data) is plain.
 A download is bounded by install.timeout plus the image's size at
 install.min_rate. Ctrl-C (or that deadline) activates nothing; complete
 blobs are kept for the next run.`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: wantArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {

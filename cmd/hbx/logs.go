@@ -26,7 +26,7 @@ func newLogsCommand(g *globals) *cobra.Command {
 		Short: "Print a supervised program's log",
 		Long: `Logs prints the last lines of a program's stdout log (--stderr: its stderr
 log); -f keeps printing what the program writes until interrupted.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: wantArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {

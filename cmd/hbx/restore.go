@@ -63,7 +63,7 @@ against a manifest, and the output says so).
 A journal (<data_dir>.restore.json) records each step before it happens,
 so a restore that was killed is finished or undone (pin, data and runtime)
 by the next hbx restore, hbx backup or hbx supervise. --json prints one JSON line per step and the result.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: wantArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {

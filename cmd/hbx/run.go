@@ -33,7 +33,7 @@ it instead). It holds
 the data directory's lock while the payload runs (the payload inherits it)
 and refuses, naming the holder, while "hbx supervise" or another owner
 holds it.`,
-		Args:      usageArgs(cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs)),
+		Args:      cobra.MatchAll(wantArgs(1, 1), runProgramArg),
 		ValidArgs: []string{"executor"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
@@ -141,4 +141,17 @@ func launchOptions(cfg *config.Config, hostPath string) launch.Options {
 		ManifestPin:       platformPin(cfg),
 		HostPath:          hostPath,
 	}
+}
+
+// runProgramArg refuses a program name other than "executor", the one
+// program hbx run runs, with a "did you mean" when the name is near it.
+func runProgramArg(_ *cobra.Command, args []string) error {
+	if len(args) == 1 && args[0] != "executor" {
+		hint := ""
+		if c := config.Closest(args[0], []string{"executor"}); c != "" {
+			hint = fmt.Sprintf("; did you mean %q?", c)
+		}
+		return usageErrorf("run: no such program: %q (hbx run runs executor only%s)", args[0], hint)
+	}
+	return nil
 }

@@ -14,7 +14,7 @@ func newShutdownCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "shutdown",
 		Short: "Stop every supervised program and the supervisor",
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  wantArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {

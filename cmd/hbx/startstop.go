@@ -29,7 +29,7 @@ func newControlCommand(g *globals, verb, short, long string) *cobra.Command {
 		Use:   verb + " NAME...|all",
 		Short: short,
 		Long:  long,
-		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		Args:  wantArgs(1, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {

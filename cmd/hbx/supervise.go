@@ -64,7 +64,7 @@ processes that left the program's process group (setsid).
 Signals: TERM, INT and QUIT stop every program in reverse priority order,
 then exit 0. HUP and USR1 reopen the log files (for logrotate). Every other
 signal that would end a process is logged and ignored.`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: wantArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {

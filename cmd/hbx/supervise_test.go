@@ -26,8 +26,8 @@ func TestControlWithoutSupervisor(t *testing.T) {
 		{[]string{"stop", "all"}, 1, "no supervisor is running"},
 		{[]string{"shutdown"}, 1, "no supervisor is running"},
 		{[]string{"logs", "executor"}, 1, "no supervisor is running"},
-		{[]string{"start"}, 2, "requires at least 1 arg(s)"},
-		{[]string{"logs"}, 2, "accepts 1 arg(s)"},
+		{[]string{"start"}, 2, "start: takes at least one argument, got 0 (usage: hbx start NAME...|all [flags])"},
+		{[]string{"logs"}, 2, "logs: takes one argument, got 0 (usage: hbx logs NAME [flags])"},
 		{[]string{"logs", "executor", "-n", "-1"}, 2, "-n -1"},
 	}
 	for _, tt := range tests {

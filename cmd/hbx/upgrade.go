@@ -72,7 +72,7 @@ disk, or with executor.image or executor.platform_digests set by an HBX_*
 variable or a flag, the upgrade is refused (the supervisor reads the pin
 from the file at each start). --json prints one JSON line per step and the
 result.`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: wantArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.image == "" {
 				return usageErrorf("--image is required")
@@ -136,7 +136,7 @@ func runUpgrade(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 	}
 	for _, k := range []string{"executor.image", "executor.platform_digests"} {
 		if s := srcs.Of(k); s.Kind == config.SourceEnv || s.Kind == config.SourceFlag {
-			return usageErrorf("upgrade: %s is set by %s, which overrides the config file the upgrade pins the new release in: unset it", k, s)
+			return usageErrorf("upgrade: %s is set by %s, which overrides the config file, where the upgrade pins the new release: unset it", k, s)
 		}
 	}
 	if tools != nil {
@@ -144,7 +144,7 @@ func runUpgrade(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 			return usageErrorf("upgrade: --mcp-tools needs health.token_file: the health gate lists the tools with the MCP key")
 		}
 		if s := srcs.Of("health.mcp_tools"); s.Kind == config.SourceEnv || s.Kind == config.SourceFlag {
-			return usageErrorf("upgrade: health.mcp_tools is set by %s, which overrides the config file --mcp-tools pins the tool set in: unset it", s)
+			return usageErrorf("upgrade: --mcp-tools: health.mcp_tools is set by %s, which overrides the config file, where --mcp-tools pins the tool set: unset it", s)
 		}
 		t.MCPTools = &upgrade.Tools{Names: tools}
 	}

@@ -20,7 +20,7 @@ func newVersionCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print hbx's version, commit, Go version and target platform",
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  wantArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runVersion(cmd.Context(), versionOptions{stdout: g.stdout})
 		},
