@@ -16,8 +16,9 @@
 // ErrArg, which CheckArgs reports at install validation. No argument
 // reaches a host path outside the release, data and state directories.
 //
-// The data and state directories are made 0700 and the payload user's at
-// each Prepare, the directory itself only (never recursively: a chown
+// The data and state directories, and the state directory's HOME, TMPDIR
+// and XDG directories (home, tmp, cache, config, data, state), are made
+// 0700 and the payload user's at each Prepare, each directory itself only (never recursively: a chown
 // through the directory would follow links planted there); what changed
 // is in Spec.Tightened for the caller to log. A symlink in their place is
 // refused.
