@@ -16,7 +16,8 @@
 //
 // A directory owned by root with the sticky bit (such as /tmp, mode 1777)
 // is excepted as an ancestor: there, only an entry's owner can rename or
-// remove it. It is never excepted as the checked path itself.
+// remove it. It is never excepted as the checked path itself (the error
+// then says to use a directory of its own, not to chmod /tmp).
 //
 // A missing path is checked from its nearest existing ancestor: what hbx
 // creates below it is root's. Symlinks themselves carry no permissions

@@ -126,8 +126,13 @@ func checkInfo(what, p, c string, st fs.FileInfo, self, ancestorsOnly bool, t Tr
 	if !self {
 		where = "its ancestor " + c
 	}
-	return fmt.Errorf("%w: %s %s: %s is owned by %s:%s with mode %04o, %s: make it root's and writable by root alone",
-		ErrUntrusted, what, p, where, userName(sys.Uid), groupName(sys.Gid), permBits(st.Mode()), why)
+	fix := "make it root's and writable by root alone"
+	if self && st.IsDir() && st.Mode()&fs.ModeSticky != 0 && sys.Uid == 0 && st.Mode().Perm()&0o002 != 0 {
+		// A shared directory such as /tmp itself: chmod would break it.
+		fix = "use a directory of its own (inside it is fine), root's and writable by root alone"
+	}
+	return fmt.Errorf("%w: %s %s: %s is owned by %s:%s with mode %04o, %s: %s",
+		ErrUntrusted, what, p, where, userName(sys.Uid), groupName(sys.Gid), permBits(st.Mode()), why, fix)
 }
 
 // untrusted says why st may be written by an untrusted user, or "".
