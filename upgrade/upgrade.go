@@ -565,6 +565,10 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 			kept = aside
 		} else if err := atomicfile.SyncDir(filepath.Dir(kept)); err != nil {
 			return nil, err
+		} else {
+			// The restore logged aside as its pre-restore copy: say
+			// where that copy is now.
+			opts.Logger.Info("replaced data kept as a rolled-back copy", "from", aside, "to", kept)
 		}
 		res.KeptAside = kept
 		pruned, err := pruneRolledBack(opts.DataDir, opts.KeepRolledBack)

@@ -1,9 +1,11 @@
 package upgrade
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -259,6 +261,8 @@ func TestRollback(t *testing.T) {
 				tc.setup(f, &opts)
 			}
 			f.calls = nil
+			var logs bytes.Buffer
+			opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			res, err := Rollback(context.Background(), opts)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Rollback() = %v, want %v", err, tc.wantErr)
@@ -271,6 +275,11 @@ func TestRollback(t *testing.T) {
 			}
 			if !f.cur.Same(oldRel) || !strings.Contains(res.KeptAside, ".rolled-back-") {
 				t.Errorf("after Rollback: active %s, kept aside %q", f.cur, res.KeptAside)
+			}
+			// The restore logged the copy under its pre-restore name; the
+			// log says where it went.
+			if !strings.Contains(logs.String(), "replaced data kept as a rolled-back copy") || !strings.Contains(logs.String(), "to="+res.KeptAside) {
+				t.Errorf("Rollback log %q does not name the rolled-back copy %s", logs.String(), res.KeptAside)
 			}
 			if _, err := Rollback(context.Background(), opts); !errors.Is(err, ErrNoUpgrade) {
 				t.Errorf("second Rollback() = %v, want ErrNoUpgrade", err)
