@@ -33,7 +33,8 @@
 //   - Programs start in ascending priority order; a program with DependsOn
 //     is started only when every dependency is RUNNING. A program with a
 //     Probe becomes RUNNING only when it has been up for StartSecs and the
-//     probe has succeeded, within HealthWait; while RUNNING, WedgeFailures
+//     probe has succeeded, within HealthWait (until then its status
+//     detail is the probe's last error, "not ready: ..."); while RUNNING, WedgeFailures
 //     failed probes in a row restart it. Programs stop in descending
 //     priority order; programs of the same priority stop in parallel.
 //   - A failed start (exit before RUNNING, or no healthy answer in time) is

@@ -661,8 +661,11 @@ func (p *proc) onProbe(r probeResult) {
 	case Starting:
 		if r.err == nil {
 			p.healthy = true
+			p.setDetail("ready")
 		} else {
+			// hbx status says what the start waits for, not just "started".
 			p.lastProbeErr = r.err
+			p.setDetail("not ready: " + r.err.Error())
 		}
 	case Running:
 		if r.err == nil {

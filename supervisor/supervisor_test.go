@@ -191,6 +191,16 @@ func TestStartOrderAndHealthGate(t *testing.T) {
 	if st := s.Get("a"); st.State != Starting {
 		t.Errorf("a = %s before its probe succeeded, want STARTING", st.State)
 	}
+	// Its detail says why it is not RUNNING yet: the probe's last error.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st := s.Get("a")
+		if strings.HasSuffix(st.Detail, ", not ready: unhealthy") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a = %s %q while its probe fails, want detail %q", st.State, st.Detail, "not ready: unhealthy")
+		}
+	}
 	if st := s.Get("b"); st.State != Starting || st.PID != 0 || !strings.Contains(st.Detail, "waiting for a") {
 		t.Errorf("b = %s pid %d %q, want STARTING without a process, waiting for a", st.State, st.PID, st.Detail)
 	}
