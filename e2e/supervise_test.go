@@ -311,8 +311,9 @@ func TestSupervise(t *testing.T) {
 	if r := b.hbx("start"); r.code != 2 {
 		t.Errorf("hbx start without a name = %d, want 2", r.code)
 	}
-	if r := b.hbx("start", "ghost"); r.code != 1 || !strings.Contains(r.stdout, "ghost: ERROR (FATAL") {
-		t.Errorf("hbx start ghost = %d, %q; want 1 with the FATAL reason", r.code, r.stdout)
+	if r := b.hbx("start", "ghost"); r.code != 1 || !strings.Contains(r.stdout, "ghost: ERROR (FATAL") ||
+		!strings.Contains(r.stderr, "start: some programs failed: 1 of 1 not started (see above)") {
+		t.Errorf("hbx start ghost = %d, %q, %q; want 1 with the FATAL reason, and how many were not started", r.code, r.stdout, r.stderr)
 	}
 	if r := b.hbx("logs", "executor", "-n", "1"); r.code != 0 || !strings.Contains(r.stdout, "listening on http://127.0.0.1:") {
 		t.Errorf("hbx logs executor = %d, %q", r.code, r.stdout+r.stderr)

@@ -21,7 +21,7 @@ type controlOptions struct {
 }
 
 // errSomeFailed: at least one program did not reach the wanted state.
-var errSomeFailed = errors.New("not every program did")
+var errSomeFailed = errors.New("some programs failed")
 
 // newControlCommand builds `hbx start`, `hbx stop` or `hbx restart`.
 func newControlCommand(g *globals, verb, short, long string) *cobra.Command {
@@ -95,7 +95,7 @@ func runControl(ctx context.Context, opts controlOptions) error {
 		fmt.Fprintf(opts.stdout, "%s: %s\n", r.Name, done)
 	}
 	if failed > 0 {
-		return fmt.Errorf("%s: %d of %d programs: %w", opts.verb, failed, len(res), errSomeFailed)
+		return fmt.Errorf("%s: %w: %d of %d not %s (see above)", opts.verb, errSomeFailed, failed, len(res), done)
 	}
 	return nil
 }
