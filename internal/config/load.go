@@ -177,7 +177,12 @@ func readFile(f *File) (map[string]rawValue, map[string]fileProgram, []*Problem,
 	v := viper.New()
 	v.SetConfigType("yaml")
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: parse config file %s: %w", ErrInvalid, path, err)
+		// viper prefixes "While parsing config: "; the line says that.
+		msg := strings.TrimPrefix(err.Error(), "While parsing config: ")
+		if strings.Contains(msg, "cannot start any token") && bytes.ContainsRune(data, '\t') {
+			msg += " (a tab: YAML indents with spaces)"
+		}
+		return nil, nil, nil, fmt.Errorf("%w: parse config file %s: %s", ErrInvalid, path, msg)
 	}
 	src := Source{Kind: SourceFile, Detail: path}
 	vals := map[string]rawValue{}

@@ -105,6 +105,7 @@ func TestLoadFileErrors(t *testing.T) {
 		{"missing explicit file", LoadOptions{Path: filepath.Join(dir, "nope.yaml"), PathExplicit: true}, true, "does not exist"},
 		{"not yaml", LoadOptions{Path: writeConfig(t, "executor: [unclosed\n")}, true, "parse config file"},
 		{"top level list", LoadOptions{Path: writeConfig(t, "- a\n- b\n")}, true, "parse config file"},
+		{"tab indent", LoadOptions{Path: writeConfig(t, "executor:\n\tport: 1\n")}, true, "yaml: line 2: found character that cannot start any token (a tab: YAML indents with spaces)"},
 		{"directory", LoadOptions{Path: dir, PathExplicit: true}, true, "is a directory: not a regular file"},
 		{"fifo", LoadOptions{Path: fifo, PathExplicit: true}, true, "is a FIFO: not a regular file"},
 	}
@@ -116,6 +117,9 @@ func TestLoadFileErrors(t *testing.T) {
 			}
 			if got := errors.Is(err, ErrInvalid); got != tt.wantInvalid {
 				t.Errorf("errors.Is(%v, ErrInvalid) = %v, want %v", err, got, tt.wantInvalid)
+			}
+			if strings.Contains(err.Error(), "While parsing") {
+				t.Errorf("Load() = %q, want no viper prefix (errors are lowercase phrases)", err)
 			}
 			if !strings.Contains(err.Error(), tt.wantText) {
 				t.Errorf("Load() = %q, want it to contain %q", err, tt.wantText)
