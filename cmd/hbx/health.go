@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,6 +138,13 @@ func healthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Option
 // prints the report. A failed check makes the error wrap errHealthFailed;
 // an unknown check name is a usage error.
 func runHealth(ctx context.Context, opts healthOptions) error {
+	for _, n := range opts.only {
+		if !slices.Contains(health.Names(), n) {
+			if c := config.Closest(n, health.Names()); c != "" {
+				return usageErrorf("--only: %w: %q (did you mean %q?)", health.ErrUnknownCheck, n, c)
+			}
+		}
+	}
 	var rep *health.Report
 	var err error
 	if opts.wait > 0 {

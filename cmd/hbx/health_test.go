@@ -90,6 +90,12 @@ func TestHealthCommand(t *testing.T) {
 			t.Errorf("hbx health %q = %d, %v; want 2", args, code, err)
 		}
 	}
+	// A check name near a real one gets a "did you mean", like commands
+	// and programs.
+	if _, _, code, err := runTest(t, nil, "health", "--config", cfg, "--only", "api-helth"); code != 2 || err == nil ||
+		err.Error() != `--only: no such check: "api-helth" (did you mean "api-health"?)` {
+		t.Errorf("hbx health --only api-helth = %d, %v; want 2 with a did you mean", code, err)
+	}
 }
 
 func TestHealthChecksFromConfig(t *testing.T) {
