@@ -264,7 +264,11 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 			add("health.readiness", q(h.Readiness), "needs health.token_file (the check lists tools with the key)")
 		}
 	default:
-		add("health.readiness", q(h.Readiness), "is not a readiness (want api-health, mcp-auth or mcp-tools)")
+		rule := "is not a readiness (want api-health, mcp-auth or mcp-tools)"
+		if c := Closest(h.Readiness, []string{"api-health", "mcp-auth", "mcp-tools"}); c != "" {
+			rule = fmt.Sprintf("is not a readiness (did you mean %q?)", c)
+		}
+		add("health.readiness", q(h.Readiness), rule)
 	}
 	probs = append(probs, validateBackup(c, add)...)
 	return append(probs, validatePrograms(c, srcs, skip)...)

@@ -160,6 +160,8 @@ func TestValidateRules(t *testing.T) {
 			[]string{`health.readiness: "mcp-tools" needs health.token_file (the check lists tools with the key)`}},
 		{"health readiness unknown", func(c *Config) { c.Health.Readiness = "web-ui" },
 			[]string{`health.readiness: "web-ui" is not a readiness (want api-health, mcp-auth or mcp-tools)`}},
+		{"health readiness near one", func(c *Config) { c.Health.Readiness = "mcp_tools" },
+			[]string{`health.readiness: "mcp_tools" is not a readiness (did you mean "mcp-tools"?)`}},
 
 		// backup.*
 		{"backup defaults and extras", func(c *Config) {
