@@ -193,9 +193,20 @@ func (c *chain) script(name string, head []byte) (string, string, error) {
 	if _, _, err := c.step(interp, "interpreter of "+name+":"); err != nil {
 		return "", "", err
 	}
-	args := fields[1:]
-	if args[0] == "-S" {
-		args = args[1:]
+	// The kernel passes what follows the interpreter as one argument, its
+	// surrounding spaces and tabs trimmed: "#!/usr/bin/env bun run" makes
+	// env look for a program named "bun run". Only env -S splits it.
+	arg := envArg(string(line))
+	var args []string
+	switch {
+	case strings.HasPrefix(arg, "-S"):
+		args = strings.FieldsFunc(arg[2:], func(r rune) bool { return r == ' ' || r == '\t' })
+	case strings.ContainsAny(arg, " \t") && (strings.HasPrefix(arg, "-") || strings.Contains(arg, "=")):
+		return "", "", fmt.Errorf("script %s: env gets %q as one argument (the kernel passes the rest of a #! line whole) and runs no program: split it with env -S", name, arg)
+	case strings.ContainsAny(arg, " \t"):
+		return "", "", fmt.Errorf("script %s: env looks for a program named %q (the kernel passes the rest of a #! line as one argument): split it with env -S", name, arg)
+	default:
+		args = []string{arg}
 	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") || strings.Contains(args[0], "=") {
 		return "", "", nil // env options or assignments: not followed further
@@ -216,6 +227,18 @@ func (c *chain) script(name string, head []byte) (string, string, error) {
 		}
 	}
 	return "", "", fmt.Errorf("script %s: %s not found on the payload's PATH (the image's PATH in the rootfs, then %s)", name, prog, c.hostPath)
+}
+
+// envArg is the one argument the kernel passes after the interpreter of
+// the #! line (the text after "#!", without its newline): what follows
+// the interpreter's name, spaces and tabs trimmed on both sides.
+func envArg(line string) string {
+	line = strings.TrimLeft(line, " \t")
+	i := strings.IndexAny(line, " \t")
+	if i < 0 {
+		return ""
+	}
+	return strings.Trim(line[i:], " \t")
 }
 
 // elf checks an ELF file of the rootfs: an executable for the platform's
