@@ -18,9 +18,12 @@ import (
 //     executor.runtime_dir, backup.dir, executor.env_file,
 //     backup.passphrase_file, health.token_file, the config file read and
 //     the binary's own directory, each with every ancestor;
-//   - the ancestors of executor.data_dir and executor.state_dir may also
-//     be executor.user's; those directories themselves are made 0700 and
-//     executor.user's when the payload starts (launch.Prepare).
+//   - executor.data_dir and executor.state_dir, with every ancestor, may
+//     also be executor.user's; when the payload starts they are made 0700
+//     and executor.user's (launch.Prepare). One that another user owns or
+//     could write (o+w, even sticky) is refused, not taken over: what
+//     that user planted inside (symlinks to its own files, hard links, open
+//     descriptors) would outlive a chown of the directory.
 //
 // An unknown executor.user is left to the command that needs it.
 func checkTrust(cfg *config.Config, srcs *config.Sources) error {
@@ -44,8 +47,8 @@ func checkTrust(cfg *config.Config, srcs *config.Sources) error {
 		{"executor.env_file", cfg.Executor.EnvFile, false, root},
 		{"backup.passphrase_file", cfg.Backup.PassphraseFile, false, root},
 		{"health.token_file", cfg.Health.TokenFile, false, root},
-		{"executor.data_dir", cfg.Executor.DataDir, true, payload},
-		{"executor.state_dir", cfg.Executor.StateDir, true, payload},
+		{"executor.data_dir", cfg.Executor.DataDir, false, payload},
+		{"executor.state_dir", cfg.Executor.StateDir, false, payload},
 	}
 	if f := srcs.File(); f.Read {
 		items = append(items, item{"config file", f.Path, false, root})

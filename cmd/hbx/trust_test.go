@@ -81,6 +81,23 @@ func TestCheckTrust(t *testing.T) {
 			mk(t, sec+"/data", 0o755, 0)
 			return map[string]string{"executor.data_dir": sec + "/data"}
 		}, ""},
+		{"data dir itself another user's (a volume the agent's uid owned)", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/data", 0o700, nobody)
+			return map[string]string{"executor.data_dir": sec + "/data"}
+		}, "executor.data_dir SEC/data: SEC/data is owned by nobody:nogroup with mode 0700"},
+		{"state dir itself world-writable", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/state", 0o777, 0)
+			return map[string]string{"executor.state_dir": sec + "/state"}
+		}, "executor.state_dir SEC/state: SEC/state is owned by root:root with mode 0777, writable by others"},
+		{"state dir itself sticky and world-writable", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/state", os.ModeSticky|0o777, 0)
+			return map[string]string{"executor.state_dir": sec + "/state"}
+		}, "executor.state_dir SEC/state: SEC/state is owned by root:root with mode 1777"},
+		{"data and state dirs executor.user's", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/data", 0o700, nobody)
+			mk(t, sec+"/state", 0o755, nobody)
+			return map[string]string{"executor.user": "nobody", "executor.data_dir": sec + "/data", "executor.state_dir": sec + "/state"}
+		}, ""},
 		{"backup dir in a directory of executor.user", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/home", 0o700, nobody)
 			return map[string]string{"executor.user": "nobody", "backup.dir": sec + "/home/backups"}
