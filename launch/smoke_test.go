@@ -61,3 +61,33 @@ func zombie(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
 }
+
+// TestSmokeDaemonGone: a smoke command that starts a daemon in a new
+// session (setsid: out of the process group Smoke kills) and exits 0, as a
+// wrapper that starts the server whatever its arguments would, leaves
+// nothing running once Smoke returns: the daemon would otherwise hold the
+// port and write the data directory without its lock.
+func TestSmokeDaemonGone(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
+		t.Skip("no setsid on the host")
+	}
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "daemon.pid")
+	spec := &Spec{Path: "/bin/sh", Args: []string{"sh", "-c", "setsid sh -c 'echo $$ > " + pidFile + "; exec sleep 300' </dev/null >/dev/null 2>&1 & " +
+		"while ! test -s " + pidFile + "; do sleep 0.05; done; exit 0"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}}
+	if err := Smoke(context.Background(), spec, 60*time.Second); err != nil {
+		t.Fatalf("Smoke() = %v, want nil", err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 {
+		t.Fatalf("daemon pid %q", b)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		t.Fatalf("the smoke command's daemon %d (its own session) outlived Smoke", pid)
+	}
+}
