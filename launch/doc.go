@@ -34,6 +34,13 @@
 // lookup, user, environment, working directory and argument mapping, in
 // its own process group, killed whole when its bound passes.
 //
+// When the payload or the smoke command is done, its process group is
+// killed, and so is every process that left the group (setsid, a daemon)
+// but still holds the marker, a pipe each of its processes inherits after
+// Spec.ExtraFiles. Not guaranteed: one that left the group and closed
+// every inherited descriptor is not found (the supervisor, a child
+// subreaper, finds those).
+//
 // The environment is exactly the image's Env with hbx's overrides (listen address,
 // port, data directory, base URL, local-network policy, IPv6 switch, HOME,
 // TMPDIR and XDG directories under the state directory), then the

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/hermesbox/hbx/internal/procscan"
 )
 
 // smokeOutputMax bounds how much of a smoke command's output is kept.
@@ -37,22 +35,13 @@ func Smoke(ctx context.Context, spec *Spec, timeout time.Duration) error {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	// The marker: the read end of a pipe every process of the command
-	// inherits, so one that left the process group (setsid, a daemon)
-	// is still found and killed when the command returns.
-	mr, mw, err := os.Pipe()
+	mk, err := newMarker()
 	if err != nil {
-		return fmt.Errorf("run %s: %w", name, err)
-	}
-	defer mw.Close()
-	marker, err := procscan.IDOf(mr)
-	if err != nil {
-		mr.Close()
 		return fmt.Errorf("run %s: %w", name, err)
 	}
 	var out limitedBuffer
 	cmd := exec.CommandContext(ctx, spec.Path)
-	cmd.ExtraFiles = append(append([]*os.File(nil), spec.ExtraFiles...), mr)
+	cmd.ExtraFiles = append(append([]*os.File(nil), spec.ExtraFiles...), mk.r)
 	cmd.Args = spec.Args
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
@@ -61,16 +50,13 @@ func Smoke(ctx context.Context, spec *Spec, timeout time.Duration) error {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	err = cmd.Run()
-	mr.Close()
+	mk.started()
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left behind in its group
 	}
 	// What left the group but still holds the marker.
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(parent), 10*time.Second)
-	_, _, serr := procscan.Stop(sctx, marker, syscall.SIGKILL, 0, 0)
-	scancel()
-	if serr != nil && err == nil && parent.Err() == nil && ctx.Err() == nil {
-		return fmt.Errorf("run %s: stop what it left running: %w", name, serr)
+	if kerr := mk.kill(parent); kerr != nil && err == nil && parent.Err() == nil && ctx.Err() == nil {
+		return fmt.Errorf("run %s: stop what it left running: %w", name, kerr)
 	}
 	if perr := parent.Err(); perr != nil {
 		return fmt.Errorf("run %s: %w", name, perr)
