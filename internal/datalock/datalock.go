@@ -149,7 +149,7 @@ func Acquire(ctx context.Context, dataDir string, o Options) (*Lock, error) {
 			l.Release()
 		}
 	}()
-	f, err := os.OpenFile(Path(dataDir), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := lock.OpenFile(Path(dataDir))
 	if err != nil {
 		return nil, fmt.Errorf("open data lock: %w", err)
 	}
