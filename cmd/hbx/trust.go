@@ -18,8 +18,10 @@ import (
 //     executor.runtime_dir, backup.dir, executor.env_file,
 //     backup.passphrase_file, health.token_file, the config file read and
 //     the binary's own directory, each with every ancestor;
-//   - executor.data_dir and executor.state_dir, with every ancestor, may
-//     also be executor.user's; when the payload starts they are made 0700
+//   - the parent of executor.data_dir, which holds hbx's data lock and
+//     the supervisor's state, is root's alone like the runtime directory;
+//   - executor.data_dir itself, and executor.state_dir with every
+//     ancestor, may also be executor.user's; when the payload starts they are made 0700
 //     and executor.user's (launch.Prepare). One that another user owns or
 //     could write (o+w, even sticky) is refused, not taken over: what
 //     that user planted inside (symlinks to its own files, hard links, open
@@ -49,6 +51,14 @@ func checkTrust(cfg *config.Config, srcs *config.Sources) error {
 		{"health.token_file", cfg.Health.TokenFile, false, root},
 		{"executor.data_dir", cfg.Executor.DataDir, false, payload},
 		{"executor.state_dir", cfg.Executor.StateDir, false, payload},
+	}
+	if d := cfg.Executor.DataDir; d != "" {
+		// Beside the data directory are hbx's own: the data lock
+		// (internal/datalock) and the supervisor's state (its lock,
+		// markers and process-group records), which root opens, writes
+		// and acts on. Whoever can write there can plant symlinks or a
+		// whole directory for them.
+		items = append(items, item{"the directory holding executor.data_dir's lock and supervisor state", filepath.Dir(filepath.Clean(d)), false, root})
 	}
 	if f := srcs.File(); f.Read {
 		items = append(items, item{"config file", f.Path, false, root})

@@ -73,9 +73,18 @@ func TestCheckTrust(t *testing.T) {
 			mk(t, sec+"/workspace", 0o755, nobody)
 			return map[string]string{"executor.data_dir": sec + "/workspace/data"}
 		}, "executor.data_dir SEC/workspace/data: its ancestor SEC/workspace is owned by nobody"},
-		{"data dir's parent executor.user's", func(t *testing.T, sec string) map[string]string {
+		{"data dir's parent executor.user's: it holds hbx's data lock and supervisor state", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/workspace", 0o755, nobody)
 			return map[string]string{"executor.user": "nobody", "executor.data_dir": sec + "/workspace/data", "executor.state_dir": sec + "/workspace/state"}
+		}, "the directory holding executor.data_dir's lock and supervisor state SEC/workspace: SEC/workspace is owned by nobody"},
+		{"data dir's grandparent executor.user's", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/srv", 0o755, nobody)
+			mk(t, sec+"/srv/executor", 0o755, 0)
+			return map[string]string{"executor.user": "nobody", "executor.data_dir": sec + "/srv/executor/data"}
+		}, "its ancestor SEC/srv is owned by nobody"},
+		{"state dir's parent executor.user's", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/home", 0o755, nobody)
+			return map[string]string{"executor.user": "nobody", "executor.state_dir": sec + "/home/state"}
 		}, ""},
 		{"data dir itself 0755 root's (a named volume): made private at start", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/data", 0o755, 0)
