@@ -2,11 +2,17 @@ package installer
 
 import (
 	"context"
+	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/release"
 )
 
 // TestValidateShebangAsKernel is a differential test: each entry script
@@ -50,6 +56,65 @@ func TestValidateShebangAsKernel(t *testing.T) {
 			ran := rerr == nil && strings.Contains(string(out), "ran-tool")
 			if ran != (verr == nil) {
 				t.Errorf("validate() = %v, but the native run reached the program: %v (run error %v, output %q)", verr, ran, rerr, out)
+			}
+		})
+	}
+}
+
+// TestValidateSearchable: executor.user must be able to reach the entry
+// program, not only execute the file: an image directory of mode 0000 on
+// its path, or a runtime directory the operator made 0700, fail the
+// native run with EACCES (shown here by a real exec as that user), so
+// validation refuses them naming the directory.
+func TestValidateSearchable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run as another user")
+	}
+	host := mustPlatform(t, "linux/"+runtime.GOARCH)
+	cred := &syscall.Credential{Uid: 65534, Gid: 65534}
+	for _, c := range []struct {
+		name    string
+		lock    func(inst *release.Installed) string // makes a directory unsearchable, returns its name as errors give it
+		wantErr bool
+	}{
+		{"all searchable", func(inst *release.Installed) string { return "" }, false},
+		{"image directory 0000", func(inst *release.Installed) string {
+			os.Chmod(filepath.Join(inst.Rootfs(), "usr/local"), 0)
+			return "directory /usr/local (mode 0000, owner 0) cannot be searched for uid 65534"
+		}, true},
+		{"release directory 0700", func(inst *release.Installed) string {
+			os.Chmod(inst.Dir, 0o700)
+			return "directory " + inst.Dir + " (mode 0700, owner 0) cannot be searched for uid 65534"
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inst := craftRelease(t, []string{"serve"}, rootFile{"usr/local/bin/serve", "#!/bin/sh\necho ran\n", 0o755})
+			for d := inst.Dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+				if err := os.Chmod(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			prog, err := inst.Program()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.lock(inst)
+			cmd := exec.Command(prog.Path)
+			cmd.Dir = "/"
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+			out, rerr := cmd.CombinedOutput()
+			if ran := rerr == nil && strings.Contains(string(out), "ran"); ran == c.wantErr {
+				t.Fatalf("native run as uid 65534: ran %v (%v, %q), want %v", ran, rerr, out, !c.wantErr)
+			}
+			err = validate(context.Background(), inst, host, Options{RunAs: cred})
+			if !c.wantErr {
+				if err != nil {
+					t.Fatalf("validate() = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrUnrunnable) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("validate() = %v, want ErrUnrunnable containing %q", err, want)
 			}
 		})
 	}

@@ -142,6 +142,9 @@ func (c *chain) step(file, what string) (next, nextWhat string, err error) {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || !executableBy(&st, c.cred) {
 		return "", "", fmt.Errorf("%s %s is not an executable file%s", what, c.name(real), c.forWhom())
 	}
+	if err := c.searchable(real); err != nil {
+		return "", "", fmt.Errorf("%s %s: %w", what, c.name(real), err)
+	}
 	_, inRoot := c.inRoot(real)
 	if !inRoot {
 		return "", "", nil // a host program: it exists and may run, whatever its architecture
@@ -278,6 +281,28 @@ func (c *chain) elf(r io.ReaderAt, what, name string) error {
 		}
 	}
 	return nil
+}
+
+// searchable checks that cred's user may search every directory that
+// holds the file at the resolved path real, as exec needs: a runtime
+// directory made 0700, or an image directory of mode 0000, stops the
+// payload's user short of a program it could otherwise execute.
+func (c *chain) searchable(real string) error {
+	if c.cred == nil {
+		return nil
+	}
+	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(d, &st); err != nil {
+			return fmt.Errorf("stat directory %s: %w", d, err)
+		}
+		if !executableBy(&st, c.cred) {
+			return fmt.Errorf("directory %s (mode %04o, owner %d) cannot be searched%s", c.name(d), st.Mode&0o7777, st.Uid, c.forWhom())
+		}
+		if d == "/" {
+			return nil
+		}
+	}
 }
 
 // forWhom says whose execute permission was checked.
