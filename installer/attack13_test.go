@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/release"
+	"golang.org/x/sys/unix"
 )
 
 // TestValidateShebangAsKernel is a differential test: each entry script
@@ -117,5 +118,40 @@ func TestValidateSearchable(t *testing.T) {
 				t.Fatalf("validate() = %v, want ErrUnrunnable containing %q", err, want)
 			}
 		})
+	}
+}
+
+// TestInstallUnderUmask077: root's umask is 077 on hardened hosts. The
+// directories hbx creates for a release must still let executor.user
+// reach its files (each one created 0755 means 0755, whatever the umask),
+// and an install with RunAs must succeed: a 0700 release directory made
+// every exec of the payload fail with EACCES.
+func TestInstallUnderUmask077(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to validate for another user")
+	}
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	e := newEnv(t)
+	// The test's temporary directories are 0700: open them as an operator's
+	// /var/lib would be.
+	for d := filepath.Dir(e.runtime); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := e.reg.publish(t, "executor", goodParts(hostPlat))
+	res, err := Install(context.Background(), e.opts(p, func(o *Options) { o.RunAs = &syscall.Credential{Uid: 65534, Gid: 65534} }))
+	if err != nil {
+		t.Fatalf("Install() under umask 077 = %v", err)
+	}
+	for _, d := range []string{e.runtime, filepath.Join(e.runtime, release.ReleasesDir), res.Release.Dir, res.Release.Rootfs()} {
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode&0o005 != 0o005 {
+			t.Errorf("%s: mode %04o, want others to read and search it", d, st.Mode&0o7777)
+		}
 	}
 }

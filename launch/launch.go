@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/hermesbox/hbx/internal/account"
+	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
@@ -218,7 +219,7 @@ func ensureDir(d string, cred *syscall.Credential, changed *[]string) error {
 // so a payload that owns base cannot swap a component for a symlink
 // between the check and the change.
 func ensureUnder(base, rel string, cred *syscall.Credential, changed *[]string) error {
-	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+	if err := fsat.MkdirAll(filepath.Dir(base), 0o755); err != nil {
 		return err
 	}
 	uid, gid := os.Geteuid(), os.Getegid()
