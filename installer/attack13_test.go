@@ -154,4 +154,9 @@ func TestInstallUnderUmask077(t *testing.T) {
 			t.Errorf("%s: mode %04o, want others to read and search it", d, st.Mode&0o7777)
 		}
 	}
+	// Every entry has the mode files.json records (RuntimeMode of the
+	// image's), not one the umask narrowed.
+	if res, err := Install(context.Background(), e.opts(p, func(o *Options) { o.Verify = true })); err != nil || res.Changed {
+		t.Errorf("Install(--verify) under umask 077 = %+v, %v; want unchanged", res, err)
+	}
 }
