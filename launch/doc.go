@@ -12,7 +12,10 @@
 // /dev/stdin, /dev/stdout and /dev/stderr pass verbatim; under a declared
 // volume to the data directory; under one of WritableDirs (/run, /tmp,
 // /var) into <state dir>/root (its directories created, the payload's);
-// existing in the release to the rootfs (read-only); anything else is
+// existing in the release to the rootfs (read-only), unless it leads
+// through a symlink of the image (resolved inside the rootfs, dangling
+// ones too) under a volume or WritableDirs entry, which maps as the path
+// it leads to (/app/data -> /data to the data directory); anything else is
 // ErrArg, which CheckArgs reports at install validation. No argument
 // reaches a host path outside the release, data and state directories.
 //
