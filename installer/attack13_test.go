@@ -1,7 +1,10 @@
 package installer
 
 import (
+	"bytes"
 	"context"
+	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -158,5 +161,41 @@ func TestInstallUnderUmask077(t *testing.T) {
 	// image's), not one the umask narrowed.
 	if res, err := Install(context.Background(), e.opts(p, func(o *Options) { o.Verify = true })); err != nil || res.Changed {
 		t.Errorf("Install(--verify) under umask 077 = %+v, %v; want unchanged", res, err)
+	}
+}
+
+// craftELFOrder is craftELF (no loader) in byte order bo, with the ELF
+// data byte saying so.
+func craftELFOrder(machine elf.Machine, bo binary.ByteOrder, data elf.Data) []byte {
+	h := elf.Header64{
+		Type: uint16(elf.ET_EXEC), Machine: uint16(machine), Version: uint32(elf.EV_CURRENT),
+		Entry: 0x400000, Ehsize: 64, Phentsize: 56, Shentsize: 64,
+	}
+	copy(h.Ident[:], elf.ELFMAG)
+	h.Ident[elf.EI_CLASS] = byte(elf.ELFCLASS64)
+	h.Ident[elf.EI_DATA] = byte(data)
+	h.Ident[elf.EI_VERSION] = byte(elf.EV_CURRENT)
+	var b bytes.Buffer
+	binary.Write(&b, bo, h)
+	return b.Bytes()
+}
+
+// TestValidateELFByteOrder: ppc64 and ppc64le share one ELF machine
+// number; a big-endian program on a little-endian platform (and the
+// reverse) is refused as the kernel would refuse to exec it.
+func TestValidateELFByteOrder(t *testing.T) {
+	be := string(craftELFOrder(elf.EM_PPC64, binary.BigEndian, elf.ELFDATA2MSB))
+	le := string(craftELFOrder(elf.EM_PPC64, binary.LittleEndian, elf.ELFDATA2LSB))
+	for _, c := range []struct {
+		arch, file string
+		ok         bool
+	}{
+		{"ppc64le", le, true}, {"ppc64", be, true}, {"ppc64le", be, false}, {"ppc64", le, false},
+	} {
+		inst := craftRelease(t, []string{"bun"}, rootFile{"usr/local/bin/bun", c.file, 0o755})
+		err := validate(context.Background(), inst, Platform{OS: "linux", Architecture: c.arch}, Options{})
+		if (err == nil) != c.ok {
+			t.Errorf("validate(%s, %s ELF) = %v, want ok %v", c.arch, map[bool]string{true: "matching", false: "other byte order"}[c.ok], err, c.ok)
+		}
 	}
 }

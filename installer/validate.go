@@ -257,6 +257,11 @@ func (c *chain) elf(r io.ReaderAt, what, name string) error {
 	if want, ok := elfMachines[c.plat.Architecture]; !ok || f.Machine != want {
 		return fmt.Errorf("%s %s is an ELF for %s, the platform is %s", what, name, machineName(f.Machine), c.plat)
 	}
+	// One machine number serves both word sizes or byte orders of some
+	// architectures (ppc64 and ppc64le, mips and mips64, x32 on amd64).
+	if want, ok := elfLayouts[c.plat.Architecture]; ok && (f.Class != want.class || f.Data != want.data) {
+		return fmt.Errorf("%s %s is an ELF of class %s and byte order %s, the platform %s needs %s and %s", what, name, f.Class, f.Data, c.plat, want.class, want.data)
+	}
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_INTERP {
 			continue
@@ -327,6 +332,24 @@ var elfMachines = map[string]elf.Machine{
 	"loong64": elf.EM_LOONGARCH,
 	"mips64":  elf.EM_MIPS,
 	"mips":    elf.EM_MIPS,
+}
+
+// elfLayouts gives each platform architecture's ELF class and byte order.
+var elfLayouts = map[string]struct {
+	class elf.Class
+	data  elf.Data
+}{
+	"amd64":   {elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"arm64":   {elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"386":     {elf.ELFCLASS32, elf.ELFDATA2LSB},
+	"arm":     {elf.ELFCLASS32, elf.ELFDATA2LSB},
+	"riscv64": {elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"ppc64le": {elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"ppc64":   {elf.ELFCLASS64, elf.ELFDATA2MSB},
+	"s390x":   {elf.ELFCLASS64, elf.ELFDATA2MSB},
+	"loong64": {elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"mips64":  {elf.ELFCLASS64, elf.ELFDATA2MSB},
+	"mips":    {elf.ELFCLASS32, elf.ELFDATA2MSB},
 }
 
 // machineName names m by the architecture that uses it, or by its ELF name.
