@@ -43,6 +43,10 @@ func TestValidateShebangAsKernel(t *testing.T) {
 		"#!/usr/bin/env -i tool",
 		"#!/usr/bin/env A=1 tool",
 		"#!/usr/bin/env hbxtest-missing",
+		"#!/usr/bin/env -S A=1 tool",
+		"#!/usr/bin/env -S A=1 hbxtest-missing",
+		"#!/usr/bin/env -S -u HOME -i tool",
+		"#!/usr/bin/env -S -- tool",
 	} {
 		t.Run(line, func(t *testing.T) {
 			inst := craftRelease(t, []string{"serve"}, tool, rootFile{"usr/local/bin/serve", line + "\n", 0o755})
@@ -51,7 +55,7 @@ func TestValidateShebangAsKernel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, prog.Path)
 			cmd.Dir = prog.Dir
@@ -62,6 +66,21 @@ func TestValidateShebangAsKernel(t *testing.T) {
 				t.Errorf("validate() = %v, but the native run reached the program: %v (run error %v, output %q)", verr, ran, rerr, out)
 			}
 		})
+	}
+}
+
+// TestValidateEnvLoop: "#!/usr/bin/env" with options or assignments but
+// no program makes env run the script itself again (the kernel appends its
+// path): the payload never starts and spins. Validation refuses it (not
+// run here: it would not end).
+func TestValidateEnvLoop(t *testing.T) {
+	host := mustPlatform(t, "linux/"+runtime.GOARCH)
+	for _, line := range []string{"#!/usr/bin/env -i", "#!/usr/bin/env A=1", "#!/usr/bin/env -S -i A=1", "#!/usr/bin/env -S -u HOME"} {
+		inst := craftRelease(t, []string{"serve"}, rootFile{"usr/local/bin/serve", line + "\n", 0o755})
+		err := validate(context.Background(), inst, host, Options{})
+		if !errors.Is(err, ErrUnrunnable) || !strings.Contains(err.Error(), "an endless loop") {
+			t.Errorf("validate(%q) = %v; want ErrUnrunnable naming the endless loop", line, err)
+		}
 	}
 }
 

@@ -211,14 +211,21 @@ func (c *chain) script(name string, head []byte) (string, string, error) {
 	default:
 		args = []string{arg}
 	}
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") || strings.Contains(args[0], "=") {
-		return "", "", nil // env options or assignments: not followed further
+	prog, envPath, known := envProgram(args)
+	if !known {
+		return "", "", nil // an env option hbx does not model: not followed further
 	}
-	prog := args[0]
+	if prog == "" {
+		return "", "", fmt.Errorf("script %s: env %s names no program, so env runs the script itself again (the kernel appends its path): an endless loop", name, arg)
+	}
 	if strings.Contains(prog, "/") {
 		return filepath.Join(c.prog.Dir, prog), "program " + prog + " of " + name + ":", nil
 	}
 	dirs := append(append([]string(nil), c.prog.PathDirs...), filepath.SplitList(c.hostPath)...)
+	where := "the payload's PATH (the image's PATH in the rootfs, then " + c.hostPath + ")"
+	if envPath != nil {
+		dirs, where = filepath.SplitList(*envPath), "the PATH env gives it ("+*envPath+")"
+	}
 	for _, d := range dirs {
 		if d == "" {
 			continue
@@ -229,7 +236,52 @@ func (c *chain) script(name string, head []byte) (string, string, error) {
 			return p, "program " + prog + " of " + name + ":", nil
 		}
 	}
-	return "", "", fmt.Errorf("script %s: %s not found on the payload's PATH (the image's PATH in the rootfs, then %s)", name, prog, c.hostPath)
+	return "", "", fmt.Errorf("script %s: %s not found on %s", name, prog, where)
+}
+
+// envProgram finds the program env runs in its arguments args (from the
+// #! line, split by -S): GNU and busybox env skip NAME=VALUE assignments
+// and the options -i, -0, -v, - and --debug, -u NAME and -C DIR (or
+// attached), up to "--". prog is "" when none is left (env then runs what
+// follows on its command line: the script itself). path, when not nil,
+// is the PATH env looks prog up in: the one an assignment sets, or libc's
+// default "/bin:/usr/bin" when -i or -u PATH removed it. known is false at
+// an option it does not model.
+func envProgram(args []string) (prog string, path *string, known bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			if i+1 < len(args) {
+				return args[i+1], path, true
+			}
+			return "", path, true
+		case a == "-i" || a == "-" || a == "--ignore-environment":
+			def := "/bin:/usr/bin"
+			path = &def
+		case a == "-0" || a == "-v" || a == "--null" || a == "--debug":
+		case a == "-u" || a == "--unset":
+			if i++; i < len(args) && args[i] == "PATH" {
+				def := "/bin:/usr/bin"
+				path = &def
+			}
+		case a == "-C" || a == "--chdir":
+			i++
+		case a == "-uPATH" || a == "--unset=PATH":
+			def := "/bin:/usr/bin"
+			path = &def
+		case strings.HasPrefix(a, "-u") || strings.HasPrefix(a, "-C") || strings.HasPrefix(a, "--unset=") || strings.HasPrefix(a, "--chdir="):
+		case strings.HasPrefix(a, "-"):
+			return "", nil, false
+		case strings.HasPrefix(a, "PATH="):
+			v := strings.TrimPrefix(a, "PATH=")
+			path = &v
+		case strings.Contains(a, "="):
+		default:
+			return a, path, true
+		}
+	}
+	return "", path, true
 }
 
 // envArg is the one argument the kernel passes after the interpreter of
