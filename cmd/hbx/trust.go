@@ -18,10 +18,11 @@ import (
 //     executor.runtime_dir, backup.dir, executor.env_file,
 //     backup.passphrase_file, health.token_file, the config file read and
 //     the binary's own directory, each with every ancestor;
-//   - the parent of executor.data_dir, which holds hbx's data lock and
-//     the supervisor's state, is root's alone like the runtime directory;
-//   - executor.data_dir itself, and executor.state_dir with every
-//     ancestor, may also be executor.user's; when the payload starts they are made 0700
+//   - the parents of executor.data_dir (it holds hbx's data lock and the
+//     supervisor's state) and of executor.state_dir (hbx writes the
+//     pidfile in it by path) are root's alone like the runtime directory;
+//   - executor.data_dir and executor.state_dir themselves may also be
+//     executor.user's; when the payload starts they are made 0700
 //     and executor.user's (launch.Prepare). One that another user owns or
 //     could write (o+w, even sticky) is refused, not taken over: what
 //     that user planted inside (symlinks to its own files, hard links, open
@@ -59,6 +60,12 @@ func checkTrust(cfg *config.Config, srcs *config.Sources) error {
 		// and acts on. Whoever can write there can plant symlinks or a
 		// whole directory for them.
 		items = append(items, item{"the directory holding executor.data_dir's lock and supervisor state", filepath.Dir(filepath.Clean(d)), false, root})
+	}
+	if d := cfg.Executor.StateDir; d != "" {
+		// hbx writes and removes the pidfile in the state directory by
+		// path: whoever can write its parent could swap the directory
+		// for a symlink between the start and that write.
+		items = append(items, item{"the directory holding executor.state_dir", filepath.Dir(filepath.Clean(d)), false, root})
 	}
 	if f := srcs.File(); f.Read {
 		items = append(items, item{"config file", f.Path, false, root})

@@ -82,10 +82,10 @@ func TestCheckTrust(t *testing.T) {
 			mk(t, sec+"/srv/executor", 0o755, 0)
 			return map[string]string{"executor.user": "nobody", "executor.data_dir": sec + "/srv/executor/data"}
 		}, "its ancestor SEC/srv is owned by nobody"},
-		{"state dir's parent executor.user's", func(t *testing.T, sec string) map[string]string {
+		{"state dir's parent executor.user's: hbx writes the pidfile there by path", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/home", 0o755, nobody)
 			return map[string]string{"executor.user": "nobody", "executor.state_dir": sec + "/home/state"}
-		}, ""},
+		}, "the directory holding executor.state_dir SEC/home: SEC/home is owned by nobody"},
 		{"data dir itself 0755 root's (a named volume): made private at start", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/data", 0o755, 0)
 			return map[string]string{"executor.data_dir": sec + "/data"}
