@@ -63,7 +63,7 @@
 // kernel passes the rest of the line as one argument, "env NAME ARG" is
 // refused unless written "env -S NAME ARG"). An ELF file
 // of the rootfs must be an executable (ET_EXEC or ET_DYN) for the
-// platform's architecture, and its PT_INTERP loader must exist on the
+// platform's architecture (machine, class and byte order), and its PT_INTERP loader must exist on the
 // host. A host program only has to exist and be executable: its
 // architecture is the host's business (qemu-user). Every file is a regular
 // file Options.RunAs may execute by its mode bits, in directories it may
