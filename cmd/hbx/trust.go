@@ -16,7 +16,8 @@ import (
 //
 //   - root's alone (the caller's user too when hbx does not run as root):
 //     executor.runtime_dir, backup.dir, executor.env_file,
-//     backup.passphrase_file, health.token_file, the config file read and
+//     backup.passphrase_file, health.token_file, registry.auth_file (also
+//     refused when group or others may read it), the config file read and
 //     the binary's own directory, each with every ancestor;
 //   - the parents of executor.data_dir (it holds hbx's data lock and the
 //     supervisor's state) and of executor.state_dir (hbx writes the
@@ -50,6 +51,7 @@ func checkTrust(cfg *config.Config, srcs *config.Sources) error {
 		{"executor.env_file", cfg.Executor.EnvFile, false, root},
 		{"backup.passphrase_file", cfg.Backup.PassphraseFile, false, root},
 		{"health.token_file", cfg.Health.TokenFile, false, root},
+		{"registry.auth_file", cfg.Registry.AuthFile, false, root},
 		{"executor.data_dir", cfg.Executor.DataDir, false, payload},
 		{"executor.state_dir", cfg.Executor.StateDir, false, payload},
 	}
@@ -79,6 +81,13 @@ func checkTrust(cfg *config.Config, srcs *config.Sources) error {
 		}
 		if err := pathtrust.Check(it.key, it.path, it.ancestorsOnly, it.trust); err != nil {
 			return fmt.Errorf("%w: %w", config.ErrInvalid, err)
+		}
+	}
+	// The registry's credentials (a ghcr.io token) are hbx's alone, as the
+	// env file's secrets are: the payload and the agent must not read them.
+	if f := cfg.Registry.AuthFile; f != "" {
+		if st, err := os.Stat(f); err == nil && st.Mode().Perm()&0o077 != 0 {
+			return fmt.Errorf("%w: registry.auth_file %s has mode %04o: it holds registry credentials and must be 0600 or stricter", config.ErrInvalid, f, st.Mode().Perm())
 		}
 	}
 	return nil

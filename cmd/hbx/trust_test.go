@@ -69,6 +69,20 @@ func TestCheckTrust(t *testing.T) {
 			os.Chown(sec+"/pass", nobody, nobody)
 			return map[string]string{"backup.passphrase_file": sec + "/pass"}
 		}, "backup.passphrase_file SEC/pass"},
+		{"registry auth file another user's", func(t *testing.T, sec string) map[string]string {
+			os.WriteFile(sec+"/auth.json", []byte("{}\n"), 0o600)
+			os.Chown(sec+"/auth.json", nobody, nobody)
+			return map[string]string{"registry.auth_file": sec + "/auth.json"}
+		}, "registry.auth_file SEC/auth.json: SEC/auth.json is owned by nobody"},
+		{"registry auth file readable by others", func(t *testing.T, sec string) map[string]string {
+			os.WriteFile(sec+"/auth.json", []byte("{}\n"), 0o644)
+			os.Chmod(sec+"/auth.json", 0o644)
+			return map[string]string{"registry.auth_file": sec + "/auth.json"}
+		}, "registry.auth_file SEC/auth.json has mode 0644: it holds registry credentials and must be 0600 or stricter"},
+		{"registry auth file root's 0600", func(t *testing.T, sec string) map[string]string {
+			os.WriteFile(sec+"/auth.json", []byte("{}\n"), 0o600)
+			return map[string]string{"registry.auth_file": sec + "/auth.json"}
+		}, ""},
 		{"data dir's parent another user's", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/workspace", 0o755, nobody)
 			return map[string]string{"executor.data_dir": sec + "/workspace/data"}
