@@ -61,15 +61,18 @@
 // interpreter, a host path ("#!/usr/bin/env NAME" to NAME on the payload's
 // PATH: the image's PATH in the rootfs, then Options.HostPath; as the
 // kernel passes the rest of the line as one argument, "env NAME ARG" is
-// refused unless written "env -S NAME ARG"). An ELF file
-// of the rootfs must be an executable (ET_EXEC or ET_DYN) for the
-// platform's architecture (machine, class and byte order), and its PT_INTERP loader must exist on the
-// host. A host program only has to exist and be executable: its
-// architecture is the host's business (qemu-user). Every file is a regular
-// file Options.RunAs may execute by its mode bits, in directories it may
-// all search. Then Options.Smoke,
-// when set, runs (cmd/hbx: install.smoke_command through launch, bounded
-// by install.validate_timeout); its error refuses the release as worded.
+// refused unless written "env -S NAME ARG"). An ELF file of the rootfs
+// must be an executable (ET_EXEC or ET_DYN) for the platform's
+// architecture (machine, class and byte order), and its PT_INTERP loader
+// must exist on the host. A host program only has to exist and be
+// executable: its architecture is the host's business (qemu-user). Every
+// file is a regular file Options.RunAs may execute by its mode bits, in
+// directories it may all search; "env" with no program after its options
+// and assignments is refused (it would exec the script itself again,
+// endlessly). Then Options.Smoke, when set, runs (cmd/hbx:
+// install.smoke_command through launch, on a scratch data directory,
+// bounded by install.validate_timeout); its error refuses the release as
+// worded.
 // release.ErrCorrupt ("damaged") is never a validation verdict: it is for
 // metadata that does not parse and bytes that differ from files.json.
 //
