@@ -122,11 +122,7 @@ func checkInfo(what, p, c string, st fs.FileInfo, self, ancestorsOnly bool, t Tr
 	}
 	why := untrusted(st, self, t)
 	if why == "" {
-		w, err := aclWriter(c, t)
-		if err != nil {
-			return fmt.Errorf("check %s %s: %w", what, p, err)
-		}
-		why = w
+		why = aclWriter(c, t)
 	}
 	if why == "" {
 		return nil
@@ -171,11 +167,12 @@ const (
 )
 
 // aclWriter says which untrusted user or group c's access ACL lets write
-// c, or "" when none does (or c has no ACL, or the file system has none).
+// c, or "" when none does (or c has no ACL, or its file system cannot
+// report one).
 // The mode bits alone do not show it: with an ACL the group bits are its
 // mask, so "setfacl -m u:hermes:rwx /storage" leaves a 0775 root:root
 // directory that hermes can write.
-func aclWriter(c string, t Trust) (string, error) {
+func aclWriter(c string, t Trust) string {
 	buf := make([]byte, 512)
 	var n int
 	for {
@@ -185,17 +182,16 @@ func aclWriter(c string, t Trust) (string, error) {
 			buf = make([]byte, 4*len(buf))
 			continue
 		}
-		if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTSUP) {
-			return "", nil
-		}
 		if err != nil {
-			return "", fmt.Errorf("read the ACL of %s: %w", c, err)
+			// No ACL (ENODATA), none on this file system (EOPNOTSUPP), or
+			// one that cannot say (FUSE, /proc): the mode bits decide.
+			return ""
 		}
 		break
 	}
 	b := buf[:n]
 	if len(b) < 4 || binary.LittleEndian.Uint32(b) != aclVersion || (len(b)-4)%8 != 0 {
-		return fmt.Sprintf("an ACL hbx cannot read (%d bytes)", len(b)), nil
+		return fmt.Sprintf("an ACL hbx cannot read (%d bytes)", len(b))
 	}
 	type entry struct {
 		tag, perm uint16
@@ -213,20 +209,20 @@ func aclWriter(c string, t Trust) (string, error) {
 		}
 	}
 	if !maskWrite {
-		return "", nil
+		return ""
 	}
 	for _, x := range named {
 		if x.perm&aclWrite == 0 {
 			continue
 		}
 		if x.tag == aclUser && x.id != 0 && !slices.Contains(t.UIDs, x.id) {
-			return fmt.Sprintf("its ACL lets user %s write", userName(x.id)), nil
+			return fmt.Sprintf("its ACL lets user %s write", userName(x.id))
 		}
 		if x.tag == aclGroup && x.id != 0 && !slices.Contains(t.GIDs, x.id) {
-			return fmt.Sprintf("its ACL lets group %s write", groupName(x.id)), nil
+			return fmt.Sprintf("its ACL lets group %s write", groupName(x.id))
 		}
 	}
-	return "", nil
+	return ""
 }
 
 // permBits returns m's permission, setuid, setgid and sticky bits as
