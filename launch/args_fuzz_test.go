@@ -20,7 +20,7 @@ import (
 func FuzzMapArg(f *testing.F) {
 	for _, s := range []string{"/run/x.pid", "--pid=/run/x.pid", "/data/db", "/database", "/app/serve.js",
 		"/app/etc/passwd", "/app/up/etc", "/app/runlink/x", "/app/datalink/x", "/app/loop", "//run//x/",
-		"/dev/null", "--log=/dev/stderr", "-x=/a=/b", "/app/../../../etc", "/tmp/", "/var", "--=/"} {
+		"/dev/null", "--log=/dev/stderr", "-x=/a=/b", "/app/../../../etc", "/tmp/", "/var", "--=/", "/etc/\nINFO forged log line"} {
 		f.Add(s)
 	}
 	rt := installFake(f, "#!/bin/sh\n", cfg)
@@ -42,6 +42,9 @@ func FuzzMapArg(f *testing.F) {
 	f.Fuzz(func(t *testing.T, arg string) {
 		got, kind, host, err := mapArg(inst, arg, data, state)
 		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("mapArg(%q) = %q: not one line", arg, err)
+			}
 			return
 		}
 		prefix, v := "", arg
