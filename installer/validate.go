@@ -9,11 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
@@ -100,7 +97,7 @@ func checkLoads(rootfs string, prog *release.Program, plat Platform, hostPath st
 		}
 		file, what = next, nextWhat
 	}
-	return fmt.Errorf("program %s: more than %d programs in its chain of interpreters", shown(prog.Args[0]), maxChain)
+	return fmt.Errorf("program %s: more than %d programs in its chain of interpreters", release.Shown(prog.Args[0]), maxChain)
 }
 
 type chain struct {
@@ -115,22 +112,9 @@ type chain struct {
 // rootfs, else the host path.
 func (c *chain) name(p string) string {
 	if rel, ok := c.inRoot(p); ok {
-		return shown("/" + rel)
+		return release.Shown("/" + rel)
 	}
-	return shown(p)
-}
-
-// shown is s as an error shows text the image chose (file names, #!
-// lines, a PT_INTERP): verbatim when it is printable, else quoted, so a
-// hostile image cannot break the error's one line or send escape
-// sequences to the operator's terminal.
-func shown(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) || r == utf8.RuneError {
-			return strconv.Quote(s)
-		}
-	}
-	return s
+	return release.Shown(p)
 }
 
 func (c *chain) inRoot(p string) (string, bool) {
@@ -235,12 +219,12 @@ func (c *chain) script(name string, head []byte) (string, string, error) {
 		return "", "", fmt.Errorf("script %s: env %s names no program, so env runs the script itself again (the kernel appends its path): an endless loop", name, arg)
 	}
 	if strings.Contains(prog, "/") {
-		return filepath.Join(c.prog.Dir, prog), "program " + shown(prog) + " of " + name + ":", nil
+		return filepath.Join(c.prog.Dir, prog), "program " + release.Shown(prog) + " of " + name + ":", nil
 	}
 	dirs := append(append([]string(nil), c.prog.PathDirs...), filepath.SplitList(c.hostPath)...)
 	where := "the payload's PATH (the image's PATH in the rootfs, then " + c.hostPath + ")"
 	if envPath != nil {
-		dirs, where = filepath.SplitList(*envPath), "the PATH env gives it ("+shown(*envPath)+")"
+		dirs, where = filepath.SplitList(*envPath), "the PATH env gives it ("+release.Shown(*envPath)+")"
 	}
 	for _, d := range dirs {
 		if d == "" {
@@ -249,10 +233,10 @@ func (c *chain) script(name string, head []byte) (string, string, error) {
 		p := filepath.Join(d, prog)
 		var st syscall.Stat_t
 		if syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && executableBy(&st, c.cred) {
-			return p, "program " + shown(prog) + " of " + name + ":", nil
+			return p, "program " + release.Shown(prog) + " of " + name + ":", nil
 		}
 	}
-	return "", "", fmt.Errorf("script %s: %s not found on %s", name, shown(prog), where)
+	return "", "", fmt.Errorf("script %s: %s not found on %s", name, release.Shown(prog), where)
 }
 
 // envProgram finds the program env runs in its arguments args (from the
@@ -345,12 +329,12 @@ func (c *chain) elf(r io.ReaderAt, what, name string) error {
 		var st syscall.Stat_t
 		if err := syscall.Stat(loader, &st); err != nil {
 			if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
-				return fmt.Errorf("%s %s: %s not found: the payload needs %s on the host", what, name, shown(loader), libcOf(loader))
+				return fmt.Errorf("%s %s: %s not found: the payload needs %s on the host", what, name, release.Shown(loader), libcOf(loader))
 			}
-			return fmt.Errorf("%s %s: stat its loader %s: %w", what, name, shown(loader), err)
+			return fmt.Errorf("%s %s: stat its loader %s: %w", what, name, release.Shown(loader), err)
 		}
 		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-			return fmt.Errorf("%s %s: its loader %s is not a regular file", what, name, shown(loader))
+			return fmt.Errorf("%s %s: its loader %s is not a regular file", what, name, release.Shown(loader))
 		}
 	}
 	return nil

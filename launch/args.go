@@ -7,10 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/hermesbox/hbx/release"
 )
@@ -75,7 +72,7 @@ func mapArg(inst *release.Installed, arg, dataDir, stateDir string) (string, arg
 	// /run is read-only and not what the payload meant.
 	img, exists, err := resolveImage(inst.Rootfs(), clean)
 	if err != nil {
-		return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, shown(clean), err)
+		return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, release.Shown(clean), err)
 	}
 	if img != clean {
 		if host, kind, ok := mapLexical(inst, img, dataDir, stateDir); ok {
@@ -85,23 +82,12 @@ func mapArg(inst *release.Installed, arg, dataDir, stateDir string) (string, arg
 	if exists {
 		host, _, err := release.ResolveInRoot(inst.Rootfs(), clean)
 		if err != nil {
-			return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, shown(clean), err)
+			return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, release.Shown(clean), err)
 		}
 		return prefix + host, argRelease, host, nil
 	}
 	return "", 0, "", fmt.Errorf("%w: %q names %s, which is not under a volume (%s), a writable directory (%s) or in the release",
-		ErrArg, arg, shown(clean), shown(strings.Join(inst.Meta.Config.Volumes, ", ")), strings.Join(WritableDirs, ", "))
-}
-
-// shown is s as an error shows text the image chose: verbatim when it is
-// printable, else quoted, so that the error stays one line.
-func shown(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) || r == utf8.RuneError {
-			return strconv.Quote(s)
-		}
-	}
-	return s
+		ErrArg, arg, release.Shown(clean), release.Shown(strings.Join(inst.Meta.Config.Volumes, ", ")), strings.Join(WritableDirs, ", "))
 }
 
 // mapLexical applies the volume and writable-directory rules to the clean

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"golang.org/x/sys/unix"
@@ -113,7 +115,7 @@ func (i *Installed) Resolve(argv []string) (*Program, error) {
 			continue
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
-			lastErr = fmt.Errorf("%s is not an executable file", c)
+			lastErr = fmt.Errorf("%s is not an executable file", Shown(c))
 			continue
 		}
 		p.Path = host
@@ -150,4 +152,17 @@ func ResolveInRoot(rootfs, p string) (string, unix.Stat_t, error) {
 		return "", st, fmt.Errorf("resolve %s: landed outside the rootfs at %s", p, host)
 	}
 	return host, st, nil
+}
+
+// Shown is s as an error shows text an image chose (file names, #! lines,
+// a PT_INTERP, arguments): verbatim when it is printable, else quoted, so
+// that a hostile image cannot break the error's one line or send escape
+// sequences to the operator's terminal.
+func Shown(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
