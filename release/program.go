@@ -132,24 +132,29 @@ func ResolveInRoot(rootfs, p string) (string, unix.Stat_t, error) {
 	h, err := pathrs.OpenInRoot(rootfs, p)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return "", st, fmt.Errorf("%s: %w", p, os.ErrNotExist)
+			return "", st, fmt.Errorf("%s: %w", Shown(p), os.ErrNotExist)
 		}
-		return "", st, fmt.Errorf("resolve %s: %w", p, err)
+		// The library's error repeats p verbatim: keep its errno only.
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			return "", st, fmt.Errorf("resolve %s: %w", Shown(p), errno)
+		}
+		return "", st, fmt.Errorf("resolve %s: %w", Shown(p), err)
 	}
 	defer h.Close()
 	if err := unix.Fstat(int(h.Fd()), &st); err != nil {
-		return "", st, fmt.Errorf("stat %s: %w", p, err)
+		return "", st, fmt.Errorf("stat %s: %w", Shown(p), err)
 	}
 	host, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(h.Fd())))
 	if err != nil {
-		return "", st, fmt.Errorf("locate %s: %w", p, err)
+		return "", st, fmt.Errorf("locate %s: %w", Shown(p), err)
 	}
 	real, err := filepath.EvalSymlinks(rootfs)
 	if err != nil {
 		return "", st, fmt.Errorf("locate rootfs: %w", err)
 	}
 	if host != real && !strings.HasPrefix(host, real+"/") {
-		return "", st, fmt.Errorf("resolve %s: landed outside the rootfs at %s", p, host)
+		return "", st, fmt.Errorf("resolve %s: landed outside the rootfs at %s", Shown(p), Shown(host))
 	}
 	return host, st, nil
 }
