@@ -31,6 +31,10 @@ func TestValidateShebangAsKernel(t *testing.T) {
 	}
 	host := mustPlatform(t, "linux/"+runtime.GOARCH)
 	tool := rootFile{"usr/local/bin/tool", "#!/bin/sh\necho ran-tool\n", 0o755}
+	// Symlinks of the image on its PATH: one that stays in the image, one
+	// the native run resolves on the host (to the host's echo: it runs,
+	// but it is not the image's tool).
+	links := map[string]string{"usr/local/bin/alias": "tool", "usr/local/bin/hosttool": "/bin/echo"}
 	for _, line := range []string{
 		"#!/usr/bin/env tool",
 		"#!/usr/bin/env tool  \t",
@@ -47,9 +51,16 @@ func TestValidateShebangAsKernel(t *testing.T) {
 		"#!/usr/bin/env -S A=1 hbxtest-missing",
 		"#!/usr/bin/env -S -u HOME -i tool",
 		"#!/usr/bin/env -S -- tool",
+		"#!/usr/bin/env alias",
+		"#!/usr/bin/env hosttool",
 	} {
 		t.Run(line, func(t *testing.T) {
 			inst := craftRelease(t, []string{"serve"}, tool, rootFile{"usr/local/bin/serve", line + "\n", 0o755})
+			for name, target := range links {
+				if err := os.Symlink(target, filepath.Join(inst.Rootfs(), name)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			verr := validate(context.Background(), inst, host, Options{})
 			prog, err := inst.Program()
 			if err != nil {

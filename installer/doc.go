@@ -61,7 +61,10 @@
 // interpreter, a host path ("#!/usr/bin/env NAME" to NAME on the payload's
 // PATH: the image's PATH in the rootfs, then Options.HostPath; as the
 // kernel passes the rest of the line as one argument, "env NAME ARG" is
-// refused unless written "env -S NAME ARG"). An ELF file of the rootfs
+// refused unless written "env -S NAME ARG"; a NAME the image's PATH
+// holds as a symlink that the native run resolves on the host, such as
+// "bunx -> /usr/local/bin/bun", is refused: the host's program would run,
+// not the image's). An ELF file of the rootfs
 // must be an executable (ET_EXEC or ET_DYN) for the platform's
 // architecture (machine, class and byte order), and its PT_INTERP loader
 // must exist on the host. A host program only has to exist and be

@@ -231,6 +231,18 @@ func (c *chain) script(name string, head []byte) (string, string, error) {
 			continue
 		}
 		p := filepath.Join(d, prog)
+		// The image provides prog here, but as a symlink the native run
+		// resolves on the host ("bunx -> /usr/local/bin/bun"): the host's
+		// program, or none, would run instead of the image's.
+		if _, inRoot := c.inRoot(d); inRoot {
+			if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				real, err := filepath.EvalSymlinks(p)
+				if _, in := c.inRoot(real); err != nil || !in {
+					target, _ := os.Readlink(p)
+					return "", "", fmt.Errorf("script %s: env finds %s in the image, a symlink to %s that the native run resolves on the host, not in the image", name, c.name(p), release.Shown(target))
+				}
+			}
+		}
 		var st syscall.Stat_t
 		if syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && executableBy(&st, c.cred) {
 			return p, "program " + release.Shown(prog) + " of " + name + ":", nil
