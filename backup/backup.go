@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/internal/units"
@@ -417,7 +418,7 @@ func list(names []string) string {
 
 // acquire takes the runtime directory's lock.
 func acquire(ctx context.Context, runtimeDir, command string, wait time.Duration, log *slog.Logger) (*lock.Lock, error) {
-	if err := os.MkdirAll(runtimeDir, 0o755); err != nil {
+	if err := fsat.MkdirAll(runtimeDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create runtime directory: %w", err)
 	}
 	return lock.Acquire(ctx, filepath.Join(runtimeDir, LockFile), command, wait, func(h lock.Holder) {

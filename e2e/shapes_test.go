@@ -138,7 +138,9 @@ func TestSmokeCommand(t *testing.T) {
 		want                 string // "" installs
 	}{
 		{name: "pass", smoke: `[bun, --version]`},
-		{name: "as the payload runs", smoke: `[bun, -e, "const want = [process.env.EXECUTOR_DATA_DIR, process.env.EXECUTOR_HOST, process.env.EXECUTOR_ALLOW_LOCAL_NETWORK, process.cwd().endsWith('/rootfs/app/apps/host-selfhost')].join(' '); if (want !== process.env.HBXTEST_WANT) { console.error('got ' + want); process.exit(4) }"]`},
+		// As the payload runs, but on a scratch data directory (never the
+		// live one: the payload may be running) and another port.
+		{name: "as the payload runs", smoke: `[bun, -e, "const fs = require('fs'); const d = process.env.EXECUTOR_DATA_DIR; const want = [d !== process.env.HBXTEST_LIVE && fs.statSync(d).isDirectory(), process.env.PORT !== process.env.HBXTEST_PORT, process.env.EXECUTOR_HOST, process.env.EXECUTOR_ALLOW_LOCAL_NETWORK, process.cwd().endsWith('/rootfs/app/apps/host-selfhost')].join(' '); if (want !== process.env.HBXTEST_WANT) { console.error('got ' + want); process.exit(4) }"]`},
 		{name: "fail", smoke: `[bun, -e, "console.error('smoke says no'); process.exit(3)"]`,
 			want: `validate release: smoke command "bun -e console.error('smoke says no'); process.exit(3)" exited 3: smoke says no`},
 		{name: "missing program", smoke: `[no-such-smoke]`,
@@ -154,7 +156,7 @@ func TestSmokeCommand(t *testing.T) {
 			}
 			b := newBox(t, reg, ref, nil, fmt.Sprintf("install:\n  smoke_command: %s\n  validate_timeout: %s\n", c.smoke, timeout))
 			envFile := filepath.Join(b.dir, "executor.env")
-			writeFile(t, envFile, fmt.Sprintf("HBXTEST_WANT=%s 127.0.0.1 false true\n", b.dataDir), 0o600)
+			writeFile(t, envFile, fmt.Sprintf("HBXTEST_WANT=true true 127.0.0.1 false true\nHBXTEST_LIVE=%s\nHBXTEST_PORT=%d\n", b.dataDir, b.port), 0o600)
 			cfg := readFile(t, b.config)
 			cfg = strings.Replace(cfg, "executor:\n", "executor:\n  env_file: "+envFile+"\n", 1)
 			writeFile(t, b.config, cfg, 0o600)
@@ -176,10 +178,13 @@ func TestSmokeCommand(t *testing.T) {
 				t.Errorf("current -> %q after a failed smoke command, want nothing activated", cur)
 			}
 			if c.timeout != "" {
-				// The server the smoke command started ran (it counts its
-				// starts in the data directory), and was killed with it.
-				if st := readState(t, b.dataDir); st.Starts != 1 {
-					t.Errorf("state.json starts = %d, want 1: the smoke command's server never ran", st.Starts)
+				// The server the smoke command started ran on a scratch
+				// data directory, never the live one, and is gone with it.
+				if _, err := os.Stat(filepath.Join(b.dataDir, "state.json")); !os.IsNotExist(err) {
+					t.Errorf("the smoke command's server wrote the live data directory: %v", err)
+				}
+				if left, _ := filepath.Glob(filepath.Join(b.runtimeDir, "staging", ".smoke-*")); len(left) > 0 {
+					t.Errorf("scratch directories left: %v", left)
 				}
 			}
 			// Nothing the smoke command started is left running.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
@@ -37,7 +38,7 @@ const (
 // complete and durable, for a later Activate.
 func activate(runtimeDir, staged, hex string, log *slog.Logger, prog Progress, manifest digest.Digest, stageOnly bool) error {
 	relDir := filepath.Join(runtimeDir, release.ReleasesDir)
-	if err := os.MkdirAll(relDir, 0o755); err != nil {
+	if err := fsat.MkdirAll(relDir, 0o755); err != nil {
 		return fmt.Errorf("create releases directory: %w", err)
 	}
 	if err := ownDirs(log, relDir); err != nil {

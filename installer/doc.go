@@ -59,14 +59,23 @@
 // package launch resolves it) is followed to what the kernel loads when
 // launch execs it natively, at most 8 steps. A #! line leads to its
 // interpreter, a host path ("#!/usr/bin/env NAME" to NAME on the payload's
-// PATH: the image's PATH in the rootfs, then Options.HostPath). An ELF file
-// of the rootfs must be an executable (ET_EXEC or ET_DYN) for the
-// platform's architecture, and its PT_INTERP loader must exist on the
-// host. A host program only has to exist and be executable: its
-// architecture is the host's business (qemu-user). Every file is a regular
-// file Options.RunAs may execute by its mode bits. Then Options.Smoke,
-// when set, runs (cmd/hbx: install.smoke_command through launch, bounded
-// by install.validate_timeout); its error refuses the release as worded.
+// PATH: the image's PATH in the rootfs, then Options.HostPath; as the
+// kernel passes the rest of the line as one argument, "env NAME ARG" is
+// refused unless written "env -S NAME ARG"; a NAME the image's PATH
+// holds as a symlink that the native run resolves on the host, such as
+// "bunx -> /usr/local/bin/bun", is refused: the host's program would run,
+// not the image's). An ELF file of the rootfs
+// must be an executable (ET_EXEC or ET_DYN) for the platform's
+// architecture (machine, class and byte order), and its PT_INTERP loader
+// must exist on the host. A host program only has to exist and be
+// executable: its architecture is the host's business (qemu-user). Every
+// file is a regular file Options.RunAs may execute by its mode bits, in
+// directories it may all search; "env" with no program after its options
+// and assignments is refused (it would exec the script itself again,
+// endlessly). Then Options.Smoke, when set, runs (cmd/hbx:
+// install.smoke_command through launch, on a scratch data directory,
+// bounded by install.validate_timeout); its error refuses the release as
+// worded.
 // release.ErrCorrupt ("damaged") is never a validation verdict: it is for
 // metadata that does not parse and bytes that differ from files.json.
 //

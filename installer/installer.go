@@ -18,6 +18,7 @@ import (
 
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
@@ -142,7 +143,7 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 	if !filepath.IsAbs(opts.RuntimeDir) {
 		return nil, fmt.Errorf("runtime directory %q is not absolute", opts.RuntimeDir)
 	}
-	if err := os.MkdirAll(opts.RuntimeDir, 0o755); err != nil {
+	if err := fsat.MkdirAll(opts.RuntimeDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create runtime directory: %w", err)
 	}
 	lk, err := lock.Acquire(ctx, filepath.Join(opts.RuntimeDir, lockFile), "hbx install", opts.LockWait, func(h lock.Holder) {
@@ -338,7 +339,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	_, _ = rand.Read(rnd[:])
 	staged := filepath.Join(opts.RuntimeDir, stagingDir, hexd+"-"+hex.EncodeToString(rnd[:]))
 	rootfs := filepath.Join(staged, release.RootfsDir)
-	if err := os.MkdirAll(rootfs, 0o755); err != nil {
+	if err := fsat.MkdirAll(rootfs, 0o755); err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
 	published := false

@@ -97,7 +97,7 @@ func checkLoads(rootfs string, prog *release.Program, plat Platform, hostPath st
 		}
 		file, what = next, nextWhat
 	}
-	return fmt.Errorf("program %s: more than %d programs in its chain of interpreters", prog.Args[0], maxChain)
+	return fmt.Errorf("program %s: more than %d programs in its chain of interpreters", release.Shown(prog.Args[0]), maxChain)
 }
 
 type chain struct {
@@ -112,9 +112,9 @@ type chain struct {
 // rootfs, else the host path.
 func (c *chain) name(p string) string {
 	if rel, ok := c.inRoot(p); ok {
-		return "/" + rel
+		return release.Shown("/" + rel)
 	}
-	return p
+	return release.Shown(p)
 }
 
 func (c *chain) inRoot(p string) (string, bool) {
@@ -130,10 +130,10 @@ func (c *chain) inRoot(p string) (string, bool) {
 func (c *chain) step(file, what string) (next, nextWhat string, err error) {
 	real, err := filepath.EvalSymlinks(file)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", "", fmt.Errorf("%s %s not found on the host", what, file)
+		return "", "", fmt.Errorf("%s %s not found on the host", what, c.name(file))
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("resolve %s %s: %w", what, file, err)
+		return "", "", fmt.Errorf("resolve %s %s: %w", what, c.name(file), err)
 	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(real, &st); err != nil {
@@ -141,6 +141,9 @@ func (c *chain) step(file, what string) (next, nextWhat string, err error) {
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || !executableBy(&st, c.cred) {
 		return "", "", fmt.Errorf("%s %s is not an executable file%s", what, c.name(real), c.forWhom())
+	}
+	if err := c.searchable(real); err != nil {
+		return "", "", fmt.Errorf("%s %s: %w", what, c.name(real), err)
 	}
 	_, inRoot := c.inRoot(real)
 	if !inRoot {
@@ -193,29 +196,116 @@ func (c *chain) script(name string, head []byte) (string, string, error) {
 	if _, _, err := c.step(interp, "interpreter of "+name+":"); err != nil {
 		return "", "", err
 	}
-	args := fields[1:]
-	if args[0] == "-S" {
-		args = args[1:]
+	// The kernel passes what follows the interpreter as one argument, its
+	// surrounding spaces and tabs trimmed: "#!/usr/bin/env bun run" makes
+	// env look for a program named "bun run". Only env -S splits it.
+	arg := envArg(string(line))
+	var args []string
+	switch {
+	case strings.HasPrefix(arg, "-S"):
+		args = strings.FieldsFunc(arg[2:], func(r rune) bool { return r == ' ' || r == '\t' })
+	case strings.ContainsAny(arg, " \t") && (strings.HasPrefix(arg, "-") || strings.Contains(arg, "=")):
+		return "", "", fmt.Errorf("script %s: env gets %q as one argument (the kernel passes the rest of a #! line whole) and runs no program: split it with env -S", name, arg)
+	case strings.ContainsAny(arg, " \t"):
+		return "", "", fmt.Errorf("script %s: env looks for a program named %q (the kernel passes the rest of a #! line as one argument): split it with env -S", name, arg)
+	default:
+		args = []string{arg}
 	}
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") || strings.Contains(args[0], "=") {
-		return "", "", nil // env options or assignments: not followed further
+	prog, envPath, known := envProgram(args)
+	if !known {
+		return "", "", nil // an env option hbx does not model: not followed further
 	}
-	prog := args[0]
+	if prog == "" {
+		return "", "", fmt.Errorf("script %s: env %s names no program, so env runs the script itself again (the kernel appends its path): an endless loop", name, arg)
+	}
 	if strings.Contains(prog, "/") {
-		return filepath.Join(c.prog.Dir, prog), "program " + prog + " of " + name + ":", nil
+		return filepath.Join(c.prog.Dir, prog), "program " + release.Shown(prog) + " of " + name + ":", nil
 	}
 	dirs := append(append([]string(nil), c.prog.PathDirs...), filepath.SplitList(c.hostPath)...)
+	where := "the payload's PATH (the image's PATH in the rootfs, then " + c.hostPath + ")"
+	if envPath != nil {
+		dirs, where = filepath.SplitList(*envPath), "the PATH env gives it ("+release.Shown(*envPath)+")"
+	}
 	for _, d := range dirs {
 		if d == "" {
 			continue
 		}
 		p := filepath.Join(d, prog)
+		// The image provides prog here, but as a symlink the native run
+		// resolves on the host ("bunx -> /usr/local/bin/bun"): the host's
+		// program, or none, would run instead of the image's.
+		if _, inRoot := c.inRoot(d); inRoot {
+			if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				real, err := filepath.EvalSymlinks(p)
+				if _, in := c.inRoot(real); err != nil || !in {
+					target, _ := os.Readlink(p)
+					return "", "", fmt.Errorf("script %s: env finds %s in the image, a symlink to %s that the native run resolves on the host, not in the image", name, c.name(p), release.Shown(target))
+				}
+			}
+		}
 		var st syscall.Stat_t
 		if syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && executableBy(&st, c.cred) {
-			return p, "program " + prog + " of " + name + ":", nil
+			return p, "program " + release.Shown(prog) + " of " + name + ":", nil
 		}
 	}
-	return "", "", fmt.Errorf("script %s: %s not found on the payload's PATH (the image's PATH in the rootfs, then %s)", name, prog, c.hostPath)
+	return "", "", fmt.Errorf("script %s: %s not found on %s", name, release.Shown(prog), where)
+}
+
+// envProgram finds the program env runs in its arguments args (from the
+// #! line, split by -S): GNU and busybox env skip NAME=VALUE assignments
+// and the options -i, -0, -v, - and --debug, -u NAME and -C DIR (or
+// attached), up to "--". prog is "" when none is left (env then runs what
+// follows on its command line: the script itself). path, when not nil,
+// is the PATH env looks prog up in: the one an assignment sets, or libc's
+// default "/bin:/usr/bin" when -i or -u PATH removed it. known is false at
+// an option it does not model.
+func envProgram(args []string) (prog string, path *string, known bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			if i+1 < len(args) {
+				return args[i+1], path, true
+			}
+			return "", path, true
+		case a == "-i" || a == "-" || a == "--ignore-environment":
+			def := "/bin:/usr/bin"
+			path = &def
+		case a == "-0" || a == "-v" || a == "--null" || a == "--debug":
+		case a == "-u" || a == "--unset":
+			if i++; i < len(args) && args[i] == "PATH" {
+				def := "/bin:/usr/bin"
+				path = &def
+			}
+		case a == "-C" || a == "--chdir":
+			i++
+		case a == "-uPATH" || a == "--unset=PATH":
+			def := "/bin:/usr/bin"
+			path = &def
+		case strings.HasPrefix(a, "-u") || strings.HasPrefix(a, "-C") || strings.HasPrefix(a, "--unset=") || strings.HasPrefix(a, "--chdir="):
+		case strings.HasPrefix(a, "-"):
+			return "", nil, false
+		case strings.HasPrefix(a, "PATH="):
+			v := strings.TrimPrefix(a, "PATH=")
+			path = &v
+		case strings.Contains(a, "="):
+		default:
+			return a, path, true
+		}
+	}
+	return "", path, true
+}
+
+// envArg is the one argument the kernel passes after the interpreter of
+// the #! line (the text after "#!", without its newline): what follows
+// the interpreter's name, spaces and tabs trimmed on both sides.
+func envArg(line string) string {
+	line = strings.TrimLeft(line, " \t")
+	i := strings.IndexAny(line, " \t")
+	if i < 0 {
+		return ""
+	}
+	return strings.Trim(line[i:], " \t")
 }
 
 // elf checks an ELF file of the rootfs: an executable for the platform's
@@ -230,6 +320,11 @@ func (c *chain) elf(r io.ReaderAt, what, name string) error {
 	}
 	if want, ok := elfMachines[c.plat.Architecture]; !ok || f.Machine != want {
 		return fmt.Errorf("%s %s is an ELF for %s, the platform is %s", what, name, machineName(f.Machine), c.plat)
+	}
+	// One machine number serves both word sizes or byte orders of some
+	// architectures (ppc64 and ppc64le, mips and mips64, x32 on amd64).
+	if want, ok := elfLayouts[c.plat.Architecture]; ok && (f.Class != want.class || f.Data != want.data) {
+		return fmt.Errorf("%s %s is an ELF of class %s and byte order %s, the platform %s needs %s and %s", what, name, f.Class, f.Data, c.plat, want.class, want.data)
 	}
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_INTERP {
@@ -246,15 +341,37 @@ func (c *chain) elf(r io.ReaderAt, what, name string) error {
 		var st syscall.Stat_t
 		if err := syscall.Stat(loader, &st); err != nil {
 			if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
-				return fmt.Errorf("%s %s: %s not found: the payload needs %s on the host", what, name, loader, libcOf(loader))
+				return fmt.Errorf("%s %s: %s not found: the payload needs %s on the host", what, name, release.Shown(loader), libcOf(loader))
 			}
-			return fmt.Errorf("%s %s: stat its loader %s: %w", what, name, loader, err)
+			return fmt.Errorf("%s %s: stat its loader %s: %w", what, name, release.Shown(loader), err)
 		}
 		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-			return fmt.Errorf("%s %s: its loader %s is not a regular file", what, name, loader)
+			return fmt.Errorf("%s %s: its loader %s is not a regular file", what, name, release.Shown(loader))
 		}
 	}
 	return nil
+}
+
+// searchable checks that cred's user may search every directory that
+// holds the file at the resolved path real, as exec needs: a runtime
+// directory made 0700, or an image directory of mode 0000, stops the
+// payload's user short of a program it could otherwise execute.
+func (c *chain) searchable(real string) error {
+	if c.cred == nil {
+		return nil
+	}
+	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(d, &st); err != nil {
+			return fmt.Errorf("stat directory %s: %w", d, err)
+		}
+		if !executableBy(&st, c.cred) {
+			return fmt.Errorf("directory %s (mode %04o, owner %d) cannot be searched%s", c.name(d), st.Mode&0o7777, st.Uid, c.forWhom())
+		}
+		if d == "/" {
+			return nil
+		}
+	}
 }
 
 // forWhom says whose execute permission was checked.
@@ -279,6 +396,24 @@ var elfMachines = map[string]elf.Machine{
 	"loong64": elf.EM_LOONGARCH,
 	"mips64":  elf.EM_MIPS,
 	"mips":    elf.EM_MIPS,
+}
+
+// elfLayouts gives each platform architecture's ELF class and byte order.
+var elfLayouts = map[string]struct {
+	class elf.Class
+	data  elf.Data
+}{
+	"amd64":   {elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"arm64":   {elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"386":     {elf.ELFCLASS32, elf.ELFDATA2LSB},
+	"arm":     {elf.ELFCLASS32, elf.ELFDATA2LSB},
+	"riscv64": {elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"ppc64le": {elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"ppc64":   {elf.ELFCLASS64, elf.ELFDATA2MSB},
+	"s390x":   {elf.ELFCLASS64, elf.ELFDATA2MSB},
+	"loong64": {elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"mips64":  {elf.ELFCLASS64, elf.ELFDATA2MSB},
+	"mips":    {elf.ELFCLASS32, elf.ELFDATA2MSB},
 }
 
 // machineName names m by the architecture that uses it, or by its ELF name.

@@ -62,28 +62,100 @@ func mapArg(inst *release.Installed, arg, dataDir, stateDir string) (string, arg
 	if slices.Contains(streamPaths, clean) {
 		return arg, argVerbatim, "", nil
 	}
+	if host, kind, ok := mapLexical(inst, clean, dataDir, stateDir); ok {
+		return prefix + host, kind, host, nil
+	}
+	// In the release: where it leads inside the rootfs (chroot semantics),
+	// as far as it exists. A symlink of the image that leads under a
+	// volume or a writable directory (/app/data -> /data, /app/pid ->
+	// /run/app.pid) maps as that path would: the rootfs's own /data or
+	// /run is read-only and not what the payload meant.
+	img, exists, err := resolveImage(inst.Rootfs(), clean)
+	if err != nil {
+		return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, release.Shown(clean), err)
+	}
+	if img != clean {
+		if host, kind, ok := mapLexical(inst, img, dataDir, stateDir); ok {
+			return prefix + host, kind, host, nil
+		}
+	}
+	if exists {
+		host, _, err := release.ResolveInRoot(inst.Rootfs(), clean)
+		if err != nil {
+			return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, release.Shown(clean), err)
+		}
+		return prefix + host, argRelease, host, nil
+	}
+	return "", 0, "", fmt.Errorf("%w: %q names %s, which is not under a volume (%s), a writable directory (%s) or in the release",
+		ErrArg, arg, release.Shown(clean), release.Shown(strings.Join(inst.Meta.Config.Volumes, ", ")), strings.Join(WritableDirs, ", "))
+}
+
+// mapLexical applies the volume and writable-directory rules to the clean
+// image path p.
+func mapLexical(inst *release.Installed, p, dataDir, stateDir string) (string, argKind, bool) {
 	for _, v := range inst.Meta.Config.Volumes {
 		v = path.Clean(v)
-		if under(clean, v) {
-			host := filepath.Join(dataDir, strings.TrimPrefix(clean, v))
-			return prefix + host, argData, host, nil
+		if under(p, v) {
+			return filepath.Join(dataDir, strings.TrimPrefix(p, v)), argData, true
 		}
 	}
 	for _, w := range WritableDirs {
-		if under(clean, w) {
-			host := filepath.Join(stateDir, StateRoot, clean)
-			return prefix + host, argState, host, nil
+		if under(p, w) {
+			return filepath.Join(stateDir, StateRoot, p), argState, true
 		}
 	}
-	host, _, err := release.ResolveInRoot(inst.Rootfs(), clean)
-	if err == nil {
-		return prefix + host, argRelease, host, nil
+	return "", 0, false
+}
+
+// resolveImage resolves the clean image path p inside rootfs as a chroot
+// would, as far as it exists, dangling symlinks included (their targets
+// need not exist): the image path p leads to. exists says whether all of
+// it exists.
+func resolveImage(rootfs, p string) (img string, exists bool, err error) {
+	real, err := filepath.EvalSymlinks(rootfs)
+	if err != nil {
+		return "", false, fmt.Errorf("locate rootfs: %w", err)
 	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, clean, err)
+	for range 40 {
+		next, done, exists, err := resolveStep(rootfs, real, p)
+		if err != nil || done {
+			return next, exists, err
+		}
+		p = next
 	}
-	return "", 0, "", fmt.Errorf("%w: %q names %s, which is not under a volume (%s), a writable directory (%s) or in the release",
-		ErrArg, arg, clean, strings.Join(inst.Meta.Config.Volumes, ", "), strings.Join(WritableDirs, ", "))
+	return "", false, fmt.Errorf("%s: too many levels of symbolic links", p)
+}
+
+// resolveStep resolves the longest existing prefix of p. When the first
+// missing component is a dangling symlink, it returns the path through its
+// target to resolve next (done false).
+func resolveStep(rootfs, real, p string) (next string, done, exists bool, err error) {
+	rest := ""
+	for cur := p; ; cur = path.Dir(cur) {
+		host, _, err := release.ResolveInRoot(rootfs, cur)
+		if err == nil {
+			dir := path.Join("/", strings.TrimPrefix(strings.TrimPrefix(host, real), "/"))
+			if rest == "" {
+				return dir, true, true, nil
+			}
+			first, more, _ := strings.Cut(rest, "/")
+			target, lerr := os.Readlink(filepath.Join(host, first))
+			if lerr != nil { // missing, not a link
+				return path.Join(dir, rest), true, false, nil
+			}
+			if path.IsAbs(target) {
+				dir = "/"
+			}
+			return path.Join(dir, target, more), false, false, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", true, false, err
+		}
+		if cur == "/" {
+			return p, true, false, nil
+		}
+		rest = path.Join(path.Base(cur), rest)
+	}
 }
 
 // under reports whether the clean absolute path p is dir or below it.

@@ -12,7 +12,10 @@
 // /dev/stdin, /dev/stdout and /dev/stderr pass verbatim; under a declared
 // volume to the data directory; under one of WritableDirs (/run, /tmp,
 // /var) into <state dir>/root (its directories created, the payload's);
-// existing in the release to the rootfs (read-only); anything else is
+// existing in the release to the rootfs (read-only), unless it leads
+// through a symlink of the image (resolved inside the rootfs, dangling
+// ones too) under a volume or WritableDirs entry, which maps as the path
+// it leads to (/app/data -> /data to the data directory); anything else is
 // ErrArg, which CheckArgs reports at install validation. No argument
 // reaches a host path outside the release, data and state directories.
 //
@@ -34,6 +37,13 @@
 // a release, active or staged, exactly as the payload would run: same
 // lookup, user, environment, working directory and argument mapping, in
 // its own process group, killed whole when its bound passes.
+//
+// When the payload or the smoke command is done, its process group is
+// killed, and so is every process that left the group (setsid, a daemon)
+// but still holds the marker, a pipe each of its processes inherits after
+// Spec.ExtraFiles. Not guaranteed: one that left the group and closed
+// every inherited descriptor is not found (the supervisor, a child
+// subreaper, finds those).
 //
 // The environment is exactly the image's Env with hbx's overrides (listen address,
 // port, data directory, base URL, local-network policy, IPv6 switch, HOME,

@@ -8,14 +8,13 @@ import (
 	"net"
 	"os"
 	"os/user"
-	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/hermesbox/hbx/internal/account"
+	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
@@ -182,7 +181,7 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 			return nil, err
 		}
 		if kind == argState {
-			if err := ensureStatePath(o.StateDir, host, args[i], cred, &changed); err != nil {
+			if err := ensureStatePath(o.StateDir, host, cred, &changed); err != nil {
 				return nil, fmt.Errorf("state directory: %w", err)
 			}
 		}
@@ -218,7 +217,7 @@ func ensureDir(d string, cred *syscall.Credential, changed *[]string) error {
 // so a payload that owns base cannot swap a component for a symlink
 // between the check and the change.
 func ensureUnder(base, rel string, cred *syscall.Credential, changed *[]string) error {
-	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+	if err := fsat.MkdirAll(filepath.Dir(base), 0o755); err != nil {
 		return err
 	}
 	uid, gid := os.Geteuid(), os.Getegid()
@@ -287,16 +286,14 @@ func privateDir(dirfd int, name, shown string, uid, gid int, changed *[]string) 
 
 // ensureStatePath creates, for an argument mapped into the state
 // directory's root, each directory from <stateDir>/root down to host's
-// parent (host itself too when the argument names a WritableDirs entry),
-// mode 0700 and cred's user's.
-func ensureStatePath(stateDir, host, arg string, cred *syscall.Credential, changed *[]string) error {
+// parent (host itself too when it stands for a WritableDirs entry), mode
+// 0700 and cred's user's.
+func ensureStatePath(stateDir, host string, cred *syscall.Credential, changed *[]string) error {
 	last := filepath.Dir(host)
-	_, p, _ := strings.Cut(arg, "=")
-	if !strings.HasPrefix(arg, "-") {
-		p = arg
-	}
-	if slices.Contains(WritableDirs, path.Clean(p)) {
-		last = host
+	for _, w := range WritableDirs {
+		if host == filepath.Join(stateDir, StateRoot, w) {
+			last = host
+		}
 	}
 	rel, err := filepath.Rel(stateDir, last)
 	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {

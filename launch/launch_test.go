@@ -26,7 +26,7 @@ var (
 
 // installFake lays out runtimeDir as the installer would, with a payload
 // that is a shell script.
-func installFake(t *testing.T, script string, cfg release.ImageConfig) (runtimeDir string) {
+func installFake(t testing.TB, script string, cfg release.ImageConfig) (runtimeDir string) {
 	t.Helper()
 	runtimeDir = filepath.Join(t.TempDir(), "runtime")
 	dir := filepath.Join(runtimeDir, release.ReleasesDir, manifestDigest.Encoded())

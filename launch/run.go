@@ -26,7 +26,10 @@ func (e *ExitError) Error() string { return fmt.Sprintf("executor exited with st
 
 // Run starts spec in its own process group, writes the pidfile, forwards
 // signals to the group, and waits. When ctx ends first, the group gets
-// SIGTERM. A non-zero exit is an *ExitError.
+// SIGTERM. When the payload is gone, what it left in its group is killed,
+// and so is any process that left the group (setsid, a daemon) but holds
+// the marker pipe inherited after spec.ExtraFiles. A non-zero exit is an
+// *ExitError.
 func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Logger) error {
 	cmd := &exec.Cmd{
 		Path:       spec.Path,
@@ -42,10 +45,18 @@ func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Lo
 			Pdeathsig:  syscall.SIGTERM,
 		},
 	}
+	mk, err := newMarker()
+	if err != nil {
+		return fmt.Errorf("start %s: %w", spec.Args[0], err)
+	}
+	cmd.ExtraFiles = append(append([]*os.File(nil), spec.ExtraFiles...), mk.r)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	mk.started()
+	if err != nil {
+		mk.w.Close()
 		return fmt.Errorf("start %s: %w", spec.Args[0], err)
 	}
 	pid := cmd.Process.Pid
@@ -58,7 +69,6 @@ func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Lo
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	termSent := false
-	var err error
 loop:
 	for {
 		select {
@@ -76,8 +86,12 @@ loop:
 			break loop
 		}
 	}
-	// Whatever the leader left in its group goes with it.
+	// Whatever the leader left in its group goes with it, and what left
+	// the group (setsid, a daemon) but holds the marker.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	if kerr := mk.kill(context.Background()); kerr != nil {
+		log.Warn("stop what the payload left running", "err", kerr)
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		st := ee.Sys().(syscall.WaitStatus)

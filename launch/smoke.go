@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -19,7 +20,11 @@ const smokeOutputMax = 64 << 10
 // bound). When the bound passes, the whole group is killed and the error
 // says "smoke command "ARGV" did not finish within D"; a non-zero exit says
 // "smoke command "ARGV" exited N: <first line of its output>". Whatever the
-// command left running in its group is killed when it returns. When ctx
+// command left running is killed when it returns: its process group, and
+// any process that left the group (setsid, a daemon) but still holds the
+// marker, the read end of a pipe every process of the command inherits
+// after spec.ExtraFiles. Not guaranteed: a process that left the group and
+// closed every descriptor it inherited is not found. When ctx
 // ends first, the error wraps ctx's error: it says nothing about the
 // release.
 func Smoke(ctx context.Context, spec *Spec, timeout time.Duration) error {
@@ -30,8 +35,13 @@ func Smoke(ctx context.Context, spec *Spec, timeout time.Duration) error {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	mk, err := newMarker()
+	if err != nil {
+		return fmt.Errorf("run %s: %w", name, err)
+	}
 	var out limitedBuffer
 	cmd := exec.CommandContext(ctx, spec.Path)
+	cmd.ExtraFiles = append(append([]*os.File(nil), spec.ExtraFiles...), mk.r)
 	cmd.Args = spec.Args
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
@@ -39,9 +49,14 @@ func Smoke(ctx context.Context, spec *Spec, timeout time.Duration) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
-	err := cmd.Run()
+	err = cmd.Run()
+	mk.started()
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left behind in its group
+	}
+	// What left the group but still holds the marker.
+	if kerr := mk.kill(parent); kerr != nil && err == nil && parent.Err() == nil && ctx.Err() == nil {
+		return fmt.Errorf("run %s: stop what it left running: %w", name, kerr)
 	}
 	if perr := parent.Err(); perr != nil {
 		return fmt.Errorf("run %s: %w", name, perr)

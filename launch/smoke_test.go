@@ -2,6 +2,8 @@ package launch
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,4 +62,66 @@ func zombie(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+// TestSmokeDaemonGone: a smoke command that starts a daemon in a new
+// session (setsid: out of the process group Smoke kills) and exits 0, as a
+// wrapper that starts the server whatever its arguments would, leaves
+// nothing running once Smoke returns: the daemon would otherwise hold the
+// port and write the data directory without its lock.
+func TestSmokeDaemonGone(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
+		t.Skip("no setsid on the host")
+	}
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "daemon.pid")
+	spec := &Spec{Path: "/bin/sh", Args: []string{"sh", "-c", "setsid sh -c 'echo $$ > " + pidFile + "; exec sleep 300' </dev/null >/dev/null 2>&1 & " +
+		"while ! test -s " + pidFile + "; do sleep 0.05; done; exit 0"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}}
+	if err := Smoke(context.Background(), spec, 60*time.Second); err != nil {
+		t.Fatalf("Smoke() = %v, want nil", err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 {
+		t.Fatalf("daemon pid %q", b)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		t.Fatalf("the smoke command's daemon %d (its own session) outlived Smoke", pid)
+	}
+}
+
+// TestRunDaemonGone: a payload that starts a daemon in a new session
+// (out of the process group Run kills) and exits leaves nothing running
+// once Run returns: the daemon would hold the port and write the data
+// directory after `hbx run executor` said the payload was gone.
+func TestRunDaemonGone(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
+		t.Skip("no setsid on the host")
+	}
+	// $4 is the mapped --pid /run/x/y.pid: a file in the state directory.
+	rt := installFake(t, "#!/bin/sh\nsetsid sh -c 'echo $$ > \"$0\"; exec sleep 300' \"$4\" </dev/null >/dev/null 2>&1 &\n"+
+		"while ! test -s \"$4\"; do sleep 0.05; done\nexit 0\n", cfg)
+	spec, err := Prepare(baseOptions(t, rt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(context.Background(), spec, io.Discard, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	b, err := os.ReadFile(spec.Args[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 {
+		t.Fatalf("daemon pid %q", b)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		t.Fatalf("the payload's daemon %d (its own session) outlived Run", pid)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"golang.org/x/sys/unix"
@@ -113,7 +115,7 @@ func (i *Installed) Resolve(argv []string) (*Program, error) {
 			continue
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
-			lastErr = fmt.Errorf("%s is not an executable file", c)
+			lastErr = fmt.Errorf("%s is not an executable file", Shown(c))
 			continue
 		}
 		p.Path = host
@@ -130,24 +132,42 @@ func ResolveInRoot(rootfs, p string) (string, unix.Stat_t, error) {
 	h, err := pathrs.OpenInRoot(rootfs, p)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return "", st, fmt.Errorf("%s: %w", p, os.ErrNotExist)
+			return "", st, fmt.Errorf("%s: %w", Shown(p), os.ErrNotExist)
 		}
-		return "", st, fmt.Errorf("resolve %s: %w", p, err)
+		// The library's error repeats p verbatim: keep its errno only.
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			return "", st, fmt.Errorf("resolve %s: %w", Shown(p), errno)
+		}
+		return "", st, fmt.Errorf("resolve %s: %w", Shown(p), err)
 	}
 	defer h.Close()
 	if err := unix.Fstat(int(h.Fd()), &st); err != nil {
-		return "", st, fmt.Errorf("stat %s: %w", p, err)
+		return "", st, fmt.Errorf("stat %s: %w", Shown(p), err)
 	}
 	host, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(h.Fd())))
 	if err != nil {
-		return "", st, fmt.Errorf("locate %s: %w", p, err)
+		return "", st, fmt.Errorf("locate %s: %w", Shown(p), err)
 	}
 	real, err := filepath.EvalSymlinks(rootfs)
 	if err != nil {
 		return "", st, fmt.Errorf("locate rootfs: %w", err)
 	}
 	if host != real && !strings.HasPrefix(host, real+"/") {
-		return "", st, fmt.Errorf("resolve %s: landed outside the rootfs at %s", p, host)
+		return "", st, fmt.Errorf("resolve %s: landed outside the rootfs at %s", Shown(p), Shown(host))
 	}
 	return host, st, nil
+}
+
+// Shown is s as an error shows text an image chose (file names, #! lines,
+// a PT_INTERP, arguments): verbatim when it is printable, else quoted, so
+// that a hostile image cannot break the error's one line or send escape
+// sequences to the operator's terminal.
+func Shown(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
 	digest "github.com/opencontainers/go-digest"
@@ -215,7 +216,7 @@ func (o *Options) defaults() error {
 }
 
 func (o *Options) lock(ctx context.Context, command string) (context.Context, *lock.Lock, error) {
-	if err := os.MkdirAll(o.RuntimeDir, 0o755); err != nil {
+	if err := fsat.MkdirAll(o.RuntimeDir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("create runtime directory: %w", err)
 	}
 	lk, err := lock.Acquire(ctx, filepath.Join(o.RuntimeDir, LockFile), command, o.LockWait, func(h lock.Holder) {

@@ -69,17 +69,57 @@ func TestCheckTrust(t *testing.T) {
 			os.Chown(sec+"/pass", nobody, nobody)
 			return map[string]string{"backup.passphrase_file": sec + "/pass"}
 		}, "backup.passphrase_file SEC/pass"},
+		{"registry auth file another user's", func(t *testing.T, sec string) map[string]string {
+			os.WriteFile(sec+"/auth.json", []byte("{}\n"), 0o600)
+			os.Chown(sec+"/auth.json", nobody, nobody)
+			return map[string]string{"registry.auth_file": sec + "/auth.json"}
+		}, "registry.auth_file SEC/auth.json: SEC/auth.json is owned by nobody"},
+		{"registry auth file readable by others", func(t *testing.T, sec string) map[string]string {
+			os.WriteFile(sec+"/auth.json", []byte("{}\n"), 0o644)
+			os.Chmod(sec+"/auth.json", 0o644)
+			return map[string]string{"registry.auth_file": sec + "/auth.json"}
+		}, "registry.auth_file SEC/auth.json has mode 0644: it holds registry credentials and must be 0600 or stricter"},
+		{"registry auth file root's 0600", func(t *testing.T, sec string) map[string]string {
+			os.WriteFile(sec+"/auth.json", []byte("{}\n"), 0o600)
+			return map[string]string{"registry.auth_file": sec + "/auth.json"}
+		}, ""},
 		{"data dir's parent another user's", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/workspace", 0o755, nobody)
 			return map[string]string{"executor.data_dir": sec + "/workspace/data"}
 		}, "executor.data_dir SEC/workspace/data: its ancestor SEC/workspace is owned by nobody"},
-		{"data dir's parent executor.user's", func(t *testing.T, sec string) map[string]string {
+		{"data dir's parent executor.user's: it holds hbx's data lock and supervisor state", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/workspace", 0o755, nobody)
 			return map[string]string{"executor.user": "nobody", "executor.data_dir": sec + "/workspace/data", "executor.state_dir": sec + "/workspace/state"}
-		}, ""},
+		}, "the directory holding executor.data_dir's lock and supervisor state SEC/workspace: SEC/workspace is owned by nobody"},
+		{"data dir's grandparent executor.user's", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/srv", 0o755, nobody)
+			mk(t, sec+"/srv/executor", 0o755, 0)
+			return map[string]string{"executor.user": "nobody", "executor.data_dir": sec + "/srv/executor/data"}
+		}, "its ancestor SEC/srv is owned by nobody"},
+		{"state dir's parent executor.user's: hbx writes the pidfile there by path", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/home", 0o755, nobody)
+			return map[string]string{"executor.user": "nobody", "executor.state_dir": sec + "/home/state"}
+		}, "the directory holding executor.state_dir SEC/home: SEC/home is owned by nobody"},
 		{"data dir itself 0755 root's (a named volume): made private at start", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/data", 0o755, 0)
 			return map[string]string{"executor.data_dir": sec + "/data"}
+		}, ""},
+		{"data dir itself another user's (a volume the agent's uid owned)", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/data", 0o700, nobody)
+			return map[string]string{"executor.data_dir": sec + "/data"}
+		}, "executor.data_dir SEC/data: SEC/data is owned by nobody:nogroup with mode 0700"},
+		{"state dir itself world-writable", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/state", 0o777, 0)
+			return map[string]string{"executor.state_dir": sec + "/state"}
+		}, "executor.state_dir SEC/state: SEC/state is owned by root:root with mode 0777, writable by others"},
+		{"state dir itself sticky and world-writable", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/state", os.ModeSticky|0o777, 0)
+			return map[string]string{"executor.state_dir": sec + "/state"}
+		}, "executor.state_dir SEC/state: SEC/state is owned by root:root with mode 1777"},
+		{"data and state dirs executor.user's", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/data", 0o700, nobody)
+			mk(t, sec+"/state", 0o755, nobody)
+			return map[string]string{"executor.user": "nobody", "executor.data_dir": sec + "/data", "executor.state_dir": sec + "/state"}
 		}, ""},
 		{"backup dir in a directory of executor.user", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/home", 0o700, nobody)

@@ -198,7 +198,8 @@ type Install struct {
 	ValidateTimeout time.Duration
 	// SmokeCommand is an argv run inside a staged release as the native
 	// run would run the payload (same user, environment, working
-	// directory), before it is activated; a failure refuses the release
+	// directory; but a scratch data and state directory and a free port,
+	// never the live ones), before it is activated; a failure refuses the release
 	// (install.smoke_command). Empty: none, the default. argv[0] is looked
 	// up like the image's entry program: on the image's PATH inside the
 	// rootfs.

@@ -80,7 +80,7 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Install.LockWait }},
 	{"install.validate_timeout", kindDuration, "time limit of install.smoke_command's run, 0 for none (default 10s)",
 		func(c *Config) any { return &c.Install.ValidateTimeout }},
-	{"install.smoke_command", kindList, "argv run inside a staged release as the payload would run, before activation; comma-separated (default none)",
+	{"install.smoke_command", kindList, "argv run inside a staged release as the payload would run (on a scratch data directory and port), before activation; comma-separated (default none)",
 		func(c *Config) any { return &c.Install.SmokeCommand }},
 	{"install.timeout", kindDuration, "bound on a cold install, plus the image's size at install.min_rate; 0 for none (default 10m)",
 		func(c *Config) any { return &c.Install.Timeout }},

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/procscan"
 	"golang.org/x/sys/unix"
@@ -125,7 +126,7 @@ type Lock struct {
 // of a dead owner are stopped (Options.StopLeftovers) or named in a
 // *BusyError.
 func Acquire(ctx context.Context, dataDir string, o Options) (*Lock, error) {
-	if err := os.MkdirAll(filepath.Dir(Path(dataDir)), 0o755); err != nil {
+	if err := fsat.MkdirAll(filepath.Dir(Path(dataDir)), 0o755); err != nil {
 		return nil, fmt.Errorf("create data lock directory: %w", err)
 	}
 	owner, err := lock.Acquire(ctx, ownerPath(dataDir), o.Command, 0, nil)
@@ -149,7 +150,7 @@ func Acquire(ctx context.Context, dataDir string, o Options) (*Lock, error) {
 			l.Release()
 		}
 	}()
-	f, err := os.OpenFile(Path(dataDir), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := lock.OpenFile(Path(dataDir))
 	if err != nil {
 		return nil, fmt.Errorf("open data lock: %w", err)
 	}

@@ -1,6 +1,7 @@
 // Package fsat holds the small *at system-call helpers that several
 // packages need when they work on directory handles instead of joined path
-// strings (extract, release, backup). Linux only.
+// strings (extract, release, backup), and MkdirAll, whose new directories
+// get their mode whatever the umask. Linux only.
 package fsat
 
 import "golang.org/x/sys/unix"

@@ -58,6 +58,30 @@ type Lock struct {
 	outer *Lock
 }
 
+// ErrNotRegular: a lock file is a symlink or not a regular file. Whoever
+// planted it (in a directory they could write) would have hbx, as root,
+// truncate and write its holder record through it.
+var ErrNotRegular = errors.New("lock file is a symlink or not a regular file")
+
+// OpenFile opens the lock file at path for reading and writing, creating
+// it 0600 when missing, without following a symlink in its place; a
+// symlink or anything but a regular file wraps ErrNotRegular and nothing
+// is written.
+func OpenFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o600)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("open lock %s: %w", path, ErrNotRegular)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("open lock %s: %w", path, ErrNotRegular)
+	}
+	return f, nil
+}
+
 // Acquire takes the exclusive lock on path (created 0600 if missing),
 // polling until wait has passed (0: try once). command describes this
 // holder for others' messages. onWait, if not nil, is called once with the
@@ -72,9 +96,9 @@ func Acquire(ctx context.Context, path, command string, wait time.Duration, onWa
 		}
 		return &Lock{outer: held}, nil
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := OpenFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("open lock %s: %w", path, err)
+		return nil, err
 	}
 	deadline := time.Now().Add(wait)
 	warned := false

@@ -23,7 +23,13 @@
 // creates below it is root's. Symlinks themselves carry no permissions
 // and are not checked; their directories and their targets are.
 //
+// A component's POSIX access ACL counts as its mode does: a named user or
+// group outside the trusted ones whose entry, within the mask, allows
+// write makes it untrusted (with an ACL the group mode bits are only the
+// mask, so "setfacl -m u:hermes:rwx /storage" leaves a 0775 root:root
+// directory hermes can write).
+//
 // Not guaranteed: the check is a snapshot (a trusted user can still change
-// things later), and ACLs, capabilities and mount options are not
+// things later), and default ACLs, capabilities and mount options are not
 // examined.
 package pathtrust

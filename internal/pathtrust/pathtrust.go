@@ -1,6 +1,7 @@
 package pathtrust
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrUntrusted: the path or an ancestor can be written by a user other
@@ -119,6 +122,9 @@ func checkInfo(what, p, c string, st fs.FileInfo, self, ancestorsOnly bool, t Tr
 	}
 	why := untrusted(st, self, t)
 	if why == "" {
+		why = aclWriter(c, t)
+	}
+	if why == "" {
 		return nil
 	}
 	sys := st.Sys().(*syscall.Stat_t)
@@ -150,6 +156,76 @@ func untrusted(st fs.FileInfo, self bool, t Trust) string {
 	}
 	if perm&0o020 != 0 && sys.Gid != 0 && !slices.Contains(t.GIDs, sys.Gid) {
 		return "writable by a group other than root's"
+	}
+	return ""
+}
+
+// POSIX ACL xattr layout (linux/posix_acl_xattr.h): a 4-byte version,
+// then 8-byte entries of tag (u16), permissions (u16) and id (u32).
+const (
+	aclXattr   = "system.posix_acl_access"
+	aclVersion = 2
+	aclUser    = 0x02 // ACL_USER: a named user
+	aclGroup   = 0x08 // ACL_GROUP: a named group
+	aclMask    = 0x10 // ACL_MASK: bounds named entries and the owning group
+	aclWrite   = 0x02
+)
+
+// aclWriter says which untrusted user or group c's access ACL lets write
+// c, or "" when none does (or c has no ACL, or its file system cannot
+// report one).
+// The mode bits alone do not show it: with an ACL the group bits are its
+// mask, so "setfacl -m u:hermes:rwx /storage" leaves a 0775 root:root
+// directory that hermes can write.
+func aclWriter(c string, t Trust) string {
+	buf := make([]byte, 512)
+	var n int
+	for {
+		var err error
+		n, err = unix.Lgetxattr(c, aclXattr, buf)
+		if errors.Is(err, unix.ERANGE) && len(buf) < 1<<20 {
+			buf = make([]byte, 4*len(buf))
+			continue
+		}
+		if err != nil {
+			// No ACL (ENODATA), none on this file system (EOPNOTSUPP), or
+			// one that cannot say (FUSE, /proc): the mode bits decide.
+			return ""
+		}
+		break
+	}
+	b := buf[:n]
+	if len(b) < 4 || binary.LittleEndian.Uint32(b) != aclVersion || (len(b)-4)%8 != 0 {
+		return fmt.Sprintf("an ACL hbx cannot read (%d bytes)", len(b))
+	}
+	type entry struct {
+		tag, perm uint16
+		id        uint32
+	}
+	var named []entry
+	maskWrite := true // no mask entry: named entries are not bounded
+	for e := b[4:]; len(e) > 0; e = e[8:] {
+		x := entry{binary.LittleEndian.Uint16(e), binary.LittleEndian.Uint16(e[2:]), binary.LittleEndian.Uint32(e[4:])}
+		switch x.tag {
+		case aclMask:
+			maskWrite = x.perm&aclWrite != 0
+		case aclUser, aclGroup:
+			named = append(named, x)
+		}
+	}
+	if !maskWrite {
+		return ""
+	}
+	for _, x := range named {
+		if x.perm&aclWrite == 0 {
+			continue
+		}
+		if x.tag == aclUser && x.id != 0 && !slices.Contains(t.UIDs, x.id) {
+			return fmt.Sprintf("its ACL lets user %s write", userName(x.id))
+		}
+		if x.tag == aclGroup && x.id != 0 && !slices.Contains(t.GIDs, x.id) {
+			return fmt.Sprintf("its ACL lets group %s write", groupName(x.id))
+		}
 	}
 	return ""
 }
