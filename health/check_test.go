@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -165,6 +166,19 @@ func TestExecutorPID(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	lockedData := filepath.Join(dir, "data")
+	lf, err := os.OpenFile(filepath.Join(dir, ".data.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	otherPidfile := filepath.Join(dir, "other.pid")
+	write(t, otherPidfile, strconv.Itoa(other.Process.Pid)+"\n", 0o644)
 	huge := filepath.Join(dir, "huge.pid")
 	write(t, huge, strings.Repeat("1", 100), 0o644)
 	tests := []struct {
@@ -189,6 +203,11 @@ func TestExecutorPID(t *testing.T) {
 		{"pidfile links to a secret", Options{Supervisor: noSup, PidFile: secretLink}, 0, "", "too many levels of symbolic links"},
 		{"pidfile links to /dev/zero", Options{Supervisor: noSup, PidFile: zeroLink}, 0, "", "too many levels of symbolic links"},
 		{"huge pidfile", Options{Supervisor: noSup, PidFile: huge}, 0, "", "larger than 64 bytes"},
+		// The payload of hbx run executor holds the data lock (here this
+		// test process does); a live pid that does not is not it.
+		{"pidfile, pid holds the data lock", Options{Supervisor: noSup, PidFile: pidfile, DataDir: lockedData}, os.Getpid(), "pidfile " + pidfile, ""},
+		{"pidfile, pid does not hold the data lock", Options{Supervisor: noSup, PidFile: otherPidfile, DataDir: lockedData}, 0, "", "which does not hold the data lock"},
+		{"pidfile, no data lock", Options{Supervisor: noSup, PidFile: pidfile, DataDir: filepath.Join(dir, "nolock", "data")}, 0, "", "but there is no data lock"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -73,8 +73,10 @@
 //     moment it looks, and reading another user's /proc/<pid>/fd needs
 //     root or that user; a listener opened by a process that left the tree
 //     (double fork to init) is not seen.
-//   - A pid taken from a pidfile is trusted if such a process exists; a
-//     stale pidfile whose pid was reused names the wrong tree. The pidfile
+//   - A pid taken from a pidfile is trusted only if that process holds
+//     the data directory's lock, which `hbx run executor` hands its
+//     payload: a stale pidfile's reused pid, or a pid the payload wrote
+//     to name another process, is refused. The pidfile
 //     lives in the payload's state directory, so the payload can name any
 //     pid; it is read as a small regular file only (no FIFO, no device,
 //     never through a symbolic link, at most 64 bytes) and its content is

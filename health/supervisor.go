@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/internal/procscan"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"os"
 	"path/filepath"
@@ -110,6 +112,22 @@ func executorPID(ctx context.Context, o *Options) (int, string, error) {
 	}
 	if _, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid))); err != nil {
 		return 0, "", fmt.Errorf("executor is not running: pidfile %s names pid %d, which is gone", o.PidFile, pid)
+	}
+	// `hbx run executor` hands its payload the data directory's lock: a
+	// pid that does not hold it is a stale pidfile's reused pid, or one
+	// the payload wrote to name another process.
+	if o.DataDir != "" {
+		lp := datalock.Path(o.DataDir)
+		id, err := procscan.IDOfPath(lp)
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, "", fmt.Errorf("executor is not running: pidfile %s names pid %d, but there is no data lock %s", o.PidFile, pid, lp)
+		}
+		if err != nil {
+			return 0, "", fmt.Errorf("read the data lock: %w", err)
+		}
+		if !procscan.Holds(pid, id) {
+			return 0, "", fmt.Errorf("executor is not running: pidfile %s names pid %d, which does not hold the data lock %s (a stale pidfile, or not the payload hbx run executor started)", o.PidFile, pid, lp)
+		}
 	}
 	return pid, "pidfile " + o.PidFile, nil
 }
