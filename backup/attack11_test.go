@@ -147,7 +147,9 @@ func TestNonUTF8ExtraPath(t *testing.T) {
 	if err := os.RemoveAll(extra); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Restore(context.Background(), b.restoreOptions(res.Path)); err != nil {
+	ro := b.restoreOptions(res.Path)
+	ro.AllowedPaths = []string{extra}
+	if _, err := Restore(context.Background(), ro); err != nil {
 		t.Fatalf("Restore() = %v", err)
 	}
 	if got, err := os.ReadFile(filepath.Join(extra, "x")); err != nil || string(got) != "extra" {

@@ -159,7 +159,9 @@ func TestExtraPaths(t *testing.T) {
 	wantHermes := snapshot(t, hermes)
 	res := b.backup(func(o *Options) { o.Paths = []string{hermes} })
 	write(t, hermes, "notes/n 0600 changed", "new 0600 new")
-	rr, err := Restore(context.Background(), b.restoreOptions(res.Path))
+	ro := b.restoreOptions(res.Path)
+	ro.AllowedPaths = []string{hermes}
+	rr, err := Restore(context.Background(), ro)
 	must(t, err)
 	if diff := cmp.Diff(withoutRoot(snapshot(t, hermes)), withoutRoot(wantHermes)); diff != "" {
 		t.Errorf("restored extra path (-got +want):\n%s", diff)
@@ -182,7 +184,9 @@ func TestExtraPaths(t *testing.T) {
 			t.Errorf("archive holds %s from the state directory", f.Path)
 		}
 	}
-	if _, err := Restore(context.Background(), b.restoreOptions(res.Path)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "--data-only") {
+	ro = b.restoreOptions(res.Path)
+	ro.AllowedPaths = []string{varDir}
+	if _, err := Restore(context.Background(), ro); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "--data-only") || !strings.Contains(err.Error(), "state directory") {
 		t.Errorf("Restore() of an extra path holding the state directory = %v, want ErrInvalid suggesting --data-only", err)
 	}
 	o := b.restoreOptions(res.Path)
@@ -334,5 +338,58 @@ func TestRestoresInOneSecond(t *testing.T) {
 	}
 	if got := listing(t, filepath.Dir(b.data)); len(got) != 3 { // data + keep_pre_restore 2
 		t.Errorf("beside the data directory: %q, want data and 2 copies", got)
+	}
+}
+
+// TestRestoreRefusesUnconfiguredPaths: an archive is input. One whose
+// manifest names an extra path that is not one of backup.paths (a
+// hostile archive naming /etc, or one from a box with other paths) is
+// refused before anything changes; DataOnly restores its data alone.
+func TestRestoreRefusesUnconfiguredPaths(t *testing.T) {
+	b := newBox(t)
+	victim := filepath.Join(b.root, "etc")
+	if err := os.MkdirAll(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, b.data, "db 0600 data")
+	write(t, victim, "passwd 0644 root:x:0:0")
+	res := b.backup(func(o *Options) { o.Paths = []string{victim} })
+	write(t, victim, "passwd 0644 changed")
+	write(t, b.data, "db 0600 newer")
+	before, beforeData := snapshot(t, victim), snapshot(t, b.data)
+	for _, allowed := range [][]string{nil, {filepath.Join(b.root, "other")}, {victim + "x"}} {
+		ro := b.restoreOptions(res.Path)
+		ro.AllowedPaths = allowed
+		_, err := Restore(context.Background(), ro)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), victim+" is not one of backup.paths") || strings.Count(err.Error(), "\n") > 0 {
+			t.Errorf("Restore(AllowedPaths %q) = %v, want one line of ErrInvalid naming %s", allowed, err, victim)
+		}
+		if diff := cmp.Diff(snapshot(t, victim), before); diff != "" {
+			t.Errorf("refused restore changed %s (-got +want):\n%s", victim, diff)
+		}
+		if diff := cmp.Diff(snapshot(t, b.data), beforeData); diff != "" {
+			t.Errorf("refused restore changed the data (-got +want):\n%s", diff)
+		}
+	}
+	// The same path reached through a symlink is the configured one.
+	link := filepath.Join(b.root, "etc-link")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	ro := b.restoreOptions(res.Path)
+	ro.AllowedPaths = []string{link}
+	if _, err := Restore(context.Background(), ro); err != nil {
+		t.Errorf("Restore(AllowedPaths through a symlink) = %v", err)
+	}
+	// DataOnly restores the data and leaves the path alone.
+	write(t, victim, "passwd 0644 changed again")
+	before = snapshot(t, victim)
+	ro = b.restoreOptions(res.Path)
+	ro.DataOnly = true
+	if _, err := Restore(context.Background(), ro); err != nil {
+		t.Errorf("Restore(DataOnly) = %v", err)
+	}
+	if diff := cmp.Diff(snapshot(t, victim), before); diff != "" {
+		t.Errorf("DataOnly restore changed %s (-got +want):\n%s", victim, diff)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,12 @@ type RestoreOptions struct {
 	// DataOnly restores the data directory only, not the archive's extra
 	// paths.
 	DataOnly bool
+	// AllowedPaths are the configured backup.paths: each extra path the
+	// archive names must be one of them (compared cleaned, and with
+	// symlinks resolved), else the restore is refused (ErrInvalid) before
+	// anything changes, unless DataOnly. An archive is input: without this
+	// rule one could name /etc and have root replace it. nil allows none.
+	AllowedPaths []string
 	// Owner is executor.user's uid and gid: the restored data directory
 	// gets it, and every entry the archive gave its root's owner gets it
 	// too. Restoring for another user than the one running hbx needs root.
@@ -435,6 +442,9 @@ func restoreRoots(opts RestoreOptions, m *Manifest) ([]*restoreRoot, error) {
 	}
 	keep := []struct{ what, dir string }{{"the data directory", opts.DataDir}, {"the runtime directory", opts.RuntimeDir}, {"the state directory", opts.StateDir}, {"the backup directory", opts.BackupDir}}
 	for _, p := range m.Paths {
+		if !slices.ContainsFunc(opts.AllowedPaths, func(a string) bool { return samePath(a, p) }) {
+			return nil, fmt.Errorf("%w: the archive's extra path %s is not one of backup.paths (%s): a restore replaces only configured directories; add it to backup.paths, or restore with --data-only and copy what you need from the archive", ErrInvalid, release.Shown(p), strings.Join(opts.AllowedPaths, ", "))
+		}
 		for _, k := range keep {
 			if k.dir != "" && (p == k.dir || within(p, k.dir) || within(k.dir, p)) {
 				return nil, fmt.Errorf("%w: the archive's extra path %s contains or is inside %s (%s), which a restore never replaces; restore with --data-only and copy what you need from the archive", ErrInvalid, p, k.what, k.dir)
@@ -461,6 +471,13 @@ func freshNames(target, ts string) journalRoot {
 			return r
 		}
 	}
+}
+
+// samePath reports whether a and b name the same directory: equal when
+// cleaned, or after resolving symlinks.
+func samePath(a, b string) bool {
+	a, b = filepath.Clean(a), filepath.Clean(b)
+	return a == b || resolved(a) == resolved(b)
 }
 
 // resolved returns p with symlinks resolved when it exists, so a data

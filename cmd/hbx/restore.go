@@ -91,6 +91,7 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 		StateDir:       cfg.Executor.StateDir,
 		BackupDir:      cfg.Backup.Dir,
 		DataOnly:       o.dataOnly,
+		AllowedPaths:   cfg.Backup.Paths,
 		Owner:          owner,
 		KeepPreRestore: cfg.Backup.KeepPreRestore,
 		HealthWait:     cfg.Backup.HealthWait,

@@ -555,6 +555,7 @@ func (d *upgradeData) Restore(ctx context.Context, archive string, r upgrade.Rel
 		RuntimeDir:     d.cfg.Executor.RuntimeDir,
 		StateDir:       d.cfg.Executor.StateDir,
 		BackupDir:      d.cfg.Backup.Dir,
+		AllowedPaths:   d.cfg.Backup.Paths,
 		Owner:          owner,
 		KeepPreRestore: max(d.cfg.Backup.KeepPreRestore, 1),
 		HealthWait:     d.cfg.Backup.HealthWait,
