@@ -222,6 +222,7 @@ func readFile(f *File) (map[string]rawValue, map[string]fileProgram, []*Problem,
 		}
 	}
 	progs, progProbs := readPrograms(data, src)
+	probs = append(probs, caseProblems(data, src)...)
 	return vals, progs, append(probs, progProbs...), nil
 }
 

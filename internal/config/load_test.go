@@ -426,6 +426,18 @@ func TestLoadProblems(t *testing.T) {
 			},
 		},
 		{
+			// viper lowercases keys: "Executor" would merge silently
+			// with "executor". Values (environment, digests) keep case.
+			name: "capitalised file keys",
+			file: "Executor:\n  Port: 4790\nexecutor:\n  listen: 127.0.0.2\nsupervisor:\n  Socket: /x\nprograms:\n  hermes:\n    User: x\n    environment:\n      HOME: /h\n",
+			want: []string{
+				`Executor: keys are lowercase (did you mean "executor"?) [file %s]`,
+				`Executor.Port: keys are lowercase (did you mean "executor.port"?) [file %s]`,
+				`supervisor.Socket: keys are lowercase (did you mean "supervisor.socket"?) [file %s]`,
+				`programs.hermes.User: unknown key (did you mean "user"?) [file %s]`,
+			},
+		},
+		{
 			name: "section not a mapping",
 			file: "executor: 5\n",
 			want: []string{"executor: 5 is not a mapping of keys [file %s]"},
