@@ -170,6 +170,12 @@ func setFlowList(m *yaml.Node, key string, names []string) {
 	for _, name := range names {
 		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name})
 	}
+	setNode(m, key, n)
+}
+
+// setNode sets key in m to n, keeping the comments of the value it
+// replaces, or appends key when absent.
+func setNode(m *yaml.Node, key string, n *yaml.Node) {
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		if m.Content[i].Value == key {
 			old := m.Content[i+1]
@@ -223,14 +229,5 @@ func mapping(m *yaml.Node, key string) (*yaml.Node, error) {
 
 // setScalar sets key in m to the string value, double-quoted.
 func setScalar(m *yaml.Node, key, value string) {
-	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: value, Style: yaml.DoubleQuotedStyle}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			old := m.Content[i+1]
-			n.HeadComment, n.LineComment, n.FootComment = old.HeadComment, old.LineComment, old.FootComment
-			m.Content[i+1] = n
-			return
-		}
-	}
-	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, n)
+	setNode(m, key, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: value, Style: yaml.DoubleQuotedStyle})
 }
