@@ -72,6 +72,7 @@ func lines(path string) []int {
 // waitFor polls cond until it holds or timeout passes.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
+	timeout = slow(t, timeout)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
