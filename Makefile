@@ -40,11 +40,18 @@ e2e: build testdeps ## end-to-end tests on the real registry and the real Bun
 
 # The lifecycle tests the arm64 suite runs: the same test code as the
 # amd64 suite, with the arm64 binary under qemu-user (binfmt_misc)
-# installing and running the test image's linux/arm64 child.
-E2E_ARM64_TESTS := ^(TestInstallAndRun|TestSupervise|TestHealthE2E|TestBackupRestoreE2E|TestUpgradeE2E|TestKilledSupervisorE2E|TestVersionE2E)$$
+# installing and running the test image's linux/arm64 child. Each must
+# pass: one renamed, skipped or not run fails the target.
+E2E_ARM64_TESTS := TestInstallAndRun TestSupervise TestHealthE2E TestBackupRestoreE2E TestUpgradeE2E TestKilledSupervisorE2E TestVersionE2E
+empty :=
+space := $(empty) $(empty)
 
 e2e-arm64: cross testdeps ## the lifecycle e2e tests as linux/arm64 under qemu-user (see README "ARM64 under emulation")
-	HBXTEST_E2E=1 HBXTEST_PLATFORM=linux/arm64 HBXTEST_BIN=$(CURDIR)/dist/hbx-linux-arm64 go test -count=1 -timeout 20m -run '$(E2E_ARM64_TESTS)' -v ./e2e/
+	@mkdir -p .run
+	HBXTEST_E2E=1 HBXTEST_PLATFORM=linux/arm64 HBXTEST_BIN=$(CURDIR)/dist/hbx-linux-arm64 \
+		go test -count=1 -timeout 20m -run '^($(subst $(space),|,$(E2E_ARM64_TESTS)))$$' -v ./e2e/ 2>&1 | tee .run/e2e-arm64.log; \
+		rc=$${PIPESTATUS[0]}; [[ $$rc -eq 0 ]] || exit $$rc; \
+		for t in $(E2E_ARM64_TESTS); do grep -q "^--- PASS: $$t " .run/e2e-arm64.log || { echo "e2e-arm64: $$t did not pass (renamed, skipped or not run)" >&2; exit 1; }; done
 
 check: fmt-check vet testdeps test e2e e2e-arm64 ## everything CI runs (testdeps first, so unit tests that use Bun or the registry run too)
 
