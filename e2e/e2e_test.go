@@ -2,6 +2,9 @@
 // (docker-registry) and the real Bun runtime inside the project's test
 // image. It runs under `make e2e` (HBXTEST_E2E=1); elsewhere it skips, and
 // under HBXTEST_E2E=1 or CI=true a missing prerequisite fails instead.
+// HBXTEST_PLATFORM=linux/arm64 runs the same tests as that platform, the
+// binary and its payload under qemu-user (`make e2e-arm64`; see
+// platform_test.go).
 package e2e
 
 import (
