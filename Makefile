@@ -42,7 +42,7 @@ e2e: build testdeps ## end-to-end tests on the real registry and the real Bun
 # amd64 suite, with the arm64 binary under qemu-user (binfmt_misc)
 # installing and running the test image's linux/arm64 child. Each must
 # pass: one renamed, skipped or not run fails the target.
-E2E_ARM64_TESTS := TestInstallAndRun TestSupervise TestHealthE2E TestBackupRestoreE2E TestUpgradeE2E TestKilledSupervisorE2E TestVersionE2E
+E2E_ARM64_TESTS := TestInstallAndRun TestSupervise TestHealthE2E TestBackupRestoreE2E TestUpgradeE2E TestKilledSupervisorE2E TestForkWindowE2E TestVersionE2E
 empty :=
 space := $(empty) $(empty)
 
