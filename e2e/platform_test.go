@@ -161,6 +161,18 @@ func slow(t *testing.T, d time.Duration) time.Duration {
 	return time.Duration(float64(d) * emulationScale(t))
 }
 
+// withoutSubreaperNote drops from stderr the note hbx prints when the
+// supervisor is not a child subreaper, as under qemu-user.
+func withoutSubreaperNote(stderr string) string {
+	var keep []string
+	for _, l := range strings.SplitAfter(stderr, "\n") {
+		if !(strings.HasPrefix(l, "hbx: note: supervisor (pid ") && strings.Contains(l, "not a child subreaper")) {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "")
+}
+
 // logTiming logs how long what took, under emulation or with
 // HBXTEST_TIMINGS=1, to show where an emulated suite's time goes.
 func logTiming(t *testing.T, what string, d time.Duration) {
