@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,7 +27,7 @@ import (
 func TestInstallDamagedCurrentE2E(t *testing.T) {
 	requireE2E(t)
 	b, _, v1ref, v2ref, _ := upgradeBox(t)
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	m1, m2 := testImage(t).Manifests[plat], versionImage(t, "2.0.0").Manifests[plat]
 	v1cur := b.current()
 	meta := filepath.Join(b.runtimeDir, v1cur, "release.json")
@@ -77,7 +76,7 @@ func TestInstallDamagedCurrentE2E(t *testing.T) {
 func TestInstallSwitchSignalsE2E(t *testing.T) {
 	requireE2E(t)
 	b, s, _, v2ref, _ := upgradeBox(t)
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	m2 := versionImage(t, "2.0.0").Manifests[plat]
 	big := make([]byte, 48<<20)
 	rand.Read(big)

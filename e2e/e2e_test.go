@@ -2,6 +2,9 @@
 // (docker-registry) and the real Bun runtime inside the project's test
 // image. It runs under `make e2e` (HBXTEST_E2E=1); elsewhere it skips, and
 // under HBXTEST_E2E=1 or CI=true a missing prerequisite fails instead.
+// HBXTEST_PLATFORM=linux/arm64 runs the same tests as that platform, the
+// binary and its payload under qemu-user (`make e2e-arm64`; see
+// platform_test.go).
 package e2e
 
 import (
@@ -16,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,10 +70,18 @@ func testImage(t *testing.T) *testimage.Image {
 	return image
 }
 
-// binary is the hbx under test: HBXTEST_BIN, or built once.
+// binary is the hbx under test: HBXTEST_BIN, or built once for the
+// platform under test; either way checked to be an executable of that
+// platform that runs here (see platform_test.go).
 func binary(t *testing.T) string {
 	t.Helper()
+	plat := platform(t)
 	binOnce.Do(func() {
+		defer func() {
+			if binErr == nil {
+				binErr = checkBinary(t, hbxBin)
+			}
+		}()
 		if b := os.Getenv("HBXTEST_BIN"); b != "" {
 			hbxBin = b
 			return
@@ -84,7 +94,7 @@ func binary(t *testing.T) string {
 		hbxBin = filepath.Join(dir, "hbx")
 		cmd := exec.Command("go", "build", "-o", hbxBin, "./cmd/hbx")
 		cmd.Dir = testenv.RepoRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false -tags=containers_image_openpgp")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false -tags=containers_image_openpgp", "GOOS=linux", "GOARCH="+strings.TrimPrefix(plat, "linux/"))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -140,7 +150,7 @@ func newBox(t *testing.T, reg *testenv.Registry, ref string, pins map[string]str
   host_port: %d
 registry:
   insecure_hosts: [%q]
-%s`, ref, runtime.GOARCH, pinLines.String(), b.runtimeDir, b.dataDir, b.stateDir, b.port, b.port, reg.Host(), extra)
+%s`, ref, arch(t), pinLines.String(), b.runtimeDir, b.dataDir, b.stateDir, b.port, b.port, reg.Host(), extra)
 	b.config = filepath.Join(dir, "hbx.yaml")
 	if err := os.WriteFile(b.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -170,6 +180,7 @@ func (b *box) hbx(args ...string) result {
 	} else if err != nil {
 		b.t.Fatalf("run hbx: %v", err)
 	}
+	logTiming(b.t, fmt.Sprintf("hbx %s (exit %d)", strings.Join(args, " "), r.code), r.took)
 	return r
 }
 
@@ -206,6 +217,7 @@ func pushed(t *testing.T) (*testenv.Registry, *testimage.Image, string) {
 
 func waitHealthy(t *testing.T, port int, timeout time.Duration) {
 	t.Helper()
+	timeout = slow(t, timeout)
 	deadline := time.Now().Add(timeout)
 	for {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/health", port))
@@ -226,7 +238,7 @@ func waitHealthy(t *testing.T, port int, timeout time.Duration) {
 func TestInstallAndRun(t *testing.T) {
 	requireE2E(t)
 	reg, img, ref := pushed(t)
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	b := newBox(t, reg, ref, map[string]string{plat: img.Manifests[plat].String()}, "")
 
 	// Cold install.
@@ -364,7 +376,7 @@ func nonLoopbackAddrs() []string {
 func TestInstallRefusesE2E(t *testing.T) {
 	requireE2E(t)
 	reg, _, ref := pushed(t)
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	cases := []struct {
 		name     string
 		ref      string

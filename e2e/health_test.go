@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -129,7 +128,7 @@ func (h *healthBox) expect(what string, rep healthReport, r result, want []strin
 func TestHealthE2E(t *testing.T) {
 	requireE2E(t)
 	reg, img, ref := pushed(t)
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	b := newBox(t, reg, ref, map[string]string{plat: img.Manifests[plat].String()}, "")
 	if r := b.hbx("install"); r.code != 0 {
 		t.Fatalf("hbx install = %d\n%s", r.code, r.stderr)
@@ -294,9 +293,10 @@ func TestHealthE2E(t *testing.T) {
 
 	// The supervisor's readiness gate is the same code: such an executor
 	// never becomes RUNNING, and the supervisor says why.
-	s = startSupervise(t, b, socket, dir, "env", "HBX_EXECUTOR_ENV_FILE="+force, "HBX_SUPERVISOR_HEALTH_WAIT=2s")
+	// The health wait must outlast Bun's start (1.6s under qemu-user).
+	s = startSupervise(t, b, socket, dir, "env", "HBX_EXECUTOR_ENV_FILE="+force, "HBX_SUPERVISOR_HEALTH_WAIT="+slow(t, 2*time.Second).String())
 	c := s.client()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(slow(t, 30*time.Second))
 	for {
 		sts, err := c.Status(t.Context())
 		if err != nil {
@@ -311,7 +311,7 @@ func TestHealthE2E(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("executor = %s %q after 30s, want the gate to name the 0.0.0.0 listener", ex.State, ex.Detail)
+			t.Fatalf("executor = %s %q after %s, want the gate to name the 0.0.0.0 listener", ex.State, ex.Detail, slow(t, 30*time.Second))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -37,7 +36,7 @@ import (
 func TestInstallReleaseChangeE2E(t *testing.T) {
 	requireE2E(t)
 	b, s, v1ref, v2ref, _ := upgradeBox(t)
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	m1, m2 := testImage(t).Manifests[plat], versionImage(t, "2.0.0").Manifests[plat]
 	pin := func(ref string, m digest.Digest) {
 		t.Helper()
@@ -194,7 +193,7 @@ func TestInstallReleaseChangeE2E(t *testing.T) {
 func TestSuperviseInstallOnStartChangeE2E(t *testing.T) {
 	requireE2E(t)
 	b, s, v1ref, v2ref, _ := upgradeBox(t)
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	m2 := versionImage(t, "2.0.0").Manifests[plat]
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	<-s.exited

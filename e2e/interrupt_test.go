@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +85,7 @@ func TestKillDuringInstall(t *testing.T) {
 		}
 		refs[tag] = ref + "@" + idx.String()
 	}
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 
 	// A template runtime directory with v1 active, copied (hardlinked) per upgrade round.
 	tmpl := newBox(t, reg, refs["v1"], nil, "")

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -46,10 +45,10 @@ func pushedInto(t *testing.T, dir string) (*testenv.Registry, *testimage.Image, 
 	return reg, img, e2eRepo + ":v1.5.12@" + idx.String()
 }
 
-// layersOf reads the host platform's layer descriptors from the layout.
+// layersOf reads the layer descriptors of the platform under test from the layout.
 func layersOf(t *testing.T, img *testimage.Image) []v1.Descriptor {
 	t.Helper()
-	md := img.Manifests["linux/"+runtime.GOARCH]
+	md := img.Manifests[platform(t)]
 	b, err := os.ReadFile(filepath.Join(img.Dir, "blobs", "sha256", md.Encoded()))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +62,7 @@ func layersOf(t *testing.T, img *testimage.Image) []v1.Descriptor {
 
 func configOf(t *testing.T, img *testimage.Image) digest.Digest {
 	t.Helper()
-	md := img.Manifests["linux/"+runtime.GOARCH]
+	md := img.Manifests[platform(t)]
 	b, err := os.ReadFile(filepath.Join(img.Dir, "blobs", "sha256", md.Encoded()))
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +78,7 @@ func configOf(t *testing.T, img *testimage.Image) digest.Digest {
 // port of 127.0.0.1: plain HTTP is allowed for every loopback port.
 func proxiedBox(t *testing.T, reg *testenv.Registry, ref string, img *testimage.Image, extra string) *box {
 	t.Helper()
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	b := newBox(t, reg, ref, map[string]string{plat: img.Manifests[plat].String()}, extra)
 	cfg := strings.Replace(readFile(t, b.config), fmt.Sprintf("insecure_hosts: [%q]", reg.Host()), `insecure_hosts: ["127.0.0.1"]`, 1)
 	if err := os.WriteFile(b.config, []byte(cfg), 0o600); err != nil {
@@ -123,7 +122,7 @@ func TestInstallStalledRegistryE2E(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("hbx install after the network healed = %d\n%s", r.code, r.stderr)
 	}
-	if got, want := b.current(), "releases/"+img.Manifests["linux/"+runtime.GOARCH].Encoded(); got != want {
+	if got, want := b.current(), "releases/"+img.Manifests[platform(t)].Encoded(); got != want {
 		t.Errorf("current -> %q, want %q", got, want)
 	}
 }
@@ -135,7 +134,7 @@ func TestInstallStalledRegistryE2E(t *testing.T) {
 func TestInstallFlakyRegistryE2E(t *testing.T) {
 	requireE2E(t)
 	reg, img, ref := pushedInto(t, t.TempDir())
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	layers := layersOf(t, img)
 	slices.SortFunc(layers, func(a, b v1.Descriptor) int { return int(a.Size - b.Size) }) // smallest first
 	if len(layers) < 3 {
@@ -202,7 +201,7 @@ func TestInstallBearerTokenE2E(t *testing.T) {
 		t.Fatalf("GET index without a token = %s, want 401", resp.Status)
 	}
 
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	b := newBox(t, reg, reg.Host()+"/"+ref, map[string]string{plat: img.Manifests[plat].String()}, "")
 	r := b.hbx("install")
 	if r.code != 0 {
@@ -242,7 +241,7 @@ func TestInstallAuthFileE2E(t *testing.T) {
 	if err := registrytest.WriteAuthFile(authFile, reg.Host(), "hermes", "s3cret"); err != nil {
 		t.Fatal(err)
 	}
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	pins := map[string]string{plat: img.Manifests[plat].String()}
 
 	b := newBox(t, reg, reg.Host()+"/"+ref, pins, "")

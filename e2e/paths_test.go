@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +31,7 @@ var poison = []string{
 }
 
 // argsImage pushes a test image whose Cmd ends with args, for the host's
-// platform alone, and returns its pinned reference.
+// platform under test alone, and returns its pinned reference.
 func argsImage(t *testing.T, args ...string) (*testenv.Registry, string) {
 	t.Helper()
 	tarballs, err := testimage.BunTarballs(testenv.RepoRoot(t))
@@ -40,7 +39,7 @@ func argsImage(t *testing.T, args ...string) (*testenv.Registry, string) {
 		testenv.Unavailable(t, fmt.Sprintf("test image: %v", err))
 	}
 	img, err := testimage.BuildLayout(t.TempDir(), testimage.Options{BunTarballs: tarballs,
-		Platforms: []string{"linux/" + runtime.GOARCH}, ExtraArgs: args})
+		Platforms: []string{platform(t)}, ExtraArgs: args})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -150,7 +149,7 @@ func TestNotInstalledNamesInterruptedUpgradeE2E(t *testing.T) {
 	}
 	// The pin back on v1 while v2 is active: what a kill between the
 	// pin and the runtime switch leaves.
-	plat := "linux/" + runtime.GOARCH
+	plat := platform(t)
 	if err := config.WritePin(b.config, v1, plat, testImage(t).Manifests[plat].String()); err != nil {
 		t.Fatal(err)
 	}

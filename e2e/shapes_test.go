@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +20,7 @@ import (
 )
 
 // Images of upstream's other shapes (testimage.Options.Shape), built once
-// per run for the host's platform only.
+// per run for the platform under test only.
 var (
 	shapesMu sync.Mutex
 	shapes   = map[string]*testimage.Image{}
@@ -42,7 +41,7 @@ func shapeImage(t *testing.T, shape string) *testimage.Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := testimage.BuildLayout(dir, testimage.Options{BunTarballs: tarballs, Shape: shape, Platforms: []string{"linux/" + runtime.GOARCH}})
+	img, err := testimage.BuildLayout(dir, testimage.Options{BunTarballs: tarballs, Shape: shape, Platforms: []string{platform(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +80,7 @@ func TestUpstreamShapes(t *testing.T) {
 	} {
 		t.Run(c.shape, func(t *testing.T) {
 			reg, img, ref := pushedShape(t, c.shape)
-			plat := "linux/" + runtime.GOARCH
+			plat := platform(t)
 			b := newBox(t, reg, ref, map[string]string{plat: img.Manifests[plat].String()}, "")
 			r := b.hbx("install") // install.* at their defaults
 			if r.code != 0 {

@@ -9,7 +9,14 @@
 #     headless browser check of the setup page, installed with apt-get when
 #     run as root;
 #   - the real Bun 1.3.14 runtime tarballs for linux/amd64 and linux/arm64,
-#     fetched with `npm pack` into the git-ignored cache .cache/npm/.
+#     fetched with `npm pack` into the git-ignored cache .cache/npm/;
+#   - on a host that is not arm64, what the arm64 suite (make e2e-arm64)
+#     runs on: qemu-user-static and binfmt-support registering
+#     qemu-aarch64 with the kernel's binfmt_misc (mounted when it is not),
+#     and libc6:arm64 for the dynamic loader the arm64 Bun needs
+#     (/lib/ld-linux-aarch64.so.1), installed with apt-get when run as
+#     root; then it runs the arm64 Bun's `bun --version` and fails when
+#     that does not print the version.
 # It prints one line per thing it does or finds, and works from any directory.
 set -euo pipefail
 
@@ -80,3 +87,68 @@ for spec in "${BUN_PACKAGES[@]}"; do
 	trap - EXIT
 	echo "testdeps: fetched ${spec} into .cache/npm/${file}"
 done
+
+# Running linux/arm64 executables here (the arm64 suite).
+if [[ "$(uname -m)" == aarch64 ]]; then
+	echo "testdeps: arm64 host, the arm64 suite runs natively"
+	exit 0
+fi
+BINFMT=/proc/sys/fs/binfmt_misc
+ARM64_LOADER=/lib/ld-linux-aarch64.so.1
+if [[ ! -e "${BINFMT}/register" ]]; then
+	if [[ "$(id -u)" -ne 0 ]]; then
+		echo "testdeps: binfmt_misc is not mounted; as root run: mount -t binfmt_misc binfmt_misc ${BINFMT}" >&2
+		exit 1
+	fi
+	mount -t binfmt_misc binfmt_misc "${BINFMT}"
+	echo "testdeps: mounted binfmt_misc on ${BINFMT}"
+fi
+if [[ -x /usr/bin/qemu-aarch64-static && -e "${ARM64_LOADER}" ]] && command -v update-binfmts >/dev/null 2>&1; then
+	echo "testdeps: qemu-user-static, binfmt-support and ${ARM64_LOADER} present"
+elif [[ "$(id -u)" -eq 0 ]]; then
+	echo "testdeps: installing qemu-user-static binfmt-support libc6:arm64 with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	dpkg --add-architecture arm64
+	apt-get update -qq
+	apt-get install -y -qq qemu-user-static binfmt-support libc6:arm64 >/dev/null
+	echo "testdeps: installed qemu-user-static binfmt-support libc6:arm64"
+else
+	echo "testdeps: qemu-user-static, binfmt-support or libc6:arm64 is missing; as root run: dpkg --add-architecture arm64 && apt-get update && apt-get install -y qemu-user-static binfmt-support libc6:arm64" >&2
+	exit 1
+fi
+if [[ ! -e "${BINFMT}/qemu-aarch64" ]]; then
+	if [[ "$(id -u)" -ne 0 ]]; then
+		echo "testdeps: qemu-aarch64 is not registered with binfmt_misc; as root run: update-binfmts --enable qemu-aarch64" >&2
+		exit 1
+	fi
+	# binfmt-support's own record when it has one, else the systemd-binfmt
+	# line the package ships (the kernel reads the same format).
+	update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
+	if [[ ! -e "${BINFMT}/qemu-aarch64" && -r /usr/lib/binfmt.d/qemu-aarch64.conf ]]; then
+		grep -m1 '^:qemu-aarch64:' /usr/lib/binfmt.d/qemu-aarch64.conf >"${BINFMT}/register"
+	fi
+	if [[ ! -e "${BINFMT}/qemu-aarch64" ]]; then
+		echo "testdeps: could not register qemu-aarch64 with binfmt_misc" >&2
+		exit 1
+	fi
+	echo "testdeps: registered qemu-aarch64 with binfmt_misc"
+fi
+if [[ "$(head -n1 "${BINFMT}/qemu-aarch64")" != enabled ]]; then
+	if [[ "$(id -u)" -ne 0 ]]; then
+		echo "testdeps: the binfmt_misc entry qemu-aarch64 is disabled; as root run: update-binfmts --enable qemu-aarch64" >&2
+		exit 1
+	fi
+	echo 1 >"${BINFMT}/qemu-aarch64"
+	echo "testdeps: enabled the binfmt_misc entry qemu-aarch64"
+fi
+# Proof: the arm64 Bun, a dynamically linked arm64 ELF, runs like a native one.
+tmp="$(mktemp -d)"
+trap 'rm -rf "${tmp}"' EXIT
+tar -xzf "${cache}/oven-bun-linux-aarch64-${BUN_VERSION}.tgz" -C "${tmp}" package/bin/bun
+if ! got="$("${tmp}/package/bin/bun" --version 2>&1)" || [[ "${got}" != "${BUN_VERSION}" ]]; then
+	echo "testdeps: the arm64 Bun does not run here (binfmt_misc qemu-aarch64, ${ARM64_LOADER}): ${got}" >&2
+	exit 1
+fi
+rm -rf "${tmp}"
+trap - EXIT
+echo "testdeps: linux/arm64 executables run here (arm64 bun --version = ${got})"

@@ -70,8 +70,13 @@
 //     too (setsid, setpgid), reports STOPPED only once they are gone, and
 //     Status names them while it waits; a start waits for them, and a
 //     leader's exit takes them along as it takes its group (a program must
-//     not daemonize, as under supervisord). Each spawn also records its
-//     process group and its leader's start time in <name>.group. Before it
+//     not daemonize, as under supervisord). A child between its fork and
+//     its exec holds every program's marker; no look for a program's
+//     processes runs while one exists (spawns and looks exclude each
+//     other), so it is never taken for another program's process and
+//     stopped (under qemu-user that window lasts milliseconds). Each
+//     spawn also records its process group and its leader's start time
+//     in <name>.group. Before it
 //     starts anything, Run stops (stopsignal, stopwaitsecs, SIGKILL) every
 //     process a previous supervisor left (it was killed with SIGKILL): the
 //     members of each recorded group (unless the group id was reused:

@@ -427,6 +427,8 @@ func (p *proc) othersAlive() bool {
 	}
 	p.escaped, p.scannedAt = nil, time.Now()
 	if p.marker != nil {
+		done := p.s.reaper.noForks()
+		defer done()
 		if m, err := procscan.Openers(p.markerID); err != nil {
 			p.s.log.Warn("look for the program's processes", "program", p.spec.Name, "err", err)
 		} else {
@@ -457,6 +459,8 @@ func (p *proc) signalEscaped() {
 	if p.term.killed {
 		sig = syscall.SIGKILL
 	}
+	done := p.s.reaper.noForks()
+	defer done()
 	for _, q := range p.escaped {
 		if p.term.signalled[q.PID] == sig {
 			continue

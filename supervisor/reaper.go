@@ -28,6 +28,11 @@ type reaper struct {
 	mu      sync.Mutex
 	waiters map[int]chan<- syscall.WaitStatus
 	sigs    chan os.Signal
+
+	// forking is held for writing across each fork until the child has
+	// exec'd (ForkExec returns only then), and for reading across each
+	// look for the holders of a program's marker (see noForks).
+	forking sync.RWMutex
 }
 
 func newReaper(log *slog.Logger) *reaper {
@@ -78,6 +83,8 @@ func (r *reaper) reap() {
 // spawn runs fork (which returns the child's pid) with the registration
 // lock held and registers ch for the pid. ch must have room for one status.
 func (r *reaper) spawn(fork func() (int, error), ch chan<- syscall.WaitStatus) (int, error) {
+	r.forking.Lock()
+	defer r.forking.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pid, err := fork()
@@ -86,6 +93,19 @@ func (r *reaper) spawn(fork func() (int, error), ch chan<- syscall.WaitStatus) (
 	}
 	r.waiters[pid] = ch
 	return pid, nil
+}
+
+// noForks waits until no child of this process is between its fork and
+// its exec, keeps it so until the returned function is called, and
+// returns that function. Between fork and exec a child holds every
+// descriptor of the supervisor, each program's marker among them, so a
+// look for a program's processes would take it for one that left the
+// program's process group, and stop it: under qemu-user, which forks
+// where Go asks for vfork, that window lasts milliseconds, and a program
+// waiting to start stopped another program's fresh child.
+func (r *reaper) noForks() (done func()) {
+	r.forking.RLock()
+	return r.forking.RUnlock
 }
 
 // setSubreaper makes this process a child subreaper. qemu-user does not
