@@ -70,7 +70,7 @@ func TestValidateShebangAsKernel(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, prog.Path)
 			cmd.Dir = prog.Dir
-			cmd.Env = []string{"PATH=" + strings.Join(append(prog.PathDirs, DefaultHostPath), ":")}
+			cmd.Env = []string{"PATH=" + strings.Join(append(prog.PathDirs, release.DefaultHostPath), ":")}
 			out, rerr := cmd.CombinedOutput()
 			ran := rerr == nil && strings.Contains(string(out), "ran-tool")
 			if ran != (verr == nil) {

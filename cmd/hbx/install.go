@@ -79,7 +79,7 @@ func installerOptions(g *globals, cfg *config.Config) (installer.Options, error)
 	if err != nil {
 		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
 	}
-	hostPath := launch.DefaultHostPath // as the payload runs: never the caller's PATH
+	hostPath := release.DefaultHostPath // as the payload runs: never the caller's PATH
 	return installer.Options{
 		RunAs:                runAs,
 		HostPath:             hostPath,

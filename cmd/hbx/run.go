@@ -13,6 +13,7 @@ import (
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 	"github.com/spf13/cobra"
 )
@@ -48,7 +49,7 @@ holds it.`,
 				return fmt.Errorf("run executor: %w", err)
 			}
 			defer dl.Release()
-			spec, err := prepareLaunch(cmd.Context(), launchOptions(cfg, launch.DefaultHostPath), g.log)
+			spec, err := prepareLaunch(cmd.Context(), launchOptions(cfg, release.DefaultHostPath), g.log)
 			if err != nil {
 				return err
 			}
