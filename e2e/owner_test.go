@@ -417,6 +417,7 @@ func runProbe(t *testing.T, b *box, spec probeSpec) []string {
 func TestOwnerProbe(t *testing.T) {
 	specFile := os.Getenv(probeEnv)
 	if specFile == "" {
+		// Not a missing prerequisite: only TestRuntimeUntouchableE2E runs it.
 		t.Skip("run by TestRuntimeUntouchableE2E as another user")
 	}
 	sb, err := os.ReadFile(specFile)

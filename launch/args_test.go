@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -103,7 +104,7 @@ func TestCheckArgs(t *testing.T) {
 // reported in Spec.Tightened; what is inside is left as it was.
 func TestPrepareTightensDirs(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown")
+		testenv.Missing(t, "needs root to chown")
 	}
 	rt := installFake(t, "#!/bin/sh\n", cfg)
 	o := baseOptions(t, rt)
