@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/tartest"

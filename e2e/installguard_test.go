@@ -18,13 +18,14 @@ import (
 	"testing"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/registrytest"
 	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // TestInstallReleaseChangeE2E: hbx install never changes the active

@@ -16,9 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/supervisor"
-	"golang.org/x/sys/unix"
 )
 
 // imageUID is the uid the test image gives its files (home/bun, as

@@ -18,9 +18,10 @@ import (
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/tartest"
 	"github.com/hermesbox/hbx/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // tree describes a directory in the DSL of Go's os/root_test.go:

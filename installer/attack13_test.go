@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/release"
-	"golang.org/x/sys/unix"
 )
 
 // TestValidateShebangAsKernel is a differential test: each entry script

@@ -16,13 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/docker/reference"
+
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
-	digest "github.com/opencontainers/go-digest"
-	"go.podman.io/image/v5/docker/reference"
 )
 
 // ErrReleaseChange: Options.KeepRelease is set and the active release is

@@ -10,11 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/tartest"
 	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/release"
-	"golang.org/x/sys/unix"
 )
 
 // ownedParts is an image whose layers give files to uid 1000, as oven/bun

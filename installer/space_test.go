@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/tartest"
 	"github.com/hermesbox/hbx/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // tmpfs mounts a size-limited tmpfs for the test (root only).

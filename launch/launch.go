@@ -13,12 +13,13 @@ import (
 	"strings"
 	"syscall"
 
+	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/release"
-	digest "github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 )
 
 // ErrNotInstalled: no active release, or not the configured one. The

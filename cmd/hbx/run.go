@@ -9,13 +9,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
-	"github.com/spf13/cobra"
 )
 
 // newRunCommand builds `hbx run executor`.

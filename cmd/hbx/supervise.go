@@ -15,14 +15,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
-	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 // newSuperviseCommand builds `hbx supervise`.
