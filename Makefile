@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/hermesbox/hbx/internal/buildinfo.Version=$(VERSION) -X github.com/hermesbox/hbx/internal/buildinfo.Commit=$(COMMIT)
 
-.PHONY: all build cross check fmt-check vet test e2e demo demo-upgrade bench testdeps clean
+.PHONY: all build cross check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
 
 all: build
 
@@ -23,6 +23,10 @@ fmt-check:
 	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -not -path './.run/*' -print0 | xargs -0 gofmt -l); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+imports: ## goimports grouping: standard library, others, github.com/hermesbox/hbx, each a group of its own (the goimports of go.mod's tool line)
+	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -not -path './.run/*' -print0 | xargs -0 go tool goimports -local github.com/hermesbox/hbx -l) || { echo "goimports failed"; exit 1; }; \
+	if [ -n "$$out" ]; then echo "goimports -local github.com/hermesbox/hbx -w needed:"; echo "$$out"; exit 1; fi
+
 vet:
 	go vet ./...
 
@@ -35,7 +39,7 @@ testdeps: ## registry binary and Bun tarballs the e2e tests need
 e2e: build testdeps ## end-to-end tests on the real registry and the real Bun
 	HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -timeout 30m -v ./e2e/
 
-check: fmt-check vet testdeps test e2e ## everything CI runs (testdeps first, so unit tests that use Bun or the registry run too)
+check: fmt-check imports vet testdeps test e2e ## everything CI runs (testdeps first, so unit tests that use Bun or the registry run too)
 
 demo: build testdeps ## pull, install, run and health-check the test image end to end
 	scripts/demo.sh
