@@ -3,13 +3,13 @@ package boundary
 import (
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // module is the import path of the repository's module.
@@ -20,48 +20,30 @@ var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "
 
 // imports returns, for each package directory under root (relative,
 // slash-separated), the module-relative paths of the module's packages its
-// .go files import, test files included. Directories named testdata or
-// starting with "." or "_" are skipped, as the go tool skips them.
+// .go files import, test files included (testenv.GoFiles lists them).
 func imports(t *testing.T, root string) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if p != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") {
-			return nil
-		}
+	for _, p := range testenv.GoFiles(t, root) {
 		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
 		if err != nil {
-			return err
+			t.Fatalf("read imports: %v", err)
 		}
 		rel, err := filepath.Rel(root, filepath.Dir(p))
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		dir := filepath.ToSlash(rel)
 		for _, spec := range f.Imports {
 			path, err := strconv.Unquote(spec.Path.Value)
 			if err != nil {
-				return err
+				t.Fatalf("%s: import %s: %v", p, spec.Path.Value, err)
 			}
 			if pkg, ok := strings.CutPrefix(path, module+"/"); ok && !slices.Contains(out[dir], pkg) {
 				out[dir] = append(out[dir], pkg)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("read imports under %s: %v", root, err)
 	}
 	return out
 }
@@ -76,13 +58,7 @@ func top(pkg string) string {
 // no shared layer (release, extract, internal/...) imports a verb package.
 // Only cmd/ and e2e/ wire verbs together.
 func TestVerbsImportNoVerb(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("find the module root: %v", err)
-	}
+	root := testenv.RepoRoot(t)
 	all := imports(t, root)
 	for _, v := range verbs {
 		if _, ok := all[v]; !ok {

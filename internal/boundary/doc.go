@@ -7,5 +7,5 @@
 // (release, extract and every package under internal/) import no verb
 // package, so no verb reaches another through them. Only cmd/ and e2e/
 // import verbs. The test reads the import lines of every .go file with
-// go/parser, whatever its build tags.
+// go/parser, whatever its build tags (testenv.GoFiles lists them).
 package boundary

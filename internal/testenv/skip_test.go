@@ -6,9 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,23 +26,13 @@ const skipMarker = "not a missing prerequisite"
 func TestNoSilentSkip(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if p != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, "_test.go") {
-			return nil
+	for _, p := range testenv.GoFiles(t, root) {
+		if !strings.HasSuffix(p, "_test.go") {
+			continue
 		}
 		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments)
 		if err != nil {
-			return err
+			t.Fatalf("read the module's test files: %v", err)
 		}
 		marked := map[int]bool{} // lines a marker comment ends on
 		for _, cg := range f.Comments {
@@ -75,46 +63,17 @@ func TestNoSilentSkip(t *testing.T) {
 			}
 			return true
 		})
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("read the module's test files: %v", err)
 	}
 }
 
-// TestMissing re-runs itself as a child that reports a missing
-// prerequisite, and checks the child skips, or fails under CI=true and
-// HBXTEST_E2E=1, with the message as given (no testdeps.sh remedy).
+// TestMissing: a child that reports a missing prerequisite skips, or fails
+// under CI=true and HBXTEST_E2E=1, with the message as given (no
+// testdeps.sh remedy).
 func TestMissing(t *testing.T) {
+	const msg = "frobnicator is not installed (apt-get install frob)"
 	if os.Getenv("HBXTEST_MISSING_CHILD") == "1" {
-		testenv.Missing(t, "frobnicator is not installed (apt-get install frob)")
+		testenv.Missing(t, msg)
 		t.Fatal("Missing returned")
 	}
-	for _, tc := range []struct {
-		env      []string
-		wantFail bool
-	}{
-		{nil, false},
-		{[]string{"CI=true"}, true},
-		{[]string{"HBXTEST_E2E=1"}, true},
-		{[]string{"CI=false", "HBXTEST_E2E=0"}, false},
-	} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestMissing$", "-test.v")
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "CI=") && !strings.HasPrefix(kv, "HBXTEST_E2E=") {
-				cmd.Env = append(cmd.Env, kv)
-			}
-		}
-		cmd.Env = append(cmd.Env, "HBXTEST_MISSING_CHILD=1")
-		cmd.Env = append(cmd.Env, tc.env...)
-		out, err := cmd.CombinedOutput()
-		want := "--- SKIP"
-		if tc.wantFail {
-			want = "--- FAIL"
-		}
-		msg := "frobnicator is not installed (apt-get install frob)"
-		if (err != nil) != tc.wantFail || !strings.Contains(string(out), want) || !strings.Contains(string(out), msg) || strings.Contains(string(out), "testdeps.sh") {
-			t.Errorf("child with %q: %v, want %s with %q and no testdeps.sh; output:\n%s", tc.env, err, want, msg, out)
-		}
-	}
+	checkReporter(t, "TestMissing", "HBXTEST_MISSING_CHILD=1", msg, "testdeps.sh")
 }
