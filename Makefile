@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/hermesbox/hbx/internal/buildinfo.Version=$(VERSION) -X github.com/hermesbox/hbx/internal/buildinfo.Commit=$(COMMIT)
 
-.PHONY: all build cross dist e2e-arm64 check fmt-check vet test e2e demo demo-upgrade bench testdeps clean
+.PHONY: all build cross dist e2e-arm64 check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
 
 all: build
 
@@ -25,6 +25,10 @@ dist: cross ## the same: dist/hbx-linux-{amd64,arm64} and dist/SHA256SUMS
 fmt-check:
 	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -not -path './.run/*' -print0 | xargs -0 gofmt -l); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+imports: ## goimports grouping: standard library, others, github.com/hermesbox/hbx, each a group of its own (the goimports of go.mod's tool line)
+	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -not -path './.run/*' -print0 | xargs -0 go tool goimports -local github.com/hermesbox/hbx -l) || { echo "goimports failed"; exit 1; }; \
+	if [ -n "$$out" ]; then echo "goimports -local github.com/hermesbox/hbx -w needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	go vet ./...
@@ -53,7 +57,7 @@ e2e-arm64: cross testdeps ## the lifecycle e2e tests as linux/arm64 under qemu-u
 		rc=$${PIPESTATUS[0]}; [[ $$rc -eq 0 ]] || exit $$rc; \
 		for t in $(E2E_ARM64_TESTS); do grep -q "^--- PASS: $$t " .run/e2e-arm64.log || { echo "e2e-arm64: $$t did not pass (renamed, skipped or not run)" >&2; exit 1; }; done
 
-check: fmt-check vet testdeps test e2e e2e-arm64 ## everything CI runs (testdeps first, so unit tests that use Bun or the registry run too)
+check: fmt-check imports vet testdeps test e2e e2e-arm64 ## everything CI runs (testdeps first, so unit tests that use Bun or the registry run too)
 
 demo: build testdeps ## pull, install, run and health-check the test image end to end
 	scripts/demo.sh

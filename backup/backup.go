@@ -11,14 +11,15 @@ import (
 	"strings"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/release"
-	digest "github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 )
 
 // LockFile is the lock in the runtime directory that install, backup and

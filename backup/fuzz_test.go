@@ -12,6 +12,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/ProtonMail/go-crypto/openpgp/s2k"
+
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/tartest"
 )

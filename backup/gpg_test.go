@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/hermesbox/hbx/internal/testenv"
 )
 
@@ -26,10 +27,7 @@ func newGPG(t *testing.T, pass []byte) *gpg {
 	t.Helper()
 	bin, err := exec.LookPath("gpg")
 	if err != nil {
-		if testenv.Strict() {
-			t.Fatal("gpg is not installed (apt-get install gnupg); failing, not skipping, as HBXTEST_E2E=1 or CI=true")
-		}
-		t.Skip("gpg is not installed (apt-get install gnupg)")
+		testenv.Missing(t, "gpg is not installed (apt-get install gnupg)")
 	}
 	// A short home: gpg-agent's socket path must fit 107 bytes.
 	home, err := os.MkdirTemp("", "gpg")
@@ -91,10 +89,7 @@ func TestGPGDecryptsOurArchives(t *testing.T) {
 		t.Run(string(c), func(t *testing.T) {
 			if c == Zstd {
 				if _, err := exec.LookPath("zstd"); err != nil {
-					if testenv.Strict() {
-						t.Fatal("zstd(1) is not installed (apt-get install zstd); failing, not skipping, as HBXTEST_E2E=1 or CI=true")
-					}
-					t.Skip("zstd(1) is not installed (apt-get install zstd)")
+					testenv.Missing(t, "zstd(1) is not installed (apt-get install zstd)")
 				}
 			}
 			b := newBox(t)

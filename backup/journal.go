@@ -13,10 +13,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermesbox/hbx/internal/atomicfile"
-	"github.com/hermesbox/hbx/internal/lock"
 	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/lock"
 )
 
 // Names beside a restored directory T.

@@ -9,9 +9,10 @@ import (
 	"slices"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/regfile"
-	digest "github.com/opencontainers/go-digest"
 )
 
 // Info describes one archive of the backup directory. The fields after

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/internal/units"
 )
 
@@ -204,7 +206,7 @@ func TestExtraPaths(t *testing.T) {
 // other owners are kept.
 func TestRestoreOwner(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to set owners")
+		testenv.Missing(t, "needs root to set owners")
 	}
 	b := newBox(t)
 	write(t, b.data, "mine 0600 x", "other 0600 y", "other owner 999:999")
@@ -232,6 +234,7 @@ func TestRestoreOwner(t *testing.T) {
 // files (the ~1 GB / 10,000-file run is scripts/backupbench.sh).
 func TestLargeRoundTrip(t *testing.T) {
 	if testing.Short() {
+		// Not a missing prerequisite: -short asks for it.
 		t.Skip("-short")
 	}
 	b := newBox(t)
@@ -298,7 +301,7 @@ func TestRestoreThroughSymlink(t *testing.T) {
 // archive root's owner, so no owner is remapped.
 func TestPlainArchiveWithoutRootEntry(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to set owners")
+		testenv.Missing(t, "needs root to set owners")
 	}
 	b := newBox(t)
 	archive := filepath.Join(b.root, "a.tar.gz")

@@ -17,9 +17,10 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/regfile"
-	"golang.org/x/sys/unix"
 )
 
 // PassphraseFunc returns the passphrase of an encrypted archive. It is

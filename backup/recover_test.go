@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/hermesbox/hbx/internal/lock"
 	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/internal/lock"
 )
 
 // TestRecover lays out, by hand, every state a killed restore can leave

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/tartest"
 )

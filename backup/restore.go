@@ -12,13 +12,14 @@ import (
 	"strings"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
-	digest "github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 )
 
 // Owner is a numeric user and group.

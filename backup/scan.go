@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/hermesbox/hbx/internal/fsat"
 	"io"
 	"os"
 	"path"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hermesbox/hbx/internal/fsat"
 
 	"golang.org/x/sys/unix"
 )

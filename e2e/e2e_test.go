@@ -43,6 +43,7 @@ var (
 func requireE2E(t *testing.T) {
 	t.Helper()
 	if os.Getenv("HBXTEST_E2E") != "1" && os.Getenv("CI") != "true" {
+		// Not a missing prerequisite: the gate of the end-to-end tests.
 		t.Skip("end-to-end test: run `make e2e` (HBXTEST_E2E=1)")
 	}
 }

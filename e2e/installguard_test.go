@@ -17,12 +17,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/internal/registrytest"
-	"github.com/hermesbox/hbx/supervisor"
-	"github.com/hermesbox/hbx/upgrade"
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/registrytest"
+	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/supervisor"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 // TestInstallReleaseChangeE2E: hbx install never changes the active
@@ -347,7 +349,7 @@ func TestInstallInterruptE2E(t *testing.T) {
 func TestInstallTerminalE2E(t *testing.T) {
 	requireE2E(t)
 	if _, err := exec.LookPath("script"); err != nil {
-		t.Skip("script(1) not installed")
+		testenv.Missing(t, "script(1) is not installed (apt-get install bsdutils)")
 	}
 	// The biggest layer is cut once after 2 MB (a retry, logged while its
 	// progress line is drawn), then trickles in.

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
 	"github.com/hermesbox/hbx/internal/registrytest"
 	"github.com/hermesbox/hbx/supervisor"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // TestSuperviseInstallOnStartRetryE2E: with executor.install_on_start, a

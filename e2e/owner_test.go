@@ -16,9 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/supervisor"
-	"golang.org/x/sys/unix"
 )
 
 // imageUID is the uid the test image gives its files (home/bun, as
@@ -417,6 +418,7 @@ func runProbe(t *testing.T, b *box, spec probeSpec) []string {
 func TestOwnerProbe(t *testing.T) {
 	specFile := os.Getenv(probeEnv)
 	if specFile == "" {
+		// Not a missing prerequisite: only TestRuntimeUntouchableE2E runs it.
 		t.Skip("run by TestRuntimeUntouchableE2E as another user")
 	}
 	sb, err := os.ReadFile(specFile)

@@ -203,7 +203,7 @@ func TestPayloadIsolatedFromHost(t *testing.T) {
 func TestBinaryDirTrusted(t *testing.T) {
 	requireE2E(t)
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		testenv.Missing(t, "needs root")
 	}
 	src, err := os.ReadFile(binary(t))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 func TestBenchSupervise(t *testing.T) {
 	requireE2E(t)
 	if os.Getenv("HBXTEST_BENCH") != "1" {
+		// Not a missing prerequisite: a gate, opened by make bench.
 		t.Skip("benchmark: run with HBXTEST_BENCH=1 (make bench)")
 	}
 	b := installedBox(t)

@@ -404,6 +404,7 @@ func TestSupervise(t *testing.T) {
 func TestSupervisePID1(t *testing.T) {
 	requireE2E(t)
 	if out, err := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").CombinedOutput(); err != nil {
+		// Not a missing prerequisite: a container may forbid new PID namespaces.
 		t.Skipf("unshare --pid --fork does not work here: %v %s", err, out)
 	}
 	b := installedBox(t)

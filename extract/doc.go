@@ -84,4 +84,13 @@
 // safe against another process changing the tree while Apply runs (hbx
 // extracts into a private staging directory). Nothing is fsynced; the caller
 // makes the finished tree durable (one syncfs) before publishing it.
+//
+// # Files
+//
+// extract.go holds the API and the tar loop (names, limits, dispatch by
+// entry type); resolve.go the chroot-style resolver and its directory
+// handle cache; whiteout.go removal, whiteouts, opaque directories and the
+// layer's own paths; entry.go the writers of each entry type and chown;
+// meta.go extended attributes, times, the deferred directory modes and
+// RuntimeMode; hasher.go the sha256 of written files (FileHash).
 package extract

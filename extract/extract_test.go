@@ -18,8 +18,10 @@ import (
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"github.com/google/go-cmp/cmp"
-	"github.com/hermesbox/hbx/internal/tartest"
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // tree describes a directory in the DSL of Go's os/root_test.go:
@@ -435,7 +437,7 @@ func TestLimits(t *testing.T) {
 func TestDifferentialGNUTar(t *testing.T) {
 	gnutar, err := exec.LookPath("tar")
 	if err != nil {
-		t.Skip("GNU tar not installed")
+		testenv.Missing(t, "GNU tar is not installed (apt-get install tar)")
 	}
 	layer := tartest.New().
 		Dir("usr", 0o755).Dir("usr/bin", 0o755).File("usr/bin/tool", "#!/bin/sh\necho hi\n", 0o755).

@@ -120,3 +120,11 @@ func (h *hasher) close() {
 		h.started = false
 	}
 }
+
+// FileHash returns the sha256 (hex) of the regular file with inode number
+// ino as this Applier wrote it, when Options.HashFiles is set. It is meant
+// for listing a finished tree without reading it again (release.Scan).
+func (a *Applier) FileHash(ino uint64) (string, bool) {
+	h, ok := a.hasher.get(ino)
+	return h, ok
+}

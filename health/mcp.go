@@ -10,8 +10,9 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hermesbox/hbx/internal/buildinfo"
 )
 
 // mcpProtocolVersion is the protocol version MCPTools asks for: the newest

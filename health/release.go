@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/hermesbox/hbx/release"
 )
 
 // ErrReleaseMismatch is wrapped by the error of Release when the active

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/hermesbox/hbx/release"
 )
 
 // fakeRelease is an installed release as the installer leaves it:

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hermesbox/hbx/internal/datalock"
-	"github.com/hermesbox/hbx/internal/procscan"
-	"github.com/hermesbox/hbx/internal/regfile"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/internal/procscan"
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // ErrNoSupervisor is wrapped by a Supervisor's error when no supervisor

@@ -10,13 +10,14 @@ import (
 	"path/filepath"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
-	digest "github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 )
 
 // Directories of the runtime directory that hbx owns besides release's.

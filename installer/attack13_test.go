@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermesbox/hbx/release"
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/release"
 )
 
 // TestValidateShebangAsKernel is a differential test: each entry script
@@ -27,7 +29,7 @@ import (
 // "#!/usr/bin/env tool --flag" makes env look for "tool --flag".
 func TestValidateShebangAsKernel(t *testing.T) {
 	if _, err := exec.LookPath("env"); err != nil {
-		t.Skip("no env on the host")
+		testenv.Missing(t, "env(1) is not installed (apt-get install coreutils)")
 	}
 	host := mustPlatform(t, "linux/"+runtime.GOARCH)
 	tool := rootFile{"usr/local/bin/tool", "#!/bin/sh\necho ran-tool\n", 0o755}
@@ -70,7 +72,7 @@ func TestValidateShebangAsKernel(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, prog.Path)
 			cmd.Dir = prog.Dir
-			cmd.Env = []string{"PATH=" + strings.Join(append(prog.PathDirs, DefaultHostPath), ":")}
+			cmd.Env = []string{"PATH=" + strings.Join(append(prog.PathDirs, release.DefaultHostPath), ":")}
 			out, rerr := cmd.CombinedOutput()
 			ran := rerr == nil && strings.Contains(string(out), "ran-tool")
 			if ran != (verr == nil) {
@@ -102,7 +104,7 @@ func TestValidateEnvLoop(t *testing.T) {
 // validation refuses them naming the directory.
 func TestValidateSearchable(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to run as another user")
+		testenv.Missing(t, "needs root to run as another user")
 	}
 	host := mustPlatform(t, "linux/"+runtime.GOARCH)
 	cred := &syscall.Credential{Uid: 65534, Gid: 65534}
@@ -161,7 +163,7 @@ func TestValidateSearchable(t *testing.T) {
 // every exec of the payload fail with EACCES.
 func TestInstallUnderUmask077(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to validate for another user")
+		testenv.Missing(t, "needs root to validate for another user")
 	}
 	old := syscall.Umask(0o077)
 	defer syscall.Umask(old)

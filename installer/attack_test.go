@@ -26,15 +26,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermesbox/hbx/extract"
-	"github.com/hermesbox/hbx/internal/registrytest"
-	"github.com/hermesbox/hbx/internal/tartest"
-	"github.com/hermesbox/hbx/internal/testenv"
 	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/hermesbox/hbx/extract"
+	"github.com/hermesbox/hbx/internal/registrytest"
+	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // ---------------------------------------------------------------------------

@@ -9,11 +9,12 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/hermesbox/hbx/internal/atomicfile"
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/types"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
 )
 
 // blobCache is a content-addressed store of complete, verified blobs:

@@ -16,14 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/docker/reference"
+
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/lock"
-	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
-	digest "github.com/opencontainers/go-digest"
-	"go.podman.io/image/v5/docker/reference"
 )
 
 // ErrReleaseChange: Options.KeepRelease is set and the active release is
@@ -56,7 +56,7 @@ type Options struct {
 	// program leads to.
 	RunAs *syscall.Credential
 	// HostPath is the host's PATH the native run appends to the image's
-	// PATH entries; "" means DefaultHostPath. Validation follows
+	// PATH entries; "" means release.DefaultHostPath. Validation follows
 	// "#!/usr/bin/env NAME" through the same list.
 	HostPath string
 	// Smoke, when set, runs after the static validation of a staged
@@ -480,7 +480,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	if err = validate(ctx, inst, plat, opts); err != nil {
 		return nil, fmt.Errorf("validate release: %w", err)
 	}
-	if err := launch.CheckArgs(inst); err != nil { // path arguments map into the release, data or state dir
+	if err := release.CheckArgs(inst); err != nil { // path arguments map into the release, data or state dir
 		return nil, fmt.Errorf("validate release: %w", err)
 	}
 	if err := ctx.Err(); err != nil { // interrupted: publish nothing

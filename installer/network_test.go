@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hermesbox/hbx/release"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -17,11 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/release"
+
+	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
 	"github.com/hermesbox/hbx/internal/registrytest"
 	"github.com/hermesbox/hbx/internal/tartest"
 	"github.com/hermesbox/hbx/internal/testenv"
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // These tests run Install against the real registry (docker-registry, see

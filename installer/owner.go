@@ -13,11 +13,12 @@ import (
 	"sort"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
-	"golang.org/x/sys/unix"
 )
 
 // ErrNotOwned: a release or runtime directory entry is not owned by the

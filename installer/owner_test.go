@@ -10,10 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/release"
-	"golang.org/x/sys/unix"
 )
 
 // ownedParts is an image whose layers give files to uid 1000, as oven/bun
@@ -82,7 +84,7 @@ func assertOwnedByHbx(t *testing.T, dir string) {
 // and the release is marked.
 func TestInstallOwnership(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: image owners are only applied (the old bug) by root")
+		testenv.Missing(t, "needs root: image owners are only applied (the old bug) by root")
 	}
 	e := newEnv(t)
 	p := e.reg.publish(t, "executor", ownedParts())
@@ -161,7 +163,7 @@ func makeOld(t *testing.T, runtimeDir string, inst *release.Installed) {
 // --verify then agrees; a marked release is not walked again.
 func TestInstallFixesOldRelease(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown files to uid 1000")
+		testenv.Missing(t, "needs root to chown files to uid 1000")
 	}
 	e := newEnv(t)
 	p := e.reg.publish(t, "executor", ownedParts())
@@ -220,7 +222,7 @@ func TestInstallFixesOldRelease(t *testing.T) {
 // file); the release is installed again instead.
 func TestFixOldReleaseRefusesOutsideLink(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown files to uid 1000")
+		testenv.Missing(t, "needs root to chown files to uid 1000")
 	}
 	e := newEnv(t)
 	p := e.reg.publish(t, "executor", ownedParts())
@@ -252,7 +254,7 @@ func TestFixOldReleaseRefusesOutsideLink(t *testing.T) {
 // hbx is fixed before it becomes current.
 func TestActivateFixesOldRelease(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown files to uid 1000")
+		testenv.Missing(t, "needs root to chown files to uid 1000")
 	}
 	e := newEnv(t)
 	p := e.reg.publish(t, "executor", ownedParts())
@@ -273,7 +275,7 @@ func TestActivateFixesOldRelease(t *testing.T) {
 // what they point to is left exactly as it was.
 func TestFixOldReleaseFollowsNoSymlink(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown files to uid 1000")
+		testenv.Missing(t, "needs root to chown files to uid 1000")
 	}
 	e := newEnv(t)
 	p := e.reg.publish(t, "executor", ownedParts())
@@ -325,7 +327,7 @@ func TestFixOldReleaseFollowsNoSymlink(t *testing.T) {
 // while another process holds it).
 func TestFixOwnership(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown files to uid 1000")
+		testenv.Missing(t, "needs root to chown files to uid 1000")
 	}
 	e := newEnv(t)
 	p := e.reg.publish(t, "executor", ownedParts())

@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hermesbox/hbx/release"
 	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/release"
 )
 
 // TestStageThenActivate: StageOnly publishes the new release without

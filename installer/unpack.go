@@ -8,12 +8,13 @@ import (
 	"io"
 	"time"
 
-	"github.com/hermesbox/hbx/extract"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/manifest"
+
+	"github.com/hermesbox/hbx/extract"
 )
 
 type compression int

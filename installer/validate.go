@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -22,10 +21,6 @@ import (
 // loader the host lacks, or a #! interpreter is missing. The release's
 // bytes may be exactly the image's: this is not release.ErrCorrupt.
 var ErrUnrunnable = errors.New("release cannot run natively")
-
-// DefaultHostPath is the host part of the payload's PATH when the caller
-// gives none: the one package launch gives the payload.
-const DefaultHostPath = launch.DefaultHostPath
 
 // maxChain bounds how many programs validation follows from the entry
 // program (a #! script to its interpreter, env to the program it names...):
@@ -53,7 +48,7 @@ func validate(ctx context.Context, inst *release.Installed, plat Platform, opts 
 	}
 	hostPath := opts.HostPath
 	if hostPath == "" {
-		hostPath = DefaultHostPath
+		hostPath = release.DefaultHostPath
 	}
 	if err := checkLoads(inst.Rootfs(), prog, plat, hostPath, opts.RunAs); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnrunnable, err)

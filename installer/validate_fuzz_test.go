@@ -46,7 +46,7 @@ func FuzzCheckLoads(f *testing.F) {
 		}
 		prog := &release.Program{Path: entry, Args: []string{"serve"}, Dir: filepath.Join(rootfs, "app"),
 			PathDirs: []string{filepath.Join(rootfs, "usr/local/bin")}}
-		err := checkLoads(rootfs, prog, plat, DefaultHostPath, nil)
+		err := checkLoads(rootfs, prog, plat, release.DefaultHostPath, nil)
 		if err != nil && strings.ContainsAny(err.Error(), "\n") {
 			t.Fatalf("checkLoads() = %q: not one line", err)
 		}

@@ -40,10 +40,10 @@ func FuzzMapArg(f *testing.F) {
 	}
 	data, state := "/D", "/S"
 	f.Fuzz(func(t *testing.T, arg string) {
-		got, kind, host, err := mapArg(inst, arg, data, state)
+		got, kind, host, err := release.MapArg(inst, arg, data, state)
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("mapArg(%q) = %q: not one line", arg, err)
+				t.Fatalf("release.MapArg(%q) = %q: not one line", arg, err)
 			}
 			return
 		}
@@ -54,32 +54,37 @@ func FuzzMapArg(f *testing.F) {
 			}
 		}
 		switch kind {
-		case argVerbatim:
+		case release.ArgVerbatim:
 			if got != arg {
-				t.Fatalf("mapArg(%q) = %q, verbatim", arg, got)
+				t.Fatalf("release.MapArg(%q) = %q, verbatim", arg, got)
 			}
-			if path.IsAbs(v) && !slices.Contains(streamPaths, path.Clean(v)) {
-				t.Fatalf("mapArg(%q) passes the host path %q verbatim", arg, v)
+			if path.IsAbs(v) && !slices.Contains(release.StreamPaths, path.Clean(v)) {
+				t.Fatalf("release.MapArg(%q) passes the host path %q verbatim", arg, v)
 			}
 			return
-		case argData:
+		case release.ArgData:
 			if !under(host, data) {
-				t.Fatalf("mapArg(%q) = %q: data path outside %s", arg, host, data)
+				t.Fatalf("release.MapArg(%q) = %q: data path outside %s", arg, host, data)
 			}
-		case argState:
-			if !under(host, state+"/"+StateRoot) {
-				t.Fatalf("mapArg(%q) = %q: state path outside %s/%s", arg, host, state, StateRoot)
+		case release.ArgState:
+			if !under(host, state+"/"+release.StateRoot) {
+				t.Fatalf("release.MapArg(%q) = %q: state path outside %s/%s", arg, host, state, release.StateRoot)
 			}
-		case argRelease:
+		case release.ArgRelease:
 			if !under(host, rootfs) {
-				t.Fatalf("mapArg(%q) = %q: release path outside the rootfs %s", arg, host, rootfs)
+				t.Fatalf("release.MapArg(%q) = %q: release path outside the rootfs %s", arg, host, rootfs)
 			}
 			if real, err := filepath.EvalSymlinks(host); err == nil && !under(real, rootfs) {
-				t.Fatalf("mapArg(%q) = %q, which the host resolves to %s, outside the rootfs", arg, host, real)
+				t.Fatalf("release.MapArg(%q) = %q, which the host resolves to %s, outside the rootfs", arg, host, real)
 			}
 		}
 		if got != prefix+host || host != filepath.Clean(host) {
-			t.Fatalf("mapArg(%q) = %q, host %q; want %q", arg, got, host, prefix+host)
+			t.Fatalf("release.MapArg(%q) = %q, host %q; want %q", arg, got, host, prefix+host)
 		}
 	})
+}
+
+// under reports whether the clean absolute path p is dir or below it.
+func under(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -24,45 +25,45 @@ func TestMapArg(t *testing.T) {
 	data, state := "/D", "/S"
 	cases := []struct {
 		arg, want string
-		kind      argKind
+		kind      release.ArgKind
 		refused   bool
 	}{
-		{"run", "run", argVerbatim, false},
-		{"--port", "--port", argVerbatim, false},
-		{"--port=4788", "--port=4788", argVerbatim, false},
-		{"--name=a/b", "--name=a/b", argVerbatim, false},
-		{"-x=rel/path", "-x=rel/path", argVerbatim, false},
-		{"/dev/null", "/dev/null", argVerbatim, false},
-		{"--log=/dev/stderr", "--log=/dev/stderr", argVerbatim, false},
-		{"/data", "/D", argData, false},
-		{"/data/", "/D", argData, false},
-		{"/data/db.sqlite", "/D/db.sqlite", argData, false},
-		{"--db=/data/x/../db", "--db=/D/db", argData, false},
-		{"/run/x.pid", "/S/root/run/x.pid", argState, false},
-		{"--pid=/run/x.pid", "--pid=/S/root/run/x.pid", argState, false},
-		{"/tmp", "/S/root/tmp", argState, false},
-		{"/var/run/x.sock", "/S/root/var/run/x.sock", argState, false},
-		{"/var/lib/app/../../../run/a", "/S/root/run/a", argState, false},
-		{"/app/serve.js", filepath.Join(rootfs, "app/serve.js"), argRelease, false},
-		{"--entry=/app/serve.js", "--entry=" + filepath.Join(rootfs, "app/serve.js"), argRelease, false},
-		{"/app/../usr/local/bin/payload", filepath.Join(rootfs, "usr/local/bin/payload"), argRelease, false},
+		{"run", "run", release.ArgVerbatim, false},
+		{"--port", "--port", release.ArgVerbatim, false},
+		{"--port=4788", "--port=4788", release.ArgVerbatim, false},
+		{"--name=a/b", "--name=a/b", release.ArgVerbatim, false},
+		{"-x=rel/path", "-x=rel/path", release.ArgVerbatim, false},
+		{"/dev/null", "/dev/null", release.ArgVerbatim, false},
+		{"--log=/dev/stderr", "--log=/dev/stderr", release.ArgVerbatim, false},
+		{"/data", "/D", release.ArgData, false},
+		{"/data/", "/D", release.ArgData, false},
+		{"/data/db.sqlite", "/D/db.sqlite", release.ArgData, false},
+		{"--db=/data/x/../db", "--db=/D/db", release.ArgData, false},
+		{"/run/x.pid", "/S/root/run/x.pid", release.ArgState, false},
+		{"--pid=/run/x.pid", "--pid=/S/root/run/x.pid", release.ArgState, false},
+		{"/tmp", "/S/root/tmp", release.ArgState, false},
+		{"/var/run/x.sock", "/S/root/var/run/x.sock", release.ArgState, false},
+		{"/var/lib/app/../../../run/a", "/S/root/run/a", release.ArgState, false},
+		{"/app/serve.js", filepath.Join(rootfs, "app/serve.js"), release.ArgRelease, false},
+		{"--entry=/app/serve.js", "--entry=" + filepath.Join(rootfs, "app/serve.js"), release.ArgRelease, false},
+		{"/app/../usr/local/bin/payload", filepath.Join(rootfs, "usr/local/bin/payload"), release.ArgRelease, false},
 		{"/runx", "", 0, true},
 		{"/etc/passwd", "", 0, true},
 		{"--config=/etc/executor.json", "", 0, true},
 		{"/home/hermes/.bashrc", "", 0, true},
 		{"/datafile", "", 0, true},
-		{"/", rootfs, argRelease, false},
+		{"/", rootfs, release.ArgRelease, false},
 	}
 	for _, c := range cases {
-		got, kind, _, err := mapArg(inst, c.arg, data, state)
+		got, kind, _, err := release.MapArg(inst, c.arg, data, state)
 		if c.refused {
-			if !errors.Is(err, ErrArg) || !strings.Contains(err.Error(), `"`+c.arg+`"`) {
-				t.Errorf("mapArg(%q) = %q, %v; want ErrArg naming the argument", c.arg, got, err)
+			if !errors.Is(err, release.ErrArg) || !strings.Contains(err.Error(), `"`+c.arg+`"`) {
+				t.Errorf("release.MapArg(%q) = %q, %v; want release.ErrArg naming the argument", c.arg, got, err)
 			}
 			continue
 		}
 		if err != nil || got != c.want || kind != c.kind {
-			t.Errorf("mapArg(%q) = %q, %d, %v; want %q, %d", c.arg, got, kind, err, c.want, c.kind)
+			t.Errorf("release.MapArg(%q) = %q, %d, %v; want %q, %d", c.arg, got, kind, err, c.want, c.kind)
 		}
 	}
 }
@@ -75,7 +76,7 @@ func TestCheckArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckArgs(inst); err != nil {
+	if err := release.CheckArgs(inst); err != nil {
 		t.Errorf("CheckArgs(good) = %v", err)
 	}
 	bad := cfg
@@ -85,13 +86,13 @@ func TestCheckArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = CheckArgs(inst)
-	if !errors.Is(err, ErrArg) || !strings.Contains(err.Error(), `"--config=/etc/executor/config.json"`) {
-		t.Errorf("CheckArgs(bad) = %v; want ErrArg naming the argument", err)
+	err = release.CheckArgs(inst)
+	if !errors.Is(err, release.ErrArg) || !strings.Contains(err.Error(), `"--config=/etc/executor/config.json"`) {
+		t.Errorf("CheckArgs(bad) = %v; want release.ErrArg naming the argument", err)
 	}
 	o := baseOptions(t, rt)
-	if _, err := Prepare(o); !errors.Is(err, ErrArg) {
-		t.Errorf("Prepare(bad) = %v; want ErrArg", err)
+	if _, err := Prepare(o); !errors.Is(err, release.ErrArg) {
+		t.Errorf("Prepare(bad) = %v; want release.ErrArg", err)
 	}
 	if _, err := os.Stat(filepath.Join(o.StateDir, "root")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state root created for a refused release: %v", err)
@@ -103,7 +104,7 @@ func TestCheckArgs(t *testing.T) {
 // reported in Spec.Tightened; what is inside is left as it was.
 func TestPrepareTightensDirs(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown")
+		testenv.Missing(t, "needs root to chown")
 	}
 	rt := installFake(t, "#!/bin/sh\n", cfg)
 	o := baseOptions(t, rt)

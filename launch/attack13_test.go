@@ -63,25 +63,25 @@ func TestMapArgThroughImageSymlinks(t *testing.T) {
 	data, state := "/D", "/S"
 	for _, c := range []struct {
 		arg, want string
-		kind      argKind
+		kind      release.ArgKind
 	}{
-		{"/app/datalink", "/D", argData},
-		{"/app/datalink/db.sqlite", "/D/db.sqlite", argData},
-		{"--db=/app/reldata/x/db", "--db=/D/x/db", argData},
-		{"/app/pid", "/S/root/run/app.pid", argState},
-		{"--pid=/app/runlink/x.pid", "--pid=/S/root/run/x.pid", argState},
-		{"/app/runlink", "/S/root/run", argState},
-		{"/app/js", filepath.Join(rootfs, "app/serve.js"), argRelease},
+		{"/app/datalink", "/D", release.ArgData},
+		{"/app/datalink/db.sqlite", "/D/db.sqlite", release.ArgData},
+		{"--db=/app/reldata/x/db", "--db=/D/x/db", release.ArgData},
+		{"/app/pid", "/S/root/run/app.pid", release.ArgState},
+		{"--pid=/app/runlink/x.pid", "--pid=/S/root/run/x.pid", release.ArgState},
+		{"/app/runlink", "/S/root/run", release.ArgState},
+		{"/app/js", filepath.Join(rootfs, "app/serve.js"), release.ArgRelease},
 	} {
-		got, kind, _, err := mapArg(inst, c.arg, data, state)
+		got, kind, _, err := release.MapArg(inst, c.arg, data, state)
 		if err != nil || got != c.want || kind != c.kind {
-			t.Errorf("mapArg(%q) = %q, %d, %v; want %q, %d", c.arg, got, kind, err, c.want, c.kind)
+			t.Errorf("release.MapArg(%q) = %q, %d, %v; want %q, %d", c.arg, got, kind, err, c.want, c.kind)
 		}
 	}
 	// Out of the rootfs through an absolute symlink: still refused (the
 	// image has no /etc/passwd), never the host's.
-	if got, _, _, err := mapArg(inst, "/app/etc/passwd", data, state); !errors.Is(err, ErrArg) {
-		t.Errorf("mapArg(/app/etc/passwd) = %q, %v; want ErrArg", got, err)
+	if got, _, _, err := release.MapArg(inst, "/app/etc/passwd", data, state); !errors.Is(err, release.ErrArg) {
+		t.Errorf("release.MapArg(/app/etc/passwd) = %q, %v; want release.ErrArg", got, err)
 	}
 	// Prepare creates the state path's directories for a symlinked
 	// writable directory too.
@@ -96,7 +96,7 @@ func TestMapArgThroughImageSymlinks(t *testing.T) {
 	if _, err := Prepare(o); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := os.Stat(filepath.Join(o.StateDir, StateRoot, "run")); err != nil || !st.IsDir() {
+	if st, err := os.Stat(filepath.Join(o.StateDir, release.StateRoot, "run")); err != nil || !st.IsDir() {
 		t.Errorf("state root run/ for --pid=/app/runlink: %v", err)
 	}
 }

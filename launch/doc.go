@@ -4,19 +4,20 @@
 // The program and its arguments come from the image config (Entrypoint +
 // Cmd). The program name is looked up through the image's PATH entries
 // mapped into the rootfs; the child's PATH lists those rootfs directories
-// first, then DefaultHostPath (never the caller's PATH). The working
+// first, then release.DefaultHostPath (never the caller's PATH). The working
 // directory is WorkingDir inside the rootfs.
 //
 // Arguments that are absolute image paths, "/p" or "--flag=/p" alike, are
-// mapped, first rule that applies: the stream paths /dev/null,
-// /dev/stdin, /dev/stdout and /dev/stderr pass verbatim; under a declared
-// volume to the data directory; under one of WritableDirs (/run, /tmp,
-// /var) into <state dir>/root (its directories created, the payload's);
-// existing in the release to the rootfs (read-only), unless it leads
-// through a symlink of the image (resolved inside the rootfs, dangling
-// ones too) under a volume or WritableDirs entry, which maps as the path
-// it leads to (/app/data -> /data to the data directory); anything else is
-// ErrArg, which CheckArgs reports at install validation. No argument
+// mapped by release.MapArg, first rule that applies: the stream paths
+// /dev/null, /dev/stdin, /dev/stdout and /dev/stderr pass verbatim; under
+// a declared volume to the data directory; under one of
+// release.WritableDirs (/run, /tmp, /var) into <state dir>/root (its
+// directories created, the payload's); existing in the release to the
+// rootfs (read-only), unless it leads through a symlink of the image
+// (resolved inside the rootfs, dangling ones too) under a volume or
+// WritableDirs entry, which maps as the path it leads to (/app/data ->
+// /data to the data directory); anything else is release.ErrArg, which
+// release.CheckArgs reports at install validation. No argument
 // reaches a host path outside the release, data and state directories.
 //
 // The data and state directories, and the state directory's HOME, TMPDIR

@@ -13,12 +13,13 @@ import (
 	"strings"
 	"syscall"
 
+	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/release"
-	digest "github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 )
 
 // ErrNotInstalled: no active release, or not the configured one. The
@@ -28,10 +29,6 @@ var ErrNotInstalled = errors.New("run `hbx install` first")
 // ErrEnvFile: the env file is missing, not readable, readable by others or
 // malformed; the CLI maps it to invalid configuration (exit 2).
 var ErrEnvFile = errors.New("bad env file")
-
-// DefaultHostPath is the host's part of the payload's PATH: the standard
-// system directories, root's on every distribution hbx targets.
-const DefaultHostPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // PidFile is the name of the pidfile in the state directory.
 const PidFile = "executor.pid"
@@ -55,7 +52,7 @@ type Options struct {
 	Platform    string
 	ManifestPin digest.Digest
 	// HostPath is the host's part of the payload's PATH, after the
-	// rootfs dirs; "" means DefaultHostPath. hbx passes DefaultHostPath,
+	// rootfs dirs; "" means release.DefaultHostPath. hbx passes that,
 	// never its caller's PATH: a directory there that another user can
 	// write would choose the programs the payload runs.
 	HostPath string
@@ -145,7 +142,7 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 	env := newEnv(prog.Env)
 	hostPath := o.HostPath
 	if hostPath == "" {
-		hostPath = DefaultHostPath
+		hostPath = release.DefaultHostPath
 	}
 	env.set("PATH", strings.Join(append(append([]string(nil), prog.PathDirs...), hostPath), ":"))
 	env.set("EXECUTOR_HOST", o.Listen)
@@ -176,11 +173,11 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 
 	args := append([]string(nil), prog.Args...)
 	for i := 1; i < len(args); i++ {
-		a, kind, host, err := mapArg(inst, args[i], o.DataDir, o.StateDir)
+		a, kind, host, err := release.MapArg(inst, args[i], o.DataDir, o.StateDir)
 		if err != nil {
 			return nil, err
 		}
-		if kind == argState {
+		if kind == release.ArgState {
 			if err := ensureStatePath(o.StateDir, host, cred, &changed); err != nil {
 				return nil, fmt.Errorf("state directory: %w", err)
 			}
@@ -286,18 +283,18 @@ func privateDir(dirfd int, name, shown string, uid, gid int, changed *[]string) 
 
 // ensureStatePath creates, for an argument mapped into the state
 // directory's root, each directory from <stateDir>/root down to host's
-// parent (host itself too when it stands for a WritableDirs entry), mode
-// 0700 and cred's user's.
+// parent (host itself too when it stands for a release.WritableDirs
+// entry), mode 0700 and cred's user's.
 func ensureStatePath(stateDir, host string, cred *syscall.Credential, changed *[]string) error {
 	last := filepath.Dir(host)
-	for _, w := range WritableDirs {
-		if host == filepath.Join(stateDir, StateRoot, w) {
+	for _, w := range release.WritableDirs {
+		if host == filepath.Join(stateDir, release.StateRoot, w) {
 			last = host
 		}
 	}
 	rel, err := filepath.Rel(stateDir, last)
 	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
-		return fmt.Errorf("%s is not under %s", host, filepath.Join(stateDir, StateRoot))
+		return fmt.Errorf("%s is not under %s", host, filepath.Join(stateDir, release.StateRoot))
 	}
 	return ensureUnder(stateDir, rel, cred, changed)
 }

@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/tartest"
 	"github.com/hermesbox/hbx/release"
-	digest "github.com/opencontainers/go-digest"
 )
 
 var (

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 func TestSmoke(t *testing.T) {
@@ -71,7 +73,7 @@ func zombie(pid int) bool {
 // port and write the data directory without its lock.
 func TestSmokeDaemonGone(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
-		t.Skip("no setsid on the host")
+		testenv.Missing(t, "setsid(1) is not installed (apt-get install util-linux)")
 	}
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "daemon.pid")
@@ -100,7 +102,7 @@ func TestSmokeDaemonGone(t *testing.T) {
 // directory after `hbx run executor` said the payload was gone.
 func TestRunDaemonGone(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
-		t.Skip("no setsid on the host")
+		testenv.Missing(t, "setsid(1) is not installed (apt-get install util-linux)")
 	}
 	// $4 is the mapped --pid /run/x/y.pid: a file in the state directory.
 	rt := installFake(t, "#!/bin/sh\nsetsid sh -c 'echo $$ > \"$0\"; exec sleep 300' \"$4\" </dev/null >/dev/null 2>&1 &\n"+

@@ -18,6 +18,9 @@
 // Paths named by the image (Entrypoint, Cmd, WorkingDir, PATH entries) are
 // resolved inside rootfs with chroot semantics (pathrs-lite), so an
 // absolute symlink in the image never leads to the host's file of that name.
+// MapArg holds the rule mapping the command's absolute path arguments to
+// the host (data directory, state directory or rootfs), shared by the
+// installer's validation (CheckArgs) and the native run (launch).
 // The package only reads; it guarantees nothing about concurrent installs
 // (callers hold the runtime directory's lock when that matters).
 package release

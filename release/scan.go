@@ -4,10 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"github.com/hermesbox/hbx/internal/fsat"
 	"io"
 	"os"
 	"sort"
+
+	"github.com/hermesbox/hbx/internal/fsat"
 
 	"golang.org/x/sys/unix"
 )

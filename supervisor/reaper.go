@@ -11,8 +11,9 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/hermesbox/hbx/internal/procscan"
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/procscan"
 )
 
 // reaper is the one owner of every wait in the process: it reaps any child

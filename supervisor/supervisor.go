@@ -17,9 +17,10 @@ import (
 	"syscall"
 	"time"
 
+	"gopkg.in/natefinch/lumberjack.v2"
+
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/procscan"
-	"gopkg.in/natefinch/lumberjack.v2"
 )
 
 // Options configure a Supervisor. Zero durations take the defaults given.

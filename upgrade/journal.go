@@ -8,8 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hermesbox/hbx/internal/atomicfile"
 	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
 )
 
 // JournalFile is the upgrade journal's name in the runtime directory.

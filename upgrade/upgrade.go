@@ -12,11 +12,12 @@ import (
 	"strings"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
-	digest "github.com/opencontainers/go-digest"
 )
 
 // LockFile is the runtime directory's lock, the one install, backup and

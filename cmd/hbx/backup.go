@@ -13,15 +13,16 @@ import (
 	"text/tabwriter"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/supervisor"
-	digest "github.com/opencontainers/go-digest"
-	"github.com/spf13/cobra"
-	"golang.org/x/term"
 )
 
 // backupOptions are the flags of `hbx backup`.

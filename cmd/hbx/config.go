@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermesbox/hbx/internal/config"
 	"github.com/spf13/cobra"
+
+	"github.com/hermesbox/hbx/internal/config"
 )
 
 // newConfigCommand builds `hbx config`, the group of configuration commands.

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
-	"golang.org/x/sys/unix"
 )
 
 // lockData takes the data directory's lock (internal/datalock) for

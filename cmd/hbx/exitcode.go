@@ -6,11 +6,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
-	"github.com/spf13/cobra"
 )
 
 // Exit codes. exitCodesHelp documents them in `hbx --help`; keep both and

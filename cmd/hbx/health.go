@@ -12,11 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
-	"github.com/spf13/cobra"
 )
 
 // errHealthFailed is wrapped by runHealth's error when a check failed.

@@ -14,9 +14,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	digest "github.com/opencontainers/go-digest"
+
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/config"
-	digest "github.com/opencontainers/go-digest"
 )
 
 // healthBox writes a config whose directories are in a temp dir: the data

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/buildinfo"
@@ -20,8 +23,6 @@ import (
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
-	digest "github.com/opencontainers/go-digest"
-	"github.com/spf13/cobra"
 )
 
 type installOptions struct {
@@ -79,7 +80,7 @@ func installerOptions(g *globals, cfg *config.Config) (installer.Options, error)
 	if err != nil {
 		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
 	}
-	hostPath := launch.DefaultHostPath // as the payload runs: never the caller's PATH
+	hostPath := release.DefaultHostPath // as the payload runs: never the caller's PATH
 	return installer.Options{
 		RunAs:                runAs,
 		HostPath:             hostPath,

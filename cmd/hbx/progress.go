@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hermesbox/hbx/installer"
 	"golang.org/x/term"
+
+	"github.com/hermesbox/hbx/installer"
 )
 
 // isTerminal reports whether w is a terminal.

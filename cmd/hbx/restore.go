@@ -12,12 +12,13 @@ import (
 	"strings"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/supervisor"
-	digest "github.com/opencontainers/go-digest"
-	"github.com/spf13/cobra"
 )
 
 // restoreOptions are the flags of `hbx restore`.

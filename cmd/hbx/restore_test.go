@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermesbox/hbx/internal/config"
 	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/internal/config"
 )
 
 // TestRestorePinner: a restore's pin is read from the config file as it

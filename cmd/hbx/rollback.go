@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/upgrade"
-	"github.com/spf13/cobra"
 )
 
 // newRollbackCommand builds `hbx rollback`.

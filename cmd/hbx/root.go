@@ -8,11 +8,12 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/supervisor"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/supervisor"
 )
 
 // globals is what every subcommand shares: the process's environment and

@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
-	"github.com/spf13/cobra"
 )
 
 // newRunCommand builds `hbx run executor`.
@@ -48,7 +50,7 @@ holds it.`,
 				return fmt.Errorf("run executor: %w", err)
 			}
 			defer dl.Release()
-			spec, err := prepareLaunch(cmd.Context(), launchOptions(cfg, launch.DefaultHostPath), g.log)
+			spec, err := prepareLaunch(cmd.Context(), launchOptions(cfg, release.DefaultHostPath), g.log)
 			if err != nil {
 				return err
 			}

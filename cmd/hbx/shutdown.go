@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hermesbox/hbx/supervisor"
 	"github.com/spf13/cobra"
+
+	"github.com/hermesbox/hbx/supervisor"
 )
 
 // newShutdownCommand builds `hbx shutdown`.

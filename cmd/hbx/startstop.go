@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
-	"github.com/spf13/cobra"
 )
 
 // controlOptions are the inputs of runControl.

@@ -8,9 +8,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
-	"github.com/spf13/cobra"
 )
 
 // statusOptions are the inputs of runStatus.

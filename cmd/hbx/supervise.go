@@ -15,14 +15,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
-	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
-	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 // newSuperviseCommand builds `hbx supervise`.
@@ -249,7 +250,7 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 	}
 	// The built-in executor: the active release, prepared afresh at each
 	// start, gated and watched by its health check.
-	hostPath := launch.DefaultHostPath // never the caller's PATH
+	hostPath := release.DefaultHostPath // never the caller's PATH
 	// The MCP tool set is pinned with the image (hbx upgrade --mcp-tools):
 	// the probe checks the one read with the pin at the last start.
 	var tools atomic.Pointer[[]string]

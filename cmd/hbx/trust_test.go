@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // TestCheckTrust: every command that loads the configuration refuses
@@ -16,7 +18,7 @@ import (
 // the data and state directories' ancestors, executor.user).
 func TestCheckTrust(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown")
+		testenv.Missing(t, "needs root to chown")
 	}
 	const nobody = 65534
 	mk := func(t *testing.T, p string, mode os.FileMode, uid int) {

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/installer"
@@ -21,8 +24,6 @@ import (
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
-	digest "github.com/opencontainers/go-digest"
-	"github.com/spf13/cobra"
 )
 
 // preUpgradeName starts the file name of every pre-upgrade archive.

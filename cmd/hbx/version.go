@@ -6,8 +6,9 @@ import (
 	"io"
 	"runtime"
 
-	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/spf13/cobra"
+
+	"github.com/hermesbox/hbx/internal/buildinfo"
 )
 
 // versionOptions are the inputs of runVersion.

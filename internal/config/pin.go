@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	yaml "go.yaml.in/yaml/v3"
+
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/regfile"
-	yaml "go.yaml.in/yaml/v3"
 )
 
 // ErrNoFile: WritePin found no config file to write to.

@@ -11,10 +11,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/procscan"
-	"golang.org/x/sys/unix"
 )
 
 // ErrBusy is wrapped by the errors of Check and Acquire when a process

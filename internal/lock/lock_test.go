@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 func TestAcquireNamesHolder(t *testing.T) {
@@ -43,7 +45,7 @@ func TestAcquireNamesHolder(t *testing.T) {
 func TestReleasedWhenHolderDies(t *testing.T) {
 	flock, err := exec.LookPath("flock")
 	if err != nil {
-		t.Skip("flock(1) not installed")
+		testenv.Missing(t, "flock(1) is not installed (apt-get install util-linux)")
 	}
 	p := filepath.Join(t.TempDir(), "hbx.lock")
 	cmd := exec.Command(flock, "--no-fork", p, "sleep", "30")

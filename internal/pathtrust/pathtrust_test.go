@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 const nobody = 65534
@@ -14,7 +16,7 @@ const nobody = 65534
 // t.TempDir, itself under /tmp (root's, sticky: excepted).
 func TestCheck(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown")
+		testenv.Missing(t, "needs root to chown")
 	}
 	type step struct {
 		path       string // relative to the test's directory

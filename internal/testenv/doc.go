@@ -18,5 +18,11 @@
 // Missing dependencies: [Unavailable] fails the test when HBXTEST_E2E=1 or
 // CI=true ([Strict]), and skips it otherwise; either way the message names
 // scripts/testdeps.sh, which installs the registry and fetches the Bun
-// tarballs. Test-only variables use the HBXTEST_ prefix; HBX_ belongs to hbx.
+// tarballs. [Missing] does the same for a prerequisite testdeps.sh does not
+// provide (a host tool, root), with the remedy in its message. A test skips
+// with t.Skip directly only for what no install provides (a file system
+// without ACLs, a gate such as HBXTEST_BENCH), with a comment "not a
+// missing prerequisite: ..." just above the call; TestNoSilentSkip holds
+// every test file of the module to that. Test-only variables use the
+// HBXTEST_ prefix; HBX_ belongs to hbx.
 package testenv

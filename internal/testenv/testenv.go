@@ -5,8 +5,10 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -21,7 +23,18 @@ func Strict() bool {
 // missing; Unavailable adds the remedy, scripts/testdeps.sh.
 func Unavailable(t testing.TB, msg string) {
 	t.Helper()
-	msg += " (run scripts/testdeps.sh)"
+	Missing(t, msg+" (run scripts/testdeps.sh)")
+}
+
+// Missing reports a missing prerequisite that scripts/testdeps.sh does not
+// provide (a host tool from a Debian package, root): it fails the test
+// under [Strict] and skips it otherwise. msg says what is missing and the
+// remedy ("gpg is not installed (apt-get install gnupg)", "needs root to
+// chown"); Missing adds nothing to it but, when failing, why it fails.
+// A test calls Missing, never t.Skip, for a missing prerequisite, so CI
+// refuses the skip (TestNoSilentSkip).
+func Missing(t testing.TB, msg string) {
+	t.Helper()
 	if Strict() {
 		t.Fatal(msg + "; failing, not skipping, as HBXTEST_E2E=1 or CI=true")
 	}
@@ -42,6 +55,35 @@ func RepoRoot(t testing.TB) string {
 		t.Fatalf("RepoRoot: %v", err)
 	}
 	return root
+}
+
+// GoFiles returns the paths of the module's .go files under root (test
+// files included, whatever their build tags), in lexical order, skipping
+// the directories the go tool skips: testdata and names starting with "."
+// or "_" (so .cache and .run too). It fails the test on a read error.
+func GoFiles(t testing.TB, root string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(name, ".go") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("list the Go files under %s: %v", root, err)
+	}
+	return files
 }
 
 // FindRepoRoot returns the nearest directory at or above dir that holds

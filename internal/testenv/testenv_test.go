@@ -82,14 +82,22 @@ func TestFindRepoRoot(t *testing.T) {
 	}
 }
 
-// TestUnavailable re-runs itself as a child that reports a missing
-// dependency, and checks the child skips, or fails under CI=true and
-// HBXTEST_E2E=1.
+// TestUnavailable: a child that reports a missing dependency skips, or
+// fails under CI=true and HBXTEST_E2E=1, naming scripts/testdeps.sh.
 func TestUnavailable(t *testing.T) {
 	if os.Getenv("HBXTEST_UNAVAILABLE_CHILD") == "1" {
 		testenv.Unavailable(t, "frobnicator missing")
 		t.Fatal("Unavailable returned")
 	}
+	checkReporter(t, "TestUnavailable", "HBXTEST_UNAVAILABLE_CHILD=1", "frobnicator missing (run scripts/testdeps.sh)", "")
+}
+
+// checkReporter re-runs the test binary's test name as a child with
+// childEnv set (and CI, HBXTEST_E2E as each case says) and checks the
+// child skips, or fails under CI=true and HBXTEST_E2E=1, printing want
+// and, when notWant is not "", not printing notWant.
+func checkReporter(t *testing.T, name, childEnv, want, notWant string) {
+	t.Helper()
 	for _, tc := range []struct {
 		env      []string
 		wantFail bool
@@ -99,21 +107,22 @@ func TestUnavailable(t *testing.T) {
 		{[]string{"HBXTEST_E2E=1"}, true},
 		{[]string{"CI=false", "HBXTEST_E2E=0"}, false},
 	} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestUnavailable$", "-test.v")
+		cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.v")
 		for _, kv := range os.Environ() {
 			if !strings.HasPrefix(kv, "CI=") && !strings.HasPrefix(kv, "HBXTEST_E2E=") {
 				cmd.Env = append(cmd.Env, kv)
 			}
 		}
-		cmd.Env = append(cmd.Env, "HBXTEST_UNAVAILABLE_CHILD=1")
+		cmd.Env = append(cmd.Env, childEnv)
 		cmd.Env = append(cmd.Env, tc.env...)
 		out, err := cmd.CombinedOutput()
-		want := "--- SKIP"
+		verdict := "--- SKIP"
 		if tc.wantFail {
-			want = "--- FAIL"
+			verdict = "--- FAIL"
 		}
-		if (err != nil) != tc.wantFail || !strings.Contains(string(out), want) || !strings.Contains(string(out), "frobnicator missing (run scripts/testdeps.sh)") {
-			t.Errorf("child with %q: %v, want %s naming scripts/testdeps.sh; output:\n%s", tc.env, err, want, out)
+		bad := notWant != "" && strings.Contains(string(out), notWant)
+		if (err != nil) != tc.wantFail || !strings.Contains(string(out), verdict) || !strings.Contains(string(out), want) || bad {
+			t.Errorf("%s child with %q: %v, want %s printing %q (and not %q); output:\n%s", name, tc.env, err, verdict, want, notWant, out)
 		}
 	}
 }

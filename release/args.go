@@ -1,4 +1,4 @@
-package launch
+package release
 
 import (
 	"errors"
@@ -8,9 +8,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/hermesbox/hbx/release"
 )
+
+// DefaultHostPath is the host's part of the payload's PATH, after the
+// image's PATH entries mapped into the rootfs: the standard system
+// directories, root's on every distribution hbx targets. The native run
+// uses it (never the caller's PATH) and install validation follows the
+// entry program through it.
+const DefaultHostPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // ErrArg: an argument of the image's Entrypoint/Cmd names an absolute path
 // that maps nowhere hbx allows (see [CheckArgs]).
@@ -25,42 +30,42 @@ var WritableDirs = []string{"/run", "/tmp", "/var"}
 // image's [WritableDirs].
 const StateRoot = "root"
 
-// streamPaths pass verbatim: they name the payload's own standard streams
+// StreamPaths pass verbatim: they name the payload's own standard streams
 // or the null device, never a file of the host.
-var streamPaths = []string{"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"}
+var StreamPaths = []string{"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"}
 
-// argKind says where a mapped argument points.
-type argKind int
+// ArgKind says where a mapped argument points.
+type ArgKind int
 
 const (
-	argVerbatim argKind = iota // not a path, or a stream path
-	argData                    // under a declared volume: the data directory
-	argState                   // under a WritableDirs entry: the state directory
-	argRelease                 // exists in the release: the rootfs (read-only)
+	ArgVerbatim ArgKind = iota // not a path, or a stream path
+	ArgData                    // under a declared volume: the data directory
+	ArgState                   // under a WritableDirs entry: the state directory
+	ArgRelease                 // exists in the release: the rootfs (read-only)
 )
 
-// mapArg maps one argument of the image's command to the host. An absolute
+// MapArg maps one argument of the image's command to the host. An absolute
 // path "/p", or the value of "--flag=/p" (any argument starting with "-"
 // whose text after the first "=" is absolute), is mapped, in this order:
 // a stream path passes verbatim; under a declared volume to dataDir; under
 // one of WritableDirs to stateDir/root/<path>; a path that exists in the
 // release to its host path in the rootfs. Anything else wraps ErrArg.
-// It returns the mapped argument and, for argState, the host path.
-func mapArg(inst *release.Installed, arg, dataDir, stateDir string) (string, argKind, string, error) {
+// It returns the mapped argument and, for ArgState, the host path.
+func MapArg(inst *Installed, arg, dataDir, stateDir string) (string, ArgKind, string, error) {
 	prefix, p := "", arg
 	if strings.HasPrefix(arg, "-") {
 		k, v, ok := strings.Cut(arg, "=")
 		if !ok || !path.IsAbs(v) {
-			return arg, argVerbatim, "", nil
+			return arg, ArgVerbatim, "", nil
 		}
 		prefix, p = k+"=", v
 	}
 	if !path.IsAbs(p) {
-		return arg, argVerbatim, "", nil
+		return arg, ArgVerbatim, "", nil
 	}
 	clean := path.Clean(p)
-	if slices.Contains(streamPaths, clean) {
-		return arg, argVerbatim, "", nil
+	if slices.Contains(StreamPaths, clean) {
+		return arg, ArgVerbatim, "", nil
 	}
 	if host, kind, ok := mapLexical(inst, clean, dataDir, stateDir); ok {
 		return prefix + host, kind, host, nil
@@ -72,7 +77,7 @@ func mapArg(inst *release.Installed, arg, dataDir, stateDir string) (string, arg
 	// /run is read-only and not what the payload meant.
 	img, exists, err := resolveImage(inst.Rootfs(), clean)
 	if err != nil {
-		return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, release.Shown(clean), err)
+		return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, Shown(clean), err)
 	}
 	if img != clean {
 		if host, kind, ok := mapLexical(inst, img, dataDir, stateDir); ok {
@@ -80,28 +85,28 @@ func mapArg(inst *release.Installed, arg, dataDir, stateDir string) (string, arg
 		}
 	}
 	if exists {
-		host, _, err := release.ResolveInRoot(inst.Rootfs(), clean)
+		host, _, err := ResolveInRoot(inst.Rootfs(), clean)
 		if err != nil {
-			return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, release.Shown(clean), err)
+			return "", 0, "", fmt.Errorf("%w: %q: resolve %s in the release: %w", ErrArg, arg, Shown(clean), err)
 		}
-		return prefix + host, argRelease, host, nil
+		return prefix + host, ArgRelease, host, nil
 	}
 	return "", 0, "", fmt.Errorf("%w: %q names %s, which is not under a volume (%s), a writable directory (%s) or in the release",
-		ErrArg, arg, release.Shown(clean), release.Shown(strings.Join(inst.Meta.Config.Volumes, ", ")), strings.Join(WritableDirs, ", "))
+		ErrArg, arg, Shown(clean), Shown(strings.Join(inst.Meta.Config.Volumes, ", ")), strings.Join(WritableDirs, ", "))
 }
 
 // mapLexical applies the volume and writable-directory rules to the clean
 // image path p.
-func mapLexical(inst *release.Installed, p, dataDir, stateDir string) (string, argKind, bool) {
+func mapLexical(inst *Installed, p, dataDir, stateDir string) (string, ArgKind, bool) {
 	for _, v := range inst.Meta.Config.Volumes {
 		v = path.Clean(v)
 		if under(p, v) {
-			return filepath.Join(dataDir, strings.TrimPrefix(p, v)), argData, true
+			return filepath.Join(dataDir, strings.TrimPrefix(p, v)), ArgData, true
 		}
 	}
 	for _, w := range WritableDirs {
 		if under(p, w) {
-			return filepath.Join(stateDir, StateRoot, p), argState, true
+			return filepath.Join(stateDir, StateRoot, p), ArgState, true
 		}
 	}
 	return "", 0, false
@@ -132,7 +137,7 @@ func resolveImage(rootfs, p string) (img string, exists bool, err error) {
 func resolveStep(rootfs, real, p string) (next string, done, exists bool, err error) {
 	rest := ""
 	for cur := p; ; cur = path.Dir(cur) {
-		host, _, err := release.ResolveInRoot(rootfs, cur)
+		host, _, err := ResolveInRoot(rootfs, cur)
 		if err == nil {
 			dir := path.Join("/", strings.TrimPrefix(strings.TrimPrefix(host, real), "/"))
 			if rest == "" {
@@ -165,15 +170,15 @@ func under(p, dir string) bool {
 
 // CheckArgs checks that every argument of inst's command (Entrypoint and
 // Cmd after the program) maps to the release, the data directory or the
-// state directory by the rule of [Prepare]; the installer runs it before
-// activating a release. The error wraps ErrArg and quotes the argument.
-func CheckArgs(inst *release.Installed) error {
+// state directory by the rule of [MapArg], the one launch.Prepare applies;
+// the installer runs it before activating a release. The error wraps ErrArg and quotes the argument.
+func CheckArgs(inst *Installed) error {
 	prog, err := inst.Program()
 	if err != nil {
 		return err
 	}
 	for _, a := range prog.Args[1:] {
-		if _, _, _, err := mapArg(inst, a, "/data", "/state"); err != nil {
+		if _, _, _, err := MapArg(inst, a, "/data", "/state"); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,85 @@
+package boundary
+
+import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hermesbox/hbx/internal/testenv"
+)
+
+// module is the import path of the repository's module.
+const module = "github.com/hermesbox/hbx"
+
+// verbs are the packages that each do one job; cmd/hbx wires them.
+var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "launch"}
+
+// imports returns, for each package directory under root (relative,
+// slash-separated), the module-relative paths of the module's packages its
+// .go files import, test files included (testenv.GoFiles lists them).
+func imports(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	fset := token.NewFileSet()
+	for _, p := range testenv.GoFiles(t, root) {
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatalf("read imports: %v", err)
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.ToSlash(rel)
+		for _, spec := range f.Imports {
+			path, err := strconv.Unquote(spec.Path.Value)
+			if err != nil {
+				t.Fatalf("%s: import %s: %v", p, spec.Path.Value, err)
+			}
+			if pkg, ok := strings.CutPrefix(path, module+"/"); ok && !slices.Contains(out[dir], pkg) {
+				out[dir] = append(out[dir], pkg)
+			}
+		}
+	}
+	return out
+}
+
+// top is the first element of a module-relative package path.
+func top(pkg string) string {
+	first, _, _ := strings.Cut(pkg, "/")
+	return first
+}
+
+// TestVerbsImportNoVerb: no verb package imports another verb package, and
+// no shared layer (release, extract, internal/...) imports a verb package.
+// Only cmd/ and e2e/ wire verbs together.
+func TestVerbsImportNoVerb(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	all := imports(t, root)
+	for _, v := range verbs {
+		if _, ok := all[v]; !ok {
+			t.Errorf("verb package %s/ not found under %s (renamed? update verbs)", v, root)
+		}
+	}
+	dirs := make([]string, 0, len(all))
+	for d := range all {
+		dirs = append(dirs, d)
+	}
+	slices.Sort(dirs)
+	for _, dir := range dirs {
+		switch top(dir) {
+		case "cmd", "e2e":
+			continue
+		}
+		for _, pkg := range all[dir] {
+			if top(pkg) == top(dir) || !slices.Contains(verbs, top(pkg)) {
+				continue
+			}
+			t.Errorf("%s imports %s: a verb package is imported only by cmd/ and e2e/ (move the shared piece to release/, extract/ or internal/)", dir, pkg)
+		}
+	}
+}

@@ -1,0 +1,11 @@
+// Package boundary holds no code: its test keeps the layers of the module
+// apart so no one has to watch them.
+//
+// The verb packages (installer, supervisor, health, backup, upgrade,
+// launch) each do one job and never import one another, test files
+// included: cmd/hbx wires them together. The shared layers they build on
+// (release, extract and every package under internal/) import no verb
+// package, so no verb reaches another through them. Only cmd/ and e2e/
+// import verbs. The test reads the import lines of every .go file with
+// go/parser, whatever its build tags (testenv.GoFiles lists them).
+package boundary
