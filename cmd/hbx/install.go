@@ -158,18 +158,9 @@ func freePort(listen string) (int, error) {
 }
 
 // platformPin is the pinned child manifest digest for the configured
-// platform ("" when not pinned). linux/arm64 also pins linux/arm64/v8.
+// platform ("" when not pinned); see config.Config.PlatformPin.
 func platformPin(cfg *config.Config) digest.Digest {
-	p := cfg.Executor.Platform
-	if d, ok := cfg.Executor.PlatformDigests[p]; ok {
-		return digest.Digest(d)
-	}
-	if parts := strings.Split(p, "/"); len(parts) == 3 {
-		if d, ok := cfg.Executor.PlatformDigests[parts[0]+"/"+parts[1]]; ok {
-			return digest.Digest(d)
-		}
-	}
-	return ""
+	return digest.Digest(cfg.PlatformPin())
 }
 
 // installGCPercent is the Go collector's GOGC during `hbx install`, unless

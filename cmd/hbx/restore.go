@@ -219,7 +219,7 @@ type restorePinner struct {
 // Pinned reads the pin from the config file as it is now; what the file
 // does not set is the configuration's value.
 func (p restorePinner) Pinned() (string, digest.Digest, error) {
-	key := pinKey(p.cfg)
+	key := p.cfg.PinKey()
 	img, man, err := config.ReadPin(p.g.configPath, key)
 	if errors.Is(err, config.ErrNoFile) {
 		return p.cfg.Executor.Image, digest.Digest(p.cfg.Executor.PlatformDigests[key]), nil
@@ -249,7 +249,7 @@ func (p restorePinner) CanPin() error {
 
 // Pin writes image and manifest into the config file.
 func (p restorePinner) Pin(image string, manifest digest.Digest) error {
-	return config.WritePin(p.g.configPath, image, pinKey(p.cfg), manifest.String())
+	return config.WritePin(p.g.configPath, image, p.cfg.PinKey(), manifest.String())
 }
 
 // recoverRestoreFor undoes or finishes an interrupted restore before an

@@ -456,7 +456,7 @@ func pinnedConfig(cfg *config.Config, r upgrade.Release) *config.Config {
 	if c.Executor.PlatformDigests == nil {
 		c.Executor.PlatformDigests = map[string]string{}
 	}
-	c.Executor.PlatformDigests[pinKey(cfg)] = r.Manifest.String()
+	c.Executor.PlatformDigests[cfg.PinKey()] = r.Manifest.String()
 	return &c
 }
 
@@ -587,22 +587,6 @@ func (d *upgradeData) Restore(ctx context.Context, archive string, r upgrade.Rel
 	return res.Restored[d.cfg.Executor.DataDir], nil
 }
 
-// pinKey is the executor.platform_digests key that pins cfg's platform:
-// the platform itself, or its os/arch when only that is pinned (as
-// platformPin reads it).
-func pinKey(cfg *config.Config) string {
-	p := cfg.Executor.Platform
-	if _, ok := cfg.Executor.PlatformDigests[p]; ok {
-		return p
-	}
-	if parts := strings.Split(p, "/"); len(parts) == 3 {
-		if _, ok := cfg.Executor.PlatformDigests[parts[0]+"/"+parts[1]]; ok {
-			return parts[0] + "/" + parts[1]
-		}
-	}
-	return p
-}
-
 // configPinner is upgrade.Config over the --config file.
 type configPinner struct {
 	g    *globals
@@ -618,9 +602,9 @@ func (p configPinner) Pin(r upgrade.Release) (string, error) {
 	if r.MCPTools != nil {
 		tools = config.PinTools{Names: r.MCPTools.Names}
 	}
-	err := config.WritePinTools(p.g.configPath, r.Image, pinKey(p.cfg), r.Manifest.String(), tools)
+	err := config.WritePinTools(p.g.configPath, r.Image, p.cfg.PinKey(), r.Manifest.String(), tools)
 	if errors.Is(err, config.ErrNoFile) {
-		return fmt.Sprintf("no config file at %s: nothing written; set executor.image to %s (and executor.platform_digests.%s to %s) so the next boot pins it", p.g.configPath, r.Image, pinKey(p.cfg), r.Manifest), nil
+		return fmt.Sprintf("no config file at %s: nothing written; set executor.image to %s (and executor.platform_digests.%s to %s) so the next boot pins it", p.g.configPath, r.Image, p.cfg.PinKey(), r.Manifest), nil
 	}
 	if err != nil {
 		return "", err

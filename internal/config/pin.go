@@ -232,3 +232,26 @@ func mapping(m *yaml.Node, key string) (*yaml.Node, error) {
 func setScalar(m *yaml.Node, key, value string) {
 	setNode(m, key, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: value, Style: yaml.DoubleQuotedStyle})
 }
+
+// PinKey returns the executor.platform_digests key that pins
+// Executor.Platform: the platform itself ("linux/arm64/v8"), or its
+// os/arch ("linux/arm64") when only that is pinned; the platform itself
+// when neither is (the key a new pin is written under).
+func (c *Config) PinKey() string {
+	p := c.Executor.Platform
+	if _, ok := c.Executor.PlatformDigests[p]; ok {
+		return p
+	}
+	if parts := strings.Split(p, "/"); len(parts) == 3 {
+		if _, ok := c.Executor.PlatformDigests[parts[0]+"/"+parts[1]]; ok {
+			return parts[0] + "/" + parts[1]
+		}
+	}
+	return p
+}
+
+// PlatformPin returns the pinned child manifest digest for
+// Executor.Platform (under PinKey), or "" when it is not pinned.
+func (c *Config) PlatformPin() string {
+	return c.Executor.PlatformDigests[c.PinKey()]
+}

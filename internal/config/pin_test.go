@@ -191,3 +191,28 @@ func TestWritePinTools(t *testing.T) {
 		t.Errorf("ReadMCPTools(a mapping) = %v, want ErrInvalid", err)
 	}
 }
+
+func TestPinKey(t *testing.T) {
+	tests := []struct {
+		platform string
+		digests  map[string]string
+		wantKey  string
+		wantPin  string
+	}{
+		{"linux/arm64/v8", map[string]string{"linux/arm64": "sha256:a"}, "linux/arm64", "sha256:a"},
+		{"linux/arm64/v8", map[string]string{"linux/arm64/v8": "sha256:b", "linux/arm64": "sha256:a"}, "linux/arm64/v8", "sha256:b"},
+		{"linux/amd64", map[string]string{"linux/arm64": "sha256:a"}, "linux/amd64", ""},
+		{"linux/amd64", map[string]string{"linux/amd64": "sha256:c"}, "linux/amd64", "sha256:c"},
+		{"linux/arm64/v8", nil, "linux/arm64/v8", ""},
+	}
+	for _, tt := range tests {
+		c := &Config{}
+		c.Executor.Platform, c.Executor.PlatformDigests = tt.platform, tt.digests
+		if got := c.PinKey(); got != tt.wantKey {
+			t.Errorf("PinKey(%s, %v) = %q, want %q", tt.platform, tt.digests, got, tt.wantKey)
+		}
+		if got := c.PlatformPin(); got != tt.wantPin {
+			t.Errorf("PlatformPin(%s, %v) = %q, want %q", tt.platform, tt.digests, got, tt.wantPin)
+		}
+	}
+}
