@@ -41,7 +41,7 @@ func TestDataDir(t *testing.T) {
 			return p
 		}, me, "is not a directory"},
 		{"other owner", func(t *testing.T, d string) string { return d }, strconv.Itoa(os.Getuid() + 4242), "want uid " + strconv.Itoa(os.Getuid()+4242)},
-		{"unknown owner", func(t *testing.T, d string) string { return d }, "no-such-user-hbx", `owner "no-such-user-hbx"`},
+		{"unknown owner", func(t *testing.T, d string) string { return d }, "no-such-user-hbx", `owner: user "no-such-user-hbx"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"os/user"
 	"strconv"
 	"syscall"
+
+	"github.com/hermesbox/hbx/internal/account"
 )
 
 // ErrDataDir is wrapped by the error of DataDir.
@@ -44,14 +46,11 @@ func DataDir(path, owner string) (os.FileMode, error) {
 
 // lookupUID resolves a user name or numeric uid.
 func lookupUID(name string) (int, error) {
-	if uid, err := strconv.Atoi(name); err == nil && uid >= 0 {
-		return uid, nil
-	}
-	u, err := user.Lookup(name)
+	uid, _, err := account.IDs(name)
 	if err != nil {
-		return 0, fmt.Errorf("owner %q: %w", name, err)
+		return 0, fmt.Errorf("owner: %w", err)
 	}
-	return strconv.Atoi(u.Uid)
+	return uid, nil
 }
 
 // userName renders uid as "uid 1000 (executor)", or "uid 1000" when the

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/account"
 
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -166,22 +166,10 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 
 // lookupOwner resolves executor.user to a numeric owner.
 func lookupOwner(name string) (backup.Owner, error) {
-	var u *user.User
-	var err error
-	if _, perr := strconv.Atoi(name); perr == nil {
-		u, err = user.LookupId(name)
-		if err != nil {
-			n, _ := strconv.Atoi(name)
-			return backup.Owner{UID: n, GID: n}, nil
-		}
-	} else {
-		u, err = user.Lookup(name)
-	}
+	uid, gid, err := account.IDs(name)
 	if err != nil {
-		return backup.Owner{}, fmt.Errorf("%w: executor.user %q: %w", config.ErrInvalid, name, err)
+		return backup.Owner{}, fmt.Errorf("%w: executor.user: %w", config.ErrInvalid, err)
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
 	return backup.Owner{UID: uid, GID: gid}, nil
 }
 

@@ -20,23 +20,9 @@ func Lookup(name string) (*syscall.Credential, error) {
 	if name == "" {
 		return nil, nil
 	}
-	var u *user.User
-	var err error
-	if _, perr := strconv.Atoi(name); perr == nil {
-		u, err = user.LookupId(name)
-	} else {
-		u, err = user.Lookup(name)
-	}
+	u, uid, gid, err := find(name)
 	if err != nil {
-		return nil, fmt.Errorf("user %q: %w", name, err)
-	}
-	uid, err := strconv.Atoi(u.Uid)
-	if err != nil {
-		return nil, fmt.Errorf("user %q: uid %q is not numeric", name, u.Uid)
-	}
-	gid, err := strconv.Atoi(u.Gid)
-	if err != nil {
-		return nil, fmt.Errorf("user %q: gid %q is not numeric", name, u.Gid)
+		return nil, err
 	}
 	if uid == os.Geteuid() {
 		return nil, nil
@@ -55,4 +41,37 @@ func Lookup(name string) (*syscall.Credential, error) {
 		}
 	}
 	return cred, nil
+}
+
+// IDs resolves name (a user name or a numeric uid) to its uid and primary
+// gid. A numeric uid the user database does not list is taken as it is,
+// with the same number as its gid (a file owner need not be a known user);
+// an unknown name is an error naming it.
+func IDs(name string) (uid, gid int, err error) {
+	if n, perr := strconv.Atoi(name); perr == nil && n >= 0 {
+		if _, err := user.LookupId(name); err != nil {
+			return n, n, nil
+		}
+	}
+	_, uid, gid, err = find(name)
+	return uid, gid, err
+}
+
+// find looks name up as a numeric uid or a user name.
+func find(name string) (u *user.User, uid, gid int, err error) {
+	if _, perr := strconv.Atoi(name); perr == nil {
+		u, err = user.LookupId(name)
+	} else {
+		u, err = user.Lookup(name)
+	}
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("user %q: %w", name, err)
+	}
+	if uid, err = strconv.Atoi(u.Uid); err != nil {
+		return nil, 0, 0, fmt.Errorf("user %q: uid %q is not numeric", name, u.Uid)
+	}
+	if gid, err = strconv.Atoi(u.Gid); err != nil {
+		return nil, 0, 0, fmt.Errorf("user %q: gid %q is not numeric", name, u.Gid)
+	}
+	return u, uid, gid, nil
 }

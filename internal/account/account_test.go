@@ -24,3 +24,29 @@ func TestLookup(t *testing.T) {
 		}
 	}
 }
+
+func TestIDs(t *testing.T) {
+	tests := []struct {
+		name     string
+		uid, gid int
+		wantErr  string
+	}{
+		{"root", 0, 0, ""},
+		{"0", 0, 0, ""},
+		{"nobody", 65534, 65534, ""},
+		{"4000123", 4000123, 4000123, ""}, // a numeric owner no user database lists
+		{"no-such-user-hbx", 0, 0, `user "no-such-user-hbx"`},
+	}
+	for _, tt := range tests {
+		uid, gid, err := IDs(tt.name)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("IDs(%q) = %d, %d, %v; want error containing %q", tt.name, uid, gid, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || uid != tt.uid || gid != tt.gid {
+			t.Errorf("IDs(%q) = %d, %d, %v; want %d, %d", tt.name, uid, gid, err, tt.uid, tt.gid)
+		}
+	}
+}
