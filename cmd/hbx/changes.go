@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/procscan"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -33,16 +35,39 @@ func (e *changePendingError) Unwrap() error { return errChangePending }
 
 // lockHolder returns the live process holding the runtime directory's
 // lock, or false when none does (free, or its holder died: the kernel
-// dropped the flock, its record is stale).
+// dropped the flock, its record is stale). The record outlives a holder
+// killed with SIGKILL and its pid may since name another process, so a
+// live pid holds the lock only when it has the lock file open; when its
+// descriptors cannot be read (another user's process) the record is
+// trusted.
 func lockHolder(runtimeDir string) (lock.Holder, bool) {
-	h := lock.ReadHolder(filepath.Join(runtimeDir, upgrade.LockFile))
+	path := filepath.Join(runtimeDir, upgrade.LockFile)
+	h := lock.ReadHolder(path)
 	if h.PID <= 0 {
 		return h, false
 	}
 	if err := syscall.Kill(h.PID, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return h, false
 	}
-	return h, true
+	id, err := procscan.IDOfPath(path)
+	if err != nil {
+		return h, false
+	}
+	if _, err := os.ReadDir("/proc/" + strconv.Itoa(h.PID) + "/fd"); err != nil {
+		return h, true
+	}
+	return h, procscan.Holds(h.PID, id)
+}
+
+// holderNote says what keeps a live lock holder from finishing: "" unless
+// it is stopped (SIGSTOP, a debugger), which holds the change, and the
+// programs it holds stopped, for as long as it stays so.
+func holderNote(h lock.Holder) string {
+	st, err := procscan.ReadStat(h.PID)
+	if err != nil || st.State != 'T' && st.State != 't' {
+		return ""
+	}
+	return fmt.Sprintf("; pid %d is stopped: `kill -CONT %d` lets it finish, `kill -KILL %d` lets the running hbx supervise undo the change", h.PID, h.PID, h.PID)
 }
 
 // pendingChange returns a *changePendingError naming a release change or
@@ -57,7 +82,7 @@ func pendingChange(cfg *config.Config) error {
 		return &changePendingError{fmt.Sprintf("restore journal: %v", err)}
 	} else if r != nil && r.Unfinished() {
 		if held {
-			return &changePendingError{fmt.Sprintf("restore of %s in progress (phase %s since %s; %s holds %s)", r.Archive, r.Phase, r.Started.Format(time.RFC3339), holder, upgrade.LockFile)}
+			return &changePendingError{fmt.Sprintf("restore of %s in progress (phase %s since %s; %s holds %s%s)", r.Archive, r.Phase, r.Started.Format(time.RFC3339), holder, upgrade.LockFile, holderNote(holder))}
 		}
 		return &changePendingError{fmt.Sprintf("restore of %s interrupted in phase %s (started %s; %s): its data is not confirmed; the running hbx supervise undoes it within seconds, or run `hbx backup` or start `hbx supervise`, which undo it first", r.Archive, r.Phase, r.Started.Format(time.RFC3339), r.Journal)}
 	}
@@ -73,7 +98,7 @@ func pendingChange(cfg *config.Config) error {
 		what = "release change (" + j.By + ")"
 	}
 	if held {
-		return &changePendingError{fmt.Sprintf("%s from %s to %s in progress (phase %s since %s; %s holds %s)", what, j.Old.Image, j.New.Image, j.Phase, j.Updated.Format(time.RFC3339), holder, upgrade.LockFile)}
+		return &changePendingError{fmt.Sprintf("%s from %s to %s in progress (phase %s since %s; %s holds %s%s)", what, j.Old.Image, j.New.Image, j.Phase, j.Updated.Format(time.RFC3339), holder, upgrade.LockFile, holderNote(holder))}
 	}
 	return &changePendingError{fmt.Sprintf("%s to %s interrupted in phase %s at %s (%s), never confirmed healthy: the running hbx supervise rolls it back to %s within seconds (the data written meanwhile is kept aside), or run `hbx rollback` or start `hbx supervise`",
 		what, j.New.Image, j.Phase, j.Updated.Format(time.RFC3339), filepath.Join(rt, upgrade.JournalFile), j.Old.Image)}
