@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,5 +67,87 @@ func TestWatcherUndoesChangeOfReusedPIDE2E(t *testing.T) {
 	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 	if _, err := os.Stat(lockPath); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCorruptJournalsE2E: a truncated upgrade.json or <data_dir>.restore.json
+// (a disk fault, a hand edit) neither stops nor hangs the supervisor nor
+// keeps the programs from starting; hbx status fails naming the file and
+// what to do (upgrade.json named no remedy), and the running supervisor's
+// watcher says it cannot recover the restore (it went on silently, every
+// second).
+func TestCorruptJournalsE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, _, _, _ := upgradeBox(t)
+	running := map[string]supervisor.State{"executor": supervisor.Running}
+	statusSays := func(what string, want ...string) {
+		t.Helper()
+		r := b.hbx("status")
+		if r.code != 3 {
+			t.Errorf("hbx status with %s = %d, want 3\n%s%s", what, r.code, r.stdout, r.stderr)
+		}
+		for _, w := range want {
+			if !strings.Contains(r.stdout+r.stderr, w) {
+				t.Errorf("hbx status with %s does not say %q:\n%s%s", what, w, r.stdout, r.stderr)
+			}
+		}
+	}
+	logSays := func(what, want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(readFile(t, s.log), want) {
+			if time.Now().After(deadline) {
+				t.Errorf("%s: the supervisor's log does not say %q", what, want)
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	alive := func(what string) {
+		t.Helper()
+		select {
+		case err := <-s.exited:
+			t.Fatalf("%s: hbx supervise exited: %v\n%s", what, err, readFile(t, s.log))
+		default:
+		}
+		s.waitStates(60*time.Second, running)
+		healthyAt(t, b.port, 60*time.Second)
+	}
+	restart := func(what string) {
+		t.Helper()
+		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.exited:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s: hbx supervise did not stop within 60s of SIGTERM\n%s", what, readFile(t, s.log))
+		}
+		s = startSupervise(t, b, s.socket, s.dir)
+	}
+
+	uj := filepath.Join(b.runtimeDir, upgrade.JournalFile)
+	writeFile(t, uj, `{"format":1,"phase":"activ`, 0o600)
+	logSays("truncated upgrade.json", "an interrupted upgrade could not be recovered")
+	alive("truncated upgrade.json")
+	statusSays("a truncated upgrade.json", uj, "does not parse", "move it away")
+	restart("truncated upgrade.json")
+	logSays("truncated upgrade.json, restarted", "an interrupted upgrade could not be recovered")
+	alive("truncated upgrade.json, restarted")
+	os.Remove(uj)
+
+	rj := b.dataDir + ".restore.json"
+	writeFile(t, rj, `{"format":1,"phase":"swap`, 0o600)
+	restart("truncated restore.json")
+	alive("truncated restore.json, restarted")
+	logSays("truncated restore.json", "an interrupted restore could not be recovered; retrying in a minute")
+	statusSays("a truncated restore.json", rj, "does not parse", "move it away")
+	os.Remove(rj)
+	deadline := time.Now().Add(30 * time.Second)
+	for r := b.hbx("status"); r.code != 0; r = b.hbx("status") {
+		if time.Now().After(deadline) {
+			t.Fatalf("hbx status with the journals moved away = %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }

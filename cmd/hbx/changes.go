@@ -152,7 +152,15 @@ func watchChanges(ctx context.Context, g *globals, cfg func() *config.Config, in
 		if ctx.Err() != nil {
 			return
 		}
-		if r, _ := backup.ReadPendingRestore(c.Executor.DataDir); r != nil {
+		r, err := backup.ReadPendingRestore(c.Executor.DataDir)
+		if err != nil {
+			// Unreadable: nothing can be undone by it, nor the upgrade
+			// behind it; say so, not every second.
+			g.log.Error("an interrupted restore could not be recovered; retrying in a minute", "err", err)
+			retry = time.Now().Add(time.Minute)
+			continue
+		}
+		if r != nil {
 			svc, err := dialServices(ctx, g, c)
 			if err == nil {
 				opts := backup.RecoverOptions{DataDir: c.Executor.DataDir, RuntimeDir: c.Executor.RuntimeDir, Runtime: installRuntime{g: g, cfg: c}, Config: restorePinner{g: g, cfg: c}, Logger: g.log}
