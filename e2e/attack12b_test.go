@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,5 +152,100 @@ func TestCorruptJournalsE2E(t *testing.T) {
 			t.Fatalf("hbx status with the journals moved away = %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestStoppedUpgradeE2E: hbx upgrade stopped with SIGSTOP in its health
+// wait still holds hbx.lock: the running supervisor leaves the change
+// alone, and hbx status and health fail naming the upgrade stopped and
+// what lets it go on (they said only "in progress"). Killed, the running
+// supervisor undoes it, also with the payload stopped (a SIGTERM it
+// never handles: the hold's stopwaitsecs then SIGKILL) and the
+// supervisor sent SIGHUP, SIGUSR1 and SIGUSR2 meanwhile.
+func TestStoppedUpgradeE2E(t *testing.T) {
+	requireE2E(t)
+	gate := holdRecoveryFile(t)
+	b, s, v1, v2, _ := upgradeBox(t)
+	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
+	cmd := exec.Command(binary(t), "--config", b.config, "upgrade", "--image", v2, "--json")
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	sc := bufio.NewScanner(out)
+	stopped := false
+	for sc.Scan() {
+		var ev struct{ Event string }
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == "health" {
+			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			stopped = true
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	if !stopped {
+		t.Fatal("hbx upgrade ended before its health wait")
+	}
+	os.Remove(gate) // the watcher is free to act: it must see the holder
+	pid := strconv.Itoa(cmd.Process.Pid)
+	deadline := time.Now().Add(30 * time.Second)
+	var r result
+	for {
+		r = b.hbx("status")
+		if strings.Contains(r.stdout+r.stderr, "is stopped") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if r.code != 3 {
+		t.Errorf("hbx status with the upgrade stopped = %d, want 3", r.code)
+	}
+	for _, w := range []string{"in progress", "pid " + pid + " is stopped", "kill -CONT " + pid} {
+		if !strings.Contains(r.stdout+r.stderr, w) {
+			t.Errorf("hbx status with the upgrade stopped does not say %q:\n%s%s", w, r.stdout, r.stderr)
+		}
+	}
+	if h := b.hbx("health"); h.code == 0 || !strings.Contains(h.stdout, "pid "+pid+" is stopped") {
+		t.Errorf("hbx health with the upgrade stopped = %d, want a failure naming it stopped:\n%s", h.code, h.stdout)
+	}
+	time.Sleep(2 * time.Second) // the watcher ticks every second
+	if j, err := upgrade.ReadJournal(b.runtimeDir); err != nil || j == nil || j.Phase != upgrade.PhaseActivating {
+		t.Fatalf("journal with the upgrade stopped: %+v, %v; want it left in phase activating", j, err)
+	}
+
+	// Killed, with the payload stopped and the supervisor signalled
+	// during the recovery's hold.
+	writeFile(t, gate, "", 0o600)
+	sts := s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	exe := statusOf(sts, "executor").PID
+	if exe <= 0 {
+		t.Fatalf("no executor pid in %+v", sts)
+	}
+	if err := syscall.Kill(exe, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2} {
+		if err := s.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(gate)
+	waitConverged(t, b, "after the stopped upgrade was killed", 2*time.Minute)
+	onRelease(t, b, "after the running supervisor resolved it", "1.0.0", v1, "v1 data", 1)
+	select {
+	case err := <-s.exited:
+		t.Fatalf("hbx supervise exited: %v", err)
+	default:
 	}
 }
