@@ -249,3 +249,39 @@ func TestStoppedUpgradeE2E(t *testing.T) {
 	default:
 	}
 }
+
+// TestSupervisorKilledInItsRecoveryE2E: the running supervisor killed
+// with SIGKILL while it rolls back an interrupted upgrade (journal phase
+// rolling-back, its programs held): the next hbx supervise stops what
+// the dead one left, finishes the rollback and runs the old release on
+// the pre-upgrade data, healthy.
+func TestSupervisorKilledInItsRecoveryE2E(t *testing.T) {
+	requireE2E(t)
+	gate := holdRecoveryFile(t)
+	b, s, v1, v2, _ := upgradeBox(t)
+	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
+	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, killpoint.Env + "=" + killpoint.UpgradeHealthWait}, "upgrade", "--image", v2); r.code != -1 {
+		t.Fatalf("hbx upgrade with %s=%s = %d, want killed\n%s", killpoint.Env, killpoint.UpgradeHealthWait, r.code, r.stderr)
+	}
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	os.Remove(gate)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		j, _ := upgrade.ReadJournal(b.runtimeDir)
+		if j != nil && j.Phase == upgrade.PhaseRollingBack {
+			break
+		}
+		if j != nil && !j.Pending() || time.Now().After(deadline) {
+			t.Fatalf("journal %+v: never saw the running supervisor's rollback in progress", j)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-s.exited
+	s = startSupervise(t, b, s.socket, s.dir)
+	waitConverged(t, b, "after the supervisor died in its recovery", 2*time.Minute)
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	onRelease(t, b, "after the next supervisor finished the rollback", "1.0.0", v1, "v1 data", 1)
+}
