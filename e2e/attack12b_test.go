@@ -285,3 +285,37 @@ func TestSupervisorKilledInItsRecoveryE2E(t *testing.T) {
 	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 	onRelease(t, b, "after the next supervisor finished the rollback", "1.0.0", v1, "v1 data", 1)
 }
+
+// TestUpgradeBesideWatcherRecoveryE2E: an operator's hbx upgrade started
+// as the running supervisor begins to undo an interrupted one: the two
+// take hbx.lock in turn, the interrupted upgrade is rolled back (by
+// whichever comes first) and the new one completes: v2 on the data
+// migrated from v1, healthy, the journal done.
+func TestUpgradeBesideWatcherRecoveryE2E(t *testing.T) {
+	requireE2E(t)
+	gate := holdRecoveryFile(t)
+	b, s, _, v2, _ := upgradeBox(t)
+	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
+	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, killpoint.Env + "=" + killpoint.UpgradeHealthWait}, "upgrade", "--image", v2); r.code != -1 {
+		t.Fatalf("hbx upgrade with %s=%s = %d, want killed\n%s", killpoint.Env, killpoint.UpgradeHealthWait, r.code, r.stderr)
+	}
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
+	done := make(chan result, 1)
+	go func() { done <- b.hbx("upgrade", "--image", v2) }()
+	os.Remove(gate)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("hbx upgrade beside the recovery did not end within 5 minutes")
+	}
+	if r.code != 0 {
+		t.Fatalf("hbx upgrade beside the running supervisor's recovery = %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	waitConverged(t, b, "after both", 2*time.Minute)
+	if j, err := upgrade.ReadJournal(b.runtimeDir); err != nil || j == nil || j.Phase != upgrade.PhaseDone {
+		t.Fatalf("journal after both: %+v, %v; want done", j, err)
+	}
+	onRelease(t, b, "after both", "2.0.0", v2, "v1 data", 2)
+}
