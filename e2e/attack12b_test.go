@@ -243,6 +243,9 @@ func TestStoppedUpgradeE2E(t *testing.T) {
 	os.Remove(gate)
 	waitConverged(t, b, "after the stopped upgrade was killed", 2*time.Minute)
 	onRelease(t, b, "after the running supervisor resolved it", "1.0.0", v1, "v1 data", 1)
+	if log := readFile(t, s.log); !strings.Contains(log, "stopwaitsecs passed, killing the process group") || !strings.Contains(log, "recovered by the running supervisor") {
+		t.Errorf("the supervisor's log does not say it killed the stopped payload after stopwaitsecs and recovered the upgrade")
+	}
 	select {
 	case err := <-s.exited:
 		t.Fatalf("hbx supervise exited: %v", err)
