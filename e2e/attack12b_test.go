@@ -322,3 +322,51 @@ func TestUpgradeBesideWatcherRecoveryE2E(t *testing.T) {
 	}
 	onRelease(t, b, "after both", "2.0.0", v2, "v1 data", 2)
 }
+
+// TestSupervisorStoppedInItsRecoveryE2E: SIGTERM to the running
+// supervisor while its recovery of an interrupted upgrade waits for a
+// payload that does not stop (SIGSTOPped: SIGTERM pending, SIGKILL after
+// stopwaitsecs): it exits within stopwaitsecs and a margin, neither
+// hanging on the hold nor leaving a process, and the next hbx supervise
+// finishes the rollback.
+func TestSupervisorStoppedInItsRecoveryE2E(t *testing.T) {
+	requireE2E(t)
+	gate := holdRecoveryFile(t)
+	b, s, v1, v2, _ := upgradeBox(t)
+	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
+	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, killpoint.Env + "=" + killpoint.UpgradeHealthWait}, "upgrade", "--image", v2); r.code != -1 {
+		t.Fatalf("hbx upgrade with %s=%s = %d, want killed\n%s", killpoint.Env, killpoint.UpgradeHealthWait, r.code, r.stderr)
+	}
+	sts := s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	exe := statusOf(sts, "executor").PID
+	if exe <= 0 {
+		t.Fatalf("no executor pid in %+v", sts)
+	}
+	pgid, err := syscall.Getpgid(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(gate)
+	time.Sleep(500 * time.Millisecond) // any point of the recovery will do
+	start := time.Now()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("hbx supervise did not exit within 90s of SIGTERM during its recovery\n%s", readFile(t, s.log))
+	}
+	t.Logf("hbx supervise exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if err := syscall.Kill(-pgid, 0); err == nil {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		t.Errorf("the executor's process group %d outlived hbx supervise", pgid)
+	}
+	s = startSupervise(t, b, s.socket, s.dir)
+	waitConverged(t, b, "after the supervisor stopped in its recovery", 2*time.Minute)
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	onRelease(t, b, "after the next supervisor finished the rollback", "1.0.0", v1, "v1 data", 1)
+}
