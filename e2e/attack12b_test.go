@@ -215,6 +215,13 @@ func TestStoppedUpgradeE2E(t *testing.T) {
 	if h := b.hbx("health"); h.code == 0 || !strings.Contains(h.stdout, "pid "+pid+" is stopped") {
 		t.Errorf("hbx health with the upgrade stopped = %d, want a failure naming it stopped:\n%s", h.code, h.stdout)
 	}
+	logSaysStopped := false
+	for deadline := time.Now().Add(30 * time.Second); !logSaysStopped && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		logSaysStopped = strings.Contains(readFile(t, s.log), "pid "+pid+" is stopped")
+	}
+	if !logSaysStopped {
+		t.Errorf("the supervisor's log does not say the upgrade's pid %s is stopped", pid)
+	}
 	time.Sleep(2 * time.Second) // the watcher ticks every second
 	if j, err := upgrade.ReadJournal(b.runtimeDir); err != nil || j == nil || j.Phase != upgrade.PhaseActivating {
 		t.Fatalf("journal with the upgrade stopped: %+v, %v; want it left in phase activating", j, err)

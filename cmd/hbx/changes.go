@@ -133,6 +133,7 @@ func watchChanges(ctx context.Context, g *globals, cfg func() *config.Config, in
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var retry time.Time // after a failed recovery, not before
+	var warned lock.Holder // the stopped holder last named in the log
 	for {
 		select {
 		case <-ctx.Done():
@@ -145,7 +146,13 @@ func watchChanges(ctx context.Context, g *globals, cfg func() *config.Config, in
 		c := cfg()
 		if err := pendingChange(c); err == nil {
 			continue
-		} else if _, held := lockHolder(c.Executor.RuntimeDir); held {
+		} else if h, held := lockHolder(c.Executor.RuntimeDir); held {
+			// A stopped holder keeps the change, and maybe the programs
+			// held, until it goes on or dies: said once per holder.
+			if note := holderNote(h); note != "" && h != warned {
+				g.log.Warn("a release change or restore is held by a stopped process", "err", err)
+				warned = h
+			}
 			continue
 		}
 		killpoint.Hold(killpoint.SupervisorRecovery)
