@@ -132,7 +132,7 @@ const changeWatchInterval = time.Second
 func watchChanges(ctx context.Context, g *globals, cfg func() *config.Config, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var retry time.Time // after a failed recovery, not before
+	var retry time.Time    // after a failed recovery, not before
 	var warned lock.Holder // the stopped holder last named in the log
 	for {
 		select {
