@@ -296,6 +296,19 @@ func TestSupervisorKilledInItsRecoveryE2E(t *testing.T) {
 	onRelease(t, b, "after the next supervisor finished the rollback", "1.0.0", v1, "v1 data", 1)
 }
 
+// setLockWait sets backup.lock_wait (0 by default: a command finding
+// hbx.lock held fails at once, as it would beside the recovery) in b's
+// config, after upgradeBox.
+func setLockWait(t *testing.T, b *box, d string) {
+	t.Helper()
+	c := readFile(t, b.config)
+	n := strings.Replace(c, "  health_wait: 15s\n", "  health_wait: 15s\n  lock_wait: "+d+"\n", 1)
+	if n == c {
+		t.Fatal("no backup.health_wait: 15s in the config")
+	}
+	writeFile(t, b.config, n, 0o600)
+}
+
 // TestUpgradeBesideWatcherRecoveryE2E: an operator's hbx upgrade started
 // as the running supervisor begins to undo an interrupted one: the two
 // take hbx.lock in turn, the interrupted upgrade is rolled back (by
@@ -305,6 +318,7 @@ func TestUpgradeBesideWatcherRecoveryE2E(t *testing.T) {
 	requireE2E(t)
 	gate := holdRecoveryFile(t)
 	b, s, _, v2, _ := upgradeBox(t)
+	setLockWait(t, b, "2m")
 	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
 	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, killpoint.Env + "=" + killpoint.UpgradeHealthWait}, "upgrade", "--image", v2); r.code != -1 {
 		t.Fatalf("hbx upgrade with %s=%s = %d, want killed\n%s", killpoint.Env, killpoint.UpgradeHealthWait, r.code, r.stderr)
@@ -376,4 +390,47 @@ func TestSupervisorStoppedInItsRecoveryE2E(t *testing.T) {
 	waitConverged(t, b, "after the supervisor stopped in its recovery", 2*time.Minute)
 	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 	onRelease(t, b, "after the next supervisor finished the rollback", "1.0.0", v1, "v1 data", 1)
+}
+
+// TestRollbackRestoreBesideWatcherRecoveryE2E: hbx rollback, then hbx
+// restore of the pre-upgrade archive, each started as the running
+// supervisor begins to undo an interrupted upgrade: they take hbx.lock in
+// turn (backup.lock_wait set); the rollback either is the recovery or says the recovery did it,
+// the restore completes; each time the box ends on v1 with the v1 data,
+// healthy, nothing half done.
+func TestRollbackRestoreBesideWatcherRecoveryE2E(t *testing.T) {
+	requireE2E(t)
+	gate := holdRecoveryFile(t)
+	b, s, v1, v2, _ := upgradeBox(t)
+	setLockWait(t, b, "2m")
+	for _, args := range [][]string{{"rollback"}, {"restore"}} {
+		writeFile(t, gate, "", 0o600)
+		writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
+		if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, killpoint.Env + "=" + killpoint.UpgradeHealthWait}, "upgrade", "--image", v2); r.code != -1 {
+			t.Fatalf("hbx upgrade with %s=%s = %d, want killed\n%s", killpoint.Env, killpoint.UpgradeHealthWait, r.code, r.stderr)
+		}
+		s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+		j, err := upgrade.ReadJournal(b.runtimeDir)
+		if err != nil || j == nil || j.Backup == "" {
+			t.Fatalf("journal after the kill: %+v, %v", j, err)
+		}
+		if args[0] == "restore" {
+			args = append(args, j.Backup)
+		}
+		done := make(chan result, 1)
+		go func() { done <- b.hbx(args...) }()
+		os.Remove(gate)
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(5 * time.Minute):
+			t.Fatalf("hbx %v beside the recovery did not end within 5 minutes", args)
+		}
+		t.Logf("hbx %v beside the recovery = %d\n%s%s", args[0], r.code, r.stdout, r.stderr)
+		if r.code != 0 && !(args[0] == "rollback" && strings.Contains(r.stderr, "undone by the recovery")) {
+			t.Errorf("hbx %v beside the running supervisor's recovery = %d, want 0 (or, for rollback, that the recovery undid it)", args, r.code)
+		}
+		waitConverged(t, b, "after "+args[0], 2*time.Minute)
+		onRelease(t, b, "after "+args[0], "1.0.0", v1, "v1 data", 1)
+	}
 }
