@@ -86,6 +86,11 @@ func TestSecondSuperviseChangesNothingE2E(t *testing.T) {
 	defer holdRecovery(t)() // the running one does not resolve it either
 	b, s, _, v2, _ := upgradeBox(t)
 	killAtEvent(t, b, "health", "upgrade", "--image", v2)
+	// The new release's executor starts (and migrates the data) on its
+	// own, the supervisor stopped or not: let it settle first, or its
+	// start is taken for a change of the second supervisor.
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	healthyAt(t, b.port, 60*time.Second)
 	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

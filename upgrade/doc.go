@@ -156,9 +156,11 @@
 // until Recover runs; the supervisor refuses to start Executor on such a
 // mismatch, so no runtime ever runs on data of another version. Whether a
 // change's process is alive is read from the lock's holder record (its
-// pid): a pid reused by an unrelated process within the seconds before the
-// supervisor looks delays the recovery (Recover itself takes the flock, so
-// it never runs beside a live change). The
+// pid) and that process's open files (cmd/hbx): a pid reused by an
+// unrelated process does not count, as it has no hbx.lock open (Recover
+// itself takes the flock, so it never runs beside a live change). A
+// holder stopped with SIGSTOP keeps the change, and status and health
+// say it is stopped; nothing undoes it until it goes on or dies. The
 // config file is updated only when it exists on disk; a pin set through
 // HBX_* variables or flags is not changed (cmd/hbx refuses to upgrade
 // then). Only the last completed upgrade can be rolled back: the journal

@@ -113,7 +113,7 @@ func ReadJournal(runtimeDir string) (*Journal, error) {
 	}
 	var j Journal
 	if err := json.Unmarshal(b, &j); err != nil {
-		return nil, fmt.Errorf("parse upgrade journal %s: %w", journalPath(runtimeDir), err)
+		return nil, fmt.Errorf("upgrade journal %s does not parse (%w); move it away once the active release (hbx status) and the data directory are checked by hand", journalPath(runtimeDir), err)
 	}
 	return &j, nil
 }

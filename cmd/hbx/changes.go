@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/procscan"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -33,16 +35,39 @@ func (e *changePendingError) Unwrap() error { return errChangePending }
 
 // lockHolder returns the live process holding the runtime directory's
 // lock, or false when none does (free, or its holder died: the kernel
-// dropped the flock, its record is stale).
+// dropped the flock, its record is stale). The record outlives a holder
+// killed with SIGKILL and its pid may since name another process, so a
+// live pid holds the lock only when it has the lock file open; when its
+// descriptors cannot be read (another user's process) the record is
+// trusted.
 func lockHolder(runtimeDir string) (lock.Holder, bool) {
-	h := lock.ReadHolder(filepath.Join(runtimeDir, upgrade.LockFile))
+	path := filepath.Join(runtimeDir, upgrade.LockFile)
+	h := lock.ReadHolder(path)
 	if h.PID <= 0 {
 		return h, false
 	}
 	if err := syscall.Kill(h.PID, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return h, false
 	}
-	return h, true
+	id, err := procscan.IDOfPath(path)
+	if err != nil {
+		return h, false
+	}
+	if _, err := os.ReadDir("/proc/" + strconv.Itoa(h.PID) + "/fd"); err != nil {
+		return h, true
+	}
+	return h, procscan.Holds(h.PID, id)
+}
+
+// holderNote says what keeps a live lock holder from finishing: "" unless
+// it is stopped (SIGSTOP, a debugger), which holds the change, and the
+// programs it holds stopped, for as long as it stays so.
+func holderNote(h lock.Holder) string {
+	st, err := procscan.ReadStat(h.PID)
+	if err != nil || st.State != 'T' && st.State != 't' {
+		return ""
+	}
+	return fmt.Sprintf("; pid %d is stopped: `kill -CONT %d` lets it finish, `kill -KILL %d` lets the running hbx supervise undo the change", h.PID, h.PID, h.PID)
 }
 
 // pendingChange returns a *changePendingError naming a release change or
@@ -57,7 +82,7 @@ func pendingChange(cfg *config.Config) error {
 		return &changePendingError{fmt.Sprintf("restore journal: %v", err)}
 	} else if r != nil && r.Unfinished() {
 		if held {
-			return &changePendingError{fmt.Sprintf("restore of %s in progress (phase %s since %s; %s holds %s)", r.Archive, r.Phase, r.Started.Format(time.RFC3339), holder, upgrade.LockFile)}
+			return &changePendingError{fmt.Sprintf("restore of %s in progress (phase %s since %s; %s holds %s%s)", r.Archive, r.Phase, r.Started.Format(time.RFC3339), holder, upgrade.LockFile, holderNote(holder))}
 		}
 		return &changePendingError{fmt.Sprintf("restore of %s interrupted in phase %s (started %s; %s): its data is not confirmed; the running hbx supervise undoes it within seconds, or run `hbx backup` or start `hbx supervise`, which undo it first", r.Archive, r.Phase, r.Started.Format(time.RFC3339), r.Journal)}
 	}
@@ -73,7 +98,7 @@ func pendingChange(cfg *config.Config) error {
 		what = "release change (" + j.By + ")"
 	}
 	if held {
-		return &changePendingError{fmt.Sprintf("%s from %s to %s in progress (phase %s since %s; %s holds %s)", what, j.Old.Image, j.New.Image, j.Phase, j.Updated.Format(time.RFC3339), holder, upgrade.LockFile)}
+		return &changePendingError{fmt.Sprintf("%s from %s to %s in progress (phase %s since %s; %s holds %s%s)", what, j.Old.Image, j.New.Image, j.Phase, j.Updated.Format(time.RFC3339), holder, upgrade.LockFile, holderNote(holder))}
 	}
 	return &changePendingError{fmt.Sprintf("%s to %s interrupted in phase %s at %s (%s), never confirmed healthy: the running hbx supervise rolls it back to %s within seconds (the data written meanwhile is kept aside), or run `hbx rollback` or start `hbx supervise`",
 		what, j.New.Image, j.Phase, j.Updated.Format(time.RFC3339), filepath.Join(rt, upgrade.JournalFile), j.Old.Image)}
@@ -107,7 +132,8 @@ const changeWatchInterval = time.Second
 func watchChanges(ctx context.Context, g *globals, cfg func() *config.Config, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var retry time.Time // after a failed recovery, not before
+	var retry time.Time    // after a failed recovery, not before
+	var warned lock.Holder // the stopped holder last named in the log
 	for {
 		select {
 		case <-ctx.Done():
@@ -120,14 +146,28 @@ func watchChanges(ctx context.Context, g *globals, cfg func() *config.Config, in
 		c := cfg()
 		if err := pendingChange(c); err == nil {
 			continue
-		} else if _, held := lockHolder(c.Executor.RuntimeDir); held {
+		} else if h, held := lockHolder(c.Executor.RuntimeDir); held {
+			// A stopped holder keeps the change, and maybe the programs
+			// held, until it goes on or dies: said once per holder.
+			if note := holderNote(h); note != "" && h != warned {
+				g.log.Warn("a release change or restore is held by a stopped process", "err", err)
+				warned = h
+			}
 			continue
 		}
 		killpoint.Hold(killpoint.SupervisorRecovery)
 		if ctx.Err() != nil {
 			return
 		}
-		if r, _ := backup.ReadPendingRestore(c.Executor.DataDir); r != nil {
+		r, err := backup.ReadPendingRestore(c.Executor.DataDir)
+		if err != nil {
+			// Unreadable: nothing can be undone by it, nor the upgrade
+			// behind it; say so, not every second.
+			g.log.Error("an interrupted restore could not be recovered; retrying in a minute", "err", err)
+			retry = time.Now().Add(time.Minute)
+			continue
+		}
+		if r != nil {
 			svc, err := dialServices(ctx, g, c)
 			if err == nil {
 				opts := backup.RecoverOptions{DataDir: c.Executor.DataDir, RuntimeDir: c.Executor.RuntimeDir, Runtime: installRuntime{g: g, cfg: c}, Config: restorePinner{g: g, cfg: c}, Logger: g.log}

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -92,12 +95,14 @@ func TestPendingChange(t *testing.T) {
 		}
 	}
 	// Held by a live process: in progress.
-	if err := os.WriteFile(filepath.Join(cfg.Executor.RuntimeDir, upgrade.LockFile), []byte(`{"pid":`+itoa(os.Getpid())+`,"command":"hbx upgrade"}`+"\n"), 0o600); err != nil {
+	lk, err := lock.Acquire(context.Background(), filepath.Join(cfg.Executor.RuntimeDir, upgrade.LockFile), "hbx upgrade", 0, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := pendingChange(cfg); err == nil || !strings.Contains(err.Error(), "in progress") {
 		t.Errorf("pendingChange with the lock held = %v, want in progress", err)
 	}
+	lk.Unlock()
 	// Recovered: passes, and the note names the kept copy while it exists.
 	kept := cfg.Executor.DataDir + ".rolled-back-20260101T000000Z"
 	if err := os.MkdirAll(kept, 0o700); err != nil {
@@ -114,6 +119,79 @@ func TestPendingChange(t *testing.T) {
 	os.Remove(kept)
 	if note := recoveryNote(cfg); note != "" {
 		t.Errorf("recoveryNote without the kept copy = %q, want none", note)
+	}
+}
+
+// TestPendingChangeReusedPID: hbx.lock's holder record outlives a
+// holder killed with SIGKILL, and its pid may since name another live
+// process. That process does not hold the lock: the change is
+// interrupted (and the running supervisor undoes it), not "in progress"
+// for ever. A holder that is stopped (SIGSTOP) is named as such, with
+// what lets it go on.
+func TestPendingChangeReusedPID(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &config.Config{}
+	cfg.Executor.RuntimeDir = filepath.Join(dir, "runtime")
+	cfg.Executor.DataDir = filepath.Join(dir, "data")
+	if err := os.MkdirAll(cfg.Executor.RuntimeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j := upgrade.Journal{Phase: upgrade.PhaseActivating, Old: upgrade.Release{Image: "ex:v1@sha256:a"}, New: upgrade.Release{Image: "ex:v2@sha256:b"}, Updated: time.Now()}
+	b, _ := json.Marshal(j)
+	if err := os.WriteFile(filepath.Join(cfg.Executor.RuntimeDir, upgrade.JournalFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lockPath := filepath.Join(cfg.Executor.RuntimeDir, upgrade.LockFile)
+	start := func(files ...*os.File) *exec.Cmd {
+		t.Helper()
+		c := exec.Command("sleep", "600")
+		c.ExtraFiles = files
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	record := func(pid int) {
+		t.Helper()
+		if err := os.WriteFile(lockPath, []byte(`{"pid":`+itoa(pid)+`,"command":"hbx upgrade"}`+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The pid now names a sleep that never opened the lock file.
+	other := start()
+	record(other.Process.Pid)
+	err := pendingChange(cfg)
+	if err == nil || !strings.Contains(err.Error(), "interrupted in phase activating") {
+		t.Errorf("pendingChange with the record naming a live process that does not hold the lock = %v, want interrupted", err)
+	}
+	if _, held := lockHolder(cfg.Executor.RuntimeDir); held {
+		t.Errorf("lockHolder: held by pid %d, which never opened %s", other.Process.Pid, lockPath)
+	}
+
+	// A holder stopped with SIGSTOP: in progress, and named stopped.
+	lk, err := lock.Acquire(context.Background(), lockPath, "hbx upgrade", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock()
+	holder := start(lk.File())
+	record(holder.Process.Pid)
+	if err := holder.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = pendingChange(cfg)
+		if err != nil && strings.Contains(err.Error(), "is stopped") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, w := range []string{"in progress", "pid " + itoa(holder.Process.Pid) + " is stopped", "kill -CONT " + itoa(holder.Process.Pid)} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("pendingChange with a stopped holder = %v, want it to say %q", err, w)
+		}
 	}
 }
 
