@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/keptcopy"
 
 	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
@@ -237,7 +237,7 @@ func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
 		if j.Phase == phaseStaging && j.Runtime == nil {
 			// Nothing live changed: no service needs stopping.
 			for _, r := range j.Roots {
-				if err := removeTree(r.Staging); err != nil {
+				if err := keptcopy.RemoveTree(r.Staging); err != nil {
 					return "", err
 				}
 			}
@@ -281,7 +281,7 @@ func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
 		return msg, nil
 	case phaseCommitted:
 		for _, r := range j.Roots {
-			if _, err := prunePreRestore(r.Target, j.Keep); err != nil {
+			if _, err := keptcopy.Prune(r.Target, preRestoreInfix, j.Keep); err != nil {
 				o.log.Warn("prune pre-restore copies", "err", err)
 			}
 		}
@@ -373,7 +373,7 @@ func undoRoot(r journalRoot, log *slog.Logger) (bool, error) {
 				return false, fmt.Errorf("move restored %s aside: %w", r.Target, err)
 			}
 			log.Info("restore undone", "target", r.Target)
-			return true, removeTree(r.Staging)
+			return true, keptcopy.RemoveTree(r.Staging)
 		}
 		oldAt := ""
 		for _, p := range []string{r.Staging, r.Old} {
@@ -388,7 +388,7 @@ func undoRoot(r journalRoot, log *slog.Logger) (bool, error) {
 			return false, fmt.Errorf("swap %s back: %w", r.Target, err)
 		}
 		log.Info("restore undone", "target", r.Target, "restored tree removed from", oldAt)
-		return true, removeTree(oldAt)
+		return true, keptcopy.RemoveTree(oldAt)
 	case !exists && r.Existed:
 		// Not swapped, but the live tree is missing: it can only be at Old
 		// or Staging if a swap half-happened, which rename cannot do.
@@ -397,11 +397,11 @@ func undoRoot(r journalRoot, log *slog.Logger) (bool, error) {
 		// Not swapped (or an undo already swapped back): the staging tree,
 		// and a restored tree an earlier undo left at Old, are ours.
 		if id, ok, err := statID(r.Old); err == nil && ok && id == r.StagingID {
-			if err := removeTree(r.Old); err != nil {
+			if err := keptcopy.RemoveTree(r.Old); err != nil {
 				return false, err
 			}
 		}
-		return false, removeTree(r.Staging)
+		return false, keptcopy.RemoveTree(r.Staging)
 	}
 }
 
@@ -443,53 +443,4 @@ func statID(p string) (fileID, bool, error) {
 		return fileID{}, false, fmt.Errorf("lstat %s: %w", p, err)
 	}
 	return idOf(&st), true, nil
-}
-
-// removeTree removes p and everything below it, making read-only
-// directories writable on the way; a missing p is not an error.
-func removeTree(p string) error {
-	if p == "" {
-		return nil
-	}
-	err := os.RemoveAll(p)
-	if err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(q, 0o700)
-		}
-		return nil
-	})
-	if err := os.RemoveAll(p); err != nil {
-		return fmt.Errorf("remove %s: %w", p, err)
-	}
-	return nil
-}
-
-// prunePreRestore removes all but the keep newest <target>.pre-restore-*
-// directories and returns the paths removed.
-func prunePreRestore(target string, keep int) ([]string, error) {
-	parent, base := filepath.Split(target)
-	ents, err := os.ReadDir(parent)
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", parent, err)
-	}
-	var copies []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), base+preRestoreInfix) && e.IsDir() {
-			copies = append(copies, e.Name())
-		}
-	}
-	slices.Sort(copies) // the timestamps sort as text
-	var removed []string
-	for len(copies) > max(keep, 0) {
-		p := filepath.Join(parent, copies[0])
-		copies = copies[1:]
-		if err := removeTree(p); err != nil {
-			return removed, err
-		}
-		removed = append(removed, p)
-	}
-	return removed, nil
 }

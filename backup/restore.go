@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/keptcopy"
+
 	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
@@ -198,7 +200,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	defer func() {
 		if err != nil && !staged {
 			for _, r := range j.Roots {
-				_ = removeTree(r.Staging)
+				_ = keptcopy.RemoveTree(r.Staging)
 			}
 			_ = removeJournal(opts.DataDir)
 		}
@@ -355,7 +357,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		return nil, err
 	}
 	for _, r := range j.Roots {
-		pruned, perr := prunePreRestore(r.Target, opts.KeepPreRestore)
+		pruned, perr := keptcopy.Prune(r.Target, preRestoreInfix, opts.KeepPreRestore)
 		res.Pruned = append(res.Pruned, pruned...)
 		if perr != nil {
 			log.Warn("prune pre-restore copies", "err", perr)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/keptcopy"
 
 	digest "github.com/opencontainers/go-digest"
 
@@ -573,7 +573,7 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 			opts.Logger.Info("replaced data kept as a rolled-back copy", "from", aside, "to", kept)
 		}
 		res.KeptAside = kept
-		pruned, err := pruneRolledBack(opts.DataDir, opts.KeepRolledBack)
+		pruned, err := keptcopy.Prune(opts.DataDir, rolledBackInfix, max(opts.KeepRolledBack, 1))
 		for _, p := range pruned {
 			res.Notes = append(res.Notes, fmt.Sprintf("removed the older rolled-back copy %s (backup.keep_pre_restore)", p))
 		}
@@ -591,51 +591,6 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 
 // rolledBackInfix names the copies a rollback keeps: <data_dir>.rolled-back-<UTC time>.
 const rolledBackInfix = ".rolled-back-"
-
-// pruneRolledBack removes all but the max(keep, 1) newest
-// <dataDir>.rolled-back-* directories and returns the paths removed.
-func pruneRolledBack(dataDir string, keep int) ([]string, error) {
-	parent, base := filepath.Split(dataDir)
-	ents, err := os.ReadDir(parent)
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", parent, err)
-	}
-	var copies []string
-	for _, e := range ents {
-		if e.IsDir() && strings.HasPrefix(e.Name(), base+rolledBackInfix) {
-			copies = append(copies, e.Name())
-		}
-	}
-	slices.Sort(copies) // the timestamps sort as text
-	var removed []string
-	for len(copies) > max(keep, 1) {
-		p := filepath.Join(parent, copies[0])
-		copies = copies[1:]
-		if err := removeAll(p); err != nil {
-			return removed, err
-		}
-		removed = append(removed, p)
-	}
-	return removed, nil
-}
-
-// removeAll removes p, making read-only directories below it writable
-// first when that is what stops it.
-func removeAll(p string) error {
-	if err := os.RemoveAll(p); err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(q, 0o700)
-		}
-		return nil
-	})
-	if err := os.RemoveAll(p); err != nil {
-		return fmt.Errorf("remove %s: %w", p, err)
-	}
-	return nil
-}
 
 // Recover finishes or undoes an upgrade or rollback that was interrupted;
 // see the package doc. It returns what it did, "" when nothing. While

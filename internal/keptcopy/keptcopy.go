@@ -1,0 +1,67 @@
+// Package keptcopy prunes and removes the copies of a directory that hbx
+// sets aside beside it: <dir><infix><UTC time>, such as
+// /workspace/executor/data.pre-restore-20261201T101500Z (a restore) and
+// data.rolled-back-... (a rollback). Time stamps sort as text, so the
+// newest copies are the last names in order.
+package keptcopy
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Prune removes all but the keep newest directories named
+// <dir><infix>* beside dir (keep < 0 counts as 0) and returns the paths
+// removed, oldest first. It stops at the first copy it cannot remove and
+// returns what it removed so far with the error.
+func Prune(dir, infix string, keep int) ([]string, error) {
+	parent, base := filepath.Split(dir)
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", parent, err)
+	}
+	var copies []string
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), base+infix) {
+			copies = append(copies, e.Name())
+		}
+	}
+	slices.Sort(copies)
+	var removed []string
+	for len(copies) > max(keep, 0) {
+		p := filepath.Join(parent, copies[0])
+		copies = copies[1:]
+		if err := RemoveTree(p); err != nil {
+			return removed, err
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
+}
+
+// RemoveTree removes p and everything below it, making read-only
+// directories writable when that is what stops it (a copy of data the
+// payload made read-only); a missing p or "" is not an error. Symbolic
+// links are removed, never followed.
+func RemoveTree(p string) error {
+	if p == "" {
+		return nil
+	}
+	if err := os.RemoveAll(p); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	return nil
+}
