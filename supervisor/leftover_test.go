@@ -318,3 +318,42 @@ func parentOf(pid int) int {
 	fmt.Sscan(s[i+1:], &state, &ppid)
 	return ppid
 }
+
+// TestInfoOverSocket: GET /v1/info says whether the supervisor is a child
+// subreaper; one that could not become one (qemu-user's EINVAL, injected)
+// says why, and one that could says nothing.
+func TestInfoOverSocket(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		// One supervisor at a time in this process: each owns every wait.
+		t.Run(fmt.Sprintf("prctl fails %v", fail), func(t *testing.T) { infoOverSocket(t, fail) })
+	}
+}
+
+func infoOverSocket(t *testing.T, fail bool) {
+	if fail {
+		orig := setSubreaper
+		setSubreaper = func() error { return syscall.EINVAL }
+		t.Cleanup(func() { setSubreaper = orig })
+	}
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	dir := progDir(t, "p")
+	s := runSupervisor(t, Options{Programs: []Program{helperProgram(t, dir, "p", "sleep", "")}, Socket: sock})
+	waitState(t, s, "p", 5*time.Second, Running)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	c, err := Dial(ctx, sock)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	in, err := c.Info(ctx)
+	cancel()
+	if err != nil || in.PID != os.Getpid() {
+		t.Fatalf("Info() = %+v, %v; want this process's pid", in, err)
+	}
+	if got := in.NotSubreaper != ""; got != fail {
+		t.Errorf("Info().NotSubreaper = %q with the prctl failing %v", in.NotSubreaper, fail)
+	}
+	if fail && !strings.Contains(in.NotSubreaper, "invalid argument") {
+		t.Errorf("Info().NotSubreaper = %q, want the prctl's error", in.NotSubreaper)
+	}
+}
