@@ -172,9 +172,6 @@ func ReadPassphraseFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: backup.passphrase_file: %w", ErrPassphraseFile, err)
 	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: backup.passphrase_file %s is not a regular file", ErrPassphraseFile, path)
-	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%w: backup.passphrase_file %s has mode %04o: it holds secrets and must be 0600 or stricter (chmod 600 %s)", ErrPassphraseFile, path, st.Mode().Perm(), path)
 	}

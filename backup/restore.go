@@ -265,9 +265,12 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		}
 	}()
 	prog.Event(Event{Kind: EventStopped})
+	// Undoing must finish even when ctx is cancelled (Ctrl-C, SIGTERM):
+	// the undo steps keep ctx's values, not its cancellation.
+	undoCtx := context.WithoutCancel(ctx)
 	if err := ensureRuntime(ctx, opts, m, j, pin, res); err != nil {
 		// An install that failed after it switched current is put back too.
-		if _, _, uerr := undo(ctx, j, opts.Runtime, opts.Config, log); uerr != nil {
+		if _, _, uerr := undo(undoCtx, j, opts.Runtime, opts.Config, log); uerr != nil {
 			staged = true // keep the journal: the next hbx start retries the undo
 			return nil, fmt.Errorf("%w; putting the runtime before back failed, the next hbx start retries it: %w", err, uerr)
 		}
@@ -277,7 +280,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 
 	if supervisorGone(opts.Services) {
 		// Its programs died with it; nothing may be swapped in under no one.
-		if _, _, uerr := undo(ctx, j, opts.Runtime, opts.Config, log); uerr != nil {
+		if _, _, uerr := undo(undoCtx, j, opts.Runtime, opts.Config, log); uerr != nil {
 			return nil, fmt.Errorf("%w while the programs were stopped, before the swap: the data is unchanged, but %w", ErrSupervisorGone, uerr)
 		}
 		return nil, fmt.Errorf("%w while the programs were stopped, before the swap: restore stopped, nothing changed", ErrSupervisorGone)
@@ -289,9 +292,6 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 		return nil, err
 	}
 	staged = true // from here on, failures undo through the journal
-	// Undoing must finish even when ctx is cancelled (Ctrl-C, SIGTERM):
-	// the undo steps keep ctx's values, not its cancellation.
-	undoCtx := context.WithoutCancel(ctx)
 	undoNow := func(cause error) error {
 		if _, _, uerr := undo(undoCtx, j, opts.Runtime, opts.Config, log); uerr != nil {
 			return fmt.Errorf("%w; undo failed, the next hbx start retries it: %w", cause, uerr)

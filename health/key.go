@@ -76,9 +76,6 @@ func ReadKeyFile(path string) (Key, error) {
 	if err != nil {
 		return Key{}, fmt.Errorf("%w: %w", ErrKey, err)
 	}
-	if !st.Mode().IsRegular() {
-		return Key{}, fmt.Errorf("%w: %s is not a regular file", ErrKey, path)
-	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return Key{}, fmt.Errorf("%w: %s is mode %04o, want 0600 or stricter", ErrKey, path, perm)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -449,17 +450,8 @@ func executableBy(st *syscall.Stat_t, cred *syscall.Credential) bool {
 		return mode&0o111 != 0
 	case st.Uid == uid:
 		return mode&0o100 != 0
-	case st.Gid == gid || containsGID(groups, st.Gid):
+	case st.Gid == gid || slices.Contains(groups, st.Gid):
 		return mode&0o010 != 0
 	}
 	return mode&0o001 != 0
-}
-
-func containsGID(gs []uint32, g uint32) bool {
-	for _, x := range gs {
-		if x == g {
-			return true
-		}
-	}
-	return false
 }

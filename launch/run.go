@@ -32,13 +32,12 @@ func (e *ExitError) Error() string { return fmt.Sprintf("executor exited with st
 // *ExitError.
 func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Logger) error {
 	cmd := &exec.Cmd{
-		Path:       spec.Path,
-		Args:       spec.Args,
-		Dir:        spec.Dir,
-		Env:        spec.Env,
-		Stdout:     stdout,
-		Stderr:     stderr,
-		ExtraFiles: spec.ExtraFiles,
+		Path:   spec.Path,
+		Args:   spec.Args,
+		Dir:    spec.Dir,
+		Env:    spec.Env,
+		Stdout: stdout,
+		Stderr: stderr,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:    true,
 			Credential: spec.Credential,

@@ -202,7 +202,7 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	if err := setSubreaper(); err != nil && os.Getpid() != 1 {
 		// PID 1 is every orphan's parent anyway.
 		s.mu.Lock()
-		s.info.NotSubreaper = fmt.Sprintf("not a child subreaper (prctl PR_SET_CHILD_SUBREAPER: %v): orphaned descendants are reparented to init and reaped there; stops still find them by process group and marker", err)
+		s.info.NotSubreaper = fmt.Sprintf("not a child subreaper (prctl PR_SET_CHILD_SUBREAPER: %v): orphaned descendants are reparented to init and reaped there; stops still find them by process group (and, with a state directory, by marker)", err)
 		s.mu.Unlock()
 		s.log.Warn("supervisor is " + s.info.NotSubreaper)
 	}

@@ -93,11 +93,7 @@ func prepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*l
 			errRestoreInterrupted, r.Archive, r.Phase, r.Started.Format(time.RFC3339), r.Journal, cause)
 	}
 	j, jerr := upgrade.ReadJournal(lo.RuntimeDir)
-	if jerr != nil || j == nil {
-		return nil, err
-	}
-	switch j.Phase {
-	case upgrade.PhaseDone, upgrade.PhaseRolledBack, upgrade.PhaseAborted:
+	if jerr != nil || j == nil || !j.Pending() {
 		return nil, err
 	}
 	by := j.By
@@ -105,7 +101,7 @@ func prepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*l
 		by = "hbx upgrade"
 	}
 	return nil, fmt.Errorf("%w: the release change (%s) from %s to %s was interrupted in phase %s (%s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx rollback` to undo it, or restart `hbx supervise`, which undoes it first: %w",
-		errUpgradeInterrupted, by, j.Old.Image, j.New.Image, j.Phase, filepath.Join(lo.RuntimeDir, "upgrade.json"), cause)
+		errUpgradeInterrupted, by, j.Old.Image, j.New.Image, j.Phase, filepath.Join(lo.RuntimeDir, upgrade.JournalFile), cause)
 }
 
 // logTightened logs, one line each, the data and state directories

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -135,14 +136,19 @@ signal that would end a process is logged and ignored.`,
 			}
 			// While it runs, a release change or restore whose command
 			// dies is undone through it, not left serving unconfirmed.
+			// On the way out it is stopped and waited for before the data
+			// lock is released: a recovery it runs is never cut loose.
 			wctx, stopWatch := context.WithCancel(cmd.Context())
-			defer stopWatch()
-			go watchChanges(wctx, g, func() *config.Config {
-				if c, err := reload(); err == nil {
-					return c
-				}
-				return cfg
-			}, changeWatchInterval)
+			var watching sync.WaitGroup
+			defer func() { stopWatch(); watching.Wait() }()
+			watching.Go(func() {
+				watchChanges(wctx, g, func() *config.Config {
+					if c, err := reload(); err == nil {
+						return c
+					}
+					return cfg
+				}, changeWatchInterval)
+			})
 			early.quiet() // Run handles every signal from here on
 			if err := s.Run(cmd.Context()); err != nil {
 				return fmt.Errorf("supervise: %w", err)

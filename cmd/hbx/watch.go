@@ -23,8 +23,8 @@ type supervisorWatch struct {
 	cancel context.CancelFunc
 }
 
-// watchSupervisor opens the watch on c, following program's log. A nil
-// watch (never gone) when program is "".
+// watchSupervisor opens the watch on c, following program's log. When
+// program is "" the watch never reports the supervisor gone.
 func watchSupervisor(c *supervisor.Client, program string) *supervisorWatch {
 	w := &supervisorWatch{gone: make(chan struct{})}
 	if program == "" {

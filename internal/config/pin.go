@@ -140,7 +140,7 @@ func ReadPin(path, key string) (image, manifest string, err error) {
 // it does not set it: the value WritePinTools writes. ErrNoFile when path
 // does not exist; ErrInvalid when the value is not a list.
 func ReadMCPTools(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path, maxConfigBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNoFile, path)
 	}

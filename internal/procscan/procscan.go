@@ -247,29 +247,13 @@ func GroupAlive(pgid int) bool {
 	if pgid <= 0 || syscall.Kill(-pgid, 0) == syscall.ESRCH {
 		return false
 	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
+	// The leader, whose pid is the group's id, first: while it lives no
+	// scan is needed.
+	if st, err := ReadStat(pgid); err == nil && st.PGID == pgid && st.State != 'Z' {
 		return true
 	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		var state string
-		var ppid, pgrp int
-		if n, _ := fmt.Sscan(s[i+1:], &state, &ppid, &pgrp); n == 3 && pgrp == pgid && state != "Z" && pid > 0 {
-			return true
-		}
+	if _, err := os.ReadDir("/proc"); err != nil {
+		return true
 	}
-	return false
+	return len(Group(pgid)) > 0
 }

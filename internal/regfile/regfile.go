@@ -35,13 +35,6 @@ func Open(path string) (*os.File, error) {
 	return open(path, 0)
 }
 
-// OpenNoFollow is [Open] for a file in a directory someone else controls
-// (a pidfile in the payload's state directory): a symbolic link as the
-// last component fails with ELOOP instead of being followed.
-func OpenNoFollow(path string) (*os.File, error) {
-	return open(path, unix.O_NOFOLLOW)
-}
-
 func open(path string, flags int) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY|flags, 0)
 	if err != nil {
@@ -72,7 +65,9 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 	return readFile(path, limit, 0)
 }
 
-// ReadFileNoFollow is [ReadFile] through [OpenNoFollow].
+// ReadFileNoFollow is [ReadFile] for a file in a directory someone else
+// controls (a pidfile in the payload's state directory): a symbolic link
+// as the last component fails with ELOOP instead of being followed.
 func ReadFileNoFollow(path string, limit int64) ([]byte, error) {
 	return readFile(path, limit, unix.O_NOFOLLOW)
 }
@@ -109,8 +104,6 @@ func typeName(mode uint32) string {
 		return "a block device"
 	case unix.S_IFDIR:
 		return "a directory"
-	case unix.S_IFLNK:
-		return "a symbolic link"
 	}
 	return "not a regular file"
 }
