@@ -420,10 +420,12 @@ const escapedPoll = 50 * time.Millisecond
 // updates p.escaped.
 func (p *proc) othersAlive() bool {
 	group := groupAlive(p.pgid)
-	// While the group lives the answer is known; rescan for escaped
-	// processes at most every escapedPoll (a scan reads all of /proc).
-	if group && time.Since(p.scannedAt) < escapedPoll {
-		return true
+	// Scan for escaped processes at most every escapedPoll (a scan reads
+	// every descriptor in /proc); in between, the last scan's answer
+	// holds. Nothing can newly take the marker once the group is gone but
+	// a fork, and forks exclude scans (reaper.noForks); rescan forces one.
+	if time.Since(p.scannedAt) < escapedPoll {
+		return group || len(p.escaped) > 0
 	}
 	p.escaped, p.scannedAt = nil, time.Now()
 	if p.marker != nil {
