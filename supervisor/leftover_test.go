@@ -357,3 +357,22 @@ func infoOverSocket(t *testing.T, fail bool) {
 		t.Errorf("Info().NotSubreaper = %q, want the prctl's error", in.NotSubreaper)
 	}
 }
+
+// TestGroupRecordRemovedWhenGone: <name>.group exists only while the
+// program's process group may live; after a clean stop it is removed, so a
+// later supervisor never stops an unrelated group that reused the id.
+func TestGroupRecordRemovedWhenGone(t *testing.T) {
+	state, dir := t.TempDir(), progDir(t, "g")
+	s := runSupervisor(t, Options{Programs: []Program{helperProgram(t, dir, "g", "sleep", "")}, StateDir: state})
+	waitState(t, s, "g", 5*time.Second, Running)
+	rec := filepath.Join(state, "g.group")
+	if _, err := os.Stat(rec); err != nil {
+		t.Fatalf("record of the running program's group: %v", err)
+	}
+	if _, err := s.Stop(context.Background(), "g"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(rec); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("record after a clean stop: %v, want it removed", err)
+	}
+}

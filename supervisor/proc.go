@@ -175,7 +175,7 @@ func (p *proc) handle(ctx context.Context, r request) {
 			r.done <- nil
 		case Starting, Running, Stopping:
 			if p.pid == 0 && !p.othersAlive() {
-				p.pgid = 0
+				p.groupGone()
 				p.term = termination{}
 				p.after = afterNone
 				p.toStopped("stopped")
@@ -217,7 +217,7 @@ func (p *proc) step(ctx context.Context) {
 			p.setWaiting(p.leftoverList())
 			return
 		}
-		p.pgid = 0
+		p.groupGone()
 		p.term = termination{}
 		p.setWaiting("")
 		p.finish(now)
@@ -234,7 +234,8 @@ func (p *proc) step(ctx context.Context) {
 				p.setWaiting(p.leftoverList())
 				return
 			}
-			p.pgid, p.term = 0, termination{}
+			p.groupGone()
+			p.term = termination{}
 			p.setWaiting("")
 			if dep := p.s.notRunning(p.spec.DependsOn); dep != "" {
 				why := "waiting for " + dep + " to be RUNNING"
@@ -580,6 +581,19 @@ func (p *proc) recordGroup(pid int) {
 	if err != nil {
 		p.s.log.Warn("record the program's process group", "program", p.spec.Name, "pgid", pid, "err", err)
 	}
+}
+
+// groupGone forgets the program's process group once no process of it is
+// left, and removes its record: a record exists only while the group may
+// live, so a later supervisor never stops an unrelated group that reused
+// the id.
+func (p *proc) groupGone() {
+	if p.pgid != 0 && p.s.opts.StateDir != "" {
+		if err := os.Remove(p.s.groupRecord(p.spec.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			p.s.log.Warn("remove the program's process group record", "program", p.spec.Name, "err", err)
+		}
+	}
+	p.pgid = 0
 }
 
 // command prepares the program's command for one start.
