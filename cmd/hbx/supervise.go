@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -136,19 +135,16 @@ signal that would end a process is logged and ignored.`,
 			}
 			// While it runs, a release change or restore whose command
 			// dies is undone through it, not left serving unconfirmed.
-			// On the way out it is stopped and waited for before the data
-			// lock is released: a recovery it runs is never cut loose.
+			// A recovery it runs when the process exits is cut short, and
+			// its journal lets the next start finish it.
 			wctx, stopWatch := context.WithCancel(cmd.Context())
-			var watching sync.WaitGroup
-			defer func() { stopWatch(); watching.Wait() }()
-			watching.Go(func() {
-				watchChanges(wctx, g, func() *config.Config {
-					if c, err := reload(); err == nil {
-						return c
-					}
-					return cfg
-				}, changeWatchInterval)
-			})
+			defer stopWatch()
+			go watchChanges(wctx, g, func() *config.Config {
+				if c, err := reload(); err == nil {
+					return c
+				}
+				return cfg
+			}, changeWatchInterval)
 			early.quiet() // Run handles every signal from here on
 			if err := s.Run(cmd.Context()); err != nil {
 				return fmt.Errorf("supervise: %w", err)
