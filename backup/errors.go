@@ -3,6 +3,8 @@ package backup
 import (
 	"errors"
 	"fmt"
+
+	"github.com/hermesbox/hbx/internal/supervisorwatch"
 )
 
 // Errors returned (wrapped) by this package. Use errors.Is. Unsafe entries
@@ -57,7 +59,7 @@ var (
 	// ErrSupervisorGone: the connection to the supervisor broke while a
 	// backup or restore depended on it (Watcher): it died (its programs
 	// died with it) or shut down.
-	ErrSupervisorGone = errors.New("the supervisor is gone (its connection broke)")
+	ErrSupervisorGone = supervisorwatch.ErrGone
 	// ErrRestoreHalfDone: the recovery of an interrupted restore put the
 	// data back but could not switch the runtime back (RecoverOptions
 	// without a Runtime); the journal is kept for a recovery that can.

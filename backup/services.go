@@ -4,6 +4,8 @@ import (
 	"context"
 
 	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/internal/supervisorwatch"
 )
 
 // Services stops and starts again the supervised programs around a backup
@@ -43,40 +45,15 @@ type Services interface {
 // or after it puts the old data back without a supervisor (checking that
 // no process holds files in the data directory). Neither waits for the
 // programs to run again, and the error wraps ErrSupervisorGone.
-type Watcher interface {
-	Gone() <-chan struct{}
-}
+type Watcher = supervisorwatch.Watcher
 
 // supervisorGone reports whether svc is a Watcher whose supervisor is gone.
-func supervisorGone(svc Services) bool {
-	w, ok := svc.(Watcher)
-	if !ok {
-		return false
-	}
-	select {
-	case <-w.Gone():
-		return true
-	default:
-		return false
-	}
-}
+func supervisorGone(svc Services) bool { return supervisorwatch.IsGone(svc) }
 
 // untilGone returns ctx cancelled with ErrSupervisorGone as its cause
 // once svc's supervisor is gone; cancel releases it.
 func untilGone(ctx context.Context, svc Services) (context.Context, context.CancelFunc) {
-	cctx, cancel := context.WithCancelCause(ctx)
-	w, ok := svc.(Watcher)
-	if !ok {
-		return cctx, func() { cancel(nil) }
-	}
-	go func() {
-		select {
-		case <-w.Gone():
-			cancel(ErrSupervisorGone)
-		case <-cctx.Done():
-		}
-	}()
-	return cctx, func() { cancel(nil) }
+	return supervisorwatch.Until(ctx, svc)
 }
 
 // Hold is a set of programs kept stopped; see Services.Hold.

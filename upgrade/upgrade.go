@@ -10,14 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermesbox/hbx/internal/keptcopy"
-
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/fsat"
+	"github.com/hermesbox/hbx/internal/keptcopy"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/supervisorwatch"
 )
 
 // LockFile is the runtime directory's lock, the one install, backup and
@@ -42,7 +42,7 @@ var (
 	ErrInvalid = errors.New("invalid upgrade options")
 	// ErrSupervisorGone: the connection to the supervisor broke during the
 	// change (Watcher): it died, and its programs with it, or shut down.
-	ErrSupervisorGone = errors.New("the supervisor is gone (its connection broke)")
+	ErrSupervisorGone = supervisorwatch.ErrGone
 )
 
 // Runtime is the installer: releases in the runtime directory.
@@ -79,42 +79,15 @@ type Services interface {
 // change is abandoned (the old release stays active and configured);
 // during the health wait it is rolled back at once, without a supervisor.
 // The error wraps ErrSupervisorGone.
-type Watcher interface {
-	Gone() <-chan struct{}
-}
-
-// goneCh is svc's Gone channel, or nil (never ready) when it has none.
-func goneCh(svc Services) <-chan struct{} {
-	if w, ok := svc.(Watcher); ok {
-		return w.Gone()
-	}
-	return nil
-}
+type Watcher = supervisorwatch.Watcher
 
 // isGone reports whether svc's supervisor is gone.
-func isGone(svc Services) bool {
-	select {
-	case <-goneCh(svc):
-		return true
-	default:
-		return false
-	}
-}
+func isGone(svc Services) bool { return supervisorwatch.IsGone(svc) }
 
 // untilGone returns ctx cancelled with ErrSupervisorGone as its cause once
 // svc's supervisor is gone.
 func untilGone(ctx context.Context, svc Services) (context.Context, context.CancelFunc) {
-	cctx, cancel := context.WithCancelCause(ctx)
-	if gone := goneCh(svc); gone != nil {
-		go func() {
-			select {
-			case <-gone:
-				cancel(ErrSupervisorGone)
-			case <-cctx.Done():
-			}
-		}()
-	}
-	return cctx, func() { cancel(nil) }
+	return supervisorwatch.Until(ctx, svc)
 }
 
 // Data is backup and restore of the data directory.

@@ -21,6 +21,7 @@ import (
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/supervisorwatch"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -406,7 +407,7 @@ type supervisorServices struct {
 	probe     supervisor.Probe
 	autostart []string
 	running   []string // what the last hold found running
-	watch     *supervisorWatch
+	watch     *supervisorwatch.Watch
 }
 
 // Gone is closed once the supervisor is gone (backup.Watcher,
@@ -441,7 +442,7 @@ func (s *supervisorServices) Hold(ctx context.Context) (backup.Hold, error) {
 		}
 	}
 	sh := &supervisorHold{h: h, running: s.running}
-	s.watch.watchHold(h, &sh.released)
+	s.watch.WatchHold(h.Done(), &sh.released)
 	return sh, nil
 }
 
@@ -492,12 +493,12 @@ func (s *supervisorServices) WaitRunning(ctx context.Context, names []string) er
 func (s *supervisorServices) waitUp(ctx context.Context, names []string, probe bool) error {
 	last := errors.New("not checked yet")
 	for {
-		if s.watch.isGone() {
+		if s.watch.IsGone() {
 			return errSupervisorGone
 		}
 		sts, err := s.c.Status(ctx)
 		switch {
-		case s.watch.isGone():
+		case s.watch.IsGone():
 			return errSupervisorGone
 		case errors.Is(err, supervisor.ErrNotRunning):
 			return fmt.Errorf("the supervisor is gone: %w", err)
