@@ -1,0 +1,304 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/killpoint"
+)
+
+// ByInstall is Journal.By for a release change made by `hbx install`.
+const ByInstall = "hbx install"
+
+// changeRun is one Upgrade or Switch under the lock: the steps of the
+// package doc, each a method, sharing the journal and the hold.
+type changeRun struct {
+	opts    Options
+	t       Target
+	res     *Result
+	j       *Journal
+	old, nr Release
+	hold    Hold
+	held    bool // hold is not released yet
+	// undoCtx keeps ctx's values (the lock), not its cancellation: putting
+	// things back after a failure, and everything from activation on,
+	// finishes even after Ctrl-C; their waits are bounded by HealthWait.
+	undoCtx context.Context
+}
+
+// change runs the steps of an Upgrade (wait: the health wait) or a Switch
+// (by ByInstall) under the runtime directory's lock.
+func change(ctx context.Context, opts Options, t Target, by string, wait bool) (res *Result, err error) {
+	start := time.Now()
+	command := "hbx upgrade"
+	if by != "" {
+		command = by
+	}
+	ctx, lk, err := opts.lock(ctx, command)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := lk.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("release lock: %w", uerr)
+		}
+	}()
+	c := &changeRun{opts: opts, t: t, res: &Result{}, hold: noHold{}, undoCtx: context.WithoutCancel(ctx)}
+	if err := c.readActive(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.stage(ctx, by); err != nil {
+		return nil, err
+	}
+	if err := c.stop(ctx); err != nil {
+		return nil, err
+	}
+	defer c.releaseHold()
+	if err := c.backup(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.activate(); err != nil {
+		return nil, err
+	}
+	if wait {
+		if err := c.waitHealthy(); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.finish(ctx); err != nil {
+		return nil, err
+	}
+	c.res.Duration = time.Since(start)
+	return c.res, nil
+}
+
+// readActive finishes or undoes an interrupted change first (Recover),
+// then reads the active release and refuses t when it is that one. Crash
+// window: none of its own (only the recovery writes, see Recover).
+func (c *changeRun) readActive(ctx context.Context) (err error) {
+	if c.res.Recovered, err = recoverLocked(ctx, c.opts); err != nil {
+		return fmt.Errorf("recover an interrupted upgrade: %w", err)
+	}
+	if c.old, err = c.opts.Runtime.Active(); err != nil {
+		return fmt.Errorf("read the active release: %w", err)
+	}
+	c.res.Old = c.old
+	if c.old.Index == c.t.Index && (c.t.Pin == "" || c.old.Manifest == c.t.Pin) {
+		return fmt.Errorf("%w: %s", ErrSameRelease, c.old)
+	}
+	return nil
+}
+
+// stage publishes the new release beside the active one and writes the
+// journal (phase staged). Crash window "no journal yet": a partial
+// release or staging, never current; nothing to recover.
+func (c *changeRun) stage(ctx context.Context, by string) (err error) {
+	c.opts.Step("staging")
+	c.opts.Logger.Info("staging the new release beside the active one", "image", c.t.Image)
+	if c.nr, err = c.opts.Runtime.Stage(ctx, c.t.Image, c.t.Pin); err != nil {
+		return fmt.Errorf("stage %s: %w", c.t.Image, err)
+	}
+	if c.nr.Same(c.old) {
+		return fmt.Errorf("%w: %s", ErrSameRelease, c.old)
+	}
+	c.old.MCPTools, c.nr.MCPTools = c.t.Current, c.t.Current
+	if c.t.MCPTools != nil {
+		c.nr.MCPTools = c.t.MCPTools
+	}
+	c.res.Old, c.res.New = c.old, c.nr
+	c.j = &Journal{Old: c.old, New: c.nr, Started: c.opts.Now().UTC(), By: by}
+	if prior, err := ReadJournal(c.opts.RuntimeDir); err == nil && prior != nil && prior.Phase == PhaseDone && prior.New.Same(c.old) {
+		prior.Prior = nil
+		c.j.Prior = prior
+	}
+	return c.j.write(c.opts.RuntimeDir, PhaseStaged, c.opts.Now())
+}
+
+// abort closes the journal as aborted (putting back a prior completed
+// one) and returns cause.
+func (c *changeRun) abort(cause error) error {
+	if werr := c.j.close(c.opts.RuntimeDir, cause.Error(), c.opts.Now()); werr != nil {
+		c.opts.Logger.Warn("close the upgrade journal", "err", werr)
+	}
+	return cause
+}
+
+// stop holds every program stopped (when a supervisor runs). Crash window
+// "staged": the hold dies with the process; Recover closes the journal.
+func (c *changeRun) stop(ctx context.Context) (err error) {
+	if c.opts.Services != nil {
+		c.opts.Step("stopping")
+		if c.hold, err = c.opts.Services.Hold(ctx); err != nil {
+			return c.abort(fmt.Errorf("stop the services: %w", err))
+		}
+	}
+	c.held = true
+	return nil
+}
+
+// releaseHold ends the hold unless a step already did.
+func (c *changeRun) releaseHold() {
+	if c.held {
+		c.held = false
+		if rerr := c.hold.Release(); rerr != nil {
+			c.opts.Logger.Warn("release the hold", "err", rerr)
+		}
+	}
+}
+
+// backup takes the cold pre-upgrade backup while the hold keeps the data
+// still (phase backed-up). Crash window "staged, backed-up": current and
+// the config name the old release, the data was only read; Recover
+// closes the journal as aborted. A failure ends the hold (resume); a
+// supervisor gone abandons the change (gone).
+func (c *changeRun) backup(ctx context.Context) (err error) {
+	c.opts.Step("backing-up")
+	bctx, stopBackup := untilGone(ctx, c.opts.Services)
+	c.j.Backup, err = c.opts.Data.Backup(bctx, c.old)
+	stopBackup()
+	if isGone(c.opts.Services) {
+		return c.gone()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return c.abort(c.resume(fmt.Errorf("pre-upgrade backup interrupted (%v; no archive kept): nothing was activated, %s stays active", context.Cause(ctx), c.old)))
+		}
+		return c.abort(c.resume(fmt.Errorf("pre-upgrade backup: %w", err)))
+	}
+	c.res.Backup = c.j.Backup
+	if err := c.j.write(c.opts.RuntimeDir, PhaseBackedUp, c.opts.Now()); err != nil {
+		return c.abort(c.resume(err))
+	}
+	if isGone(c.opts.Services) {
+		return c.gone()
+	}
+	return nil
+}
+
+// resume ends the hold after a failure before activation and waits until
+// the services are healthy again on the old release; the error says
+// whether they are, and which were started again.
+func (c *changeRun) resume(cause error) error {
+	c.held = false
+	names, none := "the services", false
+	if r, ok := c.hold.(interface{ Running() []string }); ok {
+		names, none = "none were running", len(r.Running()) == 0
+		if !none {
+			names = strings.Join(r.Running(), ", ")
+		}
+	}
+	if rerr := c.hold.Release(); rerr != nil {
+		return fmt.Errorf("%w; start the services again (%s): %w", cause, names, rerr)
+	}
+	if c.opts.Services == nil {
+		return fmt.Errorf("%w (no supervisor runs: nothing to start again)", cause)
+	}
+	if none {
+		// Nothing was running (hbx install over a stopped Executor):
+		// nothing to wait for, nothing is unhealthy.
+		return fmt.Errorf("%w; nothing was running, nothing started again", cause)
+	}
+	// An interrupted change still learns whether the services run again:
+	// the wait is bounded, not cancelled with ctx.
+	hctx, cancel := context.WithTimeout(c.undoCtx, c.opts.HealthWait)
+	werr := c.opts.Services.WaitHealthy(hctx, c.old)
+	cancel()
+	if werr != nil {
+		return fmt.Errorf("%w; services started again: %s, but not healthy on %s: %w", cause, names, c.old, werr)
+	}
+	return fmt.Errorf("%w; services started again: %s (healthy on %s)", cause, names, c.old)
+}
+
+// gone abandons the change when the supervisor went away while it held
+// the services: they died with it, nothing is waited for.
+func (c *changeRun) gone() error {
+	c.held = false
+	kept := ""
+	if c.j.Backup != "" {
+		kept = fmt.Sprintf(" (the pre-upgrade backup %s is kept)", c.j.Backup)
+	}
+	return c.abort(fmt.Errorf("%w while the services were held for the pre-upgrade backup: upgrade stopped before activation, %s stays active and configured%s; nothing runs: start hbx supervise", ErrSupervisorGone, c.old.Image, kept))
+}
+
+// activate records phase activating, pins the new release in the config
+// file, moves current to it and ends the hold. From here on the change
+// ends done or rolled back (fail), ctx's cancellation cut nothing short.
+// Crash windows "activating": before the config write, after it with
+// current not yet moved, and after current moved; Recover rolls back in
+// each.
+func (c *changeRun) activate() error {
+	if err := c.j.write(c.opts.RuntimeDir, PhaseActivating, c.opts.Now()); err != nil {
+		return c.abort(c.resume(err))
+	}
+	c.opts.Step("activating")
+	note, err := c.opts.Config.Pin(c.nr)
+	if err != nil {
+		return c.fail(fmt.Errorf("pin the new release in the config: %w", err))
+	}
+	if note != "" {
+		c.res.Notes = append(c.res.Notes, note)
+	}
+	if err := c.opts.Runtime.Activate(c.undoCtx, c.nr.Manifest); err != nil {
+		return c.fail(fmt.Errorf("activate: %w", err))
+	}
+	c.held = false
+	if err := c.hold.Release(); err != nil {
+		return c.fail(fmt.Errorf("start the services: %w", err))
+	}
+	return nil
+}
+
+// waitHealthy waits (HealthWait) until the services are healthy on the
+// new release. Crash window "activating, current moved": the new release
+// runs on data it may write; Recover rolls back, keeping that data aside.
+func (c *changeRun) waitHealthy() error {
+	c.opts.Step("health")
+	killpoint.At(killpoint.UpgradeHealthWait)
+	hctx, cancel := context.WithTimeout(c.undoCtx, c.opts.HealthWait)
+	hctx, stop := untilGone(hctx, c.opts.Services)
+	err := c.opts.Services.WaitHealthy(hctx, c.nr)
+	stop()
+	cancel()
+	if err != nil && isGone(c.opts.Services) {
+		return c.fail(fmt.Errorf("%w during the health wait on %s", ErrSupervisorGone, c.nr.Image))
+	}
+	if err != nil {
+		return c.fail(fmt.Errorf("health on %s: %w", c.nr.Image, err))
+	}
+	return nil
+}
+
+// fail rolls back after a failure from activation on and returns an
+// error wrapping ErrRolledBack and cause.
+func (c *changeRun) fail(cause error) error {
+	c.opts.Logger.Error("upgrade failed after activation; rolling back", "err", cause)
+	c.releaseHold()
+	rb, rerr := rollbackLocked(c.undoCtx, c.opts, c.j, cause.Error())
+	if rerr != nil {
+		return fmt.Errorf("%w; rollback failed too, the next hbx start retries it: %w", cause, rerr)
+	}
+	c.res.KeptAside, c.res.Notes = rb.KeptAside, append(c.res.Notes, rb.Notes...)
+	if isGone(c.opts.Services) {
+		return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s; nothing runs: start hbx supervise", ErrRolledBack, c.old, cause, orNone(rb.KeptAside))
+	}
+	return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s", ErrRolledBack, c.old, cause, orNone(rb.KeptAside))
+}
+
+// finish records phase done. Crash window "done": nothing to do.
+func (c *changeRun) finish(ctx context.Context) error {
+	if ctx.Err() != nil {
+		c.res.Notes = append(c.res.Notes, "interrupted after activation: the change was finished, not cut short")
+	}
+	if err := c.j.write(c.opts.RuntimeDir, PhaseDone, c.opts.Now()); err != nil {
+		return err
+	}
+	c.opts.Step("done")
+	return nil
+}
+
+// noHold is the Hold of a Switch without a supervisor: nothing to release.
+type noHold struct{}
+
+func (noHold) Release() error { return nil }

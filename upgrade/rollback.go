@@ -1,0 +1,232 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/keptcopy"
+	"github.com/hermesbox/hbx/internal/lock"
+)
+
+// Rollback reactivates the release previous names and restores the
+// pre-upgrade archive made for it; see the package doc.
+func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
+	start := time.Now()
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	ctx, lk, err := opts.lock(ctx, "hbx rollback")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := lk.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("release lock: %w", uerr)
+		}
+	}()
+	recovered, err := recoverLocked(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("recover an interrupted upgrade: %w", err)
+	}
+	j, err := ReadJournal(opts.RuntimeDir)
+	if err != nil {
+		return nil, err
+	}
+	cur, curErr := opts.Runtime.Active()
+	// A change interrupted before this command was undone by the recovery
+	// just now: that was the rollback asked for.
+	if recovered != "" && j != nil && curErr == nil && (j.Phase == PhaseRolledBack || j.Phase == PhaseAborted) && cur.Same(j.Old) {
+		return &Result{Old: j.New, New: j.Old, Backup: j.Backup, KeptAside: j.KeptAside, Recovered: recovered, Interrupted: true, Duration: time.Since(start)}, nil
+	}
+	if err := rollbackable(opts.RuntimeDir, j, cur, curErr); err != nil {
+		return nil, err
+	}
+	if err := checkPreUpgrade(opts, j); err != nil {
+		return nil, err
+	}
+	res, err = rollbackLocked(ctx, opts, j, "hbx rollback")
+	if err != nil {
+		return nil, err
+	}
+	res.Recovered, res.Duration = recovered, time.Since(start)
+	return res, nil
+}
+
+// rollbackable refuses (ErrNoUpgrade) unless j records a completed change
+// and cur, the active release (curErr: none), is the one it left active.
+// It only reads.
+func rollbackable(runtimeDir string, j *Journal, cur Release, curErr error) error {
+	active := "no release is active"
+	if curErr == nil {
+		active = "the active release is " + cur.Image
+	}
+	// What the journal leaves active: the new release after a completed
+	// change, the old one after a rollback or an abort.
+	expected := j != nil && curErr == nil && (j.Phase == PhaseDone && cur.Same(j.New) || j.Phase != PhaseDone && cur.Same(j.Old))
+	switch {
+	case j == nil:
+		return fmt.Errorf("%w: none was recorded in %s (%s)", ErrNoUpgrade, runtimeDir, active)
+	case !expected:
+		// The release changed after the recorded change, without a
+		// record (an older hbx install, or by hand): say so, not what
+		// the journal says about another release.
+		if curErr == nil {
+			active = "the active release " + cur.Image
+		}
+		return fmt.Errorf("%w: %s was installed without a record; the last recorded %s", ErrNoUpgrade, active, j.describe())
+	case j.Phase != PhaseDone && j.Recovered:
+		// Undone by a recovery (the running supervisor, a restart) before
+		// this command: say what it did, and where the data went.
+		return fmt.Errorf("%w: %s; the last recorded %s, undone by the recovery of the interrupted change; the data written meanwhile is kept in %s", ErrNoUpgrade, active, j.describe(), orNone(j.KeptAside))
+	case j.Phase != PhaseDone:
+		return fmt.Errorf("%w: %s; the last recorded %s", ErrNoUpgrade, active, j.describe())
+	}
+	return nil
+}
+
+// checkPreUpgrade refuses (ErrMismatch) unless previous is the release j
+// replaced and j's pre-upgrade archive records it. It only reads.
+func checkPreUpgrade(opts Options, j *Journal) error {
+	prev, err := opts.Runtime.Previous()
+	if err != nil {
+		return fmt.Errorf("%w: previous: %w", ErrNoUpgrade, err)
+	}
+	if !prev.Same(j.Old) {
+		return fmt.Errorf("%w: previous is %s, the pre-upgrade backup was made for %s", ErrMismatch, prev, j.Old)
+	}
+	if err := opts.Data.Check(j.Backup, j.Old); err != nil {
+		return fmt.Errorf("%w: pre-upgrade backup %s: %w", ErrMismatch, j.Backup, err)
+	}
+	return nil
+}
+
+// rollbackLocked puts j.Old and the pre-upgrade data back, under the lock:
+// phase rolling-back, the old pin, the restore with the old runtime, the
+// replaced data renamed aside, phase rolled-back. Crash window
+// "rolling-back": Recover does it all again from its start (each step is
+// idempotent; backup's own journal undoes a half-done restore).
+func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (*Result, error) {
+	j.Error = why
+	if err := j.write(opts.RuntimeDir, PhaseRollingBack, opts.Now()); err != nil {
+		return nil, err
+	}
+	opts.Step("rolling-back")
+	res := &Result{Old: j.New, New: j.Old, Backup: j.Backup}
+	note, err := opts.Config.Pin(j.Old)
+	if err != nil {
+		return nil, fmt.Errorf("pin the old release in the config: %w", err)
+	}
+	if note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	aside, err := opts.Data.Restore(ctx, j.Backup, j.Old)
+	if err != nil {
+		return nil, fmt.Errorf("restore the pre-upgrade backup %s: %w", j.Backup, err)
+	}
+	if aside != "" {
+		if err := keepRolledBack(opts, aside, res); err != nil {
+			return nil, err
+		}
+	}
+	j.KeptAside = res.KeptAside
+	if err := j.write(opts.RuntimeDir, PhaseRolledBack, opts.Now()); err != nil {
+		return nil, err
+	}
+	opts.Step("rolled-back")
+	return res, nil
+}
+
+// keepRolledBack renames the data a rollback's restore replaced (aside)
+// to <DataDir>.rolled-back-<UTC time>, sets res.KeptAside and prunes older
+// copies (KeepRolledBack), noting what it removed or could not rename.
+// Crash window: a kill before the rename leaves aside as the restore's
+// <DataDir>.pre-restore-<time>, listed by `hbx backup list`.
+func keepRolledBack(opts Options, aside string, res *Result) error {
+	kept := fmt.Sprintf("%s%s%s", opts.DataDir, rolledBackInfix, opts.Now().UTC().Format("20060102T150405Z"))
+	if err := os.Rename(aside, kept); err != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("the replaced data stays in %s: %v", aside, err))
+		kept = aside
+	} else if err := atomicfile.SyncDir(filepath.Dir(kept)); err != nil {
+		return err
+	} else {
+		// The restore logged aside as its pre-restore copy: say where
+		// that copy is now.
+		opts.Logger.Info("replaced data kept as a rolled-back copy", "from", aside, "to", kept)
+	}
+	res.KeptAside = kept
+	pruned, err := keptcopy.Prune(opts.DataDir, rolledBackInfix, max(opts.KeepRolledBack, 1))
+	for _, p := range pruned {
+		res.Notes = append(res.Notes, fmt.Sprintf("removed the older rolled-back copy %s (backup.keep_pre_restore)", p))
+	}
+	if err != nil {
+		opts.Logger.Warn("prune rolled-back copies", "err", err)
+	}
+	return nil
+}
+
+// rolledBackInfix names the copies a rollback keeps: <data_dir>.rolled-back-<UTC time>.
+const rolledBackInfix = ".rolled-back-"
+
+// Recover finishes or undoes an upgrade or rollback that was interrupted;
+// see the package doc. It returns what it did, "" when nothing. While
+// another process holds the lock, it does nothing.
+func Recover(ctx context.Context, opts Options) (string, error) {
+	j, err := ReadJournal(opts.RuntimeDir)
+	if err != nil || j == nil || !pending(j.Phase) {
+		return "", err
+	}
+	if err := opts.defaults(); err != nil {
+		return "", err
+	}
+	ctx, lk, err := opts.lock(ctx, "hbx recover")
+	if lock.IsLocked(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer lk.Unlock()
+	return recoverLocked(ctx, opts)
+}
+
+func pending(p Phase) bool {
+	switch p {
+	case PhaseStaged, PhaseBackedUp, PhaseActivating, PhaseRollingBack:
+		return true
+	}
+	return false
+}
+
+func recoverLocked(ctx context.Context, opts Options) (string, error) {
+	j, err := ReadJournal(opts.RuntimeDir)
+	if err != nil || j == nil || !pending(j.Phase) {
+		return "", err
+	}
+	switch j.Phase {
+	case PhaseStaged, PhaseBackedUp:
+		if err := j.close(opts.RuntimeDir, "interrupted before activation", opts.Now()); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("closed the upgrade to %s, interrupted before activation: %s stays active", j.New.Image, j.Old.Image), nil
+	}
+	if j.Backup == "" {
+		return "", fmt.Errorf("%w: journal phase %s without a backup", ErrMismatch, j.Phase)
+	}
+	j.Recovered = true
+	res, err := rollbackLocked(ctx, opts, j, "interrupted during "+string(j.Phase))
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("rolled back the interrupted upgrade to %s: %s is active on the pre-upgrade data; the other data is in %s", j.New.Image, j.Old.Image, orNone(res.KeptAside)), nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(nothing was replaced)"
+	}
+	return s
+}
