@@ -113,12 +113,12 @@ func TestPendingChange(t *testing.T) {
 	if err := pendingChange(cfg); err != nil {
 		t.Errorf("pendingChange after the recovery = %v, want nil", err)
 	}
-	if note := recoveryNote(cfg); !strings.Contains(note, kept) || !strings.Contains(note, "interrupted upgrade to ex:v2@sha256:b was rolled back") {
-		t.Errorf("recoveryNote = %q, want it to name the interrupted upgrade and %s", note, kept)
+	if note := upgrade.RecoveryNote(cfg.Executor.RuntimeDir); !strings.Contains(note, kept) || !strings.Contains(note, "interrupted upgrade to ex:v2@sha256:b was rolled back") {
+		t.Errorf("RecoveryNote = %q, want it to name the interrupted upgrade and %s", note, kept)
 	}
 	os.Remove(kept)
-	if note := recoveryNote(cfg); note != "" {
-		t.Errorf("recoveryNote without the kept copy = %q, want none", note)
+	if note := upgrade.RecoveryNote(cfg.Executor.RuntimeDir); note != "" {
+		t.Errorf("RecoveryNote without the kept copy = %q, want none", note)
 	}
 }
 
@@ -165,8 +165,8 @@ func TestPendingChangeReusedPID(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "interrupted in phase activating") {
 		t.Errorf("pendingChange with the record naming a live process that does not hold the lock = %v, want interrupted", err)
 	}
-	if _, held := lockHolder(cfg.Executor.RuntimeDir); held {
-		t.Errorf("lockHolder: held by pid %d, which never opened %s", other.Process.Pid, lockPath)
+	if _, held := upgrade.LockHolder(cfg.Executor.RuntimeDir); held {
+		t.Errorf("LockHolder: held by pid %d, which never opened %s", other.Process.Pid, lockPath)
 	}
 
 	// A holder stopped with SIGSTOP: in progress, and named stopped.

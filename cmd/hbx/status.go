@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 // statusOptions are the inputs of runStatus.
@@ -116,7 +117,7 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 		change = pendingChange(opts.cfg)
 		if change != nil {
 			fmt.Fprintf(&b, "release change: %v\n", change)
-		} else if note := recoveryNote(opts.cfg); note != "" {
+		} else if note := upgrade.RecoveryNote(opts.cfg.Executor.RuntimeDir); note != "" {
 			fmt.Fprintf(&b, "note: %s\n", note)
 		}
 	}

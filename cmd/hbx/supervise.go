@@ -24,6 +24,7 @@ import (
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 // newSuperviseCommand builds `hbx supervise`.
@@ -139,12 +140,12 @@ signal that would end a process is logged and ignored.`,
 			// its journal lets the next start finish it.
 			wctx, stopWatch := context.WithCancel(cmd.Context())
 			defer stopWatch()
-			go watchChanges(wctx, g, func() *config.Config {
+			go upgrade.ChangeWatch{Interval: changeWatchInterval, Logger: g.log, Box: func() upgrade.WatchedBox {
 				if c, err := reload(); err == nil {
-					return c
+					return watchedBox{g: g, cfg: c}
 				}
-				return cfg
-			}, changeWatchInterval)
+				return watchedBox{g: g, cfg: cfg}
+			}}.Run(wctx)
 			early.quiet() // Run handles every signal from here on
 			if err := s.Run(cmd.Context()); err != nil {
 				return fmt.Errorf("supervise: %w", err)
