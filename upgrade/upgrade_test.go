@@ -80,14 +80,22 @@ func (f *fake) Backup(context.Context, Release) (string, error) {
 	return "/backups/pre-upgrade-x.tar.gz.gpg", f.failBackup
 }
 func (f *fake) Check(string, Release) error { return f.failCheck }
-func (f *fake) Restore(ctx context.Context, archive string, r Release) (string, error) {
+func (f *fake) Install(_ context.Context, _ Release, image, _ string, m digest.Digest) (bool, error) {
+	short := ""
+	if m != "" {
+		short = m.Encoded()[:4]
+	}
+	f.calls = append(f.calls, "install "+short)
+	return true, nil
+}
+func (f *fake) Restore(ctx context.Context, archive string, r Release, rt Installer) (string, error) {
 	f.calls = append(f.calls, "restore "+r.Manifest.Encoded()[:4])
 	f.ctxErrs = append(f.ctxErrs, ctx.Err())
 	if f.failRestore != nil {
 		return "", f.failRestore
 	}
-	if !f.cur.Same(r) {
-		f.Activate(ctx, r.Manifest)
+	if _, err := rt.Install(ctx, r.Image, r.Platform, r.Manifest); err != nil {
+		return "", err
 	}
 	aside := f.dataDir + ".pre-restore-x"
 	if err := os.MkdirAll(aside, 0o700); err != nil {

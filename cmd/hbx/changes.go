@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -56,54 +54,3 @@ func pendingChange(cfg *config.Config) error {
 // changeWatchInterval is how often a running supervisor looks for a
 // release change or restore whose command died.
 const changeWatchInterval = time.Second
-
-// watchedBox is upgrade.WatchedBox over cfg, the configuration of one
-// round of hbx supervise's change watch.
-type watchedBox struct {
-	g   *globals
-	cfg *config.Config
-}
-
-func (b watchedBox) Pending() error { return pendingChange(b.cfg) }
-func (b watchedBox) Holder() (lock.Holder, bool) {
-	return upgrade.LockHolder(b.cfg.Executor.RuntimeDir)
-}
-func (b watchedBox) RecoverChange(ctx context.Context) bool {
-	return recoverUpgrade(ctx, b.g, b.cfg, true)
-}
-
-// RecoverRestore undoes an interrupted restore through the running
-// supervisor, then waits (backup.health_wait) for the programs that
-// should run, logging when they are not healthy.
-func (b watchedBox) RecoverRestore(ctx context.Context) error {
-	c, g := b.cfg, b.g
-	if r, err := backup.ReadPendingRestore(c.Executor.DataDir); err != nil || r == nil {
-		// Unreadable: nothing can be undone by it, nor the upgrade
-		// behind it.
-		return err
-	}
-	svc, err := dialServices(ctx, g, c)
-	if err != nil {
-		return err
-	}
-	opts := backup.RecoverOptions{DataDir: c.Executor.DataDir, RuntimeDir: c.Executor.RuntimeDir, Runtime: installRuntime{g: g, cfg: c}, Config: restorePinner{g: g, cfg: c}, Logger: g.log}
-	if svc != nil {
-		opts.Services = svc
-		defer svc.Close()
-	}
-	msg, err := backup.Recover(ctx, opts)
-	if err != nil || msg == "" {
-		return err
-	}
-	g.log.Warn("interrupted restore recovered by the running supervisor", "what", msg)
-	if svc != nil {
-		// The programs that should run, also those FATAL on the mismatch
-		// the restore left, start again.
-		hctx, cancel := context.WithTimeout(ctx, c.Backup.HealthWait)
-		defer cancel()
-		if werr := svc.WaitHealthy(hctx); werr != nil {
-			g.log.Error("after undoing the interrupted restore, the programs are not healthy", "err", werr)
-		}
-	}
-	return nil
-}

@@ -105,7 +105,7 @@ func guardedInstall(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 		HealthWait:     cfg.Backup.HealthWait,
 		Runtime:        upgradeRuntime{g: g, cfg: cfg, progress: opts.Progress, log: log},
 		Data:           &upgradeData{g: g, cfg: cfg, pass: pass, inSupervisor: inSupervisor},
-		Config:         configPinner{g: g, cfg: cfg, srcs: srcs},
+		Config:         upgrade.ConfigFile{Path: g.configPath, Cfg: cfg, Sources: srcs},
 		Logger:         log,
 		Step:           step,
 	}

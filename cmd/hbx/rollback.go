@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -38,7 +41,7 @@ meanwhile is kept.`,
 			if err != nil {
 				return err
 			}
-			return runRollback(cmd.Context(), g, cfg, srcs, asJSON)
+			return runRollback(cmd.Context(), changeOpts{g: g, cfg: cfg, srcs: srcs, json: asJSON})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print steps and the result as JSON lines")
@@ -46,8 +49,8 @@ meanwhile is kept.`,
 }
 
 // runRollback rolls the last upgrade back and prints new → old.
-func runRollback(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, asJSON bool) error {
-	opts, unlock, err := upgradeOptions(ctx, g, cfg, srcs, nil, asJSON, "hbx rollback")
+func runRollback(ctx context.Context, o changeOpts) error {
+	opts, unlock, err := upgradeOptions(ctx, o, nil, "hbx rollback")
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
@@ -56,5 +59,35 @@ func runRollback(ctx context.Context, g *globals, cfg *config.Config, srcs *conf
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
-	return printUpgrade(g.stdout, "rolled back", res, asJSON)
+	return printChange(o.g.stdout, "rolled back", res, o.json)
+}
+
+// printChange prints an upgrade's or rollback's result (verb: "upgraded",
+// "rolled back").
+func printChange(w io.Writer, verb string, res *upgrade.Result, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(map[string]any{
+			"event": "result", "old": res.Old, "new": res.New, "backup": res.Backup, "kept_aside": res.KeptAside,
+			"notes": res.Notes, "recovered": res.Recovered, "interrupted": res.Interrupted, "duration_ms": res.Duration.Milliseconds(),
+		})
+	}
+	var b strings.Builder
+	if res.Interrupted {
+		// The recovery of an interrupted change was the whole rollback.
+		fmt.Fprintf(&b, "%s\n", res.Recovered)
+		fmt.Fprintf(&b, "  %s is active; nothing more to roll back\n", res.New.Image)
+	} else {
+		fmt.Fprintf(&b, "%s %s → %s in %s\n", verb, res.Old.Image, res.New.Image, res.Duration.Round(time.Millisecond))
+		fmt.Fprintf(&b, "  manifest %s → %s\n", res.Old.Manifest, res.New.Manifest)
+		for _, l := range [][2]string{{"  pre-upgrade backup: ", res.Backup}, {"  the replaced data is kept in ", res.KeptAside}, {"  first ", res.Recovered}} {
+			if l[1] != "" {
+				fmt.Fprintf(&b, "%s%s\n", l[0], l[1])
+			}
+		}
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
