@@ -1,10 +1,17 @@
 // Package upgrade moves the box to a new pinned Executor release and back
 // (`hbx upgrade`, `hbx rollback`) without losing data.
 //
-// It composes the other verbs through small interfaces that cmd/hbx
-// implements (Runtime: the installer; Services: the supervisor and the
-// health checks; Data: backup and restore; Config: the config file), so it
-// imports none of them.
+// It composes the other verbs through small interfaces that cmd/hbx fills
+// once (Runtime: the installer; Services: the supervisor and the health
+// checks; Data: backup and restore), so it imports none of them. It owns
+// the decisions between them: the steps (change.go, rollback.go), the
+// release a rollback's restore reuses in place (current kept, previous
+// activated without network, else Runtime.Install with that release
+// pinned), the config file pin (ConfigFile, CheckPinnable), the tool set
+// and the checks that gate a release (ToolsIn, Pinned, GateChecks), and
+// the running supervisor's watch for changes whose command died
+// (ChangeWatch). That the supervisor went away is package
+// internal/supervisorwatch's (ErrSupervisorGone is its ErrGone).
 //
 // # Upgrade
 //
@@ -86,8 +93,9 @@
 // a flock the kernel drops when the process dies). Recover reads the
 // journal and acts only when no other process holds the lock. It is run
 //
-//   - by a running `hbx supervise`, about every second, once it sees an
-//     unfinished journal (Journal.Pending) and no live holder of the lock:
+//   - by a running `hbx supervise` (ChangeWatch), about every second, once
+//     it sees an unfinished journal (Journal.Pending) and no live holder of
+//     the lock (LockHolder):
 //     the change's command died, so the supervisor resolves it through
 //     itself (its programs held, then started and health-checked) and logs
 //     what it did and where the data written meanwhile is kept;
@@ -156,12 +164,12 @@
 // until Recover runs; the supervisor refuses to start Executor on such a
 // mismatch, so no runtime ever runs on data of another version. Whether a
 // change's process is alive is read from the lock's holder record (its
-// pid) and that process's open files (cmd/hbx): a pid reused by an
-// unrelated process does not count, as it has no hbx.lock open (Recover
-// itself takes the flock, so it never runs beside a live change). A
-// holder stopped with SIGSTOP keeps the change, and status and health
-// say it is stopped; nothing undoes it until it goes on or dies. The
-// config file is updated only when it exists on disk; a pin set through
+// pid) and that process's open files (LockHolder, lock.LiveHolder): a pid
+// reused by an unrelated process does not count, as it has no hbx.lock
+// open (Recover itself takes the flock, so it never runs beside a live
+// change). A holder stopped with SIGSTOP keeps the change, and status
+// and health say it is stopped; nothing undoes it until it goes on or
+// dies. The config file is updated only when it exists on disk; a pin set through
 // HBX_* variables or flags is not changed (cmd/hbx refuses to upgrade
 // then). Only the last completed upgrade can be rolled back: the journal
 // remembers one. Each rollback keeps Options.KeepRolledBack

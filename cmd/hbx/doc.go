@@ -4,7 +4,9 @@
 // This package is the command line only: it parses flags, loads the
 // configuration (internal/config), builds the logger and calls the domain
 // packages. One file per subcommand holds its options, its flag binding and
-// a runX(ctx, opts) function that tests call directly. Loading the
+// a runX(ctx, opts) function that tests call directly; the adapters that
+// fill a domain package's interfaces decide nothing and are gathered in one
+// file (upgradeadapters.go for package upgrade). Loading the
 // configuration also refuses, as invalid configuration, the paths it names
 // (and hbx's own directory) when a user other than root could replace them
 // (trust.go, internal/pathtrust).
