@@ -98,7 +98,11 @@ func checkPreUpgrade(opts Options, j *Journal) error {
 	if !prev.Same(j.Old) {
 		return fmt.Errorf("%w: previous is %s, the pre-upgrade backup was made for %s", ErrMismatch, prev, j.Old)
 	}
-	if err := opts.Data.Check(j.Backup, j.Old); err != nil {
+	index, manifest, err := opts.Data.Recorded(j.Backup)
+	if err == nil && (index != j.Old.Index || manifest != j.Old.Manifest) {
+		err = fmt.Errorf("the archive records index %s manifest %s, previous is index %s manifest %s", index, manifest, j.Old.Index, j.Old.Manifest)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: pre-upgrade backup %s: %w", ErrMismatch, j.Backup, err)
 	}
 	return nil

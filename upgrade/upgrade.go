@@ -97,8 +97,10 @@ type Data interface {
 	// runtime, while the services are already held; it returns the
 	// archive's path.
 	Backup(ctx context.Context, r Release) (string, error)
-	// Check says whether archive exists and records r's digests.
-	Check(archive string, r Release) error
+	// Recorded returns the index and manifest digests archive records
+	// (its summary file), or an error when it is missing or has no
+	// summary.
+	Recorded(archive string) (index, manifest digest.Digest, err error)
 	// Restore replaces the data with archive's and makes r the active
 	// release through rt (which reuses current or previous when either
 	// holds r), stopping the services, unless none run, then starting

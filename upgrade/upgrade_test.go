@@ -31,6 +31,7 @@ type fake struct {
 	failActivate error
 	failHealth   error
 	failCheck    error
+	recorded     Release // the digests the archive records; zero: previous's
 	failRestore  error
 	staged       Release // what Stage returns; zero: newRel
 	// onWait, when set, runs once inside WaitHealthy (e.g. an interrupt
@@ -79,7 +80,12 @@ func (f *fake) Backup(context.Context, Release) (string, error) {
 	f.calls = append(f.calls, "backup")
 	return "/backups/pre-upgrade-x.tar.gz.gpg", f.failBackup
 }
-func (f *fake) Check(string, Release) error { return f.failCheck }
+func (f *fake) Recorded(string) (digest.Digest, digest.Digest, error) {
+	if f.recorded.Index != "" {
+		return f.recorded.Index, f.recorded.Manifest, f.failCheck
+	}
+	return f.prev.Index, f.prev.Manifest, f.failCheck
+}
 func (f *fake) Install(_ context.Context, _ Release, image, _ string, m digest.Digest) (bool, error) {
 	short := ""
 	if m != "" {
@@ -252,13 +258,15 @@ func TestRollback(t *testing.T) {
 		name    string
 		setup   func(*fake, *Options)
 		wantErr error
+		wantMsg string // in the error
 	}{
 		{name: "after a good upgrade"},
 		{name: "no upgrade", setup: func(_ *fake, o *Options) { os.Remove(journalPath(o.RuntimeDir)) }, wantErr: ErrNoUpgrade},
 		{name: "previous is another release", setup: func(f *fake, _ *Options) {
 			f.prev = Release{Image: "x", Index: digest.FromString("x"), Manifest: digest.FromString("y")}
 		}, wantErr: ErrMismatch},
-		{name: "archive does not match", setup: func(f *fake, _ *Options) { f.failCheck = errors.New("records other digests") }, wantErr: ErrMismatch},
+		{name: "archive missing", setup: func(f *fake, _ *Options) { f.failCheck = errors.New("no such file") }, wantErr: ErrMismatch},
+		{name: "archive does not match", setup: func(f *fake, _ *Options) { f.recorded = newRel }, wantErr: ErrMismatch, wantMsg: "the archive records index " + string(newRel.Index)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, opts := newFake(t)
@@ -272,8 +280,8 @@ func TestRollback(t *testing.T) {
 			var logs bytes.Buffer
 			opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			res, err := Rollback(context.Background(), opts)
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("Rollback() = %v, want %v", err, tc.wantErr)
+			if !errors.Is(err, tc.wantErr) || err != nil && !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Fatalf("Rollback() = %v, want %v saying %q", err, tc.wantErr, tc.wantMsg)
 			}
 			if err != nil {
 				if len(f.calls) != 0 {

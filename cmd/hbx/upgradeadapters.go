@@ -200,24 +200,21 @@ func (d *upgradeData) Backup(ctx context.Context, r upgrade.Release) (string, er
 	return res.Path, nil
 }
 
-func (d *upgradeData) Check(archive string, r upgrade.Release) error {
+// Recorded returns the digests archive's summary records.
+func (d *upgradeData) Recorded(archive string) (digest.Digest, digest.Digest, error) {
 	infos, err := backup.List(d.cfg.Backup.Dir, preUpgradeName)
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	for _, in := range infos {
-		if in.Path != archive {
-			continue
+		if in.Path == archive {
+			return in.IndexDigest, in.ManifestDigest, nil
 		}
-		if in.IndexDigest != r.Index || in.ManifestDigest != r.Manifest {
-			return fmt.Errorf("the archive records index %s manifest %s, previous is index %s manifest %s", in.IndexDigest, in.ManifestDigest, r.Index, r.Manifest)
-		}
-		return nil
 	}
 	if _, err := os.Stat(archive); err != nil {
-		return err
+		return "", "", err
 	}
-	return errors.New("the archive has no summary file (.json) to check its digests against")
+	return "", "", errors.New("the archive has no summary file (.json) to check its digests against")
 }
 
 // Restore restores archive with r's runtime installed through rt, and
