@@ -16,16 +16,7 @@ import (
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/killpoint"
-	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
-)
-
-// Directories of the runtime directory that hbx owns besides release's.
-const (
-	stagingDir = "staging"
-	blobsDir   = "blobs"
-	scratchDir = "tmp"
-	lockFile   = "hbx.lock"
 )
 
 // activate publishes the staged release directory as releases/<hex> and
@@ -109,7 +100,7 @@ func Activate(ctx context.Context, runtimeDir string, manifest digest.Digest, wa
 	if err := manifest.Validate(); err != nil {
 		return fmt.Errorf("activate: manifest digest: %w", err)
 	}
-	lk, err := lock.Acquire(ctx, filepath.Join(runtimeDir, lockFile), "hbx activate", wait, nil)
+	lk, err := release.LockRuntime(ctx, runtimeDir, "hbx activate", wait, nil)
 	if err != nil {
 		return err
 	}
@@ -155,8 +146,8 @@ func cleanupTrees(runtimeDir string, log *slog.Logger) {
 			log.Warn("cleanup", "path", p, "err", err)
 		}
 	}
-	rm(filepath.Join(runtimeDir, stagingDir))
-	rm(filepath.Join(runtimeDir, scratchDir))
+	rm(filepath.Join(runtimeDir, release.StagingDir))
+	rm(filepath.Join(runtimeDir, release.ScratchDir))
 	if ents, err := os.ReadDir(filepath.Join(runtimeDir, release.ReleasesDir)); err == nil {
 		for _, e := range ents {
 			if !keep[e.Name()] {
@@ -172,7 +163,7 @@ func cleanupTrees(runtimeDir string, log *slog.Logger) {
 			}
 		}
 	}
-	filepath.WalkDir(filepath.Join(runtimeDir, blobsDir), func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(runtimeDir, release.BlobsDir), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && atomicfile.IsTemp(d.Name()) {
 			rm(p)
 		}
@@ -185,7 +176,7 @@ func cleanupTrees(runtimeDir string, log *slog.Logger) {
 // lists (its layers) is removed, so the cache holds only blobs of
 // releases that exist. It returns how many blobs it removed.
 func pruneBlobs(runtimeDir string, keepBlobs bool, log *slog.Logger) int {
-	blobs := filepath.Join(runtimeDir, blobsDir)
+	blobs := filepath.Join(runtimeDir, release.BlobsDir)
 	if !keepBlobs {
 		n, size := completeBlobs(blobs)
 		if err := os.RemoveAll(blobs); err != nil {
@@ -222,11 +213,11 @@ func unlistedBlobs(runtimeDir string) []string {
 			continue
 		}
 		for _, l := range inst.Meta.Layers {
-			listed[filepath.Join(runtimeDir, blobsDir, string(l.Algorithm()), l.Encoded())] = true
+			listed[filepath.Join(runtimeDir, release.BlobsDir, string(l.Algorithm()), l.Encoded())] = true
 		}
 	}
 	var out []string
-	filepath.WalkDir(filepath.Join(runtimeDir, blobsDir), func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(runtimeDir, release.BlobsDir), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && !listed[p] {
 			out = append(out, p)
 		}
@@ -245,7 +236,7 @@ func hasLeftovers(runtimeDir string, keepBlobs bool) bool {
 	}
 	for _, e := range ents {
 		switch n := e.Name(); {
-		case n == stagingDir, n == scratchDir, atomicfile.IsTemp(n), n == blobsDir && !keepBlobs:
+		case n == release.StagingDir, n == release.ScratchDir, atomicfile.IsTemp(n), n == release.BlobsDir && !keepBlobs:
 			return true
 		}
 	}

@@ -95,10 +95,10 @@ func stopped(class error, head string, cur *release.Installed, runtimeDir string
 	if cur != nil {
 		active = cur.Meta.Image + " stays active"
 	}
-	n, size := completeBlobs(filepath.Join(runtimeDir, blobsDir))
+	n, size := completeBlobs(filepath.Join(runtimeDir, release.BlobsDir))
 	kept := "no complete blob is kept"
 	if n > 0 {
-		kept = fmt.Sprintf("%d complete blobs (%s) are kept in %s for the next run", n, units.Bytes(size), filepath.Join(runtimeDir, blobsDir))
+		kept = fmt.Sprintf("%d complete blobs (%s) are kept in %s for the next run", n, units.Bytes(size), filepath.Join(runtimeDir, release.BlobsDir))
 	}
 	return &stopError{
 		msg:  fmt.Sprintf("%s: nothing was activated (%s); %s", head, active, kept),

@@ -47,7 +47,7 @@
 //     process that opened a file for writing before the fix keeps its
 //     descriptor; only Verify finds what it wrote.
 //   - Concurrent installs are serialised by one flock on the runtime
-//     directory's hbx.lock; the loser's error names the holder.
+//     directory's hbx.lock (release.LockRuntime); the loser's error names the holder.
 //   - Registry inputs come only from Options: no /etc/containers, no
 //     ~/.docker, no credential helpers unless an auth file is given.
 //

@@ -22,7 +22,6 @@ import (
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/fsat"
-	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -143,12 +142,7 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 	if !filepath.IsAbs(opts.RuntimeDir) {
 		return nil, fmt.Errorf("runtime directory %q is not absolute", opts.RuntimeDir)
 	}
-	if err := fsat.MkdirAll(opts.RuntimeDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create runtime directory: %w", err)
-	}
-	lk, err := lock.Acquire(ctx, filepath.Join(opts.RuntimeDir, lockFile), "hbx install", opts.LockWait, func(h lock.Holder) {
-		log.Info("waiting for the install lock", "holder", h.String(), "wait", opts.LockWait)
-	})
+	lk, err := release.LockRuntime(ctx, opts.RuntimeDir, "hbx install", opts.LockWait, log)
 	if err != nil {
 		return nil, err
 	}
@@ -302,8 +296,8 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	cleanupTrees(opts.RuntimeDir, log) // what a killed run left; keep its complete blobs
 	defer func() {
 		if err != nil { // leave complete blobs (for the next run) and the lock file, nothing else
-			os.RemoveAll(filepath.Join(opts.RuntimeDir, scratchDir))
-			os.Remove(filepath.Join(opts.RuntimeDir, stagingDir)) // only when empty
+			os.RemoveAll(filepath.Join(opts.RuntimeDir, release.ScratchDir))
+			os.Remove(filepath.Join(opts.RuntimeDir, release.StagingDir)) // only when empty
 			// but not on the disk that just filled: the blobs go by the
 			// cache's rule (all of them unless install.keep_blobs).
 			if errors.Is(err, ErrNoSpace) || errors.Is(err, syscall.ENOSPC) {
@@ -313,7 +307,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 			}
 		}
 	}()
-	src, err := openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, scratchDir), log)
+	src, err := openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, release.ScratchDir), log)
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +317,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 		return nil, err
 	}
 	res := &Result{}
-	cache := blobCache{dir: filepath.Join(opts.RuntimeDir, blobsDir)}
+	cache := blobCache{dir: filepath.Join(opts.RuntimeDir, release.BlobsDir)}
 	layers := r.Manifest.Layers
 	size := r.Manifest.Config.Size
 	for _, l := range layers {
@@ -337,7 +331,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	hexd := r.ManifestDigest.Encoded()
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
-	staged := filepath.Join(opts.RuntimeDir, stagingDir, hexd+"-"+hex.EncodeToString(rnd[:]))
+	staged := filepath.Join(opts.RuntimeDir, release.StagingDir, hexd+"-"+hex.EncodeToString(rnd[:]))
 	rootfs := filepath.Join(staged, release.RootfsDir)
 	if err := fsat.MkdirAll(rootfs, 0o755); err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)

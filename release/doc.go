@@ -11,6 +11,15 @@
 //	releases/<manifest-hex>/config.json    the image config, bytes as fetched
 //	current  -> releases/<manifest-hex>    the active release (relative symlink)
 //	previous -> releases/<manifest-hex>    the release current replaced (rollback)
+//	staging/                               trees being applied (the installer's; removed by the next install)
+//	blobs/sha256/<hex>                     the blob cache (the installer's; verified on read)
+//	tmp/                                   partial downloads (the installer's)
+//	hbx.lock                               the runtime directory's lock, naming its holder
+//
+// This package owns those names (StagingDir, BlobsDir, ScratchDir,
+// LockFile) and the lock: LockRuntime creates the directory and takes
+// hbx.lock, logging the holder while it waits; install, activate, backup,
+// restore, upgrade and rollback all take it through LockRuntime.
 //
 // Every entry of a release with Meta.Ownership == OwnedByHbx belongs to the
 // user running hbx, with no group or other write bit (see the installer).
@@ -21,6 +30,7 @@
 // MapArg holds the rule mapping the command's absolute path arguments to
 // the host (data directory, state directory or rootfs), shared by the
 // installer's validation (CheckArgs) and the native run (launch).
-// The package only reads; it guarantees nothing about concurrent installs
-// (callers hold the runtime directory's lock when that matters).
+// Apart from LockRuntime the package only reads; it guarantees nothing
+// about concurrent installs (callers hold the runtime directory's lock
+// when that matters).
 package release

@@ -662,10 +662,15 @@ func lookPath(name, path string) (string, error) {
 func (p *proc) launchProbe(next time.Duration) {
 	p.probeBusy = true
 	p.probeNext = time.Now().Add(next)
-	gen, probe, timeout := p.gen, p.spec.Probe, p.s.opts.ProbeTimeout
+	gen, probe, timeout, pid := p.gen, p.spec.Probe, p.s.opts.ProbeTimeout, p.pid
 	go func() {
 		ctx, cancel := context.WithTimeout(p.s.ctx, timeout)
-		err := probe.Check(ctx)
+		var err error
+		if pp, ok := probe.(ProcessProbe); ok {
+			err = pp.CheckProcess(ctx, pid)
+		} else {
+			err = probe.Check(ctx)
+		}
 		cancel()
 		p.probeCh <- probeResult{gen, err}
 	}()

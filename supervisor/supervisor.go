@@ -741,6 +741,9 @@ type Result struct {
 	// Error says why the program did not reach the wanted state; empty on
 	// success.
 	Error string `json:"error,omitempty"`
+	// Restart, in a hold's results only, says the hold found the program
+	// STARTING, RUNNING or BACKOFF: releasing the hold starts it again.
+	Restart bool `json:"restart,omitempty"`
 }
 
 // results waits for the outcomes and returns one Result per name.
@@ -852,7 +855,8 @@ func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, er
 
 // Hold stops the named programs (as Stop) and keeps them from being
 // started until release is called; release then starts again, in priority
-// order, those the hold found STARTING, RUNNING or BACKOFF, unless another
+// order, those the hold found STARTING, RUNNING or BACKOFF (their
+// Result.Restart is true), unless another
 // hold still holds them or the supervisor is shutting down. release does
 // not wait for them to be RUNNING and may be called more than once.
 func (s *Supervisor) Hold(ctx context.Context, names ...string) (stopped []Result, release func(), err error) {
@@ -888,7 +892,11 @@ func (s *Supervisor) Hold(ctx context.Context, names ...string) (stopped []Resul
 			s.request(s.ctx, reqStart, again)
 		})
 	}
-	return s.stopGroups(ctx, list), release, nil
+	stopped = s.stopGroups(ctx, list)
+	for i := range stopped {
+		stopped[i].Restart = slices.Contains(active, stopped[i].Name)
+	}
+	return stopped, release, nil
 }
 
 // Status describes one program.
@@ -974,6 +982,44 @@ func Uptime(d time.Duration) string {
 		s = fmt.Sprintf("%d days, %s", days, s)
 	}
 	return s
+}
+
+// WaitRunning waits until every named program ("all": every one) is
+// RUNNING at once (Executor's RUNNING means its readiness probe passed)
+// and returns their statuses in priority order. It fails at once,
+// wrapping ErrFatal, when one is FATAL, and with ctx's error (saying the
+// last state of the first program not RUNNING) when ctx ends; unknown
+// names wrap ErrUnknownProgram.
+func (s *Supervisor) WaitRunning(ctx context.Context, names ...string) ([]Status, error) {
+	if err := s.checkNames(names); err != nil {
+		return nil, err
+	}
+	list := s.names(names)
+	for {
+		s.mu.Lock()
+		ch, waiting := s.changed, ""
+		out := make([]Status, 0, len(list))
+		for _, n := range list {
+			st := s.describe(s.status[n])
+			out = append(out, st)
+			if st.State == Fatal {
+				s.mu.Unlock()
+				return out, fmt.Errorf("%w: %s: %s", ErrFatal, n, st.Detail)
+			}
+			if st.State != Running && waiting == "" {
+				waiting = fmt.Sprintf("%s is %s", n, st.State)
+			}
+		}
+		s.mu.Unlock()
+		if waiting == "" {
+			return out, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return out, fmt.Errorf("wait for %s to be RUNNING: %w (%s)", strings.Join(list, ", "), ctx.Err(), waiting)
+		}
+	}
 }
 
 // WaitState waits until the named program is in one of states or ctx
