@@ -7,12 +7,10 @@ import (
 	"maps"
 	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -93,8 +91,8 @@ func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload fu
 	// signals that would end hbx mean what they mean to a running
 	// supervisor: stop ones end this start, the others are logged and
 	// ignored.
-	ctx, early := superviseEarlySignals(ctx, g)
-	defer early.stop()
+	ctx, early := supervisor.HandleEarlySignals(ctx, g.log)
+	defer early.Stop()
 	opts := superviseOptionsReload(g, cfg, reload)
 	opts.StateDir = supervisorStateDir(cfg)
 	opts.HandleSignals = true
@@ -134,7 +132,7 @@ func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload fu
 		}
 		return cfg
 	}, changeWatchInterval)
-	early.quiet() // Run handles every signal from here on
+	early.Quiet() // Run handles every signal from here on
 	if err := s.Run(ctx); err != nil {
 		return fmt.Errorf("supervise: %w", err)
 	}
@@ -342,59 +340,4 @@ func readinessProbe(cfg *config.Config) func(context.Context) error {
 		return func(context.Context) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) }
 	}
 	return ready
-}
-
-// earlySignals is the signal handling of hbx supervise before its
-// supervisor runs (supervisor.Signals says what each signal means).
-type earlySignals struct {
-	ch     chan os.Signal
-	done   chan struct{}
-	silent atomic.Bool
-}
-
-// superviseEarlySignals catches every signal in supervisor.Signals until
-// stop: a SignalStop one cancels the returned context, the others are
-// logged and ignored. After quiet, signals are still caught (so none ends
-// hbx between this handler and the supervisor's own) but left to the
-// supervisor, which handles them too.
-func superviseEarlySignals(parent context.Context, g *globals) (context.Context, *earlySignals) {
-	ctx, cancel := context.WithCancel(parent)
-	e := &earlySignals{ch: make(chan os.Signal, 8), done: make(chan struct{})}
-	sigs := make([]os.Signal, 0, len(supervisor.Signals))
-	for sig := range supervisor.Signals {
-		sigs = append(sigs, sig)
-	}
-	signal.Notify(e.ch, sigs...)
-	go func() {
-		defer cancel()
-		for {
-			select {
-			case <-e.done:
-				return
-			case v := <-e.ch:
-				if e.silent.Load() {
-					continue
-				}
-				sig := v.(syscall.Signal)
-				if supervisor.Signals[sig] == supervisor.SignalStop {
-					g.log.Info("signal: stopping before any program started", "signal", unix.SignalName(sig))
-					cancel()
-					continue
-				}
-				if sig != syscall.SIGPIPE { // also raised by hbx's own writes to a closed connection
-					g.log.Info("signal: ignored while the supervisor starts", "signal", unix.SignalName(sig))
-				}
-			}
-		}
-	}()
-	return ctx, e
-}
-
-// quiet leaves every signal to the running supervisor.
-func (e *earlySignals) quiet() { e.silent.Store(true) }
-
-// stop ends the early handling.
-func (e *earlySignals) stop() {
-	signal.Stop(e.ch)
-	close(e.done)
 }
