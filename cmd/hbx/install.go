@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -106,55 +104,17 @@ func installerOptions(g *globals, cfg *config.Config) (installer.Options, error)
 }
 
 // smokeFunc runs install.smoke_command in a staged release as `hbx run
-// executor` would run the payload (user, PATH, working directory,
-// environment, argument mapping), within install.validate_timeout; nil
-// when no smoke command is configured. It never gets the live data or
-// state directory nor the configured port: the payload may be running
-// on them (it holds the data lock), and a smoke command that starts the
-// server whatever its arguments would be a second writer of Executor's
-// database. It gets a scratch data and state directory beside the staged
-// release (removed after, or with the staging area by the next install)
-// and a free loopback port.
+// executor` would run the payload, within install.validate_timeout, with
+// a scratch data and state directory and a free port (launch.SmokeScratch);
+// nil when no smoke command is configured.
 func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 	argv := cfg.Install.SmokeCommand
 	if len(argv) == 0 {
 		return nil
 	}
-	return func(ctx context.Context, inst *release.Installed) (err error) {
-		scratch, err := os.MkdirTemp(filepath.Dir(inst.Dir), ".smoke-")
-		if err != nil {
-			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
-		}
-		defer func() {
-			if rerr := os.RemoveAll(scratch); rerr != nil && err == nil {
-				err = fmt.Errorf("remove the smoke command's scratch directory: %w", rerr)
-			}
-		}()
-		if err := os.Chmod(scratch, 0o755); err != nil { // executor.user reaches its dirs inside
-			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
-		}
-		o := launchOptions(cfg, hostPath)
-		o.DataDir, o.StateDir = filepath.Join(scratch, "data"), filepath.Join(scratch, "state")
-		if o.Port, err = freePort(cfg.Executor.Listen); err != nil {
-			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
-		}
-		o.HostPort = o.Port
-		spec, err := launch.PrepareCommand(o, inst, argv)
-		if err != nil {
-			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
-		}
-		return launch.Smoke(ctx, spec, cfg.Install.ValidateTimeout)
+	return func(ctx context.Context, inst *release.Installed) error {
+		return launch.SmokeScratch(ctx, launchOptions(cfg, hostPath), inst, argv, cfg.Install.ValidateTimeout)
 	}
-}
-
-// freePort returns a TCP port free on the address listen now.
-func freePort(listen string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(listen, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // platformPin is the pinned child manifest digest for the configured

@@ -191,7 +191,7 @@ func superviseOptionsReload(g *globals, cfg *config.Config, reload func() (*conf
 			if err != nil {
 				return err
 			}
-			io.Progress = installStatus(progress)
+			io.Progress = installer.LayerStatus(progress)
 			// Under existing data a release change goes through the
 			// upgrade path (pre-change backup, journal), or is refused.
 			_, err = guardedInstall(ctx, g, cfg, nil, io, true, nil)
@@ -200,28 +200,6 @@ func superviseOptionsReload(g *globals, cfg *config.Config, reload func() (*conf
 	}
 	return opts
 }
-
-// installStatus turns install events into the detail the executor's
-// status shows while install_on_start runs: "installing the release
-// (N/M layers)", N the layers applied.
-func installStatus(set func(string)) installer.Progress {
-	var applied atomic.Int64
-	return installProgressFunc(func(e installer.Event) {
-		switch e.Kind {
-		case installer.EventBlobStart, installer.EventLayerStart:
-			set(fmt.Sprintf("installing the release (%d/%d layers)", applied.Load(), e.Count))
-		case installer.EventLayerDone:
-			set(fmt.Sprintf("installing the release (%d/%d layers)", applied.Add(1), e.Count))
-		case installer.EventActivate:
-			set("installing the release: activating it")
-		}
-	})
-}
-
-// installProgressFunc is an installer.Progress from a function.
-type installProgressFunc func(installer.Event)
-
-func (f installProgressFunc) Event(e installer.Event) { f(e) }
 
 // supervisedProgram maps one programs.<name> entry.
 func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Program, reload func() (*config.Config, error)) supervisor.Program {
