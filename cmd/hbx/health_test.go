@@ -157,39 +157,6 @@ func TestHealthTokenStdin(t *testing.T) {
 	}
 }
 
-func TestExecutorProbe(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"status":"ok"}`))
-	}))
-	defer srv.Close()
-	addr := srv.Listener.Addr().(*net.TCPAddr)
-	cfg := config.Defaults()
-	cfg.Executor.Listen, cfg.Executor.Port = "127.0.0.1", addr.Port
-	self := func() int { return os.Getpid() } // this test process holds the server's listener
-
-	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); err != nil {
-		t.Errorf("probe of a healthy loopback server = %v, want nil", err)
-	}
-	cfg.Health.TokenFile = filepath.Join(t.TempDir(), "gone.key") // needs no key: not judged by it
-	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); err != nil {
-		t.Errorf("probe with a missing key file of a server that needs none = %v, want nil", err)
-	}
-	cfg.Health.TokenFile = ""
-	if err := executorProbe(&cfg).CheckProcess(t.Context(), 0); !errors.Is(err, health.ErrUnhealthy) {
-		t.Errorf("probe without a pid = %v, want ErrUnhealthy", err)
-	}
-	// A listener of the tree off loopback fails the probe, as in hbx health.
-	exposed, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer exposed.Close()
-	err = executorProbe(&cfg).CheckProcess(t.Context(), self())
-	if !errors.Is(err, health.ErrNotLoopback) || !strings.Contains(err.Error(), exposed.Addr().String()) {
-		t.Errorf("probe with %s open = %v, want ErrNotLoopback naming it", exposed.Addr(), err)
-	}
-}
-
 // TestExecutorProbeReadiness: the probe judges what health.readiness
 // names; api-health sends the key of health.token_file and passes only
 // status "ok".

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -287,27 +286,11 @@ func executorProbe(cfg *config.Config) supervisor.ProcessProbe {
 // executorProbeTools is executorProbe whose readiness check mcp-tools
 // expects the names tools returns at each call (cfg's when tools is nil).
 func executorProbeTools(cfg *config.Config, tools func() []string) supervisor.ProcessProbe {
-	var want netip.AddrPort
-	if a, err := netip.ParseAddr(cfg.Executor.Listen); err == nil { // validated by Load
-		want = netip.AddrPortFrom(a, uint16(cfg.Executor.Port))
+	probe, err := health.ReadyProcess(healthChecks(cfg, false, nil), cfg.Health.Readiness, tools)
+	if err != nil { // validated by Load
+		return supervisor.ProcessProbeFunc(func(context.Context, int) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) })
 	}
-	ready := readinessProbe(cfg)
-	return supervisor.ProcessProbeFunc(func(ctx context.Context, pid int) error {
-		r := ready
-		if tools != nil && cfg.Health.Readiness == health.ReadyMCPTools {
-			c := *cfg
-			c.Health.MCPTools = tools()
-			r = readinessProbe(&c)
-		}
-		if err := r(ctx); err != nil {
-			return err
-		}
-		if pid == 0 {
-			return fmt.Errorf("%w: executor has no pid", health.ErrUnhealthy)
-		}
-		_, err := health.Listeners(pid, want)
-		return err
-	})
+	return supervisor.ProcessProbeFunc(probe)
 }
 
 // readinessProbe is the check health.readiness names, with the options of
