@@ -185,83 +185,125 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer s.unclaim()
-	var ln net.Listener
-	if s.opts.Socket != "" {
-		l, err := listen(s.opts.Socket)
-		if err != nil {
-			return err
-		}
-		ln = l
-		defer func() {
-			if rerr := os.Remove(s.opts.Socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				s.log.Warn("remove socket", "err", rerr)
-			}
-		}()
+	ln, err := s.listen()
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer s.removeSocket()
 		defer ln.Close()
 	}
+	s.becomeSubreaper()
+	if err := s.stopLeftovers(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// Served before the install, so status tells what it is doing;
+	// starts, stops and holds wait for the program loops.
+	srv := s.serve(ln, &wg)
+	if srv != nil {
+		defer srv.Close()
+	}
+	installFailed := s.opts.Install != nil && !s.install(ctx)
+	loopCtx, cancelLoops := context.WithCancel(context.WithoutCancel(ctx))
+	s.ctx = loopCtx
+	defer cancelLoops()
+	closers, err := s.startLoops(loopCtx, &wg)
+	if err != nil {
+		return err
+	}
+	defer s.closeLogs(closers)
+	if ctx.Err() == nil {
+		s.request(loopCtx, reqStart, s.autostart(installFailed)) // accepted in order; outcomes are logged
+	}
+	<-ctx.Done()
+	s.stopEverything(ctx, loopCtx, srv)
+	return nil
+}
+
+// listen opens the control socket (nil without Options.Socket).
+func (s *Supervisor) listen() (net.Listener, error) {
+	if s.opts.Socket == "" {
+		return nil, nil
+	}
+	return listen(s.opts.Socket)
+}
+
+// removeSocket removes the control socket's file.
+func (s *Supervisor) removeSocket() {
+	if rerr := os.Remove(s.opts.Socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		s.log.Warn("remove socket", "err", rerr)
+	}
+}
+
+// becomeSubreaper makes the supervisor a child subreaper, or says in Info
+// and the log why not and what still holds (PID 1 is every orphan's
+// parent anyway).
+func (s *Supervisor) becomeSubreaper() {
 	if err := setSubreaper(); err != nil && os.Getpid() != 1 {
-		// PID 1 is every orphan's parent anyway.
 		s.mu.Lock()
 		s.info.NotSubreaper = fmt.Sprintf("not a child subreaper (prctl PR_SET_CHILD_SUBREAPER: %v): orphaned descendants are reparented to init and reaped there; stops still find them by process group (and, with a state directory, by marker)", err)
 		s.mu.Unlock()
 		s.log.Warn("supervisor is " + s.info.NotSubreaper)
 	}
-	if err := s.stopLeftovers(ctx); err != nil {
-		return err
-	}
-	var srv *http.Server
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	if ln != nil {
-		// Served before the install, so status tells what it is doing;
-		// starts, stops and holds wait for the program loops.
-		srv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
-		wg.Go(func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("serve socket", "err", err)
-			}
-		})
-		defer srv.Close()
-	}
-	installFailed := false
-	if s.opts.Install != nil {
-		installFailed = !s.install(ctx)
-	}
+}
 
-	loopCtx, cancelLoops := context.WithCancel(context.WithoutCancel(ctx))
-	s.ctx = loopCtx
-	defer cancelLoops()
+// serve serves the control API on ln in wg (nil server without ln).
+func (s *Supervisor) serve(ln net.Listener, wg *sync.WaitGroup) *http.Server {
+	if ln == nil {
+		return nil
+	}
+	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("serve socket", "err", err)
+		}
+	})
+	return srv
+}
+
+// startLoops starts the reaper, opens the programs' log files and starts
+// one loop per program in wg, then marks the supervisor ready. closers
+// are the log files.
+func (s *Supervisor) startLoops(loopCtx context.Context, wg *sync.WaitGroup) (closers []io.Closer, err error) {
 	s.reaper = newReaper(s.log)
 	wg.Go(func() { s.reaper.run(loopCtx) })
-
-	closers, err := s.openLogs(&wg)
-	if err != nil {
-		return err
+	if closers, err = s.openLogs(wg); err != nil {
+		return nil, err
 	}
-	defer func() {
-		for _, c := range closers {
-			if cerr := c.Close(); cerr != nil {
-				s.log.Warn("close log", "err", cerr)
-			}
-		}
-	}()
 	for _, p := range s.order {
 		wg.Go(func() { p.loop(loopCtx) })
 	}
 	close(s.ready)
 	s.log.Info("supervisor started", "pid", os.Getpid(), "programs", len(s.order), "socket", s.opts.Socket)
+	return closers, nil
+}
 
+// closeLogs closes the programs' log files, logging failures.
+func (s *Supervisor) closeLogs(closers []io.Closer) {
+	for _, c := range closers {
+		if cerr := c.Close(); cerr != nil {
+			s.log.Warn("close log", "err", cerr)
+		}
+	}
+}
+
+// autostart lists the programs started at once, in priority order: those
+// with autostart, but not the install's program when its install failed.
+func (s *Supervisor) autostart(installFailed bool) []string {
 	var auto []string
 	for _, p := range s.order {
 		if p.spec.Autostart && !(installFailed && p.spec.Name == s.opts.InstallProgram) {
 			auto = append(auto, p.spec.Name)
 		}
 	}
-	if ctx.Err() == nil {
-		s.request(loopCtx, reqStart, auto) // accepted in order; outcomes are logged
-	}
+	return auto
+}
 
-	<-ctx.Done()
+// stopEverything, once ctx has ended, stops every program in reverse
+// priority order and what escaped them, then the control server.
+func (s *Supervisor) stopEverything(ctx, loopCtx context.Context, srv *http.Server) {
 	s.log.Info("stopping everything", "cause", context.Cause(ctx))
 	s.mu.Lock()
 	s.shutting = true
@@ -277,7 +319,6 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		cancel()
 		_ = srv.Close()
 	}
-	return nil
 }
 
 // install runs Options.Install until it succeeds, retrying a failure
