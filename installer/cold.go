@@ -49,7 +49,7 @@ type cold struct {
 // tmp/ go, complete blobs stay (pruned by the cache's rule on a full disk).
 func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress, dl *deadline) (_ *Result, err error) {
 	c := &cold{opts: opts, ref: ref, plat: plat, log: log, prog: prog, cache: blobCache{dir: filepath.Join(opts.RuntimeDir, release.BlobsDir)}}
-	cleanupTrees(opts.RuntimeDir, log) // what a killed run left; keep its complete blobs
+	release.CleanupTrees(opts.RuntimeDir, log) // what a killed run left; keep its complete blobs
 	defer func() { err = c.failed(err) }()
 	if c.src, err = openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, release.ScratchDir), log); err != nil {
 		return nil, err
@@ -116,7 +116,7 @@ func (c *cold) failed(err error) error {
 	os.RemoveAll(filepath.Join(c.opts.RuntimeDir, release.ScratchDir))
 	os.Remove(filepath.Join(c.opts.RuntimeDir, release.StagingDir)) // only when empty
 	if errors.Is(err, ErrNoSpace) || errors.Is(err, syscall.ENOSPC) {
-		if n := pruneBlobs(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log); n > 0 {
+		if n := release.PruneBlobs(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log); n > 0 {
 			err = fmt.Errorf("%w; removed %d cached blobs of no release", err, n)
 		}
 	}
@@ -319,14 +319,14 @@ func (c *cold) finish() (*Result, error) {
 	var err error
 	if c.opts.StageOnly {
 		c.log.Info("staged", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes)
-		pruneBlobs(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
+		release.PruneBlobs(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
 		if res.Release, err = release.Open(filepath.Join(c.opts.RuntimeDir, release.ReleasesDir, hexd)); err != nil {
 			return nil, fmt.Errorf("read staged release: %w", err)
 		}
 		return &res, nil
 	}
 	c.log.Info("activated", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes)
-	cleanup(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
+	release.Cleanup(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
 	if res.Release, err = release.Current(c.opts.RuntimeDir); err != nil {
 		return nil, fmt.Errorf("read activated release: %w", err)
 	}

@@ -205,8 +205,8 @@ func checkRuntime(opts Options, ref reference.Canonical, plat Platform, log *slo
 		} else if reason, err = checkActive(cur, ref.Digest(), plat.String(), opts.PlatformDigest, opts.Verify); err != nil {
 			return nil, "", err
 		}
-		if reason == "" && hasLeftovers(opts.RuntimeDir, opts.KeepBlobs) {
-			cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
+		if reason == "" && release.HasLeftovers(opts.RuntimeDir, opts.KeepBlobs) {
+			release.Cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
 		}
 		return cur, reason, nil
 	case !errors.Is(cerr, release.ErrNoRelease):
@@ -295,17 +295,17 @@ func reusePrevious(opts Options, index digest.Digest, plat, reason string, log *
 	m := prev.Meta.ManifestDigest
 	if opts.StageOnly {
 		log.Info("the release is already published as previous", "manifest", m)
-		pruneBlobs(opts.RuntimeDir, opts.KeepBlobs, log)
+		release.PruneBlobs(opts.RuntimeDir, opts.KeepBlobs, log)
 		return &Result{Reason: "already published as the previous release", Release: prev}, nil
 	}
 	log.Info("reusing the previous release in place", "manifest", m, "reason", reason)
 	prog.Event(Event{Kind: EventActivate, Digest: m})
 	prog.Event(Event{Kind: EventSwap, Digest: m})
-	if err := switchCurrent(opts.RuntimeDir, m.Encoded()); err != nil {
+	if err := release.SwitchCurrent(opts.RuntimeDir, m.Encoded()); err != nil {
 		return nil, fmt.Errorf("activate the previous release %s: %w", m, err)
 	}
-	if hasLeftovers(opts.RuntimeDir, opts.KeepBlobs) {
-		cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
+	if release.HasLeftovers(opts.RuntimeDir, opts.KeepBlobs) {
+		release.Cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
 	}
 	cur, err := release.Current(opts.RuntimeDir)
 	if err != nil {

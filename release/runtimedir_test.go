@@ -1,18 +1,17 @@
 package release
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // TestLockRuntime: LockRuntime creates the runtime directory, takes
@@ -33,7 +32,7 @@ func TestLockRuntime(t *testing.T) {
 	if !errors.As(err, &held) || !strings.Contains(err.Error(), "hbx first") {
 		t.Fatalf("second LockRuntime(wait 0) = %v, want a *lock.HeldError naming hbx first", err)
 	}
-	var logs syncBuffer
+	var logs testenv.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	go func() {
 		// Released only once the waiter has logged the holder (or late).
@@ -64,22 +63,4 @@ func TestLockRuntimeBadDir(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "create runtime directory: ") {
 		t.Errorf("LockRuntime(under a file) = %v, want create runtime directory: ...", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -4,17 +4,18 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // TestEarlySignals: before Run, SIGHUP is logged and ignored (the process
 // lives on, the context stays), SIGTERM cancels the start; after Quiet
 // nothing is logged or cancelled.
 func TestEarlySignals(t *testing.T) {
-	var logs syncLog
+	var logs testenv.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	ctx, e := HandleEarlySignals(context.Background(), log)
 	waitLog := func(want string) {
@@ -50,23 +51,4 @@ func TestEarlySignals(t *testing.T) {
 	if ctx2.Err() != nil || logs.String() != before {
 		t.Errorf("after Quiet, SIGTERM: context %v, log %q; want nothing", ctx2.Err(), strings.TrimPrefix(logs.String(), before))
 	}
-}
-
-// syncLog is a log destination safe for the handler's goroutine and the
-// test reading it.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
