@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
-	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/internal/units"
@@ -24,7 +23,7 @@ import (
 
 // LockFile is the lock in the runtime directory that install, backup and
 // restore take (the installer's hbx.lock).
-const LockFile = "hbx.lock"
+const LockFile = release.LockFile
 
 // Options say what Create archives, where, and how.
 type Options struct {
@@ -419,12 +418,7 @@ func list(names []string) string {
 
 // acquire takes the runtime directory's lock.
 func acquire(ctx context.Context, runtimeDir, command string, wait time.Duration, log *slog.Logger) (*lock.Lock, error) {
-	if err := fsat.MkdirAll(runtimeDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create runtime directory: %w", err)
-	}
-	return lock.Acquire(ctx, filepath.Join(runtimeDir, LockFile), command, wait, func(h lock.Holder) {
-		log.Info("waiting for the lock", "holder", h.String(), "wait", wait)
-	})
+	return release.LockRuntime(ctx, runtimeDir, command, wait, log)
 }
 
 // prepareDir creates the backup directory mode 0700, tightens an existing

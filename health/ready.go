@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 )
@@ -53,6 +54,43 @@ func Ready(o Options, name string) (func(ctx context.Context) error, error) {
 		if errors.Is(err, errSkip) {
 			return fmt.Errorf("%w: %w: readiness %s needs one (health.token_file)", ErrUnhealthy, ErrNoKey, name)
 		}
+		return err
+	}, nil
+}
+
+// ReadyProcess is the supervisor's readiness gate and wedge probe of the
+// payload whose process (tree) is pid: the readiness check name (Ready),
+// then check listeners: every TCP listener of pid's process tree is on
+// loopback, o.Listen:o.Port among them. So a payload that listens on
+// 0.0.0.0 never passes. tools, when not nil, gives the tool names
+// mcp-tools expects at each call (the set pinned with the running image);
+// o.Tools otherwise. pid 0 fails wrapping ErrUnhealthy; a name that is no
+// readiness is an error as for Ready.
+func ReadyProcess(o Options, name string, tools func() []string) (func(ctx context.Context, pid int) error, error) {
+	ready, err := Ready(o, name)
+	if err != nil {
+		return nil, err
+	}
+	var want netip.AddrPort
+	if a, err := netip.ParseAddr(o.Listen); err == nil {
+		want = netip.AddrPortFrom(a, uint16(o.Port))
+	}
+	return func(ctx context.Context, pid int) error {
+		r := ready
+		if tools != nil && name == ReadyMCPTools {
+			c := o
+			c.Tools = tools()
+			if r, err = Ready(c, name); err != nil {
+				return err
+			}
+		}
+		if err := r(ctx); err != nil {
+			return err
+		}
+		if pid == 0 {
+			return fmt.Errorf("%w: executor has no pid", ErrUnhealthy)
+		}
+		_, err := Listeners(pid, want)
 		return err
 	}, nil
 }

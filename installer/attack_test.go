@@ -36,6 +36,7 @@ import (
 	"github.com/hermesbox/hbx/internal/registrytest"
 	"github.com/hermesbox/hbx/internal/tartest"
 	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/release"
 )
 
 // ---------------------------------------------------------------------------
@@ -221,10 +222,10 @@ func assertRefused(t *testing.T, runtimeDir string, bad digest.Digest) {
 		t.Errorf("current -> %q after a refused install, want none", got)
 	}
 	assertNoPartialBlobs(t, runtimeDir)
-	if b, err := os.ReadFile(filepath.Join(runtimeDir, blobsDir, "sha256", bad.Encoded())); err == nil && digest.FromBytes(b) != bad {
+	if b, err := os.ReadFile(filepath.Join(runtimeDir, release.BlobsDir, "sha256", bad.Encoded())); err == nil && digest.FromBytes(b) != bad {
 		t.Errorf("the cache holds %d wrong bytes under %s", len(b), bad)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(runtimeDir, stagingDir)); len(ents) != 0 {
+	if ents, _ := os.ReadDir(filepath.Join(runtimeDir, release.StagingDir)); len(ents) != 0 {
 		t.Errorf("staging holds %d entries after a refused install", len(ents))
 	}
 	assertNoPipelineGoroutines(t)
@@ -309,15 +310,15 @@ func TestAttackForgedBlobInflatesBeforeVerification(t *testing.T) {
 	const bombBytes = 32 << 20
 	bomb := compress(t, tartest.New().Dir("app", 0o755).File("app/zeros", string(make([]byte, bombBytes)), 0o644).Bytes(), v1.MediaTypeImageLayerGzip)
 	forged := padGzip(t, bomb, int(bad.Size))
-	release := make(chan struct{})
+	held := make(chan struct{})
 	var releaseOnce sync.Once
-	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	releaseAll := func() { releaseOnce.Do(func() { close(held) }) }
 	defer releaseAll()
 	h.hook(bad.Digest, func(w http.ResponseWriter, req *http.Request, body []byte) {
 		w.Header().Set("Content-Length", fmt.Sprint(len(forged)))
 		w.Write(forged[:len(forged)-1])
 		flush(w)
-		holdUntil(req, release, 10*time.Second)
+		holdUntil(req, held, 10*time.Second)
 		w.Write(forged[len(forged)-1:])
 	})
 	o := h.opts(t, ref, md)
@@ -328,7 +329,7 @@ func TestAttackForgedBlobInflatesBeforeVerification(t *testing.T) {
 	// (The read-ahead hands over only whole 1 MiB chunks until the stream
 	// ends, so the file's last partial chunk waits with the held byte.)
 	for time.Now().Before(deadline) && seen < bombBytes-aheadChunk {
-		ms, _ := filepath.Glob(filepath.Join(o.RuntimeDir, stagingDir, "*", "rootfs", "app", "zeros"))
+		ms, _ := filepath.Glob(filepath.Join(o.RuntimeDir, release.StagingDir, "*", "rootfs", "app", "zeros"))
 		for _, m := range ms {
 			if st, err := os.Stat(m); err == nil && st.Size() > seen {
 				seen = st.Size()
@@ -403,7 +404,7 @@ func TestAttackNoProgressAfterInstallReturns(t *testing.T) {
 	parts.layers = append(parts.layers, layerSpec{tar: bad})
 	p := e.reg.publish(t, "attack", parts)
 	badDesc := e.reg.published(t, p, 2)
-	cache := blobCache{dir: filepath.Join(e.runtime, blobsDir)}
+	cache := blobCache{dir: filepath.Join(e.runtime, release.BlobsDir)}
 	os.MkdirAll(filepath.Dir(cache.path(badDesc.Digest)), 0o700)
 	if err := os.WriteFile(cache.path(badDesc.Digest), e.reg.blobs[badDesc.Digest], 0o600); err != nil {
 		t.Fatal(err)
@@ -483,7 +484,7 @@ func TestAttackValidTarWrongDigest(t *testing.T) {
 		t.Fatalf("Install() = %v; want ErrDigestMismatch starting %q", err, want)
 	}
 	assertRefused(t, o.RuntimeDir, img.layer)
-	if _, err := os.Stat(filepath.Join(o.RuntimeDir, blobsDir, "sha256", img.layer.Encoded())); err == nil {
+	if _, err := os.Stat(filepath.Join(o.RuntimeDir, release.BlobsDir, "sha256", img.layer.Encoded())); err == nil {
 		t.Errorf("blob %s stored under its name although its bytes did not match", img.layer)
 	}
 }

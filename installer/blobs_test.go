@@ -19,7 +19,7 @@ import (
 func cachedBlobs(t *testing.T, runtimeDir string) []string {
 	t.Helper()
 	var out []string
-	filepath.WalkDir(filepath.Join(runtimeDir, blobsDir), func(p string, d os.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(runtimeDir, release.BlobsDir), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && !atomicfile.IsTemp(d.Name()) {
 			out = append(out, d.Name())
 		}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/release"
 )
@@ -95,30 +93,15 @@ func stopped(class error, head string, cur *release.Installed, runtimeDir string
 	if cur != nil {
 		active = cur.Meta.Image + " stays active"
 	}
-	n, size := completeBlobs(filepath.Join(runtimeDir, blobsDir))
+	n, size := release.CompleteBlobs(filepath.Join(runtimeDir, release.BlobsDir))
 	kept := "no complete blob is kept"
 	if n > 0 {
-		kept = fmt.Sprintf("%d complete blobs (%s) are kept in %s for the next run", n, units.Bytes(size), filepath.Join(runtimeDir, blobsDir))
+		kept = fmt.Sprintf("%d complete blobs (%s) are kept in %s for the next run", n, units.Bytes(size), filepath.Join(runtimeDir, release.BlobsDir))
 	}
 	return &stopError{
 		msg:  fmt.Sprintf("%s: nothing was activated (%s); %s", head, active, kept),
 		errs: append([]error{class}, causes...),
 	}
-}
-
-// completeBlobs counts the complete blobs in the cache and their bytes.
-func completeBlobs(dir string) (n int, size int64) {
-	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() || atomicfile.IsTemp(e.Name()) {
-			return nil
-		}
-		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
-			n++
-			size += fi.Size()
-		}
-		return nil
-	})
-	return n, size
 }
 
 // stepTracker passes events on and remembers the step the install is at,

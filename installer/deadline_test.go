@@ -40,7 +40,7 @@ func TestInstallDeadline(t *testing.T) {
 		if took < 400*time.Millisecond || took > 10*time.Second {
 			t.Errorf("Install() returned after %s, want about the 400ms timeout", took)
 		}
-		for _, want := range []string{"install deadline passed: no release after 400ms at layer 3/3 sha256:", "nothing was activated (no release is active)", "complete blobs (", "kept in " + filepath.Join(o.RuntimeDir, blobsDir)} {
+		for _, want := range []string{"install deadline passed: no release after 400ms at layer 3/3 sha256:", "nothing was activated (no release is active)", "complete blobs (", "kept in " + filepath.Join(o.RuntimeDir, release.BlobsDir)} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("Install() = %q, want it to say %q", err, want)
 			}

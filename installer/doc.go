@@ -1,7 +1,19 @@
 // Package installer installs the pinned Executor image into the runtime
 // directory: resolve the index by digest, pick and check the platform's
 // manifest, fetch and verify every blob, apply the layers into a staged
-// release, validate it, and activate it atomically.
+// release, validate it, and activate it atomically. The runtime
+// directory's layout, lock, publication (release.Publish), link switch
+// (release.SwitchCurrent) and cleanup (release.Cleanup) belong to package
+// release; the installer calls them. Guard decides, before an install,
+// whether it may change the active release under existing data (keep,
+// replace, or only through a recorded change with a pre-change backup).
+//
+// A cold install reads as its steps (cold.go), each with its crash window:
+// resolve (nothing on disk), checkSpace, makeStaging, startFetch and
+// applyLayer (staging/ and complete blobs only), writeRecords, validate,
+// makeDurable (still nothing visible), then activate (release.Publish:
+// releases/<hex> complete, current unchanged; release.SwitchCurrent:
+// previous, then current, each one rename) and finish (cleanup).
 //
 // # Guarantees
 //
@@ -47,7 +59,7 @@
 //     process that opened a file for writing before the fix keeps its
 //     descriptor; only Verify finds what it wrote.
 //   - Concurrent installs are serialised by one flock on the runtime
-//     directory's hbx.lock; the loser's error names the holder.
+//     directory's hbx.lock (release.LockRuntime); the loser's error names the holder.
 //   - Registry inputs come only from Options: no /etc/containers, no
 //     ~/.docker, no credential helpers unless an auth file is given.
 //

@@ -341,7 +341,7 @@ func TestInstallResumesFromCompleteBlobs(t *testing.T) {
 	p := e.reg.publish(t, "executor", goodParts(hostPlat))
 	// A previous run died after the first blob and during the second.
 	first := e.reg.published(t, p, 0)
-	cache := blobCache{dir: filepath.Join(e.runtime, blobsDir)}
+	cache := blobCache{dir: filepath.Join(e.runtime, release.BlobsDir)}
 	os.MkdirAll(filepath.Dir(cache.path(first.Digest)), 0o700)
 	os.WriteFile(cache.path(first.Digest), e.reg.blobs[first.Digest], 0o600)
 	second := e.reg.published(t, p, 1)
@@ -410,7 +410,7 @@ func TestConcurrentInstalls(t *testing.T) {
 	if n := e.reg.requestCount() - after; n != 0 {
 		t.Errorf("second install made %d requests after the first finished, want 0", n)
 	}
-	if !strings.Contains(logs.String(), "waiting for the install lock") || !strings.Contains(logs.String(), "hbx install") {
+	if !strings.Contains(logs.String(), "waiting for the runtime directory's lock") || !strings.Contains(logs.String(), "hbx install") {
 		t.Errorf("log %q does not say who held the lock", logs.String())
 	}
 }

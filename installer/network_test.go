@@ -299,7 +299,7 @@ func TestInstallExtractsWhileFetching(t *testing.T) {
 	if progressed < 0 || blobDone < 0 || progressed > blobDone {
 		t.Errorf("layer %d: first partial progress at event %d, blob done at event %d; want progress first", big, progressed, blobDone)
 	}
-	if !(blobCache{dir: filepath.Join(o.RuntimeDir, blobsDir)}).has(img.layer, int64(len(img.Blob(img.layer)))) {
+	if !(blobCache{dir: filepath.Join(o.RuntimeDir, release.BlobsDir)}).has(img.layer, int64(len(img.Blob(img.layer)))) {
 		t.Errorf("blob %s not kept whole in the cache", img.layer)
 	}
 	assertNoPartialBlobs(t, o.RuntimeDir)
@@ -308,7 +308,7 @@ func TestInstallExtractsWhileFetching(t *testing.T) {
 // assertNoPartialBlobs checks no temporary blob is left in the cache.
 func assertNoPartialBlobs(t *testing.T, runtimeDir string) {
 	t.Helper()
-	ents, _ := os.ReadDir(filepath.Join(runtimeDir, blobsDir, "sha256"))
+	ents, _ := os.ReadDir(filepath.Join(runtimeDir, release.BlobsDir, "sha256"))
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), ".tmp-") {
 			t.Errorf("temporary blob %s left behind", e.Name())
@@ -395,8 +395,8 @@ func TestInstallRefusesLyingRegistry(t *testing.T) {
 			if got := p.Count(registrytest.Any, c.request.String()) - seen; got != c.want {
 				t.Errorf("requests for %s = %d, want %d; requests: %v", c.request, got, c.want, p.Requests())
 			}
-			if _, err := os.Stat(filepath.Join(o.RuntimeDir, blobsDir, "sha256", layer.Encoded())); err == nil {
-				b, _ := os.ReadFile(filepath.Join(o.RuntimeDir, blobsDir, "sha256", layer.Encoded()))
+			if _, err := os.Stat(filepath.Join(o.RuntimeDir, release.BlobsDir, "sha256", layer.Encoded())); err == nil {
+				b, _ := os.ReadFile(filepath.Join(o.RuntimeDir, release.BlobsDir, "sha256", layer.Encoded()))
 				if digest.FromBytes(b) != layer {
 					t.Errorf("the cache holds wrong bytes under %s", layer)
 				}
@@ -636,7 +636,7 @@ func TestFailedInstallLeavesOnlyTheLock(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if len(names) != 1 || names[0] != lockFile {
-		t.Errorf("runtime directory after a failed install = %q, want only %q", names, lockFile)
+	if len(names) != 1 || names[0] != release.LockFile {
+		t.Errorf("runtime directory after a failed install = %q, want only %q", names, release.LockFile)
 	}
 }

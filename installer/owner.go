@@ -17,7 +17,6 @@ import (
 
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
-	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -346,7 +345,7 @@ func FixOwnership(ctx context.Context, runtimeDir string, wait time.Duration, lo
 	if err != nil || cur.Meta.Ownership >= release.OwnedByHbx {
 		return nil // nothing to fix; the caller reports a missing release itself
 	}
-	lk, err := lock.Acquire(ctx, filepath.Join(runtimeDir, lockFile), "hbx (fix release ownership)", wait, nil)
+	lk, err := release.LockRuntime(ctx, runtimeDir, "hbx (fix release ownership)", wait, nil)
 	if err != nil {
 		return fmt.Errorf("fix release ownership: %w", err)
 	}

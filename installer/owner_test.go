@@ -345,7 +345,7 @@ func TestFixOwnership(t *testing.T) {
 		t.Errorf("FixOwnership made %d registry requests, want 0", n)
 	}
 	assertOwnedByHbx(t, res.Release.Dir)
-	lk, err := lock.Acquire(ctx, filepath.Join(e.runtime, lockFile), "test", 0, nil)
+	lk, err := lock.Acquire(ctx, filepath.Join(e.runtime, release.LockFile), "test", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,11 @@
 package installer
 
-import digest "github.com/opencontainers/go-digest"
+import (
+	"fmt"
+	"sync/atomic"
+
+	digest "github.com/opencontainers/go-digest"
+)
 
 // EventKind names a step of an install, in the order they happen.
 type EventKind string
@@ -37,3 +42,27 @@ type Progress interface {
 type nopProgress struct{}
 
 func (nopProgress) Event(Event) {}
+
+// ProgressFunc adapts a function to Progress.
+type ProgressFunc func(Event)
+
+// Event calls f.
+func (f ProgressFunc) Event(e Event) { f(e) }
+
+// LayerStatus turns events into one line of status for set, what a
+// supervised program's status shows while an install runs for it:
+// "installing the release (N/M layers)", N the layers applied, then
+// "installing the release: activating it".
+func LayerStatus(set func(string)) Progress {
+	var applied atomic.Int64
+	return ProgressFunc(func(e Event) {
+		switch e.Kind {
+		case EventBlobStart, EventLayerStart:
+			set(fmt.Sprintf("installing the release (%d/%d layers)", applied.Load(), e.Count))
+		case EventLayerDone:
+			set(fmt.Sprintf("installing the release (%d/%d layers)", applied.Add(1), e.Count))
+		case EventActivate:
+			set("installing the release: activating it")
+		}
+	})
+}

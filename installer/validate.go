@@ -192,10 +192,15 @@ func (c *chain) script(name string, head []byte) (string, string, error) {
 	if _, _, err := c.step(interp, "interpreter of "+name+":"); err != nil {
 		return "", "", err
 	}
-	// The kernel passes what follows the interpreter as one argument, its
-	// surrounding spaces and tabs trimmed: "#!/usr/bin/env bun run" makes
-	// env look for a program named "bun run". Only env -S splits it.
-	arg := envArg(string(line))
+	return c.envTarget(name, envArg(string(line)))
+}
+
+// envTarget returns the program "#!<env> arg" runs in the script name,
+// found as env finds it. The kernel passes what follows the interpreter as
+// one argument, its surrounding spaces and tabs trimmed: "#!/usr/bin/env
+// bun run" makes env look for a program named "bun run". Only env -S
+// splits it.
+func (c *chain) envTarget(name, arg string) (string, string, error) {
 	var args []string
 	switch {
 	case strings.HasPrefix(arg, "-S"):
@@ -226,25 +231,38 @@ func (c *chain) script(name string, head []byte) (string, string, error) {
 		if d == "" {
 			continue
 		}
-		p := filepath.Join(d, prog)
-		// The image provides prog here, but as a symlink the native run
-		// resolves on the host ("bunx -> /usr/local/bin/bun"): the host's
-		// program, or none, would run instead of the image's.
-		if _, inRoot := c.inRoot(d); inRoot {
-			if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-				real, err := filepath.EvalSymlinks(p)
-				if _, in := c.inRoot(real); err != nil || !in {
-					target, _ := os.Readlink(p)
-					return "", "", fmt.Errorf("script %s: env finds %s in the image, a symlink to %s that the native run resolves on the host, not in the image", name, c.name(p), release.Shown(target))
-				}
-			}
+		p, err := c.envFinds(name, d, prog)
+		if err != nil {
+			return "", "", err
 		}
-		var st syscall.Stat_t
-		if syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && executableBy(&st, c.cred) {
+		if p != "" {
 			return p, "program " + release.Shown(prog) + " of " + name + ":", nil
 		}
 	}
 	return "", "", fmt.Errorf("script %s: %s not found on %s", name, release.Shown(prog), where)
+}
+
+// envFinds returns d/prog when it is a regular file executable by the
+// payload's user, "" when not there. The image may provide prog in d as
+// a symlink the native run resolves on the host ("bunx ->
+// /usr/local/bin/bun"): the host's program, or none, would run instead of
+// the image's, an error.
+func (c *chain) envFinds(name, d, prog string) (string, error) {
+	p := filepath.Join(d, prog)
+	if _, inRoot := c.inRoot(d); inRoot {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			real, err := filepath.EvalSymlinks(p)
+			if _, in := c.inRoot(real); err != nil || !in {
+				target, _ := os.Readlink(p)
+				return "", fmt.Errorf("script %s: env finds %s in the image, a symlink to %s that the native run resolves on the host, not in the image", name, c.name(p), release.Shown(target))
+			}
+		}
+	}
+	var st syscall.Stat_t
+	if syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && executableBy(&st, c.cred) {
+		return p, nil
+	}
+	return "", nil
 }
 
 // envProgram finds the program env runs in its arguments args (from the

@@ -38,6 +38,14 @@
 // a release, active or staged, exactly as the payload would run: same
 // lookup, user, environment, working directory and argument mapping, in
 // its own process group, killed whole when its bound passes.
+// SmokeScratch is how an install runs it: never on the live data or state
+// directory nor the configured port (the payload may be running there),
+// but on a scratch data and state directory beside the staged release,
+// removed after, and a free loopback port.
+//
+// Prepare reads as its steps: the env file, programOf (the release and
+// its program), prepareDirs, mapArgs, payloadEnv; Run as start,
+// forwardUntilExit, kill what is left, exitStatus.
 //
 // When the payload or the smoke command is done, its process group is
 // killed, and so is every process that left the group (setsid, a daemon)

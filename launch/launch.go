@@ -98,31 +98,64 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	var prog *release.Program
-	if inst != nil {
-		if prog, err = inst.Resolve(argv); err != nil {
-			return nil, err
-		}
-	} else {
-		if inst, err = release.Current(o.RuntimeDir); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
-		}
-		if err := inst.Meta.Matches(o.IndexDigest, o.Platform, o.ManifestPin); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
-		}
-		if prog, err = inst.Program(); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
-		}
+	inst, prog, err := programOf(o, inst, argv)
+	if err != nil {
+		return nil, err
 	}
 	cred, err := account.Lookup(o.User)
 	if err != nil {
 		return nil, fmt.Errorf("executor.user: %w", err)
 	}
 	var changed []string
-	if err := ensureDir(o.DataDir, cred, &changed); err != nil {
+	dirs, err := prepareDirs(o, cred, &changed)
+	if err != nil {
+		return nil, err
+	}
+	args, err := mapArgs(o, inst, prog, cred, &changed)
+	if err != nil {
+		return nil, err
+	}
+	return &Spec{
+		Path:       prog.Path,
+		Args:       args,
+		Dir:        prog.Dir,
+		Env:        payloadEnv(o, prog, dirs, cred, fileEnv),
+		Credential: cred,
+		PidFile:    filepath.Join(o.StateDir, PidFile),
+		Release:    inst,
+		Tightened:  changed,
+	}, nil
+}
+
+// programOf resolves argv in inst, or, without inst, the program of the
+// active release, which must match o's image (ErrNotInstalled otherwise).
+func programOf(o Options, inst *release.Installed, argv []string) (*release.Installed, *release.Program, error) {
+	if inst != nil {
+		prog, err := inst.Resolve(argv)
+		return inst, prog, err
+	}
+	inst, err := release.Current(o.RuntimeDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
+	}
+	if err := inst.Meta.Matches(o.IndexDigest, o.Platform, o.ManifestPin); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
+	}
+	prog, err := inst.Program()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
+	}
+	return inst, prog, nil
+}
+
+// prepareDirs makes the data and state directories (and HOME, TMPDIR and
+// the XDG directories inside the state directory) 0700 and cred's,
+// noting each change in changed; dirs maps those variables to their paths.
+func prepareDirs(o Options, cred *syscall.Credential, changed *[]string) (dirs map[string]string, err error) {
+	if err := ensureDir(o.DataDir, cred, changed); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	dirs := map[string]string{
+	dirs = map[string]string{
 		"HOME":            filepath.Join(o.StateDir, "home"),
 		"TMPDIR":          filepath.Join(o.StateDir, "tmp"),
 		"XDG_CACHE_HOME":  filepath.Join(o.StateDir, "cache"),
@@ -130,15 +163,22 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 		"XDG_DATA_HOME":   filepath.Join(o.StateDir, "data"),
 		"XDG_STATE_HOME":  filepath.Join(o.StateDir, "state"),
 	}
-	if err := ensureDir(o.StateDir, cred, &changed); err != nil {
+	if err := ensureDir(o.StateDir, cred, changed); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	for _, d := range dirs {
-		if err := ensureUnder(o.StateDir, filepath.Base(d), cred, &changed); err != nil {
+		if err := ensureUnder(o.StateDir, filepath.Base(d), cred, changed); err != nil {
 			return nil, fmt.Errorf("state directory: %w", err)
 		}
 	}
+	return dirs, nil
+}
 
+// payloadEnv is the payload's environment: the image's, then PATH, hbx's
+// overrides (listen address, port, data directory, base URL, local-network
+// policy, IPv6), the state directories, USER and LOGNAME, o.ExtraEnv and
+// last the env file's.
+func payloadEnv(o Options, prog *release.Program, dirs map[string]string, cred *syscall.Credential, fileEnv []string) []string {
 	env := newEnv(prog.Env)
 	hostPath := o.HostPath
 	if hostPath == "" {
@@ -162,15 +202,16 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 			env.set("LOGNAME", u.Username)
 		}
 	}
-	for _, kv := range o.ExtraEnv {
+	for _, kv := range append(append([]string(nil), o.ExtraEnv...), fileEnv...) {
 		k, v, _ := strings.Cut(kv, "=")
 		env.set(k, v)
 	}
-	for _, kv := range fileEnv {
-		k, v, _ := strings.Cut(kv, "=")
-		env.set(k, v)
-	}
+	return env.list()
+}
 
+// mapArgs maps the program's path arguments to the host (release.MapArg),
+// creating those under the state directory.
+func mapArgs(o Options, inst *release.Installed, prog *release.Program, cred *syscall.Credential, changed *[]string) ([]string, error) {
 	args := append([]string(nil), prog.Args...)
 	for i := 1; i < len(args); i++ {
 		a, kind, host, err := release.MapArg(inst, args[i], o.DataDir, o.StateDir)
@@ -178,22 +219,13 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 			return nil, err
 		}
 		if kind == release.ArgState {
-			if err := ensureStatePath(o.StateDir, host, cred, &changed); err != nil {
+			if err := ensureStatePath(o.StateDir, host, cred, changed); err != nil {
 				return nil, fmt.Errorf("state directory: %w", err)
 			}
 		}
 		args[i] = a
 	}
-	return &Spec{
-		Path:       prog.Path,
-		Args:       args,
-		Dir:        prog.Dir,
-		Env:        env.list(),
-		Credential: cred,
-		PidFile:    filepath.Join(o.StateDir, PidFile),
-		Release:    inst,
-		Tightened:  changed,
-	}, nil
+	return args, nil
 }
 
 // ensureDir makes d a directory of mode 0700 owned by cred's user (the

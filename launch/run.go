@@ -64,11 +64,23 @@ func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Lo
 	}
 	defer os.Remove(spec.PidFile)
 	log.Info("executor started", "pid", pid, "program", spec.Path, "dir", spec.Dir)
+	termSent, err := forwardUntilExit(ctx, cmd, sigs)
+	// Whatever the leader left in its group goes with it, and what left
+	// the group (setsid, a daemon) but holds the marker.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	if kerr := mk.kill(context.Background()); kerr != nil {
+		log.Warn("stop what the payload left running", "err", kerr)
+	}
+	return exitStatus(err, termSent, log)
+}
 
+// forwardUntilExit waits for the started cmd, passing each signal of sigs
+// to its process group and SIGTERM once when ctx ends; termSent says a
+// SIGTERM or SIGINT was passed.
+func forwardUntilExit(ctx context.Context, cmd *exec.Cmd, sigs <-chan os.Signal) (termSent bool, err error) {
+	pid := cmd.Process.Pid
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	termSent := false
-loop:
 	for {
 		select {
 		case s := <-sigs:
@@ -82,15 +94,15 @@ loop:
 			}
 			ctx = context.Background() // stop selecting on it
 		case err = <-done:
-			break loop
+			return termSent, err
 		}
 	}
-	// Whatever the leader left in its group goes with it, and what left
-	// the group (setsid, a daemon) but holds the marker.
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	if kerr := mk.kill(context.Background()); kerr != nil {
-		log.Warn("stop what the payload left running", "err", kerr)
-	}
+}
+
+// exitStatus maps the payload's end (err of Wait) to Run's result: nil
+// for exit 0, or for a SIGTERM or SIGINT hbx passed (termSent); an
+// *ExitError with the exit code or 128+N for signal N otherwise.
+func exitStatus(err error, termSent bool, log *slog.Logger) error {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		st := ee.Sys().(syscall.WaitStatus)

@@ -5,12 +5,61 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hermesbox/hbx/release"
 )
+
+// SmokeScratch runs argv in the staged release inst as the payload would
+// run (o's user, PATH, working directory, environment, argument mapping;
+// PrepareCommand), then Smoke with timeout. It never gets o's data or
+// state directory nor its port: the payload may be running on them (it
+// holds the data lock), and a command that starts the server whatever its
+// arguments would be a second writer of Executor's database. It gets a
+// scratch data and state directory beside inst (mode 0755, so o.User
+// reaches its own directories inside; removed after, or with the staging
+// area by the next install) and a free port on o.Listen.
+func SmokeScratch(ctx context.Context, o Options, inst *release.Installed, argv []string, timeout time.Duration) (err error) {
+	name := strings.Join(argv, " ")
+	scratch, err := os.MkdirTemp(filepath.Dir(inst.Dir), ".smoke-")
+	if err != nil {
+		return fmt.Errorf("prepare smoke command %q: %w", name, err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(scratch); rerr != nil && err == nil {
+			err = fmt.Errorf("remove the smoke command's scratch directory: %w", rerr)
+		}
+	}()
+	if err := os.Chmod(scratch, 0o755); err != nil {
+		return fmt.Errorf("prepare smoke command %q: %w", name, err)
+	}
+	o.DataDir, o.StateDir = filepath.Join(scratch, "data"), filepath.Join(scratch, "state")
+	if o.Port, err = freePort(o.Listen); err != nil {
+		return fmt.Errorf("prepare smoke command %q: %w", name, err)
+	}
+	o.HostPort = o.Port
+	spec, err := PrepareCommand(o, inst, argv)
+	if err != nil {
+		return fmt.Errorf("prepare smoke command %q: %w", name, err)
+	}
+	return Smoke(ctx, spec, timeout)
+}
+
+// freePort returns a TCP port free on the address listen now.
+func freePort(listen string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(listen, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
 
 // smokeOutputMax bounds how much of a smoke command's output is kept.
 const smokeOutputMax = 64 << 10

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -12,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/release"
 )
 
 func TestSmoke(t *testing.T) {
@@ -125,5 +128,57 @@ func TestRunDaemonGone(t *testing.T) {
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	if syscall.Kill(pid, 0) == nil && !zombie(pid) {
 		t.Fatalf("the payload's daemon %d (its own session) outlived Run", pid)
+	}
+}
+
+// TestSmokeScratchLeavesLiveDataAlone: install.smoke_command used to run with
+// EXECUTOR_DATA_DIR set to the live data directory and without its lock,
+// so while the payload runs (it holds the data lock) an `hbx install` of
+// a new release ran the smoke command on the payload's data: the issue's
+// own example, a wrapper that starts the server whatever its arguments,
+// opened Executor's database beside the running Executor (two writers,
+// what "One writer per data directory" forbids) and competed for its
+// port. It now gets a scratch data and state directory and a free port:
+// the command runs, and nothing appears in the live data directory.
+func TestSmokeScratchLeavesLiveDataAlone(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{
+		RuntimeDir: filepath.Join(dir, "runtime"), DataDir: filepath.Join(dir, "workspace/data"), StateDir: filepath.Join(dir, "state"),
+		Listen: "127.0.0.1", Port: 4788, HostPort: 4788, HostPath: "/usr/bin:/bin",
+	}
+	rel := filepath.Join(dir, "release")
+	bin := filepath.Join(rel, release.RootfsDir, "usr/local/bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "smoke"), []byte("#!/bin/sh\ntouch \"$EXECUTOR_DATA_DIR/smoke-was-here\" && echo \"$EXECUTOR_DATA_DIR $PORT\" > "+filepath.Join(dir, "seen")+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inst := &release.Installed{Dir: rel, Meta: release.Meta{Config: release.ImageConfig{
+		Cmd: []string{"smoke"}, WorkingDir: "/", Env: []string{"PATH=/usr/local/bin"},
+	}}}
+	// The running payload's lock.
+	l, err := datalock.Acquire(context.Background(), o.DataDir, datalock.Options{Command: "hbx run executor (test)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if err := SmokeScratch(context.Background(), o, inst, []string{"smoke"}, time.Minute); err != nil {
+		t.Fatalf("smoke command: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(o.DataDir, "smoke-was-here")); err == nil {
+		t.Fatal("the smoke command wrote the live data directory while the running payload held its lock")
+	}
+	seen, err := os.ReadFile(filepath.Join(dir, "seen"))
+	if err != nil {
+		t.Fatalf("the smoke command did not run: %v", err)
+	}
+	var data string
+	var port int
+	if _, err := fmt.Sscan(string(seen), &data, &port); err != nil || data == o.DataDir || port == o.Port {
+		t.Errorf("smoke command saw EXECUTOR_DATA_DIR PORT = %q; want a scratch directory and another port than %d", seen, o.Port)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("scratch data directory %s left after the smoke command: %v", data, err)
 	}
 }

@@ -11,6 +11,21 @@
 //	releases/<manifest-hex>/config.json    the image config, bytes as fetched
 //	current  -> releases/<manifest-hex>    the active release (relative symlink)
 //	previous -> releases/<manifest-hex>    the release current replaced (rollback)
+//	staging/                               trees being applied (the installer's; removed by the next install)
+//	blobs/sha256/<hex>                     the blob cache (the installer's; verified on read)
+//	tmp/                                   partial downloads (the installer's)
+//	hbx.lock                               the runtime directory's lock, naming its holder
+//
+// This package owns those names (StagingDir, BlobsDir, ScratchDir,
+// LockFile), the lock, publication and cleanup: LockRuntime creates the
+// directory and takes hbx.lock, logging the holder while it waits
+// (install, activate, backup, restore, upgrade and rollback all take it
+// through LockRuntime); Publish renames a staged tree to releases/<hex>
+// (before the rename nothing visible changed; after it the release is
+// complete and durable, current unchanged); SwitchCurrent points previous,
+// then current, each by renaming a fresh symlink (current always names a
+// complete release); Cleanup removes staging/, tmp/, temporaries,
+// releases neither current nor previous, and blobs by the cache's rule.
 //
 // Every entry of a release with Meta.Ownership == OwnedByHbx belongs to the
 // user running hbx, with no group or other write bit (see the installer).
@@ -21,6 +36,8 @@
 // MapArg holds the rule mapping the command's absolute path arguments to
 // the host (data directory, state directory or rootfs), shared by the
 // installer's validation (CheckArgs) and the native run (launch).
-// The package only reads; it guarantees nothing about concurrent installs
-// (callers hold the runtime directory's lock when that matters).
+// Apart from LockRuntime, Publish, SwitchCurrent and the cleanup
+// functions the package only reads. Those writers expect the caller to
+// hold the runtime directory's lock; nothing else here guards against
+// concurrent installs.
 package release

@@ -91,7 +91,19 @@ func (i *Installed) Resolve(argv []string) (*Program, error) {
 			p.PathDirs = append(p.PathDirs, host)
 		}
 	}
-	name := argv[0]
+	host, err := findProgram(rootfs, wd, imgPath, argv[0])
+	if err != nil {
+		return nil, err
+	}
+	p.Path = host
+	return p, nil
+}
+
+// findProgram returns the host path of the program name inside rootfs as
+// the image runs it: an absolute name as is, a relative one with a slash
+// from the working directory wd, a bare one through the image's PATH
+// imgPath. It must be an executable regular file.
+func findProgram(rootfs, wd, imgPath, name string) (string, error) {
 	var candidates []string
 	switch {
 	case path.IsAbs(name):
@@ -118,10 +130,9 @@ func (i *Installed) Resolve(argv []string) (*Program, error) {
 			lastErr = fmt.Errorf("%s is not an executable file", Shown(c))
 			continue
 		}
-		p.Path = host
-		return p, nil
+		return host, nil
 	}
-	return nil, fmt.Errorf("program %q: %w", name, lastErr)
+	return "", fmt.Errorf("program %q: %w", name, lastErr)
 }
 
 // ResolveInRoot resolves the image path p inside rootfs with chroot

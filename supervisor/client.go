@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -125,6 +126,17 @@ func (c *Client) Logs(ctx context.Context, req LogsRequest, w io.Writer) error {
 	return err
 }
 
+// WaitRunning waits until every named program ("all": every one) is
+// RUNNING at once and returns their statuses; see Supervisor.WaitRunning
+// (ErrFatal, ErrUnknownProgram). It ends with ctx.
+func (c *Client) WaitRunning(ctx context.Context, names ...string) ([]Status, error) {
+	var out []Status
+	if err := c.do(ctx, http.MethodPost, "/v1/wait", namesRequest{names}, &out); err != nil {
+		return nil, fmt.Errorf("wait for %s to be RUNNING: %w", strings.Join(names, ", "), err)
+	}
+	return out, nil
+}
+
 // Hold is a held set of programs; see Client.Hold.
 type Hold struct {
 	// Results says how each program was stopped.
@@ -182,6 +194,19 @@ func (c *Client) Hold(ctx context.Context, names ...string) (*Hold, error) {
 // Done is closed when the hold has ended: after Release, or when the
 // supervisor went away.
 func (h *Hold) Done() <-chan struct{} { return h.done }
+
+// Restarts names the programs the hold stopped that its release starts
+// again (those it found STARTING, RUNNING or BACKOFF; Result.Restart), in
+// priority order.
+func (h *Hold) Restarts() []string {
+	var names []string
+	for _, r := range h.Results {
+		if r.Restart {
+			names = append(names, r.Name)
+		}
+	}
+	return names
+}
 
 // Release ends the hold; the supervisor starts the programs again. It does
 // not wait for them to be RUNNING.
@@ -254,6 +279,9 @@ func responseError(resp *http.Response) error {
 	}
 	if e.Code == codeUnknownProgram {
 		return &remoteError{msg: e.Error, is: ErrUnknownProgram}
+	}
+	if e.Code == codeFatal {
+		return &remoteError{msg: e.Error, is: ErrFatal}
 	}
 	return &remoteError{msg: e.Error}
 }

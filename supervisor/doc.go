@@ -54,7 +54,20 @@
 //     and Hold wait for the install.
 //   - A hold (Supervisor.Hold, POST /v1/hold, Client.Hold) stops programs
 //     and starts again those it stopped when the holder releases it or its
-//     connection ends, even if the holder dies.
+//     connection ends, even if the holder dies. Its results say which
+//     those are (Result.Restart, Hold.Restarts): callers never guess them
+//     from an earlier status.
+//   - WaitRunning (POST /v1/wait, Client.WaitRunning) returns once every
+//     named program is RUNNING at once (for a program with a Probe, that
+//     means its probe passed), and fails at once with ErrFatal when one is
+//     FATAL.
+//   - A Probe that implements ProcessProbe (ProcessProbeFunc) is told the
+//     pid of the process it checks at every call; nothing outside the
+//     supervisor needs to learn it.
+//   - Before Run, HandleEarlySignals gives the signals of Signals the same
+//     meaning (a stop signal ends the start, the others are logged and
+//     ignored), so none ends the process while its caller takes locks or
+//     recovers an interrupted change.
 //   - At shutdown (the context of Run ends, or Supervisor.Shutdown) every
 //     program is stopped, then every process still reparented to the
 //     supervisor is killed and reaped, the socket is removed, and Run

@@ -198,79 +198,26 @@ func (p *proc) handle(ctx context.Context, r request) {
 // step does whatever is due now.
 func (p *proc) step(ctx context.Context) {
 	now := time.Now()
-	if p.term.active && !p.term.killed && !now.Before(p.term.killAt) && (p.rescan() || p.pid != 0) {
-		p.s.log.Warn("stopwaitsecs passed, killing the process group", "program", p.spec.Name, "pgid", p.pgid, "escaped", procscan.Join(p.escaped))
-		if p.pgid > 0 {
-			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-		}
-		p.term.killed = true
-		p.signalEscaped()
-	}
+	p.killOverdue(now)
 	// The leader is gone: finish once the whole group is, and every
 	// process that left it.
 	if p.after != afterNone && p.pid == 0 {
-		if p.othersAlive() {
-			if !p.term.active {
-				p.beginTerm(now)
-			}
-			p.signalEscaped()
-			p.setWaiting(p.leftoverList())
+		if p.waitLeftovers(now) {
 			return
 		}
-		p.groupGone()
-		p.term = termination{}
-		p.setWaiting("")
 		p.finish(now)
 		now = time.Now()
 	}
 	switch p.state {
 	case Starting:
 		if p.pid == 0 {
-			if p.othersAlive() { // a previous instance's leftovers
-				if !p.term.active {
-					p.beginTerm(now)
-				}
-				p.signalEscaped()
-				p.setWaiting(p.leftoverList())
-				return
-			}
-			p.groupGone()
-			p.term = termination{}
-			p.setWaiting("")
-			if dep := p.s.notRunning(p.spec.DependsOn); dep != "" {
-				why := "waiting for " + dep + " to be RUNNING"
-				if d := p.s.Get(dep); d.State == Fatal {
-					why += " (it is FATAL: " + d.Detail + ")"
-				}
-				p.setDetail(why)
-				return
-			}
-			p.spawn(ctx, now)
+			p.startWhenClear(ctx, now)
 			return
 		}
 		if p.after != afterNone {
 			return // being killed after a failed health wait
 		}
-		up := now.Sub(p.spawnedAt) >= p.spec.StartSecs
-		switch {
-		case p.spec.Probe == nil:
-			if up {
-				p.toRunning(now)
-			}
-		case p.healthy && up:
-			p.toRunning(now)
-		case !now.Before(p.healthDeadline):
-			why := fmt.Sprintf("no healthy answer within %s", p.healthWait())
-			if p.lastProbeErr != nil {
-				why += ": " + p.lastProbeErr.Error()
-			}
-			p.s.log.Warn("start failed", "program", p.spec.Name, "pid", p.pid, "reason", why)
-			p.detail = why
-			p.after = afterBackoff
-			p.beginTerm(now)
-		case !p.probeBusy && !now.Before(p.probeNext):
-			p.launchProbe(p.s.opts.StartPoll)
-		}
+		p.gateStart(now)
 	case Running:
 		if p.pid != 0 && p.after == afterNone && p.spec.Probe != nil && p.spec.WedgeFailures > 0 &&
 			!p.probeBusy && !now.Before(p.probeNext) {
@@ -281,6 +228,83 @@ func (p *proc) step(ctx context.Context) {
 			p.beginStart()
 			p.step(ctx)
 		}
+	}
+}
+
+// killOverdue sends SIGKILL to the process group and what escaped it once
+// stopwaitsecs has passed.
+func (p *proc) killOverdue(now time.Time) {
+	if p.term.active && !p.term.killed && !now.Before(p.term.killAt) && (p.rescan() || p.pid != 0) {
+		p.s.log.Warn("stopwaitsecs passed, killing the process group", "program", p.spec.Name, "pgid", p.pgid, "escaped", procscan.Join(p.escaped))
+		if p.pgid > 0 {
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		}
+		p.term.killed = true
+		p.signalEscaped()
+	}
+}
+
+// waitLeftovers reports whether processes of the program's group (or that
+// left it) are still alive, stopping them (stopsignal, then SIGKILL at
+// stopwaitsecs) and saying so in its status; once none is, it forgets the
+// group and the termination.
+func (p *proc) waitLeftovers(now time.Time) bool {
+	if p.othersAlive() {
+		if !p.term.active {
+			p.beginTerm(now)
+		}
+		p.signalEscaped()
+		p.setWaiting(p.leftoverList())
+		return true
+	}
+	p.groupGone()
+	p.term = termination{}
+	p.setWaiting("")
+	return false
+}
+
+// startWhenClear spawns the program once a previous instance's leftovers
+// are gone and every program it depends on is RUNNING (its status says
+// which it waits for).
+func (p *proc) startWhenClear(ctx context.Context, now time.Time) {
+	if p.waitLeftovers(now) {
+		return
+	}
+	if dep := p.s.notRunning(p.spec.DependsOn); dep != "" {
+		why := "waiting for " + dep + " to be RUNNING"
+		if d := p.s.Get(dep); d.State == Fatal {
+			why += " (it is FATAL: " + d.Detail + ")"
+		}
+		p.setDetail(why)
+		return
+	}
+	p.spawn(ctx, now)
+}
+
+// gateStart moves a started program to RUNNING once it has been up
+// startsecs and, with a probe, answered healthy; without a healthy answer
+// within its health wait, the start failed (it is stopped, then backs
+// off); otherwise it probes again.
+func (p *proc) gateStart(now time.Time) {
+	up := now.Sub(p.spawnedAt) >= p.spec.StartSecs
+	switch {
+	case p.spec.Probe == nil:
+		if up {
+			p.toRunning(now)
+		}
+	case p.healthy && up:
+		p.toRunning(now)
+	case !now.Before(p.healthDeadline):
+		why := fmt.Sprintf("no healthy answer within %s", p.healthWait())
+		if p.lastProbeErr != nil {
+			why += ": " + p.lastProbeErr.Error()
+		}
+		p.s.log.Warn("start failed", "program", p.spec.Name, "pid", p.pid, "reason", why)
+		p.detail = why
+		p.after = afterBackoff
+		p.beginTerm(now)
+	case !p.probeBusy && !now.Before(p.probeNext):
+		p.launchProbe(p.s.opts.StartPoll)
 	}
 }
 
@@ -662,10 +686,15 @@ func lookPath(name, path string) (string, error) {
 func (p *proc) launchProbe(next time.Duration) {
 	p.probeBusy = true
 	p.probeNext = time.Now().Add(next)
-	gen, probe, timeout := p.gen, p.spec.Probe, p.s.opts.ProbeTimeout
+	gen, probe, timeout, pid := p.gen, p.spec.Probe, p.s.opts.ProbeTimeout, p.pid
 	go func() {
 		ctx, cancel := context.WithTimeout(p.s.ctx, timeout)
-		err := probe.Check(ctx)
+		var err error
+		if pp, ok := probe.(ProcessProbe); ok {
+			err = pp.CheckProcess(ctx, pid)
+		} else {
+			err = probe.Check(ctx)
+		}
 		cancel()
 		p.probeCh <- probeResult{gen, err}
 	}()

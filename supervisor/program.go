@@ -33,6 +33,8 @@ var (
 	// ErrStartFailed: a start ended FATAL, or the program was stopped
 	// before it became RUNNING.
 	ErrStartFailed = errors.New("start failed")
+	// ErrFatal: a program a wait needs RUNNING is FATAL (WaitRunning).
+	ErrFatal = errors.New("program is FATAL")
 )
 
 // Autorestart says when a program that exited from RUNNING is started
@@ -68,6 +70,25 @@ type ProbeFunc func(ctx context.Context) error
 
 // Check calls f.
 func (f ProbeFunc) Check(ctx context.Context) error { return f(ctx) }
+
+// ProcessProbe is a Probe that is told the pid of the process it checks
+// (the program's process-group leader, the one the supervisor spawned):
+// the supervisor calls CheckProcess instead of Check when a Program's
+// Probe implements it.
+type ProcessProbe interface {
+	Probe
+	CheckProcess(ctx context.Context, pid int) error
+}
+
+// ProcessProbeFunc adapts a function to ProcessProbe; its Check (called by
+// none but a caller without a pid) passes pid 0.
+type ProcessProbeFunc func(ctx context.Context, pid int) error
+
+// Check calls f with pid 0.
+func (f ProcessProbeFunc) Check(ctx context.Context) error { return f(ctx, 0) }
+
+// CheckProcess calls f.
+func (f ProcessProbeFunc) CheckProcess(ctx context.Context, pid int) error { return f(ctx, pid) }
 
 // LogFile is where one output stream of a program goes.
 type LogFile struct {

@@ -19,6 +19,8 @@ import (
 //	POST /v1/restart {"names": [...]}        -> {"results": [Result...]}
 //	GET  /v1/logs?name=N&stream=stdout|stderr&n=LINES&follow=1 -> text
 //	POST /v1/shutdown                        -> {} once every program is stopped
+//	POST /v1/wait    {"names": [...]}        -> [Status...] once all are RUNNING;
+//	     409 "fatal" when one is FATAL (Supervisor.WaitRunning)
 //	POST /v1/hold    {"names": [...]}        -> {"results": [...]} then the
 //	     response stays open; the hold ends when the connection closes.
 //
@@ -45,6 +47,7 @@ const (
 	codeUnknownProgram = "unknown_program"
 	codeBadRequest     = "bad_request"
 	codeInternal       = "internal"
+	codeFatal          = "fatal"
 )
 
 func (s *Supervisor) handler() http.Handler {
@@ -83,6 +86,18 @@ func (s *Supervisor) handler() http.Handler {
 			writeJSON(w, http.StatusOK, struct{}{})
 		case <-r.Context().Done():
 		}
+	})
+	mux.HandleFunc("POST /v1/wait", func(w http.ResponseWriter, r *http.Request) {
+		req, ok := readNames(w, r)
+		if !ok {
+			return
+		}
+		sts, err := s.WaitRunning(r.Context(), req.Names...)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, sts)
 	})
 	mux.HandleFunc("GET /v1/logs", s.serveLogs)
 	return mux
@@ -173,6 +188,8 @@ func writeError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrUnknownProgram):
 		writeJSON(w, http.StatusNotFound, apiError{err.Error(), codeUnknownProgram})
+	case errors.Is(err, ErrFatal):
+		writeJSON(w, http.StatusConflict, apiError{err.Error(), codeFatal})
 	default:
 		writeJSON(w, http.StatusInternalServerError, apiError{err.Error(), codeInternal})
 	}

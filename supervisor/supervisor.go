@@ -185,83 +185,125 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer s.unclaim()
-	var ln net.Listener
-	if s.opts.Socket != "" {
-		l, err := listen(s.opts.Socket)
-		if err != nil {
-			return err
-		}
-		ln = l
-		defer func() {
-			if rerr := os.Remove(s.opts.Socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				s.log.Warn("remove socket", "err", rerr)
-			}
-		}()
+	ln, err := s.listen()
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer s.removeSocket()
 		defer ln.Close()
 	}
+	s.becomeSubreaper()
+	if err := s.stopLeftovers(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// Served before the install, so status tells what it is doing;
+	// starts, stops and holds wait for the program loops.
+	srv := s.serve(ln, &wg)
+	if srv != nil {
+		defer srv.Close()
+	}
+	installFailed := s.opts.Install != nil && !s.install(ctx)
+	loopCtx, cancelLoops := context.WithCancel(context.WithoutCancel(ctx))
+	s.ctx = loopCtx
+	defer cancelLoops()
+	closers, err := s.startLoops(loopCtx, &wg)
+	if err != nil {
+		return err
+	}
+	defer s.closeLogs(closers)
+	if ctx.Err() == nil {
+		s.request(loopCtx, reqStart, s.autostart(installFailed)) // accepted in order; outcomes are logged
+	}
+	<-ctx.Done()
+	s.stopEverything(ctx, loopCtx, srv)
+	return nil
+}
+
+// listen opens the control socket (nil without Options.Socket).
+func (s *Supervisor) listen() (net.Listener, error) {
+	if s.opts.Socket == "" {
+		return nil, nil
+	}
+	return listen(s.opts.Socket)
+}
+
+// removeSocket removes the control socket's file.
+func (s *Supervisor) removeSocket() {
+	if rerr := os.Remove(s.opts.Socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		s.log.Warn("remove socket", "err", rerr)
+	}
+}
+
+// becomeSubreaper makes the supervisor a child subreaper, or says in Info
+// and the log why not and what still holds (PID 1 is every orphan's
+// parent anyway).
+func (s *Supervisor) becomeSubreaper() {
 	if err := setSubreaper(); err != nil && os.Getpid() != 1 {
-		// PID 1 is every orphan's parent anyway.
 		s.mu.Lock()
 		s.info.NotSubreaper = fmt.Sprintf("not a child subreaper (prctl PR_SET_CHILD_SUBREAPER: %v): orphaned descendants are reparented to init and reaped there; stops still find them by process group (and, with a state directory, by marker)", err)
 		s.mu.Unlock()
 		s.log.Warn("supervisor is " + s.info.NotSubreaper)
 	}
-	if err := s.stopLeftovers(ctx); err != nil {
-		return err
-	}
-	var srv *http.Server
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	if ln != nil {
-		// Served before the install, so status tells what it is doing;
-		// starts, stops and holds wait for the program loops.
-		srv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
-		wg.Go(func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("serve socket", "err", err)
-			}
-		})
-		defer srv.Close()
-	}
-	installFailed := false
-	if s.opts.Install != nil {
-		installFailed = !s.install(ctx)
-	}
+}
 
-	loopCtx, cancelLoops := context.WithCancel(context.WithoutCancel(ctx))
-	s.ctx = loopCtx
-	defer cancelLoops()
+// serve serves the control API on ln in wg (nil server without ln).
+func (s *Supervisor) serve(ln net.Listener, wg *sync.WaitGroup) *http.Server {
+	if ln == nil {
+		return nil
+	}
+	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("serve socket", "err", err)
+		}
+	})
+	return srv
+}
+
+// startLoops starts the reaper, opens the programs' log files and starts
+// one loop per program in wg, then marks the supervisor ready. closers
+// are the log files.
+func (s *Supervisor) startLoops(loopCtx context.Context, wg *sync.WaitGroup) (closers []io.Closer, err error) {
 	s.reaper = newReaper(s.log)
 	wg.Go(func() { s.reaper.run(loopCtx) })
-
-	closers, err := s.openLogs(&wg)
-	if err != nil {
-		return err
+	if closers, err = s.openLogs(wg); err != nil {
+		return nil, err
 	}
-	defer func() {
-		for _, c := range closers {
-			if cerr := c.Close(); cerr != nil {
-				s.log.Warn("close log", "err", cerr)
-			}
-		}
-	}()
 	for _, p := range s.order {
 		wg.Go(func() { p.loop(loopCtx) })
 	}
 	close(s.ready)
 	s.log.Info("supervisor started", "pid", os.Getpid(), "programs", len(s.order), "socket", s.opts.Socket)
+	return closers, nil
+}
 
+// closeLogs closes the programs' log files, logging failures.
+func (s *Supervisor) closeLogs(closers []io.Closer) {
+	for _, c := range closers {
+		if cerr := c.Close(); cerr != nil {
+			s.log.Warn("close log", "err", cerr)
+		}
+	}
+}
+
+// autostart lists the programs started at once, in priority order: those
+// with autostart, but not the install's program when its install failed.
+func (s *Supervisor) autostart(installFailed bool) []string {
 	var auto []string
 	for _, p := range s.order {
 		if p.spec.Autostart && !(installFailed && p.spec.Name == s.opts.InstallProgram) {
 			auto = append(auto, p.spec.Name)
 		}
 	}
-	if ctx.Err() == nil {
-		s.request(loopCtx, reqStart, auto) // accepted in order; outcomes are logged
-	}
+	return auto
+}
 
-	<-ctx.Done()
+// stopEverything, once ctx has ended, stops every program in reverse
+// priority order and what escaped them, then the control server.
+func (s *Supervisor) stopEverything(ctx, loopCtx context.Context, srv *http.Server) {
 	s.log.Info("stopping everything", "cause", context.Cause(ctx))
 	s.mu.Lock()
 	s.shutting = true
@@ -277,7 +319,6 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		cancel()
 		_ = srv.Close()
 	}
-	return nil
 }
 
 // install runs Options.Install until it succeeds, retrying a failure
@@ -741,6 +782,9 @@ type Result struct {
 	// Error says why the program did not reach the wanted state; empty on
 	// success.
 	Error string `json:"error,omitempty"`
+	// Restart, in a hold's results only, says the hold found the program
+	// STARTING, RUNNING or BACKOFF: releasing the hold starts it again.
+	Restart bool `json:"restart,omitempty"`
 }
 
 // results waits for the outcomes and returns one Result per name.
@@ -852,7 +896,8 @@ func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, er
 
 // Hold stops the named programs (as Stop) and keeps them from being
 // started until release is called; release then starts again, in priority
-// order, those the hold found STARTING, RUNNING or BACKOFF, unless another
+// order, those the hold found STARTING, RUNNING or BACKOFF (their
+// Result.Restart is true), unless another
 // hold still holds them or the supervisor is shutting down. release does
 // not wait for them to be RUNNING and may be called more than once.
 func (s *Supervisor) Hold(ctx context.Context, names ...string) (stopped []Result, release func(), err error) {
@@ -888,7 +933,11 @@ func (s *Supervisor) Hold(ctx context.Context, names ...string) (stopped []Resul
 			s.request(s.ctx, reqStart, again)
 		})
 	}
-	return s.stopGroups(ctx, list), release, nil
+	stopped = s.stopGroups(ctx, list)
+	for i := range stopped {
+		stopped[i].Restart = slices.Contains(active, stopped[i].Name)
+	}
+	return stopped, release, nil
 }
 
 // Status describes one program.
@@ -974,6 +1023,44 @@ func Uptime(d time.Duration) string {
 		s = fmt.Sprintf("%d days, %s", days, s)
 	}
 	return s
+}
+
+// WaitRunning waits until every named program ("all": every one) is
+// RUNNING at once (Executor's RUNNING means its readiness probe passed)
+// and returns their statuses in priority order. It fails at once,
+// wrapping ErrFatal, when one is FATAL, and with ctx's error (saying the
+// last state of the first program not RUNNING) when ctx ends; unknown
+// names wrap ErrUnknownProgram.
+func (s *Supervisor) WaitRunning(ctx context.Context, names ...string) ([]Status, error) {
+	if err := s.checkNames(names); err != nil {
+		return nil, err
+	}
+	list := s.names(names)
+	for {
+		s.mu.Lock()
+		ch, waiting := s.changed, ""
+		out := make([]Status, 0, len(list))
+		for _, n := range list {
+			st := s.describe(s.status[n])
+			out = append(out, st)
+			if st.State == Fatal {
+				s.mu.Unlock()
+				return out, fmt.Errorf("%w: %s: %s", ErrFatal, n, st.Detail)
+			}
+			if st.State != Running && waiting == "" {
+				waiting = fmt.Sprintf("%s is %s", n, st.State)
+			}
+		}
+		s.mu.Unlock()
+		if waiting == "" {
+			return out, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return out, fmt.Errorf("wait for %s to be RUNNING: %w (%s)", strings.Join(list, ", "), ctx.Err(), waiting)
+		}
+	}
 }
 
 // WaitState waits until the named program is in one of states or ctx

@@ -581,7 +581,7 @@ func TestSocketAPI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Hold(all) = %v", err)
 	}
-	if diff := cmp.Diff(h.Results, []Result{{Name: "a", State: Stopped}, {Name: "b", State: Stopped}}); diff != "" {
+	if diff := cmp.Diff(h.Results, []Result{{Name: "a", State: Stopped, Restart: true}, {Name: "b", State: Stopped, Restart: true}}); diff != "" {
 		t.Errorf("Hold results (-got +want):\n%s", diff)
 	}
 	res, err := c.Start(ctx, "b")

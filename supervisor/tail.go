@@ -18,63 +18,97 @@ func tailFile(path string, n int, stop <-chan struct{}, poll time.Duration, w io
 	if err != nil && (stop == nil || !errors.Is(err, os.ErrNotExist)) {
 		return err
 	}
-	if f != nil {
-		defer func() { f.Close() }()
-		off, err := lastLines(f, n)
-		if err != nil {
+	t := &tail{path: path, f: f, w: w, flush: flush}
+	defer func() {
+		if t.f != nil {
+			t.f.Close()
+		}
+	}()
+	if t.f != nil {
+		if err := t.last(n); err != nil {
 			return err
 		}
-		if _, err := f.Seek(off, io.SeekStart); err != nil {
-			return err
-		}
-		if _, err := io.Copy(w, f); err != nil {
-			return err
-		}
-		flush()
 	}
 	if stop == nil {
 		return nil
 	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
+	ticker := time.NewTicker(poll)
+	defer ticker.Stop()
 	for {
 		select {
 		case <-stop:
 			return nil
-		case <-t.C:
+		case <-ticker.C:
 		}
-		if f != nil {
-			if _, err := io.Copy(w, f); err != nil {
-				return err
-			}
-		}
-		st, err := os.Stat(path)
-		if err != nil {
-			continue // rotated away for a moment
-		}
-		if f != nil {
-			cur, _ := f.Stat()
-			pos, _ := f.Seek(0, io.SeekCurrent)
-			if sameFile(cur, st) {
-				if st.Size() < pos { // truncated
-					if _, err := f.Seek(0, io.SeekStart); err != nil {
-						return err
-					}
-				}
-				flush()
-				continue
-			}
-			f.Close()
-		}
-		if f, err = os.Open(path); err != nil {
-			f = nil
-			continue
-		}
-		if _, err := io.Copy(w, f); err != nil {
+		if err := t.poll(); err != nil {
 			return err
 		}
-		flush()
 	}
+}
+
+// tail is a file being followed: f is the open one (nil while path is
+// absent).
+type tail struct {
+	path  string
+	f     *os.File
+	w     io.Writer
+	flush func()
+}
+
+// last writes the last n lines of t.f.
+func (t *tail) last(n int) error {
+	off, err := lastLines(t.f, n)
+	if err != nil {
+		return err
+	}
+	if _, err := t.f.Seek(off, io.SeekStart); err != nil {
+		return err
+	}
+	if _, err := io.Copy(t.w, t.f); err != nil {
+		return err
+	}
+	t.flush()
+	return nil
+}
+
+// poll writes what was appended, goes back to the start of a truncated
+// file, and opens and writes from its start a file rotated in at path (a
+// path absent for a moment is tried again at the next poll).
+func (t *tail) poll() error {
+	if t.f != nil {
+		if _, err := io.Copy(t.w, t.f); err != nil {
+			return err
+		}
+	}
+	st, err := os.Stat(t.path)
+	if err != nil {
+		return nil // rotated away for a moment
+	}
+	if t.f != nil {
+		cur, _ := t.f.Stat()
+		pos, _ := t.f.Seek(0, io.SeekCurrent)
+		if sameFile(cur, st) {
+			if st.Size() < pos { // truncated
+				if _, err := t.f.Seek(0, io.SeekStart); err != nil {
+					return err
+				}
+			}
+			t.flush()
+			return nil
+		}
+		t.f.Close()
+		t.f = nil
+	}
+	f, err := os.Open(t.path)
+	if err != nil {
+		return nil
+	}
+	t.f = f
+	if _, err := io.Copy(t.w, t.f); err != nil {
+		return err
+	}
+	t.flush()
+	return nil
 }
 
 func sameFile(a, b os.FileInfo) bool {

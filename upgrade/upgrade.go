@@ -10,14 +10,14 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 
-	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/supervisorwatch"
+	"github.com/hermesbox/hbx/release"
 )
 
 // LockFile is the runtime directory's lock, the one install, backup and
 // restore take.
-const LockFile = "hbx.lock"
+const LockFile = release.LockFile
 
 var (
 	// ErrSameRelease: the target is already the active release.
@@ -194,12 +194,7 @@ func (o *Options) defaults() error {
 }
 
 func (o *Options) lock(ctx context.Context, command string) (context.Context, *lock.Lock, error) {
-	if err := fsat.MkdirAll(o.RuntimeDir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("create runtime directory: %w", err)
-	}
-	lk, err := lock.Acquire(ctx, filepath.Join(o.RuntimeDir, LockFile), command, o.LockWait, func(h lock.Holder) {
-		o.Logger.Info("waiting for the runtime directory's lock", "holder", h.String())
-	})
+	lk, err := release.LockRuntime(ctx, o.RuntimeDir, command, o.LockWait, o.Logger)
 	if err != nil {
 		return nil, nil, err
 	}

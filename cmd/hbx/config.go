@@ -2,14 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -81,95 +74,7 @@ when a user other than root could replace them (exit 2).`,
 	return cmd
 }
 
-// shownValue is one key of `hbx config show --json`.
-type shownValue struct {
-	Value  any    `json:"value"`
-	Source string `json:"source"`
-	Detail string `json:"detail,omitempty"`
-	Absent bool   `json:"absent,omitempty"` // "config" only: no file was read
-}
-
-// runConfigShow prints opts.cfg key by key in ShownKeys order, with
-// sources: "key: value  # source" lines, or one JSON object.
+// runConfigShow prints opts.cfg key by key with sources (config.Show).
 func runConfigShow(_ context.Context, opts configShowOptions) error {
-	file := opts.sources.File()
-	if opts.json {
-		out := map[string]shownValue{"config": {Value: file.Path, Source: file.Source.Kind, Detail: file.Source.Detail, Absent: !file.Read}}
-		for _, k := range opts.cfg.ShownKeys() {
-			v := opts.cfg.Value(k)
-			if d, ok := v.(time.Duration); ok {
-				v = d.String()
-			}
-			src := opts.sources.Of(k)
-			out[k] = shownValue{Value: v, Source: src.Kind, Detail: src.Detail}
-		}
-		enc := json.NewEncoder(opts.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			return fmt.Errorf("write config: %w", err)
-		}
-		return nil
-	}
-	var b strings.Builder
-	absent := ""
-	if !file.Read {
-		absent = " (absent)"
-	}
-	fmt.Fprintf(&b, "config: %s  # %s%s\n", yamlString(file.Path), file.Source, absent)
-	for _, k := range opts.cfg.ShownKeys() {
-		fmt.Fprintf(&b, "%s: %s  # %s\n", k, yamlValue(opts.cfg.Value(k)), opts.sources.Of(k))
-	}
-	if _, err := io.WriteString(opts.stdout, b.String()); err != nil {
-		return fmt.Errorf("write config: %w", err)
-	}
-	return nil
-}
-
-// yamlValue renders a config value as a YAML flow value: scalars plain
-// where YAML reads them back as the same string, lists as [a, b], maps as
-// {k: v} with sorted keys.
-func yamlValue(v any) string {
-	switch v := v.(type) {
-	case string:
-		return yamlString(v)
-	case time.Duration:
-		return v.String()
-	case []string:
-		items := make([]string, len(v))
-		for i, s := range v {
-			items[i] = yamlString(s)
-		}
-		return "[" + strings.Join(items, ", ") + "]"
-	case map[string]string:
-		items := make([]string, 0, len(v))
-		for _, k := range slices.Sorted(maps.Keys(v)) {
-			items = append(items, yamlString(k)+": "+yamlString(v[k]))
-		}
-		return "{" + strings.Join(items, ", ") + "}"
-	}
-	return fmt.Sprint(v)
-}
-
-// yamlString returns s plain when it is safe unquoted in a YAML flow
-// context and reads back as a string, else double-quoted.
-func yamlString(s string) string {
-	plain := s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._/-@+=:", r))
-	}) < 0
-	if plain {
-		switch {
-		case strings.ContainsAny(s[:1], "-:@"), strings.HasSuffix(s, ":"):
-			plain = false
-		case slices.Contains([]string{"true", "false", "yes", "no", "on", "off", "null", "y", "n", ".inf", ".nan"}, strings.ToLower(s)):
-			plain = false
-		default:
-			_, ferr := strconv.ParseFloat(s, 64)
-			_, ierr := strconv.ParseInt(s, 0, 64)
-			plain = ferr != nil && ierr != nil
-		}
-	}
-	if plain {
-		return s
-	}
-	return strconv.Quote(s)
+	return opts.cfg.Show(opts.stdout, opts.sources, opts.json)
 }

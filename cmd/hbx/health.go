@@ -34,11 +34,7 @@ type healthOptions struct {
 
 // newHealthCommand builds `hbx health`.
 func newHealthCommand(g *globals) *cobra.Command {
-	var (
-		asJSON, deep, tokenStdin bool
-		wait                     time.Duration
-		only                     []string
-	)
+	var f healthFlags
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "Check that the box works: Executor's HTTP and MCP surface, the supervisor, the release, listeners, the data directory",
@@ -74,32 +70,42 @@ bounded by health.timeout. --json prints one document:
 Exit status: 0 when no check failed (skips do not fail), 1 when one did,
 2 for a bad configuration or command line.`,
 		Args: wantArgs(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			if wait < 0 {
-				return usageErrorf("--wait %s: want a duration of 0 or more", wait)
-			}
-			opts := healthOptions{checks: healthChecks(cfg, deep, g.log), only: only, json: asJSON, wait: wait, stdout: g.stdout}
-			if tokenStdin {
-				key, err := health.ReadKey(cmd.InOrStdin())
-				if err != nil {
-					return &usageError{fmt.Errorf("--token-stdin: %w", err)}
-				}
-				opts.checks.Key = key
-			}
-			return runHealth(cmd.Context(), opts)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd, g) },
 	}
-	f := cmd.Flags()
-	f.BoolVar(&asJSON, "json", false, "print one JSON document")
-	f.DurationVar(&wait, "wait", 0, "retry until every check passes or this much time has passed, e.g. 60s (for boot scripts)")
-	f.StringSliceVar(&only, "only", nil, "run only these checks, comma-separated: "+strings.Join(health.Names(), ","))
-	f.BoolVar(&deep, "deep", false, "release: also re-hash the recorded manifest and config and check the program they name")
-	f.BoolVar(&tokenStdin, "token-stdin", false, "read the MCP bearer key from the first line of standard input")
+	fl := cmd.Flags()
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON document")
+	fl.DurationVar(&f.wait, "wait", 0, "retry until every check passes or this much time has passed, e.g. 60s (for boot scripts)")
+	fl.StringSliceVar(&f.only, "only", nil, "run only these checks, comma-separated: "+strings.Join(health.Names(), ","))
+	fl.BoolVar(&f.deep, "deep", false, "release: also re-hash the recorded manifest and config and check the program they name")
+	fl.BoolVar(&f.tokenStdin, "token-stdin", false, "read the MCP bearer key from the first line of standard input")
 	return cmd
+}
+
+// healthFlags are the flags of hbx health.
+type healthFlags struct {
+	asJSON, deep, tokenStdin bool
+	wait                     time.Duration
+	only                     []string
+}
+
+// run loads the configuration, checks the flags and calls runHealth.
+func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
+	cfg, _, err := g.loadConfig(cmd)
+	if err != nil {
+		return err
+	}
+	if f.wait < 0 {
+		return usageErrorf("--wait %s: want a duration of 0 or more", f.wait)
+	}
+	opts := healthOptions{checks: healthChecks(cfg, f.deep, g.log), only: f.only, json: f.asJSON, wait: f.wait, stdout: g.stdout}
+	if f.tokenStdin {
+		key, err := health.ReadKey(cmd.InOrStdin())
+		if err != nil {
+			return &usageError{fmt.Errorf("--token-stdin: %w", err)}
+		}
+		opts.checks.Key = key
+	}
+	return runHealth(cmd.Context(), opts)
 }
 
 // healthChecks maps the configuration onto the checks' options.

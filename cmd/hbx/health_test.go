@@ -157,39 +157,6 @@ func TestHealthTokenStdin(t *testing.T) {
 	}
 }
 
-func TestExecutorProbe(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"status":"ok"}`))
-	}))
-	defer srv.Close()
-	addr := srv.Listener.Addr().(*net.TCPAddr)
-	cfg := config.Defaults()
-	cfg.Executor.Listen, cfg.Executor.Port = "127.0.0.1", addr.Port
-	self := func() int { return os.Getpid() } // this test process holds the server's listener
-
-	if err := executorProbe(&cfg, self).Check(t.Context()); err != nil {
-		t.Errorf("probe of a healthy loopback server = %v, want nil", err)
-	}
-	cfg.Health.TokenFile = filepath.Join(t.TempDir(), "gone.key") // needs no key: not judged by it
-	if err := executorProbe(&cfg, self).Check(t.Context()); err != nil {
-		t.Errorf("probe with a missing key file of a server that needs none = %v, want nil", err)
-	}
-	cfg.Health.TokenFile = ""
-	if err := executorProbe(&cfg, func() int { return 0 }).Check(t.Context()); !errors.Is(err, health.ErrUnhealthy) {
-		t.Errorf("probe without a pid = %v, want ErrUnhealthy", err)
-	}
-	// A listener of the tree off loopback fails the probe, as in hbx health.
-	exposed, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer exposed.Close()
-	err = executorProbe(&cfg, self).Check(t.Context())
-	if !errors.Is(err, health.ErrNotLoopback) || !strings.Contains(err.Error(), exposed.Addr().String()) {
-		t.Errorf("probe with %s open = %v, want ErrNotLoopback naming it", exposed.Addr(), err)
-	}
-}
-
 // TestExecutorProbeReadiness: the probe judges what health.readiness
 // names; api-health sends the key of health.token_file and passes only
 // status "ok".
@@ -212,7 +179,7 @@ func TestExecutorProbeReadiness(t *testing.T) {
 	self := func() int { return os.Getpid() }
 	cfg := config.Defaults()
 	cfg.Executor.Listen, cfg.Executor.Port = "127.0.0.1", addr.Port
-	if err := executorProbe(&cfg, self).Check(t.Context()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), "401 Unauthorized") {
+	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), "401 Unauthorized") {
 		t.Errorf("probe without a key = %v, want 401", err)
 	}
 	keyFile := filepath.Join(t.TempDir(), "mcp.key")
@@ -220,21 +187,21 @@ func TestExecutorProbeReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Health.TokenFile = keyFile
-	if err := executorProbe(&cfg, self).Check(t.Context()); err != nil {
+	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); err != nil {
 		t.Errorf("probe with health.token_file = %v, want nil", err)
 	}
 	degraded.Store(true)
-	if err := executorProbe(&cfg, self).Check(t.Context()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), `status "degraded"`) || strings.Contains(err.Error(), "the-key") {
+	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), `status "degraded"`) || strings.Contains(err.Error(), "the-key") {
 		t.Errorf("probe of a degraded server = %v, want the status named", err)
 	}
 	cfg.Health.Readiness = "mcp-auth" // the 401 challenge, whatever /api/health says
-	if err := executorProbe(&cfg, self).Check(t.Context()); err != nil {
+	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); err != nil {
 		t.Errorf("probe with readiness mcp-auth = %v, want nil", err)
 	}
 	// A key file that cannot be read: no key is sent, and a failure says
 	// why; a payload that needs no key passes (TestExecutorProbe).
 	cfg.Health.Readiness, cfg.Health.TokenFile = "api-health", filepath.Join(t.TempDir(), "gone.key")
-	if err := executorProbe(&cfg, self).Check(t.Context()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), "401 Unauthorized (no key sent:") || !strings.Contains(err.Error(), "gone.key") {
+	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), "401 Unauthorized (no key sent:") || !strings.Contains(err.Error(), "gone.key") {
 		t.Errorf("probe with a missing key file = %v, want 401 saying no key was sent and why", err)
 	}
 }

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 type installOptions struct {
@@ -106,55 +105,17 @@ func installerOptions(g *globals, cfg *config.Config) (installer.Options, error)
 }
 
 // smokeFunc runs install.smoke_command in a staged release as `hbx run
-// executor` would run the payload (user, PATH, working directory,
-// environment, argument mapping), within install.validate_timeout; nil
-// when no smoke command is configured. It never gets the live data or
-// state directory nor the configured port: the payload may be running
-// on them (it holds the data lock), and a smoke command that starts the
-// server whatever its arguments would be a second writer of Executor's
-// database. It gets a scratch data and state directory beside the staged
-// release (removed after, or with the staging area by the next install)
-// and a free loopback port.
+// executor` would run the payload, within install.validate_timeout, with
+// a scratch data and state directory and a free port (launch.SmokeScratch);
+// nil when no smoke command is configured.
 func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 	argv := cfg.Install.SmokeCommand
 	if len(argv) == 0 {
 		return nil
 	}
-	return func(ctx context.Context, inst *release.Installed) (err error) {
-		scratch, err := os.MkdirTemp(filepath.Dir(inst.Dir), ".smoke-")
-		if err != nil {
-			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
-		}
-		defer func() {
-			if rerr := os.RemoveAll(scratch); rerr != nil && err == nil {
-				err = fmt.Errorf("remove the smoke command's scratch directory: %w", rerr)
-			}
-		}()
-		if err := os.Chmod(scratch, 0o755); err != nil { // executor.user reaches its dirs inside
-			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
-		}
-		o := launchOptions(cfg, hostPath)
-		o.DataDir, o.StateDir = filepath.Join(scratch, "data"), filepath.Join(scratch, "state")
-		if o.Port, err = freePort(cfg.Executor.Listen); err != nil {
-			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
-		}
-		o.HostPort = o.Port
-		spec, err := launch.PrepareCommand(o, inst, argv)
-		if err != nil {
-			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
-		}
-		return launch.Smoke(ctx, spec, cfg.Install.ValidateTimeout)
+	return func(ctx context.Context, inst *release.Installed) error {
+		return launch.SmokeScratch(ctx, launchOptions(cfg, hostPath), inst, argv, cfg.Install.ValidateTimeout)
 	}
-}
-
-// freePort returns a TCP port free on the address listen now.
-func freePort(listen string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(listen, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // platformPin is the pinned child manifest digest for the configured
@@ -164,14 +125,10 @@ func platformPin(cfg *config.Config) digest.Digest {
 }
 
 // installGCPercent is the Go collector's GOGC during `hbx install`, unless
-// GOGC is set: the heap may grow 25% over what is live between
-// collections, not 100%. What is live is the install's fixed buffers
-// (read-ahead, hash queue: about 10 MiB) plus about 100 bytes per file of
-// the image (its hash for files.json, the layer's path set), so peak memory
-// barely moves with the image: 32 MiB peak RSS on the 20k-file bench image,
-// 30 MiB on the 10k-file one (42 and 37 MiB at GOGC=100), for a few more
-// collections of a small heap. A fixed memory limit would be flatter up to
-// a size and then make the collector run without pause; this does not.
+// GOGC is set: what is live is the install's fixed buffers plus about 100
+// bytes per file of the image, so the heap may grow 25% over it between
+// collections, not 100%, and peak memory barely moves with the image (the
+// README's Benchmarks, "Memory", has the measured figures).
 const installGCPercent = 25
 
 func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config.Sources, o installOptions) (err error) {
@@ -183,78 +140,109 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 		return err
 	}
 	opts.Verify = o.verify
-	var step func(string)
-	switch {
-	case o.json:
-		jp := newJSONProgress(g.stdout)
-		opts.Progress = jp
-		step = jp.step
-		// The result line is printed whatever happens, with the error.
-		defer func() {
-			if err != nil {
-				jp.result(map[string]any{"changed": false, "image": cfg.Executor.Image, "error": err.Error()})
-			}
-		}()
-	case o.quiet:
-		opts.Logger = quietLogger(g)
-	case isTerminal(g.stderr):
-		tp := newTermProgress(g.stderr)
-		opts.Progress = tp
-		// Log lines go above the progress line, not into it, and an
-		// unfinished progress line ends before the error is printed.
-		defer tp.finish()
-		if opts.Logger, err = newLogger(tp.logWriter(), g.logLevel); err != nil {
-			return err
-		}
+	out := installOutput{g: g, cfg: cfg, o: o}
+	finish, err := out.progress(&opts)
+	if err != nil {
+		return err
 	}
-	out, err := guardedInstall(cmd.Context(), g, cfg, srcs, opts, false, step)
+	defer func() { finish(err) }()
+	res, err := guardedInstall(cmd.Context(), g, cfg, srcs, opts, false, out.step)
 	if err != nil {
 		if errors.Is(err, installer.ErrTimeout) {
 			return fmt.Errorf("install: %w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
 		}
 		return fmt.Errorf("install: %w", err)
 	}
-	if sw := out.sw; sw != nil {
-		if o.json {
-			jp := opts.Progress.(*jsonProgress)
-			return jp.result(map[string]any{
-				"changed": true, "reason": "release change over existing data, with a pre-change backup", "image": cfg.Executor.Image,
-				"platform": sw.New.Platform, "index_digest": sw.New.Index, "manifest_digest": sw.New.Manifest,
-				"old": sw.Old, "new": sw.New, "backup": sw.Backup, "notes": sw.Notes, "recovered": sw.Recovered,
-				"duration_ms": sw.Duration.Milliseconds(),
-			})
-		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "installed %s (%s, manifest %s) in %s, replacing %s over existing data\n", sw.New.Image, sw.New.Platform, sw.New.Manifest, sw.Duration.Round(time.Millisecond), sw.Old.Image)
-		fmt.Fprintf(&b, "  pre-change backup: %s (hbx rollback undoes this change)\n", sw.Backup)
-		if sw.Recovered != "" {
-			fmt.Fprintf(&b, "  first %s\n", sw.Recovered)
-		}
-		for _, n := range sw.Notes {
-			fmt.Fprintf(&b, "  note: %s\n", n)
-		}
-		_, err := io.WriteString(g.stdout, b.String())
-		return err
+	if res.sw != nil {
+		return out.printSwitch(res.sw)
 	}
-	res := out.res
-	m := res.Release.Meta
-	if o.json {
-		return opts.Progress.(*jsonProgress).result(map[string]any{
-			"changed": res.Changed, "reason": res.Reason, "image": cfg.Executor.Image,
+	return out.printInstall(res.res)
+}
+
+// installOutput is where hbx install's progress and result go: JSON lines
+// (--json), warnings only (--quiet), a progress line on a terminal, or
+// the log.
+type installOutput struct {
+	g    *globals
+	cfg  *config.Config
+	o    installOptions
+	json *jsonProgress
+	step func(string) // steps of a recorded change (JSON only)
+}
+
+// progress sets opts' progress and logger for the output chosen; finish,
+// called with the command's error, ends it (the JSON result line of a
+// failure, the end of an unfinished progress line).
+func (out *installOutput) progress(opts *installer.Options) (finish func(error), err error) {
+	g := out.g
+	switch {
+	case out.o.json:
+		out.json = newJSONProgress(g.stdout)
+		opts.Progress, out.step = out.json, out.json.step
+		// The result line is printed whatever happens, with the error.
+		return func(err error) {
+			if err != nil {
+				out.json.result(map[string]any{"changed": false, "image": out.cfg.Executor.Image, "error": err.Error()})
+			}
+		}, nil
+	case out.o.quiet:
+		opts.Logger = quietLogger(g)
+	case isTerminal(g.stderr):
+		tp := newTermProgress(g.stderr)
+		opts.Progress = tp
+		// Log lines go above the progress line, not into it, and an
+		// unfinished progress line ends before the error is printed.
+		if opts.Logger, err = newLogger(tp.logWriter(), g.logLevel); err != nil {
+			return nil, err
+		}
+		return func(error) { tp.finish() }, nil
+	}
+	return func(error) {}, nil
+}
+
+// printSwitch prints a release change made over existing data.
+func (out *installOutput) printSwitch(sw *upgrade.Result) error {
+	if out.json != nil {
+		return out.json.result(map[string]any{
+			"changed": true, "reason": "release change over existing data, with a pre-change backup", "image": out.cfg.Executor.Image,
+			"platform": sw.New.Platform, "index_digest": sw.New.Index, "manifest_digest": sw.New.Manifest,
+			"old": sw.Old, "new": sw.New, "backup": sw.Backup, "notes": sw.Notes, "recovered": sw.Recovered,
+			"duration_ms": sw.Duration.Milliseconds(),
+		})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "installed %s (%s, manifest %s) in %s, replacing %s over existing data\n", sw.New.Image, sw.New.Platform, sw.New.Manifest, sw.Duration.Round(time.Millisecond), sw.Old.Image)
+	fmt.Fprintf(&b, "  pre-change backup: %s (hbx rollback undoes this change)\n", sw.Backup)
+	if sw.Recovered != "" {
+		fmt.Fprintf(&b, "  first %s\n", sw.Recovered)
+	}
+	for _, n := range sw.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	_, err := io.WriteString(out.g.stdout, b.String())
+	return err
+}
+
+// printInstall prints a plain install's result.
+func (out *installOutput) printInstall(res *installer.Result) error {
+	m, image := res.Release.Meta, out.cfg.Executor.Image
+	if out.json != nil {
+		return out.json.result(map[string]any{
+			"changed": res.Changed, "reason": res.Reason, "image": image,
 			"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
 			"fetched": res.Fetched, "reused": res.Reused, "duration_ms": res.Duration.Milliseconds(),
 		})
 	}
 	if !res.Changed {
 		state := "up to date"
-		if o.verify {
+		if out.o.verify {
 			state = "up to date, every file verified against files.json"
 		}
-		fmt.Fprintf(g.stdout, "%s: %s (%s, manifest %s)\n", state, cfg.Executor.Image, m.Platform, m.ManifestDigest)
+		fmt.Fprintf(out.g.stdout, "%s: %s (%s, manifest %s)\n", state, image, m.Platform, m.ManifestDigest)
 		return nil
 	}
-	fmt.Fprintf(g.stdout, "installed %s (%s, manifest %s) in %s: %d blobs fetched, %d reused; reason: %s\n",
-		cfg.Executor.Image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.Reused, res.Reason)
+	fmt.Fprintf(out.g.stdout, "installed %s (%s, manifest %s) in %s: %d blobs fetched, %d reused; reason: %s\n",
+		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.Reused, res.Reason)
 	return nil
 }
 

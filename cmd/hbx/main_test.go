@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -86,14 +85,14 @@ func TestConfigShowConfigFile(t *testing.T) {
 		name      string
 		env, args []string
 		want      string
-		wantJSON  shownValue
+		wantJSON  config.ShownValue
 	}{
 		{"from HBX_CONFIG", []string{"HBX_CONFIG=" + path}, nil,
-			"config: " + path + "  # env HBX_CONFIG", shownValue{Value: path, Source: "env", Detail: "HBX_CONFIG"}},
+			"config: " + path + "  # env HBX_CONFIG", config.ShownValue{Value: path, Source: "env", Detail: "HBX_CONFIG"}},
 		{"--config beats HBX_CONFIG", []string{"HBX_CONFIG=" + other}, []string{"--config", path},
-			"config: " + path + "  # flag --config", shownValue{Value: path, Source: "flag", Detail: "--config"}},
+			"config: " + path + "  # flag --config", config.ShownValue{Value: path, Source: "flag", Detail: "--config"}},
 		{"default, absent", nil, nil,
-			"config: " + config.DefaultPath + "  # default (absent)", shownValue{Value: config.DefaultPath, Source: "default", Absent: true}},
+			"config: " + config.DefaultPath + "  # default (absent)", config.ShownValue{Value: config.DefaultPath, Source: "default", Absent: true}},
 	}
 	if _, err := os.Stat(config.DefaultPath); err == nil {
 		tests = tests[:2] // this machine has a default file
@@ -114,7 +113,7 @@ func TestConfigShowConfigFile(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("config show --json = %v (exit %d)", err, code)
 			}
-			var got map[string]shownValue
+			var got map[string]config.ShownValue
 			if err := json.Unmarshal([]byte(out), &got); err != nil {
 				t.Fatalf("json.Unmarshal(config show --json) = %v\n%s", err, out)
 			}
@@ -131,7 +130,7 @@ func TestConfigShowJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("config show --json = %v (exit %d)", err, code)
 	}
-	var got map[string]shownValue
+	var got map[string]config.ShownValue
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("json.Unmarshal(config show --json) = %v\n%s", err, out)
 	}
@@ -139,7 +138,7 @@ func TestConfigShowJSON(t *testing.T) {
 	if len(got) != 1+len(defaults.ShownKeys()) {
 		t.Errorf("config show --json has %d keys, want %d", len(got), 1+len(defaults.ShownKeys()))
 	}
-	want := map[string]shownValue{
+	want := map[string]config.ShownValue{
 		"executor.port":           {Value: float64(4791), Source: "env", Detail: "HBX_EXECUTOR_PORT"},
 		"install.lock_wait":       {Value: "1m0s", Source: "file", Detail: path},
 		"registry.insecure_hosts": {Value: []any{"[::1]:5000"}, Source: "file", Detail: path},
@@ -304,40 +303,5 @@ func TestLogLevel(t *testing.T) {
 	log.Warn("shown")
 	if strings.Contains(buf.String(), "hidden") || !strings.Contains(buf.String(), "level=WARN msg=shown") {
 		t.Errorf("newLogger(warn) wrote %q, want only the warning", buf.String())
-	}
-}
-
-func TestYAMLValue(t *testing.T) {
-	tests := []struct {
-		in   any
-		want string
-	}{
-		{"ghcr.io/o/x:v1@sha256:ab", "ghcr.io/o/x:v1@sha256:ab"},
-		{"/storage/executor-runtime", "/storage/executor-runtime"},
-		{"127.0.0.1", "127.0.0.1"},
-		{"linux/arm64", "linux/arm64"},
-		{"", `""`},
-		{"::1", `"::1"`},
-		{"1000", `"1000"`},
-		{"0x10", `"0x10"`},
-		{"true", `"true"`},
-		{"No", `"No"`},
-		{"a b", `"a b"`},
-		{"a#b", `"a#b"`},
-		{"-x", `"-x"`},
-		{"x:", `"x:"`},
-		{4788, "4788"},
-		{int64(1 << 34), "17179869184"},
-		{true, "true"},
-		{30 * time.Second, "30s"},
-		{[]string{}, "[]"},
-		{[]string{"127.0.0.1:5000", "[::1]:5000"}, `[127.0.0.1:5000, "[::1]:5000"]`},
-		{map[string]string{"linux/arm64": "sha256:b", "linux/amd64": "sha256:a"}, "{linux/amd64: sha256:a, linux/arm64: sha256:b}"},
-		{map[string]string{}, "{}"},
-	}
-	for _, tt := range tests {
-		if got := yamlValue(tt.in); got != tt.want {
-			t.Errorf("yamlValue(%#v) = %s, want %s", tt.in, got, tt.want)
-		}
 	}
 }

@@ -159,7 +159,7 @@ func unknownCommand(cmd *cobra.Command, name string) error {
 // loadConfig loads the configuration for cmd: the --config file, else the
 // file HBX_CONFIG names (a missing file is an error then), else the
 // default file if present; g's environment and the config-key flags the
-// user set, and refuses paths others could replace (checkTrust). It sets
+// user set, and refuses paths others could replace (config.CheckTrust). It sets
 // g.configPath to the file used. Errors wrap
 // config.ErrInvalid unless the file exists but cannot be read.
 func (g *globals) loadConfig(cmd *cobra.Command) (*config.Config, *config.Sources, error) {
@@ -172,7 +172,7 @@ func (g *globals) loadConfig(cmd *cobra.Command) (*config.Config, *config.Source
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkTrust(cfg, srcs); err != nil { // StrictModes: refuse paths others could swap
+	if err := cfg.CheckTrust(srcs); err != nil { // StrictModes: refuse paths others could swap
 		return nil, nil, err
 	}
 	f := srcs.File()

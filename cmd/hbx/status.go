@@ -68,42 +68,66 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 	if err != nil {
 		return err
 	}
+	list, err := statusList(ctx, c, opts)
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return printStatusJSON(opts, list)
+	}
+	return printStatus(opts, list)
+}
+
+// statusList asks the supervisor behind c for the programs opts.names
+// (all when empty or "all"), in the order asked, noting on opts.stderr a
+// supervisor that is not a child subreaper.
+func statusList(ctx context.Context, c *supervisor.Client, opts statusOptions) ([]supervisor.Status, error) {
 	all, err := c.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("status: %w", err)
+		return nil, fmt.Errorf("status: %w", err)
 	}
 	// A supervisor that could not become a child subreaper says so
 	// (qemu-user); an older one has no /v1/info.
 	if in, err := c.Info(ctx); err == nil && in.NotSubreaper != "" && opts.stderr != nil {
 		fmt.Fprintf(opts.stderr, "hbx: note: supervisor (pid %d) is %s\n", in.PID, in.NotSubreaper)
 	}
-	list := all
-	if len(opts.names) > 0 && !slices.Contains(opts.names, "all") {
-		known := make([]string, len(all))
-		for i, s := range all {
-			known[i] = s.Name
-		}
-		if err := checkProgramNames(opts.cfg, known, opts.names, false); err != nil {
-			return err
-		}
-		list = nil
-		for _, n := range opts.names {
-			list = append(list, all[slices.Index(known, n)])
+	if len(opts.names) == 0 || slices.Contains(opts.names, "all") {
+		return all, nil
+	}
+	known := make([]string, len(all))
+	for i, s := range all {
+		known[i] = s.Name
+	}
+	if err := checkProgramNames(opts.cfg, known, opts.names, false); err != nil {
+		return nil, err
+	}
+	var list []supervisor.Status
+	for _, n := range opts.names {
+		list = append(list, all[slices.Index(known, n)])
+	}
+	return list, nil
+}
+
+// printStatusJSON prints list as JSON; the error says what is not running
+// and a release change half done.
+func printStatusJSON(opts statusOptions, list []supervisor.Status) error {
+	enc := json.NewEncoder(opts.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(list); err != nil {
+		return err
+	}
+	if opts.cfg != nil {
+		if change := pendingChange(opts.cfg); change != nil {
+			return withChange(notRunning(list), change)
 		}
 	}
-	if opts.json {
-		enc := json.NewEncoder(opts.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(list); err != nil {
-			return err
-		}
-		if opts.cfg != nil {
-			if change := pendingChange(opts.cfg); change != nil {
-				return withChange(notRunning(list), change)
-			}
-		}
-		return notRunning(list)
-	}
+	return notRunning(list)
+}
+
+// printStatus prints one line per program, then a release change half
+// done or a recovery's note; the error says what is not running and the
+// change.
+func printStatus(opts statusOptions, list []supervisor.Status) error {
 	width := 8
 	for _, s := range list {
 		width = max(width, len(s.Name))
@@ -121,7 +145,7 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 			fmt.Fprintf(&b, "note: %s\n", note)
 		}
 	}
-	if _, err = io.WriteString(opts.stdout, b.String()); err != nil {
+	if _, err := io.WriteString(opts.stdout, b.String()); err != nil {
 		return err
 	}
 	return withChange(notRunning(list), change)

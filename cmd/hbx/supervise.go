@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -72,16 +69,6 @@ signal that would end a process is logged and ignored.`,
 			if err != nil {
 				return err
 			}
-			// The executor's probe needs its pid, which only the
-			// supervisor knows; it is bound once the supervisor exists,
-			// before any probe runs.
-			var sup atomic.Pointer[supervisor.Supervisor]
-			pid := func() int {
-				if s := sup.Load(); s != nil {
-					return s.Get(config.ExecutorProgram).PID
-				}
-				return 0
-			}
 			// The executor's pin is read again from the configuration at
 			// each start: hbx upgrade and rollback move it while this
 			// supervisor runs.
@@ -89,83 +76,98 @@ signal that would end a process is logged and ignored.`,
 				c, _, err := g.loadConfig(cmd)
 				return c, err
 			}
-			// Before the supervisor runs (the data lock, leftovers of a
-			// dead supervisor, recovery of an interrupted restore or
-			// upgrade), the signals that would end hbx mean what they
-			// mean to a running supervisor: stop ones end this start,
-			// the others are logged and ignored.
-			ctx, early := superviseEarlySignals(cmd.Context(), g)
-			defer early.stop()
-			cmd.SetContext(ctx)
-			opts := superviseOptionsReload(g, cfg, pid, reload)
-			opts.StateDir = supervisorStateDir(cfg)
-			opts.HandleSignals = true
-			// Check the programs before the lock creates anything.
-			if _, err := supervisor.New(opts); err != nil {
-				return fmt.Errorf("supervise: %w", err)
-			}
-			if i := slices.IndexFunc(opts.Programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram }); i >= 0 {
-				// The single-writer rule: this supervisor owns the data
-				// directory for its whole life, and every process of
-				// Executor inherits the lock.
-				dl, err := lockData(cmd.Context(), g, cfg, "hbx supervise", true)
-				if err != nil {
-					if be := (*datalock.BusyError)(nil); errors.As(err, &be) && !be.Leftovers && be.Owner.Command == "hbx supervise" {
-						err = fmt.Errorf("%w: %w", supervisor.ErrAlreadyRunning, err)
-					}
-					return fmt.Errorf("supervise: %w", err)
-				}
-				defer dl.Release()
-				opts.Programs[i].ExtraFiles = []*os.File{dl.File()}
-			}
-			s, err := supervisor.New(opts)
-			if err != nil {
-				return fmt.Errorf("supervise: %w", err)
-			}
-			sup.Store(s)
-			// The supervisor's own locks (state directory and socket)
-			// before any recovery: a second hbx supervise changes
-			// nothing, also when no executor program holds the data lock.
-			if err := s.Claim(); err != nil {
-				return fmt.Errorf("supervise: %w", err)
-			}
-			recoverRestore(cmd.Context(), g, cfg)
-			recoverUpgrade(cmd.Context(), g, cfg, false)
-			if err := cmd.Context().Err(); err != nil {
-				return fmt.Errorf("supervise: stopped before any program started: %w", err)
-			}
-			// While it runs, a release change or restore whose command
-			// dies is undone through it, not left serving unconfirmed.
-			// A recovery it runs when the process exits is cut short, and
-			// its journal lets the next start finish it.
-			wctx, stopWatch := context.WithCancel(cmd.Context())
-			defer stopWatch()
-			go upgrade.ChangeWatch{Interval: changeWatchInterval, Logger: g.log, Box: func() upgrade.WatchedBox {
-				if c, err := reload(); err == nil {
-					return watchedBox{g: g, cfg: c}
-				}
-				return watchedBox{g: g, cfg: cfg}
-			}}.Run(wctx)
-			early.quiet() // Run handles every signal from here on
-			if err := s.Run(cmd.Context()); err != nil {
-				return fmt.Errorf("supervise: %w", err)
-			}
-			return nil
+			return runSupervise(cmd.Context(), g, cfg, reload)
 		},
 	}
 }
 
+// runSupervise runs the supervisor until a stop signal: check the
+// programs, take the data lock (executor inherits it), claim the
+// supervisor's own locks, recover an interrupted restore or upgrade,
+// watch for changes whose command dies, then run.
+func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) error {
+	// Before the supervisor runs (the data lock, leftovers of a dead
+	// supervisor, recovery of an interrupted restore or upgrade), the
+	// signals that would end hbx mean what they mean to a running
+	// supervisor: stop ones end this start, the others are logged and
+	// ignored.
+	ctx, early := supervisor.HandleEarlySignals(ctx, g.log)
+	defer early.Stop()
+	opts := superviseOptionsReload(g, cfg, reload)
+	opts.StateDir = supervisorStateDir(cfg)
+	opts.HandleSignals = true
+	// Check the programs before the lock creates anything.
+	if _, err := supervisor.New(opts); err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	release, err := lockExecutorData(ctx, g, cfg, opts.Programs)
+	if err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	defer release()
+	s, err := supervisor.New(opts)
+	if err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	// The supervisor's own locks (state directory and socket) before any
+	// recovery: a second hbx supervise changes nothing, also when no
+	// executor program holds the data lock.
+	if err := s.Claim(); err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	recoverRestore(ctx, g, cfg)
+	recoverUpgrade(ctx, g, cfg, false)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("supervise: stopped before any program started: %w", err)
+	}
+	// While it runs, a release change or restore whose command dies is
+	// undone through it, not left serving unconfirmed. A recovery it runs
+	// when the process exits is cut short, and its journal lets the next
+	// start finish it.
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go upgrade.ChangeWatch{Interval: changeWatchInterval, Logger: g.log, Box: func() upgrade.WatchedBox {
+		if c, err := reload(); err == nil {
+			return watchedBox{g: g, cfg: c}
+		}
+		return watchedBox{g: g, cfg: cfg}
+	}}.Run(wctx)
+	early.Quiet() // Run handles every signal from here on
+	if err := s.Run(ctx); err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	return nil
+}
+
+// lockExecutorData takes the data directory's lock when programs include
+// the executor (the single-writer rule: this supervisor owns the data
+// directory for its whole life) and hands it to the executor's processes;
+// release gives it back (a no-op without an executor program).
+func lockExecutorData(ctx context.Context, g *globals, cfg *config.Config, programs []supervisor.Program) (release func(), err error) {
+	i := slices.IndexFunc(programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram })
+	if i < 0 {
+		return func() {}, nil
+	}
+	dl, err := lockData(ctx, g, cfg, "hbx supervise", true)
+	if err != nil {
+		if be := (*datalock.BusyError)(nil); errors.As(err, &be) && !be.Leftovers && be.Owner.Command == "hbx supervise" {
+			err = fmt.Errorf("%w: %w", supervisor.ErrAlreadyRunning, err)
+		}
+		return nil, err
+	}
+	programs[i].ExtraFiles = []*os.File{dl.File()}
+	return func() { _ = dl.Release() }, nil
+}
+
 // superviseOptions maps the configuration onto the supervisor's options.
-// executorPID returns the running executor's pid (0 when none runs), for
-// its probe.
-func superviseOptions(g *globals, cfg *config.Config, executorPID func() int) supervisor.Options {
-	return superviseOptionsReload(g, cfg, executorPID, nil)
+func superviseOptions(g *globals, cfg *config.Config) supervisor.Options {
+	return superviseOptionsReload(g, cfg, nil)
 }
 
 // superviseOptionsReload is superviseOptions where the executor's image
 // pin comes from reload() at each start (cfg's when reload is nil or
 // fails).
-func superviseOptionsReload(g *globals, cfg *config.Config, executorPID func() int, reload func() (*config.Config, error)) supervisor.Options {
+func superviseOptionsReload(g *globals, cfg *config.Config, reload func() (*config.Config, error)) supervisor.Options {
 	var env []string
 	for _, kv := range g.env {
 		if !strings.HasPrefix(kv, config.EnvPrefix) {
@@ -178,7 +180,7 @@ func superviseOptionsReload(g *globals, cfg *config.Config, executorPID func() i
 		if !pc.Enabled {
 			continue
 		}
-		opts.Programs = append(opts.Programs, supervisedProgram(g, cfg, name, pc, executorPID, reload))
+		opts.Programs = append(opts.Programs, supervisedProgram(g, cfg, name, pc, reload))
 	}
 	if cfg.Executor.InstallOnStart {
 		if slices.ContainsFunc(opts.Programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram }) {
@@ -189,7 +191,7 @@ func superviseOptionsReload(g *globals, cfg *config.Config, executorPID func() i
 			if err != nil {
 				return err
 			}
-			io.Progress = installStatus(progress)
+			io.Progress = installer.LayerStatus(progress)
 			// Under existing data a release change goes through the
 			// upgrade path (pre-change backup, journal), or is refused.
 			_, err = guardedInstall(ctx, g, cfg, nil, io, true, nil)
@@ -199,31 +201,8 @@ func superviseOptionsReload(g *globals, cfg *config.Config, executorPID func() i
 	return opts
 }
 
-// installStatus turns install events into the detail the executor's
-// status shows while install_on_start runs: "installing the release
-// (N/M layers)", N the layers applied.
-func installStatus(set func(string)) installer.Progress {
-	var applied atomic.Int64
-	return installProgressFunc(func(e installer.Event) {
-		switch e.Kind {
-		case installer.EventBlobStart, installer.EventLayerStart:
-			set(fmt.Sprintf("installing the release (%d/%d layers)", applied.Load(), e.Count))
-		case installer.EventLayerDone:
-			set(fmt.Sprintf("installing the release (%d/%d layers)", applied.Add(1), e.Count))
-		case installer.EventActivate:
-			set("installing the release: activating it")
-		}
-	})
-}
-
-// installProgressFunc is an installer.Progress from a function.
-type installProgressFunc func(installer.Event)
-
-func (f installProgressFunc) Event(e installer.Event) { f(e) }
-
-// supervisedProgram maps one programs.<name> entry; executorPID is the
-// executor's probe's way to its pid.
-func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Program, executorPID func() int, reload func() (*config.Config, error)) supervisor.Program {
+// supervisedProgram maps one programs.<name> entry.
+func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Program, reload func() (*config.Config, error)) supervisor.Program {
 	logFile := func(path, suffix string) supervisor.LogFile {
 		if path == "" {
 			path = filepath.Join(cfg.Supervisor.LogDir, name+suffix)
@@ -251,8 +230,13 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 		}
 		return p
 	}
-	// The built-in executor: the active release, prepared afresh at each
-	// start, gated and watched by its health check.
+	return executorProgram(g, cfg, p, reload)
+}
+
+// executorProgram completes p as the built-in executor: the active
+// release, prepared afresh at each start (with the pin reload gives),
+// gated and watched by its health check.
+func executorProgram(g *globals, cfg *config.Config, p supervisor.Program, reload func() (*config.Config, error)) supervisor.Program {
 	hostPath := release.DefaultHostPath // never the caller's PATH
 	// The MCP tool set is pinned with the image (hbx upgrade --mcp-tools):
 	// the probe checks the one read with the pin at the last start.
@@ -275,7 +259,7 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 		logTightened(g, spec)
 		return &supervisor.Command{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Credential: spec.Credential}, nil
 	}
-	p.Probe = executorProbeTools(cfg, executorPID, func() []string {
+	p.Probe = executorProbeTools(cfg, func() []string {
 		if t := tools.Load(); t != nil {
 			return *t
 		}
@@ -292,38 +276,22 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 // (api-health by default: GET /api/health on its listen address answers
 // 200 with status "ok", with the bearer key of health.token_file when
 // set), then check listeners: every TCP listener of the process tree of
-// pid() is on loopback, the listen address and port among them. So an
-// Executor that listens on 0.0.0.0 never becomes RUNNING, and is
-// restarted when it starts to while running.
-func executorProbe(cfg *config.Config, pid func() int) supervisor.Probe {
-	return executorProbeTools(cfg, pid, nil)
+// the pid the supervisor gives (the executor's) is on loopback, the
+// listen address and port among them. So an Executor that listens on
+// 0.0.0.0 never becomes RUNNING, and is restarted when it starts to while
+// running.
+func executorProbe(cfg *config.Config) supervisor.ProcessProbe {
+	return executorProbeTools(cfg, nil)
 }
 
 // executorProbeTools is executorProbe whose readiness check mcp-tools
 // expects the names tools returns at each call (cfg's when tools is nil).
-func executorProbeTools(cfg *config.Config, pid func() int, tools func() []string) supervisor.Probe {
-	var want netip.AddrPort
-	if a, err := netip.ParseAddr(cfg.Executor.Listen); err == nil { // validated by Load
-		want = netip.AddrPortFrom(a, uint16(cfg.Executor.Port))
+func executorProbeTools(cfg *config.Config, tools func() []string) supervisor.ProcessProbe {
+	probe, err := health.ReadyProcess(healthChecks(cfg, false, nil), cfg.Health.Readiness, tools)
+	if err != nil { // validated by Load
+		return supervisor.ProcessProbeFunc(func(context.Context, int) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) })
 	}
-	ready := readinessProbe(cfg)
-	return supervisor.ProbeFunc(func(ctx context.Context) error {
-		r := ready
-		if tools != nil && cfg.Health.Readiness == health.ReadyMCPTools {
-			c := *cfg
-			c.Health.MCPTools = tools()
-			r = readinessProbe(&c)
-		}
-		if err := r(ctx); err != nil {
-			return err
-		}
-		p := pid()
-		if p == 0 {
-			return fmt.Errorf("%w: executor has no pid", health.ErrUnhealthy)
-		}
-		_, err := health.Listeners(p, want)
-		return err
-	})
+	return supervisor.ProcessProbeFunc(probe)
 }
 
 // readinessProbe is the check health.readiness names, with the options of
@@ -334,59 +302,4 @@ func readinessProbe(cfg *config.Config) func(context.Context) error {
 		return func(context.Context) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) }
 	}
 	return ready
-}
-
-// earlySignals is the signal handling of hbx supervise before its
-// supervisor runs (supervisor.Signals says what each signal means).
-type earlySignals struct {
-	ch     chan os.Signal
-	done   chan struct{}
-	silent atomic.Bool
-}
-
-// superviseEarlySignals catches every signal in supervisor.Signals until
-// stop: a SignalStop one cancels the returned context, the others are
-// logged and ignored. After quiet, signals are still caught (so none ends
-// hbx between this handler and the supervisor's own) but left to the
-// supervisor, which handles them too.
-func superviseEarlySignals(parent context.Context, g *globals) (context.Context, *earlySignals) {
-	ctx, cancel := context.WithCancel(parent)
-	e := &earlySignals{ch: make(chan os.Signal, 8), done: make(chan struct{})}
-	sigs := make([]os.Signal, 0, len(supervisor.Signals))
-	for sig := range supervisor.Signals {
-		sigs = append(sigs, sig)
-	}
-	signal.Notify(e.ch, sigs...)
-	go func() {
-		defer cancel()
-		for {
-			select {
-			case <-e.done:
-				return
-			case v := <-e.ch:
-				if e.silent.Load() {
-					continue
-				}
-				sig := v.(syscall.Signal)
-				if supervisor.Signals[sig] == supervisor.SignalStop {
-					g.log.Info("signal: stopping before any program started", "signal", unix.SignalName(sig))
-					cancel()
-					continue
-				}
-				if sig != syscall.SIGPIPE { // also raised by hbx's own writes to a closed connection
-					g.log.Info("signal: ignored while the supervisor starts", "signal", unix.SignalName(sig))
-				}
-			}
-		}
-	}()
-	return ctx, e
-}
-
-// quiet leaves every signal to the running supervisor.
-func (e *earlySignals) quiet() { e.silent.Store(true) }
-
-// stop ends the early handling.
-func (e *earlySignals) stop() {
-	signal.Stop(e.ch)
-	close(e.done)
 }

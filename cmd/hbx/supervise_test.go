@@ -100,7 +100,7 @@ programs:
 		t.Fatal(err)
 	}
 	g := &globals{env: []string{"PATH=/bin", "HBX_EXECUTOR_PORT=1"}}
-	opts := superviseOptions(g, cfg, func() int { return 0 })
+	opts := superviseOptions(g, cfg)
 	if diff := cmp.Diff(opts.Env, []string{"PATH=/bin"}); diff != "" {
 		t.Errorf("Env (-got +want):\n%s", diff)
 	}

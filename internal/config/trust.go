@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -6,11 +6,10 @@ import (
 	"path/filepath"
 
 	"github.com/hermesbox/hbx/internal/account"
-	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/pathtrust"
 )
 
-// checkTrust refuses the configuration (config.ErrInvalid, exit 2) when a
+// CheckTrust refuses the configuration (ErrInvalid) when a
 // path it names, or the directory of the hbx binary, could be replaced or
 // rewritten by a user other than root, by pathtrust.Check's rule:
 //
@@ -29,8 +28,9 @@ import (
 //     that user planted inside (symlinks to its own files, hard links, open
 //     descriptors) would outlive a chown of the directory.
 //
-// An unknown executor.user is left to the command that needs it.
-func checkTrust(cfg *config.Config, srcs *config.Sources) error {
+// An unknown executor.user is left to the command that needs it. hbx
+// calls it on every configuration it loads (StrictModes).
+func (cfg *Config) CheckTrust(srcs *Sources) error {
 	var root pathtrust.Trust
 	if uid := os.Geteuid(); uid != 0 {
 		root.UIDs = []uint32{uint32(uid)}
@@ -40,12 +40,35 @@ func checkTrust(cfg *config.Config, srcs *config.Sources) error {
 	if cred, err := account.Lookup(cfg.Executor.User); err == nil && cred != nil {
 		payload.UIDs = append(append([]uint32(nil), root.UIDs...), cred.Uid)
 	}
-	type item struct {
-		key, path     string
-		ancestorsOnly bool
-		trust         pathtrust.Trust
+	for _, it := range cfg.trustItems(srcs, root, payload) {
+		if it.path == "" {
+			continue
+		}
+		if err := pathtrust.Check(it.key, it.path, it.ancestorsOnly, it.trust); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
 	}
-	items := []item{
+	// The registry's credentials (a ghcr.io token) are hbx's alone, as the
+	// env file's secrets are: the payload and the agent must not read them.
+	if f := cfg.Registry.AuthFile; f != "" {
+		if st, err := os.Stat(f); err == nil && st.Mode().Perm()&0o077 != 0 {
+			return fmt.Errorf("%w: registry.auth_file %s has mode %04o: it holds registry credentials and must be 0600 or stricter", ErrInvalid, f, st.Mode().Perm())
+		}
+	}
+	return nil
+}
+
+// trustItem is one path CheckTrust checks, by pathtrust.Check's rule.
+type trustItem struct {
+	key, path     string
+	ancestorsOnly bool
+	trust         pathtrust.Trust
+}
+
+// trustItems lists the paths CheckTrust checks: root's alone (root) or
+// also executor.user's (payload).
+func (cfg *Config) trustItems(srcs *Sources, root, payload pathtrust.Trust) []trustItem {
+	items := []trustItem{
 		{"executor.runtime_dir", cfg.Executor.RuntimeDir, false, root},
 		{"backup.dir", cfg.Backup.Dir, false, root},
 		{"executor.env_file", cfg.Executor.EnvFile, false, root},
@@ -61,34 +84,19 @@ func checkTrust(cfg *config.Config, srcs *config.Sources) error {
 		// markers and process-group records), which root opens, writes
 		// and acts on. Whoever can write there can plant symlinks or a
 		// whole directory for them.
-		items = append(items, item{"the directory holding executor.data_dir's lock and supervisor state", filepath.Dir(filepath.Clean(d)), false, root})
+		items = append(items, trustItem{"the directory holding executor.data_dir's lock and supervisor state", filepath.Dir(filepath.Clean(d)), false, root})
 	}
 	if d := cfg.Executor.StateDir; d != "" {
 		// hbx writes and removes the pidfile in the state directory by
 		// path: whoever can write its parent could swap the directory
 		// for a symlink between the start and that write.
-		items = append(items, item{"the directory holding executor.state_dir", filepath.Dir(filepath.Clean(d)), false, root})
+		items = append(items, trustItem{"the directory holding executor.state_dir", filepath.Dir(filepath.Clean(d)), false, root})
 	}
 	if f := srcs.File(); f.Read {
-		items = append(items, item{"config file", f.Path, false, root})
+		items = append(items, trustItem{"config file", f.Path, false, root})
 	}
 	if exe, err := os.Executable(); err == nil {
-		items = append(items, item{"the hbx binary's directory", filepath.Dir(exe), false, root})
+		items = append(items, trustItem{"the hbx binary's directory", filepath.Dir(exe), false, root})
 	}
-	for _, it := range items {
-		if it.path == "" {
-			continue
-		}
-		if err := pathtrust.Check(it.key, it.path, it.ancestorsOnly, it.trust); err != nil {
-			return fmt.Errorf("%w: %w", config.ErrInvalid, err)
-		}
-	}
-	// The registry's credentials (a ghcr.io token) are hbx's alone, as the
-	// env file's secrets are: the payload and the agent must not read them.
-	if f := cfg.Registry.AuthFile; f != "" {
-		if st, err := os.Stat(f); err == nil && st.Mode().Perm()&0o077 != 0 {
-			return fmt.Errorf("%w: registry.auth_file %s has mode %04o: it holds registry credentials and must be 0600 or stricter", config.ErrInvalid, f, st.Mode().Perm())
-		}
-	}
-	return nil
+	return items
 }

@@ -1,0 +1,334 @@
+package installer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.podman.io/image/v5/docker/reference"
+
+	"github.com/hermesbox/hbx/extract"
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/fsat"
+	"github.com/hermesbox/hbx/release"
+)
+
+// cold is one cold install, shared by its steps.
+type cold struct {
+	opts    Options
+	ref     reference.Canonical
+	plat    Platform
+	log     *slog.Logger
+	prog    Progress
+	src     *remote
+	r       *resolved
+	cache   blobCache
+	staged  string // staging/<manifest hex>-<random>
+	rootfs  string // staged/rootfs
+	a       *extract.Applier
+	flusher *atomicfile.Flusher
+	unpack  *unpacker
+	feeds   []*feed // one per layer, fed by the fetcher
+	res     Result
+}
+
+// coldInstall fetches, applies, records, validates and publishes the
+// release ref names for plat. Crash windows, step by step: until
+// activate's rename nothing visible changes (a killed run leaves staging/
+// and tmp/, removed by the next install, and complete blobs, reused);
+// activate says what its renames leave. On failure the staging tree and
+// tmp/ go, complete blobs stay (pruned by the cache's rule on a full disk).
+func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress, dl *deadline) (_ *Result, err error) {
+	c := &cold{opts: opts, ref: ref, plat: plat, log: log, prog: prog, cache: blobCache{dir: filepath.Join(opts.RuntimeDir, release.BlobsDir)}}
+	release.CleanupTrees(opts.RuntimeDir, log) // what a killed run left; keep its complete blobs
+	defer func() { err = c.failed(err) }()
+	if c.src, err = openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, release.ScratchDir), log); err != nil {
+		return nil, err
+	}
+	defer c.src.Close()
+	if c.r, err = resolve(ctx, c.src, ref.Digest(), plat, opts.PlatformDigest); err != nil {
+		return nil, err
+	}
+	if err := c.checkSpace(dl); err != nil {
+		return nil, err
+	}
+	if err := c.makeStaging(); err != nil {
+		return nil, err
+	}
+	published := false
+	defer func() {
+		if !published {
+			os.RemoveAll(c.staged)
+		}
+	}()
+	if err := c.newApplier(); err != nil {
+		return nil, err
+	}
+	defer c.a.Close()
+	// Write back what is applied while extraction goes on (kicked with each
+	// progress report), so the final syncfs has little left to do.
+	c.flusher = atomicfile.NewFlusher(c.staged)
+	defer c.flusher.Wait()
+	// Deferred calls run in reverse: the fetcher is stopped and the feeds
+	// closed (ending any read blocked on them), then the read-ahead is
+	// waited for, so no goroutine of this install reports progress, kicks
+	// the flusher or writes into the cache after it.
+	c.unpack = newUnpacker()
+	defer c.unpack.close()
+	defer c.startFetch(ctx)()
+	if err := c.applyLayers(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.writeRecords(); err != nil {
+		return nil, err
+	}
+	if err := c.validate(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.makeDurable(); err != nil {
+		return nil, err
+	}
+	c.prog.Event(Event{Kind: EventActivate, Digest: c.r.ManifestDigest})
+	if err := activate(opts.RuntimeDir, c.staged, c.r.ManifestDigest.Encoded(), log, prog, c.r.ManifestDigest, opts.StageOnly); err != nil {
+		return nil, fmt.Errorf("activate: %w", err)
+	}
+	published = true
+	return c.finish()
+}
+
+// failed cleans up after a failed cold install (err): it leaves complete
+// blobs (for the next run) and the lock file, nothing else, but not on
+// the disk that just filled: the blobs go by the cache's rule (all of
+// them unless install.keep_blobs). It returns err, noting removed blobs.
+func (c *cold) failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	os.RemoveAll(filepath.Join(c.opts.RuntimeDir, release.ScratchDir))
+	os.Remove(filepath.Join(c.opts.RuntimeDir, release.StagingDir)) // only when empty
+	if errors.Is(err, ErrNoSpace) || errors.Is(err, syscall.ENOSPC) {
+		if n := release.PruneBlobs(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log); n > 0 {
+			err = fmt.Errorf("%w; removed %d cached blobs of no release", err, n)
+		}
+	}
+	return err
+}
+
+// checkSpace scales the deadline to the image's size and refuses an image
+// the runtime directory's file system cannot hold.
+func (c *cold) checkSpace(dl *deadline) error {
+	size := c.r.Manifest.Config.Size
+	for _, l := range c.r.Manifest.Layers {
+		size += l.Size
+	}
+	dl.scale(size)
+	return checkSpace(c.opts.RuntimeDir, c.cache, c.r.Manifest.Layers)
+}
+
+// makeStaging creates the staging tree, mode 0755 and the installing
+// user's whatever the umask: it becomes releases/<hex>.
+func (c *cold) makeStaging() error {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	c.staged = filepath.Join(c.opts.RuntimeDir, release.StagingDir, c.r.ManifestDigest.Encoded()+"-"+hex.EncodeToString(rnd[:]))
+	c.rootfs = filepath.Join(c.staged, release.RootfsDir)
+	if err := fsat.MkdirAll(c.rootfs, 0o755); err != nil {
+		return fmt.Errorf("create staging directory: %w", err)
+	}
+	if err := ownDirs(c.log, filepath.Dir(c.staged), c.staged, c.rootfs); err != nil {
+		return fmt.Errorf("staging directory: %w", err)
+	}
+	for _, d := range []string{c.staged, c.rootfs} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return fmt.Errorf("staging directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// newApplier opens the layer applier on the staged rootfs. The image's
+// owners are never applied: every entry is the installing user's (root),
+// with modes per extract.RuntimeMode.
+func (c *cold) newApplier() (err error) {
+	c.a, err = extract.New(c.rootfs, extract.Options{
+		MaxBytes:     c.opts.MaxUncompressedBytes,
+		RuntimeModes: true,
+		HashFiles:    true,
+		Logger:       c.log,
+	})
+	return err
+}
+
+// startFetch fetches ahead of extraction, and extraction goes on while
+// fetching: each layer is applied as its blob arrives (following the cache
+// file being written), and the next blob downloads while this layer
+// finishes. The returned stop cancels the fetcher, waits for it and
+// closes every feed: after it, the fetcher never writes into the cache.
+func (c *cold) startFetch(ctx context.Context) (stop func()) {
+	layers := c.r.Manifest.Layers
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	fetchDone := make(chan struct{})
+	c.feeds = make([]*feed, len(layers))
+	for i := range c.feeds {
+		c.feeds[i] = newFeed()
+	}
+	go func() {
+		defer close(fetchDone)
+		for i, l := range layers {
+			c.prog.Event(Event{Kind: EventBlobStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
+			if err := c.cache.fetch(fetchCtx, c.src, l, c.feeds[i]); err != nil {
+				for _, fd := range c.feeds[i+1:] {
+					fd.finish(false, errFeedAbandoned)
+				}
+				return
+			}
+			c.log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", c.feeds[i].fetched)
+			c.prog.Event(Event{Kind: EventBlobDone, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
+		}
+	}()
+	return func() {
+		stopFetch()
+		<-fetchDone
+		for _, fd := range c.feeds {
+			fd.close()
+		}
+	}
+}
+
+// applyLayers applies every layer in order, each from its feed.
+func (c *cold) applyLayers(ctx context.Context) error {
+	for i := range c.r.Manifest.Layers {
+		if err := c.applyLayer(ctx, i); err != nil {
+			return err
+		}
+	}
+	if n := len(c.a.Stats().DroppedSetid); n > 0 {
+		c.log.Warn("dropped setuid/setgid bits", "entries", n, "first", c.a.Stats().DroppedSetid[0])
+	}
+	return nil
+}
+
+// applyLayer applies layer i and checks its diff_id. A failed download is
+// the cause whatever extraction made of the bytes it got.
+func (c *cold) applyLayer(ctx context.Context, i int) error {
+	layers := c.r.Manifest.Layers
+	l, fd := layers[i], c.feeds[i]
+	layerStart := time.Now()
+	c.prog.Event(Event{Kind: EventLayerStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
+	report := func(done int64) {
+		c.flusher.Kick()
+		c.prog.Event(Event{Kind: EventLayerProgress, Digest: l.Digest, Size: l.Size, Done: done, Index: i, Count: len(layers)})
+	}
+	err := c.unpack.apply(ctx, c.cache, c.a, fd, l, c.r.Config.RootFS.DiffIDs[i], report)
+	if err != nil && ctx.Err() == nil {
+		// Extraction may have failed on bytes the download is about to
+		// refuse: let it finish, for a while, so that a lying registry is
+		// reported as such.
+		wctx, cancel := context.WithTimeout(ctx, verdictWait)
+		if werr := fd.wait(wctx); errors.Is(werr, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (the blob's download had not finished %s later, so its digest is unchecked)", err, verdictWait)
+		}
+		cancel()
+	}
+	if ferr := fd.failure(); ferr != nil && !errors.Is(ferr, errFeedAbandoned) {
+		return fmt.Errorf("fetch layer %s from %s: %w", l.Digest, reference.Domain(c.ref), ferr)
+	}
+	if err != nil {
+		return fmt.Errorf("extract layer %s: %w", l.Digest, noSpace(err, c.staged))
+	}
+	if fd.fetched {
+		c.res.Fetched++
+	} else {
+		c.res.Reused++
+	}
+	c.log.Info("layer applied", "digest", l.Digest, "index", i, "took", time.Since(layerStart).Round(time.Millisecond))
+	c.prog.Event(Event{Kind: EventLayerDone, Digest: l.Digest, Size: l.Size, Done: l.Size, Index: i, Count: len(layers)})
+	fd.close()
+	return nil
+}
+
+// writeRecords writes the staged release's records: files.json (streamed,
+// one entry per line: memory stays flat whatever the number of files),
+// release.json, and the manifest and config as fetched, so `hbx health
+// --deep` can re-hash them once the blob cache is gone.
+func (c *cold) writeRecords() error {
+	if err := atomicfile.Write(filepath.Join(c.staged, release.FilesFile), 0o644, func(w io.Writer) error {
+		return writeFileList(w, c.rootfs, c.a.FileHash)
+	}); err != nil {
+		return err
+	}
+	mb, err := json.MarshalIndent(newMeta(c.opts, c.plat, c.r), "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", release.MetaFile, err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(c.staged, release.MetaFile), append(mb, '\n'), 0o644); err != nil {
+		return err
+	}
+	for name, b := range map[string][]byte{release.ManifestFile: c.r.ManifestBytes, release.ConfigFile: c.r.ConfigBytes} {
+		if err := atomicfile.WriteFile(filepath.Join(c.staged, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate checks the staged release (its program, the smoke command,
+// path arguments mapping into the release, data or state directory) and
+// that the install was not interrupted: then nothing is published.
+func (c *cold) validate(ctx context.Context) error {
+	inst, err := release.Open(c.staged)
+	if err != nil {
+		return err
+	}
+	if err = validate(ctx, inst, c.plat, c.opts); err != nil {
+		return fmt.Errorf("validate release: %w", err)
+	}
+	if err := release.CheckArgs(inst); err != nil {
+		return fmt.Errorf("validate release: %w", err)
+	}
+	return ctx.Err()
+}
+
+// makeDurable writes the staged tree back to disk (syncfs) before it is
+// published.
+func (c *cold) makeDurable() error {
+	c.flusher.Wait()
+	syncStart := time.Now()
+	if err := atomicfile.SyncFS(c.staged); err != nil {
+		return err
+	}
+	c.log.Info("release durable", "took", time.Since(syncStart).Round(time.Millisecond))
+	return nil
+}
+
+// finish returns the published release: with StageOnly the staged one
+// (its blobs pruned: an upgrade activates it later with Activate, which
+// does not clean), else the active one, after cleanup.
+func (c *cold) finish() (*Result, error) {
+	hexd, stats := c.r.ManifestDigest.Encoded(), c.a.Stats()
+	res := c.res
+	var err error
+	if c.opts.StageOnly {
+		c.log.Info("staged", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes)
+		release.PruneBlobs(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
+		if res.Release, err = release.Open(filepath.Join(c.opts.RuntimeDir, release.ReleasesDir, hexd)); err != nil {
+			return nil, fmt.Errorf("read staged release: %w", err)
+		}
+		return &res, nil
+	}
+	c.log.Info("activated", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes)
+	release.Cleanup(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
+	if res.Release, err = release.Current(c.opts.RuntimeDir); err != nil {
+		return nil, fmt.Errorf("read activated release: %w", err)
+	}
+	return &res, nil
+}

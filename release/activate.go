@@ -1,0 +1,209 @@
+package release
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/killpoint"
+)
+
+// Publish renames the staged release directory staged (complete and
+// durable) to releases/<hex> and syncs releases/. A release directory of
+// the same digest already there (damaged or half-published, maybe current
+// itself) is swapped with it, so current never dangles; the old tree then
+// sits at staged and goes with the staging area. Crash windows: before the
+// rename nothing visible changed; after it releases/<hex> is complete and
+// durable but current is unchanged.
+func Publish(runtimeDir, staged, hex string, log *slog.Logger) error {
+	relDir := filepath.Join(runtimeDir, ReleasesDir)
+	final := filepath.Join(relDir, hex)
+	err := unix.Renameat2(unix.AT_FDCWD, staged, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EEXIST) {
+		log.Info("replacing existing release directory", "release", hex)
+		err = unix.Renameat2(unix.AT_FDCWD, staged, unix.AT_FDCWD, final, unix.RENAME_EXCHANGE)
+	}
+	if err != nil {
+		return fmt.Errorf("publish release %s: %w", hex, err)
+	}
+	return atomicfile.SyncDir(relDir)
+}
+
+// SwitchCurrent points current at releases/<hex> and previous at what
+// current named before (unless that is the same release). previous moves
+// first; current moves in one rename.
+func SwitchCurrent(runtimeDir, hex string) error {
+	target := filepath.Join(ReleasesDir, hex)
+	current := filepath.Join(runtimeDir, CurrentLink)
+	old, err := os.Readlink(current)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("read current: %w", err)
+	case old != target:
+		if err := atomicfile.Symlink(old, filepath.Join(runtimeDir, PreviousLink)); err != nil {
+			return fmt.Errorf("record previous release: %w", err)
+		}
+	}
+	killpoint.At(killpoint.BeforeSwitch)
+	if err := atomicfile.Symlink(target, current); err != nil {
+		return fmt.Errorf("switch current: %w", err)
+	}
+	killpoint.At(killpoint.AfterSwitch)
+	return nil
+}
+
+// Cleanup removes what earlier runs left: staging trees, temporary files,
+// releases that are neither current nor previous, and the blobs
+// PruneBlobs removes (all of them unless keepBlobs). Errors are logged,
+// not returned: Cleanup never fails an install.
+func Cleanup(runtimeDir string, keepBlobs bool, log *slog.Logger) {
+	CleanupTrees(runtimeDir, log)
+	PruneBlobs(runtimeDir, keepBlobs, log)
+}
+
+// CleanupTrees is Cleanup without the blob cache's complete blobs: their
+// temporaries go, the blobs stay for the next run.
+func CleanupTrees(runtimeDir string, log *slog.Logger) {
+	keep := linkedReleases(runtimeDir)
+	rm := func(p string) {
+		if err := os.RemoveAll(p); err != nil {
+			log.Warn("cleanup", "path", p, "err", err)
+		}
+	}
+	rm(filepath.Join(runtimeDir, StagingDir))
+	rm(filepath.Join(runtimeDir, ScratchDir))
+	if ents, err := os.ReadDir(filepath.Join(runtimeDir, ReleasesDir)); err == nil {
+		for _, e := range ents {
+			if !keep[e.Name()] {
+				log.Info("removing old release", "release", e.Name())
+				rm(filepath.Join(runtimeDir, ReleasesDir, e.Name()))
+			}
+		}
+	}
+	if ents, err := os.ReadDir(runtimeDir); err == nil {
+		for _, e := range ents {
+			if atomicfile.IsTemp(e.Name()) {
+				rm(filepath.Join(runtimeDir, e.Name()))
+			}
+		}
+	}
+	filepath.WalkDir(filepath.Join(runtimeDir, BlobsDir), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && atomicfile.IsTemp(d.Name()) {
+			rm(p)
+		}
+		return nil
+	})
+}
+
+// PruneBlobs applies the blob cache's rule: without keepBlobs the whole
+// cache is removed; with it, every blob that no release under releases/
+// lists (its layers) is removed, so the cache holds only blobs of
+// releases that exist. It returns how many blobs it removed.
+func PruneBlobs(runtimeDir string, keepBlobs bool, log *slog.Logger) int {
+	blobs := filepath.Join(runtimeDir, BlobsDir)
+	if !keepBlobs {
+		n, size := CompleteBlobs(blobs)
+		if err := os.RemoveAll(blobs); err != nil {
+			log.Warn("cleanup", "path", blobs, "err", err)
+			return 0
+		}
+		if n > 0 {
+			log.Info("removed the blob cache", "blobs", n, "bytes", size)
+		}
+		return n
+	}
+	removed := 0
+	for _, p := range unlistedBlobs(runtimeDir) {
+		if err := os.Remove(p); err != nil {
+			log.Warn("cleanup", "path", p, "err", err)
+			continue
+		}
+		removed++
+	}
+	if removed > 0 {
+		log.Info("removed blobs of no release", "blobs", removed)
+	}
+	return removed
+}
+
+// unlistedBlobs returns the paths of the cache's blobs (temporaries
+// included) that no release under releases/ lists.
+func unlistedBlobs(runtimeDir string) []string {
+	listed := map[string]bool{}
+	rels, _ := os.ReadDir(filepath.Join(runtimeDir, ReleasesDir))
+	for _, r := range rels {
+		inst, err := Open(filepath.Join(runtimeDir, ReleasesDir, r.Name()))
+		if err != nil {
+			continue
+		}
+		for _, l := range inst.Meta.Layers {
+			listed[filepath.Join(runtimeDir, BlobsDir, string(l.Algorithm()), l.Encoded())] = true
+		}
+	}
+	var out []string
+	filepath.WalkDir(filepath.Join(runtimeDir, BlobsDir), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !listed[p] {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// HasLeftovers reports, with a few directory reads, whether Cleanup has
+// work: staging or scratch trees, temporaries, releases that are neither
+// current nor previous, or blobs the cache's rule removes.
+func HasLeftovers(runtimeDir string, keepBlobs bool) bool {
+	ents, err := os.ReadDir(runtimeDir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		switch n := e.Name(); {
+		case n == StagingDir, n == ScratchDir, atomicfile.IsTemp(n), n == BlobsDir && !keepBlobs:
+			return true
+		}
+	}
+	keep := linkedReleases(runtimeDir)
+	rels, _ := os.ReadDir(filepath.Join(runtimeDir, ReleasesDir))
+	for _, r := range rels {
+		if !keep[r.Name()] {
+			return true
+		}
+	}
+	return keepBlobs && len(unlistedBlobs(runtimeDir)) > 0
+}
+
+// linkedReleases names the release directories current and previous point
+// to: the ones Cleanup keeps.
+func linkedReleases(runtimeDir string) map[string]bool {
+	keep := map[string]bool{}
+	for _, l := range []string{CurrentLink, PreviousLink} {
+		if t, err := os.Readlink(filepath.Join(runtimeDir, l)); err == nil {
+			keep[filepath.Base(t)] = true
+		}
+	}
+	return keep
+}
+
+// CompleteBlobs counts the complete blobs in the cache and their bytes.
+func CompleteBlobs(dir string) (n int, size int64) {
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || atomicfile.IsTemp(e.Name()) {
+			return nil
+		}
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			n++
+			size += fi.Size()
+		}
+		return nil
+	})
+	return n, size
+}
