@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 
-	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/internal/account"
@@ -47,10 +46,9 @@ type Options struct {
 	AllowLocalNetwork bool   // EXECUTOR_ALLOW_LOCAL_NETWORK
 	DisableIPv6       bool   // BUN_FEATURE_FLAG_DISABLE_IPV6=1
 
-	// The configured release; the active one must match.
-	IndexDigest digest.Digest
-	Platform    string
-	ManifestPin digest.Digest
+	// Target is the configured release (config.Config.Release); the
+	// active one must pass its Check.
+	release.Target
 	// HostPath is the host's part of the payload's PATH, after the
 	// rootfs dirs; "" means release.DefaultHostPath. hbx passes that,
 	// never its caller's PATH: a directory there that another user can
@@ -107,7 +105,7 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 		if inst, err = release.Current(o.RuntimeDir); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
 		}
-		if err := inst.Meta.Matches(o.IndexDigest, o.Platform, o.ManifestPin); err != nil {
+		if err := o.Check(inst.Meta.Target()); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
 		}
 		if prog, err = inst.Program(); err != nil {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/installer"
@@ -87,7 +86,7 @@ func installerOptions(g *globals, cfg *config.Config) (installer.Options, error)
 		Smoke:                smokeFunc(cfg, hostPath),
 		Image:                cfg.Executor.Image,
 		Platform:             cfg.Executor.Platform,
-		PlatformDigest:       platformPin(cfg),
+		PlatformDigest:       cfg.Release().ManifestDigest,
 		RuntimeDir:           cfg.Executor.RuntimeDir,
 		MaxUncompressedBytes: cfg.Install.MaxUncompressedBytes,
 		KeepBlobs:            cfg.Install.KeepBlobs,
@@ -155,12 +154,6 @@ func freePort(listen string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// platformPin is the pinned child manifest digest for the configured
-// platform ("" when not pinned); see config.Config.PlatformPin.
-func platformPin(cfg *config.Config) digest.Digest {
-	return digest.Digest(cfg.PlatformPin())
 }
 
 // installGCPercent is the Go collector's GOGC during `hbx install`, unless

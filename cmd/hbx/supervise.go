@@ -263,7 +263,7 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 				g.log.Warn("re-read the configuration for the executor's pin; keeping the one read at start", "err", err)
 			} else {
 				flo := launchOptions(fresh, hostPath)
-				lo.IndexDigest, lo.Platform, lo.ManifestPin = flo.IndexDigest, flo.Platform, flo.ManifestPin
+				lo.Target = flo.Target
 				tools.Store(&fresh.Health.MCPTools)
 			}
 		}

@@ -355,8 +355,7 @@ func (r releaseRuntime) Install(ctx context.Context, image, platform string, man
 	ref, err := installer.ParseReference(image)
 	if err == nil {
 		match := func(inst *release.Installed) bool {
-			m := inst.Meta
-			return m.IndexDigest == ref.Digest() && m.Platform == platform && (manifest == "" || m.ManifestDigest == manifest)
+			return inst.Meta.Matches(ref.Digest(), platform, manifest) == nil
 		}
 		if cur, err := release.Current(r.cfg.Executor.RuntimeDir); err == nil && match(cur) {
 			return false, nil

@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	digest "github.com/opencontainers/go-digest"
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/regfile"
+	"github.com/hermesbox/hbx/release"
 )
 
 // ErrNoFile: WritePin found no config file to write to.
@@ -254,4 +256,19 @@ func (c *Config) PinKey() string {
 // Executor.Platform (under PinKey), or "" when it is not pinned.
 func (c *Config) PlatformPin() string {
 	return c.Executor.PlatformDigests[c.PinKey()]
+}
+
+// Release returns the configured release: executor.image, its index
+// digest, executor.platform and that platform's pinned child manifest
+// digest (PlatformPin, "" when not pinned). c must be valid (Load
+// validates it); an image reference that does not parse leaves
+// IndexDigest "".
+func (c *Config) Release() release.Target {
+	ref, _ := parseImageRef(c.Executor.Image)
+	return release.Target{
+		Image:          c.Executor.Image,
+		IndexDigest:    ref.Digest,
+		Platform:       c.Executor.Platform,
+		ManifestDigest: digest.Digest(c.PlatformPin()),
+	}
 }

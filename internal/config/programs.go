@@ -164,6 +164,31 @@ func (c *Config) ProgramNames() []string {
 	return names
 }
 
+// EnabledPrograms returns the names of c's enabled programs (the ones
+// `hbx supervise` runs), by priority then name; nil when none is.
+func (c *Config) EnabledPrograms() []string {
+	var names []string
+	for _, n := range c.ProgramNames() {
+		if c.Programs[n].Enabled {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// AutostartPrograms returns the names of c's enabled programs that start
+// with the supervisor (programs.<name>.autostart), by priority then name;
+// nil when none does.
+func (c *Config) AutostartPrograms() []string {
+	var names []string
+	for _, n := range c.EnabledPrograms() {
+		if c.Programs[n].Autostart {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // ShownKeys returns Keys followed by every program key of c
 // ("programs.hermes.command"), programs by priority then name, fields in
 // display order. The built-in executor has no command, user, directory
