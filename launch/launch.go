@@ -17,6 +17,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/fsat"
+	"github.com/hermesbox/hbx/internal/names"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/release"
 )
@@ -326,7 +327,7 @@ func ReadEnvFile(p string) ([]string, error) {
 		line = strings.TrimPrefix(line, "export ")
 		k, v, ok := strings.Cut(line, "=")
 		k = strings.TrimSpace(k)
-		if !ok || !validEnvKey(k) {
+		if !ok || !names.EnvVar(k) {
 			return nil, fmt.Errorf("%w: executor.env_file %s line %d: want KEY=VALUE", ErrEnvFile, p, n)
 		}
 		if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {
@@ -338,18 +339,6 @@ func ReadEnvFile(p string) ([]string, error) {
 		return nil, fmt.Errorf("%w: executor.env_file %s: %w", ErrEnvFile, p, err)
 	}
 	return out, nil
-}
-
-func validEnvKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i, c := range k {
-		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // env keeps variables in first-set order with later sets replacing values.

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/hermesbox/hbx/internal/names"
 )
 
 // Program is one supervised program (keys programs.<name>.*), with
@@ -508,7 +510,7 @@ func validatePrograms(c *Config, srcs *Sources, skip map[string]bool) []*Problem
 	for _, name := range c.ProgramNames() {
 		p := c.Programs[name]
 		k := func(f string) string { return "programs." + name + "." + f }
-		if !validProgramName(name) {
+		if !names.Program(name) {
 			probs = append(probs, &Problem{Key: "programs." + name, Rule: `is not a program name (want lowercase letters, digits, '-' and '_', not "all")`, Source: srcs.Of("programs." + name)})
 			continue
 		}
@@ -561,7 +563,7 @@ func validatePrograms(c *Config, srcs *Sources, skip map[string]bool) []*Problem
 			add(k("logfile_maxbytes"), strconv.FormatInt(p.LogfileMaxBytes, 10), "is not a whole number of MiB (log rotation counts in MiB, e.g. 50MiB)")
 		}
 		for _, e := range slices.Sorted(maps.Keys(p.Environment)) {
-			if !validEnvName(e) {
+			if !names.EnvVar(e) {
 				add(k("environment"), q(e), "is not an environment variable name")
 			}
 		}
@@ -582,31 +584,6 @@ func validatePrograms(c *Config, srcs *Sources, skip map[string]bool) []*Problem
 		add("programs."+cyc[0]+".depends_on", "", "is a dependency cycle: "+strings.Join(cyc, " -> "))
 	}
 	return probs
-}
-
-// validProgramName mirrors supervisor.ValidName.
-func validProgramName(s string) bool {
-	if s == "" || s == "all" || len(s) > 64 {
-		return false
-	}
-	for i, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '-' || c == '_')) {
-			return false
-		}
-	}
-	return true
-}
-
-func validEnvName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i, c := range k {
-		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // dependencyCycle returns one cycle among the enabled programs
