@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -156,9 +155,9 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 		env.set(k, v)
 	}
 	if cred != nil {
-		if u, err := user.LookupId(strconv.Itoa(int(cred.Uid))); err == nil {
-			env.set("USER", u.Username)
-			env.set("LOGNAME", u.Username)
+		if name, ok := account.Name(int(cred.Uid)); ok {
+			env.set("USER", name)
+			env.set("LOGNAME", name)
 		}
 	}
 	for _, kv := range o.ExtraEnv {

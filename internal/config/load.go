@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/regfile"
 )
 
@@ -83,7 +84,7 @@ func Load(opts LoadOptions) (*Config, *Sources, error) {
 		srcs.byKey["executor.platform"] = Source{Kind: SourceDefault}
 	}
 	if cfg.Executor.User == "" && !failed["executor.user"] {
-		cfg.Executor.User = currentUser()
+		cfg.Executor.User = account.Current()
 		srcs.byKey["executor.user"] = Source{Kind: SourceDefault}
 	}
 	progs, progProbs := loadPrograms(fileProgs, srcs, failed)
