@@ -500,9 +500,13 @@ type collector struct {
 }
 
 // add records that value of key breaks rule, unless key is skipped.
-func (ps *collector) add(key, value, rule string) {
-	if !ps.skip[key] {
-		ps.always(key, value, rule)
+func (ps *collector) add(key, value, rule string) { ps.addAs(key, key, value, rule) }
+
+// addAs records that value of key breaks rule, naming the source of
+// srcKey (a map's key for one of its entries), unless srcKey is skipped.
+func (ps *collector) addAs(srcKey, key, value, rule string) {
+	if !ps.skip[srcKey] {
+		ps.list = append(ps.list, &Problem{Key: key, Value: value, Rule: rule, Source: ps.srcs.Of(srcKey)})
 	}
 }
 
