@@ -81,17 +81,36 @@ func (i *Installed) Resolve(argv []string) (*Program, error) {
 	if !ok {
 		imgPath = DefaultPath
 	}
-	p := &Program{Args: append([]string(nil), argv...), Dir: dir, Env: cfg.Env}
+	p := &Program{Args: append([]string(nil), argv...), Dir: dir, Env: cfg.Env, PathDirs: pathDirs(rootfs, imgPath)}
+	host, err := findProgram(rootfs, wd, imgPath, argv[0])
+	if err != nil {
+		return nil, err
+	}
+	p.Path = host
+	return p, nil
+}
+
+// pathDirs is the host path of each absolute directory of the image's
+// PATH imgPath that exists in rootfs; a relative entry means nothing
+// without a cwd convention.
+func pathDirs(rootfs, imgPath string) []string {
+	var dirs []string
 	for _, d := range filepath.SplitList(imgPath) {
 		if !path.IsAbs(d) {
-			continue // a relative PATH entry means nothing without a cwd convention
+			continue
 		}
 		host, st, err := ResolveInRoot(rootfs, d)
 		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			p.PathDirs = append(p.PathDirs, host)
+			dirs = append(dirs, host)
 		}
 	}
-	name := argv[0]
+	return dirs
+}
+
+// findProgram returns the host path of the executable regular file name
+// names inside rootfs: name itself when absolute, relative to wd when it
+// holds a slash, else the first match on the image's PATH imgPath.
+func findProgram(rootfs, wd, imgPath, name string) (string, error) {
 	var candidates []string
 	switch {
 	case path.IsAbs(name):
@@ -118,10 +137,9 @@ func (i *Installed) Resolve(argv []string) (*Program, error) {
 			lastErr = fmt.Errorf("%s is not an executable file", Shown(c))
 			continue
 		}
-		p.Path = host
-		return p, nil
+		return host, nil
 	}
-	return nil, fmt.Errorf("program %q: %w", name, lastErr)
+	return "", fmt.Errorf("program %q: %w", name, lastErr)
 }
 
 // ResolveInRoot resolves the image path p inside rootfs with chroot
