@@ -379,7 +379,7 @@ func recordedDigests(opts Options) (index, manifest digest.Digest) {
 		index = digest.Digest(d)
 	}
 	manifest = opts.PlatformDigest
-	if cur, err := release.Current(opts.RuntimeDir); err == nil && cur.Meta.IndexDigest == index && cur.Meta.Platform == opts.Platform {
+	if cur, err := release.Current(opts.RuntimeDir); err == nil && cur.Meta.Matches(index, opts.Platform, "") == nil {
 		manifest = cur.Meta.ManifestDigest
 	}
 	return index, manifest

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hermesbox/hbx/internal/tartest"
 	"github.com/hermesbox/hbx/internal/testenv"
 )
 
@@ -67,69 +68,13 @@ func (b *box) backup(mod func(*Options)) *Result {
 	return res
 }
 
-// write lays out a tree in dir from lines of a small DSL, after Go's
-// os/root_test.go: "d/ 0750", "f 0640 content", "l => target", "h == f"
-// (hardlink), "f xattr user.k=v" (after f exists), "f owner 1000:1000",
-// "f mtime 2020-01-02T03:04:05.123456789Z", "f bytes N seed" (N
-// pseudo-random bytes).
-func write(t *testing.T, dir string, lines ...string) {
-	t.Helper()
-	for _, l := range lines {
-		name, rest, _ := strings.Cut(l, " ")
-		p := filepath.Join(dir, strings.TrimSuffix(name, "/"))
-		var err error
-		isDir := strings.HasSuffix(name, "/")
-		switch {
-		case isDir && rest != "" && rest[0] >= '0' && rest[0] <= '7':
-			var mode uint32
-			fmt.Sscanf(rest, "%o", &mode)
-			if err = os.MkdirAll(p, 0o700); err == nil {
-				err = os.Chmod(p, fs.FileMode(mode)|fs.FileMode(mode&0o1000)<<20)
-			}
-		case strings.HasPrefix(rest, "=> "):
-			err = os.Symlink(strings.TrimPrefix(rest, "=> "), p)
-		case strings.HasPrefix(rest, "== "):
-			err = os.Link(filepath.Join(dir, strings.TrimPrefix(rest, "== ")), p)
-		case strings.HasPrefix(rest, "xattr "):
-			k, v, _ := strings.Cut(strings.TrimPrefix(rest, "xattr "), "=")
-			err = unix.Lsetxattr(p, k, []byte(v), 0)
-		case strings.HasPrefix(rest, "owner "):
-			var uid, gid int
-			fmt.Sscanf(strings.TrimPrefix(rest, "owner "), "%d:%d", &uid, &gid)
-			err = os.Lchown(p, uid, gid)
-		case strings.HasPrefix(rest, "mtime "):
-			var mt time.Time
-			if mt, err = time.Parse(time.RFC3339Nano, strings.TrimPrefix(rest, "mtime ")); err == nil {
-				err = unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{unix.NsecToTimespec(mt.UnixNano()), unix.NsecToTimespec(mt.UnixNano())}, unix.AT_SYMLINK_NOFOLLOW)
-			}
-		case strings.HasPrefix(rest, "bytes "):
-			var n, seed int
-			fmt.Sscanf(strings.TrimPrefix(rest, "bytes "), "%d %d", &n, &seed)
-			err = os.WriteFile(p, pseudoRandom(n, seed), 0o600)
-		default:
-			mode, content, _ := strings.Cut(rest, " ")
-			var m uint32
-			fmt.Sscanf(mode, "%o", &m)
-			if err = os.WriteFile(p, []byte(content), 0o600); err == nil {
-				err = os.Chmod(p, fs.FileMode(m))
-			}
-		}
-		if err != nil {
-			t.Fatalf("write %q: %v", l, err)
-		}
-	}
-}
+// write is tartest.Write, the project's test filesystem DSL ("d/ 0750",
+// "f 0640 content", "l => target", "h == f", "f xattr user.k=v",
+// "f owner 1000:1000", "f mtime ...", "f bytes N seed").
+func write(t *testing.T, dir string, lines ...string) { tartest.Write(t, dir, lines...) }
 
-// pseudoRandom returns n bytes that do not compress, from seed.
-func pseudoRandom(n, seed int) []byte {
-	out := make([]byte, 0, n+32)
-	h := sha256.Sum256([]byte(fmt.Sprint(seed)))
-	for len(out) < n {
-		out = append(out, h[:]...)
-		h = sha256.Sum256(h[:])
-	}
-	return out[:n]
-}
+// pseudoRandom is tartest.PseudoRandom: n bytes that do not compress.
+func pseudoRandom(n, seed int) []byte { return tartest.PseudoRandom(n, seed) }
 
 // snapshot describes every entry of dir, itself included: type, mode,
 // owner, mtime (ns), size and sha256 or link target, hardlink group and

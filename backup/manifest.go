@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/release"
 )
 
 // Archive layout.
@@ -325,4 +327,10 @@ func parseArchiveName(file string) (name string, t time.Time, seq int, c Compres
 		c = Zstd
 	}
 	return m[1], t, seq, c, m[5] != "", true
+}
+
+// Target is the release the archive was written by (IndexDigest "" when
+// it records none).
+func (m *Manifest) Target() release.Target {
+	return release.Target{Image: m.Image, IndexDigest: m.IndexDigest, Platform: m.Platform, ManifestDigest: m.ManifestDigest}
 }

@@ -696,7 +696,7 @@ func planPin(opts RestoreOptions, m *Manifest) (*journalPin, error) {
 		return nil, fmt.Errorf("read the configured release: %w", err)
 	}
 	_, idx, _ := strings.Cut(img, "@")
-	if idx == m.IndexDigest.String() && (man == "" || m.ManifestDigest == "" || m.Platform != opts.Platform || man == m.ManifestDigest) {
+	if (release.Target{IndexDigest: digest.Digest(idx), Platform: opts.Platform, ManifestDigest: man}).On(m.Platform).Check(m.Target()) == nil {
 		return nil, nil
 	}
 	if err := opts.Config.CanPin(); err != nil {
@@ -719,7 +719,7 @@ func ensureRuntime(ctx context.Context, opts RestoreOptions, m *Manifest, j *jou
 	active := false
 	if m != nil && m.Image != "" {
 		image, platform, want = m.Image, m.Platform, m.ManifestDigest
-		if cerr == nil && cur.Meta.IndexDigest == m.IndexDigest && (want == "" || cur.Meta.Platform != m.Platform || cur.Meta.ManifestDigest == want) {
+		if cerr == nil && m.Target().On(cur.Meta.Platform).Check(cur.Meta.Target()) == nil {
 			if _, perr := cur.Program(); perr == nil {
 				active = true
 			}

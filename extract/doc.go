@@ -87,10 +87,13 @@
 //
 // # Files
 //
-// extract.go holds the API and the tar loop (names, limits, dispatch by
-// entry type); resolve.go the chroot-style resolver and its directory
-// handle cache; whiteout.go removal, whiteouts, opaque directories and the
-// layer's own paths; entry.go the writers of each entry type and chown;
+// extract.go holds the API and the tar loop (names, stream limit);
+// entry.go one entry as named steps (count against the limits, marker,
+// entryMode, create by type) and the writers of each entry type and chown;
+// resolve.go the chroot-style resolver, one walk step at a time (up, step,
+// enter, follow), and its directory handle cache; whiteout.go removal,
+// whiteouts and aufs markers (marker), opaque directories and the layer's
+// own paths;
 // meta.go extended attributes, times, the deferred directory modes and
 // RuntimeMode; hasher.go the sha256 of written files (FileHash).
 package extract

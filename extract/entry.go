@@ -8,9 +8,106 @@ import (
 	"hash"
 	"io"
 	"os"
+	"path"
 
 	"golang.org/x/sys/unix"
 )
+
+// entry applies one tar entry: within the limits, a whiteout or aufs
+// marker, or an entry that creates its path (see create).
+func (a *Applier) entry(tr *tar.Reader, hdr *tar.Header) error {
+	if err := a.count(hdr); err != nil {
+		return err
+	}
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		return nil
+	}
+	p, err := cleanName(hdr.Name)
+	if err != nil {
+		return err
+	}
+	dir, leaf := splitName(p)
+	if done, err := a.marker(p, dir, leaf, hdr); done || err != nil {
+		return err
+	}
+
+	// Layer bookkeeping uses canonical names: an alias through a symlink
+	// is the same path.
+	canon := ""
+	if p != "" {
+		_, cdir, err := a.parent(dir)
+		if err != nil {
+			return err
+		}
+		canon = path.Join(cdir, leaf)
+	}
+	a.markLayerPath(canon)
+	if p == "" {
+		if hdr.Typeflag != tar.TypeDir {
+			return fmt.Errorf("%w: the root may only be a directory", ErrUnsafePath)
+		}
+		return a.rootDir(hdr)
+	}
+	return a.create(tr, canon, dir, leaf, a.entryMode(p, hdr), hdr)
+}
+
+// count counts the entry against Options.MaxEntries, MaxPathLen and
+// MaxBytes: the bytes left in the stream and, since a sparse file's holes
+// cost no input but fill the disk, the claimed sizes of all files.
+func (a *Applier) count(hdr *tar.Header) error {
+	a.stats.Entries++
+	if a.stats.Entries > a.opts.MaxEntries {
+		return fmt.Errorf("%w: more than %d entries", ErrLimit, a.opts.MaxEntries)
+	}
+	if len(hdr.Name) > a.opts.MaxPathLen || len(hdr.Linkname) > a.opts.MaxPathLen {
+		return fmt.Errorf("%w: name longer than %d bytes", ErrLimit, a.opts.MaxPathLen)
+	}
+	if max := a.opts.MaxBytes; max > 0 && hdr.Size > max-a.stats.Bytes {
+		return fmt.Errorf("%w: entry claims %d bytes, %d left of %d", ErrTooLarge, hdr.Size, max-a.stats.Bytes, max)
+	}
+	if max := a.opts.MaxBytes; max > 0 && hdr.Size > max-a.logical {
+		return fmt.Errorf("%w: files claim more than %d bytes in all", ErrTooLarge, max)
+	}
+	if hdr.Size > 0 {
+		a.logical += hdr.Size
+	}
+	return nil
+}
+
+// entryMode is the permission bits the entry's path gets: setuid and
+// setgid dropped (and reported) but on links, RuntimeMode applied with
+// Options.RuntimeModes.
+func (a *Applier) entryMode(p string, hdr *tar.Header) uint32 {
+	mode := uint32(hdr.Mode) & 0o7777
+	if mode&(unix.S_ISUID|unix.S_ISGID) != 0 && hdr.Typeflag != tar.TypeSymlink && hdr.Typeflag != tar.TypeLink {
+		mode &^= unix.S_ISUID | unix.S_ISGID
+		a.stats.DroppedSetid = append(a.stats.DroppedSetid, p)
+		a.log.Warn("dropped setuid/setgid bits", "entry", p)
+	}
+	if a.opts.RuntimeModes {
+		mode = RuntimeMode(mode)
+	}
+	return mode
+}
+
+// create makes the entry's path by its type; devices, fifos and unknown
+// types are refused.
+func (a *Applier) create(tr *tar.Reader, canon, dir, leaf string, mode uint32, hdr *tar.Header) error {
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return a.mkdir(canon, dir, leaf, mode, hdr)
+	case tar.TypeReg, tar.TypeRegA, tar.TypeCont: //nolint:staticcheck // old archives still use '\x00'
+		return a.file(tr, dir, leaf, mode, hdr)
+	case tar.TypeSymlink:
+		return a.symlink(dir, leaf, hdr)
+	case tar.TypeLink:
+		return a.hardlink(dir, leaf, hdr)
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		return fmt.Errorf("%w: device or fifo (type %q)", ErrUnsupportedType, hdr.Typeflag)
+	default:
+		return fmt.Errorf("%w: type %q", ErrUnsupportedType, hdr.Typeflag)
+	}
+}
 
 func (a *Applier) rootDir(hdr *tar.Header) error {
 	mode := uint32(hdr.Mode) & 0o7777 &^ (unix.S_ISUID | unix.S_ISGID)
@@ -66,46 +163,81 @@ func (a *Applier) mkdir(p, dir, leaf string, mode uint32, hdr *tar.Header) error
 	return nil
 }
 
+// file writes a regular file: created (replacing what is in the way),
+// its content copied, then its owner, mode, xattrs and hash, closed, its
+// times set.
 func (a *Applier) file(tr io.Reader, dir, leaf string, mode uint32, hdr *tar.Header) error {
 	d, _, err := a.parent(dir)
 	if err != nil {
 		return err
 	}
-	// Create first; only when something is in the way, remove it and retry
-	// (one syscall less per file on the common path: a fresh name).
+	f, err := a.createFile(d, leaf)
+	if err != nil {
+		return err
+	}
+	c, err := a.writeContent(f, tr, hdr)
+	if err == nil {
+		err = a.fileMeta(f, mode, hdr)
+	}
+	if err == nil && a.opts.HashFiles {
+		err = a.recordHash(f, c)
+	}
+	if err != nil {
+		if c.small != nil { // not submitted: this entry failed
+			a.hasher.release(c.small)
+		}
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return setTimes(d, leaf, hdr)
+}
+
+// createFile makes leaf in d a new empty file, mode 0600 until fileMeta.
+// It creates first and only when something is in the way removes it and
+// retries (one syscall less per file on the common path: a fresh name).
+func (a *Applier) createFile(d *os.File, leaf string) (*os.File, error) {
 	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	ffd, err := unix.Openat(fd(d), leaf, flags, 0o600)
 	if errors.Is(err, unix.EEXIST) {
 		if err := a.remove(d, leaf); err != nil {
-			return err
+			return nil, err
 		}
 		ffd, err = unix.Openat(fd(d), leaf, flags, 0o600)
 	}
 	if err != nil {
-		return fmt.Errorf("create: %w", err)
+		return nil, fmt.Errorf("create: %w", err)
 	}
-	f := os.NewFile(uintptr(ffd), leaf)
-	var small []byte // whole content of a small file, hashed off this goroutine
-	var h hash.Hash
+	return os.NewFile(uintptr(ffd), leaf), nil
+}
+
+// content is what writeContent kept for the file's hash (with
+// Options.HashFiles): the whole of a small file, hashed off this
+// goroutine, or the running sha256 of a larger one.
+type content struct {
+	small []byte    // from the hasher's buffers; released or submitted by the caller
+	h     hash.Hash // larger files
+}
+
+// writeContent copies the entry's hdr.Size bytes into f; a short entry is
+// io.ErrUnexpectedEOF.
+func (a *Applier) writeContent(f *os.File, tr io.Reader, hdr *tar.Header) (c content, err error) {
 	var n int64
 	if a.opts.HashFiles && hdr.Size <= hashInBackground {
-		small = a.hasher.buffer(int(hdr.Size))
-		defer func() {
-			if small != nil { // not submitted: this entry failed
-				a.hasher.release(small)
-			}
-		}()
+		c.small = a.hasher.buffer(int(hdr.Size))
 		var rn int
-		rn, err = io.ReadFull(tr, small)
+		rn, err = io.ReadFull(tr, c.small)
 		n = int64(rn)
 		if err == nil {
-			_, err = f.Write(small)
+			_, err = f.Write(c.small)
 		}
 	} else {
 		var w io.Writer = f
 		if a.opts.HashFiles {
-			h = sha256.New()
-			w = io.MultiWriter(f, h)
+			c.h = sha256.New()
+			w = io.MultiWriter(f, c.h)
 		}
 		n, err = io.CopyBuffer(w, tr, a.buf)
 	}
@@ -113,40 +245,38 @@ func (a *Applier) file(tr io.Reader, dir, leaf string, mode uint32, hdr *tar.Hea
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
-		f.Close()
-		return fmt.Errorf("write: %w", err)
+		return c, fmt.Errorf("write: %w", err)
 	}
+	return c, nil
+}
+
+// fileMeta gives f the entry's owner (Options.PreserveOwners), mode and
+// xattrs.
+func (a *Applier) fileMeta(f *os.File, mode uint32, hdr *tar.Header) error {
 	if a.opts.PreserveOwners {
-		if err := unix.Fchown(ffd, hdr.Uid, hdr.Gid); err != nil {
-			f.Close()
+		if err := unix.Fchown(fd(f), hdr.Uid, hdr.Gid); err != nil {
 			return fmt.Errorf("chown: %w", err)
 		}
 	}
-	if err := unix.Fchmod(ffd, mode); err != nil {
-		f.Close()
+	if err := unix.Fchmod(fd(f), mode); err != nil {
 		return fmt.Errorf("chmod: %w", err)
 	}
-	if err := a.setXattrs(ffd, hdr); err != nil {
-		f.Close()
-		return err
+	return a.setXattrs(fd(f), hdr)
+}
+
+// recordHash records the file's sha256 under its inode: a small file's
+// content goes to the hasher, a larger one's sum is set.
+func (a *Applier) recordHash(f *os.File, c content) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd(f), &st); err != nil {
+		return fmt.Errorf("stat: %w", err)
 	}
-	if a.opts.HashFiles {
-		var st unix.Stat_t
-		if err := unix.Fstat(ffd, &st); err != nil {
-			f.Close()
-			return fmt.Errorf("stat: %w", err)
-		}
-		if small != nil {
-			a.hasher.submit(st.Ino, small)
-			small = nil
-		} else {
-			a.hasher.set(st.Ino, h.Sum(nil))
-		}
+	if c.small != nil {
+		a.hasher.submit(st.Ino, c.small)
+	} else {
+		a.hasher.set(st.Ino, c.h.Sum(nil))
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close: %w", err)
-	}
-	return setTimes(d, leaf, hdr)
+	return nil
 }
 
 func (a *Applier) symlink(dir, leaf string, hdr *tar.Header) error {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -240,99 +239,4 @@ func splitName(p string) (dir, leaf string) {
 		return "", p
 	}
 	return p[:i], p[i+1:]
-}
-
-func (a *Applier) entry(tr *tar.Reader, hdr *tar.Header) error {
-	a.stats.Entries++
-	if a.stats.Entries > a.opts.MaxEntries {
-		return fmt.Errorf("%w: more than %d entries", ErrLimit, a.opts.MaxEntries)
-	}
-	if len(hdr.Name) > a.opts.MaxPathLen || len(hdr.Linkname) > a.opts.MaxPathLen {
-		return fmt.Errorf("%w: name longer than %d bytes", ErrLimit, a.opts.MaxPathLen)
-	}
-	if max := a.opts.MaxBytes; max > 0 && hdr.Size > max-a.stats.Bytes {
-		return fmt.Errorf("%w: entry claims %d bytes, %d left of %d", ErrTooLarge, hdr.Size, max-a.stats.Bytes, max)
-	}
-	// A sparse file's holes cost no input but fill the disk: the claimed
-	// sizes of all files count against the cap too.
-	if max := a.opts.MaxBytes; max > 0 && hdr.Size > max-a.logical {
-		return fmt.Errorf("%w: files claim more than %d bytes in all", ErrTooLarge, max)
-	}
-	if hdr.Size > 0 {
-		a.logical += hdr.Size
-	}
-	if hdr.Typeflag == tar.TypeXGlobalHeader {
-		return nil
-	}
-	p, err := cleanName(hdr.Name)
-	if err != nil {
-		return err
-	}
-	dir, leaf := splitName(p)
-
-	// Whiteouts and aufs metadata.
-	for _, c := range strings.Split(p, "/") {
-		if a.opts.Literal {
-			break
-		}
-		if strings.HasPrefix(c, whiteoutMeta) && !(c == whiteoutOpaque && c == leaf) {
-			a.log.Debug("skip aufs metadata", "entry", hdr.Name)
-			return nil
-		}
-	}
-	if leaf == whiteoutOpaque && !a.opts.Literal {
-		a.stats.Whiteouts++
-		return a.opaque(dir)
-	}
-	if strings.HasPrefix(leaf, whiteoutPrefix) && !a.opts.Literal {
-		name := strings.TrimPrefix(leaf, whiteoutPrefix)
-		if name == "" || name == "." || name == ".." {
-			return ErrBadWhiteout
-		}
-		a.stats.Whiteouts++
-		return a.whiteout(dir, name)
-	}
-
-	// Layer bookkeeping uses canonical names: an alias through a symlink
-	// is the same path.
-	canon := ""
-	if p != "" {
-		_, cdir, err := a.parent(dir)
-		if err != nil {
-			return err
-		}
-		canon = path.Join(cdir, leaf)
-	}
-	a.markLayerPath(canon)
-	if p == "" {
-		if hdr.Typeflag != tar.TypeDir {
-			return fmt.Errorf("%w: the root may only be a directory", ErrUnsafePath)
-		}
-		return a.rootDir(hdr)
-	}
-
-	mode := uint32(hdr.Mode) & 0o7777
-	if mode&(unix.S_ISUID|unix.S_ISGID) != 0 && hdr.Typeflag != tar.TypeSymlink && hdr.Typeflag != tar.TypeLink {
-		mode &^= unix.S_ISUID | unix.S_ISGID
-		a.stats.DroppedSetid = append(a.stats.DroppedSetid, p)
-		a.log.Warn("dropped setuid/setgid bits", "entry", p)
-	}
-	if a.opts.RuntimeModes {
-		mode = RuntimeMode(mode)
-	}
-
-	switch hdr.Typeflag {
-	case tar.TypeDir:
-		return a.mkdir(canon, dir, leaf, mode, hdr)
-	case tar.TypeReg, tar.TypeRegA, tar.TypeCont: //nolint:staticcheck // old archives still use '\x00'
-		return a.file(tr, dir, leaf, mode, hdr)
-	case tar.TypeSymlink:
-		return a.symlink(dir, leaf, hdr)
-	case tar.TypeLink:
-		return a.hardlink(dir, leaf, hdr)
-	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
-		return fmt.Errorf("%w: device or fifo (type %q)", ErrUnsupportedType, hdr.Typeflag)
-	default:
-		return fmt.Errorf("%w: type %q", ErrUnsupportedType, hdr.Typeflag)
-	}
 }

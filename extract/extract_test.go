@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,48 +22,6 @@ import (
 	"github.com/hermesbox/hbx/internal/tartest"
 	"github.com/hermesbox/hbx/internal/testenv"
 )
-
-// tree describes a directory in the DSL of Go's os/root_test.go:
-// "d/ 0755", "f 0644 content", "l => target".
-func tree(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if rel == "." {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			out = append(out, fmt.Sprintf("%s => %s", rel, target))
-		case info.IsDir():
-			out = append(out, fmt.Sprintf("%s/ %04o", rel, info.Mode().Perm()|info.Mode()&fs.ModeSticky>>11))
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			out = append(out, fmt.Sprintf("%s %04o %s", rel, info.Mode().Perm(), b))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walk %s: %v", dir, err)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // sandbox makes <tmp>/root (the extraction root) and <tmp>/outside with a
 // file that nothing may touch.
@@ -266,7 +223,7 @@ func TestBreakouts(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			root, outside := sandbox(t)
-			before := tree(t, outside)
+			before := tartest.Tree(t, outside)
 			err := applyLayers(t, root, Options{MaxBytes: 1 << 20}, c.layers(outside)...)
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) {
@@ -275,11 +232,11 @@ func TestBreakouts(t *testing.T) {
 			} else if err != nil {
 				t.Fatalf("Apply() = %v, want success (%s)", err, c.from)
 			}
-			if diff := cmp.Diff(before, tree(t, outside)); diff != "" {
+			if diff := cmp.Diff(before, tartest.Tree(t, outside)); diff != "" {
 				t.Errorf("outside of the root changed (-before +after) (%s):\n%s", c.from, diff)
 			}
 			if c.want != "" {
-				got := tree(t, root)
+				got := tartest.Tree(t, root)
 				found := false
 				for _, l := range got {
 					if l == c.want || strings.HasSuffix(l, "/"+c.want) {
@@ -347,7 +304,7 @@ func TestWhiteouts(t *testing.T) {
 			if err := applyLayers(t, root, Options{}, base, c.upper); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(c.want, tree(t, root)); diff != "" {
+			if diff := cmp.Diff(c.want, tartest.Tree(t, root)); diff != "" {
 				t.Errorf("tree (-want +got):\n%s", diff)
 			}
 		})
@@ -475,11 +432,11 @@ func TestDifferentialGNUTar(t *testing.T) {
 			if err := applyLayers(t, ours, Options{RuntimeModes: runtimeModes}, layer); err != nil {
 				t.Fatal(err)
 			}
-			want := filter(tree(t, theirs))
+			want := filter(tartest.Tree(t, theirs))
 			if runtimeModes {
 				want = withRuntimeModes(t, want)
 			}
-			if diff := cmp.Diff(want, filter(tree(t, ours))); diff != "" {
+			if diff := cmp.Diff(want, filter(tartest.Tree(t, ours))); diff != "" {
 				t.Errorf("tree differs from GNU tar (-tar +ours):\n%s", diff)
 			}
 			if !runtimeModes {
@@ -576,14 +533,14 @@ func FuzzApply(f *testing.F) {
 	f.Add(tartest.New().File("../x", "x", 0o644).Bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		root, outside := sandbox(t)
-		before := tree(t, outside)
+		before := tartest.Tree(t, outside)
 		a, err := New(root, Options{MaxBytes: 1 << 20, MaxEntries: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.Close()
 		_ = a.Apply(bytes.NewReader(data))
-		if diff := cmp.Diff(before, tree(t, outside)); diff != "" {
+		if diff := cmp.Diff(before, tartest.Tree(t, outside)); diff != "" {
 			t.Fatalf("outside changed:\n%s", diff)
 		}
 	})
@@ -628,7 +585,7 @@ func TestLiteral(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{".wh.keep 0600 w", "d/ 0755", "d/.wh..wh..opq 0600 o", "d/.wh..wh.plnk 0600 p", "keep 0644 k"}
-	if diff := cmp.Diff(tree(t, root), want); diff != "" {
+	if diff := cmp.Diff(tartest.Tree(t, root), want); diff != "" {
 		t.Errorf("tree (-got +want):\n%s", diff)
 	}
 }
@@ -691,7 +648,7 @@ func TestReviewFindings(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []string{"d/ 0755", "d/new 0644 n", "s => d"}
-		if diff := cmp.Diff(want, tree(t, root)); diff != "" {
+		if diff := cmp.Diff(want, tartest.Tree(t, root)); diff != "" {
 			t.Errorf("tree (-want +got):\n%s", diff)
 		}
 	})

@@ -62,88 +62,139 @@ func (a *Applier) resolve(name string, create bool) (*os.File, string, error) {
 	if r, ok := a.dirs[name]; ok {
 		return r.f, r.canon, nil
 	}
-	cur, canon := a.root, []string(nil)
-	queue := strings.Split(name, "/")
-	links := 0
-	for len(queue) > 0 {
-		c := queue[0]
-		queue = queue[1:]
+	w := &walk{name: name, cur: a.root, queue: strings.Split(name, "/")}
+	for len(w.queue) > 0 {
+		c := w.queue[0]
+		w.queue = w.queue[1:]
+		missing, err := false, error(nil)
 		switch c {
 		case "", ".":
-			continue
 		case "..":
-			if len(canon) > 0 {
-				canon = canon[:len(canon)-1]
-			}
-			f, err := a.canonDir(canon)
-			if err != nil {
-				return nil, "", err
-			}
-			cur = f
-			continue
-		}
-		next := append(canon[:len(canon):len(canon)], c)
-		key := strings.Join(next, "/")
-		if f, ok := a.cdirs[key]; ok {
-			cur, canon = f, next
-			continue
-		}
-		var st unix.Stat_t
-		err := unix.Fstatat(fd(cur), c, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if errors.Is(err, unix.ENOENT) {
-			if !create {
-				return nil, "", nil
-			}
-			if err := unix.Mkdirat(fd(cur), c, 0o755); err == nil {
-				// 0755 whatever the umask (a umask of 002 would make it
-				// group-writable).
-				if err := unix.Fchmodat(fd(cur), c, 0o755, 0); err != nil {
-					return nil, "", fmt.Errorf("chmod %q: %w", truncate(key), err)
-				}
-			} else if !errors.Is(err, unix.EEXIST) {
-				return nil, "", fmt.Errorf("mkdir %q: %w", truncate(key), err)
-			}
-			queue = append([]string{c}, queue...) // look again at what is there now
-			continue
+			err = a.up(w)
+		default:
+			missing, err = a.step(w, c, create)
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("lstat %q: %w", truncate(key), err)
+			return nil, "", err
 		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFDIR:
-			cfd, err := unix.Openat(fd(cur), c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return nil, "", fmt.Errorf("open %q: %w", truncate(key), err)
-			}
-			f := os.NewFile(uintptr(cfd), key)
-			if len(a.cdirs) >= maxCachedDirs {
-				a.invalidate() // retired handles stay open until the entry is done
-			}
-			a.cdirs[key] = f
-			cur, canon = f, next
-		case unix.S_IFLNK:
-			links++
-			if links > maxSymlinks {
-				return nil, "", fmt.Errorf("resolve %q: %w", truncate(name), unix.ELOOP)
-			}
-			target, err := fsat.Readlink(fd(cur), c)
-			if err != nil {
-				return nil, "", fmt.Errorf("readlink %q: %w", truncate(key), err)
-			}
-			if strings.HasPrefix(target, "/") {
-				cur, canon = a.root, nil
-			}
-			queue = append(strings.Split(target, "/"), queue...)
-		default:
-			if !create {
-				return nil, "", nil
-			}
-			return nil, "", fmt.Errorf("%q: %w", truncate(key), unix.ENOTDIR)
+		if missing {
+			return nil, "", nil
 		}
 	}
-	cn := strings.Join(canon, "/")
-	a.dirs[name] = resolvedDir{f: cur, canon: cn}
-	return cur, cn, nil
+	cn := strings.Join(w.canon, "/")
+	a.dirs[name] = resolvedDir{f: w.cur, canon: cn}
+	return w.cur, cn, nil
+}
+
+// walk is one resolve under way: the directory reached, its canonical
+// components, the components left to walk and the symlinks followed.
+type walk struct {
+	name  string // the name being resolved, for errors
+	cur   *os.File
+	canon []string
+	queue []string
+	links int
+}
+
+// up walks "..": to the parent of the directory actually reached, never
+// above the root.
+func (a *Applier) up(w *walk) error {
+	if len(w.canon) > 0 {
+		w.canon = w.canon[:len(w.canon)-1]
+	}
+	f, err := a.canonDir(w.canon)
+	if err != nil {
+		return err
+	}
+	w.cur = f
+	return nil
+}
+
+// step walks component c from the directory reached: into a directory,
+// through a symlink, or (with create) making a missing directory and
+// looking again. missing reports a component that is absent or not a
+// directory when create is false.
+func (a *Applier) step(w *walk, c string, create bool) (missing bool, err error) {
+	next := append(w.canon[:len(w.canon):len(w.canon)], c)
+	key := strings.Join(next, "/")
+	if f, ok := a.cdirs[key]; ok {
+		w.cur, w.canon = f, next
+		return false, nil
+	}
+	var st unix.Stat_t
+	err = unix.Fstatat(fd(w.cur), c, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		if !create {
+			return true, nil
+		}
+		if err := mkdirStep(w.cur, c, key); err != nil {
+			return false, err
+		}
+		w.queue = append([]string{c}, w.queue...) // look again at what is there now
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lstat %q: %w", truncate(key), err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return false, a.enter(w, c, key, next)
+	case unix.S_IFLNK:
+		return false, a.follow(w, c, key)
+	default:
+		if !create {
+			return true, nil
+		}
+		return false, fmt.Errorf("%q: %w", truncate(key), unix.ENOTDIR)
+	}
+}
+
+// mkdirStep makes the missing directory c in cur, 0755 whatever the umask
+// (a umask of 002 would make it group-writable); one made meanwhile is
+// fine.
+func mkdirStep(cur *os.File, c, key string) error {
+	if err := unix.Mkdirat(fd(cur), c, 0o755); err == nil {
+		if err := unix.Fchmodat(fd(cur), c, 0o755, 0); err != nil {
+			return fmt.Errorf("chmod %q: %w", truncate(key), err)
+		}
+	} else if !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("mkdir %q: %w", truncate(key), err)
+	}
+	return nil
+}
+
+// enter opens the directory c of the directory reached, caches its handle
+// under its canonical name key and walks into it.
+func (a *Applier) enter(w *walk, c, key string, next []string) error {
+	cfd, err := unix.Openat(fd(w.cur), c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %q: %w", truncate(key), err)
+	}
+	f := os.NewFile(uintptr(cfd), key)
+	if len(a.cdirs) >= maxCachedDirs {
+		a.invalidate() // retired handles stay open until the entry is done
+	}
+	a.cdirs[key] = f
+	w.cur, w.canon = f, next
+	return nil
+}
+
+// follow puts the target of symlink c in front of what is left to walk,
+// from the root when it is absolute; ELOOP past maxSymlinks.
+func (a *Applier) follow(w *walk, c, key string) error {
+	w.links++
+	if w.links > maxSymlinks {
+		return fmt.Errorf("resolve %q: %w", truncate(w.name), unix.ELOOP)
+	}
+	target, err := fsat.Readlink(fd(w.cur), c)
+	if err != nil {
+		return fmt.Errorf("readlink %q: %w", truncate(key), err)
+	}
+	if strings.HasPrefix(target, "/") {
+		w.cur, w.canon = a.root, nil
+	}
+	w.queue = append(strings.Split(target, "/"), w.queue...)
+	return nil
 }
 
 // canonDir returns the handle of a canonical (symlink-free) name.

@@ -1,12 +1,14 @@
 package extract
 
 import (
+	"archive/tar"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
 	"os"
 	"path"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -88,6 +90,35 @@ func removeAllAt(dirfd int, name string) error {
 		return fmt.Errorf("remove directory %q: %w", name, err)
 	}
 	return nil
+}
+
+// marker applies the entry when it is an OCI whiteout or opaque whiteout,
+// or skips it when a component of its name is other aufs metadata
+// (".wh..wh.*"); done reports that the entry was one of these. With
+// Options.Literal nothing is a marker.
+func (a *Applier) marker(p, dir, leaf string, hdr *tar.Header) (done bool, err error) {
+	if a.opts.Literal {
+		return false, nil
+	}
+	for _, c := range strings.Split(p, "/") {
+		if strings.HasPrefix(c, whiteoutMeta) && !(c == whiteoutOpaque && c == leaf) {
+			a.log.Debug("skip aufs metadata", "entry", hdr.Name)
+			return true, nil
+		}
+	}
+	if leaf == whiteoutOpaque {
+		a.stats.Whiteouts++
+		return true, a.opaque(dir)
+	}
+	if strings.HasPrefix(leaf, whiteoutPrefix) {
+		name := strings.TrimPrefix(leaf, whiteoutPrefix)
+		if name == "" || name == "." || name == ".." {
+			return true, ErrBadWhiteout
+		}
+		a.stats.Whiteouts++
+		return true, a.whiteout(dir, name)
+	}
+	return false, nil
 }
 
 // whiteout removes dir/leaf as left by lower layers.

@@ -207,7 +207,7 @@ var checks = []check{
 		}
 		m := inst.Meta
 		pin := "manifest pinned"
-		if o.Release.ManifestPin == "" {
+		if o.Release.ManifestDigest == "" {
 			pin = "manifest not pinned for " + m.Platform
 		}
 		deep := ""

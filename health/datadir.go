@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
-	"strconv"
 	"syscall"
 
 	"github.com/hermesbox/hbx/internal/account"
@@ -56,8 +54,8 @@ func lookupUID(name string) (int, error) {
 // userName renders uid as "uid 1000 (executor)", or "uid 1000" when the
 // user database has no name for it.
 func userName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		return fmt.Sprintf("uid %d (%s)", uid, u.Username)
+	if name, ok := account.Name(uid); ok {
+		return fmt.Sprintf("uid %d (%s)", uid, name)
 	}
 	return fmt.Sprintf("uid %d", uid)
 }

@@ -18,7 +18,8 @@
 //     skipped without a key.
 //   - supervisor: every supervised program is RUNNING; skipped when no
 //     supervisor runs ([Supervisor]).
-//   - release: the active release is the configured one; with Deep, its
+//   - release: the active release is the configured one (ReleaseWant's
+//     release.Target, compared by release.Target.Check); with Deep, its
 //     manifest and config re-hash to the recorded digests ([Release]).
 //     It fails first with ReleaseWant.Change's error: a release change
 //     or restore half done is never healthy.

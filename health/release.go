@@ -27,13 +27,9 @@ const maxDocBytes = 4 << 20
 type ReleaseWant struct {
 	// RuntimeDir is executor.runtime_dir, holding current -> releases/<hex>.
 	RuntimeDir string
-	// IndexDigest is the configured image's index digest.
-	IndexDigest digest.Digest
-	// Platform is the configured os/arch[/variant].
-	Platform string
-	// ManifestPin is the configured child manifest digest of Platform,
-	// or "" when the platform is not pinned.
-	ManifestPin digest.Digest
+	// Target is the configured release (config.Config.Release): index
+	// digest, platform and, when pinned, child manifest digest.
+	release.Target
 	// Deep also re-hashes the recorded manifest and config.
 	Deep bool
 	// Change, when set, returns an error while a release change or
@@ -63,7 +59,7 @@ func Release(want ReleaseWant) (*release.Installed, error) {
 	if base := filepath.Base(inst.Dir); base != m.ManifestDigest.Encoded() {
 		return inst, fmt.Errorf("%w: %s records manifest %s", ErrReleaseMismatch, filepath.Join(release.ReleasesDir, base), m.ManifestDigest)
 	}
-	if err := m.Matches(want.IndexDigest, want.Platform, want.ManifestPin); err != nil {
+	if err := want.Check(m.Target()); err != nil {
 		return inst, fmt.Errorf("%w: %w", ErrReleaseMismatch, err)
 	}
 	if !want.Deep {

@@ -57,7 +57,7 @@ func newFakeRelease(t *testing.T) *fakeRelease {
 		IndexDigest: index, ManifestDigest: md, ConfigDigest: man.Config.Digest, Platform: "linux/amd64",
 		Layers: []digest.Digest{layer}, DiffIDs: []digest.Digest{diffID}, InstalledAt: time.Unix(0, 0).UTC(),
 		Config: release.ImageConfig{Cmd: cfg.Config.Cmd, Env: cfg.Config.Env, WorkingDir: cfg.Config.WorkingDir},
-	}, want: ReleaseWant{RuntimeDir: rt, IndexDigest: index, Platform: "linux/amd64", ManifestPin: md}}
+	}, want: ReleaseWant{RuntimeDir: rt, Target: release.Target{IndexDigest: index, Platform: "linux/amd64", ManifestDigest: md}}}
 	for _, d := range []string{"rootfs/usr/local/bin", "rootfs/app/apps/host-selfhost"} {
 		mkdir(t, filepath.Join(dir, d))
 	}
@@ -105,12 +105,12 @@ func TestRelease(t *testing.T) {
 	}{
 		{"as installed", false, nil, nil, ""},
 		{"as installed, deep", true, nil, nil, ""},
-		{"not pinned", true, func(t *testing.T, f *fakeRelease) { f.want.ManifestPin = "" }, nil, ""},
+		{"not pinned", true, func(t *testing.T, f *fakeRelease) { f.want.ManifestDigest = "" }, nil, ""},
 		{"no release", false, func(t *testing.T, f *fakeRelease) { os.Remove(filepath.Join(f.runtimeDir, release.CurrentLink)) },
 			release.ErrNoRelease, "has no current"},
 		{"recorded index differs", false, func(t *testing.T, f *fakeRelease) { f.meta.IndexDigest = other; f.writeMeta(t) },
 			ErrReleaseMismatch, "installed index " + other.String() + ", configured"},
-		{"configured pin differs", false, func(t *testing.T, f *fakeRelease) { f.want.ManifestPin = other },
+		{"configured pin differs", false, func(t *testing.T, f *fakeRelease) { f.want.ManifestDigest = other },
 			ErrReleaseMismatch, "pinned " + other.String()},
 		{"other platform", false, func(t *testing.T, f *fakeRelease) { f.want.Platform = "linux/arm64" },
 			ErrReleaseMismatch, "installed platform linux/amd64, configured linux/arm64"},

@@ -24,8 +24,8 @@ import (
 var ErrReleaseChange = errors.New("the active release is not the configured one")
 
 // ErrBadReference: the image reference lacks an explicit tag or a full
-// sha256 digest, or does not parse.
-var ErrBadReference = errors.New("invalid image reference")
+// sha256 digest, or does not parse (release.ErrBadReference).
+var ErrBadReference = release.ErrBadReference
 
 // Options is one install request. Image, Platform and RuntimeDir are
 // required; the rest have working zero values.
@@ -85,27 +85,14 @@ type Result struct {
 }
 
 // ParseReference checks an image reference has an explicit tag and a full
-// sha256 digest (name:tag@sha256:<64 hex>), per the distribution reference
-// grammar and go-digest.
+// sha256 digest (name:tag@sha256:<64 hex>) with release.ParseImageRef; the
+// error wraps ErrBadReference.
 func ParseReference(s string) (reference.Canonical, error) {
-	named, err := reference.ParseNormalizedNamed(s)
+	r, err := release.ParseImageRef(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrBadReference, s, err)
+		return nil, err
 	}
-	c, ok := named.(reference.Canonical)
-	if !ok {
-		return nil, fmt.Errorf("%w %q: no @sha256: digest", ErrBadReference, s)
-	}
-	if _, ok := named.(reference.Tagged); !ok {
-		return nil, fmt.Errorf("%w %q: no explicit tag", ErrBadReference, s)
-	}
-	if c.Digest().Algorithm() != digest.SHA256 {
-		return nil, fmt.Errorf("%w %q: digest must be sha256", ErrBadReference, s)
-	}
-	if err := c.Digest().Validate(); err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrBadReference, s, err)
-	}
-	return c, nil
+	return r.Canonical(), nil
 }
 
 // Install makes the configured release the active one, or confirms it

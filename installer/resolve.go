@@ -14,6 +14,8 @@ import (
 	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/types"
+
+	"github.com/hermesbox/hbx/release"
 )
 
 // Errors of the resolve step. Use errors.Is.
@@ -33,30 +35,16 @@ const (
 )
 
 // Platform is os/arch[/variant] as image-spec image-index.md "platform".
-type Platform struct{ OS, Architecture, Variant string }
+type Platform release.Platform
 
-// ParsePlatform parses "os/arch[/variant]".
+// ParsePlatform parses "os/arch[/variant]" with release.ParsePlatform.
 func ParsePlatform(s string) (Platform, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
-		return Platform{}, fmt.Errorf("platform %q: want os/arch[/variant]", s)
-	}
-	p := Platform{OS: parts[0], Architecture: parts[1]}
-	if len(parts) == 3 {
-		if parts[2] == "" {
-			return Platform{}, fmt.Errorf("platform %q: empty variant", s)
-		}
-		p.Variant = parts[2]
-	}
-	return p, nil
+	p, err := release.ParsePlatform(s)
+	return Platform(p), err
 }
 
-func (p Platform) String() string {
-	if p.Variant != "" {
-		return p.OS + "/" + p.Architecture + "/" + p.Variant
-	}
-	return p.OS + "/" + p.Architecture
-}
+// String returns "os/arch" or "os/arch/variant".
+func (p Platform) String() string { return release.Platform(p).String() }
 
 // normVariant treats arm64's default variant v8 as no variant.
 func normVariant(arch, v string) string {

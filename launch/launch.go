@@ -7,17 +7,16 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
-	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/fsat"
+	"github.com/hermesbox/hbx/internal/names"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/release"
 )
@@ -47,10 +46,9 @@ type Options struct {
 	AllowLocalNetwork bool   // EXECUTOR_ALLOW_LOCAL_NETWORK
 	DisableIPv6       bool   // BUN_FEATURE_FLAG_DISABLE_IPV6=1
 
-	// The configured release; the active one must match.
-	IndexDigest digest.Digest
-	Platform    string
-	ManifestPin digest.Digest
+	// Target is the configured release (config.Config.Release); the
+	// active one must pass its Check.
+	release.Target
 	// HostPath is the host's part of the payload's PATH, after the
 	// rootfs dirs; "" means release.DefaultHostPath. hbx passes that,
 	// never its caller's PATH: a directory there that another user can
@@ -138,7 +136,7 @@ func programOf(o Options, inst *release.Installed, argv []string) (*release.Inst
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
 	}
-	if err := inst.Meta.Matches(o.IndexDigest, o.Platform, o.ManifestPin); err != nil {
+	if err := o.Check(inst.Meta.Target()); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
 	}
 	prog, err := inst.Program()
@@ -197,9 +195,9 @@ func payloadEnv(o Options, prog *release.Program, dirs map[string]string, cred *
 		env.set(k, v)
 	}
 	if cred != nil {
-		if u, err := user.LookupId(strconv.Itoa(int(cred.Uid))); err == nil {
-			env.set("USER", u.Username)
-			env.set("LOGNAME", u.Username)
+		if name, ok := account.Name(int(cred.Uid)); ok {
+			env.set("USER", name)
+			env.set("LOGNAME", name)
 		}
 	}
 	for _, kv := range append(append([]string(nil), o.ExtraEnv...), fileEnv...) {
@@ -360,7 +358,7 @@ func ReadEnvFile(p string) ([]string, error) {
 		line = strings.TrimPrefix(line, "export ")
 		k, v, ok := strings.Cut(line, "=")
 		k = strings.TrimSpace(k)
-		if !ok || !validEnvKey(k) {
+		if !ok || !names.EnvVar(k) {
 			return nil, fmt.Errorf("%w: executor.env_file %s line %d: want KEY=VALUE", ErrEnvFile, p, n)
 		}
 		if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {
@@ -372,18 +370,6 @@ func ReadEnvFile(p string) ([]string, error) {
 		return nil, fmt.Errorf("%w: executor.env_file %s: %w", ErrEnvFile, p, err)
 	}
 	return out, nil
-}
-
-func validEnvKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i, c := range k {
-		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // env keeps variables in first-set order with later sets replacing values.

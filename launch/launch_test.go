@@ -63,7 +63,7 @@ func baseOptions(t *testing.T, runtimeDir string) Options {
 	return Options{
 		RuntimeDir: runtimeDir, DataDir: filepath.Join(tmp, "data"), StateDir: filepath.Join(tmp, "state"),
 		Listen: "127.0.0.1", Port: 4788, HostPort: 14788, DisableIPv6: true,
-		IndexDigest: indexDigest, Platform: "linux/amd64", HostPath: "/usr/bin:/bin",
+		Target: release.Target{IndexDigest: indexDigest, Platform: "linux/amd64"}, HostPath: "/usr/bin:/bin",
 	}
 }
 
@@ -133,7 +133,7 @@ func TestPrepareRefuses(t *testing.T) {
 		{"no release", func(o *Options) { o.RuntimeDir = t.TempDir() }, ErrNotInstalled, "hbx install"},
 		{"other index digest", func(o *Options) { o.IndexDigest = digest.FromString("other") }, ErrNotInstalled, "configured"},
 		{"other platform", func(o *Options) { o.Platform = "linux/arm64" }, ErrNotInstalled, "platform"},
-		{"pinned manifest differs", func(o *Options) { o.ManifestPin = digest.FromString("x") }, ErrNotInstalled, "pinned"},
+		{"pinned manifest differs", func(o *Options) { o.ManifestDigest = digest.FromString("x") }, ErrNotInstalled, "pinned"},
 		{"env file readable by others", func(o *Options) {
 			o.EnvFile = filepath.Join(t.TempDir(), "env")
 			os.WriteFile(o.EnvFile, []byte("A=1\n"), 0o644)

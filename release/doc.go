@@ -2,6 +2,15 @@
 // its program, for the installer (which writes releases) and for whoever
 // runs them (hbx run, the supervisor, health).
 //
+// It owns "which release": Target (image, index digest, platform, pinned
+// child manifest digest) with its one comparison, Target.Check (and
+// Target.On for an archive written on another platform); Meta.Target is
+// what a release records, config.Config.Release what is configured;
+// Meta.Matches is Check in the installer's words. It also owns the one
+// image-reference parser (ParseImageRef: name:tag@sha256:<64 hex>) and the
+// one platform parser (ParsePlatform: os/arch[/variant]); the config and
+// the installer call them.
+//
 // Layout of the runtime directory (executor.runtime_dir):
 //
 //	releases/<manifest-hex>/rootfs/        the applied layers

@@ -81,16 +81,7 @@ func (i *Installed) Resolve(argv []string) (*Program, error) {
 	if !ok {
 		imgPath = DefaultPath
 	}
-	p := &Program{Args: append([]string(nil), argv...), Dir: dir, Env: cfg.Env}
-	for _, d := range filepath.SplitList(imgPath) {
-		if !path.IsAbs(d) {
-			continue // a relative PATH entry means nothing without a cwd convention
-		}
-		host, st, err := ResolveInRoot(rootfs, d)
-		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			p.PathDirs = append(p.PathDirs, host)
-		}
-	}
+	p := &Program{Args: append([]string(nil), argv...), Dir: dir, Env: cfg.Env, PathDirs: pathDirs(rootfs, imgPath)}
 	host, err := findProgram(rootfs, wd, imgPath, argv[0])
 	if err != nil {
 		return nil, err
@@ -99,10 +90,26 @@ func (i *Installed) Resolve(argv []string) (*Program, error) {
 	return p, nil
 }
 
-// findProgram returns the host path of the program name inside rootfs as
-// the image runs it: an absolute name as is, a relative one with a slash
-// from the working directory wd, a bare one through the image's PATH
-// imgPath. It must be an executable regular file.
+// pathDirs is the host path of each absolute directory of the image's
+// PATH imgPath that exists in rootfs; a relative entry means nothing
+// without a cwd convention.
+func pathDirs(rootfs, imgPath string) []string {
+	var dirs []string
+	for _, d := range filepath.SplitList(imgPath) {
+		if !path.IsAbs(d) {
+			continue
+		}
+		host, st, err := ResolveInRoot(rootfs, d)
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			dirs = append(dirs, host)
+		}
+	}
+	return dirs
+}
+
+// findProgram returns the host path of the executable regular file name
+// names inside rootfs: name itself when absolute, relative to wd when it
+// holds a slash, else the first match on the image's PATH imgPath.
 func findProgram(rootfs, wd, imgPath, name string) (string, error) {
 	var candidates []string
 	switch {

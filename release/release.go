@@ -173,15 +173,8 @@ func (i *Installed) ReadFiles() ([]File, error) {
 var ErrMismatch = errors.New("release does not match the configuration")
 
 // Matches checks the release against the configured index digest, platform
-// and (when not "") pinned manifest digest. The error says which differs.
+// and (when not "") pinned manifest digest: Target.Check with m as the
+// installed release. The error says which differs.
 func (m Meta) Matches(indexDigest digest.Digest, platform string, manifestPin digest.Digest) error {
-	switch {
-	case m.IndexDigest != indexDigest:
-		return fmt.Errorf("%w: installed index %s, configured %s", ErrMismatch, m.IndexDigest, indexDigest)
-	case m.Platform != platform:
-		return fmt.Errorf("%w: installed platform %s, configured %s", ErrMismatch, m.Platform, platform)
-	case manifestPin != "" && m.ManifestDigest != manifestPin:
-		return fmt.Errorf("%w: installed manifest %s, pinned %s", ErrMismatch, m.ManifestDigest, manifestPin)
-	}
-	return nil
+	return Target{IndexDigest: indexDigest, Platform: platform, ManifestDigest: manifestPin}.Check(m.Target())
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/account"
+	"github.com/hermesbox/hbx/internal/names"
 )
 
 // Sentinel errors. Errors that carry a program name wrap one of these.
@@ -171,24 +172,6 @@ func (p *Program) exitExpected(code int) bool {
 	return slices.Contains(p.ExitCodes, code)
 }
 
-// validName reports whether s may name a program.
-func validName(s string) bool {
-	if s == "" || s == "all" || len(s) > 64 {
-		return false
-	}
-	for i, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '-' || c == '_')) {
-			return false
-		}
-	}
-	return true
-}
-
-// ValidName reports whether s may name a program: 1-64 characters of
-// lowercase letters, digits, '-' and '_', starting with a letter or digit,
-// and not "all".
-func ValidName(s string) bool { return validName(s) }
-
 // checkPrograms returns one error per broken rule, each wrapping ErrInvalid.
 func checkPrograms(progs []Program) []error {
 	var errs []error
@@ -198,7 +181,7 @@ func checkPrograms(progs []Program) []error {
 	byName := map[string]*Program{}
 	for i := range progs {
 		p := &progs[i]
-		if !validName(p.Name) {
+		if !names.Program(p.Name) {
 			bad(p.Name, "bad name (want lowercase letters, digits, '-' or '_', not \"all\")")
 			continue
 		}

@@ -208,6 +208,11 @@ func TestStartOrderAndHealthGate(t *testing.T) {
 	healthyAt := time.Now()
 	probe.healthy.Store(true)
 	waitState(t, s, "b", 5*time.Second, Running)
+	// RUNNING comes after startsecs, which a loaded machine may reach
+	// before the helper process wrote its start record: wait for it.
+	for deadline := time.Now().Add(5 * time.Second); len(starts(t, dirB)) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	sa, sb, sc := starts(t, dirA), starts(t, dirB), starts(t, dirC)
 	if len(sa) != 1 || len(sb) != 1 || len(sc) != 1 {
 		t.Fatalf("starts a, b, c = %d, %d, %d, want 1 each", len(sa), len(sb), len(sc))

@@ -6,6 +6,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/release"
 )
 
 // Installer installs a release for a restore (the method set of
@@ -29,7 +30,7 @@ type inPlace struct {
 func (p inPlace) Install(ctx context.Context, image, platform string, manifest digest.Digest) (bool, error) {
 	if ref, err := config.ParseImageRef(image); err == nil {
 		match := func(r Release) bool {
-			return r.Index == ref.Digest && r.Platform == platform && (manifest == "" || r.Manifest == manifest)
+			return release.Target{IndexDigest: ref.Digest, Platform: platform, ManifestDigest: manifest}.Check(release.Target{IndexDigest: r.Index, Platform: r.Platform, ManifestDigest: r.Manifest}) == nil
 		}
 		if cur, err := p.rt.Active(); err == nil && match(cur) {
 			return false, nil

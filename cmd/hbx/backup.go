@@ -103,7 +103,7 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		Encrypt:        !o.noEncrypt,
 		Image:          cfg.Executor.Image,
 		Platform:       cfg.Executor.Platform,
-		PlatformDigest: platformPin(cfg),
+		PlatformDigest: cfg.Release().ManifestDigest,
 		HbxVersion:     buildinfo.Version,
 		LockWait:       cfg.Backup.LockWait,
 		HealthWait:     cfg.Backup.HealthWait,
@@ -381,12 +381,7 @@ func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervi
 	if err != nil {
 		return nil, err
 	}
-	var auto []string
-	for _, name := range cfg.ProgramNames() {
-		if pc := cfg.Programs[name]; pc.Enabled && pc.Autostart {
-			auto = append(auto, name)
-		}
-	}
+	auto := cfg.AutostartPrograms()
 	probe := supervisor.ProbeFunc(readinessProbe(cfg))
 	sts, err := c.Status(ctx)
 	if err != nil {

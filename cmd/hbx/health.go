@@ -110,13 +110,6 @@ func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
 
 // healthChecks maps the configuration onto the checks' options.
 func healthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Options {
-	ref, _ := config.ParseImageRef(cfg.Executor.Image) // validated by Load
-	var programs []string
-	for _, name := range cfg.ProgramNames() {
-		if cfg.Programs[name].Enabled {
-			programs = append(programs, name)
-		}
-	}
 	return health.Options{
 		Listen:  cfg.Executor.Listen,
 		Port:    cfg.Executor.Port,
@@ -124,17 +117,15 @@ func healthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Option
 		KeyFile: cfg.Health.TokenFile,
 		Tools:   cfg.Health.MCPTools,
 		Release: health.ReleaseWant{
-			RuntimeDir:  cfg.Executor.RuntimeDir,
-			IndexDigest: ref.Digest,
-			Platform:    cfg.Executor.Platform,
-			ManifestPin: platformPin(cfg),
-			Deep:        deep,
-			Change:      func() error { return pendingChange(cfg) },
+			RuntimeDir: cfg.Executor.RuntimeDir,
+			Target:     cfg.Release(),
+			Deep:       deep,
+			Change:     func() error { return pendingChange(cfg) },
 		},
 		DataDir:         cfg.Executor.DataDir,
 		DataDirOwner:    cfg.Executor.User,
 		Supervisor:      supervisorPrograms{socket: cfg.Supervisor.Socket},
-		Programs:        programs,
+		Programs:        cfg.EnabledPrograms(),
 		ExecutorProgram: config.ExecutorProgram,
 		PidFile:         filepath.Join(cfg.Executor.StateDir, launch.PidFile),
 		Logger:          log,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/release"
 )
 
 // healthBox writes a config whose directories are in a temp dir: the data
@@ -126,8 +127,11 @@ programs:
 	want := health.Options{
 		Listen: "127.0.0.1", Port: 4788, Timeout: cfg.Health.Timeout, KeyFile: "/etc/hbx/mcp.key", Tools: []string{"a", "b"},
 		Release: health.ReleaseWant{
-			RuntimeDir: "/storage/executor-runtime", IndexDigest: digest.Digest("sha256:" + strings.Repeat("a", 64)), Platform: "linux/arm64",
-			ManifestPin: digest.Digest("sha256:" + strings.Repeat("b", 64)), Deep: true,
+			RuntimeDir: "/storage/executor-runtime", Deep: true,
+			Target: release.Target{
+				Image: cfg.Executor.Image, IndexDigest: digest.Digest("sha256:" + strings.Repeat("a", 64)), Platform: "linux/arm64",
+				ManifestDigest: digest.Digest("sha256:" + strings.Repeat("b", 64)),
+			},
 		},
 		DataDir: "/workspace/executor/data", DataDirOwner: "1000",
 		Supervisor: supervisorPrograms{socket: "/run/hbx/hbx.sock"}, Programs: []string{"executor", "worker"},

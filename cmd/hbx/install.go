@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/installer"
@@ -86,7 +85,7 @@ func installerOptions(g *globals, cfg *config.Config) (installer.Options, error)
 		Smoke:                smokeFunc(cfg, hostPath),
 		Image:                cfg.Executor.Image,
 		Platform:             cfg.Executor.Platform,
-		PlatformDigest:       platformPin(cfg),
+		PlatformDigest:       cfg.Release().ManifestDigest,
 		RuntimeDir:           cfg.Executor.RuntimeDir,
 		MaxUncompressedBytes: cfg.Install.MaxUncompressedBytes,
 		KeepBlobs:            cfg.Install.KeepBlobs,
@@ -116,12 +115,6 @@ func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 	return func(ctx context.Context, inst *release.Installed) error {
 		return launch.SmokeScratch(ctx, launchOptions(cfg, hostPath), inst, argv, cfg.Install.ValidateTimeout)
 	}
-}
-
-// platformPin is the pinned child manifest digest for the configured
-// platform ("" when not pinned); see config.Config.PlatformPin.
-func platformPin(cfg *config.Config) digest.Digest {
-	return digest.Digest(cfg.PlatformPin())
 }
 
 // installGCPercent is the Go collector's GOGC during `hbx install`, unless

@@ -122,7 +122,6 @@ var errRestoreInterrupted = errors.New("a restore is half done")
 
 // launchOptions maps the configuration onto the payload's run options.
 func launchOptions(cfg *config.Config, hostPath string) launch.Options {
-	ref, _ := config.ParseImageRef(cfg.Executor.Image) // validated by Load
 	return launch.Options{
 		RuntimeDir:        cfg.Executor.RuntimeDir,
 		DataDir:           cfg.Executor.DataDir,
@@ -134,9 +133,7 @@ func launchOptions(cfg *config.Config, hostPath string) launch.Options {
 		HostPort:          cfg.Executor.HostPort,
 		AllowLocalNetwork: cfg.Executor.AllowLocalNetwork,
 		DisableIPv6:       cfg.Executor.DisableIPv6,
-		IndexDigest:       ref.Digest,
-		Platform:          cfg.Executor.Platform,
-		ManifestPin:       platformPin(cfg),
+		Target:            cfg.Release(),
 		HostPath:          hostPath,
 	}
 }

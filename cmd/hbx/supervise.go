@@ -248,7 +248,7 @@ func executorProgram(g *globals, cfg *config.Config, p supervisor.Program, reloa
 				g.log.Warn("re-read the configuration for the executor's pin; keeping the one read at start", "err", err)
 			} else {
 				flo := launchOptions(fresh, hostPath)
-				lo.IndexDigest, lo.Platform, lo.ManifestPin = flo.IndexDigest, flo.Platform, flo.ManifestPin
+				lo.Target = flo.Target
 				tools.Store(&fresh.Health.MCPTools)
 			}
 		}

@@ -1,5 +1,6 @@
 // Package account turns a configured user name into the credential a child
-// process runs with. It reads /etc/passwd and /etc/group through os/user
+// process runs with, and a uid or gid back into a name: hbx's one owner of
+// user and group lookups. It reads /etc/passwd and /etc/group through os/user
 // (pure Go with CGO_ENABLED=0: no NSS modules such as LDAP).
 package account
 
@@ -74,4 +75,33 @@ func find(name string) (u *user.User, uid, gid int, err error) {
 		return nil, 0, 0, fmt.Errorf("user %q: gid %q is not numeric", name, u.Gid)
 	}
 	return u, uid, gid, nil
+}
+
+// Name returns the user name the user database lists for uid; false when
+// it lists none.
+func Name(uid int) (string, bool) {
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return "", false
+	}
+	return u.Username, true
+}
+
+// GroupName returns the group name the group database lists for gid;
+// false when it lists none.
+func GroupName(gid int) (string, bool) {
+	g, err := user.LookupGroupId(strconv.Itoa(gid))
+	if err != nil {
+		return "", false
+	}
+	return g.Name, true
+}
+
+// Current names the user running hbx (user.Current: the real uid), or
+// that uid as a number when the user database has no name for it.
+func Current() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return strconv.Itoa(os.Getuid())
 }

@@ -50,3 +50,27 @@ func TestIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestNames: uid 0 and gid 0 are root in every user database hbx runs on;
+// a uid no one has is not listed; Current names the real uid.
+func TestNames(t *testing.T) {
+	if n, ok := Name(0); !ok || n != "root" {
+		t.Errorf("Name(0) = %q, %v; want root", n, ok)
+	}
+	if n, ok := GroupName(0); !ok || n != "root" {
+		t.Errorf("GroupName(0) = %q, %v; want root", n, ok)
+	}
+	if n, ok := Name(1<<31 - 7); ok {
+		t.Errorf("Name(unlisted) = %q, true", n)
+	}
+	if n, ok := GroupName(1<<31 - 7); ok {
+		t.Errorf("GroupName(unlisted) = %q, true", n)
+	}
+	want := strconv.Itoa(os.Getuid())
+	if n, ok := Name(os.Getuid()); ok {
+		want = n
+	}
+	if got := Current(); got != want {
+		t.Errorf("Current() = %q, want %q", got, want)
+	}
+}

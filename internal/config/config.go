@@ -2,12 +2,10 @@ package config
 
 import (
 	"maps"
-	"os"
-	"os/user"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 )
 
@@ -247,7 +245,7 @@ func Defaults() Config {
 			RuntimeDir:      "/storage/executor-runtime",
 			DataDir:         "/workspace/executor/data",
 			StateDir:        "/var/lib/hbx/executor",
-			User:            currentUser(),
+			User:            account.Current(),
 			Listen:          "127.0.0.1",
 			Port:            4788,
 			HostPort:        4788,
@@ -288,14 +286,6 @@ func Defaults() Config {
 			HealthWait:     2 * time.Minute,
 		},
 	}
-}
-
-// currentUser names the user running hbx, falling back to the numeric uid.
-func currentUser() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	return strconv.Itoa(os.Getuid())
 }
 
 // Keys returns every config key in display order, e.g. "executor.image"

@@ -13,6 +13,13 @@
 // Load reports where every effective value came from (Sources), so
 // `hbx config show` can say so.
 //
+// A Config hands out what several commands derive from it, each built in
+// one place: Release (the configured release.Target: image, index digest,
+// platform, the pin under PinKey), EnabledPrograms and AutostartPrograms.
+// Image references and platforms are parsed by release.ParseImageRef and
+// release.ParsePlatform, program and environment names checked by
+// internal/names, the user running hbx named by internal/account.
+//
 // Supervised programs (programs.<name>.*, see Program) are read from the
 // file only, with yaml.v3 so environment names keep their case; the
 // built-ins "executor" and "hermes" are always present and a new name

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/regfile"
 )
 
@@ -83,7 +84,7 @@ func Load(opts LoadOptions) (*Config, *Sources, error) {
 		srcs.byKey["executor.platform"] = Source{Kind: SourceDefault}
 	}
 	if cfg.Executor.User == "" && !failed["executor.user"] {
-		cfg.Executor.User = currentUser()
+		cfg.Executor.User = account.Current()
 		srcs.byKey["executor.user"] = Source{Kind: SourceDefault}
 	}
 	progs, progProbs := loadPrograms(fileProgs, srcs, failed)
@@ -185,6 +186,17 @@ func readFile(f *File) (map[string]rawValue, map[string]fileProgram, []*Problem,
 		return nil, nil, nil, fmt.Errorf("%w: parse config file %s: %s", ErrInvalid, path, msg)
 	}
 	src := Source{Kind: SourceFile, Detail: path}
+	vals, probs := fileValues(v, src)
+	progs, progProbs := readPrograms(data, src)
+	probs = append(probs, caseProblems(data, src)...)
+	return vals, progs, append(probs, progProbs...), nil
+}
+
+// fileValues sorts the keys viper read from the file: the known keys'
+// values (a map key as a whole), and a problem for a section that is not
+// a mapping and for an unknown key (with a "did you mean"). Programs are
+// left to readPrograms.
+func fileValues(v *viper.Viper, src Source) (map[string]rawValue, []*Problem) {
 	vals := map[string]rawValue{}
 	var probs []*Problem
 	allKeys := v.AllKeys()
@@ -221,9 +233,7 @@ func readFile(f *File) (map[string]rawValue, map[string]fileProgram, []*Problem,
 			}
 		}
 	}
-	progs, progProbs := readPrograms(data, src)
-	probs = append(probs, caseProblems(data, src)...)
-	return vals, progs, append(probs, progProbs...), nil
+	return vals, probs
 }
 
 // suggestKey returns the known key or section closest to the unknown file

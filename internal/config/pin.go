@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	digest "github.com/opencontainers/go-digest"
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/regfile"
+	"github.com/hermesbox/hbx/release"
 )
 
 // ErrNoFile: WritePin found no config file to write to.
@@ -79,25 +81,38 @@ func WritePinTools(path, image, key, manifest string, tools PinTools) error {
 	} else {
 		setScalar(pins, key, manifest)
 	}
+	if err := setTools(doc.Content[0], tools); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
+	}
+	return writeYAML(path, &doc, st.Mode().Perm())
+}
+
+// setTools sets health.mcp_tools in the top mapping top as tools says.
+func setTools(top *yaml.Node, tools PinTools) error {
 	switch {
 	case tools.Keep:
 	case tools.Names == nil:
 		// Removed; a file without a health section keeps having none.
-		if h := lookup(doc.Content[0], "health"); h != nil && h.Kind == yaml.MappingNode {
+		if h := lookup(top, "health"); h != nil && h.Kind == yaml.MappingNode {
 			deleteKey(h, "mcp_tools")
 		}
 	default:
-		health, err := mapping(doc.Content[0], "health")
+		health, err := mapping(top, "health")
 		if err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
+			return err
 		}
 		setFlowList(health, "mcp_tools", tools.Names)
 	}
+	return nil
+}
 
+// writeYAML encodes doc with two-space indentation and writes it
+// atomically with mode perm to the file path names, through a symlink.
+func writeYAML(path string, doc *yaml.Node, perm os.FileMode) error {
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)
 	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
+	if err := enc.Encode(doc); err != nil {
 		return fmt.Errorf("encode config file: %w", err)
 	}
 	if err := enc.Close(); err != nil {
@@ -109,7 +124,7 @@ func WritePinTools(path, image, key, manifest string, tools PinTools) error {
 	if err != nil {
 		return fmt.Errorf("resolve config file: %w", err)
 	}
-	return atomicfile.WriteFile(target, out.Bytes(), st.Mode().Perm())
+	return atomicfile.WriteFile(target, out.Bytes(), perm)
 }
 
 // ReadPin returns executor.image and executor.platform_digests[key] as
@@ -254,4 +269,19 @@ func (c *Config) PinKey() string {
 // Executor.Platform (under PinKey), or "" when it is not pinned.
 func (c *Config) PlatformPin() string {
 	return c.Executor.PlatformDigests[c.PinKey()]
+}
+
+// Release returns the configured release: executor.image, its index
+// digest, executor.platform and that platform's pinned child manifest
+// digest (PlatformPin, "" when not pinned). c must be valid (Load
+// validates it); an image reference that does not parse leaves
+// IndexDigest "".
+func (c *Config) Release() release.Target {
+	ref, _ := parseImageRef(c.Executor.Image)
+	return release.Target{
+		Image:          c.Executor.Image,
+		IndexDigest:    ref.Digest,
+		Platform:       c.Executor.Platform,
+		ManifestDigest: digest.Digest(c.PlatformPin()),
+	}
 }

@@ -4,8 +4,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/release"
 )
 
 const (
@@ -214,5 +219,43 @@ func TestPinKey(t *testing.T) {
 		if got := c.PlatformPin(); got != tt.wantPin {
 			t.Errorf("PlatformPin(%s, %v) = %q, want %q", tt.platform, tt.digests, got, tt.wantPin)
 		}
+	}
+}
+
+// TestRelease: the configured release is the image, its index digest, the
+// platform and the pin under PinKey (an os/arch pin covers its variants).
+func TestRelease(t *testing.T) {
+	c := Defaults()
+	c.Executor.Image = pinImage
+	c.Executor.Platform = "linux/arm64/v8"
+	c.Executor.PlatformDigests = map[string]string{"linux/arm64": pinManifest}
+	want := release.Target{Image: pinImage, IndexDigest: digest.Digest("sha256:" + strings.Repeat("1", 64)), Platform: "linux/arm64/v8", ManifestDigest: pinManifest}
+	if got := c.Release(); got != want {
+		t.Errorf("Release() = %+v, want %+v", got, want)
+	}
+	c.Executor.Platform = "linux/amd64"
+	want.Platform, want.ManifestDigest = "linux/amd64", ""
+	if got := c.Release(); got != want {
+		t.Errorf("Release() unpinned = %+v, want %+v", got, want)
+	}
+}
+
+// TestProgramLists: enabled programs, and of those the autostart ones, by
+// priority then name.
+func TestProgramLists(t *testing.T) {
+	c := Config{Programs: map[string]Program{
+		"b":   {Enabled: true, Autostart: true, Priority: 5},
+		"a":   {Enabled: true, Autostart: false, Priority: 5},
+		"off": {Enabled: false, Autostart: true, Priority: 1},
+		"z":   {Enabled: true, Autostart: true, Priority: 1},
+	}}
+	if got := c.EnabledPrograms(); !slices.Equal(got, []string{"z", "a", "b"}) {
+		t.Errorf("EnabledPrograms() = %q", got)
+	}
+	if got := c.AutostartPrograms(); !slices.Equal(got, []string{"z", "b"}) {
+		t.Errorf("AutostartPrograms() = %q", got)
+	}
+	if got := (&Config{}).AutostartPrograms(); got != nil {
+		t.Errorf("AutostartPrograms() of none = %q, want nil", got)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/hermesbox/hbx/internal/names"
 )
 
 // Program is one supervised program (keys programs.<name>.*), with
@@ -161,6 +163,31 @@ func (c *Config) ProgramNames() []string {
 	slices.SortFunc(names, func(a, b string) int {
 		return cmp.Or(cmp.Compare(c.Programs[a].Priority, c.Programs[b].Priority), strings.Compare(a, b))
 	})
+	return names
+}
+
+// EnabledPrograms returns the names of c's enabled programs (the ones
+// `hbx supervise` runs), by priority then name; nil when none is.
+func (c *Config) EnabledPrograms() []string {
+	var names []string
+	for _, n := range c.ProgramNames() {
+		if c.Programs[n].Enabled {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// AutostartPrograms returns the names of c's enabled programs that start
+// with the supervisor (programs.<name>.autostart), by priority then name;
+// nil when none does.
+func (c *Config) AutostartPrograms() []string {
+	var names []string
+	for _, n := range c.EnabledPrograms() {
+		if c.Programs[n].Autostart {
+			names = append(names, n)
+		}
+	}
 	return names
 }
 
@@ -454,134 +481,150 @@ var stopSignals = []string{"TERM", "HUP", "INT", "QUIT", "KILL", "USR1", "USR2"}
 
 // validatePrograms checks the supervisor.* keys and every program.
 func validatePrograms(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
-	var probs []*Problem
-	add := func(key, value, rule string) {
-		if !skip[key] {
-			probs = append(probs, &Problem{Key: key, Value: value, Rule: rule, Source: srcs.Of(key)})
-		}
+	ps := &collector{srcs: srcs, skip: skip}
+	validateSupervisor(ps, &c.Supervisor)
+	for _, name := range c.ProgramNames() {
+		validateProgram(ps, c, name)
 	}
+	if cyc := dependencyCycle(c); cyc != nil {
+		ps.add("programs."+cyc[0]+".depends_on", "", "is a dependency cycle: "+strings.Join(cyc, " -> "))
+	}
+	return ps.list
+}
+
+// collector collects Problems, each with its key's source.
+type collector struct {
+	list []*Problem
+	srcs *Sources
+	skip map[string]bool // keys already reported (a value that did not parse)
+}
+
+// add records that value of key breaks rule, unless key is skipped.
+func (ps *collector) add(key, value, rule string) { ps.addAs(key, key, value, rule) }
+
+// addAs records that value of key breaks rule, naming the source of
+// srcKey (a map's key for one of its entries), unless srcKey is skipped.
+func (ps *collector) addAs(srcKey, key, value, rule string) {
+	if !ps.skip[srcKey] {
+		ps.list = append(ps.list, &Problem{Key: key, Value: value, Rule: rule, Source: ps.srcs.Of(srcKey)})
+	}
+}
+
+// always records that value of key breaks rule.
+func (ps *collector) always(key, value, rule string) {
+	ps.list = append(ps.list, &Problem{Key: key, Value: value, Rule: rule, Source: ps.srcs.Of(key)})
+}
+
+// validateSupervisor checks the supervisor.* keys.
+func validateSupervisor(ps *collector, sv *Supervisor) {
 	q := strconv.Quote
-	sv := &c.Supervisor
 	if !filepath.IsAbs(sv.Socket) {
-		add("supervisor.socket", q(sv.Socket), ruleNotAbs)
+		ps.add("supervisor.socket", q(sv.Socket), ruleNotAbs)
 	} else if len(sv.Socket) > 107 {
-		add("supervisor.socket", q(sv.Socket), fmt.Sprintf("is %d bytes long (a unix socket path has at most 107)", len(sv.Socket)))
+		ps.add("supervisor.socket", q(sv.Socket), fmt.Sprintf("is %d bytes long (a unix socket path has at most 107)", len(sv.Socket)))
 	}
 	if !filepath.IsAbs(sv.LogDir) {
-		add("supervisor.log_dir", q(sv.LogDir), ruleNotAbs)
+		ps.add("supervisor.log_dir", q(sv.LogDir), ruleNotAbs)
 	}
 	if sv.HealthWait <= 0 {
-		add("supervisor.health_wait", sv.HealthWait.String(), "is not positive")
+		ps.add("supervisor.health_wait", sv.HealthWait.String(), "is not positive")
 	}
 	if sv.HealthInterval <= 0 {
-		add("supervisor.health_interval", sv.HealthInterval.String(), "is not positive")
+		ps.add("supervisor.health_interval", sv.HealthInterval.String(), "is not positive")
 	}
 	if sv.WedgeFailures < 0 {
-		add("supervisor.wedge_failures", strconv.Itoa(sv.WedgeFailures), ruleNegative)
+		ps.add("supervisor.wedge_failures", strconv.Itoa(sv.WedgeFailures), ruleNegative)
 	}
+}
 
-	for _, name := range c.ProgramNames() {
-		p := c.Programs[name]
-		k := func(f string) string { return "programs." + name + "." + f }
-		if !validProgramName(name) {
-			probs = append(probs, &Problem{Key: "programs." + name, Rule: `is not a program name (want lowercase letters, digits, '-' and '_', not "all")`, Source: srcs.Of("programs." + name)})
-			continue
-		}
-		switch {
-		case name == ExecutorProgram:
-			for _, f := range executorFixed {
-				if src := srcs.Of(k(f)); src.Kind != SourceDefault && src.Kind != "" {
-					add(k(f), "", "cannot be set for the built-in executor (it runs the active release; see executor.*)")
-				}
-			}
-		case !slices.Contains(builtinPrograms, name) && len(p.Command) == 0 && !skip[k("command")]:
-			// A typo of a built-in ("hermse") declares a new program: it
-			// needs a command, enabled or not, and gets a suggestion.
-			hint := didYouMean(name, knownPrograms(c))
-			if hint == "" {
-				hint = " (want programs." + name + ".command)"
-			}
-			probs = append(probs, &Problem{Key: "programs." + name, Rule: "is not a built-in program (" + strings.Join(builtinPrograms, ", ") + ") and has no command" + hint, Source: srcs.Of("programs." + name)})
-		case p.Enabled && len(p.Command) == 0:
-			add(k("command"), "[]", "is empty (want the program to run)")
-		}
-		if !slices.Contains([]string{"true", "false", "unexpected"}, p.Autorestart) {
-			add(k("autorestart"), q(p.Autorestart), "is not true, false or unexpected")
-		}
-		for _, code := range p.ExitCodes {
-			if code < 0 || code > 255 {
-				add(k("exitcodes"), strconv.Itoa(code), "is not an exit code (want 0-255)")
-			}
-		}
-		for _, f := range []struct {
-			name string
-			v    int
-		}{{"startsecs", p.StartSecs}, {"startretries", p.StartRetries}, {"stopwaitsecs", p.StopWaitSecs}, {"logfile_backups", p.LogfileBackups}} {
-			if f.v < 0 {
-				add(k(f.name), strconv.Itoa(f.v), ruleNegative)
-			}
-		}
-		if !slices.Contains(stopSignals, strings.TrimPrefix(strings.ToUpper(p.StopSignal), "SIG")) {
-			add(k("stopsignal"), q(p.StopSignal), "is not a signal name (want TERM, HUP, INT, QUIT, KILL, USR1 or USR2)")
-		}
-		for _, f := range []struct{ name, v string }{{"directory", p.Directory}, {"stdout_logfile", p.StdoutLogfile}, {"stderr_logfile", p.StderrLogfile}} {
-			if f.v != "" && !filepath.IsAbs(f.v) {
-				add(k(f.name), q(f.v), ruleNotAbs)
-			}
-		}
-		switch {
-		case p.LogfileMaxBytes < 0:
-			add(k("logfile_maxbytes"), strconv.FormatInt(p.LogfileMaxBytes, 10), ruleNegative)
-		case p.LogfileMaxBytes%(1<<20) != 0:
-			add(k("logfile_maxbytes"), strconv.FormatInt(p.LogfileMaxBytes, 10), "is not a whole number of MiB (log rotation counts in MiB, e.g. 50MiB)")
-		}
-		for _, e := range slices.Sorted(maps.Keys(p.Environment)) {
-			if !validEnvName(e) {
-				add(k("environment"), q(e), "is not an environment variable name")
-			}
-		}
-		if !p.Enabled {
-			continue
-		}
+// validateProgram checks programs.<name>: its name, its command, its
+// fields and, when enabled, its dependencies.
+func validateProgram(ps *collector, c *Config, name string) {
+	if !names.Program(name) {
+		ps.always("programs."+name, "", `is not a program name (want lowercase letters, digits, '-' and '_', not "all")`)
+		return
+	}
+	p := c.Programs[name]
+	validateCommand(ps, c, name, p)
+	validateProgramFields(ps, name, p)
+	if p.Enabled {
 		for _, d := range p.DependsOn {
 			dp, ok := c.Programs[d]
 			switch {
 			case !ok:
-				add(k("depends_on"), q(d), "is not a program"+didYouMean(d, knownPrograms(c)))
+				ps.add("programs."+name+".depends_on", strconv.Quote(d), "is not a program"+didYouMean(d, knownPrograms(c)))
 			case !dp.Enabled:
-				add(k("depends_on"), q(d), "is a disabled program")
+				ps.add("programs."+name+".depends_on", strconv.Quote(d), "is a disabled program")
 			}
 		}
 	}
-	if cyc := dependencyCycle(c); cyc != nil {
-		add("programs."+cyc[0]+".depends_on", "", "is a dependency cycle: "+strings.Join(cyc, " -> "))
-	}
-	return probs
 }
 
-// validProgramName mirrors supervisor.ValidName.
-func validProgramName(s string) bool {
-	if s == "" || s == "all" || len(s) > 64 {
-		return false
-	}
-	for i, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '-' || c == '_')) {
-			return false
+// validateCommand checks who may set programs.<name>.command: not the
+// built-in executor; a new program needs one, enabled or not; an enabled
+// one needs a non-empty one.
+func validateCommand(ps *collector, c *Config, name string, p Program) {
+	k := func(f string) string { return "programs." + name + "." + f }
+	switch {
+	case name == ExecutorProgram:
+		for _, f := range executorFixed {
+			if src := ps.srcs.Of(k(f)); src.Kind != SourceDefault && src.Kind != "" {
+				ps.add(k(f), "", "cannot be set for the built-in executor (it runs the active release; see executor.*)")
+			}
 		}
+	case !slices.Contains(builtinPrograms, name) && len(p.Command) == 0 && !ps.skip[k("command")]:
+		// A typo of a built-in ("hermse") declares a new program: it
+		// needs a command, enabled or not, and gets a suggestion.
+		hint := didYouMean(name, knownPrograms(c))
+		if hint == "" {
+			hint = " (want programs." + name + ".command)"
+		}
+		ps.always("programs."+name, "", "is not a built-in program ("+strings.Join(builtinPrograms, ", ")+") and has no command"+hint)
+	case p.Enabled && len(p.Command) == 0:
+		ps.add(k("command"), "[]", "is empty (want the program to run)")
 	}
-	return true
 }
 
-func validEnvName(k string) bool {
-	if k == "" {
-		return false
+// validateProgramFields checks the values of programs.<name>'s other
+// fields.
+func validateProgramFields(ps *collector, name string, p Program) {
+	k := func(f string) string { return "programs." + name + "." + f }
+	q := strconv.Quote
+	if !slices.Contains([]string{"true", "false", "unexpected"}, p.Autorestart) {
+		ps.add(k("autorestart"), q(p.Autorestart), "is not true, false or unexpected")
 	}
-	for i, c := range k {
-		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
-			return false
+	for _, code := range p.ExitCodes {
+		if code < 0 || code > 255 {
+			ps.add(k("exitcodes"), strconv.Itoa(code), "is not an exit code (want 0-255)")
 		}
 	}
-	return true
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"startsecs", p.StartSecs}, {"startretries", p.StartRetries}, {"stopwaitsecs", p.StopWaitSecs}, {"logfile_backups", p.LogfileBackups}} {
+		if f.v < 0 {
+			ps.add(k(f.name), strconv.Itoa(f.v), ruleNegative)
+		}
+	}
+	if !slices.Contains(stopSignals, strings.TrimPrefix(strings.ToUpper(p.StopSignal), "SIG")) {
+		ps.add(k("stopsignal"), q(p.StopSignal), "is not a signal name (want TERM, HUP, INT, QUIT, KILL, USR1 or USR2)")
+	}
+	for _, f := range []struct{ name, v string }{{"directory", p.Directory}, {"stdout_logfile", p.StdoutLogfile}, {"stderr_logfile", p.StderrLogfile}} {
+		if f.v != "" && !filepath.IsAbs(f.v) {
+			ps.add(k(f.name), q(f.v), ruleNotAbs)
+		}
+	}
+	switch {
+	case p.LogfileMaxBytes < 0:
+		ps.add(k("logfile_maxbytes"), strconv.FormatInt(p.LogfileMaxBytes, 10), ruleNegative)
+	case p.LogfileMaxBytes%(1<<20) != 0:
+		ps.add(k("logfile_maxbytes"), strconv.FormatInt(p.LogfileMaxBytes, 10), "is not a whole number of MiB (log rotation counts in MiB, e.g. 50MiB)")
+	}
+	for _, e := range slices.Sorted(maps.Keys(p.Environment)) {
+		if !names.EnvVar(e) {
+			ps.add(k("environment"), q(e), "is not an environment variable name")
+		}
+	}
 }
 
 // dependencyCycle returns one cycle among the enabled programs

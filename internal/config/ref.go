@@ -1,38 +1,18 @@
 package config
 
 import (
+	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/opencontainers/go-digest"
-	"go.podman.io/image/v5/docker/reference"
+	"github.com/hermesbox/hbx/release"
 )
 
-// ImageRef is a parsed, pinned image reference: a tag and a sha256 digest.
-type ImageRef struct {
-	// Name is the repository with its domain, "ghcr.io/rhyssullivan/executor-selfhost".
-	// A familiar Docker Hub name is normalized ("oven/bun" is
-	// "docker.io/oven/bun"); a fully qualified one is kept as given.
-	Name string
-	// Domain is the registry, host[:port]: "ghcr.io", "127.0.0.1:5000".
-	Domain string
-	// Path is the repository within Domain, "rhyssullivan/executor-selfhost".
-	Path string
-	// Tag is the tag, "v1.5.12". It is informational: Digest pins the image.
-	Tag string
-	// Digest is the sha256 digest of the manifest or index the reference pins.
-	Digest digest.Digest
-}
+// ImageRef is a parsed, pinned image reference: a tag and a sha256 digest
+// (release.ImageRef, whose parser this package uses).
+type ImageRef = release.ImageRef
 
-// String returns the reference as Name:Tag@Digest.
-func (r ImageRef) String() string {
-	return r.Name + ":" + r.Tag + "@" + r.Digest.String()
-}
-
-// ParseImageRef parses s, which must follow the Docker reference grammar and
-// carry both an explicit tag and a sha256 digest of 64 lowercase hex digits,
-// e.g. "ghcr.io/o/executor:v1.5.12@sha256:e40b…". The error wraps ErrInvalid
-// and names s and the rule it breaks.
+// ParseImageRef is release.ParseImageRef with an error that wraps
+// ErrInvalid and names s and the rule it breaks.
 func ParseImageRef(s string) (ImageRef, error) {
 	r, rule := parseImageRef(s)
 	if rule != "" {
@@ -41,48 +21,14 @@ func ParseImageRef(s string) (ImageRef, error) {
 	return r, nil
 }
 
-// pinnedForm is the shape an image reference must have.
-const pinnedForm = "(want name:tag@sha256:<64 hex>)"
-
 // parseImageRef is ParseImageRef returning the broken rule instead of an error.
 func parseImageRef(s string) (ImageRef, string) {
-	if s == "" {
-		return ImageRef{}, "is empty " + pinnedForm
-	}
-	named, err := reference.ParseNormalizedNamed(s)
-	if err != nil {
-		return ImageRef{}, "is not an image reference: " + err.Error() + " " + pinnedForm
-	}
-	tagged, hasTag := named.(reference.NamedTagged)
-	canon, hasDigest := named.(reference.Canonical)
-	switch {
-	case !hasTag && !hasDigest:
-		return ImageRef{}, "has no tag and no digest " + pinnedForm
-	case !hasTag:
-		return ImageRef{}, "has no tag " + pinnedForm
-	case !hasDigest:
-		return ImageRef{}, "has no digest " + pinnedForm
-	}
-	d := canon.Digest()
-	if d.Algorithm() != digest.SHA256 {
-		return ImageRef{}, fmt.Sprintf("has a %s digest %s", d.Algorithm(), pinnedForm)
-	}
-	if err := d.Validate(); err != nil {
-		return ImageRef{}, "has an invalid digest: " + err.Error()
-	}
-	return ImageRef{
-		Name:   named.Name(),
-		Domain: reference.Domain(named),
-		Path:   reference.Path(named),
-		Tag:    tagged.Tag(),
-		Digest: d,
-	}, ""
+	r, err := release.ParseImageRef(s)
+	return r, ruleOf(err)
 }
 
-// ParsePlatform splits an OCI platform "os/arch[/variant]", e.g.
-// "linux/arm64" or "linux/arm/v7", into its parts. Each part is non-empty
-// and made of lowercase letters, digits and underscores. The error wraps
-// ErrInvalid.
+// ParsePlatform splits an OCI platform "os/arch[/variant]" into its parts
+// with release.ParsePlatform. The error wraps ErrInvalid.
 func ParsePlatform(s string) (os, arch, variant string, err error) {
 	os, arch, variant, rule := parsePlatform(s)
 	if rule != "" {
@@ -93,18 +39,20 @@ func ParsePlatform(s string) (os, arch, variant string, err error) {
 
 // parsePlatform is ParsePlatform returning the broken rule instead of an error.
 func parsePlatform(s string) (os, arch, variant, rule string) {
-	const bad = "is not a platform (want os/arch[/variant], e.g. linux/arm64)"
-	parts := strings.Split(s, "/")
-	if len(parts) < 2 || len(parts) > 3 {
-		return "", "", "", bad
+	p, err := release.ParsePlatform(s)
+	return p.OS, p.Architecture, p.Variant, ruleOf(err)
+}
+
+// ruleOf is the rule a release.RuleError says is broken, "" for nil.
+func ruleOf(err error) string {
+	var re *release.RuleError
+	if errors.As(err, &re) {
+		return re.Rule
 	}
-	for _, p := range parts {
-		if p == "" || strings.Trim(p, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
-			return "", "", "", bad
-		}
+	if err != nil {
+		return err.Error()
 	}
-	parts = append(parts, "")
-	return parts[0], parts[1], parts[2], ""
+	return ""
 }
 
 // valueError is a value that breaks a rule outside any config key, e.g. an

@@ -126,31 +126,41 @@ const (
 // naming the source srcs gives (srcs may be nil). Keys in skip already
 // failed to decode and are not checked again.
 func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
-	var probs []*Problem
-	addAs := func(srcKey, key, value, rule string) {
-		if !skip[srcKey] {
-			probs = append(probs, &Problem{Key: key, Value: value, Rule: rule, Source: srcs.Of(srcKey)})
-		}
-	}
-	add := func(key, value, rule string) { addAs(key, key, value, rule) }
-	q := strconv.Quote
+	ps := &collector{srcs: srcs, skip: skip}
+	validateImage(ps, &c.Executor)
+	validateDirs(ps, &c.Executor)
+	validateExecutor(ps, &c.Executor)
+	validateInstall(ps, c)
+	validateRegistry(ps, &c.Registry)
+	validateHealth(ps, &c.Health)
+	validateBackup(ps, c)
+	return append(ps.list, validatePrograms(c, srcs, skip)...)
+}
 
-	e := &c.Executor
+// validateImage checks executor.image, executor.platform and
+// executor.platform_digests.
+func validateImage(ps *collector, e *Executor) {
+	q := strconv.Quote
 	if _, rule := parseImageRef(e.Image); rule != "" {
-		add("executor.image", q(e.Image), rule)
+		ps.add("executor.image", q(e.Image), rule)
 	}
 	if _, _, _, rule := parsePlatform(e.Platform); rule != "" {
-		add("executor.platform", q(e.Platform), rule)
+		ps.add("executor.platform", q(e.Platform), rule)
 	}
 	for _, p := range slices.Sorted(maps.Keys(e.PlatformDigests)) {
 		if _, _, _, rule := parsePlatform(p); rule != "" {
-			addAs("executor.platform_digests", "executor.platform_digests", q(p), "has a key that "+rule)
+			ps.addAs("executor.platform_digests", "executor.platform_digests", q(p), "has a key that "+rule)
 		}
 		if rule := sha256Rule(e.PlatformDigests[p]); rule != "" {
-			addAs("executor.platform_digests", "executor.platform_digests."+p, q(e.PlatformDigests[p]), rule)
+			ps.addAs("executor.platform_digests", "executor.platform_digests."+p, q(e.PlatformDigests[p]), rule)
 		}
 	}
+}
 
+// validateDirs checks executor.runtime_dir, data_dir and state_dir: each
+// absolute and clean, none the same as or inside another.
+func validateDirs(ps *collector, e *Executor) {
+	q := strconv.Quote
 	dirs := []struct{ key, path string }{
 		{"executor.runtime_dir", e.RuntimeDir},
 		{"executor.data_dir", e.DataDir},
@@ -160,9 +170,9 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	for _, d := range dirs {
 		switch {
 		case !filepath.IsAbs(d.path):
-			add(d.key, q(d.path), ruleNotAbs)
+			ps.add(d.key, q(d.path), ruleNotAbs)
 		case filepath.Clean(d.path) != d.path:
-			add(d.key, q(d.path), fmt.Sprintf("is not a clean path (want %q)", filepath.Clean(d.path)))
+			ps.add(d.key, q(d.path), fmt.Sprintf("is not a clean path (want %q)", filepath.Clean(d.path)))
 		default:
 			good = append(good, d)
 		}
@@ -171,45 +181,54 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 		for _, b := range good[i+1:] {
 			switch {
 			case a.path == b.path:
-				add(b.key, q(b.path), "is the same directory as "+a.key)
+				ps.add(b.key, q(b.path), "is the same directory as "+a.key)
 			case within(a.path, b.path):
-				add(b.key, q(b.path), fmt.Sprintf("is inside %s %q", a.key, a.path))
+				ps.add(b.key, q(b.path), fmt.Sprintf("is inside %s %q", a.key, a.path))
 			case within(b.path, a.path):
-				add(a.key, q(a.path), fmt.Sprintf("is inside %s %q", b.key, b.path))
+				ps.add(a.key, q(a.path), fmt.Sprintf("is inside %s %q", b.key, b.path))
 			}
 		}
 	}
+}
 
+// validateExecutor checks the other executor.* keys.
+func validateExecutor(ps *collector, e *Executor) {
+	q := strconv.Quote
 	if e.User == "" {
-		add("executor.user", q(e.User), "is empty (want a user name)")
+		ps.add("executor.user", q(e.User), "is empty (want a user name)")
 	}
 	if e.EnvFile != "" && !filepath.IsAbs(e.EnvFile) {
-		add("executor.env_file", q(e.EnvFile), ruleNotAbs)
+		ps.add("executor.env_file", q(e.EnvFile), ruleNotAbs)
 	}
 	if !isLoopbackIP(e.Listen) {
-		add("executor.listen", q(e.Listen), ruleNotLoopback)
+		ps.add("executor.listen", q(e.Listen), ruleNotLoopback)
 	}
 	if e.Port < 1 || e.Port > 65535 {
-		add("executor.port", strconv.Itoa(e.Port), ruleNotPort)
+		ps.add("executor.port", strconv.Itoa(e.Port), ruleNotPort)
 	}
 	if e.HostPort < 1 || e.HostPort > 65535 {
-		add("executor.host_port", strconv.Itoa(e.HostPort), ruleNotPort)
+		ps.add("executor.host_port", strconv.Itoa(e.HostPort), ruleNotPort)
 	}
+}
 
+// validateInstall checks install.* and the registry's stall timeout
+// beside the install durations.
+func validateInstall(ps *collector, c *Config) {
+	q := strconv.Quote
 	in := &c.Install
 	if in.MaxUncompressedBytes <= 0 {
-		add("install.max_uncompressed_bytes", strconv.FormatInt(in.MaxUncompressedBytes, 10), "is not positive")
+		ps.add("install.max_uncompressed_bytes", strconv.FormatInt(in.MaxUncompressedBytes, 10), "is not positive")
 	}
 	if in.MinRate < 0 {
-		add("install.min_rate", strconv.FormatInt(in.MinRate, 10), ruleNegative)
+		ps.add("install.min_rate", strconv.FormatInt(in.MinRate, 10), ruleNegative)
 	}
 	if len(in.SmokeCommand) > 0 && strings.TrimSpace(in.SmokeCommand[0]) == "" {
-		add("install.smoke_command", q(strings.Join(in.SmokeCommand, ",")), "has an empty program name")
+		ps.add("install.smoke_command", q(strings.Join(in.SmokeCommand, ",")), "has an empty program name")
 	} else if len(in.SmokeCommand) > 0 && strings.ContainsAny(in.SmokeCommand[0], " \t") {
 		// smoke_command: bun --version is one item, the program
 		// "bun --version", found nowhere after a whole download.
 		words := append(strings.Fields(in.SmokeCommand[0]), in.SmokeCommand[1:]...)
-		add("install.smoke_command", q(strings.Join(in.SmokeCommand, ",")),
+		ps.add("install.smoke_command", q(strings.Join(in.SmokeCommand, ",")),
 			"has a blank in its program name (write the argv as a list, one item per argument: ["+strings.Join(words, ", ")+"])")
 	}
 	for _, d := range []struct {
@@ -222,61 +241,65 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 		{"registry.stall_timeout", c.Registry.StallTimeout},
 	} {
 		if d.d < 0 {
-			add(d.key, d.d.String(), ruleNegative)
+			ps.add(d.key, d.d.String(), ruleNegative)
 		}
 	}
+}
 
-	r := &c.Registry
+// validateRegistry checks registry.*.
+func validateRegistry(ps *collector, r *Registry) {
+	q := strconv.Quote
 	for _, h := range r.InsecureHosts {
 		if !isLoopbackHost(h) {
-			add("registry.insecure_hosts", q(h), "is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)")
+			ps.add("registry.insecure_hosts", q(h), "is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)")
 		}
 	}
 	if r.AuthFile != "" && !filepath.IsAbs(r.AuthFile) {
-		add("registry.auth_file", q(r.AuthFile), ruleNotAbs)
+		ps.add("registry.auth_file", q(r.AuthFile), ruleNotAbs)
 	}
 	if r.Retries < 0 {
-		add("registry.retries", strconv.Itoa(r.Retries), ruleNegative)
+		ps.add("registry.retries", strconv.Itoa(r.Retries), ruleNegative)
 	}
+}
 
-	h := &c.Health
+// validateHealth checks health.*.
+func validateHealth(ps *collector, h *Health) {
+	q := strconv.Quote
 	if h.Timeout <= 0 {
-		add("health.timeout", h.Timeout.String(), "is not positive")
+		ps.add("health.timeout", h.Timeout.String(), "is not positive")
 	}
 	if len(h.MCPTools) == 0 {
-		add("health.mcp_tools", "[]", "is empty (want the tool names, e.g. execute,resume)")
+		ps.add("health.mcp_tools", "[]", "is empty (want the tool names, e.g. execute,resume)")
 	}
 	for i, name := range h.MCPTools {
 		switch {
 		case strings.TrimSpace(name) == "":
-			add("health.mcp_tools", q(name), "is not a tool name")
+			ps.add("health.mcp_tools", q(name), "is not a tool name")
 		case slices.Contains(h.MCPTools[:i], name):
-			add("health.mcp_tools", q(name), "is listed twice")
+			ps.add("health.mcp_tools", q(name), "is listed twice")
 		}
 	}
 	if h.TokenFile != "" && !filepath.IsAbs(h.TokenFile) {
-		add("health.token_file", q(h.TokenFile), ruleNotAbs)
+		ps.add("health.token_file", q(h.TokenFile), ruleNotAbs)
 	}
 	switch h.Readiness {
 	case "api-health", "mcp-auth":
 	case "mcp-tools":
 		if h.TokenFile == "" {
-			add("health.readiness", q(h.Readiness), "needs health.token_file (the check lists tools with the key)")
+			ps.add("health.readiness", q(h.Readiness), "needs health.token_file (the check lists tools with the key)")
 		}
 	default:
 		rule := "is not a readiness (want api-health, mcp-auth or mcp-tools)"
 		if c := Closest(h.Readiness, []string{"api-health", "mcp-auth", "mcp-tools"}); c != "" {
 			rule = fmt.Sprintf("is not a readiness (did you mean %q?)", c)
 		}
-		add("health.readiness", q(h.Readiness), rule)
+		ps.add("health.readiness", q(h.Readiness), rule)
 	}
-	probs = append(probs, validateBackup(c, add)...)
-	return append(probs, validatePrograms(c, srcs, skip)...)
 }
 
-// validateBackup checks the backup.* keys, reporting through add.
-func validateBackup(c *Config, add func(key, value, rule string)) []*Problem {
-	q := strconv.Quote
+// validateBackup checks the backup.* keys.
+func validateBackup(ps *collector, c *Config) {
+	add, q := ps.add, strconv.Quote
 	bk, e := &c.Backup, &c.Executor
 	var hbxDirs []struct{ key, path string }
 	for _, d := range []struct{ key, path string }{{"executor.data_dir", e.DataDir}, {"executor.runtime_dir", e.RuntimeDir}, {"executor.state_dir", e.StateDir}} {
@@ -295,6 +318,32 @@ func validateBackup(c *Config, add func(key, value, rule string)) []*Problem {
 		}
 		return false
 	}
+	validateBackupPaths(ps, bk, hbxDirs, cleanAbs)
+	if bk.PassphraseFile != "" {
+		cleanAbs("backup.passphrase_file", bk.PassphraseFile)
+	}
+	if bk.Compression != "gzip" && bk.Compression != "zstd" {
+		add("backup.compression", q(bk.Compression), "is not a compression (want gzip or zstd)")
+	}
+	if bk.Keep < 0 {
+		add("backup.keep", strconv.Itoa(bk.Keep), ruleNegative)
+	}
+	if bk.KeepPreRestore < 0 {
+		add("backup.keep_pre_restore", strconv.Itoa(bk.KeepPreRestore), ruleNegative)
+	}
+	if bk.LockWait < 0 {
+		add("backup.lock_wait", bk.LockWait.String(), ruleNegative)
+	}
+	if bk.HealthWait <= 0 {
+		add("backup.health_wait", bk.HealthWait.String(), "is not positive")
+	}
+}
+
+// validateBackupPaths checks backup.dir, backup.name and backup.paths
+// (against hbx's own directories and each other); cleanAbs reports a path
+// that is not absolute and clean.
+func validateBackupPaths(ps *collector, bk *Backup, hbxDirs []struct{ key, path string }, cleanAbs func(key, p string) bool) {
+	add, q := ps.add, strconv.Quote
 	if cleanAbs("backup.dir", bk.Dir) {
 		for _, d := range hbxDirs {
 			if bk.Dir == d.path || within(d.path, bk.Dir) {
@@ -325,25 +374,6 @@ func validateBackup(c *Config, add func(key, value, rule string)) []*Problem {
 			}
 		}
 	}
-	if bk.PassphraseFile != "" {
-		cleanAbs("backup.passphrase_file", bk.PassphraseFile)
-	}
-	if bk.Compression != "gzip" && bk.Compression != "zstd" {
-		add("backup.compression", q(bk.Compression), "is not a compression (want gzip or zstd)")
-	}
-	if bk.Keep < 0 {
-		add("backup.keep", strconv.Itoa(bk.Keep), ruleNegative)
-	}
-	if bk.KeepPreRestore < 0 {
-		add("backup.keep_pre_restore", strconv.Itoa(bk.KeepPreRestore), ruleNegative)
-	}
-	if bk.LockWait < 0 {
-		add("backup.lock_wait", bk.LockWait.String(), ruleNegative)
-	}
-	if bk.HealthWait <= 0 {
-		add("backup.health_wait", bk.HealthWait.String(), "is not positive")
-	}
-	return nil
 }
 
 // within reports whether the clean absolute path inner lies below outer.

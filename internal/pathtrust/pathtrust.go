@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/account"
 )
 
 // ErrUntrusted: the path or an ancestor can be written by a user other
@@ -246,16 +247,18 @@ func permBits(m fs.FileMode) uint32 {
 	return b
 }
 
+// userName is uid's user name, or the number when none is listed.
 func userName(uid uint32) string {
-	if u, err := user.LookupId(strconv.Itoa(int(uid))); err == nil {
-		return u.Username
+	if name, ok := account.Name(int(uid)); ok {
+		return name
 	}
 	return strconv.Itoa(int(uid))
 }
 
+// groupName is gid's group name, or the number when none is listed.
 func groupName(gid uint32) string {
-	if g, err := user.LookupGroupId(strconv.Itoa(int(gid))); err == nil {
-		return g.Name
+	if name, ok := account.GroupName(int(gid)); ok {
+		return name
 	}
 	return strconv.Itoa(int(gid))
 }

@@ -1,5 +1,8 @@
 // Package tartest builds tar streams, benign and malicious, for tests of the
-// layer applier and of backup restore (after containerd's tartest).
+// layer applier and of backup restore (after containerd's tartest), and
+// holds the project's one test filesystem DSL, that of Go's
+// os/root_test.go ("d/ 0755", "f 0644 content", "l => target"): Write lays
+// a tree out from it, Tree and Shape describe a tree in it.
 //
 // A Builder never validates what it is told: it writes exactly the headers
 // given, which is the point.

@@ -29,6 +29,8 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/hermesbox/hbx/release"
 )
 
 // maxDepth bounds how many image indexes may nest below index.json.
@@ -77,17 +79,10 @@ func run(args []string, stdout io.Writer) error {
 	return err
 }
 
-// parsePlatform parses os/arch[/variant].
+// parsePlatform parses os/arch[/variant] with release.ParsePlatform.
 func parsePlatform(s string) (ocispec.Platform, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
-		return ocispec.Platform{}, fmt.Errorf("platform %q: want os/arch[/variant]", s)
-	}
-	p := ocispec.Platform{OS: parts[0], Architecture: parts[1]}
-	if len(parts) == 3 {
-		p.Variant = parts[2]
-	}
-	return p, nil
+	p, err := release.ParsePlatform(s)
+	return ocispec.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}, err
 }
 
 // matches reports whether have satisfies want; an empty wanted variant

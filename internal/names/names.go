@@ -1,0 +1,37 @@
+// Package names holds the grammar of the names hbx accepts from its
+// configuration and hands to the processes it runs: program names (the
+// config validates them, the supervisor refuses a program without one)
+// and environment variable names (programs' environment, executor.env_file).
+// It is the one owner of each rule; it does no I/O.
+package names
+
+// Program reports whether s may name a supervised program: 1-64
+// characters of lowercase letters, digits, '-' and '_', starting with a
+// letter or digit, and not "all" (the control commands' word for every
+// program).
+func Program(s string) bool {
+	if s == "" || s == "all" || len(s) > 64 {
+		return false
+	}
+	for i, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '-' || c == '_')) {
+			return false
+		}
+	}
+	return true
+}
+
+// EnvVar reports whether s may name an environment variable: ASCII
+// letters, digits and '_', not starting with a digit (POSIX's portable
+// names, either case).
+func EnvVar(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
