@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,12 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/installer"
-	"github.com/hermesbox/hbx/internal/account"
-	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
-	"github.com/hermesbox/hbx/launch"
-	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -69,59 +65,6 @@ blobs are kept for the next run.`,
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but warnings, errors and the result")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines on stdout")
 	return cmd
-}
-
-// installerOptions maps the configuration onto an install request.
-// Validation checks the staged programs are executable by executor.user,
-// and install.smoke_command runs as the payload would (see smokeFunc).
-func installerOptions(g *globals, cfg *config.Config) (installer.Options, error) {
-	runAs, err := account.Lookup(cfg.Executor.User)
-	if err != nil {
-		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
-	}
-	hostPath := release.DefaultHostPath // as the payload runs: never the caller's PATH
-	return installer.Options{
-		RunAs:                runAs,
-		HostPath:             hostPath,
-		Smoke:                smokeFunc(cfg, hostPath),
-		Image:                cfg.Executor.Image,
-		Platform:             cfg.Executor.Platform,
-		PlatformDigest:       platformPin(cfg),
-		RuntimeDir:           cfg.Executor.RuntimeDir,
-		MaxUncompressedBytes: cfg.Install.MaxUncompressedBytes,
-		KeepBlobs:            cfg.Install.KeepBlobs,
-		LockWait:             cfg.Install.LockWait,
-		Timeout:              cfg.Install.Timeout,
-		MinRate:              cfg.Install.MinRate,
-		Registry: installer.RegistryOptions{
-			InsecureHosts: cfg.Registry.InsecureHosts,
-			AuthFile:      cfg.Registry.AuthFile,
-			StallTimeout:  cfg.Registry.StallTimeout,
-			Retries:       cfg.Registry.Retries,
-		},
-		HbxVersion: buildinfo.Version,
-		Logger:     g.log,
-	}, nil
-}
-
-// smokeFunc runs install.smoke_command in a staged release as `hbx run
-// executor` would run the payload, within install.validate_timeout, with
-// a scratch data and state directory and a free port (launch.SmokeScratch);
-// nil when no smoke command is configured.
-func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
-	argv := cfg.Install.SmokeCommand
-	if len(argv) == 0 {
-		return nil
-	}
-	return func(ctx context.Context, inst *release.Installed) error {
-		return launch.SmokeScratch(ctx, launchOptions(cfg, hostPath), inst, argv, cfg.Install.ValidateTimeout)
-	}
-}
-
-// platformPin is the pinned child manifest digest for the configured
-// platform ("" when not pinned); see config.Config.PlatformPin.
-func platformPin(cfg *config.Config) digest.Digest {
-	return digest.Digest(cfg.PlatformPin())
 }
 
 // installGCPercent is the Go collector's GOGC during `hbx install`, unless
@@ -250,3 +193,11 @@ func (out *installOutput) printInstall(res *installer.Result) error {
 func quietLogger(g *globals) *slog.Logger {
 	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
+
+// installerOptions is box.InstallerOptions logging to g.log.
+func installerOptions(g *globals, cfg *config.Config) (installer.Options, error) {
+	return box.InstallerOptions(cfg, g.log)
+}
+
+// platformPin is box.PlatformPin.
+func platformPin(cfg *config.Config) digest.Digest { return box.PlatformPin(cfg) }

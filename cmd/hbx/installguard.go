@@ -6,10 +6,9 @@ import (
 	"fmt"
 
 	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/release"
-	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -31,7 +30,7 @@ type installOutcome struct {
 func guardedInstall(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, opts installer.Options, inSupervisor bool, step func(string)) (*installOutcome, error) {
 	in := installer.GuardInput{DataDir: cfg.Executor.DataDir, CanBackUp: cfg.Backup.PassphraseFile != ""}
 	if !inSupervisor {
-		in.Runs = func() (string, error) { return payloadRuns(ctx, cfg) }
+		in.Runs = func() (string, error) { return box.PayloadRuns(ctx, cfg) }
 	}
 	change, err := installer.Guard(opts, in)
 	if err != nil {
@@ -105,39 +104,4 @@ func switchInstall(ctx context.Context, g *globals, cfg *config.Config, srcs *co
 		return nil, err
 	}
 	return &installOutcome{sw: sw}, nil
-}
-
-// payloadRuns says what runs on cfg's data directory, "" when nothing.
-// A supervisor on the configured socket holds the data lock for its whole
-// life, so when one answers its executor's state decides (anything but
-// STOPPED, EXITED or FATAL runs); otherwise the data lock does (hbx run
-// executor, a supervisor on another socket, leftovers of a dead one).
-func payloadRuns(ctx context.Context, cfg *config.Config) (string, error) {
-	c, err := supervisor.Dial(ctx, cfg.Supervisor.Socket)
-	if errors.Is(err, supervisor.ErrNotRunning) {
-		if err := datalock.Check(cfg.Executor.DataDir); errors.Is(err, datalock.ErrBusy) {
-			return err.Error(), nil
-		} else if err != nil {
-			return "", err
-		}
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	sts, err := c.Status(ctx)
-	if err != nil {
-		return "", fmt.Errorf("ask the supervisor on %s whether Executor runs: %w", cfg.Supervisor.Socket, err)
-	}
-	for _, st := range sts {
-		if st.Name != config.ExecutorProgram {
-			continue
-		}
-		switch st.State {
-		case supervisor.Stopped, supervisor.Exited, supervisor.Fatal:
-			return "", nil
-		}
-		return fmt.Sprintf("the supervisor on %s reports executor %s", cfg.Supervisor.Socket, st.State), nil
-	}
-	return "", nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/lock"
@@ -126,7 +127,7 @@ func (s *upgradeServices) WaitHealthy(ctx context.Context, r upgrade.Release) er
 	if d, ok := ctx.Deadline(); ok {
 		left = time.Until(d)
 	}
-	checks := healthChecks(c, false, s.g.log)
+	checks := box.HealthChecks(c, false, s.g.log)
 	// The change that waits is the one its journal records as unfinished.
 	checks.Release.Change = nil
 	rep, err := health.Wait(ctx, checks, upgrade.GateChecks(c), left, 0)
@@ -259,7 +260,7 @@ type watchedBox struct {
 	cfg *config.Config
 }
 
-func (b watchedBox) Pending() error { return pendingChange(b.cfg) }
+func (b watchedBox) Pending() error { return box.PendingChange(b.cfg) }
 func (b watchedBox) Holder() (lock.Holder, bool) {
 	return upgrade.LockHolder(b.cfg.Executor.RuntimeDir)
 }
