@@ -89,17 +89,17 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 		return err
 	}
 	defer func() { finish(err) }()
-	res, err := guardedInstall(cmd.Context(), g, cfg, srcs, opts, false, out.step)
+	res, err := g.box(cfg, srcs).GuardedInstall(cmd.Context(), opts, false, out.step)
 	if err != nil {
 		if errors.Is(err, installer.ErrTimeout) {
 			return fmt.Errorf("install: %w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
 		}
 		return fmt.Errorf("install: %w", err)
 	}
-	if res.sw != nil {
-		return out.printSwitch(res.sw)
+	if res.Switch != nil {
+		return out.printSwitch(res.Switch)
 	}
-	return out.printInstall(res.res)
+	return out.printInstall(res.Result)
 }
 
 // installOutput is where hbx install's progress and result go: JSON lines

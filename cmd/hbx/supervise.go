@@ -109,7 +109,7 @@ func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload fu
 		return fmt.Errorf("supervise: %w", err)
 	}
 	recoverRestore(ctx, g, cfg)
-	recoverUpgrade(ctx, g, cfg, false)
+	g.box(cfg, nil).RecoverUpgrade(ctx, false)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("supervise: stopped before any program started: %w", err)
 	}
@@ -121,9 +121,9 @@ func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload fu
 	defer stopWatch()
 	go upgrade.ChangeWatch{Interval: box.ChangeWatchInterval, Logger: g.log, Box: func() upgrade.WatchedBox {
 		if c, err := reload(); err == nil {
-			return watchedBox{g: g, cfg: c}
+			return g.box(c, nil).Watched()
 		}
-		return watchedBox{g: g, cfg: cfg}
+		return g.box(cfg, nil).Watched()
 	}}.Run(wctx)
 	early.Quiet() // Run handles every signal from here on
 	if err := s.Run(ctx); err != nil {
@@ -154,7 +154,7 @@ func lockExecutorData(ctx context.Context, g *globals, cfg *config.Config, progr
 
 // superviseOptionsReload is box.SuperviseOptions for cfg, the executor's
 // image pin read from reload() at each start (cfg's when reload is nil or
-// fails), with the install on start of `hbx install` (guardedInstall).
+// fails), with the install on start of `hbx install` (box.GuardedInstall).
 func superviseOptionsReload(g *globals, cfg *config.Config, reload func() (*config.Config, error)) supervisor.Options {
 	return box.SuperviseOptions(box.Supervise{Config: cfg, Reload: reload, Env: g.env, Log: g.log,
 		Install: func(ctx context.Context, progress func(string)) error {
@@ -165,7 +165,7 @@ func superviseOptionsReload(g *globals, cfg *config.Config, reload func() (*conf
 			io.Progress = installer.LayerStatus(progress)
 			// Under existing data a release change goes through the
 			// upgrade path (pre-change backup, journal), or is refused.
-			_, err = guardedInstall(ctx, g, cfg, nil, io, true, nil)
+			_, err = g.box(cfg, nil).GuardedInstall(ctx, io, true, nil)
 			return err
 		}})
 }

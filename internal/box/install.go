@@ -1,4 +1,4 @@
-package main
+package box
 
 import (
 	"context"
@@ -6,31 +6,30 @@ import (
 	"fmt"
 
 	"github.com/hermesbox/hbx/installer"
-	"github.com/hermesbox/hbx/internal/box"
-	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
-// installOutcome is what a guarded install did: a plain install (res), or
-// a recorded release change with a pre-change backup (sw).
-type installOutcome struct {
-	res *installer.Result
-	sw  *upgrade.Result
+// InstallOutcome is what a guarded install did: a plain install (Result),
+// or a recorded release change with a pre-change backup (Switch).
+type InstallOutcome struct {
+	Result *installer.Result
+	Switch *upgrade.Result
 }
 
-// guardedInstall installs as opts says, except that the active release
+// GuardedInstall installs as opts says, except that the active release
 // changes under existing data only through the upgrade path, as
 // installer.Guard decides: a plain install, upgrade.Switch (stage,
 // pre-change backup, journal, pin, activate; hbx rollback can undo it),
-// or a refusal. What runs is not asked when inSupervisor (the caller is
-// the supervisor, before it starts anything). progress and log (nil:
-// g.log) go to the install or the stage; step, when not nil, is told the
-// steps of a recorded change.
-func guardedInstall(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, opts installer.Options, inSupervisor bool, step func(string)) (*installOutcome, error) {
+// or a refusal (installer.ErrChangeRefused). What runs is not asked when
+// inSupervisor (the caller is the supervisor, before it starts anything).
+// opts.Progress and opts.Logger (nil: b.Log) go to the install or the
+// stage; step, when not nil, is told the steps of a recorded change.
+func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSupervisor bool, step func(string)) (*InstallOutcome, error) {
+	cfg := b.Config
 	in := installer.GuardInput{DataDir: cfg.Executor.DataDir, CanBackUp: cfg.Backup.PassphraseFile != ""}
 	if !inSupervisor {
-		in.Runs = func() (string, error) { return box.PayloadRuns(ctx, cfg) }
+		in.Runs = func() (string, error) { return PayloadRuns(ctx, cfg) }
 	}
 	change, err := installer.Guard(opts, in)
 	if err != nil {
@@ -42,16 +41,17 @@ func guardedInstall(ctx context.Context, g *globals, cfg *config.Config, srcs *c
 		if errors.Is(err, installer.ErrReleaseChange) {
 			return nil, fmt.Errorf("%w: %w (it changed while this install started): run hbx install again", installer.ErrChangeRefused, err)
 		}
-		return &installOutcome{res: res}, err
+		return &InstallOutcome{Result: res}, err
 	}
-	return switchInstall(ctx, g, cfg, srcs, opts, inSupervisor, step)
+	return b.switchInstall(ctx, opts, inSupervisor, step)
 }
 
 // switchInstall changes the active release over existing data through
 // upgrade.Switch, holding every program stopped (or the data lock, when
 // no supervisor runs) unless the caller is the supervisor.
-func switchInstall(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, opts installer.Options, inSupervisor bool, step func(string)) (*installOutcome, error) {
-	pass, err := passphrase(cfg, false)()
+func (b Box) switchInstall(ctx context.Context, opts installer.Options, inSupervisor bool, step func(string)) (*InstallOutcome, error) {
+	cfg := b.Config
+	pass, err := b.Passphrase(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pre-change backup: %w", err)
 	}
@@ -61,32 +61,25 @@ func switchInstall(ctx context.Context, g *globals, cfg *config.Config, srcs *co
 	}
 	log := opts.Logger
 	if log == nil {
-		log = g.log
+		log = b.Log
 	}
-	uo := upgrade.Options{
-		RuntimeDir:     cfg.Executor.RuntimeDir,
-		DataDir:        cfg.Executor.DataDir,
-		KeepRolledBack: cfg.Backup.KeepPreRestore,
-		LockWait:       cfg.Backup.LockWait,
-		HealthWait:     cfg.Backup.HealthWait,
-		Runtime:        upgradeRuntime{g: g, cfg: cfg, progress: opts.Progress, log: log},
-		Data:           &upgradeData{g: g, cfg: cfg, pass: pass, inSupervisor: inSupervisor},
-		Config:         upgrade.ConfigFile{Path: g.configPath, Cfg: cfg, Sources: srcs},
-		Logger:         log,
-		Step:           step,
-	}
+	uo := b.UpgradeOptions()
+	uo.LockWait, uo.Logger, uo.Step = cfg.Backup.LockWait, log, step
+	uo.Runtime = Runtime{box: b, progress: opts.Progress, log: log}
+	uo.Data = &Data{box: b, pass: pass, inSupervisor: inSupervisor}
+	uo.Config = upgrade.ConfigFile{Path: b.ConfigPath, Cfg: cfg, Sources: b.Sources}
 	if !inSupervisor {
 		// A supervisor may run with Executor stopped: hold every program
 		// stopped across the change, so none starts half-way.
-		svc, err := dialServices(ctx, g, cfg)
+		svc, err := b.Dial(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
 		if svc != nil {
-			uo.Services = &upgradeServices{svc: svc, g: g, cfg: cfg}
+			uo.Services = &Services{svc: svc, box: b}
 		} else {
 			// Nothing may start the payload half-way through.
-			unlock, err := lockDataUnsupervised(ctx, g, cfg, nil, "hbx install")
+			unlock, err := b.LockUnsupervised(ctx, cfg, "hbx install")
 			if err != nil {
 				return nil, err
 			}
@@ -103,5 +96,5 @@ func switchInstall(ctx context.Context, g *globals, cfg *config.Config, srcs *co
 	if err != nil {
 		return nil, err
 	}
-	return &installOutcome{sw: sw}, nil
+	return &InstallOutcome{Switch: sw}, nil
 }
