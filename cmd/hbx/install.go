@@ -16,6 +16,7 @@ import (
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/progress"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -109,7 +110,7 @@ type installOutput struct {
 	g    *globals
 	cfg  *config.Config
 	o    installOptions
-	json *jsonProgress
+	json *progress.JSON
 	step func(string) // steps of a recorded change (JSON only)
 }
 
@@ -120,25 +121,25 @@ func (out *installOutput) progress(opts *installer.Options) (finish func(error),
 	g := out.g
 	switch {
 	case out.o.json:
-		out.json = newJSONProgress(g.stdout)
-		opts.Progress, out.step = out.json, out.json.step
+		out.json = progress.NewJSON(g.stdout)
+		opts.Progress, out.step = out.json, out.json.Step
 		// The result line is printed whatever happens, with the error.
 		return func(err error) {
 			if err != nil {
-				out.json.result(map[string]any{"changed": false, "image": out.cfg.Executor.Image, "error": err.Error()})
+				out.json.Result(map[string]any{"changed": false, "image": out.cfg.Executor.Image, "error": err.Error()})
 			}
 		}, nil
 	case out.o.quiet:
 		opts.Logger = quietLogger(g)
-	case isTerminal(g.stderr):
-		tp := newTermProgress(g.stderr)
+	case progress.IsTerminal(g.stderr):
+		tp := progress.NewTerm(g.stderr)
 		opts.Progress = tp
 		// Log lines go above the progress line, not into it, and an
 		// unfinished progress line ends before the error is printed.
-		if opts.Logger, err = newLogger(tp.logWriter(), g.logLevel); err != nil {
+		if opts.Logger, err = newLogger(tp.LogWriter(), g.logLevel); err != nil {
 			return nil, err
 		}
-		return func(error) { tp.finish() }, nil
+		return func(error) { tp.Finish() }, nil
 	}
 	return func(error) {}, nil
 }
@@ -146,7 +147,7 @@ func (out *installOutput) progress(opts *installer.Options) (finish func(error),
 // printSwitch prints a release change made over existing data.
 func (out *installOutput) printSwitch(sw *upgrade.Result) error {
 	if out.json != nil {
-		return out.json.result(map[string]any{
+		return out.json.Result(map[string]any{
 			"changed": true, "reason": "release change over existing data, with a pre-change backup", "image": out.cfg.Executor.Image,
 			"platform": sw.New.Platform, "index_digest": sw.New.Index, "manifest_digest": sw.New.Manifest,
 			"old": sw.Old, "new": sw.New, "backup": sw.Backup, "notes": sw.Notes, "recovered": sw.Recovered,
@@ -170,7 +171,7 @@ func (out *installOutput) printSwitch(sw *upgrade.Result) error {
 func (out *installOutput) printInstall(res *installer.Result) error {
 	m, image := res.Release.Meta, out.cfg.Executor.Image
 	if out.json != nil {
-		return out.json.result(map[string]any{
+		return out.json.Result(map[string]any{
 			"changed": res.Changed, "reason": res.Reason, "image": image,
 			"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
 			"fetched": res.Fetched, "reused": res.Reused, "duration_ms": res.Duration.Milliseconds(),
