@@ -99,7 +99,7 @@ func statusList(ctx context.Context, c *supervisor.Client, opts statusOptions) (
 	for i, s := range all {
 		known[i] = s.Name
 	}
-	if err := checkProgramNames(opts.cfg, known, opts.names, false); err != nil {
+	if err := box.CheckProgramNames(opts.cfg, known, opts.names, false); err != nil {
 		return nil, err
 	}
 	var list []supervisor.Status

@@ -129,7 +129,7 @@ func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, ste
 	if svc != nil {
 		opts.Services = &Services{svc: svc, box: b, toolsOverridden: over}
 	} else if unlock, err = b.LockUnsupervised(ctx, cfg, command); err != nil {
-		return opts, unlock, err
+		return opts, func() {}, err
 	}
 	// An interrupted restore is undone first, its runtime and pin too, so
 	// the upgrade or rollback reads the release the data belongs to.
