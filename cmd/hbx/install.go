@@ -14,9 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/installer/progress"
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/internal/progress"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/upgrade"
 )
