@@ -27,6 +27,7 @@ var ErrChangePending = errors.New("a release change is not finished")
 // for `hbx status`.
 type ChangePendingError struct{ msg string }
 
+// Error says what is half done and what to run, in one line.
 func (e *ChangePendingError) Error() string { return e.msg }
 
 // Unwrap makes errors.Is(err, ErrChangePending) true.
