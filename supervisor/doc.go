@@ -116,6 +116,6 @@
 //   - Log rotation (natefinch/lumberjack) works in whole MiB; a
 //     LogFile.MaxBytes that is not a multiple of 1 MiB is rounded up, and 0
 //     means no rotation. Backups 0 keeps every rotated file.
-//   - It does not read configuration; cmd/hbx maps the config onto Program
+//   - It does not read configuration; internal/box maps the config onto Program
 //     values.
 package supervisor

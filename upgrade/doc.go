@@ -1,7 +1,7 @@
 // Package upgrade moves the box to a new pinned Executor release and back
 // (`hbx upgrade`, `hbx rollback`) without losing data.
 //
-// It composes the other verbs through small interfaces that cmd/hbx fills
+// It composes the other verbs through small interfaces that internal/box fills
 // once (Runtime: the installer; Services: the supervisor and the health
 // checks; Data: backup and restore), so it imports none of them. It owns
 // the decisions between them: the steps (change.go, rollback.go), the
@@ -58,7 +58,7 @@
 // # Switch (hbx install under existing data)
 //
 // Switch runs the same steps for a release change asked by `hbx install`
-// while Executor does not run (cmd/hbx checked: the supervisor reports it
+// while Executor does not run (internal/box checked: the supervisor reports it
 // STOPPED, EXITED or FATAL, or none runs, and the data directory's lock is
 // free): stage, cold pre-change backup, journal (By "hbx install"), pin,
 // activate. Services may be nil; when set, the programs are held stopped

@@ -4,9 +4,11 @@
 // This package is the command line only: it parses flags, loads the
 // configuration (internal/config), builds the logger and calls the domain
 // packages. One file per subcommand holds its options, its flag binding and
-// a runX(ctx, opts) function that tests call directly; the adapters that
-// fill a domain package's interfaces decide nothing and are gathered in one
-// file (upgradeadapters.go for package upgrade). Loading the
+// a runX(ctx, opts) function that tests call directly, its printing and
+// its help. What the configuration means to each domain package (their
+// options) and the adapters between them live in internal/box; this
+// package gives the box its hooks (boxhooks.go: the supervisor's
+// services, the passphrase, the data lock) and calls it. Loading the
 // configuration also refuses, as invalid configuration, the paths it names
 // (and hbx's own directory) when a user other than root could replace them
 // (trust.go, internal/pathtrust).

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/backup"
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
@@ -43,13 +44,13 @@ const exitCodesHelp = `Exit codes:
 // exitCode maps the error run returned to the process exit status: nil to
 // exitOK; config.ErrInvalid, launch.ErrEnvFile, backup.ErrPassphraseFile
 // and usage errors to exitUsage; a *notRunningError or
-// *changePendingError (hbx status) to exitNotRunning;
+// *box.ChangePendingError (hbx status) to exitNotRunning;
 // anything else to exitFailure.
 func exitCode(err error) int {
 	var ue *usageError
 	var xe *launch.ExitError
 	var nr *notRunningError
-	var cp *changePendingError
+	var cp *box.ChangePendingError
 	switch {
 	case err == nil:
 		return exitOK

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -15,9 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/launch"
-	"github.com/hermesbox/hbx/supervisor"
 )
 
 // errHealthFailed is wrapped by runHealth's error when a check failed.
@@ -97,7 +94,7 @@ func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
 	if f.wait < 0 {
 		return usageErrorf("--wait %s: want a duration of 0 or more", f.wait)
 	}
-	opts := healthOptions{checks: healthChecks(cfg, f.deep, g.log), only: f.only, json: f.asJSON, wait: f.wait, stdout: g.stdout}
+	opts := healthOptions{checks: box.HealthChecks(cfg, f.deep, g.log), only: f.only, json: f.asJSON, wait: f.wait, stdout: g.stdout}
 	if f.tokenStdin {
 		key, err := health.ReadKey(cmd.InOrStdin())
 		if err != nil {
@@ -106,30 +103,6 @@ func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
 		opts.checks.Key = key
 	}
 	return runHealth(cmd.Context(), opts)
-}
-
-// healthChecks maps the configuration onto the checks' options.
-func healthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Options {
-	return health.Options{
-		Listen:  cfg.Executor.Listen,
-		Port:    cfg.Executor.Port,
-		Timeout: cfg.Health.Timeout,
-		KeyFile: cfg.Health.TokenFile,
-		Tools:   cfg.Health.MCPTools,
-		Release: health.ReleaseWant{
-			RuntimeDir: cfg.Executor.RuntimeDir,
-			Target:     cfg.Release(),
-			Deep:       deep,
-			Change:     func() error { return pendingChange(cfg) },
-		},
-		DataDir:         cfg.Executor.DataDir,
-		DataDirOwner:    cfg.Executor.User,
-		Supervisor:      supervisorPrograms{socket: cfg.Supervisor.Socket},
-		Programs:        cfg.EnabledPrograms(),
-		ExecutorProgram: config.ExecutorProgram,
-		PidFile:         filepath.Join(cfg.Executor.StateDir, launch.PidFile),
-		Logger:          log,
-	}
 }
 
 // runHealth runs the checks once, or until they pass with opts.wait, and
@@ -183,28 +156,4 @@ func printHealth(w io.Writer, rep *health.Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// supervisorPrograms is the supervisor's control client seen as a
-// health.Supervisor.
-type supervisorPrograms struct{ socket string }
-
-// Programs dials the supervisor and returns its programs' states.
-func (s supervisorPrograms) Programs(ctx context.Context) ([]health.Program, error) {
-	c, err := supervisor.Dial(ctx, s.socket)
-	if errors.Is(err, supervisor.ErrNotRunning) {
-		return nil, fmt.Errorf("%w (nothing listens on %s)", health.ErrNoSupervisor, s.socket)
-	}
-	if err != nil {
-		return nil, err
-	}
-	sts, err := c.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("supervisor status: %w", err)
-	}
-	out := make([]health.Program, len(sts))
-	for i, st := range sts {
-		out[i] = health.Program{Name: st.Name, State: st.State.String(), PID: st.PID, Detail: st.Detail}
-	}
-	return out, nil
 }

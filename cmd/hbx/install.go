@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,12 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/installer"
-	"github.com/hermesbox/hbx/internal/account"
-	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/installer/progress"
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
-	"github.com/hermesbox/hbx/launch"
-	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -70,53 +67,6 @@ blobs are kept for the next run.`,
 	return cmd
 }
 
-// installerOptions maps the configuration onto an install request.
-// Validation checks the staged programs are executable by executor.user,
-// and install.smoke_command runs as the payload would (see smokeFunc).
-func installerOptions(g *globals, cfg *config.Config) (installer.Options, error) {
-	runAs, err := account.Lookup(cfg.Executor.User)
-	if err != nil {
-		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
-	}
-	hostPath := release.DefaultHostPath // as the payload runs: never the caller's PATH
-	return installer.Options{
-		RunAs:                runAs,
-		HostPath:             hostPath,
-		Smoke:                smokeFunc(cfg, hostPath),
-		Image:                cfg.Executor.Image,
-		Platform:             cfg.Executor.Platform,
-		PlatformDigest:       cfg.Release().ManifestDigest,
-		RuntimeDir:           cfg.Executor.RuntimeDir,
-		MaxUncompressedBytes: cfg.Install.MaxUncompressedBytes,
-		KeepBlobs:            cfg.Install.KeepBlobs,
-		LockWait:             cfg.Install.LockWait,
-		Timeout:              cfg.Install.Timeout,
-		MinRate:              cfg.Install.MinRate,
-		Registry: installer.RegistryOptions{
-			InsecureHosts: cfg.Registry.InsecureHosts,
-			AuthFile:      cfg.Registry.AuthFile,
-			StallTimeout:  cfg.Registry.StallTimeout,
-			Retries:       cfg.Registry.Retries,
-		},
-		HbxVersion: buildinfo.Version,
-		Logger:     g.log,
-	}, nil
-}
-
-// smokeFunc runs install.smoke_command in a staged release as `hbx run
-// executor` would run the payload, within install.validate_timeout, with
-// a scratch data and state directory and a free port (launch.SmokeScratch);
-// nil when no smoke command is configured.
-func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
-	argv := cfg.Install.SmokeCommand
-	if len(argv) == 0 {
-		return nil
-	}
-	return func(ctx context.Context, inst *release.Installed) error {
-		return launch.SmokeScratch(ctx, launchOptions(cfg, hostPath), inst, argv, cfg.Install.ValidateTimeout)
-	}
-}
-
 // installGCPercent is the Go collector's GOGC during `hbx install`, unless
 // GOGC is set: what is live is the install's fixed buffers plus about 100
 // bytes per file of the image, so the heap may grow 25% over it between
@@ -139,17 +89,17 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 		return err
 	}
 	defer func() { finish(err) }()
-	res, err := guardedInstall(cmd.Context(), g, cfg, srcs, opts, false, out.step)
+	res, err := g.box(cfg, srcs).GuardedInstall(cmd.Context(), opts, false, out.step)
 	if err != nil {
 		if errors.Is(err, installer.ErrTimeout) {
 			return fmt.Errorf("install: %w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
 		}
 		return fmt.Errorf("install: %w", err)
 	}
-	if res.sw != nil {
-		return out.printSwitch(res.sw)
+	if res.Switch != nil {
+		return out.printSwitch(res.Switch)
 	}
-	return out.printInstall(res.res)
+	return out.printInstall(res.Result)
 }
 
 // installOutput is where hbx install's progress and result go: JSON lines
@@ -159,7 +109,7 @@ type installOutput struct {
 	g    *globals
 	cfg  *config.Config
 	o    installOptions
-	json *jsonProgress
+	json *progress.JSON
 	step func(string) // steps of a recorded change (JSON only)
 }
 
@@ -170,25 +120,25 @@ func (out *installOutput) progress(opts *installer.Options) (finish func(error),
 	g := out.g
 	switch {
 	case out.o.json:
-		out.json = newJSONProgress(g.stdout)
-		opts.Progress, out.step = out.json, out.json.step
+		out.json = progress.NewJSON(g.stdout)
+		opts.Progress, out.step = out.json, out.json.Step
 		// The result line is printed whatever happens, with the error.
 		return func(err error) {
 			if err != nil {
-				out.json.result(map[string]any{"changed": false, "image": out.cfg.Executor.Image, "error": err.Error()})
+				out.json.Result(map[string]any{"changed": false, "image": out.cfg.Executor.Image, "error": err.Error()})
 			}
 		}, nil
 	case out.o.quiet:
 		opts.Logger = quietLogger(g)
-	case isTerminal(g.stderr):
-		tp := newTermProgress(g.stderr)
+	case progress.IsTerminal(g.stderr):
+		tp := progress.NewTerm(g.stderr)
 		opts.Progress = tp
 		// Log lines go above the progress line, not into it, and an
 		// unfinished progress line ends before the error is printed.
-		if opts.Logger, err = newLogger(tp.logWriter(), g.logLevel); err != nil {
+		if opts.Logger, err = newLogger(tp.LogWriter(), g.logLevel); err != nil {
 			return nil, err
 		}
-		return func(error) { tp.finish() }, nil
+		return func(error) { tp.Finish() }, nil
 	}
 	return func(error) {}, nil
 }
@@ -196,7 +146,7 @@ func (out *installOutput) progress(opts *installer.Options) (finish func(error),
 // printSwitch prints a release change made over existing data.
 func (out *installOutput) printSwitch(sw *upgrade.Result) error {
 	if out.json != nil {
-		return out.json.result(map[string]any{
+		return out.json.Result(map[string]any{
 			"changed": true, "reason": "release change over existing data, with a pre-change backup", "image": out.cfg.Executor.Image,
 			"platform": sw.New.Platform, "index_digest": sw.New.Index, "manifest_digest": sw.New.Manifest,
 			"old": sw.Old, "new": sw.New, "backup": sw.Backup, "notes": sw.Notes, "recovered": sw.Recovered,
@@ -220,7 +170,7 @@ func (out *installOutput) printSwitch(sw *upgrade.Result) error {
 func (out *installOutput) printInstall(res *installer.Result) error {
 	m, image := res.Release.Meta, out.cfg.Executor.Image
 	if out.json != nil {
-		return out.json.result(map[string]any{
+		return out.json.Result(map[string]any{
 			"changed": res.Changed, "reason": res.Reason, "image": image,
 			"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
 			"fetched": res.Fetched, "reused": res.Reused, "duration_ms": res.Duration.Milliseconds(),
@@ -242,4 +192,9 @@ func (out *installOutput) printInstall(res *installer.Result) error {
 // quietLogger keeps warnings and errors of g's logger's destination.
 func quietLogger(g *globals) *slog.Logger {
 	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// installerOptions is box.InstallerOptions logging to g.log.
+func installerOptions(g *globals, cfg *config.Config) (installer.Options, error) {
+	return box.InstallerOptions(cfg, g.log)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -52,11 +53,11 @@ func runLogs(ctx context.Context, opts logsOptions) error {
 	if err != nil {
 		return err
 	}
-	known, err := supervisedNames(ctx, c)
+	known, err := box.SupervisedNames(ctx, c)
 	if err != nil {
 		return fmt.Errorf("logs: %w", err)
 	}
-	if err := checkProgramNames(opts.cfg, known, []string{opts.req.Name}, false); err != nil {
+	if err := box.CheckProgramNames(opts.cfg, known, []string{opts.req.Name}, false); err != nil {
 		return fmt.Errorf("logs: %w", err)
 	}
 	if err := c.Logs(ctx, opts.req, opts.stdout); err != nil {

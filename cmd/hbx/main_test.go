@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 )
@@ -245,6 +247,7 @@ func TestExitCode(t *testing.T) {
 		{&usageError{context.Canceled}, 2},
 		{context.Canceled, 1},
 		{os.ErrNotExist, 1},
+		{fmt.Errorf("status: %w", &box.ChangePendingError{}), exitNotRunning}, // box.PendingChange: hbx status exits 3
 	}
 	for _, tt := range tests {
 		if got := exitCode(tt.err); got != tt.want {

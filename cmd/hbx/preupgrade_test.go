@@ -16,7 +16,7 @@ import (
 )
 
 // TestPreUpgradeBackupFails: the pre-upgrade backup (the upgrade holds the
-// programs; the backup runs through backup.Create with heldServices) that
+// programs; the backup runs through backup.Create with box.heldServices) that
 // fails after the data was scanned, here because a file changes while it
 // is archived (a writer that escaped the hold), returns one error line,
 // leaves no archive and no temporary file, and does not panic (it did:
@@ -59,7 +59,7 @@ func TestPreUpgradeBackupFails(t *testing.T) {
 		}
 	}()
 	defer func() { close(stop); wg.Wait() }()
-	d := &upgradeData{g: &globals{log: slog.New(slog.DiscardHandler)}, cfg: cfg}
+	d := (&globals{log: slog.New(slog.DiscardHandler)}).box(cfg, nil).UpgradeOptions().Data
 	_, err = d.Backup(context.Background(), upgrade.Release{Image: cfg.Executor.Image, Platform: cfg.Executor.Platform})
 	// The change is seen while hashing or while writing (then the partial
 	// archive is removed); both are after the hold.

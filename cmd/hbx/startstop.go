@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -66,11 +67,11 @@ func runControl(ctx context.Context, opts controlOptions) error {
 	}
 	// The supervisor refuses unknown names too; asking first gives the
 	// same hints as hbx status.
-	known, err := supervisedNames(ctx, c)
+	known, err := box.SupervisedNames(ctx, c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.verb, err)
 	}
-	if err := checkProgramNames(opts.cfg, known, opts.names, true); err != nil {
+	if err := box.CheckProgramNames(opts.cfg, known, opts.names, true); err != nil {
 		return fmt.Errorf("%s: %w", opts.verb, err)
 	}
 	var res []supervisor.Result

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
@@ -98,7 +99,7 @@ func statusList(ctx context.Context, c *supervisor.Client, opts statusOptions) (
 	for i, s := range all {
 		known[i] = s.Name
 	}
-	if err := checkProgramNames(opts.cfg, known, opts.names, false); err != nil {
+	if err := box.CheckProgramNames(opts.cfg, known, opts.names, false); err != nil {
 		return nil, err
 	}
 	var list []supervisor.Status
@@ -117,7 +118,7 @@ func printStatusJSON(opts statusOptions, list []supervisor.Status) error {
 		return err
 	}
 	if opts.cfg != nil {
-		if change := pendingChange(opts.cfg); change != nil {
+		if change := box.PendingChange(opts.cfg); change != nil {
 			return withChange(notRunning(list), change)
 		}
 	}
@@ -138,7 +139,7 @@ func printStatus(opts statusOptions, list []supervisor.Status) error {
 	}
 	change := error(nil)
 	if opts.cfg != nil {
-		change = pendingChange(opts.cfg)
+		change = box.PendingChange(opts.cfg)
 		if change != nil {
 			fmt.Fprintf(&b, "release change: %v\n", change)
 		} else if note := upgrade.RecoveryNote(opts.cfg.Executor.RuntimeDir); note != "" {

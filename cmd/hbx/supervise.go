@@ -4,22 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
-	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
-	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -116,7 +109,7 @@ func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload fu
 		return fmt.Errorf("supervise: %w", err)
 	}
 	recoverRestore(ctx, g, cfg)
-	recoverUpgrade(ctx, g, cfg, false)
+	g.box(cfg, nil).RecoverUpgrade(ctx, false)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("supervise: stopped before any program started: %w", err)
 	}
@@ -126,11 +119,11 @@ func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload fu
 	// start finish it.
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go upgrade.ChangeWatch{Interval: changeWatchInterval, Logger: g.log, Box: func() upgrade.WatchedBox {
+	go upgrade.ChangeWatch{Interval: box.ChangeWatchInterval, Logger: g.log, Box: func() upgrade.WatchedBox {
 		if c, err := reload(); err == nil {
-			return watchedBox{g: g, cfg: c}
+			return g.box(c, nil).Watched()
 		}
-		return watchedBox{g: g, cfg: cfg}
+		return g.box(cfg, nil).Watched()
 	}}.Run(wctx)
 	early.Quiet() // Run handles every signal from here on
 	if err := s.Run(ctx); err != nil {
@@ -159,34 +152,12 @@ func lockExecutorData(ctx context.Context, g *globals, cfg *config.Config, progr
 	return func() { _ = dl.Release() }, nil
 }
 
-// superviseOptions maps the configuration onto the supervisor's options.
-func superviseOptions(g *globals, cfg *config.Config) supervisor.Options {
-	return superviseOptionsReload(g, cfg, nil)
-}
-
-// superviseOptionsReload is superviseOptions where the executor's image
-// pin comes from reload() at each start (cfg's when reload is nil or
-// fails).
+// superviseOptionsReload is box.SuperviseOptions for cfg, the executor's
+// image pin read from reload() at each start (cfg's when reload is nil or
+// fails), with the install on start of `hbx install` (box.GuardedInstall).
 func superviseOptionsReload(g *globals, cfg *config.Config, reload func() (*config.Config, error)) supervisor.Options {
-	var env []string
-	for _, kv := range g.env {
-		if !strings.HasPrefix(kv, config.EnvPrefix) {
-			env = append(env, kv)
-		}
-	}
-	opts := supervisor.Options{Env: env, Socket: cfg.Supervisor.Socket, Logger: g.log}
-	for _, name := range cfg.ProgramNames() {
-		pc := cfg.Programs[name]
-		if !pc.Enabled {
-			continue
-		}
-		opts.Programs = append(opts.Programs, supervisedProgram(g, cfg, name, pc, reload))
-	}
-	if cfg.Executor.InstallOnStart {
-		if slices.ContainsFunc(opts.Programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram }) {
-			opts.InstallProgram = config.ExecutorProgram
-		}
-		opts.Install = func(ctx context.Context, progress func(string)) error {
+	return box.SuperviseOptions(box.Supervise{Config: cfg, Reload: reload, Env: g.env, Log: g.log,
+		Install: func(ctx context.Context, progress func(string)) error {
 			io, err := installerOptions(g, cfg)
 			if err != nil {
 				return err
@@ -194,112 +165,10 @@ func superviseOptionsReload(g *globals, cfg *config.Config, reload func() (*conf
 			io.Progress = installer.LayerStatus(progress)
 			// Under existing data a release change goes through the
 			// upgrade path (pre-change backup, journal), or is refused.
-			_, err = guardedInstall(ctx, g, cfg, nil, io, true, nil)
+			_, err = g.box(cfg, nil).GuardedInstall(ctx, io, true, nil)
 			return err
-		}
-	}
-	return opts
+		}})
 }
 
-// supervisedProgram maps one programs.<name> entry.
-func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Program, reload func() (*config.Config, error)) supervisor.Program {
-	logFile := func(path, suffix string) supervisor.LogFile {
-		if path == "" {
-			path = filepath.Join(cfg.Supervisor.LogDir, name+suffix)
-		}
-		return supervisor.LogFile{Path: path, MaxBytes: pc.LogfileMaxBytes, Backups: pc.LogfileBackups}
-	}
-	p := supervisor.Program{
-		Name:         name,
-		Priority:     pc.Priority,
-		Autostart:    pc.Autostart,
-		Autorestart:  supervisor.Autorestart(pc.Autorestart),
-		ExitCodes:    pc.ExitCodes,
-		StartSecs:    time.Duration(pc.StartSecs) * time.Second,
-		StartRetries: pc.StartRetries,
-		StopSignal:   unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
-		StopWait:     time.Duration(pc.StopWaitSecs) * time.Second,
-		DependsOn:    pc.DependsOn,
-		Stdout:       logFile(pc.StdoutLogfile, ".out.log"),
-		Stderr:       logFile(pc.StderrLogfile, ".err.log"),
-	}
-	if name != config.ExecutorProgram {
-		p.Command, p.User, p.Directory = pc.Command, pc.User, pc.Directory
-		for _, k := range slices.Sorted(maps.Keys(pc.Environment)) {
-			p.Environment = append(p.Environment, k+"="+pc.Environment[k])
-		}
-		return p
-	}
-	return executorProgram(g, cfg, p, reload)
-}
-
-// executorProgram completes p as the built-in executor: the active
-// release, prepared afresh at each start (with the pin reload gives),
-// gated and watched by its health check.
-func executorProgram(g *globals, cfg *config.Config, p supervisor.Program, reload func() (*config.Config, error)) supervisor.Program {
-	hostPath := release.DefaultHostPath // never the caller's PATH
-	// The MCP tool set is pinned with the image (hbx upgrade --mcp-tools):
-	// the probe checks the one read with the pin at the last start.
-	var tools atomic.Pointer[[]string]
-	p.Build = func(ctx context.Context) (*supervisor.Command, error) {
-		lo := launchOptions(cfg, hostPath)
-		if reload != nil {
-			if fresh, err := reload(); err != nil {
-				g.log.Warn("re-read the configuration for the executor's pin; keeping the one read at start", "err", err)
-			} else {
-				flo := launchOptions(fresh, hostPath)
-				lo.Target = flo.Target
-				tools.Store(&fresh.Health.MCPTools)
-			}
-		}
-		spec, err := prepareLaunch(ctx, lo, g.log)
-		if err != nil {
-			return nil, err
-		}
-		logTightened(g, spec)
-		return &supervisor.Command{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Credential: spec.Credential}, nil
-	}
-	p.Probe = executorProbeTools(cfg, func() []string {
-		if t := tools.Load(); t != nil {
-			return *t
-		}
-		return cfg.Health.MCPTools
-	})
-	p.HealthWait = cfg.Supervisor.HealthWait
-	p.HealthInterval = cfg.Supervisor.HealthInterval
-	p.WedgeFailures = cfg.Supervisor.WedgeFailures
-	return p
-}
-
-// executorProbe is the executor's readiness and wedge probe, the code of
-// checks of `hbx health`: the readiness check health.readiness names
-// (api-health by default: GET /api/health on its listen address answers
-// 200 with status "ok", with the bearer key of health.token_file when
-// set), then check listeners: every TCP listener of the process tree of
-// the pid the supervisor gives (the executor's) is on loopback, the
-// listen address and port among them. So an Executor that listens on
-// 0.0.0.0 never becomes RUNNING, and is restarted when it starts to while
-// running.
-func executorProbe(cfg *config.Config) supervisor.ProcessProbe {
-	return executorProbeTools(cfg, nil)
-}
-
-// executorProbeTools is executorProbe whose readiness check mcp-tools
-// expects the names tools returns at each call (cfg's when tools is nil).
-func executorProbeTools(cfg *config.Config, tools func() []string) supervisor.ProcessProbe {
-	probe, err := health.ReadyProcess(healthChecks(cfg, false, nil), cfg.Health.Readiness, tools)
-	if err != nil { // validated by Load
-		return supervisor.ProcessProbeFunc(func(context.Context, int) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) })
-	}
-	return supervisor.ProcessProbeFunc(probe)
-}
-
-// readinessProbe is the check health.readiness names, with the options of
-// `hbx health` (the key file is read at each call).
-func readinessProbe(cfg *config.Config) func(context.Context) error {
-	ready, err := health.Ready(healthChecks(cfg, false, nil), cfg.Health.Readiness)
-	if err != nil { // validated by Load
-		return func(context.Context) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) }
-	}
-	return ready
-}
+// readinessProbe is box.ReadinessProbe.
+func readinessProbe(cfg *config.Config) func(context.Context) error { return box.ReadinessProbe(cfg) }

@@ -160,73 +160,13 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 	return printChange(o.g.stdout, "upgraded", res, o.json)
 }
 
-// upgradeOptions composes the installer, supervisor, health checks,
-// backup and config file for package upgrade. pass is the backup
-// passphrase (nil: asked when needed); command names the caller in the
-// lock (e.g. "hbx upgrade"). When no supervisor answers, the
-// data directory's lock is taken (refused while hbx run executor or a
-// supervisor on another socket runs the payload) and unlock releases it;
-// unlock is never nil.
+// upgradeOptions is box.ChangeOptions for o, its steps printed as JSON
+// lines with o.json; unlock is never nil.
 func upgradeOptions(ctx context.Context, o changeOpts, pass []byte, command string) (opts upgrade.Options, unlock func(), err error) {
-	g, cfg := o.g, o.cfg
-	unlock = func() {}
-	opts = boxUpgradeOptions(g, cfg)
-	opts.LockWait = cfg.Backup.LockWait
-	opts.Data = &upgradeData{g: g, cfg: cfg, pass: pass, toolsOverridden: upgrade.ToolsOverridden(o.srcs)}
-	opts.Config = upgrade.ConfigFile{Path: g.configPath, Cfg: cfg, Sources: o.srcs}
+	var step func(string)
 	if o.json {
-		enc := json.NewEncoder(g.stdout)
-		opts.Step = func(s string) { _ = enc.Encode(map[string]string{"event": s}) }
+		enc := json.NewEncoder(o.g.stdout)
+		step = func(s string) { _ = enc.Encode(map[string]string{"event": s}) }
 	}
-	svc, err := dialServices(ctx, g, cfg)
-	if err != nil {
-		return opts, unlock, err
-	}
-	if svc != nil {
-		opts.Services = &upgradeServices{svc: svc, g: g, cfg: cfg, toolsOverridden: upgrade.ToolsOverridden(o.srcs)}
-	} else if unlock, err = lockDataUnsupervised(ctx, g, cfg, nil, command); err != nil {
-		return opts, unlock, err
-	}
-	// An interrupted restore is undone first, its runtime and pin too, so
-	// the upgrade or rollback reads the release the data belongs to.
-	if err := recoverRestoreFor(ctx, g, cfg, o.srcs, svc); err != nil {
-		unlock()
-		return opts, func() {}, err
-	}
-	return opts, unlock, nil
-}
-
-// boxUpgradeOptions are the upgrade.Options every caller shares: cfg's
-// directories and waits, the installer, the pre-upgrade backup and the
-// config file at g.configPath.
-func boxUpgradeOptions(g *globals, cfg *config.Config) upgrade.Options {
-	return upgrade.Options{
-		RuntimeDir:     cfg.Executor.RuntimeDir,
-		DataDir:        cfg.Executor.DataDir,
-		KeepRolledBack: cfg.Backup.KeepPreRestore,
-		HealthWait:     cfg.Backup.HealthWait,
-		Runtime:        upgradeRuntime{g: g, cfg: cfg},
-		Data:           &upgradeData{g: g, cfg: cfg},
-		Config:         upgrade.ConfigFile{Path: g.configPath, Cfg: cfg},
-		Logger:         g.log,
-	}
-}
-
-// recoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
-// supervise` starts the programs (no supervisor runs yet), or, with
-// running, from the running supervisor (its change watch), through it.
-// It logs what it did and returns whether it failed.
-func recoverUpgrade(ctx context.Context, g *globals, cfg *config.Config, running bool) bool {
-	msg, err := upgrade.Recover(ctx, boxUpgradeOptions(g, cfg))
-	switch {
-	case err != nil && running:
-		g.log.Error("an interrupted upgrade could not be recovered; retrying", "err", err)
-	case err != nil:
-		g.log.Error("an interrupted upgrade could not be recovered; starting the programs anyway", "err", err)
-	case msg != "" && running:
-		g.log.Warn("interrupted upgrade recovered by the running supervisor", "what", msg)
-	case msg != "":
-		g.log.Warn("interrupted upgrade recovered", "what", msg)
-	}
-	return err != nil
+	return o.g.box(o.cfg, o.srcs).ChangeOptions(ctx, pass, command, step)
 }

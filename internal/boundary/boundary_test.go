@@ -18,6 +18,10 @@ const module = "github.com/hermesbox/hbx"
 // verbs are the packages that each do one job; cmd/hbx wires them.
 var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "launch"}
 
+// composer is the one package besides cmd/ and e2e/ that imports several
+// verbs: it composes the box from the configuration for cmd/hbx.
+const composer = "internal/box"
+
 // imports returns, for each package directory under root (relative,
 // slash-separated), the module-relative paths of the module's packages its
 // .go files import, test files included (testenv.GoFiles lists them).
@@ -55,8 +59,9 @@ func top(pkg string) string {
 }
 
 // TestVerbsImportNoVerb: no verb package imports another verb package, and
-// no shared layer (release, extract, internal/...) imports a verb package.
-// Only cmd/ and e2e/ wire verbs together.
+// no shared layer (release, extract, internal/...) imports a verb package,
+// except the composer (internal/box). Only cmd/ and e2e/ wire verbs
+// together, and only they import the composer.
 func TestVerbsImportNoVerb(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	all := imports(t, root)
@@ -73,6 +78,14 @@ func TestVerbsImportNoVerb(t *testing.T) {
 	for _, dir := range dirs {
 		switch top(dir) {
 		case "cmd", "e2e":
+			continue
+		}
+		for _, pkg := range all[dir] {
+			if pkg == composer && dir != composer {
+				t.Errorf("%s imports %s: the composer is imported only by cmd/ and e2e/", dir, pkg)
+			}
+		}
+		if dir == composer {
 			continue
 		}
 		for _, pkg := range all[dir] {

@@ -5,7 +5,9 @@
 // launch) each do one job and never import one another, test files
 // included: cmd/hbx wires them together. The shared layers they build on
 // (release, extract and every package under internal/) import no verb
-// package, so no verb reaches another through them. Only cmd/ and e2e/
-// import verbs. The test reads the import lines of every .go file with
+// package, so no verb reaches another through them, except the composer
+// internal/box (configuration to verb options, the adapters between
+// verbs), which only cmd/ and e2e/ import. Only cmd/, e2e/ and the
+// composer import verbs. The test reads the import lines of every .go file with
 // go/parser, whatever its build tags (testenv.GoFiles lists them).
 package boundary

@@ -1,4 +1,4 @@
-package main
+package progress
 
 import (
 	"encoding/json"
@@ -13,36 +13,39 @@ import (
 	"github.com/hermesbox/hbx/installer"
 )
 
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
+// IsTerminal reports whether w is a terminal.
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// jsonProgress writes every event as one JSON line, for host-side tooling.
-type jsonProgress struct {
+// JSON writes every installer event as one JSON line with its time, for
+// host-side tooling; it is safe for concurrent use.
+type JSON struct {
 	mu  sync.Mutex
 	enc *json.Encoder
 }
 
-func newJSONProgress(w io.Writer) *jsonProgress { return &jsonProgress{enc: json.NewEncoder(w)} }
+// NewJSON writes JSON lines to w.
+func NewJSON(w io.Writer) *JSON { return &JSON{enc: json.NewEncoder(w)} }
 
-// step writes a step of a recorded release change: {"event": s}.
-func (p *jsonProgress) step(s string) {
+// Step writes a step of a recorded release change: {"event": s}.
+func (p *JSON) Step(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_ = p.enc.Encode(map[string]any{"time": time.Now().UTC(), "event": s})
 }
 
-// result writes the result line: fields plus time and "event": "result".
-func (p *jsonProgress) result(fields map[string]any) error {
+// Result writes the result line: fields plus time and "event": "result".
+func (p *JSON) Result(fields map[string]any) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fields["time"], fields["event"] = time.Now().UTC(), "result"
 	return p.enc.Encode(fields)
 }
 
-func (p *jsonProgress) Event(e installer.Event) {
+// Event writes e with the time (installer.Progress).
+func (p *JSON) Event(e installer.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_ = p.enc.Encode(struct {
@@ -51,9 +54,10 @@ func (p *jsonProgress) Event(e installer.Event) {
 	}{time.Now().UTC(), e})
 }
 
-// termProgress draws one line per layer, redrawn in place while the layer
-// is applied: index, digest, bytes of total, rate.
-type termProgress struct {
+// Term draws one line per layer on a terminal, redrawn in place while the
+// layer is applied: index, digest, MiB of total, rate; it is safe for
+// concurrent use.
+type Term struct {
 	mu    sync.Mutex
 	w     io.Writer
 	start time.Time
@@ -61,10 +65,10 @@ type termProgress struct {
 	cols  func() int // the terminal's width, 0 when unknown
 }
 
-// logWriter returns a writer for log lines that shares the terminal with
+// LogWriter returns a writer for log lines that shares the terminal with
 // the progress line: each write clears the line, writes the log line and
 // draws the progress line again below it.
-func (p *termProgress) logWriter() io.Writer {
+func (p *Term) LogWriter() io.Writer {
 	return writerFunc(func(b []byte) (int, error) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -84,8 +88,9 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
-func newTermProgress(w io.Writer) *termProgress {
-	return &termProgress{w: w, cols: func() int {
+// NewTerm draws on w, cut to its width when w is a terminal.
+func NewTerm(w io.Writer) *Term {
+	return &Term{w: w, cols: func() int {
 		if f, ok := w.(*os.File); ok {
 			if c, _, err := term.GetSize(int(f.Fd())); err == nil {
 				return c
@@ -95,9 +100,9 @@ func newTermProgress(w io.Writer) *termProgress {
 	}}
 }
 
-// finish ends an unfinished progress line, so what is printed next (the
+// Finish ends an unfinished progress line, so what is printed next (the
 // error of an interrupted install) starts on a line of its own.
-func (p *termProgress) finish() {
+func (p *Term) Finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.line != "" {
@@ -106,7 +111,8 @@ func (p *termProgress) finish() {
 	}
 }
 
-func (p *termProgress) Event(e installer.Event) {
+// Event draws e (installer.Progress).
+func (p *Term) Event(e installer.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch e.Kind {
@@ -122,7 +128,9 @@ func (p *termProgress) Event(e installer.Event) {
 	}
 }
 
-func (p *termProgress) draw(e installer.Event, done int64, final bool) {
+// draw writes the layer's line with done of its bytes applied; final
+// ends the line.
+func (p *Term) draw(e installer.Event, done int64, final bool) {
 	secs := time.Since(p.start).Seconds()
 	rate := 0.0
 	if secs > 0 {

@@ -1,4 +1,4 @@
-package main
+package box
 
 import (
 	"context"
@@ -30,29 +30,29 @@ func TestPrepareLaunchNamesHalfDoneRestore(t *testing.T) {
 	if err := os.MkdirAll(lo.RuntimeDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := prepareLaunch(context.Background(), lo, slog.New(slog.DiscardHandler)); !errors.Is(err, launch.ErrNotInstalled) || errors.Is(err, errRestoreInterrupted) {
-		t.Fatalf("prepareLaunch without a release or journal = %v, want only ErrNotInstalled", err)
+	if _, err := PrepareLaunch(context.Background(), lo, slog.New(slog.DiscardHandler)); !errors.Is(err, launch.ErrNotInstalled) || errors.Is(err, ErrRestoreInterrupted) {
+		t.Fatalf("PrepareLaunch without a release or journal = %v, want only ErrNotInstalled", err)
 	}
 	j := map[string]any{"format": 1, "phase": "swapping", "started": time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), "pid": 1, "archive": "/backups/x.tar.zst.gpg"}
 	b, _ := json.Marshal(j)
 	if err := os.WriteFile(lo.DataDir+".restore.json", b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := prepareLaunch(context.Background(), lo, slog.New(slog.DiscardHandler))
-	if !errors.Is(err, errRestoreInterrupted) {
-		t.Fatalf("prepareLaunch with a half-done restore = %v, want errRestoreInterrupted", err)
+	_, err := PrepareLaunch(context.Background(), lo, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, ErrRestoreInterrupted) {
+		t.Fatalf("PrepareLaunch with a half-done restore = %v, want ErrRestoreInterrupted", err)
 	}
 	msg := err.Error()
 	for _, w := range []string{"a restore is half done", "/backups/x.tar.zst.gpg", "phase swapping", lo.DataDir + ".restore.json", "`hbx backup`", "`hbx supervise`", "do not run hbx install"} {
 		if !strings.Contains(msg, w) {
-			t.Errorf("prepareLaunch says %q, want it to say %q", msg, w)
+			t.Errorf("PrepareLaunch says %q, want it to say %q", msg, w)
 		}
 	}
 	if strings.Contains(msg, launch.ErrNotInstalled.Error()) {
-		t.Errorf("prepareLaunch says %q, want no %q", msg, launch.ErrNotInstalled)
+		t.Errorf("PrepareLaunch says %q, want no %q", msg, launch.ErrNotInstalled)
 	}
 	if strings.Contains(msg, "\n") {
-		t.Errorf("prepareLaunch's reason is not one line: %q", msg)
+		t.Errorf("PrepareLaunch's reason is not one line: %q", msg)
 	}
 }
 
@@ -68,8 +68,8 @@ func TestPendingChange(t *testing.T) {
 	if err := os.MkdirAll(cfg.Executor.RuntimeDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := pendingChange(cfg); err != nil {
-		t.Fatalf("pendingChange without journals = %v", err)
+	if err := PendingChange(cfg); err != nil {
+		t.Fatalf("PendingChange without journals = %v", err)
 	}
 	writeJournal := func(j upgrade.Journal) {
 		t.Helper()
@@ -84,14 +84,14 @@ func TestPendingChange(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.Executor.RuntimeDir, upgrade.LockFile), []byte(`{"pid":2147483000,"command":"hbx upgrade"}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := pendingChange(cfg)
-	var cp *changePendingError
-	if !errors.As(err, &cp) || exitCode(err) != exitNotRunning {
-		t.Fatalf("pendingChange with an interrupted upgrade = %v (exit %d), want a *changePendingError (exit 3)", err, exitCode(err))
+	err := PendingChange(cfg)
+	var cp *ChangePendingError
+	if !errors.As(err, &cp) {
+		t.Fatalf("PendingChange with an interrupted upgrade = %v, want a *ChangePendingError", err)
 	}
 	for _, w := range []string{"upgrade to ex:v2@sha256:b interrupted in phase activating", "`hbx rollback`", "hbx supervise", "ex:v1@sha256:a"} {
 		if !strings.Contains(err.Error(), w) {
-			t.Errorf("pendingChange says %q, want it to say %q", err, w)
+			t.Errorf("PendingChange says %q, want it to say %q", err, w)
 		}
 	}
 	// Held by a live process: in progress.
@@ -99,8 +99,8 @@ func TestPendingChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pendingChange(cfg); err == nil || !strings.Contains(err.Error(), "in progress") {
-		t.Errorf("pendingChange with the lock held = %v, want in progress", err)
+	if err := PendingChange(cfg); err == nil || !strings.Contains(err.Error(), "in progress") {
+		t.Errorf("PendingChange with the lock held = %v, want in progress", err)
 	}
 	lk.Unlock()
 	// Recovered: passes, and the note names the kept copy while it exists.
@@ -110,8 +110,8 @@ func TestPendingChange(t *testing.T) {
 	}
 	j.Phase, j.Recovered, j.KeptAside = upgrade.PhaseRolledBack, true, kept
 	writeJournal(j)
-	if err := pendingChange(cfg); err != nil {
-		t.Errorf("pendingChange after the recovery = %v, want nil", err)
+	if err := PendingChange(cfg); err != nil {
+		t.Errorf("PendingChange after the recovery = %v, want nil", err)
 	}
 	if note := upgrade.RecoveryNote(cfg.Executor.RuntimeDir); !strings.Contains(note, kept) || !strings.Contains(note, "interrupted upgrade to ex:v2@sha256:b was rolled back") {
 		t.Errorf("RecoveryNote = %q, want it to name the interrupted upgrade and %s", note, kept)
@@ -161,9 +161,9 @@ func TestPendingChangeReusedPID(t *testing.T) {
 	// The pid now names a sleep that never opened the lock file.
 	other := start()
 	record(other.Process.Pid)
-	err := pendingChange(cfg)
+	err := PendingChange(cfg)
 	if err == nil || !strings.Contains(err.Error(), "interrupted in phase activating") {
-		t.Errorf("pendingChange with the record naming a live process that does not hold the lock = %v, want interrupted", err)
+		t.Errorf("PendingChange with the record naming a live process that does not hold the lock = %v, want interrupted", err)
 	}
 	if _, held := upgrade.LockHolder(cfg.Executor.RuntimeDir); held {
 		t.Errorf("LockHolder: held by pid %d, which never opened %s", other.Process.Pid, lockPath)
@@ -182,7 +182,7 @@ func TestPendingChangeReusedPID(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err = pendingChange(cfg)
+		err = PendingChange(cfg)
 		if err != nil && strings.Contains(err.Error(), "is stopped") || time.Now().After(deadline) {
 			break
 		}
@@ -190,7 +190,7 @@ func TestPendingChangeReusedPID(t *testing.T) {
 	}
 	for _, w := range []string{"in progress", "pid " + itoa(holder.Process.Pid) + " is stopped", "kill -CONT " + itoa(holder.Process.Pid)} {
 		if err == nil || !strings.Contains(err.Error(), w) {
-			t.Errorf("pendingChange with a stopped holder = %v, want it to say %q", err, w)
+			t.Errorf("PendingChange with a stopped holder = %v, want it to say %q", err, w)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package progress
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 // log lines are written as they are.
 func TestTermProgressKeepsLogLinesApart(t *testing.T) {
 	var out bytes.Buffer
-	p := newTermProgress(&out)
-	log := p.logWriter()
+	p := NewTerm(&out)
+	log := p.LogWriter()
 	layer := installer.Event{Digest: "sha256:0123456789abcdef", Size: 2e6, Index: 0, Count: 1}
 
 	p.Event(withKind(layer, installer.EventLayerStart))
@@ -49,7 +49,7 @@ func withKind(e installer.Event, k installer.EventKind) installer.Event {
 // an error printed next starts its own line.
 func TestTermProgressFitsTheTerminal(t *testing.T) {
 	var out bytes.Buffer
-	p := newTermProgress(&out)
+	p := NewTerm(&out)
 	p.cols = func() int { return 30 }
 	layer := installer.Event{Digest: "sha256:0123456789abcdef", Size: 2e6, Done: 1e6, Index: 0, Count: 1}
 	p.Event(withKind(layer, installer.EventLayerProgress))
@@ -59,12 +59,12 @@ func TestTermProgressFitsTheTerminal(t *testing.T) {
 		}
 	}
 	out.Reset()
-	p.finish()
+	p.Finish()
 	if got := out.String(); got != "\n" {
 		t.Errorf("finish() with a progress line on screen wrote %q, want a newline", got)
 	}
 	out.Reset()
-	p.finish()
+	p.Finish()
 	if got := out.String(); got != "" {
 		t.Errorf("a second finish() wrote %q, want nothing", got)
 	}

@@ -1,4 +1,4 @@
-package main
+package box
 
 import (
 	"context"
@@ -21,13 +21,14 @@ func (e *programNameError) Error() string { return e.msg }
 // Unwrap returns supervisor.ErrUnknownProgram.
 func (e *programNameError) Unwrap() error { return supervisor.ErrUnknownProgram }
 
-// checkProgramNames returns nil when the supervisor runs a program of every
+// CheckProgramNames returns nil when the supervisor runs a program of every
 // name in names ("all" counts when allowAll), else an error for each name
 // it does not, joined with "; ": a program cfg disables is named as such
 // (`program "hermes" is disabled (programs.hermes.enabled: false)`), any
 // other name gets the supervisor's programs and a "did you mean" when one
-// is near. known lists the supervisor's programs.
-func checkProgramNames(cfg *config.Config, known, names []string, allowAll bool) error {
+// is near. known lists the supervisor's programs. The error wraps
+// supervisor.ErrUnknownProgram.
+func CheckProgramNames(cfg *config.Config, known, names []string, allowAll bool) error {
 	var msgs []string
 	for _, n := range names {
 		if slices.Contains(known, n) || allowAll && n == "all" {
@@ -49,9 +50,9 @@ func checkProgramNames(cfg *config.Config, known, names []string, allowAll bool)
 	return &programNameError{strings.Join(msgs, "; ")}
 }
 
-// supervisedNames returns the names of the programs the supervisor behind c
+// SupervisedNames returns the names of the programs the supervisor behind c
 // runs, in its order.
-func supervisedNames(ctx context.Context, c *supervisor.Client) ([]string, error) {
+func SupervisedNames(ctx context.Context, c *supervisor.Client) ([]string, error) {
 	sts, err := c.Status(ctx)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,424 @@
+package box
+
+// The adapters of a release change (`hbx upgrade`, `hbx rollback`, the
+// release change of `hbx install` and the change watch of `hbx
+// supervise`): each fills one interface of package upgrade (or backup)
+// with the installer, the supervisor, the health checks or package
+// backup, and decides nothing (the decisions are upgrade's).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/backup"
+	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/supervisor"
+	"github.com/hermesbox/hbx/upgrade"
+)
+
+// Supervised is a running supervisor seen by a change: backup.Services
+// (a hold on every program, the waits), the watch that says it is gone,
+// and its readiness probe, which a change swaps to judge the release it
+// pinned.
+type Supervised interface {
+	backup.Services
+	// Gone is closed once the supervisor is gone.
+	Gone() <-chan struct{}
+	// Close ends the watch's connection.
+	Close()
+	// SetProbe makes p the readiness probe of the waits and returns the
+	// one it replaces.
+	SetProbe(p supervisor.Probe) supervisor.Probe
+}
+
+// Hooks are what the command layer gives the box: the supervisor's
+// services, the backup passphrase, the data lock and the restore's
+// pieces. Every hook takes the configuration it acts on.
+type Hooks struct {
+	// Dial returns the supervisor on cfg's socket, nil (and no error)
+	// when none runs.
+	Dial func(ctx context.Context, cfg *config.Config) (Supervised, error)
+	// Passphrase reads backup.passphrase_file (or asks).
+	Passphrase func(cfg *config.Config) ([]byte, error)
+	// Owner looks up the user that owns restored data.
+	Owner func(user string) (backup.Owner, error)
+	// LockUnsupervised takes the data directory's lock as command when no
+	// supervisor runs; the func it returns gives it back.
+	LockUnsupervised func(ctx context.Context, cfg *config.Config, command string) (func(), error)
+	// RestoreRuntime installs an archive's release for a restore.
+	RestoreRuntime func(cfg *config.Config) backup.Runtime
+	// RestorePin is the config file's pin as a restore moves it.
+	RestorePin func(cfg *config.Config) backup.Config
+	// RecoverRestore undoes an interrupted restore before a change reads
+	// the active release (svc: the running supervisor, or nil).
+	RecoverRestore func(ctx context.Context, cfg *config.Config, srcs *config.Sources, svc Supervised) error
+}
+
+// Box is one box's configuration and the command layer's hooks; its
+// methods compose the verbs for a release change.
+type Box struct {
+	Config     *config.Config
+	Sources    *config.Sources // nil: no HBX_* variable or flag is known
+	ConfigPath string          // the config file the pins are written to
+	Log        *slog.Logger
+	Hooks
+}
+
+// With is b for another configuration of the same box (a re-read one,
+// or one with a release pinned).
+func (b Box) With(cfg *config.Config) Box {
+	b.Config = cfg
+	return b
+}
+
+// ReleaseOf describes an installed release for package upgrade.
+func ReleaseOf(inst *release.Installed) upgrade.Release {
+	m := inst.Meta
+	return upgrade.Release{Image: m.Image, Platform: m.Platform, Index: m.IndexDigest, Manifest: m.ManifestDigest}
+}
+
+// UpgradeOptions are the upgrade.Options every change shares: the
+// directories and waits, the installer, the pre-upgrade backup and the
+// config file at b.ConfigPath.
+func (b Box) UpgradeOptions() upgrade.Options {
+	cfg := b.Config
+	return upgrade.Options{
+		RuntimeDir:     cfg.Executor.RuntimeDir,
+		DataDir:        cfg.Executor.DataDir,
+		KeepRolledBack: cfg.Backup.KeepPreRestore,
+		HealthWait:     cfg.Backup.HealthWait,
+		Runtime:        Runtime{box: b},
+		Data:           &Data{box: b},
+		Config:         upgrade.ConfigFile{Path: b.ConfigPath, Cfg: cfg},
+		Logger:         b.Log,
+	}
+}
+
+// ChangeOptions composes the installer, supervisor, health checks,
+// backup and config file for `hbx upgrade` and `hbx rollback`. pass is
+// the backup passphrase (nil: asked when needed); command names the
+// caller in the lock (e.g. "hbx upgrade"); step, when not nil, is told
+// each step. When no supervisor answers, the data directory's lock is
+// taken and unlock releases it; unlock is never nil. An interrupted
+// restore is undone first.
+func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, step func(string)) (opts upgrade.Options, unlock func(), err error) {
+	cfg := b.Config
+	unlock = func() {}
+	over := upgrade.ToolsOverridden(b.Sources)
+	opts = b.UpgradeOptions()
+	opts.LockWait = cfg.Backup.LockWait
+	opts.Data = &Data{box: b, pass: pass, toolsOverridden: over}
+	opts.Config = upgrade.ConfigFile{Path: b.ConfigPath, Cfg: cfg, Sources: b.Sources}
+	opts.Step = step
+	svc, err := b.Dial(ctx, cfg)
+	if err != nil {
+		return opts, unlock, err
+	}
+	if svc != nil {
+		opts.Services = &Services{svc: svc, box: b, toolsOverridden: over}
+	} else if unlock, err = b.LockUnsupervised(ctx, cfg, command); err != nil {
+		return opts, func() {}, err
+	}
+	// An interrupted restore is undone first, its runtime and pin too, so
+	// the upgrade or rollback reads the release the data belongs to.
+	if err := b.RecoverRestore(ctx, cfg, b.Sources, svc); err != nil {
+		unlock()
+		return opts, func() {}, err
+	}
+	return opts, unlock, nil
+}
+
+// RecoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
+// supervise` starts the programs (no supervisor runs yet), or, with
+// running, from the running supervisor (its change watch), through it.
+// It logs what it did and returns whether it failed.
+func (b Box) RecoverUpgrade(ctx context.Context, running bool) bool {
+	msg, err := upgrade.Recover(ctx, b.UpgradeOptions())
+	switch {
+	case err != nil && running:
+		b.Log.Error("an interrupted upgrade could not be recovered; retrying", "err", err)
+	case err != nil:
+		b.Log.Error("an interrupted upgrade could not be recovered; starting the programs anyway", "err", err)
+	case msg != "" && running:
+		b.Log.Warn("interrupted upgrade recovered by the running supervisor", "what", msg)
+	case msg != "":
+		b.Log.Warn("interrupted upgrade recovered", "what", msg)
+	}
+	return err != nil
+}
+
+// Runtime is upgrade.Runtime over the installer; progress and log, when
+// set, go to Stage's install.
+type Runtime struct {
+	box      Box
+	progress installer.Progress
+	log      *slog.Logger
+}
+
+// Active is the release `current` names.
+func (r Runtime) Active() (upgrade.Release, error) { return r.link(release.CurrentLink) }
+
+// Previous is the release `previous` names.
+func (r Runtime) Previous() (upgrade.Release, error) { return r.link(release.PreviousLink) }
+
+func (r Runtime) link(name string) (upgrade.Release, error) {
+	inst, err := release.Link(r.box.Config.Executor.RuntimeDir, name)
+	if err != nil {
+		return upgrade.Release{}, err
+	}
+	return ReleaseOf(inst), nil
+}
+
+// Stage installs image with the child manifest pin without activating it.
+func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (upgrade.Release, error) {
+	opts, err := InstallerOptions(r.box.Config, r.box.Log)
+	if err != nil {
+		return upgrade.Release{}, err
+	}
+	opts.Image, opts.PlatformDigest, opts.StageOnly = image, pin, true
+	opts.Progress = r.progress
+	if r.log != nil {
+		opts.Logger = r.log
+	}
+	res, err := installer.Install(ctx, opts)
+	if err != nil {
+		return upgrade.Release{}, err
+	}
+	return ReleaseOf(res.Release), nil
+}
+
+// Activate makes the staged release manifest names the active one.
+func (r Runtime) Activate(ctx context.Context, manifest digest.Digest) error {
+	c := r.box.Config
+	return installer.Activate(ctx, c.Executor.RuntimeDir, manifest, c.Install.LockWait)
+}
+
+// Install installs like `hbx install` with pinned as the configured
+// release (upgrade.Runtime).
+func (r Runtime) Install(ctx context.Context, pinned upgrade.Release, image, platform string, manifest digest.Digest) (bool, error) {
+	return r.box.RestoreRuntime(upgrade.Pinned(r.box.Config, pinned)).Install(ctx, image, platform, manifest)
+}
+
+// Services is upgrade.Services over the supervisor and the checks of
+// `hbx health`.
+type Services struct {
+	svc Supervised
+	box Box
+	// toolsOverridden: an HBX_* variable or a flag sets health.mcp_tools,
+	// which then wins over the tool set pinned with a release.
+	toolsOverridden bool
+}
+
+// Hold stops every program and keeps them stopped until released.
+func (s *Services) Hold(ctx context.Context) (upgrade.Hold, error) {
+	return s.svc.Hold(ctx)
+}
+
+// Gone is closed once the supervisor is gone (upgrade.Watcher).
+func (s *Services) Gone() <-chan struct{} { return s.svc.Gone() }
+
+// WaitHealthy waits for the programs, then for the checks
+// health.readiness names (api-health by default), mcp-auth, supervisor
+// and release (pinned to r), and mcp-tools (the tool set pinned with r)
+// when a key is configured.
+func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
+	c := upgrade.Pinned(s.box.Config, r)
+	c.Health.MCPTools = upgrade.ToolsIn(s.box.Config, r, s.toolsOverridden)
+	// The readiness wait judges r's tool set too (health.readiness
+	// mcp-tools).
+	saved := s.svc.SetProbe(supervisor.ProbeFunc(ReadinessProbe(c)))
+	err := s.svc.WaitHealthy(ctx)
+	s.svc.SetProbe(saved)
+	if err != nil {
+		return err
+	}
+	left := time.Minute
+	if d, ok := ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	checks := HealthChecks(c, false, s.box.Log)
+	// The change that waits is the one its journal records as unfinished.
+	checks.Release.Change = nil
+	rep, err := health.Wait(ctx, checks, upgrade.GateChecks(c), left, 0)
+	if err != nil && rep == nil {
+		return err
+	}
+	var failed []string
+	for _, c := range rep.Checks {
+		if c.Status == health.Fail {
+			failed = append(failed, fmt.Sprintf("%s (%s)", c.Name, c.Reason))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%w: checks failing: %s", health.ErrUnhealthy, strings.Join(failed, "; "))
+	}
+	return err
+}
+
+// PreUpgradeName starts the file name of every pre-upgrade archive.
+const PreUpgradeName = "pre-upgrade"
+
+// Data is upgrade.Data over package backup.
+type Data struct {
+	box  Box
+	pass []byte
+	// toolsOverridden: an HBX_* variable or a flag sets health.mcp_tools.
+	toolsOverridden bool
+	// inSupervisor: the caller is hbx supervise's install on start,
+	// before its programs run (its socket answers status only; a hold
+	// would wait for the install); Restore does not dial it.
+	inSupervisor bool
+}
+
+// heldServices is backup.Services while the upgrade holds the programs
+// stopped itself: nothing more to stop (a nil Hold), nothing to start;
+// the upgrade starts them again and says so.
+type heldServices struct{}
+
+func (heldServices) Hold(context.Context) (backup.Hold, error)   { return nil, nil }
+func (heldServices) WaitHealthy(context.Context) error           { return nil }
+func (heldServices) WaitRunning(context.Context, []string) error { return nil }
+
+func (d *Data) passphrase() ([]byte, error) {
+	if d.pass != nil {
+		return d.pass, nil
+	}
+	p, err := d.box.Passphrase(d.box.Config)
+	if err != nil {
+		return nil, err
+	}
+	d.pass = p
+	return p, nil
+}
+
+// Backup takes the pre-upgrade backup of r's data while the upgrade
+// holds the programs stopped; it returns the archive's path.
+func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
+	pass, err := d.passphrase()
+	if err != nil {
+		return "", err
+	}
+	c := d.box.Config
+	res, err := backup.Create(ctx, backup.Options{
+		DataDir: c.Executor.DataDir, Paths: c.Backup.Paths, RuntimeDir: c.Executor.RuntimeDir, StateDir: c.Executor.StateDir,
+		Dir: c.Backup.Dir, Name: PreUpgradeName, Keep: c.Backup.Keep, Compression: backup.Compression(c.Backup.Compression),
+		Encrypt: true, Passphrase: pass, Image: r.Image, Platform: r.Platform, PlatformDigest: r.Manifest,
+		HbxVersion: buildinfo.Version, LockWait: c.Backup.LockWait, Services: heldServices{}, Logger: d.box.Log,
+	})
+	if err != nil {
+		return "", err
+	}
+	return res.Path, nil
+}
+
+// Recorded returns the digests archive's summary records.
+func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
+	infos, err := backup.List(d.box.Config.Backup.Dir, PreUpgradeName)
+	if err != nil {
+		return "", "", err
+	}
+	for _, in := range infos {
+		if in.Path == archive {
+			return in.IndexDigest, in.ManifestDigest, nil
+		}
+	}
+	if _, err := os.Stat(archive); err != nil {
+		return "", "", err
+	}
+	return "", "", errors.New("the archive has no summary file (.json) to check its digests against")
+}
+
+// Restore restores archive with r's runtime installed through rt, and
+// waits for the services (unless inSupervisor) judging r's tool set.
+func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release, rt upgrade.Installer) (string, error) {
+	c := d.box.Config
+	owner, err := d.box.Owner(c.Executor.User)
+	if err != nil {
+		return "", err
+	}
+	opts := backup.RestoreOptions{
+		Archive: archive, Passphrase: d.passphrase, DataDir: c.Executor.DataDir, RuntimeDir: c.Executor.RuntimeDir,
+		StateDir: c.Executor.StateDir, BackupDir: c.Backup.Dir, AllowedPaths: c.Backup.Paths, Owner: owner,
+		KeepPreRestore: max(c.Backup.KeepPreRestore, 1), HealthWait: c.Backup.HealthWait, LockWait: c.Backup.LockWait,
+		Runtime: rt, Image: r.Image, Platform: r.Platform, Logger: d.box.Log,
+	}
+	if !d.inSupervisor {
+		// The wait after the restore judges r's tool set (health.readiness
+		// mcp-tools), which the rollback pinned with it.
+		wc := *c
+		wc.Health.MCPTools = upgrade.ToolsIn(c, r, d.toolsOverridden)
+		svc, err := d.box.Dial(ctx, &wc)
+		if err != nil {
+			return "", err
+		}
+		if svc != nil {
+			defer svc.Close()
+			opts.Services = svc
+		}
+	}
+	res, err := backup.Restore(ctx, opts)
+	if err != nil {
+		return "", err
+	}
+	return res.Restored[c.Executor.DataDir], nil
+}
+
+// Watched is upgrade.WatchedBox over b, the configuration of one round
+// of hbx supervise's change watch.
+func (b Box) Watched() upgrade.WatchedBox { return watchedBox{b} }
+
+type watchedBox struct{ b Box }
+
+func (w watchedBox) Pending() error { return PendingChange(w.b.Config) }
+func (w watchedBox) Holder() (lock.Holder, bool) {
+	return upgrade.LockHolder(w.b.Config.Executor.RuntimeDir)
+}
+func (w watchedBox) RecoverChange(ctx context.Context) bool { return w.b.RecoverUpgrade(ctx, true) }
+
+// RecoverRestore undoes an interrupted restore through the running
+// supervisor, then waits (backup.health_wait) for the programs that
+// should run, logging when they are not healthy.
+func (w watchedBox) RecoverRestore(ctx context.Context) error {
+	b, c := w.b, w.b.Config
+	if r, err := backup.ReadPendingRestore(c.Executor.DataDir); err != nil || r == nil {
+		// Unreadable: nothing can be undone by it, nor the upgrade
+		// behind it.
+		return err
+	}
+	svc, err := b.Dial(ctx, c)
+	if err != nil {
+		return err
+	}
+	opts := backup.RecoverOptions{DataDir: c.Executor.DataDir, RuntimeDir: c.Executor.RuntimeDir, Runtime: b.RestoreRuntime(c), Config: b.RestorePin(c), Logger: b.Log}
+	if svc != nil {
+		opts.Services = svc
+		defer svc.Close()
+	}
+	msg, err := backup.Recover(ctx, opts)
+	if err != nil || msg == "" {
+		return err
+	}
+	b.Log.Warn("interrupted restore recovered by the running supervisor", "what", msg)
+	if svc != nil {
+		// The programs that should run, also those FATAL on the mismatch
+		// the restore left, start again.
+		hctx, cancel := context.WithTimeout(ctx, c.Backup.HealthWait)
+		defer cancel()
+		if werr := svc.WaitHealthy(hctx); werr != nil {
+			b.Log.Error("after undoing the interrupted restore, the programs are not healthy", "err", werr)
+		}
+	}
+	return nil
+}

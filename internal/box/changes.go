@@ -1,0 +1,158 @@
+package box
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/hermesbox/hbx/backup"
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/supervisor"
+	"github.com/hermesbox/hbx/upgrade"
+)
+
+// ErrChangePending is wrapped by the error PendingChange returns: a
+// release change (upgrade.json) or a restore (<data_dir>.restore.json) is
+// half done, so what runs is not confirmed; `hbx health` (check release)
+// and `hbx status` fail with it.
+var ErrChangePending = errors.New("a release change is not finished")
+
+// ChangePendingError is PendingChange's error; cmd/hbx maps it to exit 3
+// for `hbx status`.
+type ChangePendingError struct{ msg string }
+
+// Error says what is half done and what to run, in one line.
+func (e *ChangePendingError) Error() string { return e.msg }
+
+// Unwrap makes errors.Is(err, ErrChangePending) true.
+func (e *ChangePendingError) Unwrap() error { return ErrChangePending }
+
+// PendingChange returns a *ChangePendingError naming a release change or
+// restore of cfg's box that is not finished, with what to run; nil when
+// there is none. In progress: the process that holds the lock. Interrupted
+// (its command died): the running hbx supervise undoes it within seconds,
+// or hbx rollback / hbx backup do.
+func PendingChange(cfg *config.Config) error {
+	rt := cfg.Executor.RuntimeDir
+	holder, held := upgrade.LockHolder(rt)
+	if r, err := backup.ReadPendingRestore(cfg.Executor.DataDir); err != nil {
+		return &ChangePendingError{fmt.Sprintf("restore journal: %v", err)}
+	} else if r != nil && r.Unfinished() {
+		if held {
+			return &ChangePendingError{fmt.Sprintf("restore of %s in progress (phase %s since %s; %s holds %s%s)", r.Archive, r.Phase, r.Started.Format(time.RFC3339), holder, upgrade.LockFile, upgrade.HolderNote(holder))}
+		}
+		return &ChangePendingError{fmt.Sprintf("restore of %s interrupted in phase %s (started %s; %s): its data is not confirmed; the running hbx supervise undoes it within seconds, or run `hbx backup` or start `hbx supervise`, which undo it first", r.Archive, r.Phase, r.Started.Format(time.RFC3339), r.Journal)}
+	}
+	j, err := upgrade.ReadJournal(rt)
+	if err != nil {
+		return &ChangePendingError{err.Error()}
+	}
+	if j == nil || !j.Pending() {
+		return nil
+	}
+	return &ChangePendingError{j.PendingNote(rt, holder, held)}
+}
+
+// ChangeWatchInterval is how often a running supervisor looks for a
+// release change or restore whose command died.
+const ChangeWatchInterval = time.Second
+
+// ErrUpgradeInterrupted: the executor cannot start because an upgrade is
+// half done (PrepareLaunch).
+var ErrUpgradeInterrupted = errors.New("an upgrade is half done")
+
+// ErrRestoreInterrupted: the executor cannot start because a restore is
+// half done (PrepareLaunch).
+var ErrRestoreInterrupted = errors.New("a restore is half done")
+
+// PrepareLaunch is launch.Prepare, except that where Prepare says "run
+// `hbx install` first" while a restore is half done (<data_dir>.restore.json
+// in phase staging or swapping) or an upgrade is (upgrade.json in a phase
+// other than done, rolled-back or aborted), the error names the interrupted
+// change and the commands that finish or undo it instead: hbx install
+// would put a runtime on data of another release. A release an earlier hbx
+// installed with the image's owners is made root's alone before it runs
+// (installer.FixOwnership).
+func PrepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*launch.Spec, error) {
+	spec, err := launch.Prepare(lo)
+	if err == nil {
+		if err := installer.FixOwnership(ctx, lo.RuntimeDir, time.Minute, log); err != nil {
+			return nil, fmt.Errorf("run executor: %w", err)
+		}
+		return spec, nil
+	}
+	if !errors.Is(err, launch.ErrNotInstalled) {
+		return spec, err
+	}
+	cause := err
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := m.Unwrap(); len(errs) == 2 && errs[0] == launch.ErrNotInstalled {
+			cause = errs[1]
+		}
+	}
+	// A restore switches the runtime and the pin with the data: one
+	// half done is undone (runtime and pin included) by its recovery.
+	if r, rerr := backup.ReadPendingRestore(lo.DataDir); rerr == nil && r != nil && r.Unfinished() {
+		return nil, fmt.Errorf("%w: the restore of %s was interrupted in phase %s (started %s; %s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx backup`, or restart `hbx supervise`, which undo it first (runtime, pin and data together): %w",
+			ErrRestoreInterrupted, r.Archive, r.Phase, r.Started.Format(time.RFC3339), r.Journal, cause)
+	}
+	j, jerr := upgrade.ReadJournal(lo.RuntimeDir)
+	if jerr != nil || j == nil || !j.Pending() {
+		return nil, err
+	}
+	by := j.By
+	if by == "" {
+		by = "hbx upgrade"
+	}
+	return nil, fmt.Errorf("%w: the release change (%s) from %s to %s was interrupted in phase %s (%s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx rollback` to undo it, or restart `hbx supervise`, which undoes it first: %w",
+		ErrUpgradeInterrupted, by, j.Old.Image, j.New.Image, j.Phase, filepath.Join(lo.RuntimeDir, upgrade.JournalFile), cause)
+}
+
+// LogTightened logs, one line each, the data and state directories
+// launch.Prepare made 0700 and executor.user's.
+func LogTightened(log *slog.Logger, spec *launch.Spec) {
+	for _, t := range spec.Tightened {
+		log.Warn("directory made private to executor.user", "change", t)
+	}
+}
+
+// PayloadRuns says what runs on cfg's data directory, "" when nothing.
+// A supervisor on the configured socket holds the data lock for its whole
+// life, so when one answers its executor's state decides (anything but
+// STOPPED, EXITED or FATAL runs); otherwise the data lock does (hbx run
+// executor, a supervisor on another socket, leftovers of a dead one).
+func PayloadRuns(ctx context.Context, cfg *config.Config) (string, error) {
+	c, err := supervisor.Dial(ctx, cfg.Supervisor.Socket)
+	if errors.Is(err, supervisor.ErrNotRunning) {
+		if err := datalock.Check(cfg.Executor.DataDir); errors.Is(err, datalock.ErrBusy) {
+			return err.Error(), nil
+		} else if err != nil {
+			return "", err
+		}
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	sts, err := c.Status(ctx)
+	if err != nil {
+		return "", fmt.Errorf("ask the supervisor on %s whether Executor runs: %w", cfg.Supervisor.Socket, err)
+	}
+	for _, st := range sts {
+		if st.Name != config.ExecutorProgram {
+			continue
+		}
+		switch st.State {
+		case supervisor.Stopped, supervisor.Exited, supervisor.Fatal:
+			return "", nil
+		}
+		return fmt.Sprintf("the supervisor on %s reports executor %s", cfg.Supervisor.Socket, st.State), nil
+	}
+	return "", nil
+}

@@ -1,0 +1,31 @@
+// Package box composes the box from its configuration: it maps
+// internal/config onto each verb package's options (installer, launch,
+// health, supervisor, upgrade) and holds the adapters that join one verb
+// to another: the executor's supervised program is launch's spec and
+// health's probe (SuperviseOptions); a release change fills upgrade's
+// Runtime, Services and Data with the installer, the supervisor's
+// services and backup (Box.ChangeOptions, Box.UpgradeOptions,
+// Box.RecoverUpgrade, Box.Watched); an install that would change the
+// active release under existing data goes through upgrade.Switch
+// (Box.GuardedInstall, as installer.Guard decides); the journals of
+// upgrade and backup decide what `hbx status`, `hbx health` and `hbx run
+// executor` say while a change is half done (PendingChange,
+// PrepareLaunch).
+//
+// It is the one package besides cmd/ and e2e/ allowed to import several
+// verb packages (internal/boundary's test names it); no verb package and
+// no other shared layer imports it. It prints nothing, reads no flags and
+// parses no command line: cmd/hbx does that, gives it Hooks for what
+// belongs to the command layer (dialing the supervisor's services, the
+// backup passphrase, the data lock without a supervisor, the restore's
+// runtime and pin) and calls it.
+//
+// Guarantees: the options it returns are the configuration's values (the
+// image digest and platform pin of executor.image and
+// executor.platform_digests, the enabled programs in config order, the
+// environment without HBX_* variables); PendingChange and PrepareLaunch
+// read the journals and change nothing on disk; ChangeOptions' unlock is
+// never nil and is already called when it fails. The adapters decide
+// nothing of a change: its steps, crash windows and recovery are
+// upgrade's and backup's.
+package box

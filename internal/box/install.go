@@ -1,0 +1,100 @@
+package box
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/upgrade"
+)
+
+// InstallOutcome is what a guarded install did: a plain install (Result),
+// or a recorded release change with a pre-change backup (Switch).
+type InstallOutcome struct {
+	Result *installer.Result
+	Switch *upgrade.Result
+}
+
+// GuardedInstall installs as opts says, except that the active release
+// changes under existing data only through the upgrade path, as
+// installer.Guard decides: a plain install, upgrade.Switch (stage,
+// pre-change backup, journal, pin, activate; hbx rollback can undo it),
+// or a refusal (installer.ErrChangeRefused). What runs is not asked when
+// inSupervisor (the caller is the supervisor, before it starts anything).
+// opts.Progress and opts.Logger (nil: b.Log) go to the install or the
+// stage; step, when not nil, is told the steps of a recorded change.
+func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSupervisor bool, step func(string)) (*InstallOutcome, error) {
+	cfg := b.Config
+	in := installer.GuardInput{DataDir: cfg.Executor.DataDir, CanBackUp: cfg.Backup.PassphraseFile != ""}
+	if !inSupervisor {
+		in.Runs = func() (string, error) { return PayloadRuns(ctx, cfg) }
+	}
+	change, err := installer.Guard(opts, in)
+	if err != nil {
+		return nil, err
+	}
+	if change != installer.SwitchActive {
+		opts.KeepRelease = change == installer.KeepActive
+		res, err := installer.Install(ctx, opts)
+		if errors.Is(err, installer.ErrReleaseChange) {
+			return nil, fmt.Errorf("%w: %w (it changed while this install started): run hbx install again", installer.ErrChangeRefused, err)
+		}
+		return &InstallOutcome{Result: res}, err
+	}
+	return b.switchInstall(ctx, opts, inSupervisor, step)
+}
+
+// switchInstall changes the active release over existing data through
+// upgrade.Switch, holding every program stopped (or the data lock, when
+// no supervisor runs) unless the caller is the supervisor.
+func (b Box) switchInstall(ctx context.Context, opts installer.Options, inSupervisor bool, step func(string)) (*InstallOutcome, error) {
+	cfg := b.Config
+	pass, err := b.Passphrase(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pre-change backup: %w", err)
+	}
+	ref, err := installer.ParseReference(opts.Image)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = b.Log
+	}
+	uo := b.UpgradeOptions()
+	uo.LockWait, uo.Logger, uo.Step = cfg.Backup.LockWait, log, step
+	uo.Runtime = Runtime{box: b, progress: opts.Progress, log: log}
+	uo.Data = &Data{box: b, pass: pass, inSupervisor: inSupervisor}
+	uo.Config = upgrade.ConfigFile{Path: b.ConfigPath, Cfg: cfg, Sources: b.Sources}
+	if !inSupervisor {
+		// A supervisor may run with Executor stopped: hold every program
+		// stopped across the change, so none starts half-way.
+		svc, err := b.Dial(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if svc != nil {
+			uo.Services = &Services{svc: svc, box: b}
+		} else {
+			// Nothing may start the payload half-way through.
+			unlock, err := b.LockUnsupervised(ctx, cfg, "hbx install")
+			if err != nil {
+				return nil, err
+			}
+			defer unlock()
+		}
+	}
+	cur, _ := release.Current(cfg.Executor.RuntimeDir) // read by installer.Guard
+	from := ""
+	if cur != nil {
+		from = cur.Meta.Image
+	}
+	log.Info("changing the active release over existing data, with a pre-change backup", "from", from, "to", opts.Image, "data", cfg.Executor.DataDir)
+	sw, err := upgrade.Switch(ctx, uo, upgrade.Target{Image: opts.Image, Index: ref.Digest(), Pin: opts.PlatformDigest})
+	if err != nil {
+		return nil, err
+	}
+	return &InstallOutcome{Switch: sw}, nil
+}

@@ -1,0 +1,135 @@
+package box
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/account"
+	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/supervisor"
+)
+
+// LaunchOptions maps the configuration onto the payload's run options;
+// hostPath is the PATH the payload gets.
+func LaunchOptions(cfg *config.Config, hostPath string) launch.Options {
+	return launch.Options{
+		RuntimeDir:        cfg.Executor.RuntimeDir,
+		DataDir:           cfg.Executor.DataDir,
+		StateDir:          cfg.Executor.StateDir,
+		User:              cfg.Executor.User,
+		EnvFile:           cfg.Executor.EnvFile,
+		Listen:            cfg.Executor.Listen,
+		Port:              cfg.Executor.Port,
+		HostPort:          cfg.Executor.HostPort,
+		AllowLocalNetwork: cfg.Executor.AllowLocalNetwork,
+		DisableIPv6:       cfg.Executor.DisableIPv6,
+		Target:            cfg.Release(),
+		HostPath:          hostPath,
+	}
+}
+
+// InstallerOptions maps the configuration onto an install request that
+// logs to log. Validation checks the staged programs are executable by
+// executor.user, and install.smoke_command runs as the payload would (see
+// smokeFunc). It fails when executor.user does not exist.
+func InstallerOptions(cfg *config.Config, log *slog.Logger) (installer.Options, error) {
+	runAs, err := account.Lookup(cfg.Executor.User)
+	if err != nil {
+		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
+	}
+	hostPath := release.DefaultHostPath // as the payload runs: never the caller's PATH
+	return installer.Options{
+		RunAs:                runAs,
+		HostPath:             hostPath,
+		Smoke:                smokeFunc(cfg, hostPath),
+		Image:                cfg.Executor.Image,
+		Platform:             cfg.Executor.Platform,
+		PlatformDigest:       cfg.Release().ManifestDigest,
+		RuntimeDir:           cfg.Executor.RuntimeDir,
+		MaxUncompressedBytes: cfg.Install.MaxUncompressedBytes,
+		KeepBlobs:            cfg.Install.KeepBlobs,
+		LockWait:             cfg.Install.LockWait,
+		Timeout:              cfg.Install.Timeout,
+		MinRate:              cfg.Install.MinRate,
+		Registry: installer.RegistryOptions{
+			InsecureHosts: cfg.Registry.InsecureHosts,
+			AuthFile:      cfg.Registry.AuthFile,
+			StallTimeout:  cfg.Registry.StallTimeout,
+			Retries:       cfg.Registry.Retries,
+		},
+		HbxVersion: buildinfo.Version,
+		Logger:     log,
+	}, nil
+}
+
+// smokeFunc runs install.smoke_command in a staged release as `hbx run
+// executor` would run the payload, within install.validate_timeout, with
+// a scratch data and state directory and a free port (launch.SmokeScratch);
+// nil when no smoke command is configured.
+func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
+	argv := cfg.Install.SmokeCommand
+	if len(argv) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, inst *release.Installed) error {
+		return launch.SmokeScratch(ctx, LaunchOptions(cfg, hostPath), inst, argv, cfg.Install.ValidateTimeout)
+	}
+}
+
+// HealthChecks maps the configuration onto the checks' options; deep
+// re-hashes the release (check release), log receives the checks' logs.
+func HealthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Options {
+	return health.Options{
+		Listen:  cfg.Executor.Listen,
+		Port:    cfg.Executor.Port,
+		Timeout: cfg.Health.Timeout,
+		KeyFile: cfg.Health.TokenFile,
+		Tools:   cfg.Health.MCPTools,
+		Release: health.ReleaseWant{
+			RuntimeDir: cfg.Executor.RuntimeDir,
+			Target:     cfg.Release(),
+			Deep:       deep,
+			Change:     func() error { return PendingChange(cfg) },
+		},
+		DataDir:         cfg.Executor.DataDir,
+		DataDirOwner:    cfg.Executor.User,
+		Supervisor:      SupervisorPrograms{Socket: cfg.Supervisor.Socket},
+		Programs:        cfg.EnabledPrograms(),
+		ExecutorProgram: config.ExecutorProgram,
+		PidFile:         filepath.Join(cfg.Executor.StateDir, launch.PidFile),
+		Logger:          log,
+	}
+}
+
+// SupervisorPrograms is the supervisor's control client on Socket seen
+// as a health.Supervisor.
+type SupervisorPrograms struct{ Socket string }
+
+// Programs dials the supervisor and returns its programs' states; it
+// wraps health.ErrNoSupervisor when nothing listens on the socket.
+func (s SupervisorPrograms) Programs(ctx context.Context) ([]health.Program, error) {
+	c, err := supervisor.Dial(ctx, s.Socket)
+	if errors.Is(err, supervisor.ErrNotRunning) {
+		return nil, fmt.Errorf("%w (nothing listens on %s)", health.ErrNoSupervisor, s.Socket)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sts, err := c.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor status: %w", err)
+	}
+	out := make([]health.Program, len(sts))
+	for i, st := range sts {
+		out[i] = health.Program{Name: st.Name, State: st.State.String(), PID: st.PID, Detail: st.Detail}
+	}
+	return out, nil
+}

@@ -1,0 +1,172 @@
+package box
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/supervisor"
+)
+
+// Supervise is what SuperviseOptions maps onto the supervisor's options.
+type Supervise struct {
+	// Config is the configuration read at start.
+	Config *config.Config
+	// Reload, when not nil, reads the configuration again: the executor's
+	// image pin (and the MCP tool set pinned with it) comes from it at
+	// each start, Config's when it fails.
+	Reload func() (*config.Config, error)
+	// Env is the process's environment (os.Environ form); the HBX_*
+	// variables are left out of the programs' environment.
+	Env []string
+	// Log receives the supervisor's and the executor's preparation logs.
+	Log *slog.Logger
+	// Install is the install on start (executor.install_on_start); the
+	// supervisor runs it before the executor when set.
+	Install func(ctx context.Context, progress func(string)) error
+}
+
+// SuperviseOptions maps the configuration onto the supervisor's options:
+// the enabled programs in config order, the executor built from the
+// active release at each start and gated by its health probe, the
+// install on start when executor.install_on_start is set.
+func SuperviseOptions(s Supervise) supervisor.Options {
+	cfg := s.Config
+	var env []string
+	for _, kv := range s.Env {
+		if !strings.HasPrefix(kv, config.EnvPrefix) {
+			env = append(env, kv)
+		}
+	}
+	opts := supervisor.Options{Env: env, Socket: cfg.Supervisor.Socket, Logger: s.Log}
+	for _, name := range cfg.ProgramNames() {
+		pc := cfg.Programs[name]
+		if !pc.Enabled {
+			continue
+		}
+		opts.Programs = append(opts.Programs, s.program(name, pc))
+	}
+	if cfg.Executor.InstallOnStart {
+		if slices.ContainsFunc(opts.Programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram }) {
+			opts.InstallProgram = config.ExecutorProgram
+		}
+		opts.Install = s.Install
+	}
+	return opts
+}
+
+// program maps one programs.<name> entry.
+func (s Supervise) program(name string, pc config.Program) supervisor.Program {
+	logFile := func(path, suffix string) supervisor.LogFile {
+		if path == "" {
+			path = filepath.Join(s.Config.Supervisor.LogDir, name+suffix)
+		}
+		return supervisor.LogFile{Path: path, MaxBytes: pc.LogfileMaxBytes, Backups: pc.LogfileBackups}
+	}
+	p := supervisor.Program{
+		Name:         name,
+		Priority:     pc.Priority,
+		Autostart:    pc.Autostart,
+		Autorestart:  supervisor.Autorestart(pc.Autorestart),
+		ExitCodes:    pc.ExitCodes,
+		StartSecs:    time.Duration(pc.StartSecs) * time.Second,
+		StartRetries: pc.StartRetries,
+		StopSignal:   unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
+		StopWait:     time.Duration(pc.StopWaitSecs) * time.Second,
+		DependsOn:    pc.DependsOn,
+		Stdout:       logFile(pc.StdoutLogfile, ".out.log"),
+		Stderr:       logFile(pc.StderrLogfile, ".err.log"),
+	}
+	if name != config.ExecutorProgram {
+		p.Command, p.User, p.Directory = pc.Command, pc.User, pc.Directory
+		for _, k := range slices.Sorted(maps.Keys(pc.Environment)) {
+			p.Environment = append(p.Environment, k+"="+pc.Environment[k])
+		}
+		return p
+	}
+	return s.executor(p)
+}
+
+// executor completes p as the built-in executor: the active release,
+// prepared afresh at each start (with the pin Reload gives), gated and
+// watched by its health check.
+func (s Supervise) executor(p supervisor.Program) supervisor.Program {
+	cfg, log := s.Config, s.Log
+	hostPath := release.DefaultHostPath // never the caller's PATH
+	// The MCP tool set is pinned with the image (hbx upgrade --mcp-tools):
+	// the probe checks the one read with the pin at the last start.
+	var tools atomic.Pointer[[]string]
+	p.Build = func(ctx context.Context) (*supervisor.Command, error) {
+		lo := LaunchOptions(cfg, hostPath)
+		if s.Reload != nil {
+			if fresh, err := s.Reload(); err != nil {
+				log.Warn("re-read the configuration for the executor's pin; keeping the one read at start", "err", err)
+			} else {
+				flo := LaunchOptions(fresh, hostPath)
+				lo.Target = flo.Target
+				tools.Store(&fresh.Health.MCPTools)
+			}
+		}
+		spec, err := PrepareLaunch(ctx, lo, log)
+		if err != nil {
+			return nil, err
+		}
+		LogTightened(log, spec)
+		return &supervisor.Command{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Credential: spec.Credential}, nil
+	}
+	p.Probe = executorProbeTools(cfg, func() []string {
+		if t := tools.Load(); t != nil {
+			return *t
+		}
+		return cfg.Health.MCPTools
+	})
+	p.HealthWait = cfg.Supervisor.HealthWait
+	p.HealthInterval = cfg.Supervisor.HealthInterval
+	p.WedgeFailures = cfg.Supervisor.WedgeFailures
+	return p
+}
+
+// ExecutorProbe is the executor's readiness and wedge probe, the code of
+// checks of `hbx health`: the readiness check health.readiness names
+// (api-health by default: GET /api/health on its listen address answers
+// 200 with status "ok", with the bearer key of health.token_file when
+// set), then check listeners: every TCP listener of the process tree of
+// the pid the supervisor gives (the executor's) is on loopback, the
+// listen address and port among them. So an Executor that listens on
+// 0.0.0.0 never becomes RUNNING, and is restarted when it starts to while
+// running.
+func ExecutorProbe(cfg *config.Config) supervisor.ProcessProbe {
+	return executorProbeTools(cfg, nil)
+}
+
+// executorProbeTools is ExecutorProbe whose readiness check mcp-tools
+// expects the names tools returns at each call (cfg's when tools is nil).
+func executorProbeTools(cfg *config.Config, tools func() []string) supervisor.ProcessProbe {
+	probe, err := health.ReadyProcess(HealthChecks(cfg, false, nil), cfg.Health.Readiness, tools)
+	if err != nil { // validated by Load
+		return supervisor.ProcessProbeFunc(func(context.Context, int) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) })
+	}
+	return supervisor.ProcessProbeFunc(probe)
+}
+
+// ReadinessProbe is the check health.readiness names, with the options of
+// `hbx health` (the key file is read at each call); its error wraps
+// health.ErrUnhealthy.
+func ReadinessProbe(cfg *config.Config) func(context.Context) error {
+	ready, err := health.Ready(HealthChecks(cfg, false, nil), cfg.Health.Readiness)
+	if err != nil { // validated by Load
+		return func(context.Context) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) }
+	}
+	return ready
+}

@@ -1,0 +1,53 @@
+package box
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/supervisor"
+)
+
+func TestSuperviseOptions(t *testing.T) {
+	path := writeConfig(t, `supervisor:
+  log_dir: /logs
+programs:
+  hermes:
+    enabled: false
+  worker:
+    command: /bin/worker --fast
+    environment: {B: 2, A: 1}
+    stopsignal: sigint
+    stopwaitsecs: 3
+    stdout_logfile: /elsewhere/w.log
+`)
+	cfg, _, err := config.Load(config.LoadOptions{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := SuperviseOptions(Supervise{Config: cfg, Env: []string{"PATH=/bin", "HBX_EXECUTOR_PORT=1"}})
+	if diff := cmp.Diff(opts.Env, []string{"PATH=/bin"}); diff != "" {
+		t.Errorf("Env (-got +want):\n%s", diff)
+	}
+	if len(opts.Programs) != 2 || opts.Programs[0].Name != "executor" || opts.Programs[1].Name != "worker" || opts.Install != nil {
+		t.Fatalf("Programs = %+v, want executor, worker and no install hook", opts.Programs)
+	}
+	ex := opts.Programs[0]
+	if ex.Build == nil || ex.Probe == nil || ex.HealthWait != time.Minute || ex.WedgeFailures != 3 || ex.StartSecs != time.Second {
+		t.Errorf("executor = %+v", ex)
+	}
+	w := opts.Programs[1]
+	want := supervisor.Program{
+		Name: "worker", Command: []string{"/bin/worker", "--fast"}, Environment: []string{"A=1", "B=2"},
+		Priority: 999, Autostart: true, Autorestart: supervisor.AutorestartUnexpected, ExitCodes: []int{0},
+		StartSecs: time.Second, StartRetries: 3, StopSignal: syscall.SIGINT, StopWait: 3 * time.Second, DependsOn: []string{},
+		Stdout: supervisor.LogFile{Path: "/elsewhere/w.log", MaxBytes: 50 << 20, Backups: 10},
+		Stderr: supervisor.LogFile{Path: "/logs/worker.err.log", MaxBytes: 50 << 20, Backups: 10},
+	}
+	if diff := cmp.Diff(w, want); diff != "" {
+		t.Errorf("worker (-got +want):\n%s", diff)
+	}
+}
