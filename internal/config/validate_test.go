@@ -98,21 +98,37 @@ func TestValidateRules(t *testing.T) {
 			[]string{`executor.listen: "127.0.0.1:4788" is not a loopback address (want 127.0.0.0/8 or ::1)`}},
 
 		// executor.exposure
-		{"exposure network any v4", func(c *Config) { c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "0.0.0.0" }, nil},
+		{"exposure network any v4", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "0.0.0.0"
+		}, nil},
 		{"exposure network any v6", func(c *Config) { c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "::" }, nil},
-		{"exposure network interface address", func(c *Config) { c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "172.18.0.2" }, nil},
-		{"exposure network loopback", func(c *Config) { c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "127.0.0.1" }, nil},
-		{"exposure network name", func(c *Config) { c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "localhost" },
+		{"exposure network interface address", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "172.18.0.2"
+		}, nil},
+		{"exposure network loopback", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "127.0.0.1"
+		}, nil},
+		{"exposure network name", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "localhost"
+		},
 			[]string{`executor.listen: "localhost" is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)`}},
-		{"exposure network zone", func(c *Config) { c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "fe80::1%eth0" },
+		{"exposure network zone", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "fe80::1%eth0"
+		},
 			[]string{`executor.listen: "fe80::1%eth0" is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)`}},
-		{"exposure network mapped", func(c *Config) { c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "::ffff:0.0.0.0" },
+		{"exposure network mapped", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "::ffff:0.0.0.0"
+		},
 			[]string{`executor.listen: "::ffff:0.0.0.0" is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)`}},
-		{"exposure network with port", func(c *Config) { c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "0.0.0.0:4788" },
+		{"exposure network with port", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "0.0.0.0:4788"
+		},
 			[]string{`executor.listen: "0.0.0.0:4788" is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)`}},
 		{"exposure network without a token file", func(c *Config) { c.Executor.Exposure, c.Executor.Listen = "network", "0.0.0.0" },
 			[]string{`executor.exposure: "network" needs health.token_file (the bearer gate is part of readiness and health)`}},
-		{"exposure loopback is strict", func(c *Config) { c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "loopback", "/k", "0.0.0.0" },
+		{"exposure loopback is strict", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "loopback", "/k", "0.0.0.0"
+		},
 			[]string{`executor.listen: "0.0.0.0" is not a loopback address (want 127.0.0.0/8 or ::1)`}},
 		{"exposure unknown", func(c *Config) { c.Executor.Exposure = "public" },
 			[]string{`executor.exposure: "public" is not an exposure (want loopback or network)`}},
