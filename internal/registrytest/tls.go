@@ -29,23 +29,10 @@ type TLSFiles struct {
 // ECDSA P-256, and writes them into dir as ca.crt, server.crt and
 // server.key. The keys are made at run time and never leave dir.
 func WriteTLS(dir string, hosts ...string) (TLSFiles, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return TLSFiles{}, fmt.Errorf("generate CA key: %w", err)
-	}
 	now := time.Now()
-	ca := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "hbx test registry CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	caCert, caDER, caKey, err := newCA(now)
 	if err != nil {
-		return TLSFiles{}, fmt.Errorf("create CA certificate: %w", err)
+		return TLSFiles{}, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -66,10 +53,6 @@ func WriteTLS(dir string, hosts ...string) (TLSFiles, error) {
 			leaf.DNSNames = append(leaf.DNSNames, h)
 		}
 	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return TLSFiles{}, fmt.Errorf("parse CA certificate: %w", err)
-	}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
 	if err != nil {
 		return TLSFiles{}, fmt.Errorf("create server certificate: %w", err)
@@ -79,18 +62,48 @@ func WriteTLS(dir string, hosts ...string) (TLSFiles, error) {
 		return TLSFiles{}, fmt.Errorf("encode server key: %w", err)
 	}
 	f := TLSFiles{CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, "server.crt"), Key: filepath.Join(dir, "server.key")}
-	for _, w := range []struct {
-		path, typ string
-		der       []byte
-		mode      os.FileMode
-	}{
-		{f.CA, "CERTIFICATE", caDER, 0o644},
-		{f.Cert, "CERTIFICATE", leafDER, 0o644},
-		{f.Key, "EC PRIVATE KEY", keyDER, 0o600},
-	} {
-		if err := os.WriteFile(w.path, pem.EncodeToMemory(&pem.Block{Type: w.typ, Bytes: w.der}), w.mode); err != nil {
-			return TLSFiles{}, fmt.Errorf("write %s: %w", w.path, err)
-		}
+	if err := writePEM(f.CA, "CERTIFICATE", caDER, 0o644); err != nil {
+		return TLSFiles{}, err
+	}
+	if err := writePEM(f.Cert, "CERTIFICATE", leafDER, 0o644); err != nil {
+		return TLSFiles{}, err
+	}
+	if err := writePEM(f.Key, "EC PRIVATE KEY", keyDER, 0o600); err != nil {
+		return TLSFiles{}, err
 	}
 	return f, nil
+}
+
+// writePEM writes der as one PEM block of type typ to path at mode.
+func writePEM(path, typ string, der []byte, mode os.FileMode) error {
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// newCA makes a self-signed ECDSA P-256 CA valid for a day from now.
+func newCA(now time.Time) (*x509.Certificate, []byte, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("generate CA key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "hbx test registry CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("create CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("parse CA certificate: %w", err)
+	}
+	return cert, der, key, nil
 }
