@@ -146,3 +146,23 @@ func TestNetworkExposureE2E(t *testing.T) {
 		t.Errorf("the supervisor's log shows the key")
 	}
 }
+
+// TestSmokeCommandExposedE2E: with executor.exposure network, the scratch
+// instance of install.smoke_command still listens on loopback only, and
+// gets the box's key as the payload does.
+func TestSmokeCommandExposedE2E(t *testing.T) {
+	requireE2E(t)
+	reg, _, ref := pushed(t)
+	smoke := `[bun, -e, "const got = [process.env.EXECUTOR_HOST, process.env.EXECUTOR_AUTH_TOKEN === process.env.HBXTEST_KEY].join(' '); if (got !== '127.0.0.1 true') { console.error('got ' + got); process.exit(4) }"]`
+	b := newBox(t, reg, ref, nil, "install:\n  smoke_command: "+smoke+"\n")
+	key := strings.Repeat("c3", 32)
+	keyFile := filepath.Join(b.dir, "box.key")
+	writeFile(t, keyFile, key+"\n", 0o600)
+	env := filepath.Join(b.dir, "executor.env")
+	writeFile(t, env, "HBXTEST_KEY="+key+"\n", 0o600)
+	setExecutorKeys(t, b, fmt.Sprintf("  exposure: network\n  listen: 0.0.0.0\n  token_file: %s\n  token_env: EXECUTOR_AUTH_TOKEN\n  env_file: %s\n", keyFile, env))
+	appendConfig(t, b, "health:\n  token_file: "+keyFile+"\n")
+	if r := b.hbx("install"); r.code != 0 || strings.Contains(r.stdout+r.stderr, key) {
+		t.Fatalf("hbx install with an exposed executor's smoke command = %d (or it printed the key)\n%s", r.code, r.stderr)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -136,7 +137,14 @@ func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 		}
 		o := launchOptions(cfg, hostPath)
 		o.DataDir, o.StateDir = filepath.Join(scratch, "data"), filepath.Join(scratch, "state")
-		if o.Port, err = freePort(cfg.Executor.Listen); err != nil {
+		if cfg.Executor.Exposure == config.ExposureNetwork {
+			// A scratch instance is never exposed: loopback of the same family.
+			o.Listen = "127.0.0.1"
+			if a, err := netip.ParseAddr(cfg.Executor.Listen); err == nil && a.Is6() {
+				o.Listen = "::1"
+			}
+		}
+		if o.Port, err = freePort(o.Listen); err != nil {
 			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
 		}
 		o.HostPort = o.Port
