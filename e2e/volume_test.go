@@ -58,3 +58,42 @@ exec "$BIN" --config "$CFG" health --only data-dir`, "DATA="+b.dataDir)
 	}
 	t.Logf("volume on the data directory: %s", strings.TrimSpace(strings.Split(out, "\n")[0]))
 }
+
+// TestRestoreRefusesMountPointE2E: a restore onto a data directory that is
+// itself a mount point would fail at the swap; it is refused first, in one
+// line naming the mount point, with nothing staged beside it.
+func TestRestoreRefusesMountPointE2E(t *testing.T) {
+	requireE2E(t)
+	b := installedBox(t)
+	pass := filepath.Join(b.dir, "backup.pass")
+	writeFile(t, pass, "correct horse battery staple\n", 0o600)
+	appendConfig(t, b, "backup:\n  dir: "+filepath.Join(b.dir, "backups")+"\n  passphrase_file: "+pass+"\n")
+	if err := os.MkdirAll(b.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(b.dataDir, "data.db"), "rows\n", 0o600)
+	r := b.hbx("backup")
+	if r.code != 0 {
+		t.Fatalf("hbx backup = %d\n%s", r.code, r.stderr)
+	}
+	archives, _ := filepath.Glob(filepath.Join(b.dir, "backups", "*.gpg"))
+	if len(archives) != 1 {
+		t.Fatalf("archives after hbx backup: %v", archives)
+	}
+	out, err := inMountNS(t, b, `mount -t tmpfs -o mode=0700 vol "$DATA"
+rc=0
+"$BIN" --config "$CFG" restore "$ARCHIVE" || rc=$?
+echo "exit $rc"
+ls -a "$(dirname "$DATA")"`, "DATA="+b.dataDir, "ARCHIVE="+archives[0])
+	errs := errorLines(t, out)
+	if err != nil || !strings.Contains(out, "exit 2") || len(errs) != 1 || !strings.Contains(errs[0], b.dataDir+" is a mount point") {
+		t.Fatalf("hbx restore onto a mounted data directory: %v, want exit 2 and one line naming the mount point\n%s", err, out)
+	}
+	if strings.Contains(out, ".restore-") || strings.Contains(out, ".pre-restore-") {
+		t.Errorf("the refused restore left a staging or pre-restore directory:\n%s", out)
+	}
+	if got := readFile(t, filepath.Join(b.dataDir, "data.db")); got != "rows\n" {
+		t.Errorf("data.db = %q after the refused restore", got)
+	}
+	t.Logf("refused: %s", errs[0])
+}
