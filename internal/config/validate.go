@@ -301,12 +301,19 @@ func validateExposure(c *Config, add func(key, value, rule string)) {
 	switch {
 	case e.TokenEnv != "" && !validEnvName(e.TokenEnv):
 		add("executor.token_env", q(e.TokenEnv), "is not an environment variable name (want letters, digits and '_', not starting with a digit)")
+	case slices.Contains(hbxSetEnv, e.TokenEnv):
+		add("executor.token_env", q(e.TokenEnv), "is a variable hbx sets for Executor itself (want another name, e.g. EXECUTOR_AUTH_TOKEN)")
 	case e.TokenEnv != "" && e.TokenFile == "":
 		add("executor.token_env", q(e.TokenEnv), "needs executor.token_file (the file holding the key it receives)")
 	case e.TokenEnv == "" && e.TokenFile != "":
 		add("executor.token_file", q(e.TokenFile), "needs executor.token_env (the variable that hands the key to Executor)")
 	}
 }
+
+// hbxSetEnv are the variables hbx sets in Executor's environment itself
+// (launch.Prepare): executor.token_env may not name one.
+var hbxSetEnv = []string{"EXECUTOR_HOST", "PORT", "EXECUTOR_DATA_DIR", "EXECUTOR_WEB_BASE_URL", "EXECUTOR_ALLOW_LOCAL_NETWORK",
+	"BUN_FEATURE_FLAG_DISABLE_IPV6", "PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "USER", "LOGNAME"}
 
 // validateBackup checks the backup.* keys, reporting through add.
 func validateBackup(c *Config, add func(key, value, rule string)) []*Problem {
