@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -137,13 +136,7 @@ func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 		}
 		o := launchOptions(cfg, hostPath)
 		o.DataDir, o.StateDir = filepath.Join(scratch, "data"), filepath.Join(scratch, "state")
-		if cfg.Executor.Exposure == config.ExposureNetwork {
-			// A scratch instance is never exposed: loopback of the same family.
-			o.Listen = "127.0.0.1"
-			if a, err := netip.ParseAddr(cfg.Executor.Listen); err == nil && a.Is6() {
-				o.Listen = "::1"
-			}
-		}
+		o.Listen = smokeListen(cfg)
 		if o.Port, err = freePort(o.Listen); err != nil {
 			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
 		}
