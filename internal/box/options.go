@@ -26,6 +26,8 @@ func LaunchOptions(cfg *config.Config, hostPath string) launch.Options {
 		StateDir:          cfg.Executor.StateDir,
 		User:              cfg.Executor.User,
 		EnvFile:           cfg.Executor.EnvFile,
+		TokenFile:         cfg.Executor.TokenFile,
+		TokenEnv:          cfg.Executor.TokenEnv,
 		Listen:            cfg.Executor.Listen,
 		Port:              cfg.Executor.Port,
 		HostPort:          cfg.Executor.HostPort,
@@ -62,6 +64,7 @@ func InstallerOptions(cfg *config.Config, log *slog.Logger) (installer.Options, 
 		Registry: installer.RegistryOptions{
 			InsecureHosts: cfg.Registry.InsecureHosts,
 			AuthFile:      cfg.Registry.AuthFile,
+			CertsDir:      cfg.Registry.CertsDir,
 			StallTimeout:  cfg.Registry.StallTimeout,
 			Retries:       cfg.Registry.Retries,
 		},
@@ -80,7 +83,9 @@ func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 		return nil
 	}
 	return func(ctx context.Context, inst *release.Installed) error {
-		return launch.SmokeScratch(ctx, LaunchOptions(cfg, hostPath), inst, argv, cfg.Install.ValidateTimeout)
+		o := LaunchOptions(cfg, hostPath)
+		o.Listen = smokeListen(cfg) // never exposed, whatever executor.exposure
+		return launch.SmokeScratch(ctx, o, inst, argv, cfg.Install.ValidateTimeout)
 	}
 }
 
@@ -90,6 +95,7 @@ func HealthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Option
 	return health.Options{
 		Listen:  cfg.Executor.Listen,
 		Port:    cfg.Executor.Port,
+		Network: cfg.Executor.Exposure == config.ExposureNetwork,
 		Timeout: cfg.Health.Timeout,
 		KeyFile: cfg.Health.TokenFile,
 		Tools:   cfg.Health.MCPTools,

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/internal/names"
 )
 
 // ErrInvalid is wrapped by every error that a bad configuration value, key,
@@ -129,7 +131,7 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	ps := &collector{srcs: srcs, skip: skip}
 	validateImage(ps, &c.Executor)
 	validateDirs(ps, &c.Executor)
-	validateExecutor(ps, &c.Executor)
+	validateExecutor(ps, &c.Executor, c.Health.TokenFile)
 	validateInstall(ps, c)
 	validateRegistry(ps, &c.Registry)
 	validateHealth(ps, &c.Health)
@@ -192,7 +194,7 @@ func validateDirs(ps *collector, e *Executor) {
 }
 
 // validateExecutor checks the other executor.* keys.
-func validateExecutor(ps *collector, e *Executor) {
+func validateExecutor(ps *collector, e *Executor, healthTokenFile string) {
 	q := strconv.Quote
 	if e.User == "" {
 		ps.add("executor.user", q(e.User), "is empty (want a user name)")
@@ -200,9 +202,7 @@ func validateExecutor(ps *collector, e *Executor) {
 	if e.EnvFile != "" && !filepath.IsAbs(e.EnvFile) {
 		ps.add("executor.env_file", q(e.EnvFile), ruleNotAbs)
 	}
-	if !isLoopbackIP(e.Listen) {
-		ps.add("executor.listen", q(e.Listen), ruleNotLoopback)
-	}
+	validateExposure(e, healthTokenFile, ps.add)
 	if e.Port < 1 || e.Port > 65535 {
 		ps.add("executor.port", strconv.Itoa(e.Port), ruleNotPort)
 	}
@@ -257,6 +257,9 @@ func validateRegistry(ps *collector, r *Registry) {
 	if r.AuthFile != "" && !filepath.IsAbs(r.AuthFile) {
 		ps.add("registry.auth_file", q(r.AuthFile), ruleNotAbs)
 	}
+	if r.CertsDir != "" && !filepath.IsAbs(r.CertsDir) {
+		ps.add("registry.certs_dir", q(r.CertsDir), ruleNotAbs)
+	}
 	if r.Retries < 0 {
 		ps.add("registry.retries", strconv.Itoa(r.Retries), ruleNegative)
 	}
@@ -296,6 +299,46 @@ func validateHealth(ps *collector, h *Health) {
 		ps.add("health.readiness", q(h.Readiness), rule)
 	}
 }
+
+// validateExposure checks executor.exposure with executor.listen (and
+// healthTokenFile, health.token_file), and executor.token_file with
+// executor.token_env, reporting through add.
+func validateExposure(e *Executor, healthTokenFile string, add func(key, value, rule string)) {
+	q := strconv.Quote
+	switch e.Exposure {
+	case ExposureLoopback:
+		if !isLoopbackIP(e.Listen) {
+			add("executor.listen", q(e.Listen), ruleNotLoopback)
+		}
+	case ExposureNetwork:
+		if a, err := netip.ParseAddr(e.Listen); err != nil || a.Zone() != "" || a.Is4In6() {
+			add("executor.listen", q(e.Listen), "is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)")
+		}
+		if healthTokenFile == "" {
+			add("executor.exposure", q(e.Exposure), "needs health.token_file (the bearer gate is part of readiness and health)")
+		}
+	default:
+		add("executor.exposure", q(e.Exposure), "is not an exposure (want loopback or network)")
+	}
+	if e.TokenFile != "" && !filepath.IsAbs(e.TokenFile) {
+		add("executor.token_file", q(e.TokenFile), ruleNotAbs)
+	}
+	switch {
+	case e.TokenEnv != "" && !names.EnvVar(e.TokenEnv):
+		add("executor.token_env", q(e.TokenEnv), "is not an environment variable name (want letters, digits and '_', not starting with a digit)")
+	case slices.Contains(hbxSetEnv, e.TokenEnv):
+		add("executor.token_env", q(e.TokenEnv), "is a variable hbx sets for Executor itself (want another name, e.g. EXECUTOR_AUTH_TOKEN)")
+	case e.TokenEnv != "" && e.TokenFile == "":
+		add("executor.token_env", q(e.TokenEnv), "needs executor.token_file (the file holding the key it receives)")
+	case e.TokenEnv == "" && e.TokenFile != "":
+		add("executor.token_file", q(e.TokenFile), "needs executor.token_env (the variable that hands the key to Executor)")
+	}
+}
+
+// hbxSetEnv are the variables hbx sets in Executor's environment itself
+// (launch.Prepare): executor.token_env may not name one.
+var hbxSetEnv = []string{"EXECUTOR_HOST", "PORT", "EXECUTOR_DATA_DIR", "EXECUTOR_WEB_BASE_URL", "EXECUTOR_ALLOW_LOCAL_NETWORK",
+	"BUN_FEATURE_FLAG_DISABLE_IPV6", "PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "USER", "LOGNAME"}
 
 // validateBackup checks the backup.* keys.
 func validateBackup(ps *collector, c *Config) {

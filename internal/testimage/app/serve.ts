@@ -10,6 +10,9 @@
 //   EXECUTOR_HOST, PORT        listen address (default 0.0.0.0:4788)
 //   EXECUTOR_DATA_DIR          data directory (default /data), created 0700
 //   EXECUTOR_WEB_BASE_URL      public base URL in the MCP auth challenge
+//   EXECUTOR_AUTH_TOKEN        the bearer key, fixed (as the CLI edition's
+//                              `--auth-token KEY`); without it the server
+//                              mints one in <data>/api-key on first start
 // Test-only switches (never set by hbx):
 //   HBXTEST_FORCE_HOST         listen on this address instead of EXECUTOR_HOST
 //   HBXTEST_FAIL_HEALTH=1      /api/health answers 503
@@ -21,6 +24,9 @@
 //                              without the key (the CLI edition,
 //                              `executor web --auth-token KEY`)
 //   HBXTEST_SKILLS=1           MCP offers a third tool, `skills` (v1.5.27)
+//   HBXTEST_OPEN_MCP_IF=PATH   /mcp answers without the key while PATH exists
+//                              (a bearer gate left open)
+//   HBXTEST_EXTRA_LISTEN=H:P   also listen on host H, port P (a stray listener)
 // Arguments:
 //   --pid PATH                 write the process id to PATH at start-up
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
@@ -76,8 +82,11 @@ try {
   fail(`create data directory ${dataDir}: ${err?.message ?? err}`);
 }
 const keyPath = `${dataDir}/api-key`;
-let apiKey = readText(keyPath)?.trim();
-if (apiKey === undefined) {
+const fixedKey = process.env.EXECUTOR_AUTH_TOKEN;
+let apiKey = fixedKey !== undefined ? fixedKey.trim() : readText(keyPath)?.trim();
+if (fixedKey !== undefined && apiKey === "") {
+  fail("EXECUTOR_AUTH_TOKEN is empty");
+} else if (apiKey === undefined) {
   apiKey = randomBytes(32).toString("hex");
   writeDurable(keyPath, apiKey + "\n", 0o600);
 } else if (apiKey === "") {
@@ -204,7 +213,8 @@ function unauthorized(): Response {
 }
 
 async function handleMCP(req: Request): Promise<Response> {
-  if (!authorized(req)) return unauthorized();
+  const open = process.env.HBXTEST_OPEN_MCP_IF && existsSync(process.env.HBXTEST_OPEN_MCP_IF);
+  if (!open && !authorized(req)) return unauthorized();
   if (req.method !== "POST") {
     return new Response(null, { status: 405, headers: { Allow: "POST" } });
   }
@@ -292,6 +302,15 @@ const server = Bun.serve({
     }
   },
 });
+
+if (process.env.HBXTEST_EXTRA_LISTEN) {
+  const at = process.env.HBXTEST_EXTRA_LISTEN.lastIndexOf(":");
+  Bun.serve({
+    hostname: process.env.HBXTEST_EXTRA_LISTEN.slice(0, at).replace(/^\[|\]$/g, ""),
+    port: Number(process.env.HBXTEST_EXTRA_LISTEN.slice(at + 1)),
+    fetch: () => json({ error: "not found" }, 404),
+  });
+}
 
 function stop(signal: string) {
   console.log(`executor: ${signal}, stopping`);
