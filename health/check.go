@@ -85,11 +85,16 @@ func (r *Report) Failed() []string {
 
 // Options says what the checks check and how.
 type Options struct {
-	// Listen and Port are Executor's configured listen address (a
-	// loopback IP literal) and port: the HTTP checks' target and the
-	// listener that must exist.
+	// Listen and Port are Executor's configured listen address (an IP
+	// literal, loopback unless Network) and port: the HTTP checks' target
+	// (loopback for 0.0.0.0 and ::) and the listener that must exist.
 	Listen string
 	Port   int
+	// Network says Executor is exposed to the network
+	// (executor.exposure network): check listeners wants exactly
+	// Listen:Port ([ListenersExact]) and every readiness probe ([Ready])
+	// also runs check mcp-auth, so an open /mcp is never ready.
+	Network bool
 	// Timeout bounds each check, network requests included; 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
@@ -222,7 +227,11 @@ var checks = []check{
 			return "", err
 		}
 		want := o.listenAddr()
-		ls, err := Listeners(pid, want)
+		listeners := Listeners
+		if o.Network {
+			listeners = ListenersExact
+		}
+		ls, err := listeners(pid, want)
 		if err != nil {
 			return "", fmt.Errorf("executor pid %d (from %s): %s", pid, from, reasonOf(err, ErrUnhealthy))
 		}
@@ -282,9 +291,18 @@ func withKey(key Key) string {
 	return " with the key"
 }
 
-// url returns Executor's URL for path.
+// url returns Executor's URL for path: on Listen, or on loopback when
+// Listen is the unspecified address (0.0.0.0 or ::), which listens there
+// too.
 func (o *Options) url(path string) string {
-	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(o.Listen, strconv.Itoa(o.Port)), Path: path}).String()
+	host := o.Listen
+	if a, err := netip.ParseAddr(host); err == nil && a.IsUnspecified() {
+		host = "127.0.0.1"
+		if a.Is6() {
+			host = "::1"
+		}
+	}
+	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(host, strconv.Itoa(o.Port)), Path: path}).String()
 }
 
 // listenAddr is the configured listen address, or the zero AddrPort when

@@ -25,7 +25,9 @@
 //   - listeners: every listening TCP socket of the executor's process tree
 //     is on loopback, and the configured address and port is among them
 //     ([Listeners]); the executor's pid comes from the supervisor, else
-//     from the pidfile of `hbx run executor`.
+//     from the pidfile of `hbx run executor`. Exposed to the network
+//     (Options.Network, executor.exposure network), it listens on exactly
+//     the configured address and port and nowhere else ([ListenersExact]).
 //   - data-dir: the data directory exists, is owned by the expected user
 //     and has mode 0700 or stricter ([DataDir]).
 //
@@ -46,14 +48,18 @@
 // for a payload without /api/health) or mcp-tools (an MCP session with
 // the key). The supervisor's readiness gate and wedge detection run it,
 // then [Listeners] (check listeners); the waits of backup, restore and
-// upgrade run it too.
+// upgrade run it too. Exposed to the network (Options.Network), every
+// readiness probe also runs mcp-auth: an Executor whose /mcp answers
+// without a key is never ready, and a running one that starts to is
+// wedged.
 //
 // # What it guarantees
 //
 //   - No check outlives its timeout (Options.Timeout, default 5s) by more
 //     than a second: network requests carry the deadline, and a check that
 //     still has not returned is reported failed and abandoned.
-//   - HTTP requests go straight to the configured loopback address: never
+//   - HTTP requests go straight to the configured address (loopback for
+//     0.0.0.0 and ::, where Executor listens too): never
 //     through a proxy, never over a reused connection (a restarted server
 //     is not mistaken for a dead one through a stale keep-alive
 //     connection), never following a redirect.

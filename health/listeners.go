@@ -66,6 +66,41 @@ func Listeners(pid int, want netip.AddrPort) ([]Listener, error) {
 	return ls, nil
 }
 
+// ErrStrayListener is wrapped (with ErrUnhealthy) by the error of
+// ListenersExact when the process tree listens somewhere other than the
+// configured address and port.
+var ErrStrayListener = errors.New("listener off the configured address")
+
+// ListenersExact is Listeners for an Executor exposed to the network
+// (executor.exposure network): it returns nil only when the tree of pid
+// listens on want (as bound: 0.0.0.0:4788 is not [::]:4788, and an
+// IPv4-mapped address counts as its IPv4 one) and on nothing else.
+// Otherwise the error wraps ErrUnhealthy, and also ErrStrayListener when
+// a listener is elsewhere; it names every such address with its pid. want
+// must be valid.
+func ListenersExact(pid int, want netip.AddrPort) ([]Listener, error) {
+	ls, err := processListeners(procRoot, pid)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnhealthy, err)
+	}
+	var stray []string
+	found := false
+	for _, l := range ls {
+		if l.Addr.Addr().Unmap() == want.Addr().Unmap() && l.Addr.Port() == want.Port() {
+			found = true
+			continue
+		}
+		stray = append(stray, fmt.Sprintf("%s (pid %d)", l.Addr, l.PID))
+	}
+	if len(stray) > 0 {
+		return ls, fmt.Errorf("%w: %w %s: %s", ErrUnhealthy, ErrStrayListener, want, strings.Join(stray, ", "))
+	}
+	if !found {
+		return ls, fmt.Errorf("%w: nothing of pid %d's tree listens on %s (it listens on %s)", ErrUnhealthy, pid, want, describe(ls))
+	}
+	return ls, nil
+}
+
 // describe lists the addresses of ls for a message.
 func describe(ls []Listener) string {
 	if len(ls) == 0 {

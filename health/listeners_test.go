@@ -172,3 +172,31 @@ func TestListeners(t *testing.T) {
 		}
 	})
 }
+
+// TestListenersExact: with executor.exposure network, the tree must listen
+// on exactly the configured address and port, even when every other
+// listener is on loopback.
+func TestListenersExact(t *testing.T) {
+	t.Run("exactly the address", func(t *testing.T) {
+		pid, bound := tree(t, "0.0.0.0:0", "")
+		ls, err := ListenersExact(pid, bound[0])
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("ListenersExact() = %v, %v, want one listener and nil", ls, err)
+		}
+	})
+	t.Run("a second listener on loopback", func(t *testing.T) {
+		pid, bound := tree(t, "0.0.0.0:0", "127.0.0.1:0")
+		_, err := ListenersExact(pid, bound[0])
+		if !errors.Is(err, ErrStrayListener) || !errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), bound[1].String()+" (pid ") {
+			t.Fatalf("ListenersExact() = %v, want ErrStrayListener naming %s", err, bound[1])
+		}
+	})
+	t.Run("the wrong family", func(t *testing.T) {
+		pid, bound := tree(t, "[::]:0", "")
+		want := netip.AddrPortFrom(netip.MustParseAddr("0.0.0.0"), bound[0].Port())
+		_, err := ListenersExact(pid, want)
+		if !errors.Is(err, ErrStrayListener) {
+			t.Fatalf("ListenersExact(%s) = %v, want ErrStrayListener", want, err)
+		}
+	})
+}

@@ -41,18 +41,28 @@ var ErrNoKey = errors.New("no MCP key")
 // for an unhealthy answer and ErrKey for an unreadable key file. A check
 // that would skip (mcp-tools without a key) fails wrapping ErrNoKey. A
 // name that is no readiness is an error wrapping ErrUnknownCheck, before
-// any probe runs.
+// any probe runs. With o.Network the probe also runs check mcp-auth
+// after the one named: an Executor exposed to the network whose /mcp
+// answers without a key is never ready.
 func Ready(o Options, name string) (func(ctx context.Context) error, error) {
 	if !slices.Contains(Readiness, name) {
 		return nil, fmt.Errorf("%w: readiness %q (want one of %s)", ErrUnknownCheck, name, strings.Join(Readiness, ", "))
 	}
 	i := slices.IndexFunc(checks, func(c check) bool { return c.name == name })
 	c := checks[i]
+	gate := checks[slices.IndexFunc(checks, func(c check) bool { return c.name == CheckMCPAuth })]
 	return func(ctx context.Context) error {
 		_, err := c.run(ctx, &o)
 		if errors.Is(err, errSkip) {
 			return fmt.Errorf("%w: %w: readiness %s needs one (health.token_file)", ErrUnhealthy, ErrNoKey, name)
 		}
-		return err
+		if err != nil || !o.Network || name == CheckMCPAuth {
+			return err
+		}
+		// Exposed to the network, the bearer gate is part of readiness.
+		if _, err := gate.run(ctx, &o); err != nil {
+			return fmt.Errorf("bearer gate (executor.exposure network): %w", err)
+		}
+		return nil
 	}, nil
 }

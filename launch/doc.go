@@ -49,9 +49,11 @@
 // The environment is exactly the image's Env with hbx's overrides (listen address,
 // port, data directory, base URL, local-network policy, IPv6 switch, HOME,
 // TMPDIR and XDG directories under the state directory), then the
-// variables of the env file; nothing of the caller's environment. Values
-// from the env file are never logged.
-// Prepare reads the env file before anything else, so a bad one
-// (ErrEnvFile: missing, readable by others, malformed) changes nothing on
-// disk.
+// variables of the env file, then Options.TokenEnv set to the key of
+// Options.TokenFile (the box's MCP key, executor.token_file); nothing of
+// the caller's environment. Values from the env file and the key are
+// never logged. Prepare reads the env file and the token file before
+// anything else, so a bad one (ErrEnvFile: missing, readable by others,
+// malformed; ErrTokenFile: missing, readable by others, not one key on its
+// first line) changes nothing on disk.
 package launch

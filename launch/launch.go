@@ -30,6 +30,11 @@ var ErrNotInstalled = errors.New("run `hbx install` first")
 // malformed; the CLI maps it to invalid configuration (exit 2).
 var ErrEnvFile = errors.New("bad env file")
 
+// ErrTokenFile: executor.token_file is missing, not a regular file,
+// readable by others, empty or not one key on its first line; the CLI
+// maps it to invalid configuration (exit 2).
+var ErrTokenFile = errors.New("bad token file")
+
 // PidFile is the name of the pidfile in the state directory.
 const PidFile = "executor.pid"
 
@@ -40,6 +45,11 @@ type Options struct {
 	StateDir   string // HOME, TMPDIR, XDG dirs; created 0700, owned by User
 	User       string // user name or numeric uid; "" runs as the caller
 	EnvFile    string // optional KEY=VALUE file, mode 0600 or stricter
+	// TokenFile holds the MCP bearer key on its first line (mode 0600 or
+	// stricter); TokenEnv names the variable that receives it, set last,
+	// after EnvFile's. Both "" hands no key.
+	TokenFile string
+	TokenEnv  string
 
 	Listen            string // loopback IP for EXECUTOR_HOST
 	Port              int    // PORT
@@ -97,6 +107,13 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 	fileEnv, err := ReadEnvFile(o.EnvFile)
 	if err != nil {
 		return nil, err
+	}
+	if o.TokenFile != "" {
+		key, err := ReadTokenFile(o.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		fileEnv = append(fileEnv, o.TokenEnv+"="+key)
 	}
 	var prog *release.Program
 	if inst != nil {
@@ -340,6 +357,30 @@ func ReadEnvFile(p string) ([]string, error) {
 		return nil, fmt.Errorf("%w: executor.env_file %s: %w", ErrEnvFile, p, err)
 	}
 	return out, nil
+}
+
+// ReadTokenFile returns the key on the first line of p, blanks around it
+// removed: p must be a regular file (a symlink is followed) of mode 0600
+// or stricter, at most 4 KiB, whose first line is one non-empty word.
+// Errors wrap ErrTokenFile and name p, never the key.
+func ReadTokenFile(p string) (string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("%w: executor.token_file: %w", ErrTokenFile, err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("%w: executor.token_file %s has mode %04o: it holds the MCP key and must be 0600 or stricter", ErrTokenFile, p, st.Mode().Perm())
+	}
+	b, err := regfile.ReadFile(p, 4<<10)
+	if err != nil {
+		return "", fmt.Errorf("%w: executor.token_file: %w", ErrTokenFile, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	key := strings.TrimSpace(line)
+	if key == "" || strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return "", fmt.Errorf("%w: executor.token_file %s: the first line is not one key (want a single word, e.g. 64 hex digits)", ErrTokenFile, p)
+	}
+	return key, nil
 }
 
 func validEnvKey(k string) bool {

@@ -122,6 +122,25 @@ func TestPrepare(t *testing.T) {
 	}
 }
 
+// TestPrepareTokenFile: the key of executor.token_file reaches the
+// payload in executor.token_env, over the env file's value, without the
+// blanks and line end around it.
+func TestPrepareTokenFile(t *testing.T) {
+	rt := installFake(t, "#!/bin/sh\n", cfg)
+	o := baseOptions(t, rt)
+	o.EnvFile = filepath.Join(t.TempDir(), "executor.env")
+	os.WriteFile(o.EnvFile, []byte("EXECUTOR_AUTH_TOKEN=from-env-file\n"), 0o600)
+	o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "box.key"), "EXECUTOR_AUTH_TOKEN"
+	os.WriteFile(o.TokenFile, []byte("  0123abcd  \nsecond line\n"), 0o600)
+	spec, err := Prepare(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := envMap(spec.Env)["EXECUTOR_AUTH_TOKEN"]; got != "0123abcd" {
+		t.Errorf("env EXECUTOR_AUTH_TOKEN = %q, want %q", got, "0123abcd")
+	}
+}
+
 func TestPrepareRefuses(t *testing.T) {
 	rt := installFake(t, "#!/bin/sh\n", cfg)
 	cases := []struct {
@@ -142,6 +161,21 @@ func TestPrepareRefuses(t *testing.T) {
 			o.EnvFile = filepath.Join(t.TempDir(), "env")
 			os.WriteFile(o.EnvFile, []byte("A=1\nnot a pair topsecret\n"), 0o600)
 		}, ErrEnvFile, "line 2"},
+		{"token file readable by others", func(o *Options) {
+			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
+			os.WriteFile(o.TokenFile, []byte("topsecret\n"), 0o640)
+		}, ErrTokenFile, "must be 0600 or stricter"},
+		{"token file empty", func(o *Options) {
+			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
+			os.WriteFile(o.TokenFile, []byte("\n"), 0o600)
+		}, ErrTokenFile, "not one key"},
+		{"token file two words", func(o *Options) {
+			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
+			os.WriteFile(o.TokenFile, []byte("topsecret topsecret\n"), 0o600)
+		}, ErrTokenFile, "not one key"},
+		{"token file missing", func(o *Options) {
+			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
+		}, ErrTokenFile, "no such file"},
 		{"unknown user", func(o *Options) { o.User = "no-such-user-hbx" }, nil, `executor.user: user "no-such-user-hbx"`},
 	}
 	for _, c := range cases {

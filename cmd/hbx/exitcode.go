@@ -41,8 +41,8 @@ const exitCodesHelp = `Exit codes:
   signal N ended it).`
 
 // exitCode maps the error run returned to the process exit status: nil to
-// exitOK; config.ErrInvalid, launch.ErrEnvFile, backup.ErrPassphraseFile
-// and usage errors to exitUsage; a *notRunningError or
+// exitOK; config.ErrInvalid, launch.ErrEnvFile, launch.ErrTokenFile,
+// backup.ErrPassphraseFile and usage errors to exitUsage; a *notRunningError or
 // *changePendingError (hbx status) to exitNotRunning;
 // anything else to exitFailure.
 func exitCode(err error) int {
@@ -60,7 +60,7 @@ func exitCode(err error) int {
 	case errors.Is(err, config.ErrInvalid), errors.As(err, &ue),
 		errors.Is(err, supervisor.ErrInvalid), errors.Is(err, supervisor.ErrUnknownProgram),
 		errors.Is(err, backup.ErrInvalid), errors.Is(err, backup.ErrPassphraseFile),
-		errors.Is(err, launch.ErrEnvFile):
+		errors.Is(err, launch.ErrEnvFile), errors.Is(err, launch.ErrTokenFile):
 		return exitUsage
 	default:
 		return exitFailure

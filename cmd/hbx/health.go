@@ -61,6 +61,8 @@ check: pass, fail or skip, its name, how long it took and why.
               and checks the program they name
   listeners   every TCP listener of the executor's process tree is on
               loopback, and executor.listen:executor.port is one of them
+              (executor.exposure network: it listens on exactly that
+              address and port, nowhere else)
   data-dir    executor.data_dir exists, is owned by executor.user and has
               mode 0700 or stricter
 
@@ -114,6 +116,7 @@ func healthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Option
 	return health.Options{
 		Listen:  cfg.Executor.Listen,
 		Port:    cfg.Executor.Port,
+		Network: cfg.Executor.Exposure == config.ExposureNetwork,
 		Timeout: cfg.Health.Timeout,
 		KeyFile: cfg.Health.TokenFile,
 		Tools:   cfg.Health.MCPTools,

@@ -129,6 +129,8 @@ func launchOptions(cfg *config.Config, hostPath string) launch.Options {
 		StateDir:          cfg.Executor.StateDir,
 		User:              cfg.Executor.User,
 		EnvFile:           cfg.Executor.EnvFile,
+		TokenFile:         cfg.Executor.TokenFile,
+		TokenEnv:          cfg.Executor.TokenEnv,
 		Listen:            cfg.Executor.Listen,
 		Port:              cfg.Executor.Port,
 		HostPort:          cfg.Executor.HostPort,

@@ -293,7 +293,9 @@ func supervisedProgram(g *globals, cfg *config.Config, name string, pc config.Pr
 // set), then check listeners: every TCP listener of the process tree of
 // pid() is on loopback, the listen address and port among them. So an
 // Executor that listens on 0.0.0.0 never becomes RUNNING, and is
-// restarted when it starts to while running.
+// restarted when it starts to while running. With executor.exposure
+// network the readiness check is followed by mcp-auth (health.Ready) and
+// the listeners must be exactly the listen address and port.
 func executorProbe(cfg *config.Config, pid func() int) supervisor.Probe {
 	return executorProbeTools(cfg, pid, nil)
 }
@@ -319,6 +321,10 @@ func executorProbeTools(cfg *config.Config, pid func() int, tools func() []strin
 		p := pid()
 		if p == 0 {
 			return fmt.Errorf("%w: executor has no pid", health.ErrUnhealthy)
+		}
+		if cfg.Executor.Exposure == config.ExposureNetwork {
+			_, err := health.ListenersExact(p, want)
+			return err
 		}
 		_, err := health.Listeners(p, want)
 		return err

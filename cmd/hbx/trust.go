@@ -16,7 +16,8 @@ import (
 //
 //   - root's alone (the caller's user too when hbx does not run as root):
 //     executor.runtime_dir, backup.dir, executor.env_file,
-//     backup.passphrase_file, health.token_file, registry.auth_file (also
+//     backup.passphrase_file, health.token_file, executor.token_file,
+//     registry.certs_dir, registry.auth_file (also
 //     refused when group or others may read it), the config file read and
 //     the binary's own directory, each with every ancestor;
 //   - the parents of executor.data_dir (it holds hbx's data lock and the
@@ -51,6 +52,8 @@ func checkTrust(cfg *config.Config, srcs *config.Sources) error {
 		{"executor.env_file", cfg.Executor.EnvFile, false, root},
 		{"backup.passphrase_file", cfg.Backup.PassphraseFile, false, root},
 		{"health.token_file", cfg.Health.TokenFile, false, root},
+		{"executor.token_file", cfg.Executor.TokenFile, false, root},
+		{"registry.certs_dir", cfg.Registry.CertsDir, false, root},
 		{"registry.auth_file", cfg.Registry.AuthFile, false, root},
 		{"executor.data_dir", cfg.Executor.DataDir, false, payload},
 		{"executor.state_dir", cfg.Executor.StateDir, false, payload},

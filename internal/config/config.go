@@ -126,6 +126,15 @@ type Health struct {
 	Readiness string
 }
 
+// The values of executor.exposure.
+const (
+	// ExposureLoopback: Executor listens on a loopback address only.
+	ExposureLoopback = "loopback"
+	// ExposureNetwork: Executor may listen on any IP literal (a
+	// container's interfaces), gated by its bearer key.
+	ExposureNetwork = "network"
+)
+
 // Executor says which Executor image to run and how to run it (keys
 // executor.*).
 type Executor struct {
@@ -159,8 +168,14 @@ type Executor struct {
 	// environment, e.g. secrets (executor.env_file). Absolute when set.
 	// Default "" (none).
 	EnvFile string
-	// Listen is the loopback IP literal Executor listens on
-	// (executor.listen). Default "127.0.0.1".
+	// Exposure says who may reach Executor (executor.exposure):
+	// "loopback" (Listen is a loopback IP literal) or "network" (Listen
+	// may be any IP literal, such as 0.0.0.0 in a container; then
+	// health.token_file is required, the bearer gate joins readiness and
+	// check listeners wants exactly Listen:Port). Default "loopback".
+	Exposure string
+	// Listen is the IP literal Executor listens on, a loopback one unless
+	// Exposure is "network" (executor.listen). Default "127.0.0.1".
 	Listen string
 	// Port is the TCP port Executor listens on in the guest (executor.port).
 	// Default 4788.
@@ -174,6 +189,15 @@ type Executor struct {
 	// DisableIPv6 sets BUN_FEATURE_FLAG_DISABLE_IPV6=1 in Executor's
 	// environment (executor.disable_ipv6). Default true.
 	DisableIPv6 bool
+	// TokenFile holds the MCP bearer key handed to Executor, on its first
+	// line; mode 0600 or stricter, absolute when set
+	// (executor.token_file). Read at each start of Executor, never
+	// printed. Default "" (the payload mints its own key).
+	TokenFile string
+	// TokenEnv names the environment variable of Executor that receives
+	// the key of TokenFile (executor.token_env), e.g. EXECUTOR_AUTH_TOKEN.
+	// Set together with TokenFile. Default "".
+	TokenEnv string
 	// InstallOnStart runs the install step when `hbx supervise` starts
 	// (a failure retried like a failed start of the executor program),
 	// never on a program restart (executor.install_on_start). Default
@@ -222,6 +246,11 @@ type Registry struct {
 	// registry credentials; absolute when set (registry.auth_file).
 	// Default "" (anonymous).
 	AuthFile string
+	// CertsDir holds extra CA certificates per registry in the containers
+	// certs.d layout: <CertsDir>/<host[:port]>/*.crt are trusted, beside
+	// the system's roots, for that registry (registry.certs_dir).
+	// Absolute when set. Default "" (the system's roots only).
+	CertsDir string
 	// StallTimeout abandons an attempt at a registry request (index,
 	// manifest, config or layer) that receives no byte for this long, and
 	// retries it; a slow transfer that keeps moving is never abandoned. 0
@@ -248,6 +277,7 @@ func Defaults() Config {
 			DataDir:         "/workspace/executor/data",
 			StateDir:        "/var/lib/hbx/executor",
 			User:            currentUser(),
+			Exposure:        ExposureLoopback,
 			Listen:          "127.0.0.1",
 			Port:            4788,
 			HostPort:        4788,

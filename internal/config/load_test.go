@@ -214,6 +214,10 @@ func TestDecodeEachLayer(t *testing.T) {
 	want.Registry.StallTimeout = time.Minute
 	want.Registry.Retries = 0
 	want.Executor.InstallOnStart = true
+	want.Executor.Exposure = "network"
+	want.Executor.TokenFile = "/etc/hbx/box.key"
+	want.Executor.TokenEnv = "EXECUTOR_AUTH_TOKEN"
+	want.Registry.CertsDir = "/etc/hbx/certs.d"
 	want.Supervisor = Supervisor{Socket: "/run/x.sock", LogDir: "/logs", HealthWait: 2 * time.Minute, HealthInterval: time.Second, WedgeFailures: 0}
 	want.Health = Health{Timeout: 2 * time.Second, MCPTools: []string{"execute", "resume", "extra"}, TokenFile: "/etc/hbx/mcp.key", Readiness: "mcp-auth"}
 	want.Backup = Backup{Dir: "/b", Name: "box-1", Paths: []string{"/w/hermes", "/w/notes"}, Keep: 0, KeepPreRestore: 5,
@@ -237,6 +241,9 @@ executor:
   allow_local_network: true
   disable_ipv6: false
   install_on_start: true
+  exposure: network
+  token_file: /etc/hbx/box.key
+  token_env: EXECUTOR_AUTH_TOKEN
 install:
   max_uncompressed_bytes: 512MiB
   keep_blobs: true
@@ -248,6 +255,7 @@ install:
 registry:
   insecure_hosts: [127.0.0.1:5000, "[::1]:5000", localhost]
   auth_file: /root/.docker/config.json
+  certs_dir: /etc/hbx/certs.d
   stall_timeout: 1m
   retries: 0
 supervisor:
@@ -298,6 +306,10 @@ backup:
 		"registry.stall_timeout":         "60s",
 		"registry.retries":               "0",
 		"executor.install_on_start":      "true",
+		"executor.exposure":              "network",
+		"executor.token_file":            "/etc/hbx/box.key",
+		"executor.token_env":             "EXECUTOR_AUTH_TOKEN",
+		"registry.certs_dir":             "/etc/hbx/certs.d",
 		"supervisor.socket":              "/run/x.sock",
 		"supervisor.log_dir":             "/logs",
 		"supervisor.health_wait":         "120s",
@@ -619,8 +631,8 @@ func TestParseBytes(t *testing.T) {
 func TestValueAndKeys(t *testing.T) {
 	c := Defaults()
 	keys := Keys()
-	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 43 {
-		t.Errorf("Keys() = %v, want 43 keys from executor.image to backup.health_wait", keys)
+	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 47 {
+		t.Errorf("Keys() = %v, want 47 keys from executor.image to backup.health_wait", keys)
 	}
 	for _, k := range keys {
 		if c.Value(k) == nil {

@@ -16,11 +16,12 @@ var secretKeys = []struct {
 	{"executor.env_file", func(c *Config) string { return c.Executor.EnvFile }},
 	{"backup.passphrase_file", func(c *Config) string { return c.Backup.PassphraseFile }},
 	{"health.token_file", func(c *Config) string { return c.Health.TokenFile }},
+	{"executor.token_file", func(c *Config) string { return c.Executor.TokenFile }},
 }
 
 // CheckSecretFiles checks, without reading them, the files c names that
 // hold secrets (executor.env_file, backup.passphrase_file,
-// health.token_file): each that exists must be a regular file (a symlink
+// health.token_file, executor.token_file): each that exists must be a regular file (a symlink
 // is followed) of mode 0600 or stricter. A missing file is not a problem
 // here; the command that reads it reports it. srcs (may be nil) gives each
 // Problem its source. The error wraps ErrInvalid and lists every Problem.

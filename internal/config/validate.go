@@ -186,8 +186,31 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	if e.EnvFile != "" && !filepath.IsAbs(e.EnvFile) {
 		add("executor.env_file", q(e.EnvFile), ruleNotAbs)
 	}
-	if !isLoopbackIP(e.Listen) {
-		add("executor.listen", q(e.Listen), ruleNotLoopback)
+	switch e.Exposure {
+	case ExposureLoopback:
+		if !isLoopbackIP(e.Listen) {
+			add("executor.listen", q(e.Listen), ruleNotLoopback)
+		}
+	case ExposureNetwork:
+		if a, err := netip.ParseAddr(e.Listen); err != nil || a.Zone() != "" || a.Is4In6() {
+			add("executor.listen", q(e.Listen), "is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)")
+		}
+		if c.Health.TokenFile == "" {
+			add("executor.exposure", q(e.Exposure), "needs health.token_file (the bearer gate is part of readiness and health)")
+		}
+	default:
+		add("executor.exposure", q(e.Exposure), "is not an exposure (want loopback or network)")
+	}
+	if e.TokenFile != "" && !filepath.IsAbs(e.TokenFile) {
+		add("executor.token_file", q(e.TokenFile), ruleNotAbs)
+	}
+	switch {
+	case e.TokenEnv != "" && !validEnvName(e.TokenEnv):
+		add("executor.token_env", q(e.TokenEnv), "is not an environment variable name (want letters, digits and '_', not starting with a digit)")
+	case e.TokenEnv != "" && e.TokenFile == "":
+		add("executor.token_env", q(e.TokenEnv), "needs executor.token_file (the file holding the key it receives)")
+	case e.TokenEnv == "" && e.TokenFile != "":
+		add("executor.token_file", q(e.TokenFile), "needs executor.token_env (the variable that hands the key to Executor)")
 	}
 	if e.Port < 1 || e.Port > 65535 {
 		add("executor.port", strconv.Itoa(e.Port), ruleNotPort)
@@ -234,6 +257,9 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	}
 	if r.AuthFile != "" && !filepath.IsAbs(r.AuthFile) {
 		add("registry.auth_file", q(r.AuthFile), ruleNotAbs)
+	}
+	if r.CertsDir != "" && !filepath.IsAbs(r.CertsDir) {
+		add("registry.certs_dir", q(r.CertsDir), ruleNotAbs)
 	}
 	if r.Retries < 0 {
 		add("registry.retries", strconv.Itoa(r.Retries), ruleNegative)

@@ -97,6 +97,53 @@ func TestValidateRules(t *testing.T) {
 		{"listen with port", func(c *Config) { c.Executor.Listen = "127.0.0.1:4788" },
 			[]string{`executor.listen: "127.0.0.1:4788" is not a loopback address (want 127.0.0.0/8 or ::1)`}},
 
+		// executor.exposure
+		{"exposure network any v4", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "0.0.0.0"
+		}, nil},
+		{"exposure network any v6", func(c *Config) { c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "::" }, nil},
+		{"exposure network interface address", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "172.18.0.2"
+		}, nil},
+		{"exposure network loopback", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "127.0.0.1"
+		}, nil},
+		{"exposure network name", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "localhost"
+		},
+			[]string{`executor.listen: "localhost" is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)`}},
+		{"exposure network zone", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "fe80::1%eth0"
+		},
+			[]string{`executor.listen: "fe80::1%eth0" is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)`}},
+		{"exposure network mapped", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "::ffff:0.0.0.0"
+		},
+			[]string{`executor.listen: "::ffff:0.0.0.0" is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)`}},
+		{"exposure network with port", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "0.0.0.0:4788"
+		},
+			[]string{`executor.listen: "0.0.0.0:4788" is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)`}},
+		{"exposure network without a token file", func(c *Config) { c.Executor.Exposure, c.Executor.Listen = "network", "0.0.0.0" },
+			[]string{`executor.exposure: "network" needs health.token_file (the bearer gate is part of readiness and health)`}},
+		{"exposure loopback is strict", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "loopback", "/k", "0.0.0.0"
+		},
+			[]string{`executor.listen: "0.0.0.0" is not a loopback address (want 127.0.0.0/8 or ::1)`}},
+		{"exposure unknown", func(c *Config) { c.Executor.Exposure = "public" },
+			[]string{`executor.exposure: "public" is not an exposure (want loopback or network)`}},
+
+		// executor.token_file / token_env
+		{"token file and env", func(c *Config) { c.Executor.TokenFile, c.Executor.TokenEnv = "/etc/hbx/box.key", "EXECUTOR_AUTH_TOKEN" }, nil},
+		{"token file relative", func(c *Config) { c.Executor.TokenFile, c.Executor.TokenEnv = "box.key", "EXECUTOR_AUTH_TOKEN" },
+			[]string{`executor.token_file: "box.key" is not an absolute path`}},
+		{"token file without env", func(c *Config) { c.Executor.TokenFile = "/etc/hbx/box.key" },
+			[]string{`executor.token_file: "/etc/hbx/box.key" needs executor.token_env (the variable that hands the key to Executor)`}},
+		{"token env without file", func(c *Config) { c.Executor.TokenEnv = "EXECUTOR_AUTH_TOKEN" },
+			[]string{`executor.token_env: "EXECUTOR_AUTH_TOKEN" needs executor.token_file (the file holding the key it receives)`}},
+		{"token env not a name", func(c *Config) { c.Executor.TokenFile, c.Executor.TokenEnv = "/k", "1A=B" },
+			[]string{`executor.token_env: "1A=B" is not an environment variable name (want letters, digits and '_', not starting with a digit)`}},
+
 		// ports
 		{"port 0", func(c *Config) { c.Executor.Port = 0 }, []string{`executor.port: 0 is not a port number (want 1-65535)`}},
 		{"host port 65536", func(c *Config) { c.Executor.HostPort = 65536 },
@@ -142,6 +189,9 @@ func TestValidateRules(t *testing.T) {
 		{"relative auth file", func(c *Config) { c.Registry.AuthFile = "auth.json" },
 			[]string{`registry.auth_file: "auth.json" is not an absolute path`}},
 		{"negative retries", func(c *Config) { c.Registry.Retries = -1 }, []string{`registry.retries: -1 is negative`}},
+		{"certs dir", func(c *Config) { c.Registry.CertsDir = "/etc/hbx/certs.d" }, nil},
+		{"relative certs dir", func(c *Config) { c.Registry.CertsDir = "certs.d" },
+			[]string{`registry.certs_dir: "certs.d" is not an absolute path`}},
 
 		// health.*
 		{"health timeout 0", func(c *Config) { c.Health.Timeout = 0 }, []string{`health.timeout: 0s is not positive`}},

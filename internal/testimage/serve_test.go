@@ -156,6 +156,19 @@ func TestServe(t *testing.T) {
 		}
 	})
 
+	t.Run("fixed key", func(t *testing.T) {
+		fixed := strings.Repeat("ab", 32)
+		s := p.start(t, data, []string{"EXECUTOR_AUTH_TOKEN=" + fixed})
+		defer s.stop(t)
+		if _, resp := s.mcp(t, "Bearer "+key, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("tools/list with the minted key while EXECUTOR_AUTH_TOKEN is set = %s, want 401", resp.Status)
+		}
+		s.checkMCP(t, "Bearer "+fixed)
+		if got := readKey(t, data); got != key {
+			t.Errorf("api-key after a start with EXECUTOR_AUTH_TOKEN = %q, want the minted key kept", got)
+		}
+	})
+
 	t.Run("newer data format", func(t *testing.T) {
 		newer := filepath.Join(t.TempDir(), "data")
 		if err := os.MkdirAll(newer, 0o700); err != nil {

@@ -10,6 +10,9 @@
 //   EXECUTOR_HOST, PORT        listen address (default 0.0.0.0:4788)
 //   EXECUTOR_DATA_DIR          data directory (default /data), created 0700
 //   EXECUTOR_WEB_BASE_URL      public base URL in the MCP auth challenge
+//   EXECUTOR_AUTH_TOKEN        the bearer key, fixed (as the CLI edition's
+//                              `--auth-token KEY`); without it the server
+//                              mints one in <data>/api-key on first start
 // Test-only switches (never set by hbx):
 //   HBXTEST_FORCE_HOST         listen on this address instead of EXECUTOR_HOST
 //   HBXTEST_FAIL_HEALTH=1      /api/health answers 503
@@ -76,8 +79,11 @@ try {
   fail(`create data directory ${dataDir}: ${err?.message ?? err}`);
 }
 const keyPath = `${dataDir}/api-key`;
-let apiKey = readText(keyPath)?.trim();
-if (apiKey === undefined) {
+const fixedKey = process.env.EXECUTOR_AUTH_TOKEN;
+let apiKey = fixedKey !== undefined ? fixedKey.trim() : readText(keyPath)?.trim();
+if (fixedKey !== undefined && apiKey === "") {
+  fail("EXECUTOR_AUTH_TOKEN is empty");
+} else if (apiKey === undefined) {
   apiKey = randomBytes(32).toString("hex");
   writeDurable(keyPath, apiKey + "\n", 0o600);
 } else if (apiKey === "") {
