@@ -2,6 +2,7 @@ package installer
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,11 @@ type RegistryOptions struct {
 	// the image library follows the WWW-Authenticate challenge to the
 	// token realm, with these credentials or none.
 	AuthFile string
+	// CertsDir holds extra CA certificates per registry in the containers
+	// certs.d layout: <CertsDir>/<host[:port]>/*.crt are trusted for that
+	// registry beside the system's roots (*.cert with *.key are a client
+	// certificate). "" means the system's roots only.
+	CertsDir string
 	// StallTimeout abandons an attempt at a request (index, manifest,
 	// config or layer) that receives no byte for this long while hbx waits
 	// for one; the attempt counts as failed and is retried. A slow transfer
@@ -85,6 +91,10 @@ func systemContext(ref reference.Named, opts RegistryOptions, scratch string) (*
 		// followed to the realm for an anonymous pull token.
 		sys.DockerAuthConfig = &types.DockerAuthConfig{}
 	}
+	if opts.CertsDir != "" {
+		// DockerCertPath, when set, is used for every host instead.
+		sys.DockerPerHostCertDirPath, sys.DockerCertPath = opts.CertsDir, ""
+	}
 	if isInsecure(reference.Domain(ref), opts.InsecureHosts) {
 		sys.DockerInsecureSkipTLSVerify = types.OptionalBoolTrue
 	}
@@ -120,6 +130,14 @@ func openSource(ctx context.Context, ref reference.Canonical, opts RegistryOptio
 		// The library treats a missing auth file as no credentials.
 		if _, err := os.Stat(opts.AuthFile); err != nil {
 			return nil, fmt.Errorf("registry auth file: %w", err)
+		}
+	}
+	if opts.CertsDir != "" {
+		// A missing directory would silently mean the system's roots.
+		if st, err := os.Stat(opts.CertsDir); err != nil {
+			return nil, fmt.Errorf("registry certs directory: %w", err)
+		} else if !st.IsDir() {
+			return nil, fmt.Errorf("registry certs directory: %s is not a directory", opts.CertsDir)
 		}
 	}
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
@@ -432,10 +450,15 @@ func plain(err error) error {
 }
 
 // hinted adds what to do to an error whose fix is in the configuration: a
-// plain-HTTP registry answering the HTTPS that hbx speaks by default.
+// plain-HTTP registry answering the HTTPS that hbx speaks by default, or a
+// registry whose certificate no trusted CA signed.
 func hinted(err error) error {
 	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
 		return &restated{msg: err.Error() + " (a plain-HTTP registry on loopback must be listed in registry.insecure_hosts)", err: err}
+	}
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &ua) {
+		return &restated{msg: err.Error() + " (a registry with its own CA needs it in registry.certs_dir, as <certs_dir>/<host[:port]>/ca.crt)", err: err}
 	}
 	return err
 }

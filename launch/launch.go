@@ -104,16 +104,9 @@ func PrepareCommand(o Options, inst *release.Installed, argv []string) (*Spec, e
 func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 	// The env file first: a bad one is invalid configuration and changes
 	// nothing on disk.
-	fileEnv, err := ReadEnvFile(o.EnvFile)
+	fileEnv, err := fileEnv(o)
 	if err != nil {
 		return nil, err
-	}
-	if o.TokenFile != "" {
-		key, err := ReadTokenFile(o.TokenFile)
-		if err != nil {
-			return nil, err
-		}
-		fileEnv = append(fileEnv, o.TokenEnv+"="+key)
 	}
 	var prog *release.Program
 	if inst != nil {
@@ -357,6 +350,20 @@ func ReadEnvFile(p string) ([]string, error) {
 		return nil, fmt.Errorf("%w: executor.env_file %s: %w", ErrEnvFile, p, err)
 	}
 	return out, nil
+}
+
+// fileEnv returns the variables of o.EnvFile, then o.TokenEnv set to the
+// key of o.TokenFile when one is set.
+func fileEnv(o Options) ([]string, error) {
+	env, err := ReadEnvFile(o.EnvFile)
+	if err != nil || o.TokenFile == "" {
+		return env, err
+	}
+	key, err := ReadTokenFile(o.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return append(env, o.TokenEnv+"="+key), nil
 }
 
 // ReadTokenFile returns the key on the first line of p, blanks around it

@@ -97,6 +97,7 @@ func installerOptions(g *globals, cfg *config.Config) (installer.Options, error)
 		Registry: installer.RegistryOptions{
 			InsecureHosts: cfg.Registry.InsecureHosts,
 			AuthFile:      cfg.Registry.AuthFile,
+			CertsDir:      cfg.Registry.CertsDir,
 			StallTimeout:  cfg.Registry.StallTimeout,
 			Retries:       cfg.Registry.Retries,
 		},

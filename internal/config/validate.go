@@ -186,32 +186,7 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	if e.EnvFile != "" && !filepath.IsAbs(e.EnvFile) {
 		add("executor.env_file", q(e.EnvFile), ruleNotAbs)
 	}
-	switch e.Exposure {
-	case ExposureLoopback:
-		if !isLoopbackIP(e.Listen) {
-			add("executor.listen", q(e.Listen), ruleNotLoopback)
-		}
-	case ExposureNetwork:
-		if a, err := netip.ParseAddr(e.Listen); err != nil || a.Zone() != "" || a.Is4In6() {
-			add("executor.listen", q(e.Listen), "is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)")
-		}
-		if c.Health.TokenFile == "" {
-			add("executor.exposure", q(e.Exposure), "needs health.token_file (the bearer gate is part of readiness and health)")
-		}
-	default:
-		add("executor.exposure", q(e.Exposure), "is not an exposure (want loopback or network)")
-	}
-	if e.TokenFile != "" && !filepath.IsAbs(e.TokenFile) {
-		add("executor.token_file", q(e.TokenFile), ruleNotAbs)
-	}
-	switch {
-	case e.TokenEnv != "" && !validEnvName(e.TokenEnv):
-		add("executor.token_env", q(e.TokenEnv), "is not an environment variable name (want letters, digits and '_', not starting with a digit)")
-	case e.TokenEnv != "" && e.TokenFile == "":
-		add("executor.token_env", q(e.TokenEnv), "needs executor.token_file (the file holding the key it receives)")
-	case e.TokenEnv == "" && e.TokenFile != "":
-		add("executor.token_file", q(e.TokenFile), "needs executor.token_env (the variable that hands the key to Executor)")
-	}
+	validateExposure(c, add)
 	if e.Port < 1 || e.Port > 65535 {
 		add("executor.port", strconv.Itoa(e.Port), ruleNotPort)
 	}
@@ -298,6 +273,39 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	}
 	probs = append(probs, validateBackup(c, add)...)
 	return append(probs, validatePrograms(c, srcs, skip)...)
+}
+
+// validateExposure checks executor.exposure with executor.listen, and
+// executor.token_file with executor.token_env, reporting through add.
+func validateExposure(c *Config, add func(key, value, rule string)) {
+	q := strconv.Quote
+	e := &c.Executor
+	switch e.Exposure {
+	case ExposureLoopback:
+		if !isLoopbackIP(e.Listen) {
+			add("executor.listen", q(e.Listen), ruleNotLoopback)
+		}
+	case ExposureNetwork:
+		if a, err := netip.ParseAddr(e.Listen); err != nil || a.Zone() != "" || a.Is4In6() {
+			add("executor.listen", q(e.Listen), "is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)")
+		}
+		if c.Health.TokenFile == "" {
+			add("executor.exposure", q(e.Exposure), "needs health.token_file (the bearer gate is part of readiness and health)")
+		}
+	default:
+		add("executor.exposure", q(e.Exposure), "is not an exposure (want loopback or network)")
+	}
+	if e.TokenFile != "" && !filepath.IsAbs(e.TokenFile) {
+		add("executor.token_file", q(e.TokenFile), ruleNotAbs)
+	}
+	switch {
+	case e.TokenEnv != "" && !validEnvName(e.TokenEnv):
+		add("executor.token_env", q(e.TokenEnv), "is not an environment variable name (want letters, digits and '_', not starting with a digit)")
+	case e.TokenEnv != "" && e.TokenFile == "":
+		add("executor.token_env", q(e.TokenEnv), "needs executor.token_file (the file holding the key it receives)")
+	case e.TokenEnv == "" && e.TokenFile != "":
+		add("executor.token_file", q(e.TokenFile), "needs executor.token_env (the variable that hands the key to Executor)")
+	}
 }
 
 // validateBackup checks the backup.* keys, reporting through add.

@@ -14,6 +14,8 @@
 //     temporary directory.
 //   - [HtpasswdLine] and [WriteAuthFile]: the registry's htpasswd entry
 //     (bcrypt) and the matching containers auth.json for hbx.
+//   - [WriteTLS]: a private CA and a server certificate it signs, for a
+//     registry that speaks HTTPS with its own CA (registry.certs_dir).
 //   - [NewImage] and [Image.Push]: a small multi-platform OCI image built
 //     in memory and pushed with the distribution API, for tests that need
 //     an image other than package testimage's (which carries the real Bun).

@@ -5,6 +5,8 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -41,6 +43,16 @@ type Options struct {
 	// Token makes the registry require bearer tokens from an issuer
 	// (distribution's "auth: token", the scheme of ghcr.io and Docker Hub).
 	Token *TokenAuth
+	// TLS makes the registry speak HTTPS only (distribution's
+	// "http: tls"); nil is plain HTTP.
+	TLS *TLS
+}
+
+// TLS is the registry's certificate: PEM files, absolute paths.
+type TLS struct {
+	Cert string // the server certificate (with its chain, if any)
+	Key  string // its private key
+	CA   string // the CA that signed Cert: the readiness poll trusts it
 }
 
 // TokenAuth is distribution's token authentication configuration.
@@ -58,6 +70,7 @@ type Registry struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed once the process has been waited for
 	auth    bool          // GET /v2/ answers 401 when ready
+	tls     *TLS          // nil: plain HTTP
 
 	stopOnce sync.Once
 	stopErr  error
@@ -157,7 +170,7 @@ func start(dir string, opts Options) (*Registry, error) {
 		return nil, fmt.Errorf("run %s: %w", RegistryBinary, err)
 	}
 	r := &Registry{host: host, logPath: logPath, cmd: cmd, exited: make(chan struct{}),
-		auth: opts.Htpasswd != "" || opts.Token != nil}
+		auth: opts.Htpasswd != "" || opts.Token != nil, tls: opts.TLS}
 	go func() {
 		cmd.Wait()
 		close(r.exited)
@@ -170,7 +183,8 @@ func start(dir string, opts Options) (*Registry, error) {
 }
 
 // registryConfig is a minimal configuration: filesystem storage, deletes
-// allowed, plain HTTP on host, quiet logs, and the authentication of opts.
+// allowed, plain HTTP (or HTTPS with opts.TLS) on host, quiet logs, and the
+// authentication of opts.
 func registryConfig(host, storage string, opts Options) string {
 	var auth string
 	switch {
@@ -189,6 +203,13 @@ func registryConfig(host, storage string, opts Options) string {
     rootcertbundle: ` + strconv.Quote(opts.Token.RootCertBundle) + `
 `
 	}
+	var tls string
+	if opts.TLS != nil {
+		tls = `  tls:
+    certificate: ` + strconv.Quote(opts.TLS.Cert) + `
+    key: ` + strconv.Quote(opts.TLS.Key) + `
+`
+	}
 	return `version: 0.1
 log:
   level: warn
@@ -205,7 +226,7 @@ storage:
 http:
   addr: ` + host + `
   secret: hbx-test-registry
-` + auth
+` + tls + auth
 }
 
 // registryEnv is the environment without REGISTRY_* variables, which would
@@ -235,6 +256,17 @@ func (r *Registry) waitReady() error {
 	ctx, cancel := context.WithTimeout(context.Background(), registryReadyTimeout)
 	defer cancel()
 	client := &http.Client{Timeout: time.Second}
+	if r.tls != nil {
+		pem, err := os.ReadFile(r.tls.CA)
+		if err != nil {
+			return fmt.Errorf("read registry CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("registry CA %s holds no PEM certificate", r.tls.CA)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	}
 	var last error
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL()+"/v2/", nil)
@@ -268,8 +300,14 @@ func (r *Registry) waitReady() error {
 // references.
 func (r *Registry) Host() string { return r.host }
 
-// URL returns the registry's base URL, "http://127.0.0.1:PORT".
-func (r *Registry) URL() string { return "http://" + r.host }
+// URL returns the registry's base URL, "http://127.0.0.1:PORT", or
+// "https://127.0.0.1:PORT" with Options.TLS.
+func (r *Registry) URL() string {
+	if r.tls != nil {
+		return "https://" + r.host
+	}
+	return "http://" + r.host
+}
 
 // Stop stops the registry: SIGTERM, then SIGKILL if it is still running
 // after a grace period. It waits for the process to exit, returns nil if it

@@ -24,6 +24,9 @@
 //                              without the key (the CLI edition,
 //                              `executor web --auth-token KEY`)
 //   HBXTEST_SKILLS=1           MCP offers a third tool, `skills` (v1.5.27)
+//   HBXTEST_OPEN_MCP_IF=PATH   /mcp answers without the key while PATH exists
+//                              (a bearer gate left open)
+//   HBXTEST_EXTRA_LISTEN=H:P   also listen on host H, port P (a stray listener)
 // Arguments:
 //   --pid PATH                 write the process id to PATH at start-up
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
@@ -210,7 +213,8 @@ function unauthorized(): Response {
 }
 
 async function handleMCP(req: Request): Promise<Response> {
-  if (!authorized(req)) return unauthorized();
+  const open = process.env.HBXTEST_OPEN_MCP_IF && existsSync(process.env.HBXTEST_OPEN_MCP_IF);
+  if (!open && !authorized(req)) return unauthorized();
   if (req.method !== "POST") {
     return new Response(null, { status: 405, headers: { Allow: "POST" } });
   }
@@ -298,6 +302,15 @@ const server = Bun.serve({
     }
   },
 });
+
+if (process.env.HBXTEST_EXTRA_LISTEN) {
+  const at = process.env.HBXTEST_EXTRA_LISTEN.lastIndexOf(":");
+  Bun.serve({
+    hostname: process.env.HBXTEST_EXTRA_LISTEN.slice(0, at).replace(/^\[|\]$/g, ""),
+    port: Number(process.env.HBXTEST_EXTRA_LISTEN.slice(at + 1)),
+    fetch: () => json({ error: "not found" }, 404),
+  });
+}
 
 function stop(signal: string) {
   console.log(`executor: ${signal}, stopping`);

@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesbox/hbx/supervisor"
+)
+
+// The executor container of the Docker box (issue 16): Executor exposed on
+// the container's network, gated by the box's fixed key.
+
+// setExecutorKeys adds lines (indented two spaces) to the executor:
+// section of the box's config file.
+func setExecutorKeys(t *testing.T, b *box, lines string) {
+	t.Helper()
+	cfg := readFile(t, b.config)
+	if !strings.Contains(cfg, "executor:\n") {
+		t.Fatalf("%s has no executor: section", b.config)
+	}
+	writeFile(t, b.config, strings.Replace(cfg, "executor:\n", "executor:\n"+lines, 1), 0o600)
+}
+
+// TestNetworkExposureE2E: with executor.exposure network, Executor listens
+// on 0.0.0.0 and answers on the machine's own address with the key of
+// executor.token_file (handed to the real test image), and hbx health
+// passes every check; an Executor whose /mcp answers without a key is
+// never RUNNING (readiness) and is restarted when it starts to (wedge);
+// one with a second listener, even on loopback, is never RUNNING and fails
+// check listeners. The key never shows in any output.
+func TestNetworkExposureE2E(t *testing.T) {
+	requireE2E(t)
+	addrs := nonLoopbackAddrs()
+	if len(addrs) == 0 {
+		t.Fatal("this machine has no non-loopback IPv4 address to reach a network-exposed Executor on")
+	}
+	b := installedBox(t)
+	socket, dir := supervisorConfig(t, b, "")
+	key := strings.Repeat("5a", 32) // 256 bits, as the box's owners mint it
+	keyFile := filepath.Join(b.dir, "box.key")
+	writeFile(t, keyFile, key+"\n", 0o600)
+	env := filepath.Join(b.dir, "executor.env")
+	open := filepath.Join(b.dir, "open-mcp") // the test image answers /mcp without a key while it exists
+	writeFile(t, env, "HBXTEST_OPEN_MCP_IF="+open+"\n", 0o600)
+	setExecutorKeys(t, b, fmt.Sprintf("  exposure: network\n  listen: 0.0.0.0\n  token_file: %s\n  token_env: EXECUTOR_AUTH_TOKEN\n  env_file: %s\n", keyFile, env))
+	appendConfig(t, b, "health:\n  token_file: "+keyFile+"\n")
+	s := startSupervise(t, b, socket, dir, "env", "HBX_SUPERVISOR_HEALTH_WAIT=3s")
+	st := waitExecutor(t, s, 90*time.Second, "RUNNING", func(st supervisor.Status) bool {
+		if st.State == supervisor.Fatal {
+			t.Fatalf("executor = %s %q, want RUNNING", st.State, st.Detail)
+		}
+		return st.State == supervisor.Running
+	})
+	pid := st.PID
+
+	// Reachable from the network, gated by the box's key.
+	url := fmt.Sprintf("http://%s/mcp", net.JoinHostPort(addrs[0], strconv.Itoa(b.port)))
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST %s without a key = %s, want 401", url, resp.Status)
+	}
+	h := &healthBox{box: b, key: key}
+	rep, r := h.health("")
+	h.expect("exposed, gated", rep, r, nil, nil)
+	if got := rep.check("listeners").Reason; !strings.Contains(got, fmt.Sprintf("listen on 0.0.0.0:%d only", b.port)) {
+		t.Errorf("listeners reason %q, want it to name 0.0.0.0:%d", got, b.port)
+	}
+	if _, err := os.Stat(filepath.Join(b.dataDir, "api-key")); err == nil {
+		t.Errorf("the test image minted its own key although hbx handed it one")
+	}
+
+	// The gate opens while it runs: wedged, restarted, and the new one
+	// is never RUNNING while it stays open.
+	writeFile(t, open, "", 0o600)
+	rep, r = h.health("", "--only", "mcp-auth")
+	h.expect("gate open", rep, r, []string{"mcp-auth"}, map[string]string{"mcp-auth": "want 401"})
+	waitExecutor(t, s, 60*time.Second, "a new process after the wedge restart", func(st supervisor.Status) bool {
+		return st.PID != 0 && st.PID != pid
+	})
+	st = waitExecutor(t, s, 60*time.Second, "a failed start naming the bearer gate", func(st supervisor.Status) bool {
+		if st.State == supervisor.Running {
+			t.Fatalf("an executor with an open /mcp became RUNNING: %+v", st)
+		}
+		return st.State == supervisor.Backoff && strings.Contains(st.Detail, "bearer gate")
+	})
+	t.Logf("gate open: %s %q", st.State, st.Detail)
+	if err := os.Remove(open); err != nil {
+		t.Fatal(err)
+	}
+	st = waitExecutor(t, s, 60*time.Second, "RUNNING once the gate is closed", func(st supervisor.Status) bool {
+		return st.State == supervisor.Running
+	})
+	pid = st.PID
+
+	// A second listener, on loopback: never RUNNING, listeners fails.
+	writeFile(t, env, fmt.Sprintf("HBXTEST_EXTRA_LISTEN=127.0.0.1:%d\n", freePort(t)), 0o600)
+	// hbx restart waits for the start's outcome: FATAL after the retries.
+	if r := b.hbx("restart", "executor"); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "listener off the configured address") {
+		t.Errorf("hbx restart executor with a stray listener = %d, output %q; want a failure naming it", r.code, r.stdout+r.stderr)
+	}
+	st = waitExecutor(t, s, 60*time.Second, "a failed start naming the stray listener", func(st supervisor.Status) bool {
+		if st.State == supervisor.Running && st.PID != pid {
+			t.Fatalf("an executor with a second listener became RUNNING: %+v", st)
+		}
+		return (st.State == supervisor.Backoff || st.State == supervisor.Fatal) && strings.Contains(st.Detail, "listener off the configured address")
+	})
+	t.Logf("stray listener: %s %q", st.State, st.Detail)
+
+	// Without a supervisor (hbx run executor), check listeners finds it
+	// through the pidfile and fails.
+	if r := b.hbx("shutdown"); r.code != 0 {
+		t.Fatalf("hbx shutdown = %d\n%s", r.code, r.stderr)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("hbx supervise did not exit after hbx shutdown")
+	}
+	stop := runExecutor(t, b)
+	rep, r = h.health("", "--only", "listeners")
+	h.expect("stray listener", rep, r, []string{"listeners"}, map[string]string{"listeners": "listener off the configured address"})
+	stop()
+
+	if log := readFile(t, s.log); strings.Contains(log, key) {
+		t.Errorf("the supervisor's log shows the key")
+	}
+}
