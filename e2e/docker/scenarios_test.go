@@ -104,12 +104,22 @@ func TestDockerBox(t *testing.T) {
 		if comm := strings.TrimSpace(a.exec("executor", "cat", "/proc/"+pid+"/comm")); comm != "bun" {
 			t.Fatalf("executor's process %s is %q, want bun", pid, comm)
 		}
-		killed := time.Now()
 		a.exec("executor", "sh", "-c", "kill -9 "+pid)
-		a.waitHealthySince(killed, 2*time.Minute)
-		if np := executorPID(t, a); np == pid {
-			t.Errorf("executor pid after kill -9 = %s, the killed one", np)
+		// Bun is dead once kill returns: a healthcheck that starts after
+		// now ran against the new one.
+		killed := time.Now()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			np := runningPID(t, a)
+			if np != "" && np != pid {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("executor not RUNNING with a new pid within 2m of kill -9 of %s (now %q)", pid, np)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
+		a.waitHealthySince(killed, 2*time.Minute)
 		if got := a.inspect("executor", "{{.RestartCount}} {{.State.StartedAt}}"); got != "0 "+started {
 			t.Errorf("executor container restart count and start = %q, want 0 %s (never restarted)", got, started)
 		}
@@ -128,8 +138,15 @@ func TestDockerBox(t *testing.T) {
 		}()
 		before := time.Now()
 		a.compose("restart", "executor")
-		a.waitHealthySince(before, 3*time.Minute)
-		t.Logf("MEASURE warm restart (compose restart executor to healthy, registry stopped): %v", time.Since(before).Round(time.Millisecond))
+		started, err := time.Parse(time.RFC3339Nano, a.inspect("executor", "{{.State.StartedAt}}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !started.After(before) {
+			t.Fatalf("executor container started at %v, before the restart at %v", started, before)
+		}
+		healthy := a.waitHealthySince(started, 3*time.Minute)
+		t.Logf("MEASURE warm restart (compose restart executor to a passing healthcheck, registry stopped): %v", healthy.Sub(before).Round(time.Millisecond))
 		a.noZombies("after restart")
 	})
 
@@ -144,6 +161,21 @@ func TestDockerBox(t *testing.T) {
 			t.Errorf("executor after compose stop: %q, want exited 0 false (hbx exited by itself, no SIGKILL)", got)
 		}
 		logs := a.logs()
+		// The last stop: Docker's SIGTERM reached hbx, hbx sent SIGTERM to
+		// Executor, Executor exited without SIGKILL.
+		i := strings.LastIndex(logs, `msg="signal: stopping every program, then exiting" signal=SIGTERM`)
+		if i < 0 {
+			t.Fatalf("hbx did not log Docker's SIGTERM:\n%s", tail(logs))
+		}
+		last := logs[i:]
+		if !regexp.MustCompile(`msg=stopping program=executor pid=\d+ signal=SIGTERM`).MatchString(last) {
+			t.Errorf("hbx did not stop executor with SIGTERM:\n%s", last)
+		}
+		if m := regexp.MustCompile(`msg=exited program=executor pid=\d+ status=(.*)`).FindStringSubmatch(last); m == nil || strings.Contains(m[1], "KILL") {
+			t.Errorf("executor's exit after SIGTERM: %q, want one without SIGKILL:\n%s", m, last)
+		} else {
+			t.Logf("executor's exit on compose stop: status=%s", m[1])
+		}
 		if strings.Contains(logs, "killing the process group") {
 			t.Errorf("hbx had to SIGKILL a program on compose stop:\n%s", tail(logs))
 		}
@@ -277,23 +309,35 @@ func TestDockerUnreachableRegistry(t *testing.T) {
 	t.Logf("health output:\n%s", last)
 }
 
-// executorPID is the executor program's pid from hbx status --json.
+// executorPID is the running executor program's pid from hbx status --json.
 func executorPID(t *testing.T, b *box) string {
+	t.Helper()
+	pid := runningPID(t, b)
+	if pid == "" {
+		t.Fatal("hbx status: executor is not RUNNING")
+	}
+	return pid
+}
+
+// runningPID is the executor's pid when hbx status says RUNNING, else "".
+func runningPID(t *testing.T, b *box) string {
 	t.Helper()
 	var progs []struct {
 		Name  string
 		State string
 		PID   int `json:"pid"`
 	}
-	if err := json.Unmarshal([]byte(b.exec("executor", "hbx", "status", "--json")), &progs); err != nil {
-		t.Fatal(err)
+	// hbx status exits 3 while a program is not RUNNING; its list is on
+	// stdout either way.
+	out, err := b.execErr("executor", "hbx", "status", "--json")
+	if jerr := json.Unmarshal([]byte(out), &progs); jerr != nil {
+		t.Fatalf("hbx status --json: %v (%v)", jerr, err)
 	}
 	for _, p := range progs {
-		if p.Name == "executor" && p.PID > 0 {
+		if p.Name == "executor" && p.State == "RUNNING" && p.PID > 0 {
 			return itoa(p.PID)
 		}
 	}
-	t.Fatalf("hbx status: no running executor: %+v", progs)
 	return ""
 }
 
