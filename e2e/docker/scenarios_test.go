@@ -223,6 +223,9 @@ func TestDockerBox(t *testing.T) {
 		}
 		took := a.upWait()
 		t.Logf("up after wiping the runtime volume (re-pull): %v", took.Round(time.Millisecond))
+		if logs := a.logs(); !strings.Contains(logs, "fetched=true") || !strings.Contains(logs, `reason="no active release"`) {
+			t.Errorf("the new container did not pull into the wiped runtime volume:\n%s", tail(logs))
+		}
 		if got := a.exec("executor", "cat", "/workspace/executor/data/marker"); got != "one\n" {
 			t.Errorf("marker after a wiped runtime = %q, want one", got)
 		}
