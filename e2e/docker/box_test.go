@@ -100,6 +100,9 @@ networks:
 		if t.Failed() {
 			out, _ := b.composeErr(2*time.Minute, "logs", "--no-color", "--timestamps")
 			t.Logf("docker compose logs of %s:\n%s", b.project, tail(out))
+			if out, err := b.composeErr(time.Minute, "exec", "-T", "executor", "sh", "-c", "tail -n 30 /var/log/hbx/*.log"); err == nil {
+				t.Logf("hbx's program logs in %s's executor:\n%s", b.project, out)
+			}
 		}
 		if _, err := b.composeErr(3*time.Minute, "down", "-v", "--timeout", "45"); err != nil {
 			t.Errorf("compose down: %v", err)

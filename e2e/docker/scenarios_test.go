@@ -63,6 +63,13 @@ func TestDockerBox(t *testing.T) {
 			t.Errorf("agent ports and bindings = %q, want none", got)
 		}
 	})
+	t.Run("Executor runs as the user executor, hbx as root", func(t *testing.T) {
+		a := a.with(t)
+		pid := executorPID(t, a)
+		if got := strings.TrimSpace(a.exec("executor", "stat", "-c", "%U", "/proc/1", "/proc/"+pid)); got != "root\nexecutor" {
+			t.Errorf("owners of pid 1 (hbx) and %s (Executor) = %q, want root and executor", pid, got)
+		}
+	})
 	a.noZombies("after up")
 
 	// 2. A second box: its executor is neither resolvable nor reachable
