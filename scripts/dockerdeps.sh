@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # dockerdeps.sh sets up the Docker Engine the Docker-host suite (make
-# e2e-docker) runs on, and does nothing that is already done:
+# e2e-docker) runs on, and does nothing that is already done (installing
+# packages, starting dockerd and mmdebstrap need root; the rest does not):
 #   - Debian's docker.io (dockerd 20.10, API 1.41) and mmdebstrap, installed
 #     with apt-get when run as root;
 #   - Compose v2 (v2.29.7) built from the Go module proxy into the
@@ -95,16 +96,19 @@ stop)
 	;;
 esac
 
-if [[ "$(id -u)" -ne 0 ]]; then
-	echo "dockerdeps: must run as root (it installs packages and starts dockerd)" >&2
-	exit 1
-fi
+need_root() {
+	if [[ "$(id -u)" -ne 0 ]]; then
+		echo "dockerdeps: $1 needs root; run scripts/dockerdeps.sh as root" >&2
+		exit 1
+	fi
+}
 
 # Packages.
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 if ((${#need[@]})); then
+	need_root "installing ${need[*]}"
 	echo "dockerdeps: installing ${need[*]} with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
@@ -131,12 +135,15 @@ else
 	echo "dockerdeps: ${compose_bin#"${repo_root}/"} present"
 fi
 mkdir -p "${DOCKER_CONFIG}/cli-plugins"
-ln -sf "${compose_bin}" "${DOCKER_CONFIG}/cli-plugins/docker-compose"
+if [[ "$(readlink "${DOCKER_CONFIG}/cli-plugins/docker-compose" || true)" != "${compose_bin}" ]]; then
+	ln -sf "${compose_bin}" "${DOCKER_CONFIG}/cli-plugins/docker-compose"
+fi
 
 # The daemon.
 if daemon_up; then
 	echo "dockerdeps: dockerd answering on ${sock}"
 else
+	need_root "starting dockerd"
 	mkdir -p "${run_dir}/data" "${short}"
 	chmod 0700 "${short}"
 	# --bridge=none: no docker0, so it cannot clash with another daemon's;
@@ -175,6 +182,7 @@ if docker image inspect "${BASE_TAG}" >/dev/null 2>&1; then
 else
 	tarball="${repo_root}/.cache/docker/bookworm.tar"
 	if [[ ! -s "${tarball}" ]]; then
+		need_root "mmdebstrap"
 		echo "dockerdeps: building ${tarball#"${repo_root}/"} with mmdebstrap"
 		mkdir -p "$(dirname "${tarball}")"
 		# mmdebstrap picks its output format from the name's extension.
