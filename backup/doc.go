@@ -114,7 +114,10 @@
 //     backup, the error naming them), and each
 //     staged directory is exchanged with the live one by one
 //     renameat2(RENAME_EXCHANGE): at every instant the path holds either
-//     the whole old tree or the whole new one. The old tree is kept as
+//     the whole old tree or the whole new one. A directory that is itself
+//     a mount point (a container volume) cannot be swapped: the restore
+//     is refused before anything changes (ErrInvalid); a volume must hold
+//     its parent. The old tree is kept as
 //     <dir>.pre-restore-<ts> (RestoreOptions.KeepPreRestore copies).
 //     ListKept lists these copies and the <data_dir>.rolled-back-<ts>
 //     copies package upgrade keeps after a rollback (kinds KindPreRestore,

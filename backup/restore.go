@@ -19,6 +19,7 @@ import (
 
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
@@ -162,6 +163,11 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	roots, err := restoreRoots(opts, m)
 	if err != nil {
 		return nil, err
+	}
+	for _, r := range roots {
+		if mnt, err := fsat.IsMountRoot(r.target); err == nil && mnt {
+			return nil, fmt.Errorf("%w: %s is a mount point: a restore swaps it with a sibling by rename, which cannot move a mount (mount the volume on its parent)", ErrInvalid, r.target)
+		}
 	}
 	pin, err := planPin(opts, m)
 	if err != nil {

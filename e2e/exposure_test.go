@@ -76,6 +76,13 @@ func TestNetworkExposureE2E(t *testing.T) {
 	if got := rep.check("listeners").Reason; !strings.Contains(got, fmt.Sprintf("listen on 0.0.0.0:%d only", b.port)) {
 		t.Errorf("listeners reason %q, want it to name 0.0.0.0:%d", got, b.port)
 	}
+	// The Docker healthcheck's command: every line a pass, quickly.
+	probe := []string{"health", "--only", "api-health,mcp-auth,supervisor,release"}
+	if r := h.run("", probe...); r.code != 0 || strings.Count(r.stdout, "\npass ") != 3 || !strings.HasPrefix(r.stdout, "pass ") || r.took > 5*time.Second {
+		t.Errorf("hbx %s = %d in %s, stdout %q stderr %q; want 4 passes within 5s", strings.Join(probe, " "), r.code, r.took, r.stdout, r.stderr)
+	} else {
+		t.Logf("healthcheck command took %s", r.took)
+	}
 	if _, err := os.Stat(filepath.Join(b.dataDir, "api-key")); err == nil {
 		t.Errorf("the test image minted its own key although hbx handed it one")
 	}
@@ -85,6 +92,9 @@ func TestNetworkExposureE2E(t *testing.T) {
 	writeFile(t, open, "", 0o600)
 	rep, r = h.health("", "--only", "mcp-auth")
 	h.expect("gate open", rep, r, []string{"mcp-auth"}, map[string]string{"mcp-auth": "want 401"})
+	if r := h.run("", probe...); r.code != 1 || len(errorLines(t, r.stderr)) != 1 || !strings.Contains(r.stdout, "fail  mcp-auth") {
+		t.Errorf("hbx %s with the gate open = %d, stdout %q stderr %q; want exit 1, mcp-auth failed, one error line", strings.Join(probe, " "), r.code, r.stdout, r.stderr)
+	}
 	waitExecutor(t, s, 60*time.Second, "a new process after the wedge restart", func(st supervisor.Status) bool {
 		return st.PID != 0 && st.PID != pid
 	})
@@ -134,5 +144,25 @@ func TestNetworkExposureE2E(t *testing.T) {
 
 	if log := readFile(t, s.log); strings.Contains(log, key) {
 		t.Errorf("the supervisor's log shows the key")
+	}
+}
+
+// TestSmokeCommandExposedE2E: with executor.exposure network, the scratch
+// instance of install.smoke_command still listens on loopback only, and
+// gets the box's key as the payload does.
+func TestSmokeCommandExposedE2E(t *testing.T) {
+	requireE2E(t)
+	reg, _, ref := pushed(t)
+	smoke := `[bun, -e, "const got = [process.env.EXECUTOR_HOST, process.env.EXECUTOR_AUTH_TOKEN === process.env.HBXTEST_KEY].join(' '); if (got !== '127.0.0.1 true') { console.error('got ' + got); process.exit(4) }"]`
+	b := newBox(t, reg, ref, nil, "install:\n  smoke_command: "+smoke+"\n")
+	key := strings.Repeat("c3", 32)
+	keyFile := filepath.Join(b.dir, "box.key")
+	writeFile(t, keyFile, key+"\n", 0o600)
+	env := filepath.Join(b.dir, "executor.env")
+	writeFile(t, env, "HBXTEST_KEY="+key+"\n", 0o600)
+	setExecutorKeys(t, b, fmt.Sprintf("  exposure: network\n  listen: 0.0.0.0\n  token_file: %s\n  token_env: EXECUTOR_AUTH_TOKEN\n  env_file: %s\n", keyFile, env))
+	appendConfig(t, b, "health:\n  token_file: "+keyFile+"\n")
+	if r := b.hbx("install"); r.code != 0 || strings.Contains(r.stdout+r.stderr, key) {
+		t.Fatalf("hbx install with an exposed executor's smoke command = %d (or it printed the key)\n%s", r.code, r.stderr)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -460,6 +461,14 @@ func TestSupervisePID1(t *testing.T) {
 		if !processGone(p) {
 			t.Errorf("process %d survived the PID-1 supervisor", p)
 		}
+	}
+	// SIGTERM reached Executor through its PID-1 parent (as `docker stop`
+	// sends it), and it exited cleanly: no SIGKILL was needed.
+	if out := readFile(t, filepath.Join(b.dir, "logs", "executor.out.log")); !strings.Contains(out, "executor: SIGTERM, stopping") {
+		t.Errorf("executor's log does not show the SIGTERM it got:\n%s", out)
+	}
+	if log := readFile(t, s.log); !regexp.MustCompile(`msg=exited program=executor pid=\d+ status="exit status 0"`).MatchString(log) || strings.Contains(log, "SIGKILL") {
+		t.Errorf("the supervisor's log does not show a clean exit of executor without SIGKILL:\n%s", log)
 	}
 }
 

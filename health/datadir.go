@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/hermesbox/hbx/internal/account"
+	"github.com/hermesbox/hbx/internal/fsat"
 )
 
 // ErrDataDir is wrapped by the error of DataDir.
@@ -17,7 +18,8 @@ var ErrDataDir = errors.New("bad data directory")
 // DataDir checks Executor's data directory: path exists (symlinks are
 // followed) and is a directory, is owned by owner (a user name or numeric
 // uid), and neither its group nor others have any permission on it (mode
-// 0700 or stricter). It returns the directory's mode and nil, or an error
+// 0700 or stricter), and is not a mount point (a restore swaps it with a
+// sibling directory by rename). It returns the directory's mode and nil, or an error
 // wrapping ErrDataDir that says which rule is broken and what was found.
 func DataDir(path, owner string) (os.FileMode, error) {
 	st, err := os.Stat(path)
@@ -40,6 +42,11 @@ func DataDir(path, owner string) (os.FileMode, error) {
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return st.Mode(), fmt.Errorf("%w: %s is mode %04o, want 0700 or stricter", ErrDataDir, path, perm)
+	}
+	if mnt, err := fsat.IsMountRoot(path); err != nil {
+		return st.Mode(), fmt.Errorf("%w: %w", ErrDataDir, err)
+	} else if mnt {
+		return st.Mode(), fmt.Errorf("%w: %s is a mount point: a restore swaps it with a sibling, which cannot move a mount (mount the volume on its parent)", ErrDataDir, path)
 	}
 	return st.Mode(), nil
 }

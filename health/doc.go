@@ -28,8 +28,8 @@
 //     from the pidfile of `hbx run executor`. Exposed to the network
 //     (Options.Network, executor.exposure network), it listens on exactly
 //     the configured address and port and nowhere else ([ListenersExact]).
-//   - data-dir: the data directory exists, is owned by the expected user
-//     and has mode 0700 or stricter ([DataDir]).
+//   - data-dir: the data directory exists, is owned by the expected user,
+//     has mode 0700 or stricter and is not a mount point ([DataDir]).
 //
 // api-health and web-ui send the bearer key when one is configured, so a
 // payload that answers 401 on every path without its key (the Executor

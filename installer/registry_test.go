@@ -6,10 +6,12 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"path/filepath"
 	"syscall"
 	"testing"
 
 	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/docker/reference"
 )
 
 // TestPlain: the image library's wrappers that restate the request are
@@ -44,5 +46,30 @@ func TestPlain(t *testing.T) {
 	}
 	if _, ok := errors.AsType[docker.UnexpectedHTTPStatusError](plain(fmt.Errorf("fetching blob: %w", status))); !ok {
 		t.Error("plain() hides the status error from errors.As")
+	}
+}
+
+// TestSystemContextCertsDir: registry.certs_dir is the per-host
+// certificate directory, and the all-hosts DockerCertPath, which the image
+// library would prefer, is cleared; without it neither names a real place.
+func TestSystemContextCertsDir(t *testing.T) {
+	ref, err := reference.ParseNamed("registry.example:5000/executor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := systemContext(ref, RegistryOptions{CertsDir: "/etc/hbx/certs.d"}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys.DockerPerHostCertDirPath != "/etc/hbx/certs.d" || sys.DockerCertPath != "" {
+		t.Errorf("with CertsDir: DockerPerHostCertDirPath %q, DockerCertPath %q; want /etc/hbx/certs.d and empty", sys.DockerPerHostCertDirPath, sys.DockerCertPath)
+	}
+	scratch := t.TempDir()
+	sys, err = systemContext(ref, RegistryOptions{}, scratch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nowhere := filepath.Join(scratch, "none"); sys.DockerPerHostCertDirPath != nowhere || sys.DockerCertPath != nowhere {
+		t.Errorf("without CertsDir: DockerPerHostCertDirPath %q, DockerCertPath %q; want both %s", sys.DockerPerHostCertDirPath, sys.DockerCertPath, nowhere)
 	}
 }

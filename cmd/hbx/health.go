@@ -63,8 +63,8 @@ check: pass, fail or skip, its name, how long it took and why.
               loopback, and executor.listen:executor.port is one of them
               (executor.exposure network: it listens on exactly that
               address and port, nowhere else)
-  data-dir    executor.data_dir exists, is owned by executor.user and has
-              mode 0700 or stricter
+  data-dir    executor.data_dir exists, is owned by executor.user, has
+              mode 0700 or stricter and is not a mount point
 
 The MCP key comes from the file health.token_file (mode 0600 or
 stricter) or, with --token-stdin, from the first line of standard input;

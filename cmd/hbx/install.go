@@ -136,7 +136,8 @@ func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 		}
 		o := launchOptions(cfg, hostPath)
 		o.DataDir, o.StateDir = filepath.Join(scratch, "data"), filepath.Join(scratch, "state")
-		if o.Port, err = freePort(cfg.Executor.Listen); err != nil {
+		o.Listen = smokeListen(cfg)
+		if o.Port, err = freePort(o.Listen); err != nil {
 			return fmt.Errorf("prepare smoke command %q: %w", strings.Join(argv, " "), err)
 		}
 		o.HostPort = o.Port

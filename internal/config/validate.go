@@ -186,7 +186,7 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	if e.EnvFile != "" && !filepath.IsAbs(e.EnvFile) {
 		add("executor.env_file", q(e.EnvFile), ruleNotAbs)
 	}
-	validateExposure(c, add)
+	validateExposure(e, c.Health.TokenFile, add)
 	if e.Port < 1 || e.Port > 65535 {
 		add("executor.port", strconv.Itoa(e.Port), ruleNotPort)
 	}
@@ -275,11 +275,11 @@ func validate(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	return append(probs, validatePrograms(c, srcs, skip)...)
 }
 
-// validateExposure checks executor.exposure with executor.listen, and
-// executor.token_file with executor.token_env, reporting through add.
-func validateExposure(c *Config, add func(key, value, rule string)) {
+// validateExposure checks executor.exposure with executor.listen (and
+// healthTokenFile, health.token_file), and executor.token_file with
+// executor.token_env, reporting through add.
+func validateExposure(e *Executor, healthTokenFile string, add func(key, value, rule string)) {
 	q := strconv.Quote
-	e := &c.Executor
 	switch e.Exposure {
 	case ExposureLoopback:
 		if !isLoopbackIP(e.Listen) {
@@ -289,7 +289,7 @@ func validateExposure(c *Config, add func(key, value, rule string)) {
 		if a, err := netip.ParseAddr(e.Listen); err != nil || a.Zone() != "" || a.Is4In6() {
 			add("executor.listen", q(e.Listen), "is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)")
 		}
-		if c.Health.TokenFile == "" {
+		if healthTokenFile == "" {
 			add("executor.exposure", q(e.Exposure), "needs health.token_file (the bearer gate is part of readiness and health)")
 		}
 	default:
@@ -301,12 +301,19 @@ func validateExposure(c *Config, add func(key, value, rule string)) {
 	switch {
 	case e.TokenEnv != "" && !validEnvName(e.TokenEnv):
 		add("executor.token_env", q(e.TokenEnv), "is not an environment variable name (want letters, digits and '_', not starting with a digit)")
+	case slices.Contains(hbxSetEnv, e.TokenEnv):
+		add("executor.token_env", q(e.TokenEnv), "is a variable hbx sets for Executor itself (want another name, e.g. EXECUTOR_AUTH_TOKEN)")
 	case e.TokenEnv != "" && e.TokenFile == "":
 		add("executor.token_env", q(e.TokenEnv), "needs executor.token_file (the file holding the key it receives)")
 	case e.TokenEnv == "" && e.TokenFile != "":
 		add("executor.token_file", q(e.TokenFile), "needs executor.token_env (the variable that hands the key to Executor)")
 	}
 }
+
+// hbxSetEnv are the variables hbx sets in Executor's environment itself
+// (launch.Prepare): executor.token_env may not name one.
+var hbxSetEnv = []string{"EXECUTOR_HOST", "PORT", "EXECUTOR_DATA_DIR", "EXECUTOR_WEB_BASE_URL", "EXECUTOR_ALLOW_LOCAL_NETWORK",
+	"BUN_FEATURE_FLAG_DISABLE_IPV6", "PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "USER", "LOGNAME"}
 
 // validateBackup checks the backup.* keys, reporting through add.
 func validateBackup(c *Config, add func(key, value, rule string)) []*Problem {
