@@ -71,6 +71,24 @@ func TestDockerBox(t *testing.T) {
 		}
 	})
 	a.noZombies("after up")
+	t.Run("hbx as PID 1 reaps orphans", func(t *testing.T) {
+		a := a.with(t)
+		// The sleep is orphaned when its shell exits: the container's
+		// PID 1, hbx, inherits it and must reap it when it exits.
+		a.exec("executor", "sh", "-c", "sleep 1 & exit 0")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out := a.exec("executor", "sh", "-c", "cat /proc/[0-9]*/stat 2>/dev/null")
+			if !strings.Contains(out, "(sleep)") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the orphaned sleep is still in the process table after 30s (not reaped):\n%s", out)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		a.noZombies("after an orphan exited")
+	})
 
 	// 2. A second box: its executor is neither resolvable nor reachable
 	// from the first box's agent.
