@@ -164,10 +164,8 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range roots {
-		if mnt, err := fsat.IsMountRoot(r.target); err == nil && mnt {
-			return nil, fmt.Errorf("%w: %s is a mount point: a restore swaps it with a sibling by rename, which cannot move a mount (mount the volume on its parent)", ErrInvalid, r.target)
-		}
+	if err := refuseMountPoints(roots); err != nil {
+		return nil, err
 	}
 	pin, err := planPin(opts, m)
 	if err != nil {
@@ -462,6 +460,18 @@ func restoreRoots(opts RestoreOptions, m *Manifest) ([]*restoreRoot, error) {
 		roots = append(roots, &restoreRoot{arch: extraArchPath(p), target: resolved(p)})
 	}
 	return roots, nil
+}
+
+// refuseMountPoints fails, wrapping ErrInvalid, when a target of roots is
+// a mount point: swap exchanges it with a sibling by rename, which cannot
+// move a mount (EBUSY), so a container volume must hold its parent.
+func refuseMountPoints(roots []*restoreRoot) error {
+	for _, r := range roots {
+		if mnt, err := fsat.IsMountRoot(r.target); err == nil && mnt {
+			return fmt.Errorf("%w: %s is a mount point: a restore swaps it with a sibling by rename, which cannot move a mount (mount the volume on its parent)", ErrInvalid, r.target)
+		}
+	}
+	return nil
 }
 
 // freshNames returns the staging and pre-restore paths of target for a
