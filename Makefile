@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/hermesbox/hbx/internal/buildinfo.Version=$(VERSION) -X github.com/hermesbox/hbx/internal/buildinfo.Commit=$(COMMIT)
 
-.PHONY: all build cross dist e2e-arm64 check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
+.PHONY: all build cross dist e2e-arm64 e2e-docker dockerdeps docker-stop check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
 
 all: build
 
@@ -57,7 +57,21 @@ e2e-arm64: cross testdeps ## the lifecycle e2e tests as linux/arm64 under qemu-u
 		rc=$${PIPESTATUS[0]}; [[ $$rc -eq 0 ]] || exit $$rc; \
 		for t in $(E2E_ARM64_TESTS); do grep -q "^--- PASS: $$t " .run/e2e-arm64.log || { echo "e2e-arm64: $$t did not pass (renamed, skipped or not run)" >&2; exit 1; }; done
 
-check: fmt-check imports vet testdeps test e2e e2e-arm64 ## everything CI runs (testdeps first, so unit tests that use Bun or the registry run too)
+# The Docker-host box on a real Docker Engine: scripts/dockerdeps.sh (root)
+# installs docker.io and mmdebstrap, builds Compose into .cache/compose,
+# starts a dockerd of this repository's own (.run/docker) and imports the
+# local base image; the suite reads the environment it prints.
+dockerdeps: ## Docker Engine, Compose and the base image the Docker suite runs on
+	scripts/dockerdeps.sh
+
+docker-stop: ## stop the dockerd that dockerdeps started
+	scripts/dockerdeps.sh stop
+
+e2e-docker: build testdeps dockerdeps ## the Docker-host box (deploy/) on the real engine: see README "Docker host"
+	set -a && eval "$$(scripts/dockerdeps.sh env)" && set +a && \
+		HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -timeout 20m -v ./e2e/docker/
+
+check: fmt-check imports vet testdeps test e2e e2e-arm64 e2e-docker ## everything CI runs (testdeps first, so unit tests that use Bun or the registry run too)
 
 demo: build testdeps ## pull, install, run and health-check the test image end to end
 	scripts/demo.sh

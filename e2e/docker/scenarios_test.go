@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDockerBox walks one box through the issue's scenarios 1 to 5, in
+// order, on the real engine; box B (scenario 2) runs beside it.
+func TestDockerBox(t *testing.T) {
+	s := requireDocker(t)
+	t.Logf("MEASURE executor image %s: %d bytes (%.1f MB) on base %s", s.execImg, s.imgSize, float64(s.imgSize)/1e6, s.base)
+	a := s.newBox(t, "a", boxOptions{})
+
+	// 1. up --wait: executor healthy first, then the agent.
+	took := a.upWait()
+	t.Logf("MEASURE first start (pull + install + healthy, up --wait): %v", took.Round(time.Millisecond))
+	if st := a.inspect("executor", "{{.State.Health.Status}}"); st != "healthy" {
+		t.Fatalf("executor health after up --wait = %q, want healthy", st)
+	}
+	firstPass := time.Time{}
+	for _, l := range a.health().Log {
+		if l.ExitCode == 0 {
+			firstPass = l.End
+			break
+		}
+	}
+	agentStart, err := time.Parse(time.RFC3339Nano, a.inspect("agent", "{{.State.StartedAt}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if firstPass.IsZero() || agentStart.Before(firstPass) {
+		t.Errorf("agent started at %v, executor's first passing healthcheck ended at %v: want the agent after", agentStart, firstPass)
+	}
+	t.Run("agent reaches /mcp by the service name", func(t *testing.T) {
+		a := a.with(t)
+		if out := a.exec("agent", "agentprobe", "mcp", "http://executor:4788/mcp"); !strings.Contains(out, "status=401") {
+			t.Errorf("agent POST /mcp without key: %q, want status=401", out)
+		}
+		out := a.exec("agent", "agentprobe", "mcp", "http://executor:4788/mcp", "/run/secrets/mcp_key")
+		if !strings.Contains(out, "status=200") || !strings.Contains(out, "tools=execute,resume\n") {
+			t.Errorf("agent MCP with the key: %q, want status=200 and tools=execute,resume", out)
+		}
+	})
+	t.Run("host reaches the published port, the agent publishes nothing", func(t *testing.T) {
+		a := a.with(t)
+		if code, body := a.hostGet("/api/health"); code != 200 {
+			t.Errorf("host GET /api/health on 127.0.0.1:%d = %d %q, want 200", a.hostPort, code, body)
+		}
+		if got := a.inspect("executor", `{{range $p, $b := .NetworkSettings.Ports}}{{$p}}={{range $b}}{{.HostIp}}:{{.HostPort}}{{end}} {{end}}`); got != "4788/tcp=127.0.0.1:"+itoa(a.hostPort) {
+			t.Errorf("executor ports = %q, want only 4788/tcp on 127.0.0.1:%d", got, a.hostPort)
+		}
+		if got := a.inspect("agent", `{{len .NetworkSettings.Ports}} {{len .HostConfig.PortBindings}}`); got != "0 0" {
+			t.Errorf("agent ports and bindings = %q, want none", got)
+		}
+	})
+	t.Run("Executor runs as the user executor, hbx as root", func(t *testing.T) {
+		a := a.with(t)
+		pid := executorPID(t, a)
+		if got := strings.TrimSpace(a.exec("executor", "stat", "-c", "%U", "/proc/1", "/proc/"+pid)); got != "root\nexecutor" {
+			t.Errorf("owners of pid 1 (hbx) and %s (Executor) = %q, want root and executor", pid, got)
+		}
+	})
+	a.noZombies("after up")
+	t.Run("hbx as PID 1 reaps orphans", func(t *testing.T) {
+		a := a.with(t)
+		// The sleep is orphaned when its shell exits: the container's
+		// PID 1, hbx, inherits it and must reap it when it exits.
+		a.exec("executor", "sh", "-c", "sleep 1 & exit 0")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out := a.exec("executor", "sh", "-c", "cat /proc/[0-9]*/stat 2>/dev/null")
+			if !strings.Contains(out, "(sleep)") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the orphaned sleep is still in the process table after 30s (not reaped):\n%s", out)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		a.noZombies("after an orphan exited")
+	})
+
+	// 2. A second box: its executor is neither resolvable nor reachable
+	// from the first box's agent.
+	t.Run("two boxes side by side", func(t *testing.T) {
+		a := a.with(t)
+		bb := s.newBox(t, "b", boxOptions{})
+		bb.upWait()
+		other := bb.container("executor")
+		name := strings.TrimPrefix(bb.inspect("executor", "{{.Name}}"), "/")
+		var ip string
+		for net, addr := range networks(t, bb) {
+			if strings.HasSuffix(net, "_box") {
+				ip = addr
+			}
+		}
+		if ip == "" {
+			t.Fatalf("box b's executor %s has no address on its box network", other)
+		}
+		if out, err := a.execErr("agent", "agentprobe", "resolve", name); err == nil {
+			t.Errorf("box a's agent resolved box b's executor %s: %s", name, out)
+		}
+		if out, err := a.execErr("agent", "agentprobe", "dial", ip+":4788"); err == nil {
+			t.Errorf("box a's agent reached box b's executor at %s:4788: %s", ip, out)
+		}
+		if out := a.exec("agent", "agentprobe", "resolve", "executor"); strings.Contains(out, ip) {
+			t.Errorf("box a's agent resolves executor to %s, box b's address", out)
+		}
+		if out := bb.exec("agent", "agentprobe", "mcp", "http://executor:4788/mcp", "/run/secrets/mcp_key"); !strings.Contains(out, "tools=execute,resume\n") {
+			t.Errorf("box b's agent with its key: %q", out)
+		}
+	})
+
+	// 3. kill -9 of Bun: hbx restarts it, the container is not restarted.
+	t.Run("kill -9 of Bun inside the container", func(t *testing.T) {
+		a := a.with(t)
+		started := a.inspect("executor", "{{.State.StartedAt}}")
+		pid := executorPID(t, a)
+		if comm := strings.TrimSpace(a.exec("executor", "cat", "/proc/"+pid+"/comm")); comm != "bun" {
+			t.Fatalf("executor's process %s is %q, want bun", pid, comm)
+		}
+		a.exec("executor", "sh", "-c", "kill -9 "+pid)
+		// Bun is dead once kill returns: a healthcheck that starts after
+		// now ran against the new one.
+		killed := time.Now()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			np := runningPID(t, a)
+			if np != "" && np != pid {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("executor not RUNNING with a new pid within 2m of kill -9 of %s (now %q)", pid, np)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		a.waitHealthySince(killed, 2*time.Minute)
+		if got := a.inspect("executor", "{{.RestartCount}} {{.State.StartedAt}}"); got != "0 "+started {
+			t.Errorf("executor container restart count and start = %q, want 0 %s (never restarted)", got, started)
+		}
+		a.noZombies("after kill -9")
+	})
+	t.Run("warm restart with the registry stopped", func(t *testing.T) {
+		a := a.with(t)
+		ctx := context.Background()
+		if _, err := run(ctx, "", nil, "stop", s.regName); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := run(ctx, "", nil, "start", s.regName); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		before := time.Now()
+		a.compose("restart", "executor")
+		started, err := time.Parse(time.RFC3339Nano, a.inspect("executor", "{{.State.StartedAt}}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !started.After(before) {
+			t.Fatalf("executor container started at %v, before the restart at %v", started, before)
+		}
+		healthy := a.waitHealthySince(started, 3*time.Minute)
+		t.Logf("MEASURE warm restart (compose restart executor to a passing healthcheck, registry stopped): %v", healthy.Sub(before).Round(time.Millisecond))
+		a.noZombies("after restart")
+	})
+
+	// 4. compose stop: SIGTERM through hbx, clean exit within the grace
+	// period.
+	t.Run("compose stop", func(t *testing.T) {
+		a := a.with(t)
+		start := time.Now()
+		a.compose("stop")
+		took := time.Since(start)
+		if got := a.inspect("executor", "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"); got != "exited 0 false" {
+			t.Errorf("executor after compose stop: %q, want exited 0 false (hbx exited by itself, no SIGKILL)", got)
+		}
+		logs := a.logs()
+		// The last stop: Docker's SIGTERM reached hbx, hbx sent SIGTERM to
+		// Executor, Executor exited without SIGKILL.
+		i := strings.LastIndex(logs, `msg="signal: stopping every program, then exiting" signal=SIGTERM`)
+		if i < 0 {
+			t.Fatalf("hbx did not log Docker's SIGTERM:\n%s", tail(logs))
+		}
+		last := logs[i:]
+		if !regexp.MustCompile(`msg=stopping program=executor pid=\d+ signal=SIGTERM`).MatchString(last) {
+			t.Errorf("hbx did not stop executor with SIGTERM:\n%s", last)
+		}
+		if m := regexp.MustCompile(`msg=exited program=executor pid=\d+ status=(.*)`).FindStringSubmatch(last); m == nil || strings.Contains(m[1], "KILL") {
+			t.Errorf("executor's exit after SIGTERM: %q, want one without SIGKILL:\n%s", m, last)
+		} else {
+			t.Logf("executor's exit on compose stop: status=%s", m[1])
+		}
+		if strings.Contains(logs, "killing the process group") {
+			t.Errorf("hbx had to SIGKILL a program on compose stop:\n%s", tail(logs))
+		}
+		if !strings.Contains(logs, "all programs stopped") {
+			t.Errorf("hbx did not log that every program stopped:\n%s", tail(logs))
+		}
+		if took > 40*time.Second {
+			t.Errorf("compose stop took %v, want well within the 45s grace period", took)
+		}
+		t.Logf("compose stop took %v", took.Round(time.Millisecond))
+		a.upWait()
+	})
+
+	// 5. Backup and restore in the container, data across down/up, a
+	// wiped runtime volume, upgrade and rollback.
+	t.Run("backup, restore, down/up, wiped runtime, upgrade, rollback", func(t *testing.T) {
+		a := a.with(t)
+		a.exec("executor", "sh", "-c", "echo one > /workspace/executor/data/marker")
+		a.exec("executor", "hbx", "backup")
+		archive := strings.TrimSpace(a.exec("executor", "sh", "-c", "ls /backup/executor/executor-*.tar.gz.gpg | tail -n1"))
+		host := filepath.Join(a.dir, "out")
+		if err := os.MkdirAll(host, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		a.compose("cp", "executor:"+archive, host+"/")
+		if got := gpgDecryptTar(t, filepath.Join(host, filepath.Base(archive)), filepath.Join(a.dir, "backup.pass"), "./marker"); got != "one\n" {
+			t.Errorf("host gpg -d | tar -xzO ./marker = %q, want one", got)
+		}
+
+		a.exec("executor", "sh", "-c", "echo two > /workspace/executor/data/marker")
+		a.exec("executor", "hbx", "restore", archive)
+		if got := a.exec("executor", "cat", "/workspace/executor/data/marker"); got != "one\n" {
+			t.Errorf("marker after restore = %q, want one", got)
+		}
+
+		a.compose("down", "--timeout", "45")
+		a.upWait()
+		if got := a.exec("executor", "cat", "/workspace/executor/data/marker"); got != "one\n" {
+			t.Errorf("marker after down/up = %q, want one", got)
+		}
+
+		a.compose("down", "--timeout", "45")
+		if _, err := run(context.Background(), "", nil, "volume", "rm", a.project+"_runtime"); err != nil {
+			t.Fatal(err)
+		}
+		took := a.upWait()
+		t.Logf("up after wiping the runtime volume (re-pull): %v", took.Round(time.Millisecond))
+		if logs := a.logs(); !strings.Contains(logs, "fetched=true") || !strings.Contains(logs, `reason="no active release"`) {
+			t.Errorf("the new container did not pull into the wiped runtime volume:\n%s", tail(logs))
+		}
+		if got := a.exec("executor", "cat", "/workspace/executor/data/marker"); got != "one\n" {
+			t.Errorf("marker after a wiped runtime = %q, want one", got)
+		}
+
+		a.exec("executor", "hbx", "upgrade", "--image", s.refV2, "--platform-digest", s.pinV2)
+		checkRelease(t, a, "docker-v2", s.refV2)
+		a.compose("down", "--timeout", "45")
+		a.upWait()
+		checkRelease(t, a, "docker-v2", s.refV2)
+		a.exec("executor", "hbx", "rollback")
+		checkRelease(t, a, "docker-v1", s.refV1)
+		if got := a.exec("executor", "cat", "/workspace/executor/data/marker"); got != "one\n" {
+			t.Errorf("marker after upgrade and rollback = %q, want one", got)
+		}
+		a.noZombies("after rollback")
+	})
+}
+
+// TestDockerBadConfig: hbx exits 2 on a bad config file; the restart
+// policy gives up after 3 restarts and the container stays exited with
+// hbx's one-line error in its log.
+func TestDockerBadConfig(t *testing.T) {
+	s := requireDocker(t)
+	b := s.newBox(t, "bad", boxOptions{config: func(c string) string {
+		return strings.Replace(c, "  port: 4788\n", "  port: 0\n", 1)
+	}})
+	b.compose("up", "-d", "executor")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if got := b.inspect("executor", "{{.State.Status}} {{.RestartCount}}"); got == "exited 3" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("executor: %s, want exited after 3 restarts", b.inspect("executor", "{{.State.Status}} {{.RestartCount}}"))
+		}
+		time.Sleep(time.Second)
+	}
+	if code := b.inspect("executor", "{{.State.ExitCode}}"); code != "2" {
+		t.Errorf("exit code = %s, want 2 (invalid configuration)", code)
+	}
+	time.Sleep(3 * time.Second) // the restart policy would have acted by now
+	if got := b.inspect("executor", "{{.State.Status}} {{.RestartCount}}"); got != "exited 3" {
+		t.Errorf("executor after giving up: %s, want still exited 3", got)
+	}
+	logs := b.logs()
+	re := regexp.MustCompile(`(?m)^\S+\s+\|\s+(hbx: .*executor\.port.*)$`)
+	m := re.FindAllStringSubmatch(logs, -1)
+	if len(m) != 4 {
+		t.Fatalf("compose logs: %d lines naming executor.port, want 4 (one per start):\n%s", len(m), logs)
+	}
+	t.Logf("hbx's error in compose logs: %s", m[0][1])
+}
+
+// TestDockerUnreachableRegistry: with no route to the registry, hbx stays up
+// (the container is not restarted), the container turns unhealthy, and the
+// install's one-line error is in compose logs and in docker inspect's
+// health output.
+func TestDockerUnreachableRegistry(t *testing.T) {
+	s := requireDocker(t)
+	b := s.newBox(t, "noreg", boxOptions{noRegistry: true, startPeriod: "5s"})
+	b.compose("up", "-d", "executor")
+	deadline := time.Now().Add(4 * time.Minute)
+	var h healthLog
+	for {
+		h = b.health()
+		if h.Status == "unhealthy" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("executor health %q within 4m, want unhealthy: %+v", h.Status, h)
+		}
+		time.Sleep(time.Second)
+	}
+	if got := b.inspect("executor", "{{.State.Status}} {{.RestartCount}}"); got != "running 0" {
+		t.Errorf("executor container: %s, want running 0 (hbx stays up)", got)
+	}
+	last := h.Log[len(h.Log)-1].Output
+	if !strings.Contains(last, "registry.hbx.test") {
+		t.Errorf("docker inspect health output does not name the registry:\n%s", last)
+	}
+	if logs := b.logs(); !strings.Contains(logs, "registry.hbx.test") {
+		t.Errorf("compose logs do not name the registry:\n%s", tail(logs))
+	}
+	t.Logf("health output:\n%s", last)
+}
+
+// executorPID is the running executor program's pid from hbx status --json.
+func executorPID(t *testing.T, b *box) string {
+	t.Helper()
+	pid := runningPID(t, b)
+	if pid == "" {
+		t.Fatal("hbx status: executor is not RUNNING")
+	}
+	return pid
+}
+
+// runningPID is the executor's pid when hbx status says RUNNING, else "".
+func runningPID(t *testing.T, b *box) string {
+	t.Helper()
+	var progs []struct {
+		Name  string
+		State string
+		PID   int `json:"pid"`
+	}
+	// hbx status exits 3 while a program is not RUNNING; its list is on
+	// stdout either way.
+	out, err := b.execErr("executor", "hbx", "status", "--json")
+	if jerr := json.Unmarshal([]byte(out), &progs); jerr != nil {
+		t.Fatalf("hbx status --json: %v (%v)", jerr, err)
+	}
+	for _, p := range progs {
+		if p.Name == "executor" && p.State == "RUNNING" && p.PID > 0 {
+			return itoa(p.PID)
+		}
+	}
+	return ""
+}
+
+// checkRelease: the box serves version and its config file pins ref.
+func checkRelease(t *testing.T, b *box, version, ref string) {
+	t.Helper()
+	if code, body := b.hostGet("/"); code != 200 || !strings.Contains(body, version) {
+		t.Errorf("GET / = %d, want 200 naming %s:\n%s", code, version, body)
+	}
+	if cfg := b.exec("executor", "cat", "/etc/hbx/hbx.yaml"); !strings.Contains(cfg, ref) {
+		t.Errorf("config volume's hbx.yaml does not pin %s", ref)
+	}
+	b.exec("executor", "hbx", "health", "--only", "api-health,mcp-auth,mcp-tools,supervisor,release")
+}
+
+// networks maps a container's network names to its addresses.
+func networks(t *testing.T, b *box) map[string]string {
+	t.Helper()
+	var nets map[string]struct{ IPAddress string }
+	if err := json.Unmarshal([]byte(b.inspect("executor", "{{json .NetworkSettings.Networks}}")), &nets); err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for k, v := range nets {
+		m[k] = v.IPAddress
+	}
+	return m
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
