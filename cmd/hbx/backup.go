@@ -386,7 +386,6 @@ func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervi
 			auto = append(auto, name)
 		}
 	}
-	probe := supervisor.ProbeFunc(readinessProbe(cfg))
 	sts, err := c.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -395,159 +394,56 @@ func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervi
 	if len(sts) > 0 {
 		watched = sts[0].Name
 	}
-	return &supervisorServices{c: c, probe: probe, autostart: auto, watch: watchSupervisor(c, watched)}, nil
+	sock := supervisorSocket{c: c, watch: watchSupervisor(c, watched)}
+	s := &supervisorServices{probe: supervisor.ProbeFunc(readinessProbe(cfg))}
+	s.Supervised = backup.NewSupervised(sock, s, auto, sock.watch)
+	s.NotRunning = supervisor.ErrNotRunning
+	return s, nil
 }
 
 // supervisorServices is backup.Services over the supervisor's control
-// socket: a hold on every program, then health check 1 (health.readiness, /api/health by default) and
-// check 5 (every autostart program RUNNING).
+// socket (backup.Supervised); probe is its readiness check.
 type supervisorServices struct {
-	c         *supervisor.Client
-	probe     supervisor.Probe
-	autostart []string
-	running   []string // what the last hold found running
-	watch     *supervisorWatch
+	*backup.Supervised
+	probe supervisor.Probe
 }
 
-// Gone is closed once the supervisor is gone (backup.Watcher,
-// upgrade.Watcher).
-func (s *supervisorServices) Gone() <-chan struct{} { return s.watch.Gone() }
+// Check runs the readiness probe (backup.Probe).
+func (s *supervisorServices) Check(ctx context.Context) error { return s.probe.Check(ctx) }
 
-// Close ends the watch's connection.
-func (s *supervisorServices) Close() { s.watch.Close() }
+// supervisorSocket is backup.Supervisor over a supervisor.Client.
+type supervisorSocket struct {
+	c     *supervisor.Client
+	watch *supervisorWatch
+}
 
-// Hold stops every program and keeps them stopped while this process's
-// connection lives.
-func (s *supervisorServices) Hold(ctx context.Context) (backup.Hold, error) {
-	before, err := s.c.Status(ctx)
-	if err != nil {
-		return nil, err
+func (s supervisorSocket) Status(ctx context.Context) ([]backup.ProgramState, error) {
+	sts, err := s.c.Status(ctx)
+	out := make([]backup.ProgramState, len(sts))
+	for i, st := range sts {
+		out[i] = backup.ProgramState{Name: st.Name, State: st.State.String(), Detail: st.Detail}
 	}
+	return out, err
+}
+
+func (s supervisorSocket) HoldAll(ctx context.Context) (backup.ProgramHold, error) {
 	h, err := s.c.Hold(ctx, "all")
 	if err != nil {
-		return nil, err
+		return backup.ProgramHold{}, err
 	}
+	released := new(atomic.Bool)
+	s.watch.watchHold(h, released)
+	ph := backup.ProgramHold{Release: func() error { released.Store(true); return h.Release() }}
 	for _, r := range h.Results {
-		if r.Error != "" {
-			_ = h.Release()
-			return nil, fmt.Errorf("%w: %s is %s: %s", backup.ErrNotStopped, r.Name, r.State, r.Error)
-		}
+		ph.Results = append(ph.Results, backup.ProgramState{Name: r.Name, State: r.State.String(), Detail: r.Error})
 	}
-	s.running = nil
-	for _, st := range before {
-		switch st.State {
-		case supervisor.Starting, supervisor.Running, supervisor.Backoff:
-			s.running = append(s.running, st.Name)
-		}
-	}
-	sh := &supervisorHold{h: h, running: s.running}
-	s.watch.watchHold(h, &sh.released)
-	return sh, nil
+	return ph, nil
 }
 
-// WaitHealthy starts the autostart programs the last hold did not stop
-// (they were not running; a released hold starts only what it stopped),
-// then waits until health.readiness passes (/api/health by default) and every autostart program is
-// RUNNING.
-func (s *supervisorServices) WaitHealthy(ctx context.Context) error {
-	var start []string
-	for _, n := range s.autostart {
-		if !slices.Contains(s.running, n) {
-			start = append(start, n)
-		}
-	}
-	if len(start) > 0 {
-		// The supervisor ends a released hold when it sees the connection
-		// close: a start before that is refused as held, so try again.
-		for {
-			res, err := s.c.Start(ctx, start...)
-			if err != nil {
-				return err
-			}
-			held := slices.ContainsFunc(res, func(r supervisor.Result) bool { return strings.Contains(r.Error, "stopped by a hold") })
-			if !held {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("start %s: still held: %w", strings.Join(start, ", "), ctx.Err())
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}
-	return s.waitUp(ctx, s.autostart, true)
-}
-
-// WaitRunning starts nothing: it waits until every program of names is
-// RUNNING and, when Executor is among them, health.readiness passes (/api/health by default).
-func (s *supervisorServices) WaitRunning(ctx context.Context, names []string) error {
-	return s.waitUp(ctx, names, slices.Contains(names, config.ExecutorProgram))
-}
-
-// waitUp polls the supervisor until every program of names is RUNNING
-// and, with probe, the health probe passes. It fails at once when a
-// program is FATAL or no supervisor answers on the socket any more (the
-// programs it ran are gone with it), and when ctx ends, saying the last
-// state seen.
-func (s *supervisorServices) waitUp(ctx context.Context, names []string, probe bool) error {
-	last := errors.New("not checked yet")
-	for {
-		if s.watch.isGone() {
-			return errSupervisorGone
-		}
-		sts, err := s.c.Status(ctx)
-		switch {
-		case s.watch.isGone():
-			return errSupervisorGone
-		case errors.Is(err, supervisor.ErrNotRunning):
-			return fmt.Errorf("the supervisor is gone: %w", err)
-		case err != nil:
-			last = err
-		default:
-			last = nil
-			for _, n := range names {
-				i := slices.IndexFunc(sts, func(st supervisor.Status) bool { return st.Name == n })
-				if i < 0 {
-					continue
-				}
-				if st := sts[i]; st.State == supervisor.Fatal {
-					return fmt.Errorf("%s is FATAL: %s", n, st.Detail)
-				} else if st.State != supervisor.Running && last == nil {
-					last = fmt.Errorf("%s is %s", n, st.State)
-				}
-			}
-			if last == nil && probe {
-				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				last = s.probe.Check(pctx)
-				cancel()
-			}
-			if last == nil {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
-		case <-s.watch.Gone():
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// errSupervisorGone is what waitUp returns once the watch broke.
-var errSupervisorGone = errors.New("the supervisor is gone (its connection broke): the programs it ran died with it")
-
-// supervisorHold is backup.Hold over a supervisor.Hold.
-type supervisorHold struct {
-	h        *supervisor.Hold
-	running  []string
-	released atomic.Bool
-}
-
-func (h *supervisorHold) Running() []string { return h.running }
-func (h *supervisorHold) Release() error {
-	h.released.Store(true)
-	return h.h.Release()
+func (s supervisorSocket) Start(ctx context.Context, names ...string) (bool, error) {
+	res, err := s.c.Start(ctx, names...)
+	held := slices.ContainsFunc(res, func(r supervisor.Result) bool { return strings.Contains(r.Error, "stopped by a hold") })
+	return held, err
 }
 
 // installRuntime is backup.Runtime over the installer, configured like
