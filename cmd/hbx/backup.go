@@ -119,17 +119,12 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		}
 		opts.Passphrase = p
 	}
-	svc, err := dialServices(ctx, g, cfg)
-	if err != nil {
-		return fmt.Errorf("backup: %w", err)
-	}
-	unlock, err := lockDataUnsupervised(ctx, g, cfg, svc, "hbx backup")
-	defer unlock()
+	svc, release, err := holdData(ctx, g, cfg, "hbx backup")
+	defer release()
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	if svc != nil {
-		defer svc.Close()
 		opts.Services = svc
 	}
 	if o.json {
@@ -151,13 +146,19 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 			DurationMS int64 `json:"duration_ms"`
 		}{"result", res, res.Duration.Milliseconds()})
 	}
+	return printBackup(g.stdout, res, svc != nil)
+}
+
+// printBackup prints what a backup made and did; supervised says whether
+// a supervisor ran.
+func printBackup(w io.Writer, res *backup.Result, supervised bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n  %s, %d files (%s of data), %s, verified", res.Path, units.Bytes(res.Size), res.Files, units.Bytes(res.Bytes), res.Duration.Round(time.Millisecond))
 	if !res.Encrypted {
 		b.WriteString(", NOT encrypted")
 	}
 	b.WriteString("\n")
-	if svc == nil {
+	if !supervised {
 		b.WriteString("  no supervisor runs: nothing was stopped\n")
 	} else {
 		fmt.Fprintf(&b, "  programs stopped and running again: %s\n", joinOr(res.Restarted, "none were running"))
@@ -168,8 +169,24 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 	for _, p := range res.Pruned {
 		fmt.Fprintf(&b, "  removed old archive %s\n", p)
 	}
-	_, err = io.WriteString(g.stdout, b.String())
+	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// holdData makes the data safe to read or replace for command: the
+// running supervisor (its holds keep the programs stopped), else the data
+// lock (lockDataUnsupervised). release closes the one or the other and is
+// never nil.
+func holdData(ctx context.Context, g *globals, cfg *config.Config, command string) (svc *supervisorServices, release func(), err error) {
+	svc, err = dialServices(ctx, g, cfg)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	unlock, err := lockDataUnsupervised(ctx, g, cfg, svc, command)
+	if svc == nil {
+		return nil, unlock, err
+	}
+	return svc, func() { svc.Close(); unlock() }, err
 }
 
 // newBackupListCommand builds `hbx backup list`.
@@ -200,77 +217,49 @@ names the last one as "new"), then swap.`,
 			if err != nil {
 				return err
 			}
-			list, err := listArchives(cfg.Backup.Dir, cfg.Backup.Name)
-			if err != nil {
-				return fmt.Errorf("backup list: %w", err)
-			}
-			kept, err := backup.ListKept(cfg.Executor.DataDir)
-			if err != nil {
-				return fmt.Errorf("backup list: %w", err)
-			}
-			if asJSON {
-				all := []any{}
-				for _, in := range list {
-					all = append(all, in)
-				}
-				for _, k := range kept {
-					all = append(all, k)
-				}
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(all)
-			}
-			tw := tabwriter.NewWriter(g.stdout, 2, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tSIZE\tFILES\tIMAGE DIGEST\tPATH")
-			for _, in := range list {
-				d := string(in.ManifestDigest)
-				if d == "" {
-					d = string(in.IndexDigest)
-				}
-				files := "-" // no .json beside the archive
-				if in.SHA256 != "" {
-					files = fmt.Sprint(in.Files)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), in.Kind, units.Bytes(in.Size), files, orDash(d), in.Path)
-			}
-			for _, k := range kept {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t-\t%s\n", k.Created.Format("2006-01-02 15:04:05"), k.Kind, units.Bytes(k.Bytes), k.Files, k.Path)
-			}
-			return tw.Flush()
+			return runBackupList(g.stdout, cfg, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-// listedArchive is one line of hbx backup list: an archive and its kind,
-// "backup" (named after backup.name) or "pre-upgrade" (preUpgradeName).
-type listedArchive struct {
-	backup.Info
-	Kind string `json:"kind"`
-}
-
-// listArchives returns the archives of dir named name and the pre-upgrade
-// ones, newest first, never nil.
-func listArchives(dir, name string) ([]listedArchive, error) {
-	srcs := []struct{ name, kind string }{{name, "backup"}}
-	if name != preUpgradeName {
-		srcs = append(srcs, struct{ name, kind string }{preUpgradeName, "pre-upgrade"})
+// runBackupList prints the archives of backup.dir and the kept copies of
+// replaced data, newest first.
+func runBackupList(w io.Writer, cfg *config.Config, asJSON bool) error {
+	list, err := backup.ListKinds(cfg.Backup.Dir, cfg.Backup.Name, preUpgradeName)
+	if err != nil {
+		return fmt.Errorf("backup list: %w", err)
 	}
-	out := []listedArchive{}
-	for _, src := range srcs {
-		infos, err := backup.List(dir, src.name)
-		if err != nil {
-			return nil, err
-		}
-		for _, in := range infos {
-			out = append(out, listedArchive{in, src.kind})
-		}
+	kept, err := backup.ListKept(cfg.Executor.DataDir)
+	if err != nil {
+		return fmt.Errorf("backup list: %w", err)
 	}
-	// Stable, so archives of one name keep List's order (same second: the
-	// later sequence number first).
-	slices.SortStableFunc(out, func(a, b listedArchive) int { return b.Created.Compare(a.Created) })
-	return out, nil
+	if asJSON {
+		all := []any{}
+		for _, in := range list {
+			all = append(all, in)
+		}
+		for _, k := range kept {
+			all = append(all, k)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(all)
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tSIZE\tFILES\tIMAGE DIGEST\tPATH")
+	for _, in := range list {
+		files := "-" // no .json beside the archive
+		if in.SHA256 != "" {
+			files = fmt.Sprint(in.Files)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), in.Kind, units.Bytes(in.Size), files, orDash(string(in.ImageDigest())), in.Path)
+	}
+	for _, k := range kept {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t-\t%s\n", k.Created.Format("2006-01-02 15:04:05"), k.Kind, units.Bytes(k.Bytes), k.Files, k.Path)
+	}
+	return tw.Flush()
 }
 
 // newBackupVerifyCommand builds `hbx backup verify`.
@@ -293,38 +282,44 @@ end and the output says what could not be checked.`,
 			if err != nil {
 				return err
 			}
-			res, err := backup.Verify(cmd.Context(), args[0], passphrase(cfg, false))
-			if err != nil {
-				return fmt.Errorf("backup verify: %s: %w", args[0], err)
-			}
-			if asJSON {
-				return json.NewEncoder(g.stdout).Encode(map[string]any{
-					"path": res.Path, "size": res.Size, "sha256": res.SHA256, "encrypted": res.Encrypted, "compression": res.Compression,
-					"manifest": res.Manifest != nil, "entries": res.Entries, "files": res.Files, "bytes": res.Bytes, "unchecked": res.Unchecked,
-					"notes": res.Notes,
-				})
-			}
-			what := "every entry matches the manifest"
-			if res.Manifest == nil {
-				what = "no manifest"
-			}
-			fmt.Fprintf(g.stdout, "ok: %s: %d entries, %d files (%s), %s\n", res.Path, res.Entries, res.Files, units.Bytes(res.Bytes), what)
-			for _, u := range res.Unchecked {
-				fmt.Fprintf(g.stdout, "  not checked: %s\n", u)
-			}
-			for _, n := range res.Notes {
-				fmt.Fprintf(g.stdout, "  note: %s\n", n)
-			}
-			if res.Manifest != nil {
-				for _, f := range res.Manifest.Skipped {
-					fmt.Fprintf(g.stdout, "  not in the archive: %q (%s)\n", f.Path, f.Type)
-				}
-			}
-			return nil
+			return runBackupVerify(cmd.Context(), g.stdout, cfg, args[0], asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
+}
+
+// runBackupVerify checks archive against its manifest and prints what it
+// found.
+func runBackupVerify(ctx context.Context, w io.Writer, cfg *config.Config, archive string, asJSON bool) error {
+	res, err := backup.Verify(ctx, archive, passphrase(cfg, false))
+	if err != nil {
+		return fmt.Errorf("backup verify: %s: %w", archive, err)
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(map[string]any{
+			"path": res.Path, "size": res.Size, "sha256": res.SHA256, "encrypted": res.Encrypted, "compression": res.Compression,
+			"manifest": res.Manifest != nil, "entries": res.Entries, "files": res.Files, "bytes": res.Bytes, "unchecked": res.Unchecked,
+			"notes": res.Notes,
+		})
+	}
+	what := "every entry matches the manifest"
+	if res.Manifest == nil {
+		what = "no manifest"
+	}
+	fmt.Fprintf(w, "ok: %s: %d entries, %d files (%s), %s\n", res.Path, res.Entries, res.Files, units.Bytes(res.Bytes), what)
+	for _, u := range res.Unchecked {
+		fmt.Fprintf(w, "  not checked: %s\n", u)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	if res.Manifest != nil {
+		for _, f := range res.Manifest.Skipped {
+			fmt.Fprintf(w, "  not in the archive: %q (%s)\n", f.Path, f.Type)
+		}
+	}
+	return nil
 }
 
 // passphrase returns the archives' passphrase source: backup.passphrase_file,

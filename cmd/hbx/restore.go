@@ -5,17 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/hermesbox/hbx/internal/account"
-
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/backup"
+	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/supervisor"
@@ -103,17 +104,12 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 		Platform:       cfg.Executor.Platform,
 		Logger:         g.log,
 	}
-	svc, err := dialServices(ctx, g, cfg)
-	if err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	unlock, err := lockDataUnsupervised(ctx, g, cfg, svc, "hbx restore")
-	defer unlock()
+	svc, release, err := holdData(ctx, g, cfg, "hbx restore")
+	defer release()
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	if svc != nil {
-		defer svc.Close()
 		opts.Services = svc
 	}
 	if o.json {
@@ -130,15 +126,15 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 			DurationMS int64 `json:"duration_ms"`
 		}{"result", res, res.Duration.Milliseconds()})
 	}
+	return printRestore(g.stdout, archive, g.configPath, res)
+}
+
+// printRestore prints what a restore of archive did; configPath is the
+// config file a pin was written to.
+func printRestore(w io.Writer, archive, configPath string, res *backup.RestoreResult) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "restored %s: %d files (%s) in %s\n", archive, res.Files, units.Bytes(res.Bytes), res.Duration.Round(time.Millisecond))
-	for _, t := range slices.Sorted(func(yield func(string) bool) {
-		for k := range res.Restored {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, t := range slices.Sorted(maps.Keys(res.Restored)) {
 		if old := res.Restored[t]; old != "" {
 			fmt.Fprintf(&b, "  %s replaced; the previous content is in %s\n", t, old)
 		} else {
@@ -149,7 +145,7 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 		b.WriteString("  installed the runtime the archive was written by\n")
 	}
 	if res.Pinned != "" {
-		fmt.Fprintf(&b, "  pinned %s in %s (it named %s)\n", res.Pinned, g.configPath, res.PinnedOver)
+		fmt.Fprintf(&b, "  pinned %s in %s (it named %s)\n", res.Pinned, configPath, res.PinnedOver)
 	}
 	if res.Healthy {
 		b.WriteString("  services running and healthy\n")
@@ -160,7 +156,7 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 	for _, n := range res.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
-	_, err = fmt.Fprint(g.stdout, b.String())
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 
@@ -180,19 +176,29 @@ func recoverRestore(ctx context.Context, g *globals, cfg *config.Config) {
 	if _, err := supervisor.Dial(ctx, cfg.Supervisor.Socket); err == nil {
 		return
 	}
-	msg, err := backup.Recover(ctx, backup.RecoverOptions{
-		DataDir:    cfg.Executor.DataDir,
-		RuntimeDir: cfg.Executor.RuntimeDir,
-		Runtime:    installRuntime{g: g, cfg: cfg},
-		Config:     restorePinner{g: g, cfg: cfg},
-		Logger:     g.log,
-	})
+	msg, err := backup.Recover(ctx, recoverOptions(g, cfg, nil, nil))
 	switch {
 	case err != nil:
 		g.log.Error("an interrupted restore could not be recovered; starting the programs anyway", "err", err)
 	case msg != "":
 		g.log.Warn("interrupted restore recovered", "what", msg)
 	}
+}
+
+// recoverOptions are backup.Recover's options for cfg (srcs: nil when not
+// known; svc: the running supervisor, nil when none runs).
+func recoverOptions(g *globals, cfg *config.Config, srcs *config.Sources, svc *supervisorServices) backup.RecoverOptions {
+	opts := backup.RecoverOptions{
+		DataDir:    cfg.Executor.DataDir,
+		RuntimeDir: cfg.Executor.RuntimeDir,
+		Runtime:    installRuntime{g: g, cfg: cfg},
+		Config:     restorePinner{g: g, cfg: cfg, srcs: srcs},
+		Logger:     g.log,
+	}
+	if svc != nil {
+		opts.Services = svc
+	}
+	return opts
 }
 
 // restorePinner is backup.Config over the --config file: a restore pins
@@ -244,17 +250,7 @@ func (p restorePinner) Pin(image string, manifest digest.Digest) error {
 // upgrade or rollback (svc: the running supervisor, nil when none runs).
 // What it did is logged.
 func recoverRestoreFor(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, svc *supervisorServices) error {
-	opts := backup.RecoverOptions{
-		DataDir:    cfg.Executor.DataDir,
-		RuntimeDir: cfg.Executor.RuntimeDir,
-		Runtime:    installRuntime{g: g, cfg: cfg},
-		Config:     restorePinner{g: g, cfg: cfg, srcs: srcs},
-		Logger:     g.log,
-	}
-	if svc != nil {
-		opts.Services = svc
-	}
-	if _, err := backup.Recover(ctx, opts); err != nil {
+	if _, err := backup.Recover(ctx, recoverOptions(g, cfg, srcs, svc)); err != nil {
 		return fmt.Errorf("recover an interrupted restore: %w", err)
 	}
 	return nil
