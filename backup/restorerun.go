@@ -26,11 +26,11 @@ type restoreRun struct {
 	start time.Time
 	res   *RestoreResult
 
-	ar    *reader
-	m     *Manifest
-	roots []*restoreRoot
+	ar      *reader
+	m       *Manifest
+	roots   []*restoreRoot
 	pinPlan *journalPin // what the restore pins (planPin), nil: nothing
-	j     *journal
+	j       *journal
 	// staged: the journal and staging trees are no longer ours to remove
 	// on failure (the journal undoes them, or keeps them for the next
 	// start).
