@@ -326,6 +326,30 @@ func route(roots []*restoreRoot, extras bool, p string) (*restoreRoot, string) {
 // extract.Applier per root, fed by a tar stream re-written with names
 // relative to that root.
 func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, opts RestoreOptions, log *slog.Logger) (err error) {
+	// Writeback overlaps with extraction, so the syncfs before the swap
+	// has little left to do.
+	fl := atomicfile.NewFlusher(filepath.Dir(roots[0].target))
+	defer fl.Wait()
+	defer func() {
+		for _, r := range roots {
+			if cerr := r.sink.close(err); err == nil && cerr != nil {
+				err = cerr
+			}
+		}
+	}()
+	if err := openSinks(roots, j, log); err != nil {
+		return err
+	}
+	if err := feedSinks(ctx, ar, roots, opts.Owner, fl); err != nil {
+		return err
+	}
+	fl.Wait()
+	return closeSinks(roots, j, opts.Owner)
+}
+
+// openSinks creates each root's staging directory and its applier, bound
+// by the free space of the data directory's file system.
+func openSinks(roots []*restoreRoot, j *journal, log *slog.Logger) (err error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(filepath.Dir(roots[0].target), &st); err != nil {
 		return fmt.Errorf("statfs: %w", err)
@@ -337,11 +361,6 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 		Literal:        true,
 		Logger:         log,
 	}
-	// Writeback overlaps with extraction, so the syncfs before the swap
-	// has little left to do.
-	fl := atomicfile.NewFlusher(filepath.Dir(roots[0].target))
-	defer fl.Wait()
-	var flushed int64
 	for i, r := range roots {
 		if err := os.MkdirAll(filepath.Dir(r.target), 0o755); err != nil {
 			return fmt.Errorf("create parent of %s: %w", r.target, err)
@@ -353,20 +372,20 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 			return err
 		}
 	}
-	defer func() {
-		for _, r := range roots {
-			if cerr := r.sink.close(err); err == nil && cerr != nil {
-				err = cerr
-			}
-		}
-	}()
+	return nil
+}
+
+// feedSinks routes every entry of the archive to its root's sink, kicking
+// a background flush every flushEvery bytes.
+func feedSinks(ctx context.Context, ar *reader, roots []*restoreRoot, owner Owner, fl *atomicfile.Flusher) error {
+	var flushed int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		hdr, err := ar.next()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
 			return err
@@ -375,7 +394,7 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 		if r == nil {
 			continue
 		}
-		if err := r.put(hdr, rel, ar, opts.Owner); err != nil {
+		if err := r.put(hdr, rel, ar, owner); err != nil {
 			return err
 		}
 		if ar.Bytes-flushed > flushEvery {
@@ -383,7 +402,11 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 			fl.Kick()
 		}
 	}
-	fl.Wait()
+}
+
+// closeSinks finishes every root's stream and gives the data directory's
+// staging tree its owner and mode 0700.
+func closeSinks(roots []*restoreRoot, j *journal, owner Owner) error {
 	for i, r := range roots {
 		err := r.sink.close(nil)
 		r.sink = nil
@@ -391,7 +414,7 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 			return fmt.Errorf("extract into %s: %w", j.Roots[i].Staging, err)
 		}
 		if r.remap {
-			if err := os.Chown(j.Roots[i].Staging, opts.Owner.UID, opts.Owner.GID); err != nil && os.Geteuid() == 0 {
+			if err := os.Chown(j.Roots[i].Staging, owner.UID, owner.GID); err != nil && os.Geteuid() == 0 {
 				return fmt.Errorf("chown %s: %w", j.Roots[i].Staging, err)
 			}
 			if err := os.Chmod(j.Roots[i].Staging, 0o700); err != nil {
