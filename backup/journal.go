@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	journalfile "github.com/hermesbox/hbx/internal/journal"
 	"github.com/hermesbox/hbx/internal/lock"
 )
 
@@ -116,31 +117,25 @@ const journalFormat = 1
 // journalPath is the journal of the data directory dataDir.
 func journalPath(dataDir string) string { return dataDir + journalSuffix }
 
-func (j *journal) write(dataDir string) error {
-	b, err := json.MarshalIndent(j, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteFile(journalPath(dataDir), append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("write restore journal: %w", err)
-	}
-	return nil
+// journalFile is the restore journal of dataDir (internal/journal).
+func journalFile(dataDir string) journalfile.File {
+	return journalfile.File{Path: journalPath(dataDir), What: "restore journal", Format: journalFormat,
+		Fix: "move it away once the data directory is checked by hand"}
 }
 
+// SetFormat sets the format the journal records (journalfile.Versioned).
+func (j *journal) SetFormat(n int) { j.Format = n }
+
+// write records j durably.
+func (j *journal) write(dataDir string) error { return journalFile(dataDir).Write(j) }
+
+// readJournal reads the restore journal of dataDir; nil, nil when there
+// is none. One of another format is refused (journalfile.ErrFormat).
 func readJournal(dataDir string) (*journal, error) {
-	b, err := os.ReadFile(journalPath(dataDir))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read restore journal: %w", err)
-	}
 	var j journal
-	if err := json.Unmarshal(b, &j); err != nil {
-		return nil, fmt.Errorf("restore journal %s does not parse (%w); move it away once the data directory is checked by hand", journalPath(dataDir), err)
-	}
-	if j.Format != journalFormat {
-		return nil, fmt.Errorf("restore journal %s has format %d, this hbx reads %d; finish it with the hbx that wrote it", journalPath(dataDir), j.Format, journalFormat)
+	ok, err := journalFile(dataDir).Read(&j)
+	if err != nil || !ok {
+		return nil, err
 	}
 	return &j, nil
 }

@@ -118,7 +118,7 @@ func (r *restoreRun) openAndPlan() (err error) {
 // root before anything is created.
 func (r *restoreRun) writeStagingJournal() error {
 	ts := r.now().UTC().Format(timeLayout)
-	r.j = &journal{Format: journalFormat, Phase: phaseStaging, Started: r.now().UTC(), PID: os.Getpid(), Archive: r.opts.Archive, Keep: r.opts.KeepPreRestore}
+	r.j = &journal{Phase: phaseStaging, Started: r.now().UTC(), PID: os.Getpid(), Archive: r.opts.Archive, Keep: r.opts.KeepPreRestore}
 	for _, rt := range r.roots {
 		r.j.Roots = append(r.j.Roots, freshNames(rt.target, ts))
 	}
