@@ -15,11 +15,11 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/extract"
+	"github.com/hermesbox/hbx/internal/readahead"
 	"github.com/hermesbox/hbx/internal/regfile"
 )
 
@@ -36,7 +36,7 @@ type PassphraseFunc func() ([]byte, error)
 type reader struct {
 	path       string
 	f          *os.File
-	raw        *hashReader   // the archive file's bytes
+	raw        *hashing      // the archive file's bytes
 	br         *bufio.Reader // buffered raw
 	stopRA     func()        // stops the read-ahead of decrypted data
 	armored    bool
@@ -195,7 +195,7 @@ func openArchiveWith(p string, pass PassphraseFunc) (r *reader, err error) {
 		return nil, fmt.Errorf("open archive: %w", err)
 	}
 	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_SEQUENTIAL)
-	rd := &reader{path: p, f: f, raw: &hashReader{r: f, h: sha256.New()}, seen: map[string]string{}, release: func() {}}
+	rd := &reader{path: p, f: f, raw: newHashReader(f), seen: map[string]string{}, release: func() {}}
 	defer func() {
 		if err != nil {
 			rd.close()
@@ -211,6 +211,10 @@ func openArchiveWith(p string, pass PassphraseFunc) (r *reader, err error) {
 	}
 	return rd, nil
 }
+
+// readAheadBlocks buffers of readAheadBlock bytes read the decrypted
+// stream ahead: four in flight, one being read.
+const readAheadBlock, readAheadBlocks = 1 << 20, 5
 
 // openLayers stacks the decryption (with pass, when the file is OpenPGP),
 // the read-ahead, the decompressor and the tar reader over r.raw.
@@ -229,8 +233,11 @@ func (r *reader) openLayers(pass PassphraseFunc) (err error) {
 		r.Encrypted, r.armored = true, head[0] == '-'
 	}
 	if r.Encrypted {
-		ra := newReadAhead(in)
-		r.stopRA = ra.stop
+		// Decryption (and hashing the raw file) runs a few blocks ahead,
+		// in parallel with decompression instead of inside its reads.
+		ra := readahead.New(readAheadBlocks, readAheadBlock)
+		ra.Start(in)
+		r.stopRA = ra.Abort
 		in = ra
 	}
 	r.plain = in
@@ -554,20 +561,6 @@ func (r *reader) close() {
 	r.f.Close()
 }
 
-// hashReader counts and hashes what is read through it.
-type hashReader struct {
-	r io.Reader
-	h hash.Hash
-	n int64
-}
-
-func (h *hashReader) Read(p []byte) (int, error) {
-	n, err := h.r.Read(p)
-	h.h.Write(p[:n])
-	h.n += int64(n)
-	return n, err
-}
-
 // checkSumFile compares sum with the <archive>.sha256 file beside the
 // archive, when there is one.
 func checkSumFile(archive, sum string) error {
@@ -584,72 +577,3 @@ func checkSumFile(archive, sum string) error {
 	}
 	return nil
 }
-
-// readAhead reads its source on its own goroutine, a block ahead of its
-// consumer, so decryption (and hashing the raw file) runs in parallel
-// with decompression instead of inside the decompressor's read calls.
-type readAhead struct {
-	blocks chan []byte // filled blocks, in order
-	free   chan []byte // blocks to refill
-	done   chan struct{}
-	err    error  // the source's final error, valid once blocks is closed
-	block  []byte // the block being read, whole
-	cur    []byte // what is left of it
-	once   sync.Once
-}
-
-const readAheadBlock, readAheadDepth = 1 << 20, 4
-
-func newReadAhead(src io.Reader) *readAhead {
-	ra := &readAhead{blocks: make(chan []byte, readAheadDepth), free: make(chan []byte, readAheadDepth+1), done: make(chan struct{})}
-	for range readAheadDepth + 1 {
-		ra.free <- make([]byte, readAheadBlock)
-	}
-	go func() {
-		defer close(ra.blocks)
-		for {
-			var b []byte
-			select {
-			case b = <-ra.free:
-			case <-ra.done:
-				return
-			}
-			n, err := io.ReadFull(src, b[:cap(b)])
-			if n > 0 {
-				select {
-				case ra.blocks <- b[:n]:
-				case <-ra.done:
-					return
-				}
-			}
-			if err != nil {
-				if err == io.ErrUnexpectedEOF {
-					err = io.EOF
-				}
-				ra.err = err
-				return
-			}
-		}
-	}()
-	return ra
-}
-
-func (ra *readAhead) Read(p []byte) (int, error) {
-	if len(ra.cur) == 0 {
-		b, ok := <-ra.blocks
-		if !ok {
-			return 0, ra.err
-		}
-		ra.block, ra.cur = b, b
-	}
-	n := copy(p, ra.cur)
-	ra.cur = ra.cur[n:]
-	if len(ra.cur) == 0 {
-		ra.free <- ra.block[:cap(ra.block)]
-		ra.block, ra.cur = nil, nil
-	}
-	return n, nil
-}
-
-// stop ends the goroutine early; the reader must not be read after.
-func (ra *readAhead) stop() { ra.once.Do(func() { close(ra.done) }) }

@@ -90,26 +90,9 @@ result ({"event": "result", "path": ..., "size": ..., "files": ...}).`,
 
 // runBackup makes one archive and prints where it is.
 func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOptions) error {
-	opts := backup.Options{
-		DataDir:        cfg.Executor.DataDir,
-		Paths:          cfg.Backup.Paths,
-		RuntimeDir:     cfg.Executor.RuntimeDir,
-		StateDir:       cfg.Executor.StateDir,
-		Dir:            cfg.Backup.Dir,
-		Name:           cfg.Backup.Name,
-		Keep:           cfg.Backup.Keep,
-		Compression:    backup.Compression(cfg.Backup.Compression),
-		Encrypt:        !o.noEncrypt,
-		Image:          cfg.Executor.Image,
-		Platform:       cfg.Executor.Platform,
-		PlatformDigest: platformPin(cfg),
-		HbxVersion:     buildinfo.Version,
-		LockWait:       cfg.Backup.LockWait,
-		HealthWait:     cfg.Backup.HealthWait,
-		Runtime:        installRuntime{g: g, cfg: cfg},
-		Config:         restorePinner{g: g, cfg: cfg},
-		Logger:         g.log,
-	}
+	opts := backup.ConfiguredOptions(cfg)
+	opts.Encrypt, opts.HbxVersion, opts.Logger = !o.noEncrypt, buildinfo.Version, g.log
+	opts.Runtime, opts.Config = installRuntime{g: g, cfg: cfg}, restorePinner{g: g, cfg: cfg}
 	if o.noEncrypt {
 		fmt.Fprintln(g.stderr, "hbx: warning: --no-encrypt: the archive will hold Executor's database and encryption keys in plaintext")
 	} else {

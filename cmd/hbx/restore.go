@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -85,25 +83,9 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 	if err != nil {
 		return err
 	}
-	opts := backup.RestoreOptions{
-		Archive:        archive,
-		Passphrase:     passphrase(cfg, false),
-		DataDir:        cfg.Executor.DataDir,
-		RuntimeDir:     cfg.Executor.RuntimeDir,
-		StateDir:       cfg.Executor.StateDir,
-		BackupDir:      cfg.Backup.Dir,
-		DataOnly:       o.dataOnly,
-		AllowedPaths:   cfg.Backup.Paths,
-		Owner:          owner,
-		KeepPreRestore: cfg.Backup.KeepPreRestore,
-		HealthWait:     cfg.Backup.HealthWait,
-		LockWait:       cfg.Backup.LockWait,
-		Runtime:        installRuntime{g: g, cfg: cfg},
-		Config:         restorePinner{g: g, cfg: cfg, srcs: srcs},
-		Image:          cfg.Executor.Image,
-		Platform:       cfg.Executor.Platform,
-		Logger:         g.log,
-	}
+	opts := backup.ConfiguredRestoreOptions(cfg, archive)
+	opts.Passphrase, opts.DataOnly, opts.Owner, opts.Logger = passphrase(cfg, false), o.dataOnly, owner, g.log
+	opts.Runtime, opts.Config = installRuntime{g: g, cfg: cfg}, restorePinner{g: g, cfg: cfg, srcs: srcs}
 	svc, release, err := holdData(ctx, g, cfg, "hbx restore")
 	defer release()
 	if err != nil {
@@ -201,50 +183,21 @@ func recoverOptions(g *globals, cfg *config.Config, srcs *config.Sources, svc *s
 	return opts
 }
 
-// restorePinner is backup.Config over the --config file: a restore pins
-// the archive's release where the supervisor reads it, as hbx upgrade
-// does, with the same refusals.
+// restorePinner is backup.Config over the --config file
+// (backup.ConfigFile).
 type restorePinner struct {
 	g    *globals
 	cfg  *config.Config
 	srcs *config.Sources // nil: not known (recovery)
 }
 
-// Pinned reads the pin from the config file as it is now; what the file
-// does not set is the configuration's value.
-func (p restorePinner) Pinned() (string, digest.Digest, error) {
-	key := p.cfg.PinKey()
-	img, man, err := config.ReadPin(p.g.configPath, key)
-	if errors.Is(err, config.ErrNoFile) {
-		return p.cfg.Executor.Image, digest.Digest(p.cfg.Executor.PlatformDigests[key]), nil
-	}
-	if err != nil {
-		return "", "", err
-	}
-	if img == "" {
-		img = p.cfg.Executor.Image
-	}
-	return img, digest.Digest(man), nil
+func (p restorePinner) file() backup.ConfigFile {
+	return backup.ConfigFile{Path: p.g.configPath, Config: p.cfg, Sources: p.srcs}
 }
 
-// CanPin refuses what hbx upgrade refuses: no config file on disk, or
-// the pin set by an HBX_* variable or a flag.
-func (p restorePinner) CanPin() error {
-	if _, err := os.Stat(p.g.configPath); err != nil {
-		return fmt.Errorf("no config file at %s to pin it in (%w): create it, or pass --config or set HBX_CONFIG", p.g.configPath, err)
-	}
-	for _, k := range []string{"executor.image", "executor.platform_digests"} {
-		if s := p.srcs.Of(k); s.Kind == config.SourceEnv || s.Kind == config.SourceFlag {
-			return fmt.Errorf("%s is set by %s, which overrides the config file: unset it", k, s)
-		}
-	}
-	return nil
-}
-
-// Pin writes image and manifest into the config file.
-func (p restorePinner) Pin(image string, manifest digest.Digest) error {
-	return config.WritePin(p.g.configPath, image, p.cfg.PinKey(), manifest.String())
-}
+func (p restorePinner) Pinned() (string, digest.Digest, error)  { return p.file().Pinned() }
+func (p restorePinner) CanPin() error                           { return p.file().CanPin() }
+func (p restorePinner) Pin(image string, m digest.Digest) error { return p.file().Pin(image, m) }
 
 // recoverRestoreFor undoes or finishes an interrupted restore before an
 // upgrade or rollback (svc: the running supervisor, nil when none runs).
