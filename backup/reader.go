@@ -18,6 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	digest "github.com/opencontainers/go-digest"
+
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/readahead"
 	"github.com/hermesbox/hbx/internal/regfile"
@@ -174,17 +176,10 @@ func sidecarSums(p string) []sidecarSum {
 	return out
 }
 
-// isSHA256Hex reports whether s is 64 lowercase hex digits.
+// isSHA256Hex reports whether s is 64 lowercase hex digits (go-digest's
+// rule for a sha256 encoding).
 func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return digest.NewDigestFromEncoded(digest.SHA256, s).Validate() == nil
 }
 
 // openArchiveWith is openArchive with one passphrase; a passphrase that
