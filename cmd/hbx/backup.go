@@ -305,46 +305,32 @@ func runBackupVerify(ctx context.Context, w io.Writer, cfg *config.Config, archi
 	return nil
 }
 
-// passphrase returns the archives' passphrase source: backup.passphrase_file,
-// else a prompt on the controlling terminal (twice with confirm). It never
-// reads an argument or the environment.
+// passphrase returns the archives' passphrase source
+// (backup.PassphraseSource): backup.passphrase_file, else a prompt on the
+// controlling terminal (twice with confirm).
 func passphrase(cfg *config.Config, confirm bool) backup.PassphraseFunc {
-	return func() ([]byte, error) {
-		if f := cfg.Backup.PassphraseFile; f != "" {
-			return backup.ReadPassphraseFile(f)
-		}
-		tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
-		if err != nil {
-			return nil, fmt.Errorf("%w: set backup.passphrase_file, or run hbx on a terminal to be asked", backup.ErrNoPassphrase)
-		}
-		defer tty.Close()
-		read := func(prompt string) ([]byte, error) {
-			fmt.Fprint(tty, prompt)
-			p, err := term.ReadPassword(int(tty.Fd()))
-			fmt.Fprintln(tty)
-			if err != nil {
-				return nil, fmt.Errorf("read passphrase: %w", err)
-			}
-			return p, nil
-		}
-		p, err := read("Backup passphrase: ")
-		if err != nil {
-			return nil, err
-		}
-		if len(p) == 0 {
-			return nil, backup.ErrNoPassphrase
-		}
-		if confirm {
-			again, err := read("Repeat it: ")
-			if err != nil {
-				return nil, err
-			}
-			if string(again) != string(p) {
-				return nil, errors.New("the passphrases differ")
-			}
-		}
-		return p, nil
+	return backup.PassphraseSource(cfg.Backup.PassphraseFile, confirm, openTTY)
+}
+
+// tty is backup.Terminal on the controlling terminal.
+type tty struct{ f *os.File }
+
+func openTTY() (backup.Terminal, func(), error) {
+	f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, err
 	}
+	return tty{f}, func() { f.Close() }, nil
+}
+
+func (t tty) Ask(prompt string) ([]byte, error) {
+	fmt.Fprint(t.f, prompt)
+	p, err := term.ReadPassword(int(t.f.Fd()))
+	fmt.Fprintln(t.f)
+	if err != nil {
+		return nil, fmt.Errorf("read passphrase: %w", err)
+	}
+	return p, nil
 }
 
 // dialServices returns the supervisor as backup.Services, or nil when none
