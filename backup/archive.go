@@ -72,7 +72,7 @@ type streamStats struct {
 // compression, then (when passphrase is not nil) OpenPGP encryption.
 func writeStream(w io.Writer, m *Manifest, s *scanner, c Compression, passphrase []byte, name string) (streamStats, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	hw := &hashWriter{w: bw, h: sha256.New()}
+	hw := newHashWriter(bw)
 	var sink io.Writer = hw
 	var enc io.WriteCloser
 	if passphrase != nil {
@@ -162,15 +162,27 @@ func copyFile(w io.Writer, r *root, it *item, buf []byte) error {
 	return nil
 }
 
-// hashWriter counts and hashes what passes through.
-type hashWriter struct {
+// hashing counts and hashes the sha256 of the bytes that pass through
+// it: written to w (Write) or read from r (Read).
+type hashing struct {
 	w io.Writer
+	r io.Reader
 	h hash.Hash
-	n int64
+	n int64 // bytes passed
 }
 
-func (h *hashWriter) Write(p []byte) (int, error) {
+func newHashWriter(w io.Writer) *hashing { return &hashing{w: w, h: sha256.New()} }
+func newHashReader(r io.Reader) *hashing { return &hashing{r: r, h: sha256.New()} }
+
+func (h *hashing) Write(p []byte) (int, error) {
 	n, err := h.w.Write(p)
+	h.h.Write(p[:n])
+	h.n += int64(n)
+	return n, err
+}
+
+func (h *hashing) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
 	h.h.Write(p[:n])
 	h.n += int64(n)
 	return n, err

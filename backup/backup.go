@@ -126,44 +126,29 @@ type Result struct {
 func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 	start := time.Now()
 	log, prog, now := defaults(opts.Logger, opts.Progress, opts.Now)
-	if opts.Compression == "" {
-		opts.Compression = Gzip
-	}
-	if err := checkOptions(&opts); err != nil {
+	// Check the options: nothing changed.
+	if err := checkCreate(&opts); err != nil {
 		return nil, err
-	}
-	if opts.Encrypt && len(opts.Passphrase) == 0 {
-		return nil, ErrNoPassphrase
 	}
 	lk, err := acquire(ctx, opts.RuntimeDir, "hbx backup", opts.LockWait, log)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if uerr := lk.Unlock(); uerr != nil && err == nil {
-			err = fmt.Errorf("release lock: %w", uerr)
-		}
-	}()
+	defer unlockInto(lk, &err)
 	ctx = lock.WithHeld(ctx, lk) // a recovery's runtime install runs under it
 	prog.Event(Event{Kind: EventLocked})
+	// Prepare and estimate (window "backup, before the rename": the
+	// leftover .tmp-* files go): open the roots, check the space.
 	if err := prepareDir(opts.Dir, log); err != nil {
 		return nil, err
 	}
-
-	roots, err := openRoots(opts.DataDir, opts.Paths)
+	roots, exclude, err := estimate(opts)
 	if err != nil {
 		return nil, err
 	}
 	defer closeRoots(roots)
-	exclude := exclusions(opts.DataDir, opts.Paths, opts.RuntimeDir, opts.StateDir, opts.Dir)
-	est, err := scan(roots, exclude, false)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkSpace(opts.Dir, est.bytes+int64(len(est.items))*1536+est.bytes/100+16<<20, "the archive"); err != nil {
-		return nil, err
-	}
-
+	// Stop the services; from here every path out starts them again first
+	// (r.restart), and the error says what became of them.
 	hold, err := stopServices(ctx, opts.Services, guarded(opts.DataDir, opts.Paths), opts.HealthWait, log)
 	if err != nil {
 		return nil, err
@@ -174,24 +159,12 @@ func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 	held, stopHeld := untilGone(ctx, opts.Services)
 	defer stopHeld()
 	r := &restarter{hold: hold, svc: opts.Services, wait: opts.HealthWait, log: log, prog: prog}
+	// Archive while held (windows "backup, before/after the rename").
 	res, final, err := archiveHeld(ctx, held, opts, roots, exclude, r, log, prog, now)
 	if err != nil {
-		// Every path out of here starts the services again first; the
-		// error says what became of them.
-		if final != "" {
-			_ = removeArchive(final)
-		}
-		if hold != nil && errors.Is(err, ErrSupervisorGone) {
-			return nil, fmt.Errorf("%w while the programs were stopped for the backup: no archive was written (nothing partial is left); %w: %s, which died with it: start hbx supervise", ErrSupervisorGone, ErrNotRestarted, list(hold.Running()))
-		}
-		if rerr := r.restart(ctx); rerr != nil {
-			return nil, fmt.Errorf("%w; %w", err, rerr)
-		}
-		if hold != nil {
-			return nil, fmt.Errorf("%w; services started again: %s", err, list(r.started))
-		}
-		return nil, err
+		return nil, failHeld(ctx, err, final, hold, r)
 	}
+	// Restarted: confirm the programs the hold stopped run again.
 	if rerr := r.restart(ctx); rerr != nil {
 		// The archive is complete and verified; the programs are not
 		// running again.
@@ -204,6 +177,59 @@ func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 	return res, nil
 }
 
+// checkCreate fills in opts' defaults and checks them.
+func checkCreate(opts *Options) error {
+	if opts.Compression == "" {
+		opts.Compression = Gzip
+	}
+	if err := checkOptions(opts); err != nil {
+		return err
+	}
+	if opts.Encrypt && len(opts.Passphrase) == 0 {
+		return ErrNoPassphrase
+	}
+	return nil
+}
+
+// estimate opens the archived roots, lists what is excluded from them,
+// and checks that the backup directory has room for an archive of what a
+// scan without hashing finds. The caller closes the roots.
+func estimate(opts Options) ([]*root, map[fileID]string, error) {
+	roots, err := openRoots(opts.DataDir, opts.Paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	exclude := exclusions(opts.DataDir, opts.Paths, opts.RuntimeDir, opts.StateDir, opts.Dir)
+	est, err := scan(roots, exclude, false)
+	if err == nil {
+		err = checkSpace(opts.Dir, est.bytes+int64(len(est.items))*1536+est.bytes/100+16<<20, "the archive")
+	}
+	if err != nil {
+		closeRoots(roots)
+		return nil, nil, err
+	}
+	return roots, exclude, nil
+}
+
+// failHeld ends a Create that failed while the services were held: it
+// removes the archive renamed into place (final, "" for none), starts the
+// services again (r) and returns err saying what became of them.
+func failHeld(ctx context.Context, err error, final string, hold Hold, r *restarter) error {
+	if final != "" {
+		_ = removeArchive(final)
+	}
+	if hold != nil && errors.Is(err, ErrSupervisorGone) {
+		return fmt.Errorf("%w while the programs were stopped for the backup: no archive was written (nothing partial is left); %w: %s, which died with it: start hbx supervise", ErrSupervisorGone, ErrNotRestarted, list(hold.Running()))
+	}
+	if rerr := r.restart(ctx); rerr != nil {
+		return fmt.Errorf("%w; %w", err, rerr)
+	}
+	if hold != nil {
+		return fmt.Errorf("%w; services started again: %s", err, list(r.started))
+	}
+	return err
+}
+
 // archiveHeld does the part of Create that runs while the services are
 // held: recover, scan, write, restart (r), sidecars, read-back, prune. On
 // failure it returns the path of an archive to remove, if one was renamed
@@ -211,25 +237,55 @@ func Create(ctx context.Context, opts Options) (_ *Result, err error) {
 // the write stop then, with its cause (ErrSupervisorGone).
 func archiveHeld(ctx, held context.Context, opts Options, roots []*root, exclude map[fileID]string, r *restarter, log *slog.Logger, prog Progress, now func() time.Time) (*Result, string, error) {
 	res := &Result{Encrypted: opts.Encrypt, Restarted: []string{}}
+	// Recover an interrupted restore under this hold first.
 	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, paths: opts.Paths, runtime: opts.Runtime, config: opts.Config, log: log, held: true, releaseBack: &r.startAll})
 	if err != nil {
 		return nil, "", err
 	}
 	res.Recovered = rec
+	// Scan: hash every file.
+	s, err := scanHeld(held, roots, exclude, res, log, prog)
+	if err != nil {
+		return nil, "", err
+	}
+	// Write (window "backup, before the rename"; then "after the
+	// rename": a complete archive).
+	m, st, err := writeArchive(held, opts, s, res, log, prog, now)
+	if err != nil {
+		return nil, "", err
+	}
+	// The archive is durable: the services need not wait for the check.
+	rerr := r.restart(ctx)
+	// Check: sidecars, read-back, prune.
+	if err := checkWritten(ctx, opts, m, s, st, res, log, prog); err != nil {
+		return nil, res.Path, err
+	}
+	_ = rerr // Create reports it after the check
+	return res, "", nil
+}
 
+// scanHeld hashes every file of roots (stopping when held ends) and
+// records the counts and what was skipped in res.
+func scanHeld(held context.Context, roots []*root, exclude map[fileID]string, res *Result, log *slog.Logger, prog Progress) (*scanner, error) {
 	s, err := scan(roots, exclude, true)
 	if err == nil && held.Err() != nil {
 		err = fmt.Errorf("scan: %w", context.Cause(held))
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	res.Files, res.Entries, res.Bytes, res.Skipped = s.files, len(s.items), s.bytes, s.skipped
 	for _, sk := range s.skipped {
 		log.Warn("not archived", "path", sk)
 	}
 	prog.Event(Event{Kind: EventScanned, Files: s.files, Bytes: s.bytes})
+	return s, nil
+}
 
+// writeArchive writes the manifest and the scanned files to a fresh
+// archive of opts.Dir, durably, and records its path, size and sha256 in
+// res. A failure leaves no file behind.
+func writeArchive(held context.Context, opts Options, s *scanner, res *Result, log *slog.Logger, prog Progress, now func() time.Time) (*Manifest, streamStats, error) {
 	m := &Manifest{Format: ManifestFormat, Created: now().UTC(), HbxVersion: opts.HbxVersion, Image: opts.Image,
 		Platform: opts.Platform, DataDir: opts.DataDir, Paths: opts.Paths, Files: make([]File, len(s.items)), Skipped: s.left}
 	m.IndexDigest, m.ManifestDigest = recordedDigests(opts)
@@ -237,45 +293,53 @@ func archiveHeld(ctx, held context.Context, opts Options, roots []*root, exclude
 		m.Files[i] = it.File
 	}
 	final := uniqueName(opts.Dir, opts.Name, m.Created, opts.Compression, opts.Encrypt)
-	var pass []byte
-	if opts.Encrypt {
-		pass = opts.Passphrase
-	}
 	var st streamStats
-	err = atomicfile.Write(final, 0o600, func(w io.Writer) error {
+	err := atomicfile.Write(final, 0o600, func(w io.Writer) error {
 		var werr error
-		st, werr = writeStream(ctxWriter{held, w}, m, s, opts.Compression, pass, filepath.Base(final))
+		st, werr = writeStream(ctxWriter{held, w}, m, s, opts.Compression, passphraseOf(opts), filepath.Base(final))
 		return werr
 	})
 	if err != nil {
 		// atomicfile removed the temporary file.
 		if errors.Is(err, unix.ENOSPC) {
-			return nil, "", fmt.Errorf("write archive: %w in %s: %w (the partial archive was removed)", ErrNoSpace, opts.Dir, err)
+			return nil, st, fmt.Errorf("write archive: %w in %s: %w (the partial archive was removed)", ErrNoSpace, opts.Dir, err)
 		}
-		return nil, "", fmt.Errorf("write archive: %w (the partial archive was removed)", err)
+		return nil, st, fmt.Errorf("write archive: %w (the partial archive was removed)", err)
 	}
 	res.Path, res.Size, res.SHA256 = final, st.size, st.sha256
 	log.Info("archive written", "path", final, "size", st.size, "files", s.files)
 	prog.Event(Event{Kind: EventWritten, Path: final, Files: s.files, Bytes: st.size})
-	// The archive is durable: the services need not wait for the check.
-	rerr := r.restart(ctx)
+	return m, st, nil
+}
 
+// passphraseOf is the passphrase the archive is encrypted with, nil when
+// it is not.
+func passphraseOf(opts Options) []byte {
+	if opts.Encrypt {
+		return opts.Passphrase
+	}
+	return nil
+}
+
+// checkWritten writes the .sha256 and .json files beside the archive,
+// reads it back against the manifest, and prunes old archives.
+func checkWritten(ctx context.Context, opts Options, m *Manifest, s *scanner, st streamStats, res *Result, log *slog.Logger, prog Progress) error {
+	final := res.Path
 	info := Info{Path: final, Created: m.Created, Size: st.size, Encrypted: opts.Encrypt, Compression: opts.Compression,
 		SHA256: st.sha256, Files: s.files, Bytes: s.bytes, Image: m.Image, IndexDigest: m.IndexDigest,
 		ManifestDigest: m.ManifestDigest, HbxVersion: m.HbxVersion}
 	if err := writeSidecars(info); err != nil {
-		return nil, final, fmt.Errorf("write checksum file: %w (archive removed)", err)
+		return fmt.Errorf("write checksum file: %w (archive removed)", err)
 	}
-	if err := readBack(ctx, final, pass, st); err != nil {
-		return nil, final, fmt.Errorf("verify the written archive: %w (archive removed)", err)
+	if err := readBack(ctx, final, passphraseOf(opts), st); err != nil {
+		return fmt.Errorf("verify the written archive: %w (archive removed)", err)
 	}
 	prog.Event(Event{Kind: EventVerified, Path: final})
 	var perr error
 	if res.Pruned, perr = prune(opts.Dir, opts.Name, opts.Keep); perr != nil {
 		log.Warn("prune", "err", perr)
 	}
-	_ = rerr // Create reports it after the check
-	return res, "", nil
+	return nil
 }
 
 // restarter ends a Create's hold once and confirms that the programs it

@@ -146,7 +146,8 @@
 //     one still does, the journal is left for the next hbx supervise and
 //     the error says so.
 //   - Every step is recorded first in a journal, <data_dir>.restore.json
-//     (atomicfile). Recover, called by `hbx supervise` before it starts
+//     (internal/journal: written durably, "format" 1 checked on read; a
+//     journal of another format is refused, journal.ErrFormat). Recover, called by `hbx supervise` before it starts
 //     programs and by Create and Restore under their lock, undoes an
 //     interrupted restore that was not confirmed healthy (the same undo,
 //     each step done only when needed, then the staging removed) and
@@ -196,6 +197,32 @@
 //     runtime back too.
 //   - Recover itself killed: each undo step is idempotent and the journal
 //     is removed last, so the next Recover does the rest.
+//
+// Steps and their windows: Create is checkCreate, prepareDir and estimate
+// (nothing written), stopServices, then archiveHeld: recoverLocked,
+// scanHeld, writeArchive ("before the rename", then "after"), the
+// restart, checkWritten; every path out of archiveHeld restarts the
+// programs (failHeld or the restart that follows). Restore
+// (restoreRun) is newRestoreRun, recoverLocked, openAndPlan (nothing
+// changed), writeStagingJournal and stageArchive ("staging"),
+// stopServices, activateRuntime ("release change recorded"), swapIn
+// ("swapped, before the pin"), pin ("swapped, not confirmed"),
+// startAndCheck, commit ("confirmed"). recoverLocked picks removeStaged,
+// undoInterrupted or finishCommitted by the journal's phase.
+//
+// # Who owns what
+//
+// This package owns the decisions around a backup or restore; cmd/hbx
+// only fills options and prints. Supervised is Services over a running
+// supervisor (cmd/hbx adapts supervisor.Client to Supervisor): which
+// programs a hold stops (those STARTING, RUNNING or in BACKOFF just
+// before it), starting the autostart ones the hold did not stop, and the
+// wait until they are RUNNING and the readiness probe passes (failing at
+// once on FATAL or a supervisor gone). ConfiguredOptions and
+// ConfiguredRestoreOptions turn the configuration into options;
+// ConfigFile pins a restored release in the config file; ListKinds lists
+// backups and pre-upgrade archives together. The read-ahead of decrypted
+// data is internal/readahead's, shared with the installer.
 //
 // # What it does not do
 //

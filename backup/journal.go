@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	journalfile "github.com/hermesbox/hbx/internal/journal"
 	"github.com/hermesbox/hbx/internal/lock"
 )
 
@@ -116,31 +117,25 @@ const journalFormat = 1
 // journalPath is the journal of the data directory dataDir.
 func journalPath(dataDir string) string { return dataDir + journalSuffix }
 
-func (j *journal) write(dataDir string) error {
-	b, err := json.MarshalIndent(j, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteFile(journalPath(dataDir), append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("write restore journal: %w", err)
-	}
-	return nil
+// journalFile is the restore journal of dataDir (internal/journal).
+func journalFile(dataDir string) journalfile.File {
+	return journalfile.File{Path: journalPath(dataDir), What: "restore journal", Format: journalFormat,
+		Fix: "move it away once the data directory is checked by hand"}
 }
 
+// SetFormat sets the format the journal records (journalfile.Versioned).
+func (j *journal) SetFormat(n int) { j.Format = n }
+
+// write records j durably.
+func (j *journal) write(dataDir string) error { return journalFile(dataDir).Write(j) }
+
+// readJournal reads the restore journal of dataDir; nil, nil when there
+// is none. One of another format is refused (journalfile.ErrFormat).
 func readJournal(dataDir string) (*journal, error) {
-	b, err := os.ReadFile(journalPath(dataDir))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read restore journal: %w", err)
-	}
 	var j journal
-	if err := json.Unmarshal(b, &j); err != nil {
-		return nil, fmt.Errorf("restore journal %s does not parse (%w); move it away once the data directory is checked by hand", journalPath(dataDir), err)
-	}
-	if j.Format != journalFormat {
-		return nil, fmt.Errorf("restore journal %s has format %d, this hbx reads %d; finish it with the hbx that wrote it", journalPath(dataDir), j.Format, journalFormat)
+	ok, err := journalFile(dataDir).Read(&j)
+	if err != nil || !ok {
+		return nil, err
 	}
 	return &j, nil
 }
@@ -227,72 +222,96 @@ type recoverOptions struct {
 	releaseBack *bool
 }
 
+// recoverLocked finishes or undoes the restore o's journal records, under
+// the lock; see Recover.
 func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
 	j, err := readJournal(o.dataDir)
 	if err != nil || j == nil {
 		return "", err
 	}
-	switch j.Phase {
-	case phaseStaging, phaseSwapping:
-		if j.Phase == phaseStaging && j.Runtime == nil {
-			// Nothing live changed: no service needs stopping.
-			for _, r := range j.Roots {
-				if err := keptcopy.RemoveTree(r.Staging); err != nil {
-					return "", err
-				}
-			}
-			if err := removeJournal(o.dataDir); err != nil {
-				return "", err
-			}
-			msg := fmt.Sprintf("removed the staging of an interrupted restore of %s (started %s); nothing had changed", j.Archive, j.Started.Format(time.RFC3339))
-			o.log.Warn(msg)
-			return msg, nil
-		}
-		var hold Hold
-		if !o.held {
-			if hold, err = stopServices(ctx, o.services, targets(j), 0, o.log); err != nil {
-				return "", fmt.Errorf("undo interrupted restore: %w", err)
-			}
-		}
-		did, rel, uerr := undo(ctx, j, o.runtime, o.config, o.log)
-		if hold != nil {
-			if rerr := hold.Release(); uerr == nil && rerr != nil {
-				uerr = fmt.Errorf("start services again: %w", rerr)
-			}
-		}
-		if errors.Is(uerr, ErrRestoreHalfDone) {
-			return "", fmt.Errorf("undo interrupted restore of %s: %w; the journal %s is kept: run `hbx backup` or restart `hbx supervise`, which finish undoing it", j.Archive, uerr, journalPath(o.dataDir))
-		}
-		if uerr != nil {
-			return "", fmt.Errorf("undo interrupted restore of %s: %w", j.Archive, uerr)
-		}
-		if err := removeJournal(o.dataDir); err != nil {
-			return "", err
-		}
-		if o.releaseBack != nil {
-			*o.releaseBack = rel
-		}
-		what := "nothing had changed"
-		if len(did) > 0 {
-			what = strings.Join(did, "; ")
-		}
-		msg := fmt.Sprintf("undid an interrupted restore of %s (started %s): %s", j.Archive, j.Started.Format(time.RFC3339), what)
-		o.log.Warn(msg)
-		return msg, nil
-	case phaseCommitted:
-		for _, r := range j.Roots {
-			if _, err := keptcopy.Prune(r.Target, preRestoreInfix, j.Keep); err != nil {
-				o.log.Warn("prune pre-restore copies", "err", err)
-			}
-		}
-		if err := removeJournal(o.dataDir); err != nil {
-			return "", err
-		}
-		msg := fmt.Sprintf("finished the restore of %s", j.Archive)
-		o.log.Info(msg)
-		return msg, nil
+	switch {
+	case j.Phase == phaseStaging && j.Runtime == nil:
+		// Window "restore, staging": nothing live changed.
+		return removeStaged(o, j)
+	case j.Phase == phaseStaging, j.Phase == phaseSwapping:
+		// Windows "release change recorded", "swapped, before the pin",
+		// "swapped, not confirmed": undo.
+		return undoInterrupted(ctx, o, j)
+	case j.Phase == phaseCommitted:
+		// Window "restore, confirmed": finish.
+		return finishCommitted(o, j)
 	}
 	return "", fmt.Errorf("restore journal %s has unknown phase %q; check the data directory by hand", journalPath(o.dataDir), j.Phase)
+}
+
+// removeStaged removes the staging trees and the journal of a restore
+// that changed nothing live: no service needs stopping.
+func removeStaged(o recoverOptions, j *journal) (string, error) {
+	for _, r := range j.Roots {
+		if err := keptcopy.RemoveTree(r.Staging); err != nil {
+			return "", err
+		}
+	}
+	if err := removeJournal(o.dataDir); err != nil {
+		return "", err
+	}
+	msg := fmt.Sprintf("removed the staging of an interrupted restore of %s (started %s); nothing had changed", j.Archive, j.Started.Format(time.RFC3339))
+	o.log.Warn(msg)
+	return msg, nil
+}
+
+// undoInterrupted stops the services (unless held), puts back the pin,
+// the data and the runtime from before the restore, starts them again and
+// removes the journal, which is kept when the undo is not complete.
+func undoInterrupted(ctx context.Context, o recoverOptions, j *journal) (string, error) {
+	var hold Hold
+	if !o.held {
+		var err error
+		if hold, err = stopServices(ctx, o.services, targets(j), 0, o.log); err != nil {
+			return "", fmt.Errorf("undo interrupted restore: %w", err)
+		}
+	}
+	did, rel, uerr := undo(ctx, j, o.runtime, o.config, o.log)
+	if hold != nil {
+		if rerr := hold.Release(); uerr == nil && rerr != nil {
+			uerr = fmt.Errorf("start services again: %w", rerr)
+		}
+	}
+	if errors.Is(uerr, ErrRestoreHalfDone) {
+		return "", fmt.Errorf("undo interrupted restore of %s: %w; the journal %s is kept: run `hbx backup` or restart `hbx supervise`, which finish undoing it", j.Archive, uerr, journalPath(o.dataDir))
+	}
+	if uerr != nil {
+		return "", fmt.Errorf("undo interrupted restore of %s: %w", j.Archive, uerr)
+	}
+	if err := removeJournal(o.dataDir); err != nil {
+		return "", err
+	}
+	if o.releaseBack != nil {
+		*o.releaseBack = rel
+	}
+	what := "nothing had changed"
+	if len(did) > 0 {
+		what = strings.Join(did, "; ")
+	}
+	msg := fmt.Sprintf("undid an interrupted restore of %s (started %s): %s", j.Archive, j.Started.Format(time.RFC3339), what)
+	o.log.Warn(msg)
+	return msg, nil
+}
+
+// finishCommitted prunes old pre-restore copies of a confirmed restore
+// and removes its journal.
+func finishCommitted(o recoverOptions, j *journal) (string, error) {
+	for _, r := range j.Roots {
+		if _, err := keptcopy.Prune(r.Target, preRestoreInfix, j.Keep); err != nil {
+			o.log.Warn("prune pre-restore copies", "err", err)
+		}
+	}
+	if err := removeJournal(o.dataDir); err != nil {
+		return "", err
+	}
+	msg := fmt.Sprintf("finished the restore of %s", j.Archive)
+	o.log.Info(msg)
+	return msg, nil
 }
 
 func targets(j *journal) []string {

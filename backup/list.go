@@ -137,3 +137,48 @@ func prune(dir, name string, keep int) ([]string, error) {
 	}
 	return removed, nil
 }
+
+// Kinds of archives: KindBackup those named after backup.name,
+// KindPreUpgrade those hbx upgrade writes before a change.
+const (
+	KindBackup     = "backup"
+	KindPreUpgrade = "pre-upgrade"
+)
+
+// Listed is one archive and its kind (KindBackup, KindPreUpgrade).
+type Listed struct {
+	Info
+	Kind string `json:"kind"`
+}
+
+// ListKinds returns the archives of dir named name (KindBackup) and
+// preUpgrade (KindPreUpgrade, unless it is name too), newest first; never
+// nil. Archives created in the same second keep List's order (the later
+// sequence number first).
+func ListKinds(dir, name, preUpgrade string) ([]Listed, error) {
+	srcs := []struct{ name, kind string }{{name, KindBackup}}
+	if name != preUpgrade {
+		srcs = append(srcs, struct{ name, kind string }{preUpgrade, KindPreUpgrade})
+	}
+	out := []Listed{}
+	for _, src := range srcs {
+		infos, err := List(dir, src.name)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range infos {
+			out = append(out, Listed{in, src.kind})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Listed) int { return b.Created.Compare(a.Created) })
+	return out, nil
+}
+
+// ImageDigest is the digest of the image the archive's data was written
+// by: the child manifest's, else the index's ("" when not known).
+func (in Info) ImageDigest() digest.Digest {
+	if in.ManifestDigest != "" {
+		return in.ManifestDigest
+	}
+	return in.IndexDigest
+}

@@ -15,11 +15,13 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
+	digest "github.com/opencontainers/go-digest"
+
 	"github.com/hermesbox/hbx/extract"
+	"github.com/hermesbox/hbx/internal/readahead"
 	"github.com/hermesbox/hbx/internal/regfile"
 )
 
@@ -36,7 +38,7 @@ type PassphraseFunc func() ([]byte, error)
 type reader struct {
 	path       string
 	f          *os.File
-	raw        *hashReader   // the archive file's bytes
+	raw        *hashing      // the archive file's bytes
 	br         *bufio.Reader // buffered raw
 	stopRA     func()        // stops the read-ahead of decrypted data
 	armored    bool
@@ -174,17 +176,10 @@ func sidecarSums(p string) []sidecarSum {
 	return out
 }
 
-// isSHA256Hex reports whether s is 64 lowercase hex digits.
+// isSHA256Hex reports whether s is 64 lowercase hex digits (go-digest's
+// rule for a sha256 encoding).
 func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return digest.NewDigestFromEncoded(digest.SHA256, s).Validate() == nil
 }
 
 // openArchiveWith is openArchive with one passphrase; a passphrase that
@@ -195,66 +190,92 @@ func openArchiveWith(p string, pass PassphraseFunc) (r *reader, err error) {
 		return nil, fmt.Errorf("open archive: %w", err)
 	}
 	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_SEQUENTIAL)
-	rd := &reader{path: p, f: f, raw: &hashReader{r: f, h: sha256.New()}, seen: map[string]string{}, release: func() {}}
+	rd := &reader{path: p, f: f, raw: newHashReader(f), seen: map[string]string{}, release: func() {}}
 	defer func() {
 		if err != nil {
 			rd.close()
 		}
 	}()
-	r = rd
+	// Layers: the file's bytes, decrypted, decompressed, as tar.
+	if err := rd.openLayers(pass); err != nil {
+		return nil, err
+	}
+	// The manifest, when the first entry is one.
+	if err := rd.readManifest(); err != nil {
+		return nil, err
+	}
+	return rd, nil
+}
+
+// readAheadBlocks buffers of readAheadBlock bytes read the decrypted
+// stream ahead: four in flight, one being read.
+const readAheadBlock, readAheadBlocks = 1 << 20, 5
+
+// openLayers stacks the decryption (with pass, when the file is OpenPGP),
+// the read-ahead, the decompressor and the tar reader over r.raw.
+func (r *reader) openLayers(pass PassphraseFunc) (err error) {
 	br := bufio.NewReaderSize(r.raw, 1<<20)
 	r.br = br
 	head, _ := br.Peek(32)
 	if len(head) == 0 {
-		return nil, fmt.Errorf("%w: the file is empty", ErrCorrupt)
+		return fmt.Errorf("%w: the file is empty", ErrCorrupt)
 	}
 	var in io.Reader = br
 	if isOpenPGP(head) {
 		if in, err = decrypt(br, pass); err != nil {
-			return nil, err
+			return err
 		}
 		r.Encrypted, r.armored = true, head[0] == '-'
 	}
 	if r.Encrypted {
-		ra := newReadAhead(in)
-		r.stopRA = ra.stop
+		// Decryption (and hashing the raw file) runs a few blocks ahead,
+		// in parallel with decompression instead of inside its reads.
+		ra := readahead.New(readAheadBlocks, readAheadBlock)
+		ra.Start(in)
+		r.stopRA = ra.Abort
 		in = ra
 	}
 	r.plain = in
 	zin := bufio.NewReaderSize(in, 1<<20)
 	zr, kind, release, err := decompressor(zin)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.zr, r.Compressed, r.release = zr, kind, release
 	r.tr = tar.NewReader(zr)
+	return nil
+}
+
+// readManifest reads the first entry: the manifest, parsed and indexed by
+// path, or a data entry kept for next.
+func (r *reader) readManifest() error {
 	hdr, err := r.tr.Next()
 	if err == io.EOF {
-		return nil, fmt.Errorf("%w: the tar stream is empty", ErrCorrupt)
+		return fmt.Errorf("%w: the tar stream is empty", ErrCorrupt)
 	}
 	if err != nil {
-		return nil, r.tarError(err)
+		return r.tarError(err)
 	}
-	if (hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA) && cleanArchivePath(hdr.Name) == ManifestName {
-		if hdr.Size > maxManifestBytes {
-			return nil, fmt.Errorf("%w: %s claims %d bytes", ErrCorrupt, ManifestName, hdr.Size)
-		}
-		b, err := io.ReadAll(r.tr)
-		if err != nil {
-			return nil, r.tarError(err)
-		}
-		if r.Manifest, err = parseManifest(b); err != nil {
-			return nil, err
-		}
-		r.want = make(map[string]*File, len(r.Manifest.Files))
-		for i := range r.Manifest.Files {
-			f := &r.Manifest.Files[i]
-			r.want[f.Path] = f
-		}
-		return r, nil
+	if (hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA) || cleanArchivePath(hdr.Name) != ManifestName {
+		r.pending = hdr
+		return nil
 	}
-	r.pending = hdr
-	return r, nil
+	if hdr.Size > maxManifestBytes {
+		return fmt.Errorf("%w: %s claims %d bytes", ErrCorrupt, ManifestName, hdr.Size)
+	}
+	b, err := io.ReadAll(r.tr)
+	if err != nil {
+		return r.tarError(err)
+	}
+	if r.Manifest, err = parseManifest(b); err != nil {
+		return err
+	}
+	r.want = make(map[string]*File, len(r.Manifest.Files))
+	for i := range r.Manifest.Files {
+		f := &r.Manifest.Files[i]
+		r.want[f.Path] = f
+	}
+	return nil
 }
 
 // tarError labels a tar read error, keeping ours (decryption, checksums).
@@ -313,19 +334,55 @@ func (r *reader) check(hdr *tar.Header) error {
 	if p == "" {
 		return fmt.Errorf("%w: absolute or with \"..\"", extract.ErrUnsafePath)
 	}
-	var typ string
+	typ, err := entryType(hdr)
+	if err != nil {
+		return err
+	}
+	if err := r.checkPlace(p, typ); err != nil {
+		return err
+	}
+	link, err := r.checkLink(hdr, typ)
+	if err != nil {
+		return err
+	}
+	if typ == TypeFile && hdr.Size < 0 {
+		return fmt.Errorf("%w: size %d", ErrCorrupt, hdr.Size)
+	}
+	want, err := r.checkListed(p, typ, hdr, link)
+	if err != nil {
+		return err
+	}
+	r.seen[p] = typ
+	r.Entries++
+	if typ == TypeFile {
+		r.Files++
+		r.cur = &current{path: p, h: sha256.New(), want: want, left: hdr.Size}
+	}
+	hdr.Name = p
+	if typ == TypeHardlink {
+		hdr.Linkname = link
+	}
+	return nil
+}
+
+// entryType is the manifest type of hdr; other types are refused.
+func entryType(hdr *tar.Header) (string, error) {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		typ = TypeDir
+		return TypeDir, nil
 	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives use '\x00'
-		typ = TypeFile
+		return TypeFile, nil
 	case tar.TypeSymlink:
-		typ = TypeSymlink
+		return TypeSymlink, nil
 	case tar.TypeLink:
-		typ = TypeHardlink
-	default:
-		return fmt.Errorf("%w: type %q (devices, fifos and sparse files are not backed up)", extract.ErrUnsupportedType, hdr.Typeflag)
+		return TypeHardlink, nil
 	}
+	return "", fmt.Errorf("%w: type %q (devices, fifos and sparse files are not backed up)", extract.ErrUnsupportedType, hdr.Typeflag)
+}
+
+// checkPlace refuses a root that is not a directory, an entry seen
+// before, and one beneath an earlier symlink or file.
+func (r *reader) checkPlace(p, typ string) error {
 	if p == "." && typ != TypeDir {
 		return fmt.Errorf("%w: the root may only be a directory", extract.ErrUnsafePath)
 	}
@@ -340,46 +397,45 @@ func (r *reader) check(hdr *tar.Header) error {
 			return fmt.Errorf("%w: beneath file %q", extract.ErrUnsafePath, d)
 		}
 	}
-	link := hdr.Linkname
-	if typ == TypeHardlink {
-		link = cleanArchivePath(hdr.Linkname)
-		if link == "" {
-			return fmt.Errorf("%w: hardlink to %q", extract.ErrUnsafePath, hdr.Linkname)
-		}
-		if t := r.seen[link]; t != TypeFile && t != TypeHardlink {
-			return fmt.Errorf("%w: hardlink to %q, which is not an earlier file of the archive", extract.ErrBadLink, hdr.Linkname)
-		}
-	}
-	if typ == TypeFile && hdr.Size < 0 {
-		return fmt.Errorf("%w: size %d", ErrCorrupt, hdr.Size)
-	}
-	var want *File
-	if r.Manifest != nil {
-		want = r.want[p]
-		switch {
-		case want == nil:
-			return fmt.Errorf("%w: not listed in the manifest", ErrMismatch)
-		case want.Type != typ:
-			return fmt.Errorf("%w: a %s, the manifest lists a %s", ErrMismatch, typ, want.Type)
-		case want.Mode != uint32(hdr.Mode)&0o7777:
-			return fmt.Errorf("%w: mode %04o, the manifest lists %04o", ErrMismatch, hdr.Mode&0o7777, want.Mode)
-		case typ == TypeFile && want.Size != hdr.Size:
-			return fmt.Errorf("%w: size %d, the manifest lists %d", ErrMismatch, hdr.Size, want.Size)
-		case (typ == TypeSymlink || typ == TypeHardlink) && want.Link != link:
-			return fmt.Errorf("%w: link to %q, the manifest lists %q", ErrMismatch, link, want.Link)
-		}
-	}
-	r.seen[p] = typ
-	r.Entries++
-	if typ == TypeFile {
-		r.Files++
-		r.cur = &current{path: p, h: sha256.New(), want: want, left: hdr.Size}
-	}
-	hdr.Name = p
-	if typ == TypeHardlink {
-		hdr.Linkname = link
-	}
 	return nil
+}
+
+// checkLink returns hdr's link target: a hardlink's as a clean archive
+// path to an earlier file of the archive.
+func (r *reader) checkLink(hdr *tar.Header, typ string) (string, error) {
+	if typ != TypeHardlink {
+		return hdr.Linkname, nil
+	}
+	link := cleanArchivePath(hdr.Linkname)
+	if link == "" {
+		return "", fmt.Errorf("%w: hardlink to %q", extract.ErrUnsafePath, hdr.Linkname)
+	}
+	if t := r.seen[link]; t != TypeFile && t != TypeHardlink {
+		return "", fmt.Errorf("%w: hardlink to %q, which is not an earlier file of the archive", extract.ErrBadLink, hdr.Linkname)
+	}
+	return link, nil
+}
+
+// checkListed returns the manifest's entry for p (nil without a
+// manifest), refusing an entry it does not list as it is.
+func (r *reader) checkListed(p, typ string, hdr *tar.Header, link string) (*File, error) {
+	if r.Manifest == nil {
+		return nil, nil
+	}
+	want := r.want[p]
+	switch {
+	case want == nil:
+		return nil, fmt.Errorf("%w: not listed in the manifest", ErrMismatch)
+	case want.Type != typ:
+		return nil, fmt.Errorf("%w: a %s, the manifest lists a %s", ErrMismatch, typ, want.Type)
+	case want.Mode != uint32(hdr.Mode)&0o7777:
+		return nil, fmt.Errorf("%w: mode %04o, the manifest lists %04o", ErrMismatch, hdr.Mode&0o7777, want.Mode)
+	case typ == TypeFile && want.Size != hdr.Size:
+		return nil, fmt.Errorf("%w: size %d, the manifest lists %d", ErrMismatch, hdr.Size, want.Size)
+	case (typ == TypeSymlink || typ == TypeHardlink) && want.Link != link:
+		return nil, fmt.Errorf("%w: link to %q, the manifest lists %q", ErrMismatch, link, want.Link)
+	}
+	return want, nil
 }
 
 // Read reads the current regular file's content.
@@ -500,20 +556,6 @@ func (r *reader) close() {
 	r.f.Close()
 }
 
-// hashReader counts and hashes what is read through it.
-type hashReader struct {
-	r io.Reader
-	h hash.Hash
-	n int64
-}
-
-func (h *hashReader) Read(p []byte) (int, error) {
-	n, err := h.r.Read(p)
-	h.h.Write(p[:n])
-	h.n += int64(n)
-	return n, err
-}
-
 // checkSumFile compares sum with the <archive>.sha256 file beside the
 // archive, when there is one.
 func checkSumFile(archive, sum string) error {
@@ -530,72 +572,3 @@ func checkSumFile(archive, sum string) error {
 	}
 	return nil
 }
-
-// readAhead reads its source on its own goroutine, a block ahead of its
-// consumer, so decryption (and hashing the raw file) runs in parallel
-// with decompression instead of inside the decompressor's read calls.
-type readAhead struct {
-	blocks chan []byte // filled blocks, in order
-	free   chan []byte // blocks to refill
-	done   chan struct{}
-	err    error  // the source's final error, valid once blocks is closed
-	block  []byte // the block being read, whole
-	cur    []byte // what is left of it
-	once   sync.Once
-}
-
-const readAheadBlock, readAheadDepth = 1 << 20, 4
-
-func newReadAhead(src io.Reader) *readAhead {
-	ra := &readAhead{blocks: make(chan []byte, readAheadDepth), free: make(chan []byte, readAheadDepth+1), done: make(chan struct{})}
-	for range readAheadDepth + 1 {
-		ra.free <- make([]byte, readAheadBlock)
-	}
-	go func() {
-		defer close(ra.blocks)
-		for {
-			var b []byte
-			select {
-			case b = <-ra.free:
-			case <-ra.done:
-				return
-			}
-			n, err := io.ReadFull(src, b[:cap(b)])
-			if n > 0 {
-				select {
-				case ra.blocks <- b[:n]:
-				case <-ra.done:
-					return
-				}
-			}
-			if err != nil {
-				if err == io.ErrUnexpectedEOF {
-					err = io.EOF
-				}
-				ra.err = err
-				return
-			}
-		}
-	}()
-	return ra
-}
-
-func (ra *readAhead) Read(p []byte) (int, error) {
-	if len(ra.cur) == 0 {
-		b, ok := <-ra.blocks
-		if !ok {
-			return 0, ra.err
-		}
-		ra.block, ra.cur = b, b
-	}
-	n := copy(p, ra.cur)
-	ra.cur = ra.cur[n:]
-	if len(ra.cur) == 0 {
-		ra.free <- ra.block[:cap(ra.block)]
-		ra.block, ra.cur = nil, nil
-	}
-	return n, nil
-}
-
-// stop ends the goroutine early; the reader must not be read after.
-func (ra *readAhead) stop() { ra.once.Do(func() { close(ra.done) }) }

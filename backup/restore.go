@@ -12,15 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermesbox/hbx/internal/keptcopy"
-
 	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/fsat"
-	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
 )
@@ -122,260 +119,67 @@ type restoreRoot struct {
 
 // Restore replaces the data directory (and the archive's extra paths)
 // with the archive's content; see the package doc for the steps and what
-// each failure leaves. Errors before the swap change nothing.
+// each failure leaves. Errors before the swap change nothing. Each step
+// below names the crash window (package doc) it leaves open.
 func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err error) {
-	start := time.Now()
-	log, prog, now := defaults(opts.Logger, opts.Progress, opts.Now)
-	for _, d := range []string{opts.DataDir, opts.RuntimeDir, opts.StateDir} {
-		if !filepath.IsAbs(d) || filepath.Clean(d) != d {
-			return nil, fmt.Errorf("%w: %q is not a clean absolute path", ErrInvalid, d)
-		}
-	}
-	if abs, err := filepath.Abs(opts.Archive); err == nil {
-		opts.Archive = abs
-	}
-	root := os.Geteuid() == 0
-	if !root && opts.Owner.UID != os.Geteuid() {
-		return nil, fmt.Errorf("%w: the data directory belongs to uid %d; restoring it for another user needs root", ErrInvalid, opts.Owner.UID)
-	}
-	lk, err := acquire(ctx, opts.RuntimeDir, "hbx restore", opts.LockWait, log)
+	// Check the options: nothing changed.
+	r, err := newRestoreRun(opts)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if uerr := lk.Unlock(); uerr != nil && err == nil {
-			err = fmt.Errorf("release lock: %w", uerr)
-		}
-	}()
+	lk, err := acquire(ctx, opts.RuntimeDir, "hbx restore", opts.LockWait, r.log)
+	if err != nil {
+		return nil, err
+	}
+	defer unlockInto(lk, &err)
 	ctx = lock.WithHeld(ctx, lk)
-	prog.Event(Event{Kind: EventLocked})
-	res = &RestoreResult{Archive: opts.Archive, Restored: map[string]string{}}
-	if res.Recovered, err = recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, services: opts.Services, runtime: opts.Runtime, config: opts.Config, log: log}); err != nil {
+	r.prog.Event(Event{Kind: EventLocked})
+	// Recover: finish or undo an interrupted restore (idempotent steps).
+	if r.res.Recovered, err = recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, services: opts.Services, runtime: opts.Runtime, config: opts.Config, log: r.log}); err != nil {
 		return nil, err
 	}
-
-	ar, err := openArchive(opts.Archive, opts.Passphrase)
-	if err != nil {
+	// Open and plan (archive, roots, pin, space): nothing changed.
+	defer r.closeArchive()
+	if err := r.openAndPlan(); err != nil {
 		return nil, err
 	}
-	defer ar.close()
-	m := ar.Manifest
-	roots, err := restoreRoots(opts, m)
-	if err != nil {
+	// Stage (window "restore, staging"): the journal, then the verified
+	// trees beside the targets; the data is untouched.
+	if err := r.writeStagingJournal(); err != nil {
 		return nil, err
 	}
-	if err := refuseMountPoints(roots); err != nil {
+	defer r.removeStagingOnFailure(&err)
+	if err := r.stageArchive(ctx); err != nil {
 		return nil, err
 	}
-	pin, err := planPin(opts, m)
-	if err != nil {
+	// Stop the services; a failure from here on starts them again.
+	if err := r.stopServices(ctx); err != nil {
 		return nil, err
 	}
-	if m == nil {
-		res.Notes = append(res.Notes, fmt.Sprintf("the archive has no %s: file contents, modes and completeness could not be checked, nor which runtime wrote it (the configured one is used)", ManifestName))
-	} else {
-		if len(m.Skipped) > 0 {
-			left := make([]string, len(m.Skipped))
-			for i, f := range m.Skipped {
-				left[i] = fmt.Sprintf("%q (%s)", f.Path, f.Type)
-			}
-			res.Notes = append(res.Notes, "the backup left out, so these are not restored: "+strings.Join(left, ", "))
-			log.Warn("not in the archive", "entries", left)
-		}
-		_, bytes := m.Totals()
-		if err := os.MkdirAll(filepath.Dir(roots[0].target), 0o755); err != nil {
-			return nil, fmt.Errorf("create parent of %s: %w", roots[0].target, err)
-		}
-		if err := checkSpace(filepath.Dir(roots[0].target), bytes+int64(len(m.Files))*4096+16<<20, "the restored data"); err != nil {
-			return nil, err
-		}
-	}
-
-	// Stage: extract into <target>.restore-<ts>, checking as we go.
-	ts := now().UTC().Format(timeLayout)
-	j := &journal{Format: journalFormat, Phase: phaseStaging, Started: now().UTC(), PID: os.Getpid(), Archive: opts.Archive, Keep: opts.KeepPreRestore}
-	for _, r := range roots {
-		j.Roots = append(j.Roots, freshNames(r.target, ts))
-	}
-	if err := j.write(opts.DataDir); err != nil {
+	defer r.restartOnFailure(ctx, &err)
+	// Runtime (window "release change recorded"): the archive's release
+	// active, the data untouched.
+	if err := r.activateRuntime(ctx); err != nil {
 		return nil, err
 	}
-	staged := false // the journal and staging trees are ours to remove on failure
-	defer func() {
-		if err != nil && !staged {
-			for _, r := range j.Roots {
-				_ = keptcopy.RemoveTree(r.Staging)
-			}
-			_ = removeJournal(opts.DataDir)
-		}
-	}()
-	if err := stage(ctx, ar, roots, j, opts, log); err != nil {
-		return nil, fmt.Errorf("%w (nothing changed)", ar.explain(err))
-	}
-	if _, _, err := ar.finish(); err != nil {
-		return nil, fmt.Errorf("%w (nothing changed)", ar.explain(err))
-	}
-	res.Files, res.Entries, res.Bytes = ar.Files, ar.Entries, ar.Bytes
-	for _, n := range ar.Notes {
-		res.Notes = append(res.Notes, n)
-		log.Warn(n)
-	}
-	if err := atomicfile.SyncFS(j.Roots[0].Staging); err != nil {
+	// Swap (window "swapped, before the pin").
+	if err := r.swapIn(); err != nil {
 		return nil, err
 	}
-	for i := range j.Roots {
-		id, _, err := statID(j.Roots[i].Staging)
-		if err != nil {
-			return nil, err
-		}
-		j.Roots[i].StagingID = id
-		if id, ok, err := statID(j.Roots[i].Target); err != nil {
-			return nil, err
-		} else if ok {
-			j.Roots[i].TargetID, j.Roots[i].Existed = id, true
-		}
-	}
-	prog.Event(Event{Kind: EventExtracted, Files: ar.Files, Bytes: ar.Bytes})
-	log.Info("archive verified into staging", "archive", opts.Archive, "files", ar.Files, "bytes", ar.Bytes)
-
-	// Stop, then make the archive's runtime active.
-	hold, err := stopServices(ctx, opts.Services, targets(j), opts.HealthWait, log)
-	if err != nil {
-		return nil, fmt.Errorf("%w (nothing changed)", err)
-	}
-	released := hold == nil
-	release := func() error {
-		if released {
-			return nil
-		}
-		released = true
-		return hold.Release()
-	}
-	defer func() {
-		// A failure before the services were released: start them again
-		// on the data as it is now, confirm they run, and say so.
-		if released {
-			return
-		}
-		released = true
-		r := &restarter{hold: hold, svc: opts.Services, wait: opts.HealthWait, log: log, prog: nopProgress{}}
-		switch rerr := r.restart(ctx); {
-		case err == nil:
-			err = rerr
-		case rerr != nil:
-			err = fmt.Errorf("%w; %w", err, rerr)
-		default:
-			err = fmt.Errorf("%w; services started again: %s", err, list(r.started))
-		}
-	}()
-	prog.Event(Event{Kind: EventStopped})
-	// Undoing must finish even when ctx is cancelled (Ctrl-C, SIGTERM):
-	// the undo steps keep ctx's values, not its cancellation.
-	undoCtx := context.WithoutCancel(ctx)
-	if err := ensureRuntime(ctx, opts, m, j, pin, res); err != nil {
-		// An install that failed after it switched current is put back too.
-		if _, _, uerr := undo(undoCtx, j, opts.Runtime, opts.Config, log); uerr != nil {
-			staged = true // keep the journal: the next hbx start retries the undo
-			return nil, fmt.Errorf("%w; putting the runtime before back failed, the next hbx start retries it: %w", err, uerr)
-		}
-		return nil, fmt.Errorf("restore undone, nothing changed: %w", err)
-	}
-	prog.Event(Event{Kind: EventRuntime})
-
-	if supervisorGone(opts.Services) {
-		// Its programs died with it; nothing may be swapped in under no one.
-		if _, _, uerr := undo(undoCtx, j, opts.Runtime, opts.Config, log); uerr != nil {
-			return nil, fmt.Errorf("%w while the programs were stopped, before the swap: the data is unchanged, but %w", ErrSupervisorGone, uerr)
-		}
-		return nil, fmt.Errorf("%w while the programs were stopped, before the swap: restore stopped, nothing changed", ErrSupervisorGone)
-	}
-
-	// Swap.
-	j.Phase = phaseSwapping
-	if err := j.write(opts.DataDir); err != nil {
+	// Pin (window "swapped, not confirmed").
+	if err := r.pin(); err != nil {
 		return nil, err
 	}
-	staged = true // from here on, failures undo through the journal
-	undoNow := func(cause error) error {
-		if _, _, uerr := undo(undoCtx, j, opts.Runtime, opts.Config, log); uerr != nil {
-			return fmt.Errorf("%w; undo failed, the next hbx start retries it: %w", cause, uerr)
-		}
-		_ = removeJournal(opts.DataDir)
-		return fmt.Errorf("%w (restore undone)", cause)
-	}
-	if err := swap(j, log); err != nil {
-		return nil, undoNow(fmt.Errorf("swap: %w", err))
-	}
-	for _, r := range j.Roots {
-		old := ""
-		if r.Existed {
-			old = r.Old
-		}
-		res.Restored[r.Target] = old
-	}
-	prog.Event(Event{Kind: EventSwapped})
-
-	// Pin last: until here the config still names the release before, so
-	// a supervisor restarting Executor after a crash refuses the mismatch
-	// instead of running one release on another's data.
-	if j.Runtime != nil && j.Runtime.Pin != nil {
-		killpoint.At(killpoint.BeforePin)
-		if err := opts.Config.Pin(j.Runtime.Pin.Image, activeManifest(opts.RuntimeDir)); err != nil {
-			return nil, undoNow(fmt.Errorf("pin %s in the config file: %w", j.Runtime.Pin.Image, err))
-		}
-		killpoint.At(killpoint.AfterPin)
-		res.Pinned, res.PinnedOver = j.Runtime.Pin.Image, j.Runtime.Pin.PriorImage
-		prog.Event(Event{Kind: EventPinned, Detail: j.Runtime.Pin.Image})
-	}
-
-	// Start and check.
-	if opts.Services != nil {
-		if err := release(); err != nil {
-			return nil, fmt.Errorf("start services: %w", err)
-		}
-		prog.Event(Event{Kind: EventStarted})
-		// From the swap on, the restore ends committed or undone here: an
-		// interrupt does not cut the health wait or the undo short (both
-		// are bounded), or the journal would be left for a later command
-		// to undo data the programs have been writing since.
-		hctx, cancel := context.WithTimeout(undoCtx, opts.HealthWait)
-		hctx, stop := untilGone(hctx, opts.Services)
-		herr := opts.Services.WaitHealthy(hctx)
-		stop()
-		cancel()
-		if herr != nil {
-			return nil, undoUnhealthy(undoCtx, opts, j, herr, log, prog)
-		}
-		res.Healthy = true
-		prog.Event(Event{Kind: EventHealthy})
-		if ctx.Err() != nil {
-			res.Notes = append(res.Notes, "interrupted after the data was swapped: the restore was finished, not cut short")
-		}
-	} else {
-		res.Notes = append(res.Notes, "no supervisor runs: nothing was started and health was not checked")
-	}
-
-	// Commit.
-	j.Phase = phaseCommitted
-	if err := j.write(opts.DataDir); err != nil {
+	// Start and check: committed or undone, never left half-way.
+	if err := r.startAndCheck(ctx); err != nil {
 		return nil, err
 	}
-	for _, r := range j.Roots {
-		pruned, perr := keptcopy.Prune(r.Target, preRestoreInfix, opts.KeepPreRestore)
-		res.Pruned = append(res.Pruned, pruned...)
-		if perr != nil {
-			log.Warn("prune pre-restore copies", "err", perr)
-		}
-		if r.Existed && opts.KeepPreRestore == 0 {
-			res.Restored[r.Target] = ""
-		}
-	}
-	if err := removeJournal(opts.DataDir); err != nil {
+	// Commit (window "restore, confirmed").
+	if err := r.commit(); err != nil {
 		return nil, err
 	}
-	prog.Event(Event{Kind: EventCommitted})
-	res.Duration = time.Since(start)
-	return res, nil
+	r.res.Duration = time.Since(r.start)
+	return r.res, nil
 }
 
 // undoUnhealthy swaps the old data back after the services failed on the
@@ -535,6 +339,30 @@ func route(roots []*restoreRoot, extras bool, p string) (*restoreRoot, string) {
 // extract.Applier per root, fed by a tar stream re-written with names
 // relative to that root.
 func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, opts RestoreOptions, log *slog.Logger) (err error) {
+	// Writeback overlaps with extraction, so the syncfs before the swap
+	// has little left to do.
+	fl := atomicfile.NewFlusher(filepath.Dir(roots[0].target))
+	defer fl.Wait()
+	defer func() {
+		for _, r := range roots {
+			if cerr := r.sink.close(err); err == nil && cerr != nil {
+				err = cerr
+			}
+		}
+	}()
+	if err := openSinks(roots, j, log); err != nil {
+		return err
+	}
+	if err := feedSinks(ctx, ar, roots, opts.Owner, fl); err != nil {
+		return err
+	}
+	fl.Wait()
+	return closeSinks(roots, j, opts.Owner)
+}
+
+// openSinks creates each root's staging directory and its applier, bound
+// by the free space of the data directory's file system.
+func openSinks(roots []*restoreRoot, j *journal, log *slog.Logger) (err error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(filepath.Dir(roots[0].target), &st); err != nil {
 		return fmt.Errorf("statfs: %w", err)
@@ -546,11 +374,6 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 		Literal:        true,
 		Logger:         log,
 	}
-	// Writeback overlaps with extraction, so the syncfs before the swap
-	// has little left to do.
-	fl := atomicfile.NewFlusher(filepath.Dir(roots[0].target))
-	defer fl.Wait()
-	var flushed int64
 	for i, r := range roots {
 		if err := os.MkdirAll(filepath.Dir(r.target), 0o755); err != nil {
 			return fmt.Errorf("create parent of %s: %w", r.target, err)
@@ -562,20 +385,20 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 			return err
 		}
 	}
-	defer func() {
-		for _, r := range roots {
-			if cerr := r.sink.close(err); err == nil && cerr != nil {
-				err = cerr
-			}
-		}
-	}()
+	return nil
+}
+
+// feedSinks routes every entry of the archive to its root's sink, kicking
+// a background flush every flushEvery bytes.
+func feedSinks(ctx context.Context, ar *reader, roots []*restoreRoot, owner Owner, fl *atomicfile.Flusher) error {
+	var flushed int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		hdr, err := ar.next()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
 			return err
@@ -584,7 +407,7 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 		if r == nil {
 			continue
 		}
-		if err := r.put(hdr, rel, ar, opts.Owner); err != nil {
+		if err := r.put(hdr, rel, ar, owner); err != nil {
 			return err
 		}
 		if ar.Bytes-flushed > flushEvery {
@@ -592,7 +415,11 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 			fl.Kick()
 		}
 	}
-	fl.Wait()
+}
+
+// closeSinks finishes every root's stream and gives the data directory's
+// staging tree its owner and mode 0700.
+func closeSinks(roots []*restoreRoot, j *journal, owner Owner) error {
 	for i, r := range roots {
 		err := r.sink.close(nil)
 		r.sink = nil
@@ -600,7 +427,7 @@ func stage(ctx context.Context, ar *reader, roots []*restoreRoot, j *journal, op
 			return fmt.Errorf("extract into %s: %w", j.Roots[i].Staging, err)
 		}
 		if r.remap {
-			if err := os.Chown(j.Roots[i].Staging, opts.Owner.UID, opts.Owner.GID); err != nil && os.Geteuid() == 0 {
+			if err := os.Chown(j.Roots[i].Staging, owner.UID, owner.GID); err != nil && os.Geteuid() == 0 {
 				return fmt.Errorf("chown %s: %w", j.Roots[i].Staging, err)
 			}
 			if err := os.Chmod(j.Roots[i].Staging, 0o700); err != nil {

@@ -161,6 +161,8 @@ func (s *scanner) newItem(root int, rel, arch, typ string, st *unix.Stat_t) *ite
 	return it
 }
 
+// walkDir adds the entries of directory d (root i's rel, archive path
+// arch), names sorted, each directory's before its children.
 func (s *scanner) walkDir(i int, d *os.File, rel, arch string) error {
 	host := filepath.Join(s.roots[i].host, rel)
 	names, err := d.Readdirnames(-1)
@@ -169,64 +171,79 @@ func (s *scanner) walkDir(i int, d *os.File, rel, arch string) error {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		crel, carch, chost := path.Join(rel, name), path.Join(arch, name), filepath.Join(host, name)
-		var st unix.Stat_t
-		if err := unix.Fstatat(fd(d), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return fmt.Errorf("lstat %s: %w", chost, err)
+		if err := s.walkEntry(i, d, name, path.Join(rel, name), path.Join(arch, name), filepath.Join(host, name)); err != nil {
+			return err
 		}
-		if why, ok := s.exclude[idOf(&st)]; ok {
-			s.skipped = append(s.skipped, shown(chost)+" ("+why+")")
-			continue
+	}
+	return nil
+}
+
+// walkEntry adds entry name of d: excluded ones and those of a type not
+// archived are skipped (and said), a directory is walked.
+func (s *scanner) walkEntry(i int, d *os.File, name, crel, carch, chost string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd(d), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("lstat %s: %w", chost, err)
+	}
+	if why, ok := s.exclude[idOf(&st)]; ok {
+		s.skipped = append(s.skipped, shown(chost)+" ("+why+")")
+		return nil
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return s.walkSubdir(i, d, name, crel, carch, chost, &st)
+	case unix.S_IFREG:
+		return s.addFile(i, d, name, crel, carch, chost, &st)
+	case unix.S_IFLNK:
+		target, err := fsat.Readlink(fd(d), name)
+		if err != nil {
+			return fmt.Errorf("readlink %s: %w", chost, err)
 		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFDIR:
-			cfd, err := unix.Openat(fd(d), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return fmt.Errorf("open %s: %w", chost, err)
-			}
-			c := os.NewFile(uintptr(cfd), chost)
-			it := s.newItem(i, crel, carch, TypeDir, &st)
-			if s.hash {
-				if it.xattrs, err = readXattrs(cfd); err != nil {
-					c.Close()
-					return fmt.Errorf("%s: %w", chost, err)
-				}
-			}
-			err = s.walkDir(i, c, crel, carch)
-			c.Close()
-			if err != nil {
-				return err
-			}
-		case unix.S_IFREG:
-			if st.Nlink > 1 {
-				if first, ok := s.links[idOf(&st)]; ok && s.items[first].root == i {
-					it := s.newItem(i, crel, carch, TypeHardlink, &st)
-					it.Link = s.items[first].Path
-					continue
-				}
-				s.links[idOf(&st)] = len(s.items)
-			}
-			it := s.newItem(i, crel, carch, TypeFile, &st)
-			it.Size = st.Size
-			s.files++
-			s.bytes += st.Size
-			if s.hash {
-				if err := s.hashFile(d, name, chost, it); err != nil {
-					return err
-				}
-			}
-		case unix.S_IFLNK:
-			target, err := fsat.Readlink(fd(d), name)
-			if err != nil {
-				return fmt.Errorf("readlink %s: %w", chost, err)
-			}
-			it := s.newItem(i, crel, carch, TypeSymlink, &st)
-			it.Link = target
-		default:
-			typ := kindOf(st.Mode)
-			s.skipped = append(s.skipped, shown(chost)+" ("+typ+")")
-			s.left = append(s.left, File{Path: carch, Type: typ, Mode: uint32(st.Mode) & 0o7777})
+		it := s.newItem(i, crel, carch, TypeSymlink, &st)
+		it.Link = target
+	default:
+		typ := kindOf(st.Mode)
+		s.skipped = append(s.skipped, shown(chost)+" ("+typ+")")
+		s.left = append(s.left, File{Path: carch, Type: typ, Mode: uint32(st.Mode) & 0o7777})
+	}
+	return nil
+}
+
+// walkSubdir opens directory name of d without following a symlink, adds
+// it (with its xattrs when hashing) and walks it.
+func (s *scanner) walkSubdir(i int, d *os.File, name, crel, carch, chost string, st *unix.Stat_t) error {
+	cfd, err := unix.Openat(fd(d), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", chost, err)
+	}
+	c := os.NewFile(uintptr(cfd), chost)
+	defer c.Close()
+	it := s.newItem(i, crel, carch, TypeDir, st)
+	if s.hash {
+		if it.xattrs, err = readXattrs(cfd); err != nil {
+			return fmt.Errorf("%s: %w", chost, err)
 		}
+	}
+	return s.walkDir(i, c, crel, carch)
+}
+
+// addFile adds regular file name of d: a hardlink to an earlier file of
+// the same root, or a file (hashed when hashing).
+func (s *scanner) addFile(i int, d *os.File, name, crel, carch, chost string, st *unix.Stat_t) error {
+	if st.Nlink > 1 {
+		if first, ok := s.links[idOf(st)]; ok && s.items[first].root == i {
+			it := s.newItem(i, crel, carch, TypeHardlink, st)
+			it.Link = s.items[first].Path
+			return nil
+		}
+		s.links[idOf(st)] = len(s.items)
+	}
+	it := s.newItem(i, crel, carch, TypeFile, st)
+	it.Size = st.Size
+	s.files++
+	s.bytes += st.Size
+	if s.hash {
+		return s.hashFile(d, name, chost, it)
 	}
 	return nil
 }

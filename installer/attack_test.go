@@ -184,7 +184,7 @@ func installerGoroutines() []string {
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		for _, fn := range []string{"installer.(*readAhead).produce", "installer.(*feedReader).Read", "installer.blobCache.download",
+		for _, fn := range []string{"internal/readahead.(*Reader).produce", "installer.(*feedReader).Read", "installer.blobCache.download",
 			"installer.blobCache.fetch", "installer.coldInstall", "installer.(*blobReader).Read"} {
 			if strings.Contains(g, fn) {
 				out = append(out, g)

@@ -1,16 +1,13 @@
 package upgrade
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
 
-	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/journal"
 )
 
 // JournalFile is the upgrade journal's name in the runtime directory.
@@ -58,8 +55,9 @@ func (r Release) String() string {
 // Same reports whether r and o are the same release (index and manifest).
 func (r Release) Same(o Release) bool { return r.Index == o.Index && r.Manifest == o.Manifest }
 
-// Journal is upgrade.json.
+// Journal is upgrade.json (internal/journal's shape: "format" first).
 type Journal struct {
+	journal.Header
 	Phase   Phase     `json:"phase"`
 	Old     Release   `json:"old"`
 	New     Release   `json:"new"`
@@ -102,18 +100,23 @@ func (j *Journal) close(runtimeDir, why string, now time.Time) error {
 
 func journalPath(runtimeDir string) string { return filepath.Join(runtimeDir, JournalFile) }
 
+// journalFormat is the upgrade journal's format; journals of hbx
+// releases before the format key existed are read as it.
+const journalFormat = 1
+
+// journalFile is the upgrade journal of runtimeDir.
+func journalFile(runtimeDir string) journal.File {
+	return journal.File{Path: journalPath(runtimeDir), What: "upgrade journal", Format: journalFormat, Unversioned: true,
+		Fix: "move it away once the active release (hbx status) and the data directory are checked by hand"}
+}
+
 // ReadJournal reads the journal of runtimeDir; nil, nil when there is none.
+// A journal of an unknown format is refused (journal.ErrFormat).
 func ReadJournal(runtimeDir string) (*Journal, error) {
-	b, err := os.ReadFile(journalPath(runtimeDir))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read upgrade journal: %w", err)
-	}
 	var j Journal
-	if err := json.Unmarshal(b, &j); err != nil {
-		return nil, fmt.Errorf("upgrade journal %s does not parse (%w); move it away once the active release (hbx status) and the data directory are checked by hand", journalPath(runtimeDir), err)
+	ok, err := journalFile(runtimeDir).Read(&j)
+	if err != nil || !ok {
+		return nil, err
 	}
 	return &j, nil
 }
@@ -121,14 +124,7 @@ func ReadJournal(runtimeDir string) (*Journal, error) {
 // write records j durably with phase p.
 func (j *Journal) write(runtimeDir string, p Phase, now time.Time) error {
 	j.Phase, j.Updated = p, now.UTC()
-	b, err := json.MarshalIndent(j, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode upgrade journal: %w", err)
-	}
-	if err := atomicfile.WriteFile(journalPath(runtimeDir), append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("write upgrade journal: %w", err)
-	}
-	return nil
+	return journalFile(runtimeDir).Write(j)
 }
 
 // describe says what j records, for messages: "upgrade (hbx upgrade)

@@ -91,26 +91,9 @@ result ({"event": "result", "path": ..., "size": ..., "files": ...}).`,
 
 // runBackup makes one archive and prints where it is.
 func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOptions) error {
-	opts := backup.Options{
-		DataDir:        cfg.Executor.DataDir,
-		Paths:          cfg.Backup.Paths,
-		RuntimeDir:     cfg.Executor.RuntimeDir,
-		StateDir:       cfg.Executor.StateDir,
-		Dir:            cfg.Backup.Dir,
-		Name:           cfg.Backup.Name,
-		Keep:           cfg.Backup.Keep,
-		Compression:    backup.Compression(cfg.Backup.Compression),
-		Encrypt:        !o.noEncrypt,
-		Image:          cfg.Executor.Image,
-		Platform:       cfg.Executor.Platform,
-		PlatformDigest: cfg.Release().ManifestDigest,
-		HbxVersion:     buildinfo.Version,
-		LockWait:       cfg.Backup.LockWait,
-		HealthWait:     cfg.Backup.HealthWait,
-		Runtime:        installRuntime{g: g, cfg: cfg},
-		Config:         restorePinner{g: g, cfg: cfg},
-		Logger:         g.log,
-	}
+	opts := backup.ConfiguredOptions(cfg)
+	opts.Encrypt, opts.HbxVersion, opts.Logger = !o.noEncrypt, buildinfo.Version, g.log
+	opts.Runtime, opts.Config = installRuntime{g: g, cfg: cfg}, restorePinner{g: g, cfg: cfg}
 	if o.noEncrypt {
 		fmt.Fprintln(g.stderr, "hbx: warning: --no-encrypt: the archive will hold Executor's database and encryption keys in plaintext")
 	} else {
@@ -120,17 +103,12 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		}
 		opts.Passphrase = p
 	}
-	svc, err := dialServices(ctx, g, cfg)
-	if err != nil {
-		return fmt.Errorf("backup: %w", err)
-	}
-	unlock, err := lockDataUnsupervised(ctx, g, cfg, svc, "hbx backup")
-	defer unlock()
+	svc, release, err := holdData(ctx, g, cfg, "hbx backup")
+	defer release()
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	if svc != nil {
-		defer svc.Close()
 		opts.Services = svc
 	}
 	if o.json {
@@ -152,13 +130,19 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 			DurationMS int64 `json:"duration_ms"`
 		}{"result", res, res.Duration.Milliseconds()})
 	}
+	return printBackup(g.stdout, res, svc != nil)
+}
+
+// printBackup prints what a backup made and did; supervised says whether
+// a supervisor ran.
+func printBackup(w io.Writer, res *backup.Result, supervised bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n  %s, %d files (%s of data), %s, verified", res.Path, units.Bytes(res.Size), res.Files, units.Bytes(res.Bytes), res.Duration.Round(time.Millisecond))
 	if !res.Encrypted {
 		b.WriteString(", NOT encrypted")
 	}
 	b.WriteString("\n")
-	if svc == nil {
+	if !supervised {
 		b.WriteString("  no supervisor runs: nothing was stopped\n")
 	} else {
 		fmt.Fprintf(&b, "  programs stopped and running again: %s\n", joinOr(res.Restarted, "none were running"))
@@ -169,8 +153,24 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 	for _, p := range res.Pruned {
 		fmt.Fprintf(&b, "  removed old archive %s\n", p)
 	}
-	_, err = io.WriteString(g.stdout, b.String())
+	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// holdData makes the data safe to read or replace for command: the
+// running supervisor (its holds keep the programs stopped), else the data
+// lock (lockDataUnsupervised). release closes the one or the other and is
+// never nil.
+func holdData(ctx context.Context, g *globals, cfg *config.Config, command string) (svc *supervisorServices, release func(), err error) {
+	svc, err = dialServices(ctx, g, cfg)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	unlock, err := lockDataUnsupervised(ctx, g, cfg, svc, command)
+	if svc == nil {
+		return nil, unlock, err
+	}
+	return svc, func() { svc.Close(); unlock() }, err
 }
 
 // newBackupListCommand builds `hbx backup list`.
@@ -201,77 +201,49 @@ names the last one as "new"), then swap.`,
 			if err != nil {
 				return err
 			}
-			list, err := listArchives(cfg.Backup.Dir, cfg.Backup.Name)
-			if err != nil {
-				return fmt.Errorf("backup list: %w", err)
-			}
-			kept, err := backup.ListKept(cfg.Executor.DataDir)
-			if err != nil {
-				return fmt.Errorf("backup list: %w", err)
-			}
-			if asJSON {
-				all := []any{}
-				for _, in := range list {
-					all = append(all, in)
-				}
-				for _, k := range kept {
-					all = append(all, k)
-				}
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(all)
-			}
-			tw := tabwriter.NewWriter(g.stdout, 2, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tSIZE\tFILES\tIMAGE DIGEST\tPATH")
-			for _, in := range list {
-				d := string(in.ManifestDigest)
-				if d == "" {
-					d = string(in.IndexDigest)
-				}
-				files := "-" // no .json beside the archive
-				if in.SHA256 != "" {
-					files = fmt.Sprint(in.Files)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), in.Kind, units.Bytes(in.Size), files, orDash(d), in.Path)
-			}
-			for _, k := range kept {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t-\t%s\n", k.Created.Format("2006-01-02 15:04:05"), k.Kind, units.Bytes(k.Bytes), k.Files, k.Path)
-			}
-			return tw.Flush()
+			return runBackupList(g.stdout, cfg, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-// listedArchive is one line of hbx backup list: an archive and its kind,
-// "backup" (named after backup.name) or "pre-upgrade" (preUpgradeName).
-type listedArchive struct {
-	backup.Info
-	Kind string `json:"kind"`
-}
-
-// listArchives returns the archives of dir named name and the pre-upgrade
-// ones, newest first, never nil.
-func listArchives(dir, name string) ([]listedArchive, error) {
-	srcs := []struct{ name, kind string }{{name, "backup"}}
-	if name != preUpgradeName {
-		srcs = append(srcs, struct{ name, kind string }{preUpgradeName, "pre-upgrade"})
+// runBackupList prints the archives of backup.dir and the kept copies of
+// replaced data, newest first.
+func runBackupList(w io.Writer, cfg *config.Config, asJSON bool) error {
+	list, err := backup.ListKinds(cfg.Backup.Dir, cfg.Backup.Name, preUpgradeName)
+	if err != nil {
+		return fmt.Errorf("backup list: %w", err)
 	}
-	out := []listedArchive{}
-	for _, src := range srcs {
-		infos, err := backup.List(dir, src.name)
-		if err != nil {
-			return nil, err
-		}
-		for _, in := range infos {
-			out = append(out, listedArchive{in, src.kind})
-		}
+	kept, err := backup.ListKept(cfg.Executor.DataDir)
+	if err != nil {
+		return fmt.Errorf("backup list: %w", err)
 	}
-	// Stable, so archives of one name keep List's order (same second: the
-	// later sequence number first).
-	slices.SortStableFunc(out, func(a, b listedArchive) int { return b.Created.Compare(a.Created) })
-	return out, nil
+	if asJSON {
+		all := []any{}
+		for _, in := range list {
+			all = append(all, in)
+		}
+		for _, k := range kept {
+			all = append(all, k)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(all)
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tSIZE\tFILES\tIMAGE DIGEST\tPATH")
+	for _, in := range list {
+		files := "-" // no .json beside the archive
+		if in.SHA256 != "" {
+			files = fmt.Sprint(in.Files)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Created.Format("2006-01-02 15:04:05"), in.Kind, units.Bytes(in.Size), files, orDash(string(in.ImageDigest())), in.Path)
+	}
+	for _, k := range kept {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t-\t%s\n", k.Created.Format("2006-01-02 15:04:05"), k.Kind, units.Bytes(k.Bytes), k.Files, k.Path)
+	}
+	return tw.Flush()
 }
 
 // newBackupVerifyCommand builds `hbx backup verify`.
@@ -294,80 +266,72 @@ end and the output says what could not be checked.`,
 			if err != nil {
 				return err
 			}
-			res, err := backup.Verify(cmd.Context(), args[0], passphrase(cfg, false))
-			if err != nil {
-				return fmt.Errorf("backup verify: %s: %w", args[0], err)
-			}
-			if asJSON {
-				return json.NewEncoder(g.stdout).Encode(map[string]any{
-					"path": res.Path, "size": res.Size, "sha256": res.SHA256, "encrypted": res.Encrypted, "compression": res.Compression,
-					"manifest": res.Manifest != nil, "entries": res.Entries, "files": res.Files, "bytes": res.Bytes, "unchecked": res.Unchecked,
-					"notes": res.Notes,
-				})
-			}
-			what := "every entry matches the manifest"
-			if res.Manifest == nil {
-				what = "no manifest"
-			}
-			fmt.Fprintf(g.stdout, "ok: %s: %d entries, %d files (%s), %s\n", res.Path, res.Entries, res.Files, units.Bytes(res.Bytes), what)
-			for _, u := range res.Unchecked {
-				fmt.Fprintf(g.stdout, "  not checked: %s\n", u)
-			}
-			for _, n := range res.Notes {
-				fmt.Fprintf(g.stdout, "  note: %s\n", n)
-			}
-			if res.Manifest != nil {
-				for _, f := range res.Manifest.Skipped {
-					fmt.Fprintf(g.stdout, "  not in the archive: %q (%s)\n", f.Path, f.Type)
-				}
-			}
-			return nil
+			return runBackupVerify(cmd.Context(), g.stdout, cfg, args[0], asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
 
-// passphrase returns the archives' passphrase source: backup.passphrase_file,
-// else a prompt on the controlling terminal (twice with confirm). It never
-// reads an argument or the environment.
-func passphrase(cfg *config.Config, confirm bool) backup.PassphraseFunc {
-	return func() ([]byte, error) {
-		if f := cfg.Backup.PassphraseFile; f != "" {
-			return backup.ReadPassphraseFile(f)
-		}
-		tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
-		if err != nil {
-			return nil, fmt.Errorf("%w: set backup.passphrase_file, or run hbx on a terminal to be asked", backup.ErrNoPassphrase)
-		}
-		defer tty.Close()
-		read := func(prompt string) ([]byte, error) {
-			fmt.Fprint(tty, prompt)
-			p, err := term.ReadPassword(int(tty.Fd()))
-			fmt.Fprintln(tty)
-			if err != nil {
-				return nil, fmt.Errorf("read passphrase: %w", err)
-			}
-			return p, nil
-		}
-		p, err := read("Backup passphrase: ")
-		if err != nil {
-			return nil, err
-		}
-		if len(p) == 0 {
-			return nil, backup.ErrNoPassphrase
-		}
-		if confirm {
-			again, err := read("Repeat it: ")
-			if err != nil {
-				return nil, err
-			}
-			if string(again) != string(p) {
-				return nil, errors.New("the passphrases differ")
-			}
-		}
-		return p, nil
+// runBackupVerify checks archive against its manifest and prints what it
+// found.
+func runBackupVerify(ctx context.Context, w io.Writer, cfg *config.Config, archive string, asJSON bool) error {
+	res, err := backup.Verify(ctx, archive, passphrase(cfg, false))
+	if err != nil {
+		return fmt.Errorf("backup verify: %s: %w", archive, err)
 	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(map[string]any{
+			"path": res.Path, "size": res.Size, "sha256": res.SHA256, "encrypted": res.Encrypted, "compression": res.Compression,
+			"manifest": res.Manifest != nil, "entries": res.Entries, "files": res.Files, "bytes": res.Bytes, "unchecked": res.Unchecked,
+			"notes": res.Notes,
+		})
+	}
+	what := "every entry matches the manifest"
+	if res.Manifest == nil {
+		what = "no manifest"
+	}
+	fmt.Fprintf(w, "ok: %s: %d entries, %d files (%s), %s\n", res.Path, res.Entries, res.Files, units.Bytes(res.Bytes), what)
+	for _, u := range res.Unchecked {
+		fmt.Fprintf(w, "  not checked: %s\n", u)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	if res.Manifest != nil {
+		for _, f := range res.Manifest.Skipped {
+			fmt.Fprintf(w, "  not in the archive: %q (%s)\n", f.Path, f.Type)
+		}
+	}
+	return nil
+}
+
+// passphrase returns the archives' passphrase source
+// (backup.PassphraseSource): backup.passphrase_file, else a prompt on the
+// controlling terminal (twice with confirm).
+func passphrase(cfg *config.Config, confirm bool) backup.PassphraseFunc {
+	return backup.PassphraseSource(cfg.Backup.PassphraseFile, confirm, openTTY)
+}
+
+// tty is backup.Terminal on the controlling terminal.
+type tty struct{ f *os.File }
+
+func openTTY() (backup.Terminal, func(), error) {
+	f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tty{f}, func() { f.Close() }, nil
+}
+
+func (t tty) Ask(prompt string) ([]byte, error) {
+	fmt.Fprint(t.f, prompt)
+	p, err := term.ReadPassword(int(t.f.Fd()))
+	fmt.Fprintln(t.f)
+	if err != nil {
+		return nil, fmt.Errorf("read passphrase: %w", err)
+	}
+	return p, nil
 }
 
 // dialServices returns the supervisor as backup.Services, or nil when none
@@ -382,7 +346,6 @@ func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervi
 		return nil, err
 	}
 	auto := cfg.AutostartPrograms()
-	probe := supervisor.ProbeFunc(readinessProbe(cfg))
 	sts, err := c.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -391,159 +354,56 @@ func dialServices(ctx context.Context, g *globals, cfg *config.Config) (*supervi
 	if len(sts) > 0 {
 		watched = sts[0].Name
 	}
-	return &supervisorServices{c: c, probe: probe, autostart: auto, watch: watchSupervisor(c, watched)}, nil
+	sock := supervisorSocket{c: c, watch: watchSupervisor(c, watched)}
+	s := &supervisorServices{probe: supervisor.ProbeFunc(readinessProbe(cfg))}
+	s.Supervised = backup.NewSupervised(sock, s, auto, sock.watch)
+	s.NotRunning = supervisor.ErrNotRunning
+	return s, nil
 }
 
 // supervisorServices is backup.Services over the supervisor's control
-// socket: a hold on every program, then health check 1 (health.readiness, /api/health by default) and
-// check 5 (every autostart program RUNNING).
+// socket (backup.Supervised); probe is its readiness check.
 type supervisorServices struct {
-	c         *supervisor.Client
-	probe     supervisor.Probe
-	autostart []string
-	running   []string // what the last hold found running
-	watch     *supervisorwatch.Watch
+	*backup.Supervised
+	probe supervisor.Probe
 }
 
-// Gone is closed once the supervisor is gone (backup.Watcher,
-// upgrade.Watcher).
-func (s *supervisorServices) Gone() <-chan struct{} { return s.watch.Gone() }
+// Check runs the readiness probe (backup.Probe).
+func (s *supervisorServices) Check(ctx context.Context) error { return s.probe.Check(ctx) }
 
-// Close ends the watch's connection.
-func (s *supervisorServices) Close() { s.watch.Close() }
+// supervisorSocket is backup.Supervisor over a supervisor.Client.
+type supervisorSocket struct {
+	c     *supervisor.Client
+	watch *supervisorwatch.Watch
+}
 
-// Hold stops every program and keeps them stopped while this process's
-// connection lives.
-func (s *supervisorServices) Hold(ctx context.Context) (backup.Hold, error) {
-	before, err := s.c.Status(ctx)
-	if err != nil {
-		return nil, err
+func (s supervisorSocket) Status(ctx context.Context) ([]backup.ProgramState, error) {
+	sts, err := s.c.Status(ctx)
+	out := make([]backup.ProgramState, len(sts))
+	for i, st := range sts {
+		out[i] = backup.ProgramState{Name: st.Name, State: st.State.String(), Detail: st.Detail}
 	}
+	return out, err
+}
+
+func (s supervisorSocket) HoldAll(ctx context.Context) (backup.ProgramHold, error) {
 	h, err := s.c.Hold(ctx, "all")
 	if err != nil {
-		return nil, err
+		return backup.ProgramHold{}, err
 	}
+	released := new(atomic.Bool)
+	s.watch.WatchHold(h.Done(), released)
+	ph := backup.ProgramHold{Release: func() error { released.Store(true); return h.Release() }}
 	for _, r := range h.Results {
-		if r.Error != "" {
-			_ = h.Release()
-			return nil, fmt.Errorf("%w: %s is %s: %s", backup.ErrNotStopped, r.Name, r.State, r.Error)
-		}
+		ph.Results = append(ph.Results, backup.ProgramState{Name: r.Name, State: r.State.String(), Detail: r.Error})
 	}
-	s.running = nil
-	for _, st := range before {
-		switch st.State {
-		case supervisor.Starting, supervisor.Running, supervisor.Backoff:
-			s.running = append(s.running, st.Name)
-		}
-	}
-	sh := &supervisorHold{h: h, running: s.running}
-	s.watch.WatchHold(h.Done(), &sh.released)
-	return sh, nil
+	return ph, nil
 }
 
-// WaitHealthy starts the autostart programs the last hold did not stop
-// (they were not running; a released hold starts only what it stopped),
-// then waits until health.readiness passes (/api/health by default) and every autostart program is
-// RUNNING.
-func (s *supervisorServices) WaitHealthy(ctx context.Context) error {
-	var start []string
-	for _, n := range s.autostart {
-		if !slices.Contains(s.running, n) {
-			start = append(start, n)
-		}
-	}
-	if len(start) > 0 {
-		// The supervisor ends a released hold when it sees the connection
-		// close: a start before that is refused as held, so try again.
-		for {
-			res, err := s.c.Start(ctx, start...)
-			if err != nil {
-				return err
-			}
-			held := slices.ContainsFunc(res, func(r supervisor.Result) bool { return strings.Contains(r.Error, "stopped by a hold") })
-			if !held {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("start %s: still held: %w", strings.Join(start, ", "), ctx.Err())
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}
-	return s.waitUp(ctx, s.autostart, true)
-}
-
-// WaitRunning starts nothing: it waits until every program of names is
-// RUNNING and, when Executor is among them, health.readiness passes (/api/health by default).
-func (s *supervisorServices) WaitRunning(ctx context.Context, names []string) error {
-	return s.waitUp(ctx, names, slices.Contains(names, config.ExecutorProgram))
-}
-
-// waitUp polls the supervisor until every program of names is RUNNING
-// and, with probe, the health probe passes. It fails at once when a
-// program is FATAL or no supervisor answers on the socket any more (the
-// programs it ran are gone with it), and when ctx ends, saying the last
-// state seen.
-func (s *supervisorServices) waitUp(ctx context.Context, names []string, probe bool) error {
-	last := errors.New("not checked yet")
-	for {
-		if s.watch.IsGone() {
-			return errSupervisorGone
-		}
-		sts, err := s.c.Status(ctx)
-		switch {
-		case s.watch.IsGone():
-			return errSupervisorGone
-		case errors.Is(err, supervisor.ErrNotRunning):
-			return fmt.Errorf("the supervisor is gone: %w", err)
-		case err != nil:
-			last = err
-		default:
-			last = nil
-			for _, n := range names {
-				i := slices.IndexFunc(sts, func(st supervisor.Status) bool { return st.Name == n })
-				if i < 0 {
-					continue
-				}
-				if st := sts[i]; st.State == supervisor.Fatal {
-					return fmt.Errorf("%s is FATAL: %s", n, st.Detail)
-				} else if st.State != supervisor.Running && last == nil {
-					last = fmt.Errorf("%s is %s", n, st.State)
-				}
-			}
-			if last == nil && probe {
-				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				last = s.probe.Check(pctx)
-				cancel()
-			}
-			if last == nil {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
-		case <-s.watch.Gone():
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// errSupervisorGone is what waitUp returns once the watch broke.
-var errSupervisorGone = errors.New("the supervisor is gone (its connection broke): the programs it ran died with it")
-
-// supervisorHold is backup.Hold over a supervisor.Hold.
-type supervisorHold struct {
-	h        *supervisor.Hold
-	running  []string
-	released atomic.Bool
-}
-
-func (h *supervisorHold) Running() []string { return h.running }
-func (h *supervisorHold) Release() error {
-	h.released.Store(true)
-	return h.h.Release()
+func (s supervisorSocket) Start(ctx context.Context, names ...string) (bool, error) {
+	res, err := s.c.Start(ctx, names...)
+	held := slices.ContainsFunc(res, func(r supervisor.Result) bool { return strings.Contains(r.Error, "stopped by a hold") })
+	return held, err
 }
 
 // installRuntime is backup.Runtime over the installer, configured like

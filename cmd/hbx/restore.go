@@ -3,19 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
+	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/hermesbox/hbx/internal/account"
 
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/backup"
+	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/supervisor"
@@ -84,36 +83,15 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 	if err != nil {
 		return err
 	}
-	opts := backup.RestoreOptions{
-		Archive:        archive,
-		Passphrase:     passphrase(cfg, false),
-		DataDir:        cfg.Executor.DataDir,
-		RuntimeDir:     cfg.Executor.RuntimeDir,
-		StateDir:       cfg.Executor.StateDir,
-		BackupDir:      cfg.Backup.Dir,
-		DataOnly:       o.dataOnly,
-		AllowedPaths:   cfg.Backup.Paths,
-		Owner:          owner,
-		KeepPreRestore: cfg.Backup.KeepPreRestore,
-		HealthWait:     cfg.Backup.HealthWait,
-		LockWait:       cfg.Backup.LockWait,
-		Runtime:        installRuntime{g: g, cfg: cfg},
-		Config:         restorePinner{g: g, cfg: cfg, srcs: srcs},
-		Image:          cfg.Executor.Image,
-		Platform:       cfg.Executor.Platform,
-		Logger:         g.log,
-	}
-	svc, err := dialServices(ctx, g, cfg)
-	if err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	unlock, err := lockDataUnsupervised(ctx, g, cfg, svc, "hbx restore")
-	defer unlock()
+	opts := backup.ConfiguredRestoreOptions(cfg, archive)
+	opts.Passphrase, opts.DataOnly, opts.Owner, opts.Logger = passphrase(cfg, false), o.dataOnly, owner, g.log
+	opts.Runtime, opts.Config = installRuntime{g: g, cfg: cfg}, restorePinner{g: g, cfg: cfg, srcs: srcs}
+	svc, release, err := holdData(ctx, g, cfg, "hbx restore")
+	defer release()
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	if svc != nil {
-		defer svc.Close()
 		opts.Services = svc
 	}
 	if o.json {
@@ -130,15 +108,15 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 			DurationMS int64 `json:"duration_ms"`
 		}{"result", res, res.Duration.Milliseconds()})
 	}
+	return printRestore(g.stdout, archive, g.configPath, res)
+}
+
+// printRestore prints what a restore of archive did; configPath is the
+// config file a pin was written to.
+func printRestore(w io.Writer, archive, configPath string, res *backup.RestoreResult) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "restored %s: %d files (%s) in %s\n", archive, res.Files, units.Bytes(res.Bytes), res.Duration.Round(time.Millisecond))
-	for _, t := range slices.Sorted(func(yield func(string) bool) {
-		for k := range res.Restored {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, t := range slices.Sorted(maps.Keys(res.Restored)) {
 		if old := res.Restored[t]; old != "" {
 			fmt.Fprintf(&b, "  %s replaced; the previous content is in %s\n", t, old)
 		} else {
@@ -149,7 +127,7 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 		b.WriteString("  installed the runtime the archive was written by\n")
 	}
 	if res.Pinned != "" {
-		fmt.Fprintf(&b, "  pinned %s in %s (it named %s)\n", res.Pinned, g.configPath, res.PinnedOver)
+		fmt.Fprintf(&b, "  pinned %s in %s (it named %s)\n", res.Pinned, configPath, res.PinnedOver)
 	}
 	if res.Healthy {
 		b.WriteString("  services running and healthy\n")
@@ -160,7 +138,7 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 	for _, n := range res.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
-	_, err = fmt.Fprint(g.stdout, b.String())
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 
@@ -180,13 +158,7 @@ func recoverRestore(ctx context.Context, g *globals, cfg *config.Config) {
 	if _, err := supervisor.Dial(ctx, cfg.Supervisor.Socket); err == nil {
 		return
 	}
-	msg, err := backup.Recover(ctx, backup.RecoverOptions{
-		DataDir:    cfg.Executor.DataDir,
-		RuntimeDir: cfg.Executor.RuntimeDir,
-		Runtime:    installRuntime{g: g, cfg: cfg},
-		Config:     restorePinner{g: g, cfg: cfg},
-		Logger:     g.log,
-	})
+	msg, err := backup.Recover(ctx, recoverOptions(g, cfg, nil, nil))
 	switch {
 	case err != nil:
 		g.log.Error("an interrupted restore could not be recovered; starting the programs anyway", "err", err)
@@ -195,55 +167,9 @@ func recoverRestore(ctx context.Context, g *globals, cfg *config.Config) {
 	}
 }
 
-// restorePinner is backup.Config over the --config file: a restore pins
-// the archive's release where the supervisor reads it, as hbx upgrade
-// does, with the same refusals.
-type restorePinner struct {
-	g    *globals
-	cfg  *config.Config
-	srcs *config.Sources // nil: not known (recovery)
-}
-
-// Pinned reads the pin from the config file as it is now; what the file
-// does not set is the configuration's value.
-func (p restorePinner) Pinned() (string, digest.Digest, error) {
-	key := p.cfg.PinKey()
-	img, man, err := config.ReadPin(p.g.configPath, key)
-	if errors.Is(err, config.ErrNoFile) {
-		return p.cfg.Executor.Image, digest.Digest(p.cfg.Executor.PlatformDigests[key]), nil
-	}
-	if err != nil {
-		return "", "", err
-	}
-	if img == "" {
-		img = p.cfg.Executor.Image
-	}
-	return img, digest.Digest(man), nil
-}
-
-// CanPin refuses what hbx upgrade refuses: no config file on disk, or
-// the pin set by an HBX_* variable or a flag.
-func (p restorePinner) CanPin() error {
-	if _, err := os.Stat(p.g.configPath); err != nil {
-		return fmt.Errorf("no config file at %s to pin it in (%w): create it, or pass --config or set HBX_CONFIG", p.g.configPath, err)
-	}
-	for _, k := range []string{"executor.image", "executor.platform_digests"} {
-		if s := p.srcs.Of(k); s.Kind == config.SourceEnv || s.Kind == config.SourceFlag {
-			return fmt.Errorf("%s is set by %s, which overrides the config file: unset it", k, s)
-		}
-	}
-	return nil
-}
-
-// Pin writes image and manifest into the config file.
-func (p restorePinner) Pin(image string, manifest digest.Digest) error {
-	return config.WritePin(p.g.configPath, image, p.cfg.PinKey(), manifest.String())
-}
-
-// recoverRestoreFor undoes or finishes an interrupted restore before an
-// upgrade or rollback (svc: the running supervisor, nil when none runs).
-// What it did is logged.
-func recoverRestoreFor(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, svc *supervisorServices) error {
+// recoverOptions are backup.Recover's options for cfg (srcs: nil when not
+// known; svc: the running supervisor, nil when none runs).
+func recoverOptions(g *globals, cfg *config.Config, srcs *config.Sources, svc *supervisorServices) backup.RecoverOptions {
 	opts := backup.RecoverOptions{
 		DataDir:    cfg.Executor.DataDir,
 		RuntimeDir: cfg.Executor.RuntimeDir,
@@ -254,7 +180,30 @@ func recoverRestoreFor(ctx context.Context, g *globals, cfg *config.Config, srcs
 	if svc != nil {
 		opts.Services = svc
 	}
-	if _, err := backup.Recover(ctx, opts); err != nil {
+	return opts
+}
+
+// restorePinner is backup.Config over the --config file
+// (backup.ConfigFile).
+type restorePinner struct {
+	g    *globals
+	cfg  *config.Config
+	srcs *config.Sources // nil: not known (recovery)
+}
+
+func (p restorePinner) file() backup.ConfigFile {
+	return backup.ConfigFile{Path: p.g.configPath, Config: p.cfg, Sources: p.srcs}
+}
+
+func (p restorePinner) Pinned() (string, digest.Digest, error)  { return p.file().Pinned() }
+func (p restorePinner) CanPin() error                           { return p.file().CanPin() }
+func (p restorePinner) Pin(image string, m digest.Digest) error { return p.file().Pin(image, m) }
+
+// recoverRestoreFor undoes or finishes an interrupted restore before an
+// upgrade or rollback (svc: the running supervisor, nil when none runs).
+// What it did is logged.
+func recoverRestoreFor(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, svc *supervisorServices) error {
+	if _, err := backup.Recover(ctx, recoverOptions(g, cfg, srcs, svc)); err != nil {
 		return fmt.Errorf("recover an interrupted restore: %w", err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package installer
+package readahead
 
 import (
 	"bytes"
@@ -7,6 +7,12 @@ import (
 	"math/rand/v2"
 	"testing"
 	"testing/iotest"
+)
+
+// The ring of the tests: the installer's shape (64 buffers of 64 KiB).
+const (
+	testChunk  = 64 << 10
+	testChunks = 64
 )
 
 // TestReadAhead: streams of every size relative to the ring (empty, one
@@ -31,18 +37,18 @@ func TestReadAhead(t *testing.T) {
 	}{
 		{"empty", nil, func(b []byte) io.Reader { return bytes.NewReader(b) }, nil},
 		{"one byte", stream(1), func(b []byte) io.Reader { return bytes.NewReader(b) }, nil},
-		{"one chunk", stream(aheadChunk), func(b []byte) io.Reader { return bytes.NewReader(b) }, nil},
-		{"more than the ring", stream(aheadChunk*aheadChunks*2 + 12345), func(b []byte) io.Reader { return bytes.NewReader(b) }, nil},
-		{"one byte a read", stream(3 * aheadChunk / 2), func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) }, nil},
-		{"source fails mid-chunk", stream(aheadChunk + 77), func(b []byte) io.Reader {
+		{"one testChunk", stream(testChunk), func(b []byte) io.Reader { return bytes.NewReader(b) }, nil},
+		{"more than the ring", stream(testChunk*testChunks*2 + 12345), func(b []byte) io.Reader { return bytes.NewReader(b) }, nil},
+		{"one byte a read", stream(3 * testChunk / 2), func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) }, nil},
+		{"source fails mid-testChunk", stream(testChunk + 77), func(b []byte) io.Reader {
 			return io.MultiReader(bytes.NewReader(b), iotest.ErrReader(boom))
 		}, boom},
 		{"data and EOF together", stream(5000), func(b []byte) io.Reader { return iotest.DataErrReader(bytes.NewReader(b)) }, nil},
 	}
-	ra := newReadAhead()
+	ra := New(testChunks, testChunk)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ra.start(c.src(c.data))
+			ra.Start(c.src(c.data))
 			got, err := io.ReadAll(ra)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("ReadAll() error = %v, want %v", err, c.want)
@@ -58,12 +64,24 @@ func TestReadAhead(t *testing.T) {
 	}
 }
 
-// TestReadAheadAbort: abort stops a producer that is waiting for a free
+// TestReadAheadAbort: Abort stops a producer that is waiting for a free
 // buffer; the consumer never read, so every buffer is taken.
 func TestReadAheadAbort(t *testing.T) {
-	ra := newReadAhead()
-	ra.start(bytes.NewReader(make([]byte, aheadChunk*(aheadChunks+2))))
-	ra.abort()
-	<-ra.done  // the producer returned
-	ra.abort() // twice is harmless
+	ra := New(testChunks, testChunk)
+	ra.Start(bytes.NewReader(make([]byte, testChunk*(testChunks+2))))
+	ra.Abort()
+	ra.Wait()  // the producer returned
+	ra.Abort() // twice is harmless
+}
+
+// TestReadAheadBigBlocks: backup's shape (a few 1 MiB blocks) passes a
+// stream of several blocks whole and ends with io.EOF.
+func TestReadAheadBigBlocks(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), (5<<20)/16+3)
+	ra := New(5, 1<<20)
+	ra.Start(iotest.HalfReader(bytes.NewReader(data)))
+	got, err := io.ReadAll(ra)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("ReadAll() = %d bytes, %v; want the %d of the source", len(got), err, len(data))
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package backup
 
 import (
 	"os"
@@ -11,10 +11,10 @@ import (
 	"github.com/hermesbox/hbx/internal/config"
 )
 
-// TestRestorePinner: a restore's pin is read from the config file as it
+// TestConfigFile: a restore's pin is read from the config file as it
 // is now, written back with its comments, and refused where hbx upgrade
 // refuses it (no file on disk, executor.image from an HBX_* variable).
-func TestRestorePinner(t *testing.T) {
+func TestConfigFile(t *testing.T) {
 	const (
 		v1 = "r.example/e:v1@sha256:1111111111111111111111111111111111111111111111111111111111111111"
 		v2 = "r.example/e:v2@sha256:2222222222222222222222222222222222222222222222222222222222222222"
@@ -34,7 +34,7 @@ func TestRestorePinner(t *testing.T) {
 		return cfg, srcs
 	}
 	cfg, srcs := load()
-	p := restorePinner{g: &globals{configPath: path}, cfg: cfg, srcs: srcs}
+	p := ConfigFile{Path: path, Config: cfg, Sources: srcs}
 	if err := p.CanPin(); err != nil {
 		t.Errorf("CanPin() = %v, want nil", err)
 	}
@@ -56,11 +56,11 @@ func TestRestorePinner(t *testing.T) {
 	}
 
 	cfg, srcs = load(config.EnvName("executor.image") + "=" + v1)
-	p = restorePinner{g: &globals{configPath: path}, cfg: cfg, srcs: srcs}
+	p = ConfigFile{Path: path, Config: cfg, Sources: srcs}
 	if err := p.CanPin(); err == nil || !strings.Contains(err.Error(), "HBX_EXECUTOR_IMAGE") {
 		t.Errorf("CanPin() with HBX_EXECUTOR_IMAGE set = %v, want a refusal naming it", err)
 	}
-	p = restorePinner{g: &globals{configPath: filepath.Join(dir, "none.yaml")}, cfg: cfg}
+	p = ConfigFile{Path: filepath.Join(dir, "none.yaml"), Config: cfg}
 	if err := p.CanPin(); err == nil || !strings.Contains(err.Error(), "no config file") {
 		t.Errorf("CanPin() without a file = %v, want a refusal", err)
 	}

@@ -1,0 +1,266 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/config"
+)
+
+// The program states Supervised reads, as the supervisor spells them.
+const (
+	stateStarting = "STARTING"
+	stateRunning  = "RUNNING"
+	stateBackoff  = "BACKOFF"
+	stateFatal    = "FATAL"
+)
+
+// ProgramState is one supervised program as the supervisor reports it:
+// its name, its state ("RUNNING", "FATAL", ... as the supervisor spells
+// them) and a detail (why it is in that state; for a hold's result, the
+// error that kept it from stopping, "" when it stopped).
+type ProgramState struct {
+	Name, State, Detail string
+}
+
+// ProgramHold is a hold on every program, as the supervisor granted it.
+type ProgramHold struct {
+	// Results says how each program was stopped; a non-empty Detail is
+	// the error that kept it from stopping.
+	Results []ProgramState
+	// Release ends the hold.
+	Release func() error
+}
+
+// Supervisor is the part of a supervisor's control socket Supervised
+// drives. cmd/hbx implements it over supervisor.Client.
+type Supervisor interface {
+	// Status returns every program's state.
+	Status(ctx context.Context) ([]ProgramState, error)
+	// HoldAll stops every program and keeps them stopped until Release or
+	// until this process dies.
+	HoldAll(ctx context.Context) (ProgramHold, error)
+	// Start starts names; it reports held when the supervisor refused
+	// some because a hold (one just released) still stops them.
+	Start(ctx context.Context, names ...string) (held bool, err error)
+}
+
+// Probe is the readiness check Supervised runs once the programs it waits
+// for are RUNNING (health.readiness, /api/health by default).
+type Probe interface {
+	Check(ctx context.Context) error
+}
+
+// SupervisedWatch notices that the supervisor went away (see Watcher);
+// Close ends its connection.
+type SupervisedWatch interface {
+	Gone() <-chan struct{}
+	Close()
+}
+
+// Supervised is Services (and Watcher) over a running supervisor: a hold
+// on every program, then the readiness probe and every autostart program
+// RUNNING.
+type Supervised struct {
+	sup       Supervisor
+	probe     Probe
+	autostart []string
+	watch     SupervisedWatch
+	running   []string // what the last hold found running
+
+	// Poll is the time between two status reads while waiting (200ms),
+	// ProbeTimeout bounds one probe (2s) and HeldRetry is the time between
+	// two starts refused as held (20ms).
+	Poll, ProbeTimeout, HeldRetry time.Duration
+	// NotRunning is the error (errors.Is) Status returns once no
+	// supervisor answers on the socket any more; nil: none.
+	NotRunning error
+}
+
+// NewSupervised returns Services over sup: autostart names the programs
+// that should run (enabled and autostart), probe the readiness check and
+// watch the supervisor's liveness (nil: never gone).
+func NewSupervised(sup Supervisor, probe Probe, autostart []string, watch SupervisedWatch) *Supervised {
+	return &Supervised{sup: sup, probe: probe, autostart: autostart, watch: watch,
+		Poll: 200 * time.Millisecond, ProbeTimeout: 2 * time.Second, HeldRetry: 20 * time.Millisecond}
+}
+
+// errSupervisorGone is what waitUp returns once the watch broke.
+var errSupervisorGone = errors.New("the supervisor is gone (its connection broke): the programs it ran died with it")
+
+// Gone is closed once the supervisor is gone (Watcher); never with a nil
+// watch.
+func (s *Supervised) Gone() <-chan struct{} {
+	if s.watch == nil {
+		return nil
+	}
+	return s.watch.Gone()
+}
+
+// Close ends the watch's connection.
+func (s *Supervised) Close() {
+	if s.watch != nil {
+		s.watch.Close()
+	}
+}
+
+func (s *Supervised) isGone() bool {
+	select {
+	case <-s.Gone():
+		return true
+	default:
+		return false
+	}
+}
+
+// Hold stops every program and keeps them stopped while this process's
+// connection lives. The programs it reports Running are those STARTING,
+// RUNNING or in BACKOFF just before: the ones its release starts again.
+func (s *Supervised) Hold(ctx context.Context) (Hold, error) {
+	before, err := s.sup.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.sup.HoldAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range h.Results {
+		if r.Detail != "" {
+			_ = h.Release()
+			return nil, fmt.Errorf("%w: %s is %s: %s", ErrNotStopped, r.Name, r.State, r.Detail)
+		}
+	}
+	s.running = runningOf(before)
+	return &supervisedHold{release: h.Release, running: s.running}, nil
+}
+
+// runningOf names the programs of sts a released hold starts again.
+func runningOf(sts []ProgramState) []string {
+	var out []string
+	for _, st := range sts {
+		switch st.State {
+		case stateStarting, stateRunning, stateBackoff:
+			out = append(out, st.Name)
+		}
+	}
+	return out
+}
+
+// WaitHealthy starts the autostart programs the last hold did not stop
+// (they were not running; a released hold starts only what it stopped),
+// then waits until the probe passes and every autostart program is
+// RUNNING.
+func (s *Supervised) WaitHealthy(ctx context.Context) error {
+	var start []string
+	for _, n := range s.autostart {
+		if !slices.Contains(s.running, n) {
+			start = append(start, n)
+		}
+	}
+	if err := s.startHeld(ctx, start); err != nil {
+		return err
+	}
+	return s.waitUp(ctx, s.autostart, true)
+}
+
+// startHeld starts names, again while the supervisor refuses them as
+// held: it ends a released hold when it sees the connection close, and a
+// start before that is refused.
+func (s *Supervised) startHeld(ctx context.Context, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	for {
+		held, err := s.sup.Start(ctx, names...)
+		if err != nil {
+			return err
+		}
+		if !held {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("start %s: still held: %w", strings.Join(names, ", "), ctx.Err())
+		case <-time.After(s.HeldRetry):
+		}
+	}
+}
+
+// WaitRunning starts nothing: it waits until every program of names is
+// RUNNING and, when Executor is among them, the probe
+// passes.
+func (s *Supervised) WaitRunning(ctx context.Context, names []string) error {
+	return s.waitUp(ctx, names, slices.Contains(names, config.ExecutorProgram))
+}
+
+// waitUp polls the supervisor until every program of names is RUNNING
+// and, with probe, the probe passes. It fails at once when a program is
+// FATAL or no supervisor answers any more (the programs it ran are gone
+// with it), and when ctx ends, saying the last state seen.
+func (s *Supervised) waitUp(ctx context.Context, names []string, probe bool) error {
+	last := errors.New("not checked yet")
+	for {
+		if s.isGone() {
+			return errSupervisorGone
+		}
+		sts, err := s.sup.Status(ctx)
+		switch {
+		case s.isGone():
+			return errSupervisorGone
+		case s.NotRunning != nil && errors.Is(err, s.NotRunning):
+			return fmt.Errorf("the supervisor is gone: %w", err)
+		case err != nil:
+			last = err
+		default:
+			if last, err = s.upNow(ctx, sts, names, probe); err != nil {
+				return err
+			}
+			if last == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
+		case <-s.Gone():
+		case <-time.After(s.Poll):
+		}
+	}
+}
+
+// upNow checks one status read: fatal is a program of names FATAL;
+// otherwise notYet says what is not up yet (nil: all RUNNING and, with
+// probe, the probe passed).
+func (s *Supervised) upNow(ctx context.Context, sts []ProgramState, names []string, probe bool) (notYet, fatal error) {
+	for _, n := range names {
+		i := slices.IndexFunc(sts, func(st ProgramState) bool { return st.Name == n })
+		if i < 0 {
+			continue
+		}
+		if st := sts[i]; st.State == stateFatal {
+			return nil, fmt.Errorf("%s is FATAL: %s", n, st.Detail)
+		} else if st.State != stateRunning && notYet == nil {
+			notYet = fmt.Errorf("%s is %s", n, st.State)
+		}
+	}
+	if notYet == nil && probe {
+		pctx, cancel := context.WithTimeout(ctx, s.ProbeTimeout)
+		notYet = s.probe.Check(pctx)
+		cancel()
+	}
+	return notYet, nil
+}
+
+// supervisedHold is Hold over a ProgramHold.
+type supervisedHold struct {
+	release func() error
+	running []string
+}
+
+func (h *supervisedHold) Running() []string { return h.running }
+func (h *supervisedHold) Release() error    { return h.release() }

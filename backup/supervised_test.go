@@ -1,0 +1,211 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeSupervisor is a Supervisor whose programs' states the test sets;
+// a start makes the started programs RUNNING unless held > 0 (then it
+// counts one refusal down).
+type fakeSupervisor struct {
+	mu        sync.Mutex
+	states    map[string]ProgramState
+	order     []string
+	holdErr   map[string]string // name -> error of its hold result
+	held      int               // starts still refused as held
+	started   [][]string
+	released  int
+	statusErr error
+}
+
+func newFake(states ...ProgramState) *fakeSupervisor {
+	f := &fakeSupervisor{states: map[string]ProgramState{}, holdErr: map[string]string{}}
+	for _, st := range states {
+		f.states[st.Name] = st
+		f.order = append(f.order, st.Name)
+	}
+	return f
+}
+
+func (f *fakeSupervisor) set(name, state, detail string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.states[name] = ProgramState{name, state, detail}
+}
+
+func (f *fakeSupervisor) Status(context.Context) ([]ProgramState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.statusErr != nil {
+		return nil, f.statusErr
+	}
+	var out []ProgramState
+	for _, n := range f.order {
+		out = append(out, f.states[n])
+	}
+	return out, nil
+}
+
+func (f *fakeSupervisor) HoldAll(context.Context) (ProgramHold, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := ProgramHold{Release: func() error { f.mu.Lock(); f.released++; f.mu.Unlock(); return nil }}
+	for _, n := range f.order {
+		st := ProgramState{Name: n, State: "STOPPED", Detail: f.holdErr[n]}
+		if st.Detail != "" {
+			st.State = "STOPPING"
+		}
+		f.states[n] = ProgramState{Name: n, State: st.State}
+		h.Results = append(h.Results, st)
+	}
+	return h, nil
+}
+
+func (f *fakeSupervisor) Start(_ context.Context, names ...string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held > 0 {
+		f.held--
+		return true, nil
+	}
+	f.started = append(f.started, names)
+	for _, n := range names {
+		f.states[n] = ProgramState{Name: n, State: "RUNNING"}
+	}
+	return false, nil
+}
+
+type probeFunc func(context.Context) error
+
+func (p probeFunc) Check(ctx context.Context) error { return p(ctx) }
+
+type fakeWatch struct{ gone chan struct{} }
+
+func (w *fakeWatch) Gone() <-chan struct{} { return w.gone }
+func (w *fakeWatch) Close()                {}
+
+func fastSupervised(f *fakeSupervisor, probe Probe, auto []string, w SupervisedWatch) *Supervised {
+	s := NewSupervised(f, probe, auto, w)
+	s.Poll, s.HeldRetry = time.Millisecond, time.Millisecond
+	return s
+}
+
+var passes = probeFunc(func(context.Context) error { return nil })
+
+// TestSupervisedHoldRunning: a hold reports the programs STARTING, RUNNING
+// or in BACKOFF before it as the ones its release starts again.
+func TestSupervisedHoldRunning(t *testing.T) {
+	f := newFake(ProgramState{"executor", "RUNNING", ""}, ProgramState{"hermes", "BACKOFF", ""},
+		ProgramState{"other", "STOPPED", ""}, ProgramState{"late", "STARTING", ""}, ProgramState{"dead", "FATAL", "x"})
+	s := fastSupervised(f, passes, nil, nil)
+	h, err := s.Hold(context.Background())
+	if err != nil {
+		t.Fatalf("Hold() = %v", err)
+	}
+	if diff := cmp.Diff(h.Running(), []string{"executor", "hermes", "late"}); diff != "" {
+		t.Errorf("Hold().Running() (-got +want):\n%s", diff)
+	}
+	if err := h.Release(); err != nil || f.released != 1 {
+		t.Errorf("Release() = %v, released %d times, want nil, 1", err, f.released)
+	}
+}
+
+// TestSupervisedHoldNotStopped: a program the hold could not stop fails
+// the hold with ErrNotStopped naming it, and the hold is released.
+func TestSupervisedHoldNotStopped(t *testing.T) {
+	f := newFake(ProgramState{"executor", "RUNNING", ""})
+	f.holdErr["executor"] = "did not exit"
+	s := fastSupervised(f, passes, nil, nil)
+	_, err := s.Hold(context.Background())
+	if !errors.Is(err, ErrNotStopped) || err.Error() != "services did not stop: executor is STOPPING: did not exit" {
+		t.Errorf("Hold() = %v, want ErrNotStopped naming executor", err)
+	}
+	if f.released != 1 {
+		t.Errorf("released %d times, want 1", f.released)
+	}
+}
+
+// TestSupervisedWaitHealthy: WaitHealthy starts only the autostart
+// programs the hold did not stop, again while the supervisor still
+// refuses them as held, and waits for RUNNING and the probe.
+func TestSupervisedWaitHealthy(t *testing.T) {
+	f := newFake(ProgramState{"executor", "RUNNING", ""}, ProgramState{"hermes", "STOPPED", ""})
+	probes := 0
+	probe := probeFunc(func(context.Context) error {
+		if probes++; probes < 3 {
+			return errors.New("not healthy yet")
+		}
+		return nil
+	})
+	s := fastSupervised(f, probe, []string{"executor", "hermes"}, nil)
+	h, err := s.Hold(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Release()
+	f.set("executor", "RUNNING", "") // the supervisor started what it stopped
+	f.held = 2
+	if err := s.WaitHealthy(context.Background()); err != nil {
+		t.Fatalf("WaitHealthy() = %v", err)
+	}
+	if diff := cmp.Diff(f.started, [][]string{{"hermes"}}); diff != "" {
+		t.Errorf("started (-got +want):\n%s", diff)
+	}
+	if probes != 3 || f.held != 0 {
+		t.Errorf("probes = %d, held refusals left = %d, want 3, 0", probes, f.held)
+	}
+}
+
+// TestSupervisedWaitRunningFails: WaitRunning fails at once on a FATAL
+// program, on a supervisor that no longer answers, on a broken watch, and
+// says the last state seen when ctx ends.
+func TestSupervisedWaitRunningFails(t *testing.T) {
+	notRunning := errors.New("no supervisor answers")
+	ctx := context.Background()
+
+	f := newFake(ProgramState{"executor", "FATAL", "exited too quickly"})
+	s := fastSupervised(f, passes, nil, nil)
+	if err := s.WaitRunning(ctx, []string{"executor"}); err == nil || err.Error() != "executor is FATAL: exited too quickly" {
+		t.Errorf("WaitRunning(FATAL) = %v", err)
+	}
+
+	f = newFake(ProgramState{"executor", "RUNNING", ""})
+	f.statusErr = notRunning
+	s = fastSupervised(f, passes, nil, nil)
+	s.NotRunning = notRunning
+	if err := s.WaitRunning(ctx, []string{"executor"}); !errors.Is(err, notRunning) || !strings.HasPrefix(err.Error(), "the supervisor is gone: ") {
+		t.Errorf("WaitRunning(not running) = %v", err)
+	}
+
+	w := &fakeWatch{gone: make(chan struct{})}
+	f = newFake(ProgramState{"hermes", "STARTING", ""})
+	s = fastSupervised(f, passes, nil, w)
+	go func() { time.Sleep(5 * time.Millisecond); close(w.gone) }()
+	if err := s.WaitRunning(ctx, []string{"hermes"}); err != errSupervisorGone {
+		t.Errorf("WaitRunning(gone) = %v, want %v", err, errSupervisorGone)
+	}
+
+	f = newFake(ProgramState{"hermes", "STARTING", ""})
+	s = fastSupervised(f, passes, nil, nil)
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := s.WaitRunning(tctx, []string{"hermes"}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "(last: hermes is STARTING)") {
+		t.Errorf("WaitRunning(timeout) = %v", err)
+	}
+
+	// Executor among the names: the probe must pass too.
+	f = newFake(ProgramState{"executor", "RUNNING", ""})
+	s = fastSupervised(f, probeFunc(func(context.Context) error { return errors.New("503") }), nil, nil)
+	tctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := s.WaitRunning(tctx, []string{"executor"}); err == nil || !strings.Contains(err.Error(), "(last: 503)") {
+		t.Errorf("WaitRunning(probe fails) = %v", err)
+	}
+}
