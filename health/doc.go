@@ -68,7 +68,8 @@
 //     to Executor's configured loopback address (never by mcp-auth). It
 //     is held in a [Key], which fmt, slog and encoding/json
 //     render as "[redacted]"; no reason, error or log record carries it.
-//     A key file must be mode 0600 or stricter.
+//     A key file must be mode 0600 or stricter, its first line one key
+//     (names.BearerKey: ASCII token characters only).
 //   - Checks only read: nothing on disk, in the supervisor or in Executor
 //     is changed (the MCP session is closed again).
 //

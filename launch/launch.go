@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -398,26 +399,36 @@ func fileEnv(o Options) ([]string, error) {
 
 // ReadTokenFile returns the key on the first line of p, blanks around it
 // removed: p must be a regular file (a symlink is followed) of mode 0600
-// or stricter, at most 4 KiB, whose first line is one non-empty word.
-// Errors wrap ErrTokenFile and name p, never the key.
+// or stricter, checked on the file opened, at most 4 KiB, whose first line
+// is one key (names.BearerKey: the grammar health.token_file's key obeys
+// too, so the payload and hbx health see the same key). Errors wrap
+// ErrTokenFile and name p, never the key.
 func ReadTokenFile(p string) (string, error) {
-	st, err := os.Stat(p)
+	f, err := regfile.Open(p)
+	if err != nil {
+		return "", fmt.Errorf("%w: executor.token_file: %w", ErrTokenFile, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return "", fmt.Errorf("%w: executor.token_file: %w", ErrTokenFile, err)
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return "", fmt.Errorf("%w: executor.token_file %s has mode %04o: it holds the MCP key and must be 0600 or stricter", ErrTokenFile, p, st.Mode().Perm())
 	}
-	b, err := regfile.ReadFile(p, 4<<10)
+	const limit = 4 << 10
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return "", fmt.Errorf("%w: executor.token_file: %w", ErrTokenFile, err)
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	key := strings.TrimSpace(line)
-	if key == "" || strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return "", fmt.Errorf("%w: executor.token_file %s: the first line is not one key (want a single word, e.g. 64 hex digits)", ErrTokenFile, p)
+	if len(b) > limit {
+		return "", fmt.Errorf("%w: executor.token_file: %s is larger than %d bytes", ErrTokenFile, p, limit)
 	}
-	return key, nil
+	line, _, _ := strings.Cut(string(b), "\n")
+	if !names.BearerKey(strings.TrimSpace(line)) {
+		return "", fmt.Errorf("%w: executor.token_file %s: the first line is not one key (want one word of ASCII letters, digits and -._~+/, then any '=', e.g. 64 hex digits)", ErrTokenFile, p)
+	}
+	return strings.TrimSpace(line), nil
 }
 
 // env keeps variables in first-set order with later sets replacing values.
