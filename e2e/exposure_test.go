@@ -166,3 +166,52 @@ func TestSmokeCommandExposedE2E(t *testing.T) {
 		t.Fatalf("hbx install with an exposed executor's smoke command = %d (or it printed the key)\n%s", r.code, r.stderr)
 	}
 }
+
+// TestNetworkExposureAnyKeyE2E: exposed to the network, an Executor whose
+// bearer gate refuses a request without a key but lets any made-up key
+// through is as open as none: never RUNNING (the start fails naming the
+// gate) and check mcp-auth fails.
+func TestNetworkExposureAnyKeyE2E(t *testing.T) {
+	requireE2E(t)
+	b := installedBox(t)
+	socket, dir := supervisorConfig(t, b, "")
+	key := strings.Repeat("5a", 32)
+	keyFile := filepath.Join(b.dir, "box.key")
+	writeFile(t, keyFile, key+"\n", 0o600)
+	env := filepath.Join(b.dir, "executor.env")
+	anyKey := filepath.Join(b.dir, "any-key") // the test image takes any Bearer key while it exists
+	writeFile(t, anyKey, "", 0o600)
+	writeFile(t, env, "HBXTEST_ANY_KEY_IF="+anyKey+"\n", 0o600)
+	setExecutorKeys(t, b, fmt.Sprintf("  exposure: network\n  listen: 0.0.0.0\n  token_file: %s\n  token_env: EXECUTOR_AUTH_TOKEN\n  env_file: %s\n", keyFile, env))
+	appendConfig(t, b, "health:\n  token_file: "+keyFile+"\n")
+	s := startSupervise(t, b, socket, dir, "env", "HBX_SUPERVISOR_HEALTH_WAIT=3s")
+	st := waitExecutor(t, s, 90*time.Second, "a failed start naming the bearer gate", func(st supervisor.Status) bool {
+		if st.State == supervisor.Running {
+			t.Fatalf("an executor that takes any key became RUNNING: %+v", st)
+		}
+		return (st.State == supervisor.Backoff || st.State == supervisor.Fatal) && strings.Contains(st.Detail, "the bearer gate takes any key")
+	})
+	t.Logf("any key: %s %q", st.State, st.Detail)
+	// hbx health, between restarts: poll until it reaches a process up.
+	h := &healthBox{box: b, key: key}
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		rep, r := h.health("", "--only", "mcp-auth")
+		c := rep.check("mcp-auth")
+		if c.Status == "fail" && strings.Contains(c.Reason, "the bearer gate takes any key") && r.code == 1 {
+			break
+		}
+		if c.Status == "pass" || time.Now().After(deadline) {
+			t.Fatalf("hbx health --only mcp-auth = %d, %s %q; want a failure naming the bearer gate", r.code, c.Status, c.Reason)
+		}
+	}
+
+	// The gate closed: RUNNING, mcp-auth passes.
+	if err := os.Remove(anyKey); err != nil {
+		t.Fatal(err)
+	}
+	waitExecutor(t, s, 90*time.Second, "RUNNING once the gate checks the key", func(st supervisor.Status) bool {
+		return st.State == supervisor.Running
+	})
+	rep, r := h.health("", "--only", "mcp-auth")
+	h.expect("gate closed", rep, r, []string{"mcp-auth"}, nil)
+}

@@ -10,8 +10,8 @@
 //     {"status":"degraded"} when its database fails.
 //   - web-ui: GET / answers 200 with an HTML page ([WebUI]).
 //   - mcp-auth: an MCP initialize request without credentials answers 401
-//     with a WWW-Authenticate header offering the Bearer scheme
-//     ([MCPAuth]).
+//     with a WWW-Authenticate header offering the Bearer scheme, and one
+//     with a made-up Bearer key is refused too ([MCPAuth]).
 //   - mcp-tools: with the bearer key, an MCP session (the official Go SDK,
 //     streamable HTTP transport) initializes and tools/list returns
 //     exactly the expected tool names ([MCPTools], [CompareTools]);
