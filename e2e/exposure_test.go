@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -214,4 +215,53 @@ func TestNetworkExposureAnyKeyE2E(t *testing.T) {
 	})
 	rep, r := h.health("", "--only", "mcp-auth")
 	h.expect("gate closed", rep, r, []string{"mcp-auth"}, nil)
+}
+
+// TestNetworkExposureSupervisorKilledE2E: SIGKILL of hbx supervise while
+// Executor is exposed on 0.0.0.0 leaves no orphan listening there: the
+// port closes on every address within seconds.
+func TestNetworkExposureSupervisorKilledE2E(t *testing.T) {
+	requireE2E(t)
+	addrs := nonLoopbackAddrs()
+	if len(addrs) == 0 {
+		t.Fatal("this machine has no non-loopback IPv4 address to reach a network-exposed Executor on")
+	}
+	b := installedBox(t)
+	socket, dir := supervisorConfig(t, b, "")
+	keyFile := filepath.Join(b.dir, "box.key")
+	writeFile(t, keyFile, strings.Repeat("5a", 32)+"\n", 0o600)
+	setExecutorKeys(t, b, fmt.Sprintf("  exposure: network\n  listen: 0.0.0.0\n  token_file: %s\n  token_env: EXECUTOR_AUTH_TOKEN\n", keyFile))
+	appendConfig(t, b, "health:\n  token_file: "+keyFile+"\n")
+	s := startSupervise(t, b, socket, dir)
+	st := waitExecutor(t, s, 90*time.Second, "RUNNING", func(st supervisor.Status) bool { return st.State == supervisor.Running })
+	addr := net.JoinHostPort(addrs[0], strconv.Itoa(b.port))
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err != nil {
+		t.Fatalf("dial %s while RUNNING: %v", addr, err)
+	} else {
+		c.Close()
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-s.exited
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still accepts connections 30s after hbx supervise was killed (executor pid %d orphaned)", addr, st.PID)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", st.PID))
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		if err != nil || strings.HasPrefix(rest, "Z") { // gone, or dead and not yet reaped
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("executor pid %d outlived its killed supervisor: %s", st.PID, stat)
+		}
+	}
 }
