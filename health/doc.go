@@ -79,8 +79,9 @@
 //     from /api/health is taken at its word.
 //   - The listeners check sees only sockets the process tree holds at the
 //     moment it looks, and reading another user's /proc/<pid>/fd needs
-//     root or that user; a listener opened by a process that left the tree
-//     (double fork to init) is not seen.
+//     root or that user. A double-forked process (reparented away from the
+//     tree) is still seen while it stays in the program's process group;
+//     one that also left the group (setsid) is not.
 //   - A pid taken from a pidfile is trusted only if that process holds
 //     the data directory's lock, which `hbx run executor` hands its
 //     payload: a stale pidfile's reused pid, or a pid the payload wrote
