@@ -89,6 +89,8 @@ func TestKey(t *testing.T) {
 	// environment variable as UTF-8: two different keys.
 	write(t, unicode, secret+"\u043a\u043b\u044e\u0447\n", 0o600)
 	write(t, words, secret+" "+secret+"\n", 0o600)
+	huge := filepath.Join(dir, "huge") // a header no server takes
+	write(t, huge, strings.Repeat("a", 32<<10)+"\n", 0o600)
 	if k, err := ReadKeyFile(good); err != nil || k.v != secret {
 		t.Errorf("ReadKeyFile(good) = %v, want the first line", err)
 	}
@@ -97,6 +99,7 @@ func TestKey(t *testing.T) {
 		empty:                         "the first line is empty",
 		unicode:                       "the first line is not one key",
 		words:                         "the first line is not one key",
+		huge:                          "the first line is not one key",
 		filepath.Join(dir, "missing"): "no such file",
 		dir:                           "is a directory: not a regular file",
 	} {

@@ -62,7 +62,7 @@ func ReadKey(r io.Reader) (Key, error) {
 		return Key{}, fmt.Errorf("%w: the first line is empty", ErrKey)
 	}
 	if !names.BearerKey(k.v) {
-		return Key{}, fmt.Errorf("%w: the first line is not one key (want one word of ASCII letters, digits and -._~+/, then any '=')", ErrKey)
+		return Key{}, fmt.Errorf("%w: the first line is not one key (want one word of ASCII letters, digits and -._~+/, then any '=', at most %d bytes)", ErrKey, names.MaxBearerKey)
 	}
 	return k, nil
 }

@@ -396,12 +396,12 @@ func fileEnv(o Options) ([]string, error) {
 
 // ReadTokenFile returns the key on the first line of p, blanks around it
 // removed: p must be a regular file (a symlink is followed) of mode 0600
-// or stricter (checked on the descriptor read), at most 4 KiB, whose first line
+// or stricter (checked on the descriptor read), at most 64 KiB, whose first line
 // is one key (names.BearerKey: the grammar health.token_file's key obeys
 // too, so the payload and hbx health see the same key). Errors wrap
 // ErrTokenFile and name p, never the key.
 func ReadTokenFile(p string) (string, error) {
-	b, perm, err := readPrivate(p, 4<<10)
+	b, perm, err := readPrivate(p, 64<<10)
 	if err != nil {
 		return "", fmt.Errorf("%w: executor.token_file: %w", ErrTokenFile, err)
 	}
@@ -410,7 +410,7 @@ func ReadTokenFile(p string) (string, error) {
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	if !names.BearerKey(strings.TrimSpace(line)) {
-		return "", fmt.Errorf("%w: executor.token_file %s: the first line is not one key (want one word of ASCII letters, digits and -._~+/, then any '=', e.g. 64 hex digits)", ErrTokenFile, p)
+		return "", fmt.Errorf("%w: executor.token_file %s: the first line is not one key (want one word of ASCII letters, digits and -._~+/, then any '=', at most %d bytes, e.g. 64 hex digits)", ErrTokenFile, p, names.MaxBearerKey)
 	}
 	return strings.TrimSpace(line), nil
 }

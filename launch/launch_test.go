@@ -192,8 +192,12 @@ func TestPrepareRefuses(t *testing.T) {
 		}, ErrTokenFile, "FIFO"},
 		{"token file huge", func(o *Options) {
 			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
+			os.WriteFile(o.TokenFile, []byte("topsecret"+strings.Repeat("a", 80<<10)+"\n"), 0o600)
+		}, ErrTokenFile, "larger than 65536 bytes"},
+		{"token file key too long for a header", func(o *Options) {
+			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
 			os.WriteFile(o.TokenFile, []byte("topsecret"+strings.Repeat("a", 8<<10)+"\n"), 0o600)
-		}, ErrTokenFile, "larger than 4096 bytes"},
+		}, ErrTokenFile, "not one key"},
 		{"token file missing", func(o *Options) {
 			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
 		}, ErrTokenFile, "no such file"},

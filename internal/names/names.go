@@ -41,14 +41,15 @@ func EnvVar(s string) bool {
 
 // BearerKey reports whether s may be an MCP bearer key: RFC 6750's
 // b64token, one or more ASCII letters, digits, '-', '.', '_', '~', '+'
-// or '/', then any '=' padding (hex, base64 and base64url keys all fit).
+// or '/', then any '=' padding (hex, base64 and base64url keys all fit),
+// at most MaxBearerKey bytes.
 // Such a key reaches the payload unchanged both through an environment
 // variable (executor.token_file) and through an Authorization header
 // (health.token_file); anything else, a non-ASCII letter above all, is
 // decoded differently on the two ways.
 func BearerKey(s string) bool {
 	body := strings.TrimRight(s, "=")
-	if body == "" {
+	if body == "" || len(s) > MaxBearerKey {
 		return false
 	}
 	for _, c := range body {
@@ -58,3 +59,8 @@ func BearerKey(s string) bool {
 	}
 	return true
 }
+
+// MaxBearerKey bounds an MCP bearer key, in bytes: far above a 256-bit
+// key in any encoding, well below the header limits of HTTP servers
+// (Bun's is 16 KiB).
+const MaxBearerKey = 4096
