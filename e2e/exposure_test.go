@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,5 +165,103 @@ func TestSmokeCommandExposedE2E(t *testing.T) {
 	appendConfig(t, b, "health:\n  token_file: "+keyFile+"\n")
 	if r := b.hbx("install"); r.code != 0 || strings.Contains(r.stdout+r.stderr, key) {
 		t.Fatalf("hbx install with an exposed executor's smoke command = %d (or it printed the key)\n%s", r.code, r.stderr)
+	}
+}
+
+// TestNetworkExposureAnyKeyE2E: exposed to the network, an Executor whose
+// bearer gate refuses a request without a key but lets any made-up key
+// through is as open as none: never RUNNING (the start fails naming the
+// gate) and check mcp-auth fails.
+func TestNetworkExposureAnyKeyE2E(t *testing.T) {
+	requireE2E(t)
+	b := installedBox(t)
+	socket, dir := supervisorConfig(t, b, "")
+	key := strings.Repeat("5a", 32)
+	keyFile := filepath.Join(b.dir, "box.key")
+	writeFile(t, keyFile, key+"\n", 0o600)
+	env := filepath.Join(b.dir, "executor.env")
+	anyKey := filepath.Join(b.dir, "any-key") // the test image takes any Bearer key while it exists
+	writeFile(t, anyKey, "", 0o600)
+	writeFile(t, env, "HBXTEST_ANY_KEY_IF="+anyKey+"\n", 0o600)
+	setExecutorKeys(t, b, fmt.Sprintf("  exposure: network\n  listen: 0.0.0.0\n  token_file: %s\n  token_env: EXECUTOR_AUTH_TOKEN\n  env_file: %s\n", keyFile, env))
+	appendConfig(t, b, "health:\n  token_file: "+keyFile+"\n")
+	s := startSupervise(t, b, socket, dir, "env", "HBX_SUPERVISOR_HEALTH_WAIT=3s")
+	st := waitExecutor(t, s, 90*time.Second, "a failed start naming the bearer gate", func(st supervisor.Status) bool {
+		if st.State == supervisor.Running {
+			t.Fatalf("an executor that takes any key became RUNNING: %+v", st)
+		}
+		return (st.State == supervisor.Backoff || st.State == supervisor.Fatal) && strings.Contains(st.Detail, "the bearer gate takes any key")
+	})
+	t.Logf("any key: %s %q", st.State, st.Detail)
+	// hbx health, between restarts: poll until it reaches a process up.
+	h := &healthBox{box: b, key: key}
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		rep, r := h.health("", "--only", "mcp-auth")
+		c := rep.check("mcp-auth")
+		if c.Status == "fail" && strings.Contains(c.Reason, "the bearer gate takes any key") && r.code == 1 {
+			break
+		}
+		if c.Status == "pass" || time.Now().After(deadline) {
+			t.Fatalf("hbx health --only mcp-auth = %d, %s %q; want a failure naming the bearer gate", r.code, c.Status, c.Reason)
+		}
+	}
+
+	// The gate closed: RUNNING, mcp-auth passes.
+	if err := os.Remove(anyKey); err != nil {
+		t.Fatal(err)
+	}
+	waitExecutor(t, s, 90*time.Second, "RUNNING once the gate checks the key", func(st supervisor.Status) bool {
+		return st.State == supervisor.Running
+	})
+	rep, r := h.health("", "--only", "mcp-auth")
+	h.expect("gate closed", rep, r, []string{"mcp-auth"}, nil)
+}
+
+// TestNetworkExposureSupervisorKilledE2E: SIGKILL of hbx supervise while
+// Executor is exposed on 0.0.0.0 leaves no orphan listening there: the
+// port closes on every address within seconds.
+func TestNetworkExposureSupervisorKilledE2E(t *testing.T) {
+	requireE2E(t)
+	addrs := nonLoopbackAddrs()
+	if len(addrs) == 0 {
+		t.Fatal("this machine has no non-loopback IPv4 address to reach a network-exposed Executor on")
+	}
+	b := installedBox(t)
+	socket, dir := supervisorConfig(t, b, "")
+	keyFile := filepath.Join(b.dir, "box.key")
+	writeFile(t, keyFile, strings.Repeat("5a", 32)+"\n", 0o600)
+	setExecutorKeys(t, b, fmt.Sprintf("  exposure: network\n  listen: 0.0.0.0\n  token_file: %s\n  token_env: EXECUTOR_AUTH_TOKEN\n", keyFile))
+	appendConfig(t, b, "health:\n  token_file: "+keyFile+"\n")
+	s := startSupervise(t, b, socket, dir)
+	st := waitExecutor(t, s, 90*time.Second, "RUNNING", func(st supervisor.Status) bool { return st.State == supervisor.Running })
+	addr := net.JoinHostPort(addrs[0], strconv.Itoa(b.port))
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err != nil {
+		t.Fatalf("dial %s while RUNNING: %v", addr, err)
+	} else {
+		c.Close()
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-s.exited
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still accepts connections 30s after hbx supervise was killed (executor pid %d orphaned)", addr, st.PID)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", st.PID))
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		if err != nil || strings.HasPrefix(rest, "Z") { // gone, or dead and not yet reaped
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("executor pid %d outlived its killed supervisor: %s", st.PID, stat)
+		}
 	}
 }

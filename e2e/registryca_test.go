@@ -18,7 +18,8 @@ import (
 // (issue 16). Without the CA hbx install fails with one line naming the
 // certificate problem and activates nothing; with the CA in
 // registry.certs_dir (<dir>/<host:port>/ca.crt) the install pulls and
-// activates; a certs_dir that does not exist is refused.
+// activates; a certs_dir that does not exist, or a CA file in it that
+// holds no certificate, is refused.
 func TestRegistryCAE2E(t *testing.T) {
 	requireE2E(t)
 	tlsDir := t.TempDir()
@@ -67,6 +68,17 @@ func TestRegistryCAE2E(t *testing.T) {
 	hostDir := filepath.Join(certsDir, reg.Host())
 	if err := os.MkdirAll(hostDir, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	// A CA file that holds no PEM certificate: named, not skipped (the
+	// image library skips it and the pull then blames a missing CA).
+	bad := filepath.Join(hostDir, "ca.crt")
+	writeFile(t, bad, "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n", 0o644)
+	r = b.hbx("install")
+	if errs := errorLines(t, r.stderr); r.code == 0 || len(errs) != 1 || !strings.Contains(errs[0], bad+" holds no PEM certificate") {
+		t.Fatalf("hbx install with a garbage ca.crt = %d, stderr %q; want one error line naming %s", r.code, r.stderr, bad)
+	}
+	if cur := b.current(); cur != "" {
+		t.Fatalf("a release is active after the failed install: %s", cur)
 	}
 	writeFile(t, filepath.Join(hostDir, "ca.crt"), readFile(t, files.CA), 0o644)
 	if r := b.hbx("install"); r.code != 0 {

@@ -81,15 +81,25 @@ func TestKey(t *testing.T) {
 
 	dir := t.TempDir()
 	good, open, empty := filepath.Join(dir, "good"), filepath.Join(dir, "open"), filepath.Join(dir, "empty")
+	unicode, words := filepath.Join(dir, "unicode"), filepath.Join(dir, "words")
 	write(t, good, secret+"\nsecond line\n", 0o600)
 	write(t, open, secret+"\n", 0o644)
 	write(t, empty, "\n", 0o400)
+	// The header would carry it to Bun as Latin-1, executor.token_file's
+	// environment variable as UTF-8: two different keys.
+	write(t, unicode, secret+"\u043a\u043b\u044e\u0447\n", 0o600)
+	write(t, words, secret+" "+secret+"\n", 0o600)
+	huge := filepath.Join(dir, "huge") // a header no server takes
+	write(t, huge, strings.Repeat("a", 32<<10)+"\n", 0o600)
 	if k, err := ReadKeyFile(good); err != nil || k.v != secret {
 		t.Errorf("ReadKeyFile(good) = %v, want the first line", err)
 	}
 	for path, want := range map[string]string{
 		open:                          "is mode 0644, want 0600 or stricter",
 		empty:                         "the first line is empty",
+		unicode:                       "the first line is not one key",
+		words:                         "the first line is not one key",
+		huge:                          "the first line is not one key",
 		filepath.Join(dir, "missing"): "no such file",
 		dir:                           "is a directory: not a regular file",
 	} {

@@ -10,8 +10,8 @@
 //     {"status":"degraded"} when its database fails.
 //   - web-ui: GET / answers 200 with an HTML page ([WebUI]).
 //   - mcp-auth: an MCP initialize request without credentials answers 401
-//     with a WWW-Authenticate header offering the Bearer scheme
-//     ([MCPAuth]).
+//     with a WWW-Authenticate header offering the Bearer scheme, and one
+//     with a made-up Bearer key is refused too ([MCPAuth]).
 //   - mcp-tools: with the bearer key, an MCP session (the official Go SDK,
 //     streamable HTTP transport) initializes and tools/list returns
 //     exactly the expected tool names ([MCPTools], [CompareTools]);
@@ -68,7 +68,8 @@
 //     to Executor's configured loopback address (never by mcp-auth). It
 //     is held in a [Key], which fmt, slog and encoding/json
 //     render as "[redacted]"; no reason, error or log record carries it.
-//     A key file must be mode 0600 or stricter.
+//     A key file must be mode 0600 or stricter, its first line one key
+//     (names.BearerKey: ASCII token characters only).
 //   - Checks only read: nothing on disk, in the supervisor or in Executor
 //     is changed (the MCP session is closed again).
 //
@@ -78,8 +79,9 @@
 //     from /api/health is taken at its word.
 //   - The listeners check sees only sockets the process tree holds at the
 //     moment it looks, and reading another user's /proc/<pid>/fd needs
-//     root or that user; a listener opened by a process that left the tree
-//     (double fork to init) is not seen.
+//     root or that user. A double-forked process (reparented away from the
+//     tree) is still seen while it stays in the program's process group;
+//     one that also left the group (setsid) is not.
 //   - A pid taken from a pidfile is trusted only if that process holds
 //     the data directory's lock, which `hbx run executor` hands its
 //     payload: a stale pidfile's reused pid, or a pid the payload wrote

@@ -21,6 +21,17 @@ import (
 // HBXTEST_LISTEN_CHILD names the child's addresses (and prints the child's
 // line too), then waits until its standard input closes.
 func TestMain(m *testing.M) {
+	if addrs := os.Getenv("HBXTEST_DAEMON_HOP"); addrs != "" {
+		// The middle of a double fork: start the listener, leave it.
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "HBXTEST_DAEMON_HOP=", "HBXTEST_LISTEN="+addrs, "HBXTEST_LISTEN_CHILD=", "HBXTEST_LISTEN_DAEMON=")
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if addrs := os.Getenv("HBXTEST_LISTEN"); addrs != "" {
 		os.Exit(listenChild(addrs, os.Getenv("HBXTEST_LISTEN_CHILD")))
 	}
@@ -51,6 +62,33 @@ func listenChild(addrs, childAddrs string) int {
 		}
 		defer func() { in.Close(); cmd.Wait() }()
 		line, _ := bufio.NewReader(out).ReadString('\n')
+		fmt.Print(line)
+	}
+	if daemon := os.Getenv("HBXTEST_LISTEN_DAEMON"); daemon != "" {
+		// A double-forked listener: its parent exits at once, so it is
+		// no descendant of this process, only in its process group. It
+		// lives until this process exits and closes w.
+		r, w, err := os.Pipe()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer w.Close()
+		hop := exec.Command(os.Args[0])
+		hop.Env = append(os.Environ(), "HBXTEST_LISTEN=", "HBXTEST_DAEMON_HOP="+daemon)
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		hop.Stdin, hop.Stdout, hop.Stderr = r, pw, os.Stderr
+		if err := hop.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		r.Close()
+		pw.Close()
+		line, _ := bufio.NewReader(pr).ReadString('\n')
 		fmt.Print(line)
 	}
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until EOF

@@ -3,6 +3,8 @@ package health
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"mime"
 	"net/http"
@@ -62,7 +64,8 @@ const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{
 
 // MCPAuth sends an MCP initialize request to url (Executor's "/mcp")
 // without credentials and returns nil when the server refuses it with 401
-// and a WWW-Authenticate header offering the Bearer scheme (RFC 6750).
+// and a WWW-Authenticate header offering the Bearer scheme (RFC 6750), and
+// refuses (a 4xx or 5xx) the same request with a made-up Bearer key.
 // Anything else, a 200 above all, is an error wrapping ErrUnhealthy. It is
 // check mcp-auth.
 func MCPAuth(ctx context.Context, url string) error {
@@ -72,13 +75,7 @@ func MCPAuth(ctx context.Context, url string) error {
 
 // mcpAuth is MCPAuth; it also returns the Bearer challenge.
 func mcpAuth(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(initializeBody))
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrUnhealthy, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, _, err := do(req)
+	resp, err := postInitialize(ctx, url, "")
 	if err != nil {
 		return "", err
 	}
@@ -86,15 +83,51 @@ func mcpAuth(ctx context.Context, url string) (string, error) {
 		return "", fmt.Errorf("%w: POST %s without a key: %s, want 401 Unauthorized", ErrUnhealthy, url, resp.Status)
 	}
 	values := resp.Header.Values("WWW-Authenticate")
+	challenge := ""
 	for _, v := range values {
 		if hasScheme(v, "Bearer") {
-			return v, nil
+			challenge = v
+			break
 		}
 	}
-	if len(values) == 0 {
+	if challenge == "" && len(values) == 0 {
 		return "", fmt.Errorf("%w: POST %s without a key: 401 without a WWW-Authenticate header", ErrUnhealthy, url)
 	}
-	return "", fmt.Errorf("%w: POST %s without a key: WWW-Authenticate %q has no Bearer challenge", ErrUnhealthy, url, strings.Join(values, ", "))
+	if challenge == "" {
+		return "", fmt.Errorf("%w: POST %s without a key: WWW-Authenticate %q has no Bearer challenge", ErrUnhealthy, url, strings.Join(values, ", "))
+	}
+	// A gate that lets any Bearer value through is as open as none.
+	resp, err = postInitialize(ctx, url, wrongKey())
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode < 400 {
+		return "", fmt.Errorf("%w: POST %s with a made-up key: %s, want a refusal (the bearer gate takes any key)", ErrUnhealthy, url, resp.Status)
+	}
+	return challenge, nil
+}
+
+// postInitialize POSTs initializeBody to url, with "Authorization: Bearer
+// key" unless key is "".
+func postInitialize(ctx context.Context, url, key string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(initializeBody))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnhealthy, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, _, err := do(req)
+	return resp, err
+}
+
+// wrongKey returns a fresh random key (256 bits, hex), no box's key.
+func wrongKey() string {
+	b := make([]byte, 32)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // hasScheme reports whether the WWW-Authenticate value v (RFC 9110

@@ -80,6 +80,12 @@ func TestMCPAuth(t *testing.T) {
 		{"no header", challenge(401), "401 without a WWW-Authenticate header"},
 		{"basic only", challenge(401, `Basic realm="Bearer"`), `has no Bearer challenge`},
 		{"bearer as a parameter", challenge(401, `Basic realm="x", Bearer = "y"`), `has no Bearer challenge`},
+		{"any key let through", func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				w.WriteHeader(http.StatusUnauthorized)
+			}
+		}, "with a made-up key: 200 OK, want a refusal (the bearer gate takes any key)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/hermesbox/hbx/internal/names"
 	"github.com/hermesbox/hbx/internal/regfile"
 )
 
@@ -48,8 +49,9 @@ func (k Key) IsZero() bool { return k.v == "" }
 func NewKey(s string) Key { return Key{strings.TrimSpace(s)} }
 
 // ReadKey reads a key from r (standard input): its first line, without
-// surrounding white space, of at most 64 KiB. An empty first line is an
-// error wrapping ErrKey.
+// surrounding white space, of at most 64 KiB. An empty first line, or one
+// that is not one key (names.BearerKey, the grammar executor.token_file
+// obeys too), is an error wrapping ErrKey that never quotes the line.
 func ReadKey(r io.Reader) (Key, error) {
 	line, err := bufio.NewReader(io.LimitReader(r, maxKeyBytes)).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -58,6 +60,9 @@ func ReadKey(r io.Reader) (Key, error) {
 	k := NewKey(line)
 	if k.IsZero() {
 		return Key{}, fmt.Errorf("%w: the first line is empty", ErrKey)
+	}
+	if !names.BearerKey(k.v) {
+		return Key{}, fmt.Errorf("%w: the first line is not one key (want one word of ASCII letters, digits and -._~+/, then any '=', at most %d bytes)", ErrKey, names.MaxBearerKey)
 	}
 	return k, nil
 }

@@ -33,7 +33,9 @@ type Listener struct {
 
 // Listeners checks the TCP sockets in LISTEN state held by the process
 // tree rooted at pid (pid and every descendant, found through the ppid
-// field of /proc/<n>/stat). It finds them through the socket inodes of
+// field of /proc/<n>/stat; when pid leads a process group, as a
+// supervised program does, also every member of that group and its
+// descendants, so a double-forked listener counts). It finds them through the socket inodes of
 // /proc/<n>/fd and the tables /proc/<pid>/net/tcp and tcp6 (so in pid's
 // network namespace). It returns them, sorted by address, and nil when
 // every one is bound to a loopback address (127.0.0.0/8 or ::1, also
@@ -184,6 +186,7 @@ func processTree(proc string, pid int) ([]int, error) {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
 	children := map[int][]int{}
+	var group []int // the members of the process group pid leads
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -196,12 +199,46 @@ func processTree(proc string, pid int) ([]int, error) {
 		if ppid, ok := parsePPID(b); ok {
 			children[ppid] = append(children[ppid], p)
 		}
+		if pgid, ok := parsePGID(b); ok && pgid == pid && p != pid {
+			group = append(group, p)
+		}
 	}
+	// A double-forked process leaves the tree (it is reparented to init
+	// or the supervisor) but stays in the program's process group.
 	tree := []int{pid}
+	seen := map[int]bool{pid: true}
 	for i := 0; i < len(tree); i++ {
-		tree = append(tree, children[tree[i]]...)
+		for _, c := range children[tree[i]] {
+			if !seen[c] {
+				seen[c] = true
+				tree = append(tree, c)
+			}
+		}
+		if i == 0 {
+			for _, g := range group {
+				if !seen[g] {
+					seen[g] = true
+					tree = append(tree, g)
+				}
+			}
+		}
 	}
 	return tree, nil
+}
+
+// parsePGID returns the pgrp field of a /proc/<pid>/stat line, the fourth
+// after the command name.
+func parsePGID(stat []byte) (int, bool) {
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 3 {
+		return 0, false
+	}
+	pgid, err := strconv.Atoi(f[2])
+	return pgid, err == nil
 }
 
 // parsePPID returns the ppid field of a /proc/<pid>/stat line: the second

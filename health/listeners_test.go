@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -87,13 +88,16 @@ func TestParsePPID(t *testing.T) {
 	}
 }
 
-// tree starts the test binary as a process listening on addrs, with a
-// child listening on childAddrs, and returns its pid and the addresses
-// both bound.
-func tree(t *testing.T, addrs, childAddrs string) (int, []netip.AddrPort) {
+// tree starts the test binary as a process group leader (as the
+// supervisor starts a program) listening on addrs, with a child listening
+// on childAddrs, and returns its pid and the addresses both bound. With
+// daemonAddrs, a double-forked process of its group (no descendant of it)
+// listens there too.
+func tree(t *testing.T, addrs, childAddrs string, daemonAddrs ...string) (int, []netip.AddrPort) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "HBXTEST_LISTEN="+addrs, "HBXTEST_LISTEN_CHILD="+childAddrs)
+	cmd.Env = append(os.Environ(), "HBXTEST_LISTEN="+addrs, "HBXTEST_LISTEN_CHILD="+childAddrs, "HBXTEST_LISTEN_DAEMON="+strings.Join(daemonAddrs, ","))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -110,7 +114,10 @@ func tree(t *testing.T, addrs, childAddrs string) (int, []netip.AddrPort) {
 	r := bufio.NewReader(out)
 	lines := 1
 	if childAddrs != "" {
-		lines = 2
+		lines++
+	}
+	if len(daemonAddrs) > 0 {
+		lines++
 	}
 	var bound []netip.AddrPort
 	for range lines {
@@ -189,6 +196,19 @@ func TestListenersExact(t *testing.T) {
 		_, err := ListenersExact(pid, bound[0])
 		if !errors.Is(err, ErrStrayListener) || !errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), bound[1].String()+" (pid ") {
 			t.Fatalf("ListenersExact() = %v, want ErrStrayListener naming %s", err, bound[1])
+		}
+	})
+	t.Run("a double-forked listener of its process group", func(t *testing.T) {
+		// Reparented away from the tree (to init or the supervisor, a
+		// subreaper), still in the program's process group.
+		pid, bound := tree(t, "0.0.0.0:0", "", "127.0.0.2:0")
+		_, err := ListenersExact(pid, bound[0])
+		if !errors.Is(err, ErrStrayListener) || !strings.Contains(err.Error(), bound[1].String()+" (pid ") {
+			t.Fatalf("ListenersExact() = %v, want ErrStrayListener naming %s", err, bound[1])
+		}
+		pid, bound = tree(t, "127.0.0.1:0", "", "0.0.0.0:0")
+		if _, err := Listeners(pid, bound[0]); !errors.Is(err, ErrNotLoopback) {
+			t.Fatalf("Listeners() = %v, want ErrNotLoopback", err)
 		}
 	})
 	t.Run("the wrong family", func(t *testing.T) {

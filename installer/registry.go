@@ -23,6 +23,8 @@ import (
 	"go.podman.io/image/v5/docker/reference"
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/types"
+
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // RegistryOptions is how hbx talks to registries.
@@ -132,13 +134,8 @@ func openSource(ctx context.Context, ref reference.Canonical, opts RegistryOptio
 			return nil, fmt.Errorf("registry auth file: %w", err)
 		}
 	}
-	if opts.CertsDir != "" {
-		// A missing directory would silently mean the system's roots.
-		if st, err := os.Stat(opts.CertsDir); err != nil {
-			return nil, fmt.Errorf("registry certs directory: %w", err)
-		} else if !st.IsDir() {
-			return nil, fmt.Errorf("registry certs directory: %s is not a directory", opts.CertsDir)
-		}
+	if err := checkCertsDir(opts.CertsDir, reference.Domain(ref)); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return nil, fmt.Errorf("create scratch directory: %w", err)
@@ -598,4 +595,38 @@ func (b *blobReader) Close() error {
 	b.r.release(b.h, false)
 	b.a, b.h, b.body = nil, nil, nil
 	return err
+}
+
+// checkCertsDir checks registry.certs_dir dir ("" means none) before a
+// pull from host: it must be a directory (a missing one would silently
+// mean the system's roots), and each *.crt in <dir>/<host> must hold a
+// PEM certificate: the image library skips one that holds none, and the
+// pull would then fail as if no CA were configured.
+func checkCertsDir(dir, host string) error {
+	if dir == "" {
+		return nil
+	}
+	if st, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("registry certs directory: %w", err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("registry certs directory: %s is not a directory", dir)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, host))
+	if err != nil {
+		return nil // no CA for host: the system's roots, as the library does
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".crt") {
+			continue
+		}
+		p := filepath.Join(dir, host, e.Name())
+		b, err := regfile.ReadFile(p, 1<<20)
+		if err != nil {
+			return fmt.Errorf("registry certs directory: %w", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(b) {
+			return fmt.Errorf("registry certs directory: %s holds no PEM certificate", p)
+		}
+	}
+	return nil
 }

@@ -63,5 +63,5 @@
 // never logged. Prepare reads the env file and the token file before
 // anything else, so a bad one (ErrEnvFile: missing, readable by others,
 // malformed; ErrTokenFile: missing, readable by others, not one key on its
-// first line) changes nothing on disk.
+// first line, names.BearerKey) changes nothing on disk.
 package launch

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -346,16 +348,12 @@ func ReadEnvFile(p string) ([]string, error) {
 	if p == "" {
 		return nil, nil
 	}
-	st, err := os.Stat(p)
+	b, perm, err := readPrivate(p, 1<<20)
 	if err != nil {
 		return nil, fmt.Errorf("%w: executor.env_file: %w", ErrEnvFile, err)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w: executor.env_file %s has mode %04o: it holds secrets and must be 0600 or stricter", ErrEnvFile, p, st.Mode().Perm())
-	}
-	b, err := regfile.ReadFile(p, 1<<20)
-	if err != nil {
-		return nil, fmt.Errorf("%w: executor.env_file: %w", ErrEnvFile, err)
+	if perm&0o077 != 0 {
+		return nil, fmt.Errorf("%w: executor.env_file %s has mode %04o: it holds secrets and must be 0600 or stricter", ErrEnvFile, p, perm)
 	}
 	var out []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -398,26 +396,23 @@ func fileEnv(o Options) ([]string, error) {
 
 // ReadTokenFile returns the key on the first line of p, blanks around it
 // removed: p must be a regular file (a symlink is followed) of mode 0600
-// or stricter, at most 4 KiB, whose first line is one non-empty word.
-// Errors wrap ErrTokenFile and name p, never the key.
+// or stricter (checked on the descriptor read), at most 64 KiB, whose first line
+// is one key (names.BearerKey: the grammar health.token_file's key obeys
+// too, so the payload and hbx health see the same key). Errors wrap
+// ErrTokenFile and name p, never the key.
 func ReadTokenFile(p string) (string, error) {
-	st, err := os.Stat(p)
+	b, perm, err := readPrivate(p, 64<<10)
 	if err != nil {
 		return "", fmt.Errorf("%w: executor.token_file: %w", ErrTokenFile, err)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("%w: executor.token_file %s has mode %04o: it holds the MCP key and must be 0600 or stricter", ErrTokenFile, p, st.Mode().Perm())
-	}
-	b, err := regfile.ReadFile(p, 4<<10)
-	if err != nil {
-		return "", fmt.Errorf("%w: executor.token_file: %w", ErrTokenFile, err)
+	if perm&0o077 != 0 {
+		return "", fmt.Errorf("%w: executor.token_file %s has mode %04o: it holds the MCP key and must be 0600 or stricter", ErrTokenFile, p, perm)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
-	key := strings.TrimSpace(line)
-	if key == "" || strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return "", fmt.Errorf("%w: executor.token_file %s: the first line is not one key (want a single word, e.g. 64 hex digits)", ErrTokenFile, p)
+	if !names.BearerKey(strings.TrimSpace(line)) {
+		return "", fmt.Errorf("%w: executor.token_file %s: the first line is not one key (want one word of ASCII letters, digits and -._~+/, then any '=', at most %d bytes, e.g. 64 hex digits)", ErrTokenFile, p, names.MaxBearerKey)
 	}
-	return key, nil
+	return strings.TrimSpace(line), nil
 }
 
 // env keeps variables in first-set order with later sets replacing values.
@@ -448,4 +443,28 @@ func (e *env) list() []string {
 		out = append(out, k+"="+e.vals[k])
 	}
 	return out
+}
+
+// readPrivate reads the regular file p (at most limit bytes, a longer one
+// is an error naming the limit) and returns its permission bits, both
+// from the one descriptor it opened (regfile.Open): a file swapped
+// between the mode check and the read cannot slip through.
+func readPrivate(p string, limit int64) ([]byte, os.FileMode, error) {
+	f, err := regfile.Open(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, 0, &fs.PathError{Op: "read", Path: p, Err: err}
+	}
+	if int64(len(b)) > limit {
+		return nil, 0, fmt.Errorf("%s is larger than %d bytes", p, limit)
+	}
+	return b, st.Mode().Perm(), nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,6 +173,30 @@ func TestPrepareRefuses(t *testing.T) {
 		{"token file two words", func(o *Options) {
 			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
 			os.WriteFile(o.TokenFile, []byte("topsecret topsecret\n"), 0o600)
+		}, ErrTokenFile, "not one key"},
+		{"token file not ASCII", func(o *Options) {
+			// A header carries it to Bun as Latin-1, the environment as
+			// UTF-8: Executor and hbx health would see two keys.
+			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
+			os.WriteFile(o.TokenFile, []byte("topsecretключ\n"), 0o600)
+		}, ErrTokenFile, "not one key"},
+		{"token file no-break space", func(o *Options) {
+			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
+			os.WriteFile(o.TokenFile, []byte("topsecret topsecret\n"), 0o600)
+		}, ErrTokenFile, "not one key"},
+		{"token file a FIFO", func(o *Options) {
+			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
+			if err := syscall.Mkfifo(o.TokenFile, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, ErrTokenFile, "FIFO"},
+		{"token file huge", func(o *Options) {
+			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
+			os.WriteFile(o.TokenFile, []byte("topsecret"+strings.Repeat("a", 80<<10)+"\n"), 0o600)
+		}, ErrTokenFile, "larger than 65536 bytes"},
+		{"token file key too long for a header", func(o *Options) {
+			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"
+			os.WriteFile(o.TokenFile, []byte("topsecret"+strings.Repeat("a", 8<<10)+"\n"), 0o600)
 		}, ErrTokenFile, "not one key"},
 		{"token file missing", func(o *Options) {
 			o.TokenFile, o.TokenEnv = filepath.Join(t.TempDir(), "key"), "EXECUTOR_AUTH_TOKEN"

@@ -42,7 +42,7 @@ check: pass, fail or skip, its name, how long it took and why.
               (with the key when one is configured, as for web-ui)
   web-ui      GET / answers 200 with an HTML page (the setup UI)
   mcp-auth    POST /mcp (initialize) without a key answers 401 with a
-              WWW-Authenticate Bearer challenge
+              WWW-Authenticate Bearer challenge; a made-up key is refused
   mcp-tools   with the key, an MCP session lists exactly health.mcp_tools
               (skipped without a key)
   supervisor  every supervised program is RUNNING (skipped when no

@@ -85,6 +85,35 @@ func TestCheckTrust(t *testing.T) {
 			os.WriteFile(sec+"/auth.json", []byte("{}\n"), 0o600)
 			return map[string]string{"registry.auth_file": sec + "/auth.json"}
 		}, ""},
+		{"registry certs dir: a host's directory another user's", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/certs.d", 0o755, 0)
+			mk(t, sec+"/certs.d/registry.box:5000", 0o755, nobody)
+			return map[string]string{"registry.certs_dir": sec + "/certs.d"}
+		}, "registry.certs_dir SEC/certs.d/registry.box:5000: SEC/certs.d/registry.box:5000 is owned by nobody"},
+		{"registry certs dir: a CA file another user's", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/certs.d/registry.box", 0o755, 0)
+			os.WriteFile(sec+"/certs.d/registry.box/ca.crt", []byte("x\n"), 0o644)
+			os.Chown(sec+"/certs.d/registry.box/ca.crt", nobody, nobody)
+			return map[string]string{"registry.certs_dir": sec + "/certs.d"}
+		}, "registry.certs_dir SEC/certs.d/registry.box/ca.crt: SEC/certs.d/registry.box/ca.crt is owned by nobody"},
+		{"registry certs dir: a host entry linked to another user's directory", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/certs.d", 0o755, 0)
+			mk(t, sec+"/agent", 0o755, nobody)
+			os.Symlink(sec+"/agent", sec+"/certs.d/registry.box")
+			return map[string]string{"registry.certs_dir": sec + "/certs.d"}
+		}, "registry.certs_dir SEC/certs.d/registry.box: SEC/agent is owned by nobody"},
+		{"registry certs dir: a client key readable by others", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/certs.d/registry.box", 0o755, 0)
+			os.WriteFile(sec+"/certs.d/registry.box/client.key", []byte("x\n"), 0o644)
+			os.Chmod(sec+"/certs.d/registry.box/client.key", 0o644)
+			return map[string]string{"registry.certs_dir": sec + "/certs.d"}
+		}, "registry.certs_dir SEC/certs.d/registry.box/client.key has mode 0644: it is a client key and must be 0600 or stricter"},
+		{"registry certs dir root's", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/certs.d/registry.box", 0o755, 0)
+			os.WriteFile(sec+"/certs.d/registry.box/ca.crt", []byte("x\n"), 0o644)
+			os.WriteFile(sec+"/certs.d/registry.box/client.key", []byte("x\n"), 0o600)
+			return map[string]string{"registry.certs_dir": sec + "/certs.d"}
+		}, ""},
 		{"data dir's parent another user's", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/workspace", 0o755, nobody)
 			return map[string]string{"executor.data_dir": sec + "/workspace/data"}

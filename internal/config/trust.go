@@ -19,6 +19,9 @@ import (
 //     registry.certs_dir, registry.auth_file (also
 //     refused when group or others may read it), the config file read and
 //     the binary's own directory, each with every ancestor;
+//   - below registry.certs_dir, each <host[:port]> entry and each file in
+//     it are root's alone too (a planted CA would be trusted), and a
+//     client key (*.key) is refused when group or others may read it;
 //   - the parents of executor.data_dir (it holds hbx's data lock and the
 //     supervisor's state) and of executor.state_dir (hbx writes the
 //     pidfile in it by path) are root's alone like the runtime directory;
@@ -48,6 +51,9 @@ func (cfg *Config) CheckTrust(srcs *Sources) error {
 		if err := pathtrust.Check(it.key, it.path, it.ancestorsOnly, it.trust); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
+	}
+	if err := checkCertsDir(cfg.Registry.CertsDir, root); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	// The registry's credentials (a ghcr.io token) are hbx's alone, as the
 	// env file's secrets are: the payload and the agent must not read them.
@@ -102,4 +108,36 @@ func (cfg *Config) trustItems(srcs *Sources, root, payload pathtrust.Trust) []tr
 		items = append(items, trustItem{"the hbx binary's directory", filepath.Dir(exe), false, root})
 	}
 	return items
+}
+
+// checkCertsDir applies CheckTrust's rule below registry.certs_dir dir
+// (skipped when "" or not a directory): each <host[:port]> entry and each
+// file in it, symlinks followed, must be root's alone, or another user
+// could plant a CA that the registry's TLS is checked against; a client
+// key (*.key) must also be 0600 or stricter. The error names the path.
+func checkCertsDir(dir string, t pathtrust.Trust) error {
+	hosts, err := os.ReadDir(dir)
+	if dir == "" || err != nil {
+		return nil // a missing directory is reported by the pull
+	}
+	for _, h := range hosts {
+		hp := filepath.Join(dir, h.Name())
+		if err := pathtrust.Check("registry.certs_dir", hp, false, t); err != nil {
+			return err
+		}
+		files, err := os.ReadDir(hp)
+		if err != nil {
+			continue // not a directory: the image library ignores it
+		}
+		for _, f := range files {
+			fp := filepath.Join(hp, f.Name())
+			if err := pathtrust.Check("registry.certs_dir", fp, false, t); err != nil {
+				return err
+			}
+			if st, err := os.Stat(fp); err == nil && filepath.Ext(fp) == ".key" && st.Mode().Perm()&0o077 != 0 {
+				return fmt.Errorf("registry.certs_dir %s has mode %04o: it is a client key and must be 0600 or stricter", fp, st.Mode().Perm())
+			}
+		}
+	}
+	return nil
 }

@@ -313,6 +313,8 @@ func validateExposure(e *Executor, healthTokenFile string, add func(key, value, 
 	case ExposureNetwork:
 		if a, err := netip.ParseAddr(e.Listen); err != nil || a.Zone() != "" || a.Is4In6() {
 			add("executor.listen", q(e.Listen), "is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)")
+		} else if a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+			add("executor.listen", q(e.Listen), "is a multicast or broadcast address, which no TCP listener binds (want e.g. 0.0.0.0, :: or an interface address)")
 		}
 		if healthTokenFile == "" {
 			add("executor.exposure", q(e.Exposure), "needs health.token_file (the bearer gate is part of readiness and health)")

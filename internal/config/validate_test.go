@@ -120,6 +120,18 @@ func TestValidateRules(t *testing.T) {
 			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "::ffff:0.0.0.0"
 		},
 			[]string{`executor.listen: "::ffff:0.0.0.0" is not an IP literal (want e.g. 0.0.0.0, :: or an interface address; no names, no zone)`}},
+		{"exposure network multicast", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "224.0.0.1"
+		},
+			[]string{`executor.listen: "224.0.0.1" is a multicast or broadcast address, which no TCP listener binds (want e.g. 0.0.0.0, :: or an interface address)`}},
+		{"exposure network v6 multicast", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "ff02::1"
+		},
+			[]string{`executor.listen: "ff02::1" is a multicast or broadcast address, which no TCP listener binds (want e.g. 0.0.0.0, :: or an interface address)`}},
+		{"exposure network broadcast", func(c *Config) {
+			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "255.255.255.255"
+		},
+			[]string{`executor.listen: "255.255.255.255" is a multicast or broadcast address, which no TCP listener binds (want e.g. 0.0.0.0, :: or an interface address)`}},
 		{"exposure network with port", func(c *Config) {
 			c.Executor.Exposure, c.Health.TokenFile, c.Executor.Listen = "network", "/k", "0.0.0.0:4788"
 		},

@@ -27,3 +27,15 @@ func TestEnvVar(t *testing.T) {
 		}
 	}
 }
+
+func TestBearerKey(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0123abcdef": true, "exk_live-AZ.az~09+/": true, "YWJj==": true, "a=": true,
+		"": false, "=": false, "==": false, "a b": false, "a\tb": false, "a\x00b": false, "ключ": false,
+		"key\u00a0x": false, "\ufeffkey": false, strings.Repeat("a", MaxBearerKey): true, strings.Repeat("a", MaxBearerKey+1): false, "a=b": false, "a,b": false, "a\"b": false, "\xff": false,
+	} {
+		if got := BearerKey(s); got != want {
+			t.Errorf("BearerKey(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

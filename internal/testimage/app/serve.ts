@@ -27,6 +27,8 @@
 //   HBXTEST_OPEN_MCP_IF=PATH   /mcp answers without the key while PATH exists
 //                              (a bearer gate left open)
 //   HBXTEST_EXTRA_LISTEN=H:P   also listen on host H, port P (a stray listener)
+//   HBXTEST_ANY_KEY_IF=PATH    any Bearer key passes while PATH exists (a gate
+//                              that checks only that a key is sent)
 // Arguments:
 //   --pid PATH                 write the process id to PATH at start-up
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
@@ -134,6 +136,7 @@ const keyBytes = Buffer.from(apiKey);
 function authorized(req: Request): boolean {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.get("authorization") ?? "");
   if (!m) return false;
+  if (process.env.HBXTEST_ANY_KEY_IF && existsSync(process.env.HBXTEST_ANY_KEY_IF)) return true;
   const got = Buffer.from(m[1]);
   return got.length === keyBytes.length && timingSafeEqual(got, keyBytes);
 }
