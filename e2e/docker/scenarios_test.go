@@ -198,13 +198,19 @@ func TestDockerBox(t *testing.T) {
 			t.Errorf("executor after compose stop: %q, want exited 0 false (hbx exited by itself, no SIGKILL)", got)
 		}
 		logs := a.logs()
-		// The last stop: Docker's SIGTERM reached hbx, hbx sent SIGTERM to
-		// Executor, Executor exited without SIGKILL.
-		i := strings.LastIndex(logs, `msg="signal: stopping every program, then exiting" signal=SIGTERM`)
+		// The last run's stop: Docker's SIGTERM reached hbx, hbx sent
+		// SIGTERM to Executor, Executor exited without SIGKILL. hbx sees
+		// the signal twice (its command's context and the supervisor's
+		// handler), so "stopping program" may come before the signal
+		// line: search the whole last run, from its "supervisor started".
+		i := strings.LastIndex(logs, `msg="supervisor started"`)
 		if i < 0 {
-			t.Fatalf("hbx did not log Docker's SIGTERM:\n%s", tail(logs))
+			t.Fatalf("hbx did not log its start:\n%s", tail(logs))
 		}
 		last := logs[i:]
+		if !strings.Contains(last, `msg="signal: stopping every program, then exiting" signal=SIGTERM`) {
+			t.Fatalf("hbx did not log Docker's SIGTERM:\n%s", last)
+		}
 		if !regexp.MustCompile(`msg=stopping program=executor pid=\d+ signal=SIGTERM`).MatchString(last) {
 			t.Errorf("hbx did not stop executor with SIGTERM:\n%s", last)
 		}
