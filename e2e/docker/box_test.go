@@ -33,7 +33,7 @@ type box struct {
 // boxOptions shape a box's config file and environment.
 type boxOptions struct {
 	config      func(string) string // edits the config file written to the config volume
-	noRegistry  bool                // the executor does not join the registry
+	noRegistry  bool                // the executor does not join the registry, and certs.d stays the image's
 	startPeriod string              // HEALTH_START_PERIOD (default 10m)
 }
 
@@ -60,7 +60,11 @@ func (s *suite) newBox(t *testing.T, name string, opts boxOptions) *box {
 	}
 	etc := filepath.Join(b.dir, "etc")
 	mustWrite(t, filepath.Join(etc, "hbx.yaml"), c, 0o644)
-	mustWrite(t, filepath.Join(etc, "certs.d", registryHost, "ca.crt"), string(s.caPEM), 0o644)
+	if !opts.noRegistry {
+		// Without it the config volume's certs.d is the image's own
+		// (empty), as on a box started by the README's steps.
+		mustWrite(t, filepath.Join(etc, "certs.d", registryHost, "ca.crt"), string(s.caPEM), 0o644)
+	}
 
 	override := "services: {}\n"
 	if !opts.noRegistry {

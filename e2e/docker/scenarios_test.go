@@ -5,6 +5,8 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -55,6 +57,16 @@ func TestDockerBox(t *testing.T) {
 		a := a.with(t)
 		if code, body := a.hostGet("/api/health"); code != 200 {
 			t.Errorf("host GET /api/health on 127.0.0.1:%d = %d %q, want 200", a.hostPort, code, body)
+		}
+		// Executor's base URL names the published port (compose.yaml hands
+		// HOST_PORT to executor.host_port), not the container's 4788.
+		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/mcp", a.hostPort), "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatalf("host POST /mcp: %v", err)
+		}
+		resp.Body.Close()
+		if want := fmt.Sprintf(`resource_metadata="http://localhost:%d/`, a.hostPort); resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), want) {
+			t.Errorf("host POST /mcp without key = %d, WWW-Authenticate %q: want 401 naming %s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), want)
 		}
 		if got := a.inspect("executor", `{{range $p, $b := .NetworkSettings.Ports}}{{$p}}={{range $b}}{{.HostIp}}:{{.HostPort}}{{end}} {{end}}`); got != "4788/tcp=127.0.0.1:"+itoa(a.hostPort) {
 			t.Errorf("executor ports = %q, want only 4788/tcp on 127.0.0.1:%d", got, a.hostPort)
@@ -186,13 +198,19 @@ func TestDockerBox(t *testing.T) {
 			t.Errorf("executor after compose stop: %q, want exited 0 false (hbx exited by itself, no SIGKILL)", got)
 		}
 		logs := a.logs()
-		// The last stop: Docker's SIGTERM reached hbx, hbx sent SIGTERM to
-		// Executor, Executor exited without SIGKILL.
-		i := strings.LastIndex(logs, `msg="signal: stopping every program, then exiting" signal=SIGTERM`)
+		// The last run's stop: Docker's SIGTERM reached hbx, hbx sent
+		// SIGTERM to Executor, Executor exited without SIGKILL. hbx sees
+		// the signal twice (its command's context and the supervisor's
+		// handler), so "stopping program" may come before the signal
+		// line: search the whole last run, from its "supervisor started".
+		i := strings.LastIndex(logs, `msg="supervisor started"`)
 		if i < 0 {
-			t.Fatalf("hbx did not log Docker's SIGTERM:\n%s", tail(logs))
+			t.Fatalf("hbx did not log its start:\n%s", tail(logs))
 		}
 		last := logs[i:]
+		if !strings.Contains(last, `msg="signal: stopping every program, then exiting" signal=SIGTERM`) {
+			t.Fatalf("hbx did not log Docker's SIGTERM:\n%s", last)
+		}
 		if !regexp.MustCompile(`msg=stopping program=executor pid=\d+ signal=SIGTERM`).MatchString(last) {
 			t.Errorf("hbx did not stop executor with SIGTERM:\n%s", last)
 		}
@@ -307,7 +325,8 @@ func TestDockerBadConfig(t *testing.T) {
 // TestDockerUnreachableRegistry: with no route to the registry, hbx stays up
 // (the container is not restarted), the container turns unhealthy, and the
 // install's one-line error is in compose logs and in docker inspect's
-// health output.
+// health output. The config volume holds only the box's hbx.yaml and what
+// the image ships (its empty certs.d), as after the README's steps.
 func TestDockerUnreachableRegistry(t *testing.T) {
 	s := requireDocker(t)
 	b := s.newBox(t, "noreg", boxOptions{noRegistry: true, startPeriod: "5s"})
@@ -331,8 +350,14 @@ func TestDockerUnreachableRegistry(t *testing.T) {
 	if !strings.Contains(last, "registry.hbx.test") {
 		t.Errorf("docker inspect health output does not name the registry:\n%s", last)
 	}
-	if logs := b.logs(); !strings.Contains(logs, "registry.hbx.test") {
+	logs := b.logs()
+	if !strings.Contains(logs, "registry.hbx.test") {
 		t.Errorf("compose logs do not name the registry:\n%s", tail(logs))
+	}
+	// The image ships /etc/hbx/certs.d (registry.certs_dir of
+	// deploy/hbx.yaml): the install gets as far as the registry.
+	if strings.Contains(logs, "certs directory") || strings.Contains(last, "certs directory") {
+		t.Errorf("install failed on registry.certs_dir before reaching the registry:\n%s", tail(logs))
 	}
 	t.Logf("health output:\n%s", last)
 }
