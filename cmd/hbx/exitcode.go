@@ -43,13 +43,13 @@ const exitCodesHelp = `Exit codes:
 
 // exitCode maps the error run returned to the process exit status: nil to
 // exitOK; config.ErrInvalid, launch.ErrEnvFile, launch.ErrTokenFile,
-// backup.ErrPassphraseFile and usage errors to exitUsage; a *notRunningError or
-// *box.ChangePendingError (hbx status) to exitNotRunning;
-// anything else to exitFailure.
+// backup.ErrPassphraseFile and usage errors to exitUsage; a
+// *supervisor.NotRunningError or *box.ChangePendingError (hbx status) to
+// exitNotRunning; anything else to exitFailure.
 func exitCode(err error) int {
 	var ue *usageError
 	var xe *launch.ExitError
-	var nr *notRunningError
+	var nr *supervisor.NotRunningError
 	var cp *box.ChangePendingError
 	switch {
 	case err == nil:

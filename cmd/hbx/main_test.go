@@ -15,6 +15,7 @@ import (
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/supervisor"
 )
 
 const testImage = "127.0.0.1:5000/hbx/executor:v2@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -248,6 +249,7 @@ func TestExitCode(t *testing.T) {
 		{context.Canceled, 1},
 		{os.ErrNotExist, 1},
 		{fmt.Errorf("status: %w", &box.ChangePendingError{}), exitNotRunning}, // box.PendingChange: hbx status exits 3
+		{supervisor.NotRunning([]supervisor.Status{{Name: "hermes", State: supervisor.Fatal}}), exitNotRunning},
 	}
 	for _, tt := range tests {
 		if got := exitCode(tt.err); got != tt.want {
