@@ -17,9 +17,6 @@ import (
 	"github.com/hermesbox/hbx/internal/config"
 )
 
-// errHealthFailed is wrapped by runHealth's error when a check failed.
-var errHealthFailed = errors.New("failed")
-
 // healthOptions are the inputs of runHealth.
 type healthOptions struct {
 	checks health.Options
@@ -108,7 +105,7 @@ func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
 }
 
 // runHealth runs the checks once, or until they pass with opts.wait, and
-// prints the report. A failed check makes the error wrap errHealthFailed;
+// prints the report. A failed check makes the error wrap health.ErrFailed;
 // an unknown check name is a usage error.
 func runHealth(ctx context.Context, opts healthOptions) error {
 	for _, n := range opts.only {
@@ -118,13 +115,7 @@ func runHealth(ctx context.Context, opts healthOptions) error {
 			}
 		}
 	}
-	var rep *health.Report
-	var err error
-	if opts.wait > 0 {
-		rep, err = health.Wait(ctx, opts.checks, opts.only, opts.wait, 0)
-	} else {
-		rep, err = health.Run(ctx, opts.checks, opts.only)
-	}
+	rep, err := health.Wait(ctx, opts.checks, opts.only, opts.wait, 0) // wait 0: one run
 	if errors.Is(err, health.ErrUnknownCheck) {
 		return &usageError{fmt.Errorf("--only: %w", err)}
 	}
@@ -134,28 +125,15 @@ func runHealth(ctx context.Context, opts healthOptions) error {
 	if opts.json {
 		enc := json.NewEncoder(opts.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else if err := printHealth(opts.stdout, rep); err != nil {
+		err = enc.Encode(rep)
+	} else {
+		_, err = io.WriteString(opts.stdout, rep.Text())
+	}
+	if err != nil {
 		return err
 	}
-	if rep.Status == health.Fail {
-		return fmt.Errorf("health: %w: %s", errHealthFailed, strings.Join(rep.Failed(), ", "))
+	if err := rep.Err(); err != nil {
+		return fmt.Errorf("health: %w", err)
 	}
 	return nil
-}
-
-// printHealth writes one line per check: status, name, duration, reason.
-func printHealth(w io.Writer, rep *health.Report) error {
-	width := 0
-	for _, c := range rep.Checks {
-		width = max(width, len(c.Name))
-	}
-	var b strings.Builder
-	for _, c := range rep.Checks {
-		fmt.Fprintf(&b, "%-4s  %-*s  %5dms  %s\n", c.Status, width, c.Name, c.Duration.Milliseconds(), c.Reason)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
