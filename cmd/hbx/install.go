@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -146,46 +144,18 @@ func (out *installOutput) progress(opts *installer.Options) (finish func(error),
 // printSwitch prints a release change made over existing data.
 func (out *installOutput) printSwitch(sw *upgrade.Result) error {
 	if out.json != nil {
-		return out.json.Result(map[string]any{
-			"changed": true, "reason": "release change over existing data, with a pre-change backup", "image": out.cfg.Executor.Image,
-			"platform": sw.New.Platform, "index_digest": sw.New.Index, "manifest_digest": sw.New.Manifest,
-			"old": sw.Old, "new": sw.New, "backup": sw.Backup, "notes": sw.Notes, "recovered": sw.Recovered,
-			"duration_ms": sw.Duration.Milliseconds(),
-		})
+		return out.json.Result(sw.InstallFields(out.cfg.Executor.Image))
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "installed %s (%s, manifest %s) in %s, replacing %s over existing data\n", sw.New.Image, sw.New.Platform, sw.New.Manifest, sw.Duration.Round(time.Millisecond), sw.Old.Image)
-	fmt.Fprintf(&b, "  pre-change backup: %s (hbx rollback undoes this change)\n", sw.Backup)
-	if sw.Recovered != "" {
-		fmt.Fprintf(&b, "  first %s\n", sw.Recovered)
-	}
-	for _, n := range sw.Notes {
-		fmt.Fprintf(&b, "  note: %s\n", n)
-	}
-	_, err := io.WriteString(out.g.stdout, b.String())
+	_, err := io.WriteString(out.g.stdout, sw.InstallText())
 	return err
 }
 
 // printInstall prints a plain install's result.
 func (out *installOutput) printInstall(res *installer.Result) error {
-	m, image := res.Release.Meta, out.cfg.Executor.Image
 	if out.json != nil {
-		return out.json.Result(map[string]any{
-			"changed": res.Changed, "reason": res.Reason, "image": image,
-			"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
-			"fetched": res.Fetched, "reused": res.Reused, "duration_ms": res.Duration.Milliseconds(),
-		})
+		return out.json.Result(progress.ResultFields(out.cfg.Executor.Image, res))
 	}
-	if !res.Changed {
-		state := "up to date"
-		if out.o.verify {
-			state = "up to date, every file verified against files.json"
-		}
-		fmt.Fprintf(out.g.stdout, "%s: %s (%s, manifest %s)\n", state, image, m.Platform, m.ManifestDigest)
-		return nil
-	}
-	fmt.Fprintf(out.g.stdout, "installed %s (%s, manifest %s) in %s: %d blobs fetched, %d reused; reason: %s\n",
-		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.Reused, res.Reason)
+	_, _ = io.WriteString(out.g.stdout, progress.ResultText(out.cfg.Executor.Image, res, out.o.verify))
 	return nil
 }
 

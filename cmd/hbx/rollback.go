@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -63,31 +61,11 @@ func runRollback(ctx context.Context, o changeOpts) error {
 }
 
 // printChange prints an upgrade's or rollback's result (verb: "upgraded",
-// "rolled back").
+// "rolled back"): upgrade.Result's Text, or its Fields as a JSON line.
 func printChange(w io.Writer, verb string, res *upgrade.Result, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(map[string]any{
-			"event": "result", "old": res.Old, "new": res.New, "backup": res.Backup, "kept_aside": res.KeptAside,
-			"notes": res.Notes, "recovered": res.Recovered, "interrupted": res.Interrupted, "duration_ms": res.Duration.Milliseconds(),
-		})
+		return json.NewEncoder(w).Encode(res.Fields())
 	}
-	var b strings.Builder
-	if res.Interrupted {
-		// The recovery of an interrupted change was the whole rollback.
-		fmt.Fprintf(&b, "%s\n", res.Recovered)
-		fmt.Fprintf(&b, "  %s is active; nothing more to roll back\n", res.New.Image)
-	} else {
-		fmt.Fprintf(&b, "%s %s → %s in %s\n", verb, res.Old.Image, res.New.Image, res.Duration.Round(time.Millisecond))
-		fmt.Fprintf(&b, "  manifest %s → %s\n", res.Old.Manifest, res.New.Manifest)
-		for _, l := range [][2]string{{"  pre-upgrade backup: ", res.Backup}, {"  the replaced data is kept in ", res.KeptAside}, {"  first ", res.Recovered}} {
-			if l[1] != "" {
-				fmt.Fprintf(&b, "%s%s\n", l[0], l[1])
-			}
-		}
-	}
-	for _, n := range res.Notes {
-		fmt.Fprintf(&b, "  note: %s\n", n)
-	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, res.Text(verb))
 	return err
 }
