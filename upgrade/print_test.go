@@ -10,8 +10,8 @@ import (
 // release change, line by line.
 func TestResultText(t *testing.T) {
 	r := &Result{
-		Old: Release{Image: "r/x:v1@sha256:aa", Platform: "linux/amd64", Manifest: "sha256:11"},
-		New: Release{Image: "r/x:v2@sha256:bb", Platform: "linux/amd64", Index: "sha256:bb", Manifest: "sha256:22"},
+		Old:    Release{Image: "r/x:v1@sha256:aa", Platform: "linux/amd64", Manifest: "sha256:11"},
+		New:    Release{Image: "r/x:v2@sha256:bb", Platform: "linux/amd64", Index: "sha256:bb", Manifest: "sha256:22"},
 		Backup: "/b/pre-upgrade-1.tar.zst.age", Recovered: "recovered an interrupted upgrade", Notes: []string{"n1"},
 		Duration: 1234567 * time.Microsecond,
 	}
