@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 )
 
@@ -14,8 +15,8 @@ func newConfigCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Inspect the configuration",
-		Args:  cobra.ArbitraryArgs, // runGroup reports unknown subcommands
-		RunE:  runGroup,
+		Args:  cobra.ArbitraryArgs, // cli.Group reports unknown subcommands
+		RunE:  cli.Group,
 	}
 	cmd.AddCommand(newConfigShowCommand(g))
 	return cmd
@@ -58,7 +59,7 @@ stricter, else it is invalid configuration (exit 2). Like every command
 that reads the configuration, it refuses the runtime, data, state and
 backup directories, the secret and config files and hbx's own directory
 when a user other than root could replace them (exit 2).`,
-		Args: wantArgs(0, 0),
+		Args: cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 )
 
@@ -65,7 +66,7 @@ bounded by health.timeout. --json prints one document:
 
 Exit status: 0 when no check failed (skips do not fail), 1 when one did,
 2 for a bad configuration or command line.`,
-		Args: wantArgs(0, 0),
+		Args: cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd, g) },
 	}
 	fl := cmd.Flags()
@@ -91,13 +92,13 @@ func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
 		return err
 	}
 	if f.wait < 0 {
-		return usageErrorf("--wait %s: want a duration of 0 or more", f.wait)
+		return cli.Usagef("--wait %s: want a duration of 0 or more", f.wait)
 	}
 	opts := healthOptions{checks: box.HealthChecks(cfg, f.deep, g.log), only: f.only, json: f.asJSON, wait: f.wait, stdout: g.stdout}
 	if f.tokenStdin {
 		key, err := health.ReadKey(cmd.InOrStdin())
 		if err != nil {
-			return &usageError{fmt.Errorf("--token-stdin: %w", err)}
+			return &cli.UsageError{Err: fmt.Errorf("--token-stdin: %w", err)}
 		}
 		opts.checks.Key = key
 	}
@@ -111,13 +112,13 @@ func runHealth(ctx context.Context, opts healthOptions) error {
 	for _, n := range opts.only {
 		if !slices.Contains(health.Names(), n) {
 			if c := config.Closest(n, health.Names()); c != "" {
-				return usageErrorf("--only: %w: %q (did you mean %q?)", health.ErrUnknownCheck, n, c)
+				return cli.Usagef("--only: %w: %q (did you mean %q?)", health.ErrUnknownCheck, n, c)
 			}
 		}
 	}
 	rep, err := health.Wait(ctx, opts.checks, opts.only, opts.wait, 0) // wait 0: one run
 	if errors.Is(err, health.ErrUnknownCheck) {
-		return &usageError{fmt.Errorf("--only: %w", err)}
+		return &cli.UsageError{Err: fmt.Errorf("--only: %w", err)}
 	}
 	if err != nil {
 		return fmt.Errorf("health: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/installer/progress"
 	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/upgrade"
@@ -50,7 +51,7 @@ rollback can undo it. A first install (no release, or no data) is plain.
 A download is bounded by install.timeout plus the image's size at
 install.min_rate. Ctrl-C (or that deadline) activates nothing; complete
 blobs are kept for the next run.`,
-		Args: wantArgs(0, 0),
+		Args: cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {
@@ -133,7 +134,7 @@ func (out *installOutput) progress(opts *installer.Options) (finish func(error),
 		opts.Progress = tp
 		// Log lines go above the progress line, not into it, and an
 		// unfinished progress line ends before the error is printed.
-		if opts.Logger, err = newLogger(tp.LogWriter(), g.logLevel); err != nil {
+		if opts.Logger, err = cli.NewLogger(tp.LogWriter(), g.logLevel); err != nil {
 			return nil, err
 		}
 		return func(error) { tp.Finish() }, nil

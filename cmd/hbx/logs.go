@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -28,14 +29,14 @@ func newLogsCommand(g *globals) *cobra.Command {
 		Short: "Print a supervised program's log",
 		Long: `Logs prints the last lines of a program's stdout log (--stderr: its stderr
 log); -f keeps printing what the program writes until interrupted.`,
-		Args: wantArgs(1, 1),
+		Args: cli.Args(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {
 				return err
 			}
 			if o.req.Lines < 0 {
-				return usageErrorf("-n %d: want a line count", o.req.Lines)
+				return cli.Usagef("-n %d: want a line count", o.req.Lines)
 			}
 			o.socket, o.cfg, o.req.Name, o.stdout = cfg.Supervisor.Socket, cfg, args[0], g.stdout
 			return runLogs(cmd.Context(), o)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -33,7 +34,7 @@ records other digests. When the last change was interrupted, undoing it is
 the rollback: it says so and exits 0. When the running hbx supervise (or a
 restart) already undid it, it refuses saying so and where the data written
 meanwhile is kept.`,
-		Args: wantArgs(0, 0),
+		Args: cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {

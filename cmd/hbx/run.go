@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
@@ -28,7 +29,7 @@ it instead). It holds
 the data directory's lock while the payload runs (the payload inherits it)
 and refuses, naming the holder, while "hbx supervise" or another owner
 holds it.`,
-		Args:      cobra.MatchAll(wantArgs(1, 1), runProgramArg),
+		Args:      cobra.MatchAll(cli.Args(1, 1), runProgramArg),
 		ValidArgs: []string{"executor"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
@@ -62,7 +63,7 @@ func runProgramArg(_ *cobra.Command, args []string) error {
 		if c := config.Closest(args[0], []string{"executor"}); c != "" {
 			hint = fmt.Sprintf("; did you mean %q?", c)
 		}
-		return usageErrorf("run: no such program: %q (hbx run runs executor only%s)", args[0], hint)
+		return cli.Usagef("run: no such program: %q (hbx run runs executor only%s)", args[0], hint)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -15,7 +16,7 @@ func newShutdownCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "shutdown",
 		Short: "Stop every supervised program and the supervisor",
-		Args:  wantArgs(0, 0),
+		Args:  cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -31,7 +32,7 @@ func newControlCommand(g *globals, verb, short, long string) *cobra.Command {
 		Use:   verb + " NAME...|all",
 		Short: short,
 		Long:  long,
-		Args:  wantArgs(1, -1),
+		Args:  cli.Args(1, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, _, err := g.loadConfig(cmd)
 			if err != nil {

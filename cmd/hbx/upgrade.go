@@ -10,6 +10,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -58,7 +59,7 @@ disk, or with executor.image or executor.platform_digests set by an HBX_*
 variable or a flag, the upgrade is refused (the supervisor reads the pin
 from the file at each start). --json prints one JSON line per step and the
 result.`,
-		Args: wantArgs(0, 0),
+		Args: cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, tools, err := o.target(cmd.Flags().Changed("mcp-tools"))
 			if err != nil {
@@ -82,22 +83,22 @@ result.`,
 // tool set to pin with it (nil unless withTools: --mcp-tools was given).
 func (o upgradeFlags) target(withTools bool) (t upgrade.Target, tools []string, err error) {
 	if o.image == "" {
-		return t, nil, usageErrorf("--image is required")
+		return t, nil, cli.Usagef("--image is required")
 	}
 	ref, err := config.ParseImageRef(o.image)
 	if err != nil {
-		return t, nil, &usageError{fmt.Errorf("--image: %w", err)}
+		return t, nil, &cli.UsageError{Err: fmt.Errorf("--image: %w", err)}
 	}
 	t = upgrade.Target{Image: o.image, Index: ref.Digest}
 	if o.platformDigest != "" {
 		t.Pin = digest.Digest(o.platformDigest)
 		if err := t.Pin.Validate(); err != nil || t.Pin.Algorithm() != digest.SHA256 {
-			return t, nil, usageErrorf("--platform-digest %q: want sha256:<64 hex>", o.platformDigest)
+			return t, nil, cli.Usagef("--platform-digest %q: want sha256:<64 hex>", o.platformDigest)
 		}
 	}
 	if withTools {
 		if tools, err = parseTools(o.mcpTools); err != nil {
-			return t, nil, &usageError{fmt.Errorf("--mcp-tools: %w", err)}
+			return t, nil, &cli.UsageError{Err: fmt.Errorf("--mcp-tools: %w", err)}
 		}
 	}
 	return t, tools, nil
@@ -132,7 +133,7 @@ type changeOpts struct {
 // old → new.
 func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []string) error {
 	if err := upgrade.CheckPinnable(o.g.configPath, o.cfg, o.srcs, tools); err != nil {
-		return usageErrorf("upgrade: %w", err)
+		return cli.Usagef("upgrade: %w", err)
 	}
 	if tools != nil {
 		t.MCPTools = &upgrade.Tools{Names: tools}
