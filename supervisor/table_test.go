@@ -29,3 +29,21 @@ func TestTableAndNotRunning(t *testing.T) {
 		t.Errorf("NotRunning(all running) = %v, want nil", err)
 	}
 }
+
+// TestControlText: hbx start/stop/restart's lines and failure count.
+func TestControlText(t *testing.T) {
+	res := []Result{{Name: "executor", State: Running}, {Name: "hermes", State: Fatal, Error: "exited too quickly"}}
+	text, err := ControlText("start", res)
+	if want := "executor: started\nhermes: ERROR (FATAL: exited too quickly)\n"; text != want {
+		t.Errorf("ControlText(start) = %q, want %q", text, want)
+	}
+	if !errors.Is(err, ErrSomeFailed) || err.Error() != "some programs failed: 1 of 2 not started (see above)" {
+		t.Errorf("ControlText(start) error = %v, want ErrSomeFailed counting 1 of 2", err)
+	}
+	if text, err := ControlText("restart", res[:1]); text != "executor: restarted\n" || err != nil {
+		t.Errorf("ControlText(restart, ok) = %q, %v", text, err)
+	}
+	if _, err := (&Client{}).Control(t.Context(), "reload"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Control(reload) = %v, want ErrInvalid", err)
+	}
+}

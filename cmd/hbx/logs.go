@@ -54,11 +54,7 @@ func runLogs(ctx context.Context, opts logsOptions) error {
 	if err != nil {
 		return err
 	}
-	known, err := box.SupervisedNames(ctx, c)
-	if err != nil {
-		return fmt.Errorf("logs: %w", err)
-	}
-	if err := box.CheckProgramNames(opts.cfg, known, []string{opts.req.Name}, false); err != nil {
+	if err := box.CheckSupervised(ctx, c, opts.cfg, []string{opts.req.Name}, false); err != nil {
 		return fmt.Errorf("logs: %w", err)
 	}
 	if err := c.Logs(ctx, opts.req, opts.stdout); err != nil {
