@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/hermesbox/hbx/internal/config"
@@ -51,6 +52,24 @@ func CheckPinnable(path string, cfg *config.Config, srcs *config.Sources, tools 
 		return fmt.Errorf("--mcp-tools: health.mcp_tools is set by %s, which overrides the config file, where --mcp-tools pins the tool set: unset it", s)
 	}
 	return nil
+}
+
+// ParseTools parses a tool set given as comma-separated tool names (hbx
+// upgrade --mcp-tools): at least one, none blank or repeated, the rules
+// of health.mcp_tools. The error quotes v.
+func ParseTools(v string) ([]string, error) {
+	var out []string
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			return nil, fmt.Errorf("%q has an empty tool name (want names such as execute,resume,skills)", v)
+		case slices.Contains(out, n):
+			return nil, fmt.Errorf("%q lists %q twice", v, n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // ToolsIn is the MCP tool set in force once r is pinned: r's (the default

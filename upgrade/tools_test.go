@@ -69,3 +69,21 @@ func TestToolsPinnedWithRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestParseTools: --mcp-tools takes comma-separated names, at least one,
+// none blank or repeated.
+func TestParseTools(t *testing.T) {
+	got, err := ParseTools(" execute, resume,skills")
+	if err != nil || !cmp.Equal(got, []string{"execute", "resume", "skills"}) {
+		t.Errorf("ParseTools(ok) = %q, %v", got, err)
+	}
+	for v, want := range map[string]string{
+		"":        `"" has an empty tool name (want names such as execute,resume,skills)`,
+		"a,,b":    `"a,,b" has an empty tool name (want names such as execute,resume,skills)`,
+		"a, b ,a": `"a, b ,a" lists "a" twice`,
+	} {
+		if _, err := ParseTools(v); err == nil || err.Error() != want {
+			t.Errorf("ParseTools(%q) = %v, want %q", v, err, want)
+		}
+	}
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -97,28 +95,11 @@ func (o upgradeFlags) target(withTools bool) (t upgrade.Target, tools []string, 
 		}
 	}
 	if withTools {
-		if tools, err = parseTools(o.mcpTools); err != nil {
+		if tools, err = upgrade.ParseTools(o.mcpTools); err != nil {
 			return t, nil, &cli.UsageError{Err: fmt.Errorf("--mcp-tools: %w", err)}
 		}
 	}
 	return t, tools, nil
-}
-
-// parseTools parses the value of --mcp-tools: comma-separated tool names,
-// at least one, none blank or repeated (the rules of health.mcp_tools).
-func parseTools(v string) ([]string, error) {
-	var out []string
-	for _, n := range strings.Split(v, ",") {
-		n = strings.TrimSpace(n)
-		switch {
-		case n == "":
-			return nil, fmt.Errorf("%q has an empty tool name (want names such as execute,resume,skills)", v)
-		case slices.Contains(out, n):
-			return nil, fmt.Errorf("%q lists %q twice", v, n)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
 
 // changeOpts are what `hbx upgrade` and `hbx rollback` run with.
