@@ -9,13 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/supervisor"
-	"github.com/hermesbox/hbx/upgrade"
 )
 
 // newSuperviseCommand builds `hbx supervise`.
@@ -87,7 +85,7 @@ func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload fu
 	// ignored.
 	ctx, early := supervisor.HandleEarlySignals(ctx, g.log)
 	defer early.Stop()
-	opts := superviseOptionsReload(g, cfg, reload)
+	opts := box.SuperviseOptions(box.Supervise{Config: cfg, Reload: reload, Env: g.env, Log: g.log, Install: g.box(cfg, nil).InstallOnStart})
 	opts.StateDir = supervisorStateDir(cfg)
 	opts.HandleSignals = true
 	// Check the programs before the lock creates anything.
@@ -120,12 +118,7 @@ func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload fu
 	// start finish it.
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go upgrade.ChangeWatch{Interval: box.ChangeWatchInterval, Logger: g.log, Box: func() upgrade.WatchedBox {
-		if c, err := reload(); err == nil {
-			return g.box(c, nil).Watched()
-		}
-		return g.box(cfg, nil).Watched()
-	}}.Run(wctx)
+	go g.box(cfg, nil).ChangeWatch(reload).Run(wctx)
 	early.Quiet() // Run handles every signal from here on
 	if err := s.Run(ctx); err != nil {
 		return fmt.Errorf("supervise: %w", err)
@@ -152,24 +145,3 @@ func lockExecutorData(ctx context.Context, g *globals, cfg *config.Config, progr
 	programs[i].ExtraFiles = []*os.File{dl.File()}
 	return func() { _ = dl.Release() }, nil
 }
-
-// superviseOptionsReload is box.SuperviseOptions for cfg, the executor's
-// image pin read from reload() at each start (cfg's when reload is nil or
-// fails), with the install on start of `hbx install` (box.GuardedInstall).
-func superviseOptionsReload(g *globals, cfg *config.Config, reload func() (*config.Config, error)) supervisor.Options {
-	return box.SuperviseOptions(box.Supervise{Config: cfg, Reload: reload, Env: g.env, Log: g.log,
-		Install: func(ctx context.Context, progress func(string)) error {
-			io, err := installerOptions(g, cfg)
-			if err != nil {
-				return err
-			}
-			io.Progress = installer.LayerStatus(progress)
-			// Under existing data a release change goes through the
-			// upgrade path (pre-change backup, journal), or is refused.
-			_, err = g.box(cfg, nil).GuardedInstall(ctx, io, true, nil)
-			return err
-		}})
-}
-
-// readinessProbe is box.ReadinessProbe.
-func readinessProbe(cfg *config.Config) func(context.Context) error { return box.ReadinessProbe(cfg) }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/supervisorwatch"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
@@ -378,6 +380,31 @@ func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release, r
 // Watched is upgrade.WatchedBox over b, the configuration of one round
 // of hbx supervise's change watch.
 func (b Box) Watched() upgrade.WatchedBox { return watchedBox{b} }
+
+// ChangeWatch is hbx supervise's watch for a release change or restore
+// whose command died (every ChangeWatchInterval), each round over the
+// configuration reload reads (b's when it fails).
+func (b Box) ChangeWatch(reload func() (*config.Config, error)) upgrade.ChangeWatch {
+	return upgrade.ChangeWatch{Interval: ChangeWatchInterval, Logger: b.Log, Box: func() upgrade.WatchedBox {
+		if c, err := reload(); err == nil {
+			return b.With(c).Watched()
+		}
+		return b.Watched()
+	}}
+}
+
+// WatchSupervisor opens a supervisorwatch.Watch on c: a followed,
+// discarded log stream of program, which the supervisor ends only when it
+// exits or the watch closes it. When program is "" the watch never
+// reports the supervisor gone.
+func WatchSupervisor(c *supervisor.Client, program string) *supervisorwatch.Watch {
+	if program == "" {
+		return supervisorwatch.Follow(nil)
+	}
+	return supervisorwatch.Follow(func(ctx context.Context) {
+		_ = c.Logs(ctx, supervisor.LogsRequest{Name: program, Follow: true}, io.Discard)
+	})
+}
 
 type watchedBox struct{ b Box }
 
