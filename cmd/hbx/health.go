@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
-	"github.com/hermesbox/hbx/internal/config"
 )
 
 // healthOptions are the inputs of runHealth.
@@ -109,12 +107,8 @@ func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
 // prints the report. A failed check makes the error wrap health.ErrFailed;
 // an unknown check name is a usage error.
 func runHealth(ctx context.Context, opts healthOptions) error {
-	for _, n := range opts.only {
-		if !slices.Contains(health.Names(), n) {
-			if c := config.Closest(n, health.Names()); c != "" {
-				return cli.Usagef("--only: %w: %q (did you mean %q?)", health.ErrUnknownCheck, n, c)
-			}
-		}
+	if err := box.CheckHealthNames(opts.only); err != nil {
+		return cli.Usagef("--only: %w", err)
 	}
 	rep, err := health.Wait(ctx, opts.checks, opts.only, opts.wait, 0) // wait 0: one run
 	if errors.Is(err, health.ErrUnknownCheck) {

@@ -2,15 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/launch"
-	"github.com/hermesbox/hbx/release"
 )
 
 // newRunCommand builds `hbx run executor`.
@@ -44,13 +41,7 @@ holds it.`,
 				return fmt.Errorf("run executor: %w", err)
 			}
 			defer dl.Release()
-			spec, err := box.PrepareLaunch(cmd.Context(), box.LaunchOptions(cfg, release.DefaultHostPath), g.log)
-			if err != nil {
-				return err
-			}
-			box.LogTightened(g.log, spec)
-			spec.ExtraFiles = []*os.File{dl.File()}
-			return launch.Run(cmd.Context(), spec, g.stdout, g.stderr, g.log)
+			return box.RunExecutor(cmd.Context(), cfg, dl.File(), g.stdout, g.stderr, g.log)
 		},
 	}
 }
