@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
-
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/cli"
@@ -20,14 +17,6 @@ func newConfigCommand(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(newConfigShowCommand(g))
 	return cmd
-}
-
-// configShowOptions are the inputs of runConfigShow.
-type configShowOptions struct {
-	cfg     *config.Config
-	sources *config.Sources
-	json    bool // print JSON instead of YAML-ish lines
-	stdout  io.Writer
 }
 
 // newConfigShowCommand builds `hbx config show`.
@@ -60,22 +49,13 @@ that reads the configuration, it refuses the runtime, data, state and
 backup directories, the secret and config files and hbx's own directory
 when a user other than root could replace them (exit 2).`,
 		Args: cli.Args(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, srcs, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, srcs *config.Sources) error {
 			if err := cfg.CheckSecretFiles(srcs); err != nil {
 				return err
 			}
-			return runConfigShow(cmd.Context(), configShowOptions{cfg: cfg, sources: srcs, json: asJSON, stdout: g.stdout})
-		},
+			return cfg.Show(g.stdout, srcs, asJSON)
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
-}
-
-// runConfigShow prints opts.cfg key by key with sources (config.Show).
-func runConfigShow(_ context.Context, opts configShowOptions) error {
-	return opts.cfg.Show(opts.stdout, opts.sources, opts.json)
 }

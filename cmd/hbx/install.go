@@ -52,13 +52,9 @@ A download is bounded by install.timeout plus the image's size at
 install.min_rate. Ctrl-C (or that deadline) activates nothing; complete
 blobs are kept for the next run.`,
 		Args: cli.Args(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, srcs, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, srcs *config.Sources) error {
 			return runInstall(cmd, g, cfg, srcs, o)
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "re-hash the active release against its recorded file list and replace it when it differs")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but warnings, errors and the result")

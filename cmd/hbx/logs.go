@@ -30,17 +30,13 @@ func newLogsCommand(g *globals) *cobra.Command {
 		Long: `Logs prints the last lines of a program's stdout log (--stderr: its stderr
 log); -f keeps printing what the program writes until interrupted.`,
 		Args: cli.Args(1, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, _ *config.Sources) error {
 			if o.req.Lines < 0 {
 				return cli.Usagef("-n %d: want a line count", o.req.Lines)
 			}
 			o.socket, o.cfg, o.req.Name, o.stdout = cfg.Supervisor.Socket, cfg, args[0], g.stdout
 			return runLogs(cmd.Context(), o)
-		},
+		}),
 	}
 	cmd.Flags().BoolVarP(&o.req.Follow, "follow", "f", false, "keep printing new output")
 	cmd.Flags().IntVarP(&o.req.Lines, "lines", "n", 10, "print the last N lines first")

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/cli"
+	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -35,13 +36,9 @@ the rollback: it says so and exits 0. When the running hbx supervise (or a
 restart) already undid it, it refuses saying so and where the data written
 meanwhile is kept.`,
 		Args: cli.Args(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, srcs, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, srcs *config.Sources) error {
 			return runRollback(cmd.Context(), changeOpts{g: g, cfg: cfg, srcs: srcs, json: asJSON})
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print steps and the result as JSON lines")
 	return cmd

@@ -126,6 +126,18 @@ var (
 	noArgs   = cli.NoArgs
 )
 
+// configured is the RunE of a command that needs the configuration: it
+// loads it for cmd (loadConfig) and calls run with it.
+func (g *globals) configured(run func(cmd *cobra.Command, args []string, cfg *config.Config, srcs *config.Sources) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		cfg, srcs, err := g.loadConfig(cmd)
+		if err != nil {
+			return err
+		}
+		return run(cmd, args, cfg, srcs)
+	}
+}
+
 // loadConfig loads the configuration for cmd: the --config file, else the
 // file HBX_CONFIG names (a missing file is an error then), else the
 // default file if present; g's environment and the config-key flags the

@@ -28,11 +28,7 @@ and refuses, naming the holder, while "hbx supervise" or another owner
 holds it.`,
 		Args:      cobra.MatchAll(cli.Args(1, 1), runProgramArg),
 		ValidArgs: []string{"executor"},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, _ *config.Sources) error {
 			// One writer per data directory: refuse beside a supervisor or
 			// another run, before anything starts; stop what a dead owner
 			// left. The payload inherits the lock.
@@ -42,7 +38,7 @@ holds it.`,
 			}
 			defer dl.Release()
 			return box.RunExecutor(cmd.Context(), cfg, dl.File(), g.stdout, g.stderr, g.log)
-		},
+		}),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/cli"
+	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -17,13 +18,9 @@ func newShutdownCommand(g *globals) *cobra.Command {
 		Use:   "shutdown",
 		Short: "Stop every supervised program and the supervisor",
 		Args:  cli.Args(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, _ *config.Sources) error {
 			return runShutdown(cmd.Context(), cfg.Supervisor.Socket, g.stdout)
-		},
+		}),
 	}
 }
 

@@ -29,13 +29,9 @@ func newControlCommand(g *globals, verb, short, long string) *cobra.Command {
 		Short: short,
 		Long:  long,
 		Args:  cli.Args(1, -1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, _ *config.Sources) error {
 			return runControl(cmd.Context(), controlOptions{socket: cfg.Supervisor.Socket, cfg: cfg, verb: verb, names: args, stdout: g.stdout})
-		},
+		}),
 	}
 }
 

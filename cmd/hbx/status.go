@@ -47,13 +47,9 @@ After the list it says when an upgrade, rollback or restore is half done
 (in progress, or interrupted: what to run), and exits 3 then too; and,
 after the recovery of an interrupted upgrade rolled it back, where the
 data written meanwhile is kept.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, _ *config.Sources) error {
 			return runStatus(cmd.Context(), statusOptions{socket: cfg.Supervisor.Socket, cfg: cfg, names: args, json: asJSON, stdout: g.stdout, stderr: g.stderr})
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd

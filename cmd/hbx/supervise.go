@@ -56,11 +56,7 @@ Signals: TERM, INT and QUIT stop every program in reverse priority order,
 then exit 0. HUP and USR1 reopen the log files (for logrotate). Every other
 signal that would end a process is logged and ignored.`,
 		Args: cli.Args(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, _ *config.Sources) error {
 			// The executor's pin is read again from the configuration at
 			// each start: hbx upgrade and rollback move it while this
 			// supervisor runs.
@@ -69,7 +65,7 @@ signal that would end a process is logged and ignored.`,
 				return c, err
 			}
 			return runSupervise(cmd.Context(), g, cfg, reload)
-		},
+		}),
 	}
 }
 
