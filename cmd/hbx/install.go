@@ -16,7 +16,6 @@ import (
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
-	"github.com/hermesbox/hbx/upgrade"
 )
 
 type installOptions struct {
@@ -91,10 +90,7 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 		}
 		return fmt.Errorf("install: %w", err)
 	}
-	if res.Switch != nil {
-		return out.printSwitch(res.Switch)
-	}
-	return out.printInstall(res.Result)
+	return out.print(res)
 }
 
 // installOutput is where hbx install's progress and result go: JSON lines
@@ -124,7 +120,8 @@ func (out *installOutput) progress(opts *installer.Options) (finish func(error),
 			}
 		}, nil
 	case out.o.quiet:
-		opts.Logger = quietLogger(g)
+		// Warnings and errors only, to the log's destination.
+		opts.Logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	case progress.IsTerminal(g.stderr):
 		tp := progress.NewTerm(g.stderr)
 		opts.Progress = tp
@@ -138,27 +135,21 @@ func (out *installOutput) progress(opts *installer.Options) (finish func(error),
 	return func(error) {}, nil
 }
 
-// printSwitch prints a release change made over existing data.
-func (out *installOutput) printSwitch(sw *upgrade.Result) error {
-	if out.json != nil {
-		return out.json.Result(sw.InstallFields(out.cfg.Executor.Image))
+// print prints the result: a release change made over existing data, or
+// a plain install's.
+func (out *installOutput) print(res *box.InstallOutcome) error {
+	image := out.cfg.Executor.Image
+	switch {
+	case res.Switch != nil && out.json != nil:
+		return out.json.Result(res.Switch.InstallFields(image))
+	case res.Switch != nil:
+		_, err := io.WriteString(out.g.stdout, res.Switch.InstallText())
+		return err
+	case out.json != nil:
+		return out.json.Result(progress.ResultFields(image, res.Result))
 	}
-	_, err := io.WriteString(out.g.stdout, sw.InstallText())
-	return err
-}
-
-// printInstall prints a plain install's result.
-func (out *installOutput) printInstall(res *installer.Result) error {
-	if out.json != nil {
-		return out.json.Result(progress.ResultFields(out.cfg.Executor.Image, res))
-	}
-	_, _ = io.WriteString(out.g.stdout, progress.ResultText(out.cfg.Executor.Image, res, out.o.verify))
+	_, _ = io.WriteString(out.g.stdout, progress.ResultText(image, res.Result, out.o.verify))
 	return nil
-}
-
-// quietLogger keeps warnings and errors of g's logger's destination.
-func quietLogger(g *globals) *slog.Logger {
-	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // installerOptions is box.InstallerOptions logging to g.log.
