@@ -54,6 +54,22 @@ func CheckPinnable(path string, cfg *config.Config, srcs *config.Sources, tools 
 	return nil
 }
 
+// WithTools sets t's tool sets: tools (nil: none asked) to pin with the
+// new release, and Current, the set the config file at path pins now,
+// recorded with the old release so a rollback puts it back. It only
+// reads; an unreadable file or value is an error.
+func (t *Target) WithTools(path string, tools []string) error {
+	if tools != nil {
+		t.MCPTools = &Tools{Names: tools}
+	}
+	current, err := config.ReadMCPTools(path)
+	if err != nil {
+		return fmt.Errorf("read health.mcp_tools: %w", err)
+	}
+	t.Current = &Tools{Names: current}
+	return nil
+}
+
 // ParseTools parses a tool set given as comma-separated tool names (hbx
 // upgrade --mcp-tools): at least one, none blank or repeated, the rules
 // of health.mcp_tools. The error quotes v.

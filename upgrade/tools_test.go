@@ -3,6 +3,9 @@ package upgrade
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -85,5 +88,25 @@ func TestParseTools(t *testing.T) {
 		if _, err := ParseTools(v); err == nil || err.Error() != want {
 			t.Errorf("ParseTools(%q) = %v, want %q", v, err, want)
 		}
+	}
+}
+
+// TestTargetWithTools: the tool set asked for goes with the new release,
+// the config file's current one with the old; a missing file is an error.
+func TestTargetWithTools(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hbx.yaml")
+	if err := os.WriteFile(path, []byte("health:\n  mcp_tools: [execute, resume]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var tg Target
+	if err := tg.WithTools(path, []string{"execute"}); err != nil || tg.MCPTools == nil || !cmp.Equal(tg.MCPTools.Names, []string{"execute"}) || tg.Current == nil || !cmp.Equal(tg.Current.Names, []string{"execute", "resume"}) {
+		t.Errorf("WithTools(execute) = %v; MCPTools %v, Current %v", err, tg.MCPTools, tg.Current)
+	}
+	tg = Target{}
+	if err := tg.WithTools(path, nil); err != nil || tg.MCPTools != nil {
+		t.Errorf("WithTools(nil) = %v, MCPTools %v; want none asked", err, tg.MCPTools)
+	}
+	if err := tg.WithTools(filepath.Join(t.TempDir(), "none.yaml"), nil); err == nil || !strings.HasPrefix(err.Error(), "read health.mcp_tools: ") {
+		t.Errorf("WithTools(missing file) = %v, want a read error", err)
 	}
 }

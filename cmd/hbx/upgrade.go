@@ -116,16 +116,9 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 	if err := upgrade.CheckPinnable(o.g.configPath, o.cfg, o.srcs, tools); err != nil {
 		return cli.Usagef("upgrade: %w", err)
 	}
-	if tools != nil {
-		t.MCPTools = &upgrade.Tools{Names: tools}
+	if err := t.WithTools(o.g.configPath, tools); err != nil {
+		return fmt.Errorf("upgrade: %w", err)
 	}
-	// The tool set the file pins now goes into the journal with the old
-	// release, so a rollback puts it back.
-	current, err := config.ReadMCPTools(o.g.configPath)
-	if err != nil {
-		return fmt.Errorf("upgrade: read health.mcp_tools: %w", err)
-	}
-	t.Current = &upgrade.Tools{Names: current}
 	pass, err := passphrase(o.cfg, false)()
 	if err != nil {
 		return fmt.Errorf("upgrade: pre-upgrade backup: %w", err)
