@@ -2,10 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -13,7 +9,6 @@ import (
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
-	"github.com/hermesbox/hbx/supervisor"
 )
 
 // newSuperviseCommand builds `hbx supervise`.
@@ -69,75 +64,14 @@ signal that would end a process is logged and ignored.`,
 	}
 }
 
-// runSupervise runs the supervisor until a stop signal: check the
-// programs, take the data lock (executor inherits it), claim the
-// supervisor's own locks, recover an interrupted restore or upgrade,
-// watch for changes whose command dies, then run.
+// runSupervise runs the supervisor until a stop signal (box.Supervise),
+// with this command's data lock and restore recovery.
 func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) error {
-	// Before the supervisor runs (the data lock, leftovers of a dead
-	// supervisor, recovery of an interrupted restore or upgrade), the
-	// signals that would end hbx mean what they mean to a running
-	// supervisor: stop ones end this start, the others are logged and
-	// ignored.
-	ctx, early := supervisor.HandleEarlySignals(ctx, g.log)
-	defer early.Stop()
-	opts := box.SuperviseOptions(box.Supervise{Config: cfg, Reload: reload, Env: g.env, Log: g.log, Install: g.box(cfg, nil).InstallOnStart})
-	opts.StateDir = supervisorStateDir(cfg)
-	opts.HandleSignals = true
-	// Check the programs before the lock creates anything.
-	if _, err := supervisor.New(opts); err != nil {
-		return fmt.Errorf("supervise: %w", err)
-	}
-	release, err := lockExecutorData(ctx, g, cfg, opts.Programs)
-	if err != nil {
-		return fmt.Errorf("supervise: %w", err)
-	}
-	defer release()
-	s, err := supervisor.New(opts)
-	if err != nil {
-		return fmt.Errorf("supervise: %w", err)
-	}
-	// The supervisor's own locks (state directory and socket) before any
-	// recovery: a second hbx supervise changes nothing, also when no
-	// executor program holds the data lock.
-	if err := s.Claim(); err != nil {
-		return fmt.Errorf("supervise: %w", err)
-	}
-	recoverRestore(ctx, g, cfg)
-	g.box(cfg, nil).RecoverUpgrade(ctx, false)
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("supervise: stopped before any program started: %w", err)
-	}
-	// While it runs, a release change or restore whose command dies is
-	// undone through it, not left serving unconfirmed. A recovery it runs
-	// when the process exits is cut short, and its journal lets the next
-	// start finish it.
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go g.box(cfg, nil).ChangeWatch(reload).Run(wctx)
-	early.Quiet() // Run handles every signal from here on
-	if err := s.Run(ctx); err != nil {
-		return fmt.Errorf("supervise: %w", err)
-	}
-	return nil
-}
-
-// lockExecutorData takes the data directory's lock when programs include
-// the executor (the single-writer rule: this supervisor owns the data
-// directory for its whole life) and hands it to the executor's processes;
-// release gives it back (a no-op without an executor program).
-func lockExecutorData(ctx context.Context, g *globals, cfg *config.Config, programs []supervisor.Program) (release func(), err error) {
-	i := slices.IndexFunc(programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram })
-	if i < 0 {
-		return func() {}, nil
-	}
-	dl, err := lockData(ctx, g, cfg, "hbx supervise", true)
-	if err != nil {
-		if be := (*datalock.BusyError)(nil); errors.As(err, &be) && !be.Leftovers && be.Owner.Command == "hbx supervise" {
-			err = fmt.Errorf("%w: %w", supervisor.ErrAlreadyRunning, err)
-		}
-		return nil, err
-	}
-	programs[i].ExtraFiles = []*os.File{dl.File()}
-	return func() { _ = dl.Release() }, nil
+	return g.box(cfg, nil).Supervise(ctx, box.SuperviseRun{
+		Reload: reload, Env: g.env, StateDir: supervisorStateDir(cfg),
+		LockData: func(ctx context.Context) (*datalock.Lock, error) {
+			return lockData(ctx, g, cfg, "hbx supervise", true)
+		},
+		RecoverRestore: func(ctx context.Context) { recoverRestore(ctx, g, cfg) },
+	})
 }

@@ -11,8 +11,11 @@
 // upgrade and backup decide what `hbx status`, `hbx health` and `hbx run
 // executor` say while a change is half done (PendingChange,
 // PrepareLaunch, Status); it runs the executor in the foreground
-// (RunExecutor) and checks program and check names against what the
-// supervisor and health know (CheckSupervised, CheckHealthNames).
+// (RunExecutor) and the supervisor's start-up as named steps
+// (Box.Supervise: programs checked, data lock, the supervisor's own
+// locks, recovery, change watch, run), and checks program and check
+// names against what the supervisor and health know (CheckSupervised,
+// CheckHealthNames).
 //
 // It is the one package besides cmd/ and e2e/ allowed to import several
 // verb packages (internal/boundary's test names it); no verb package and
