@@ -46,12 +46,7 @@ meanwhile is kept.`,
 
 // runRollback rolls the last upgrade back and prints new → old.
 func runRollback(ctx context.Context, o changeOpts) error {
-	opts, unlock, err := upgradeOptions(ctx, o, nil, "hbx rollback")
-	if err != nil {
-		return fmt.Errorf("rollback: %w", err)
-	}
-	defer unlock()
-	res, err := upgrade.Rollback(ctx, opts)
+	res, err := o.g.box(o.cfg, o.srcs).Rollback(ctx, o.step())
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}

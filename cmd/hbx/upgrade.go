@@ -116,32 +116,19 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 	if err := upgrade.CheckPinnable(o.g.configPath, o.cfg, o.srcs, tools); err != nil {
 		return cli.Usagef("upgrade: %w", err)
 	}
-	if err := t.WithTools(o.g.configPath, tools); err != nil {
-		return fmt.Errorf("upgrade: %w", err)
-	}
-	pass, err := passphrase(o.cfg, false)()
-	if err != nil {
-		return fmt.Errorf("upgrade: pre-upgrade backup: %w", err)
-	}
-	opts, unlock, err := upgradeOptions(ctx, o, pass, "hbx upgrade")
-	if err != nil {
-		return fmt.Errorf("upgrade: %w", err)
-	}
-	defer unlock()
-	res, err := upgrade.Upgrade(ctx, opts, t)
+	res, err := o.g.box(o.cfg, o.srcs).Upgrade(ctx, t, tools, o.step())
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", err)
 	}
 	return printChange(o.g.stdout, "upgraded", res, o.json)
 }
 
-// upgradeOptions is box.ChangeOptions for o, its steps printed as JSON
-// lines with o.json; unlock is never nil.
-func upgradeOptions(ctx context.Context, o changeOpts, pass []byte, command string) (opts upgrade.Options, unlock func(), err error) {
-	var step func(string)
-	if o.json {
-		enc := json.NewEncoder(o.g.stdout)
-		step = func(s string) { _ = enc.Encode(map[string]string{"event": s}) }
+// step tells each step of an upgrade or rollback as a JSON line
+// ({"event": step}) with o.json; nil otherwise.
+func (o changeOpts) step() func(string) {
+	if !o.json {
+		return nil
 	}
-	return o.g.box(o.cfg, o.srcs).ChangeOptions(ctx, pass, command, step)
+	enc := json.NewEncoder(o.g.stdout)
+	return func(s string) { _ = enc.Encode(map[string]string{"event": s}) }
 }

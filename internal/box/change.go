@@ -142,6 +142,38 @@ func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, ste
 	return opts, unlock, nil
 }
 
+// Upgrade moves b to t as hbx upgrade does: t.WithTools (tools: the
+// tool set to pin with the release, nil: none asked), the passphrase of
+// the pre-upgrade backup, ChangeOptions as "hbx upgrade" (step, when not
+// nil, is told each step), then upgrade.Upgrade.
+func (b Box) Upgrade(ctx context.Context, t upgrade.Target, tools []string, step func(string)) (*upgrade.Result, error) {
+	if err := t.WithTools(b.ConfigPath, tools); err != nil {
+		return nil, err
+	}
+	pass, err := b.Passphrase(b.Config)
+	if err != nil {
+		return nil, fmt.Errorf("pre-upgrade backup: %w", err)
+	}
+	opts, unlock, err := b.ChangeOptions(ctx, pass, "hbx upgrade", step)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return upgrade.Upgrade(ctx, opts, t)
+}
+
+// Rollback undoes the last release change as hbx rollback does:
+// ChangeOptions as "hbx rollback" (step, when not nil, is told each
+// step), then upgrade.Rollback.
+func (b Box) Rollback(ctx context.Context, step func(string)) (*upgrade.Result, error) {
+	opts, unlock, err := b.ChangeOptions(ctx, nil, "hbx rollback", step)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return upgrade.Rollback(ctx, opts)
+}
+
 // RecoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
 // supervise` starts the programs (no supervisor runs yet), or, with
 // running, from the running supervisor (its change watch), through it.
