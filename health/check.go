@@ -32,6 +32,9 @@ const (
 // ErrUnknownCheck is wrapped by Run's error for a name that is no check.
 var ErrUnknownCheck = errors.New("no such check")
 
+// ErrFailed is wrapped by Report.Err when a check failed.
+var ErrFailed = errors.New("failed")
+
 // DefaultTimeout bounds each check when Options.Timeout is 0.
 const DefaultTimeout = 5 * time.Second
 
@@ -70,6 +73,30 @@ func (r Result) MarshalJSON() ([]byte, error) {
 type Report struct {
 	Status Status   `json:"status"`
 	Checks []Result `json:"checks"`
+}
+
+// Err returns nil when no check of r failed, else an error wrapping
+// ErrFailed that names the failed checks: "failed: api-health, release".
+func (r *Report) Err() error {
+	if r.Status != Fail {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrFailed, strings.Join(r.Failed(), ", "))
+}
+
+// Text renders r one line per check: status, name (padded to the longest
+// name), duration in milliseconds (padded to 5 digits) and reason, each
+// line ending in "\n".
+func (r *Report) Text() string {
+	width := 0
+	for _, c := range r.Checks {
+		width = max(width, len(c.Name))
+	}
+	var b strings.Builder
+	for _, c := range r.Checks {
+		fmt.Fprintf(&b, "%-4s  %-*s  %5dms  %s\n", c.Status, width, c.Name, c.Duration.Milliseconds(), c.Reason)
+	}
+	return b.String()
 }
 
 // Failed returns the names of the failed checks, in order.
@@ -421,8 +448,8 @@ func quoteList(names []string) string {
 }
 
 // Wait runs the checks like Run, again and again every interval (0 means
-// 500ms), until a run passes or d has passed since the call; it returns
-// the last report. It logs at info level when the set of failing checks
+// 500ms), until a run passes or d has passed since the call (d 0: one
+// run); it returns the last report. It logs at info level when the set of failing checks
 // changes, at debug level for every other attempt. Errors are Run's;
 // when ctx ends, Wait returns ctx's error with the report of the last
 // finished run (nil when none finished), so a caller bounded by ctx can

@@ -350,3 +350,25 @@ func TestReadKeyFileFIFO(t *testing.T) {
 		t.Fatal("ReadKeyFile(fifo) blocked")
 	}
 }
+
+// TestReportTextAndErr: hbx health's lines (status, padded name,
+// duration, reason) and its failure naming the failed checks.
+func TestReportTextAndErr(t *testing.T) {
+	rep := &Report{Status: Fail, Checks: []Result{
+		{Name: CheckAPIHealth, Status: Pass, Duration: 12 * time.Millisecond, Reason: "200, status ok"},
+		{Name: CheckRelease, Status: Fail, Duration: 3 * time.Millisecond, Reason: "not the configured image"},
+		{Name: CheckMCPTools, Status: Skip, Reason: "no key"},
+	}}
+	want := "pass  api-health     12ms  200, status ok\n" +
+		"fail  release         3ms  not the configured image\n" +
+		"skip  mcp-tools       0ms  no key\n"
+	if got := rep.Text(); got != want {
+		t.Errorf("Text() =\n%q, want\n%q", got, want)
+	}
+	if err := rep.Err(); !errors.Is(err, ErrFailed) || err.Error() != "failed: release" {
+		t.Errorf("Err() = %v, want ErrFailed naming release", err)
+	}
+	if err := (&Report{Status: Pass, Checks: rep.Checks[:1]}).Err(); err != nil {
+		t.Errorf("Err(pass) = %v, want nil", err)
+	}
+}

@@ -92,4 +92,6 @@
 //     never quoted.
 //   - Deep release checks do not re-hash the rootfs (`hbx install
 //     --verify` does that).
+//   - It prints nothing: Report.Text returns the lines hbx health prints,
+//     and Report.Err the one-line failure naming the failed checks.
 package health

@@ -118,4 +118,6 @@
 //     means no rotation. Backups 0 keeps every rotated file.
 //   - It does not read configuration; internal/box maps the config onto Program
 //     values.
+//   - It prints nothing: Table and ControlText return the text hbx status
+//     and start/stop/restart print, supervisorctl's layout.
 package supervisor

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/hermesbox/hbx/internal/config"
@@ -51,6 +52,40 @@ func CheckPinnable(path string, cfg *config.Config, srcs *config.Sources, tools 
 		return fmt.Errorf("--mcp-tools: health.mcp_tools is set by %s, which overrides the config file, where --mcp-tools pins the tool set: unset it", s)
 	}
 	return nil
+}
+
+// WithTools sets t's tool sets: tools (nil: none asked) to pin with the
+// new release, and Current, the set the config file at path pins now,
+// recorded with the old release so a rollback puts it back. It only
+// reads; an unreadable file or value is an error.
+func (t *Target) WithTools(path string, tools []string) error {
+	if tools != nil {
+		t.MCPTools = &Tools{Names: tools}
+	}
+	current, err := config.ReadMCPTools(path)
+	if err != nil {
+		return fmt.Errorf("read health.mcp_tools: %w", err)
+	}
+	t.Current = &Tools{Names: current}
+	return nil
+}
+
+// ParseTools parses a tool set given as comma-separated tool names (hbx
+// upgrade --mcp-tools): at least one, none blank or repeated, the rules
+// of health.mcp_tools. The error quotes v.
+func ParseTools(v string) ([]string, error) {
+	var out []string
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			return nil, fmt.Errorf("%q has an empty tool name (want names such as execute,resume,skills)", v)
+		case slices.Contains(out, n):
+			return nil, fmt.Errorf("%q lists %q twice", v, n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // ToolsIn is the MCP tool set in force once r is pinned: r's (the default

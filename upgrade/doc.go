@@ -179,4 +179,8 @@
 // committed but before the rename leaves the replaced data as
 // <data_dir>.pre-restore-<time>, which a later restore may prune
 // (backup.keep_pre_restore).
+//
+// It prints nothing: Result.Text and InstallText return the lines hbx
+// upgrade, rollback and install print, Fields and InstallFields their
+// JSON result line.
 package upgrade

@@ -3,6 +3,9 @@ package upgrade
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -67,5 +70,43 @@ func TestToolsPinnedWithRelease(t *testing.T) {
 				t.Errorf("pinned tool sets (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestParseTools: --mcp-tools takes comma-separated names, at least one,
+// none blank or repeated.
+func TestParseTools(t *testing.T) {
+	got, err := ParseTools(" execute, resume,skills")
+	if err != nil || !cmp.Equal(got, []string{"execute", "resume", "skills"}) {
+		t.Errorf("ParseTools(ok) = %q, %v", got, err)
+	}
+	for v, want := range map[string]string{
+		"":        `"" has an empty tool name (want names such as execute,resume,skills)`,
+		"a,,b":    `"a,,b" has an empty tool name (want names such as execute,resume,skills)`,
+		"a, b ,a": `"a, b ,a" lists "a" twice`,
+	} {
+		if _, err := ParseTools(v); err == nil || err.Error() != want {
+			t.Errorf("ParseTools(%q) = %v, want %q", v, err, want)
+		}
+	}
+}
+
+// TestTargetWithTools: the tool set asked for goes with the new release,
+// the config file's current one with the old; a missing file is an error.
+func TestTargetWithTools(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hbx.yaml")
+	if err := os.WriteFile(path, []byte("health:\n  mcp_tools: [execute, resume]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var tg Target
+	if err := tg.WithTools(path, []string{"execute"}); err != nil || tg.MCPTools == nil || !cmp.Equal(tg.MCPTools.Names, []string{"execute"}) || tg.Current == nil || !cmp.Equal(tg.Current.Names, []string{"execute", "resume"}) {
+		t.Errorf("WithTools(execute) = %v; MCPTools %v, Current %v", err, tg.MCPTools, tg.Current)
+	}
+	tg = Target{}
+	if err := tg.WithTools(path, nil); err != nil || tg.MCPTools != nil {
+		t.Errorf("WithTools(nil) = %v, MCPTools %v; want none asked", err, tg.MCPTools)
+	}
+	if err := tg.WithTools(filepath.Join(t.TempDir(), "none.yaml"), nil); err == nil || !strings.HasPrefix(err.Error(), "read health.mcp_tools: ") {
+		t.Errorf("WithTools(missing file) = %v, want a read error", err)
 	}
 }

@@ -6,12 +6,10 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/internal/supervisorwatch"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -50,15 +48,9 @@ func (s *supervisorServices) SetProbe(p supervisor.Probe) supervisor.Probe {
 	return old
 }
 
-// watchSupervisor opens a supervisorwatch.Watch on c: a followed,
-// discarded log stream of program, which the supervisor ends only when it
-// exits or the watch closes it. When program is "" the watch never
-// reports the supervisor gone.
-func watchSupervisor(c *supervisor.Client, program string) *supervisorwatch.Watch {
-	if program == "" {
-		return supervisorwatch.Follow(nil)
-	}
-	return supervisorwatch.Follow(func(ctx context.Context) {
-		_ = c.Logs(ctx, supervisor.LogsRequest{Name: program, Follow: true}, io.Discard)
-	})
-}
+// watchSupervisor and readinessProbe are box's, under the names
+// backup.go calls them by.
+var (
+	watchSupervisor = box.WatchSupervisor
+	readinessProbe  = box.ReadinessProbe
+)

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
-	"io"
-
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 )
 
@@ -14,19 +12,11 @@ func newConfigCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Inspect the configuration",
-		Args:  cobra.ArbitraryArgs, // runGroup reports unknown subcommands
-		RunE:  runGroup,
+		Args:  cobra.ArbitraryArgs, // cli.Group reports unknown subcommands
+		RunE:  cli.Group,
 	}
 	cmd.AddCommand(newConfigShowCommand(g))
 	return cmd
-}
-
-// configShowOptions are the inputs of runConfigShow.
-type configShowOptions struct {
-	cfg     *config.Config
-	sources *config.Sources
-	json    bool // print JSON instead of YAML-ish lines
-	stdout  io.Writer
 }
 
 // newConfigShowCommand builds `hbx config show`.
@@ -58,23 +48,14 @@ stricter, else it is invalid configuration (exit 2). Like every command
 that reads the configuration, it refuses the runtime, data, state and
 backup directories, the secret and config files and hbx's own directory
 when a user other than root could replace them (exit 2).`,
-		Args: wantArgs(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, srcs, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		Args: cli.Args(0, 0),
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, srcs *config.Sources) error {
 			if err := cfg.CheckSecretFiles(srcs); err != nil {
 				return err
 			}
-			return runConfigShow(cmd.Context(), configShowOptions{cfg: cfg, sources: srcs, json: asJSON, stdout: g.stdout})
-		},
+			return cfg.Show(g.stdout, srcs, asJSON)
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
-}
-
-// runConfigShow prints opts.cfg key by key with sources (config.Show).
-func runConfigShow(_ context.Context, opts configShowOptions) error {
-	return opts.cfg.Show(opts.stdout, opts.sources, opts.json)
 }

@@ -5,8 +5,13 @@
 // configuration (internal/config), builds the logger and calls the domain
 // packages. One file per subcommand holds its options, its flag binding and
 // a runX(ctx, opts) function that tests call directly, its printing and
-// its help. What the configuration means to each domain package (their
-// options) and the adapters between them live in internal/box; this
+// its help. The rules every command shares (usage errors, argument
+// checks, "did you mean", the --log-level logger) are internal/cli's;
+// each result is rendered by the package that owns it (supervisor.Table,
+// health.Report.Text, upgrade.Result.Text, progress.ResultText), and
+// this package picks text or JSON. What the configuration means to each
+// domain package (their options) and the adapters between them live in
+// internal/box; this
 // package gives the box its hooks (boxhooks.go: the supervisor's
 // services, the passphrase, the data lock) and calls it. Loading the
 // configuration also refuses, as invalid configuration, the paths it names

@@ -2,14 +2,10 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"strconv"
-	"strings"
-
-	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
@@ -43,13 +39,13 @@ const exitCodesHelp = `Exit codes:
 
 // exitCode maps the error run returned to the process exit status: nil to
 // exitOK; config.ErrInvalid, launch.ErrEnvFile, launch.ErrTokenFile,
-// backup.ErrPassphraseFile and usage errors to exitUsage; a *notRunningError or
-// *box.ChangePendingError (hbx status) to exitNotRunning;
-// anything else to exitFailure.
+// backup.ErrPassphraseFile and usage errors to exitUsage; a
+// *supervisor.NotRunningError or *box.ChangePendingError (hbx status) to
+// exitNotRunning; anything else to exitFailure.
 func exitCode(err error) int {
-	var ue *usageError
+	var ue *cli.UsageError
 	var xe *launch.ExitError
-	var nr *notRunningError
+	var nr *supervisor.NotRunningError
 	var cp *box.ChangePendingError
 	switch {
 	case err == nil:
@@ -66,52 +62,4 @@ func exitCode(err error) int {
 	default:
 		return exitFailure
 	}
-}
-
-// usageError marks a bad command line: unknown command or flag, bad
-// arguments or flag values.
-type usageError struct{ err error }
-
-// Error returns the wrapped error's text.
-func (e *usageError) Error() string { return e.err.Error() }
-
-// Unwrap returns the wrapped error.
-func (e *usageError) Unwrap() error { return e.err }
-
-// usageErrorf formats a usageError.
-func usageErrorf(format string, args ...any) error {
-	return &usageError{fmt.Errorf(format, args...)}
-}
-
-// wantArgs is the argument validator of a command taking between min and
-// max positional arguments (max < 0: no upper bound). Its error is a usage
-// error naming the command, what it takes, what it got and its usage line
-// ("restore: takes one argument, got 0 (usage: hbx restore ARCHIVE
-// [flags])"); cobra's own ("accepts 1 arg(s), received 0", or
-// "unknown command" for an argument given to a command taking none) name
-// neither the command nor the argument it wants.
-func wantArgs(min, max int) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
-		usage := cmd.UseLine()
-		switch {
-		case max == 0 && len(args) > 0:
-			return usageErrorf("%s: takes no arguments, got %q (usage: %s)", name, args[0], usage)
-		case len(args) < min && min == max:
-			return usageErrorf("%s: takes %s, got %d (usage: %s)", name, countArgs(min), len(args), usage)
-		case len(args) < min:
-			return usageErrorf("%s: takes at least %s, got %d (usage: %s)", name, countArgs(min), len(args), usage)
-		case max >= 0 && len(args) > max:
-			return usageErrorf("%s: takes %s, got %d (usage: %s)", name, countArgs(max), len(args), usage)
-		}
-		return nil
-	}
-}
-
-// countArgs spells n arguments: "one argument", "2 arguments".
-func countArgs(n int) string {
-	if n == 1 {
-		return "one argument"
-	}
-	return strconv.Itoa(n) + " arguments"
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,11 +13,8 @@ import (
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/box"
-	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/cli"
 )
-
-// errHealthFailed is wrapped by runHealth's error when a check failed.
-var errHealthFailed = errors.New("failed")
 
 // healthOptions are the inputs of runHealth.
 type healthOptions struct {
@@ -68,7 +64,7 @@ bounded by health.timeout. --json prints one document:
 
 Exit status: 0 when no check failed (skips do not fail), 1 when one did,
 2 for a bad configuration or command line.`,
-		Args: wantArgs(0, 0),
+		Args: cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd, g) },
 	}
 	fl := cmd.Flags()
@@ -94,13 +90,13 @@ func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
 		return err
 	}
 	if f.wait < 0 {
-		return usageErrorf("--wait %s: want a duration of 0 or more", f.wait)
+		return cli.Usagef("--wait %s: want a duration of 0 or more", f.wait)
 	}
 	opts := healthOptions{checks: box.HealthChecks(cfg, f.deep, g.log), only: f.only, json: f.asJSON, wait: f.wait, stdout: g.stdout}
 	if f.tokenStdin {
 		key, err := health.ReadKey(cmd.InOrStdin())
 		if err != nil {
-			return &usageError{fmt.Errorf("--token-stdin: %w", err)}
+			return &cli.UsageError{Err: fmt.Errorf("--token-stdin: %w", err)}
 		}
 		opts.checks.Key = key
 	}
@@ -108,25 +104,15 @@ func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
 }
 
 // runHealth runs the checks once, or until they pass with opts.wait, and
-// prints the report. A failed check makes the error wrap errHealthFailed;
+// prints the report. A failed check makes the error wrap health.ErrFailed;
 // an unknown check name is a usage error.
 func runHealth(ctx context.Context, opts healthOptions) error {
-	for _, n := range opts.only {
-		if !slices.Contains(health.Names(), n) {
-			if c := config.Closest(n, health.Names()); c != "" {
-				return usageErrorf("--only: %w: %q (did you mean %q?)", health.ErrUnknownCheck, n, c)
-			}
-		}
+	if err := box.CheckHealthNames(opts.only); err != nil {
+		return cli.Usagef("--only: %w", err)
 	}
-	var rep *health.Report
-	var err error
-	if opts.wait > 0 {
-		rep, err = health.Wait(ctx, opts.checks, opts.only, opts.wait, 0)
-	} else {
-		rep, err = health.Run(ctx, opts.checks, opts.only)
-	}
+	rep, err := health.Wait(ctx, opts.checks, opts.only, opts.wait, 0) // wait 0: one run
 	if errors.Is(err, health.ErrUnknownCheck) {
-		return &usageError{fmt.Errorf("--only: %w", err)}
+		return &cli.UsageError{Err: fmt.Errorf("--only: %w", err)}
 	}
 	if err != nil {
 		return fmt.Errorf("health: %w", err)
@@ -134,28 +120,15 @@ func runHealth(ctx context.Context, opts healthOptions) error {
 	if opts.json {
 		enc := json.NewEncoder(opts.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else if err := printHealth(opts.stdout, rep); err != nil {
+		err = enc.Encode(rep)
+	} else {
+		_, err = io.WriteString(opts.stdout, rep.Text())
+	}
+	if err != nil {
 		return err
 	}
-	if rep.Status == health.Fail {
-		return fmt.Errorf("health: %w: %s", errHealthFailed, strings.Join(rep.Failed(), ", "))
+	if err := rep.Err(); err != nil {
+		return fmt.Errorf("health: %w", err)
 	}
 	return nil
-}
-
-// printHealth writes one line per check: status, name, duration, reason.
-func printHealth(w io.Writer, rep *health.Report) error {
-	width := 0
-	for _, c := range rep.Checks {
-		width = max(width, len(c.Name))
-	}
-	var b strings.Builder
-	for _, c := range rep.Checks {
-		fmt.Fprintf(&b, "%-4s  %-*s  %5dms  %s\n", c.Status, width, c.Name, c.Duration.Milliseconds(), c.Reason)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }

@@ -107,7 +107,7 @@ func TestHealthTokenStdin(t *testing.T) {
 	out.Reset()
 	opts.checks.Key = health.NewKey("the-key")
 	err = runHealth(t.Context(), opts)
-	if !errors.Is(err, errHealthFailed) || !strings.Contains(out.String(), "fail  mcp-tools") || strings.Contains(out.String(), "the-key") {
+	if !errors.Is(err, health.ErrFailed) || !strings.Contains(out.String(), "fail  mcp-tools") || strings.Contains(out.String(), "the-key") {
 		t.Errorf("runHealth(key, no server) = %v\n%s; want mcp-tools failed without the key shown", err, out.String())
 	}
 }

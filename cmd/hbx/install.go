@@ -7,17 +7,15 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/installer/progress"
 	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
-	"github.com/hermesbox/hbx/upgrade"
 )
 
 type installOptions struct {
@@ -52,14 +50,10 @@ rollback can undo it. A first install (no release, or no data) is plain.
 A download is bounded by install.timeout plus the image's size at
 install.min_rate. Ctrl-C (or that deadline) activates nothing; complete
 blobs are kept for the next run.`,
-		Args: wantArgs(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, srcs, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		Args: cli.Args(0, 0),
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, srcs *config.Sources) error {
 			return runInstall(cmd, g, cfg, srcs, o)
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "re-hash the active release against its recorded file list and replace it when it differs")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but warnings, errors and the result")
@@ -96,10 +90,7 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 		}
 		return fmt.Errorf("install: %w", err)
 	}
-	if res.Switch != nil {
-		return out.printSwitch(res.Switch)
-	}
-	return out.printInstall(res.Result)
+	return out.print(res)
 }
 
 // installOutput is where hbx install's progress and result go: JSON lines
@@ -129,13 +120,14 @@ func (out *installOutput) progress(opts *installer.Options) (finish func(error),
 			}
 		}, nil
 	case out.o.quiet:
-		opts.Logger = quietLogger(g)
+		// Warnings and errors only, to the log's destination.
+		opts.Logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	case progress.IsTerminal(g.stderr):
 		tp := progress.NewTerm(g.stderr)
 		opts.Progress = tp
 		// Log lines go above the progress line, not into it, and an
 		// unfinished progress line ends before the error is printed.
-		if opts.Logger, err = newLogger(tp.LogWriter(), g.logLevel); err != nil {
+		if opts.Logger, err = cli.NewLogger(tp.LogWriter(), g.logLevel); err != nil {
 			return nil, err
 		}
 		return func(error) { tp.Finish() }, nil
@@ -143,55 +135,21 @@ func (out *installOutput) progress(opts *installer.Options) (finish func(error),
 	return func(error) {}, nil
 }
 
-// printSwitch prints a release change made over existing data.
-func (out *installOutput) printSwitch(sw *upgrade.Result) error {
-	if out.json != nil {
-		return out.json.Result(map[string]any{
-			"changed": true, "reason": "release change over existing data, with a pre-change backup", "image": out.cfg.Executor.Image,
-			"platform": sw.New.Platform, "index_digest": sw.New.Index, "manifest_digest": sw.New.Manifest,
-			"old": sw.Old, "new": sw.New, "backup": sw.Backup, "notes": sw.Notes, "recovered": sw.Recovered,
-			"duration_ms": sw.Duration.Milliseconds(),
-		})
+// print prints the result: a release change made over existing data, or
+// a plain install's.
+func (out *installOutput) print(res *box.InstallOutcome) error {
+	image := out.cfg.Executor.Image
+	switch {
+	case res.Switch != nil && out.json != nil:
+		return out.json.Result(res.Switch.InstallFields(image))
+	case res.Switch != nil:
+		_, err := io.WriteString(out.g.stdout, res.Switch.InstallText())
+		return err
+	case out.json != nil:
+		return out.json.Result(progress.ResultFields(image, res.Result))
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "installed %s (%s, manifest %s) in %s, replacing %s over existing data\n", sw.New.Image, sw.New.Platform, sw.New.Manifest, sw.Duration.Round(time.Millisecond), sw.Old.Image)
-	fmt.Fprintf(&b, "  pre-change backup: %s (hbx rollback undoes this change)\n", sw.Backup)
-	if sw.Recovered != "" {
-		fmt.Fprintf(&b, "  first %s\n", sw.Recovered)
-	}
-	for _, n := range sw.Notes {
-		fmt.Fprintf(&b, "  note: %s\n", n)
-	}
-	_, err := io.WriteString(out.g.stdout, b.String())
-	return err
-}
-
-// printInstall prints a plain install's result.
-func (out *installOutput) printInstall(res *installer.Result) error {
-	m, image := res.Release.Meta, out.cfg.Executor.Image
-	if out.json != nil {
-		return out.json.Result(map[string]any{
-			"changed": res.Changed, "reason": res.Reason, "image": image,
-			"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
-			"fetched": res.Fetched, "reused": res.Reused, "duration_ms": res.Duration.Milliseconds(),
-		})
-	}
-	if !res.Changed {
-		state := "up to date"
-		if out.o.verify {
-			state = "up to date, every file verified against files.json"
-		}
-		fmt.Fprintf(out.g.stdout, "%s: %s (%s, manifest %s)\n", state, image, m.Platform, m.ManifestDigest)
-		return nil
-	}
-	fmt.Fprintf(out.g.stdout, "installed %s (%s, manifest %s) in %s: %d blobs fetched, %d reused; reason: %s\n",
-		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.Reused, res.Reason)
+	_, _ = io.WriteString(out.g.stdout, progress.ResultText(image, res.Result, out.o.verify))
 	return nil
-}
-
-// quietLogger keeps warnings and errors of g's logger's destination.
-func quietLogger(g *globals) *slog.Logger {
-	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // installerOptions is box.InstallerOptions logging to g.log.

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -28,18 +29,14 @@ func newLogsCommand(g *globals) *cobra.Command {
 		Short: "Print a supervised program's log",
 		Long: `Logs prints the last lines of a program's stdout log (--stderr: its stderr
 log); -f keeps printing what the program writes until interrupted.`,
-		Args: wantArgs(1, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		Args: cli.Args(1, 1),
+		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, _ *config.Sources) error {
 			if o.req.Lines < 0 {
-				return usageErrorf("-n %d: want a line count", o.req.Lines)
+				return cli.Usagef("-n %d: want a line count", o.req.Lines)
 			}
 			o.socket, o.cfg, o.req.Name, o.stdout = cfg.Supervisor.Socket, cfg, args[0], g.stdout
 			return runLogs(cmd.Context(), o)
-		},
+		}),
 	}
 	cmd.Flags().BoolVarP(&o.req.Follow, "follow", "f", false, "keep printing new output")
 	cmd.Flags().IntVarP(&o.req.Lines, "lines", "n", 10, "print the last N lines first")
@@ -53,11 +50,7 @@ func runLogs(ctx context.Context, opts logsOptions) error {
 	if err != nil {
 		return err
 	}
-	known, err := box.SupervisedNames(ctx, c)
-	if err != nil {
-		return fmt.Errorf("logs: %w", err)
-	}
-	if err := box.CheckProgramNames(opts.cfg, known, []string{opts.req.Name}, false); err != nil {
+	if err := box.CheckSupervised(ctx, c, opts.cfg, []string{opts.req.Name}, false); err != nil {
 		return fmt.Errorf("logs: %w", err)
 	}
 	if err := c.Logs(ctx, opts.req, opts.stdout); err != nil {

@@ -14,7 +14,9 @@ import (
 
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/supervisor"
 )
 
 const testImage = "127.0.0.1:5000/hbx/executor:v2@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -244,10 +246,11 @@ func TestExitCode(t *testing.T) {
 	}{
 		{nil, 0},
 		{config.ErrInvalid, 2},
-		{&usageError{context.Canceled}, 2},
+		{&cli.UsageError{Err: context.Canceled}, 2},
 		{context.Canceled, 1},
 		{os.ErrNotExist, 1},
 		{fmt.Errorf("status: %w", &box.ChangePendingError{}), exitNotRunning}, // box.PendingChange: hbx status exits 3
+		{supervisor.NotRunning([]supervisor.Status{{Name: "hermes", State: supervisor.Fatal}}), exitNotRunning},
 	}
 	for _, tt := range tests {
 		if got := exitCode(tt.err); got != tt.want {
@@ -288,23 +291,5 @@ func TestVersion(t *testing.T) {
 	}
 	if errOut.Len() != 0 {
 		t.Errorf("run(version) wrote to stderr: %q", errOut.String())
-	}
-}
-
-func TestLogLevel(t *testing.T) {
-	for _, level := range []string{"debug", "INFO", "warn", "error"} {
-		if _, err := newLogger(&bytes.Buffer{}, level); err != nil {
-			t.Errorf("newLogger(%q) = %v", level, err)
-		}
-	}
-	var buf bytes.Buffer
-	log, err := newLogger(&buf, "warn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.Info("hidden")
-	log.Warn("shown")
-	if strings.Contains(buf.String(), "hidden") || !strings.Contains(buf.String(), "level=WARN msg=shown") {
-		t.Errorf("newLogger(warn) wrote %q, want only the warning", buf.String())
 	}
 }

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/cli"
+	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -35,14 +35,10 @@ records other digests. When the last change was interrupted, undoing it is
 the rollback: it says so and exits 0. When the running hbx supervise (or a
 restart) already undid it, it refuses saying so and where the data written
 meanwhile is kept.`,
-		Args: wantArgs(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, srcs, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		Args: cli.Args(0, 0),
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, srcs *config.Sources) error {
 			return runRollback(cmd.Context(), changeOpts{g: g, cfg: cfg, srcs: srcs, json: asJSON})
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print steps and the result as JSON lines")
 	return cmd
@@ -50,12 +46,7 @@ meanwhile is kept.`,
 
 // runRollback rolls the last upgrade back and prints new → old.
 func runRollback(ctx context.Context, o changeOpts) error {
-	opts, unlock, err := upgradeOptions(ctx, o, nil, "hbx rollback")
-	if err != nil {
-		return fmt.Errorf("rollback: %w", err)
-	}
-	defer unlock()
-	res, err := upgrade.Rollback(ctx, opts)
+	res, err := o.g.box(o.cfg, o.srcs).Rollback(ctx, o.step())
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
@@ -63,31 +54,11 @@ func runRollback(ctx context.Context, o changeOpts) error {
 }
 
 // printChange prints an upgrade's or rollback's result (verb: "upgraded",
-// "rolled back").
+// "rolled back"): upgrade.Result's Text, or its Fields as a JSON line.
 func printChange(w io.Writer, verb string, res *upgrade.Result, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(map[string]any{
-			"event": "result", "old": res.Old, "new": res.New, "backup": res.Backup, "kept_aside": res.KeptAside,
-			"notes": res.Notes, "recovered": res.Recovered, "interrupted": res.Interrupted, "duration_ms": res.Duration.Milliseconds(),
-		})
+		return json.NewEncoder(w).Encode(res.Fields())
 	}
-	var b strings.Builder
-	if res.Interrupted {
-		// The recovery of an interrupted change was the whole rollback.
-		fmt.Fprintf(&b, "%s\n", res.Recovered)
-		fmt.Fprintf(&b, "  %s is active; nothing more to roll back\n", res.New.Image)
-	} else {
-		fmt.Fprintf(&b, "%s %s → %s in %s\n", verb, res.Old.Image, res.New.Image, res.Duration.Round(time.Millisecond))
-		fmt.Fprintf(&b, "  manifest %s → %s\n", res.Old.Manifest, res.New.Manifest)
-		for _, l := range [][2]string{{"  pre-upgrade backup: ", res.Backup}, {"  the replaced data is kept in ", res.KeptAside}, {"  first ", res.Recovered}} {
-			if l[1] != "" {
-				fmt.Fprintf(&b, "%s%s\n", l[0], l[1])
-			}
-		}
-	}
-	for _, n := range res.Notes {
-		fmt.Fprintf(&b, "  note: %s\n", n)
-	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, res.Text(verb))
 	return err
 }

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
-	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -83,16 +81,16 @@ defaults. "hbx config show" prints every effective value and its source.
 ` + exitCodesHelp,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
-		Args:              cobra.ArbitraryArgs, // runGroup reports unknown commands as usage errors
-		RunE:              runGroup,
+		Args:              cobra.ArbitraryArgs, // cli.Group reports unknown commands as usage errors
+		RunE:              cli.Group,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		PersistentPreRunE: func(*cobra.Command, []string) error {
-			log, err := newLogger(g.stderr, g.logLevel)
+			log, err := cli.NewLogger(g.stderr, g.logLevel)
 			if err != nil {
 				return err
 			}
 			g.log = log
-			quietImageLibrary(g.stderr, g.logLevel)
+			cli.QuietImageLibrary(g.stderr, g.logLevel)
 			return nil
 		},
 	}
@@ -100,7 +98,7 @@ defaults. "hbx config show" prints every effective value and its source.
 	pf.StringVar(&g.configPath, "config", config.DefaultPath, "config file (YAML; default: $"+config.ConfigEnv+" when set); a missing default file is fine, a missing named one is an error")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	config.RegisterFlags(pf)
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{suggestFlag(cmd, err)} })
+	root.SetFlagErrorFunc(cli.FlagError)
 
 	root.AddCommand(
 		newVersionCommand(g),
@@ -121,39 +119,23 @@ defaults. "hbx config show" prints every effective value and its source.
 	return root
 }
 
-// runGroup is the RunE of commands that only group subcommands: with no
-// argument it prints help, with one it reports an unknown command.
-func runGroup(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return unknownCommand(cmd, args[0])
-	}
-	return cmd.Help()
-}
+// wantArgs and noArgs are cli.Args and cli.NoArgs under the names
+// backup.go and restore.go call them by.
+var (
+	wantArgs = cli.Args
+	noArgs   = cli.NoArgs
+)
 
-// noArgs is cobra.NoArgs for a command with subcommands: an argument is an
-// unknown subcommand, with a "did you mean".
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return unknownCommand(cmd, args[0])
-	}
-	return nil
-}
-
-// unknownCommand is the usage error for name, which is not a subcommand of
-// cmd, with a "did you mean" when a subcommand's name or alias is near
-// (config.Closest). cobra suggests only for commands without an Args
-// validator, and hbx's groups have one.
-func unknownCommand(cmd *cobra.Command, name string) error {
-	var names []string
-	for _, c := range cmd.Commands() {
-		if c.IsAvailableCommand() {
-			names = append(append(names, c.Name()), c.Aliases...)
+// configured is the RunE of a command that needs the configuration: it
+// loads it for cmd (loadConfig) and calls run with it.
+func (g *globals) configured(run func(cmd *cobra.Command, args []string, cfg *config.Config, srcs *config.Sources) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		cfg, srcs, err := g.loadConfig(cmd)
+		if err != nil {
+			return err
 		}
+		return run(cmd, args, cfg, srcs)
 	}
-	if c := config.Closest(name, names); c != "" {
-		return usageErrorf("unknown command %q for %q (did you mean %q?)", name, cmd.CommandPath(), c)
-	}
-	return usageErrorf("unknown command %q for %q", name, cmd.CommandPath())
 }
 
 // loadConfig loads the configuration for cmd: the --config file, else the
@@ -179,41 +161,4 @@ func (g *globals) loadConfig(cmd *cobra.Command) (*config.Config, *config.Source
 	g.configFile, g.configPath = &f, f.Path
 	g.socket, g.socketSource = cfg.Supervisor.Socket, srcs.Of("supervisor.socket")
 	return cfg, srcs, nil
-}
-
-// suggestFlag adds a "did you mean" to pflag's "unknown flag: --name"
-// error when one of cmd's flags is close to name.
-func suggestFlag(cmd *cobra.Command, err error) error {
-	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
-	if !ok {
-		return err
-	}
-	var names []string
-	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	if c := config.Closest(name, names); c != "" {
-		return fmt.Errorf("%w (did you mean --%s?)", err, c)
-	}
-	return err
-}
-
-// newLogger returns a text logger writing to w at level ("debug", "info",
-// "warn", "error", any case). An unknown level is a usage error.
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, usageErrorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
-// quietImageLibrary silences the logrus output of go.podman.io/image (it
-// prints retries such as "Reading blob body ... reconnecting" on its own);
-// hbx reports those itself. At --log-level debug its lines pass through.
-func quietImageLibrary(w io.Writer, level string) {
-	if strings.EqualFold(level, "debug") {
-		logrus.SetOutput(w)
-		logrus.SetLevel(logrus.DebugLevel)
-		return
-	}
-	logrus.SetOutput(io.Discard)
 }

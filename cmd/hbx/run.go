@@ -2,14 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/launch"
-	"github.com/hermesbox/hbx/release"
 )
 
 // newRunCommand builds `hbx run executor`.
@@ -28,13 +26,9 @@ it instead). It holds
 the data directory's lock while the payload runs (the payload inherits it)
 and refuses, naming the holder, while "hbx supervise" or another owner
 holds it.`,
-		Args:      cobra.MatchAll(wantArgs(1, 1), runProgramArg),
+		Args:      cobra.MatchAll(cli.Args(1, 1), runProgramArg),
 		ValidArgs: []string{"executor"},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, _ *config.Sources) error {
 			// One writer per data directory: refuse beside a supervisor or
 			// another run, before anything starts; stop what a dead owner
 			// left. The payload inherits the lock.
@@ -43,14 +37,8 @@ holds it.`,
 				return fmt.Errorf("run executor: %w", err)
 			}
 			defer dl.Release()
-			spec, err := box.PrepareLaunch(cmd.Context(), box.LaunchOptions(cfg, release.DefaultHostPath), g.log)
-			if err != nil {
-				return err
-			}
-			box.LogTightened(g.log, spec)
-			spec.ExtraFiles = []*os.File{dl.File()}
-			return launch.Run(cmd.Context(), spec, g.stdout, g.stderr, g.log)
-		},
+			return box.RunExecutor(cmd.Context(), cfg, dl.File(), g.stdout, g.stderr, g.log)
+		}),
 	}
 }
 
@@ -62,7 +50,7 @@ func runProgramArg(_ *cobra.Command, args []string) error {
 		if c := config.Closest(args[0], []string{"executor"}); c != "" {
 			hint = fmt.Sprintf("; did you mean %q?", c)
 		}
-		return usageErrorf("run: no such program: %q (hbx run runs executor only%s)", args[0], hint)
+		return cli.Usagef("run: no such program: %q (hbx run runs executor only%s)", args[0], hint)
 	}
 	return nil
 }

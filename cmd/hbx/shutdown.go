@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/cli"
+	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -15,14 +17,10 @@ func newShutdownCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "shutdown",
 		Short: "Stop every supervised program and the supervisor",
-		Args:  wantArgs(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		Args:  cli.Args(0, 0),
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, _ *config.Sources) error {
 			return runShutdown(cmd.Context(), cfg.Supervisor.Socket, g.stdout)
-		},
+		}),
 	}
 }
 

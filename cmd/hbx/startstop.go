@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -22,23 +22,16 @@ type controlOptions struct {
 	stdout io.Writer
 }
 
-// errSomeFailed: at least one program did not reach the wanted state.
-var errSomeFailed = errors.New("some programs failed")
-
 // newControlCommand builds `hbx start`, `hbx stop` or `hbx restart`.
 func newControlCommand(g *globals, verb, short, long string) *cobra.Command {
 	return &cobra.Command{
 		Use:   verb + " NAME...|all",
 		Short: short,
 		Long:  long,
-		Args:  wantArgs(1, -1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		Args:  cli.Args(1, -1),
+		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, _ *config.Sources) error {
 			return runControl(cmd.Context(), controlOptions{socket: cfg.Supervisor.Socket, cfg: cfg, verb: verb, names: args, stdout: g.stdout})
-		},
+		}),
 	}
 }
 
@@ -67,37 +60,17 @@ func runControl(ctx context.Context, opts controlOptions) error {
 	}
 	// The supervisor refuses unknown names too; asking first gives the
 	// same hints as hbx status.
-	known, err := box.SupervisedNames(ctx, c)
+	if err := box.CheckSupervised(ctx, c, opts.cfg, opts.names, true); err != nil {
+		return fmt.Errorf("%s: %w", opts.verb, err)
+	}
+	res, err := c.Control(ctx, opts.verb, opts.names...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.verb, err)
 	}
-	if err := box.CheckProgramNames(opts.cfg, known, opts.names, true); err != nil {
-		return fmt.Errorf("%s: %w", opts.verb, err)
-	}
-	var res []supervisor.Result
-	switch opts.verb {
-	case "start":
-		res, err = c.Start(ctx, opts.names...)
-	case "stop":
-		res, err = c.Stop(ctx, opts.names...)
-	default:
-		res, err = c.Restart(ctx, opts.names...)
-	}
+	text, err := supervisor.ControlText(opts.verb, res)
+	_, _ = io.WriteString(opts.stdout, text)
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.verb, err)
-	}
-	done := map[string]string{"start": "started", "stop": "stopped", "restart": "restarted"}[opts.verb]
-	failed := 0
-	for _, r := range res {
-		if r.Error != "" {
-			failed++
-			fmt.Fprintf(opts.stdout, "%s: ERROR (%s: %s)\n", r.Name, r.State, r.Error)
-			continue
-		}
-		fmt.Fprintf(opts.stdout, "%s: %s\n", r.Name, done)
-	}
-	if failed > 0 {
-		return fmt.Errorf("%s: %w: %d of %d not %s (see above)", opts.verb, errSomeFailed, failed, len(res), done)
 	}
 	return nil
 }

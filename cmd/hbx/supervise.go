@@ -2,19 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"slices"
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
-	"github.com/hermesbox/hbx/supervisor"
-	"github.com/hermesbox/hbx/upgrade"
 )
 
 // newSuperviseCommand builds `hbx supervise`.
@@ -56,12 +50,8 @@ processes that left the program's process group (setsid).
 Signals: TERM, INT and QUIT stop every program in reverse priority order,
 then exit 0. HUP and USR1 reopen the log files (for logrotate). Every other
 signal that would end a process is logged and ignored.`,
-		Args: wantArgs(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
+		Args: cli.Args(0, 0),
+		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, _ *config.Sources) error {
 			// The executor's pin is read again from the configuration at
 			// each start: hbx upgrade and rollback move it while this
 			// supervisor runs.
@@ -70,105 +60,18 @@ signal that would end a process is logged and ignored.`,
 				return c, err
 			}
 			return runSupervise(cmd.Context(), g, cfg, reload)
-		},
+		}),
 	}
 }
 
-// runSupervise runs the supervisor until a stop signal: check the
-// programs, take the data lock (executor inherits it), claim the
-// supervisor's own locks, recover an interrupted restore or upgrade,
-// watch for changes whose command dies, then run.
+// runSupervise runs the supervisor until a stop signal (box.Supervise),
+// with this command's data lock and restore recovery.
 func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) error {
-	// Before the supervisor runs (the data lock, leftovers of a dead
-	// supervisor, recovery of an interrupted restore or upgrade), the
-	// signals that would end hbx mean what they mean to a running
-	// supervisor: stop ones end this start, the others are logged and
-	// ignored.
-	ctx, early := supervisor.HandleEarlySignals(ctx, g.log)
-	defer early.Stop()
-	opts := superviseOptionsReload(g, cfg, reload)
-	opts.StateDir = supervisorStateDir(cfg)
-	opts.HandleSignals = true
-	// Check the programs before the lock creates anything.
-	if _, err := supervisor.New(opts); err != nil {
-		return fmt.Errorf("supervise: %w", err)
-	}
-	release, err := lockExecutorData(ctx, g, cfg, opts.Programs)
-	if err != nil {
-		return fmt.Errorf("supervise: %w", err)
-	}
-	defer release()
-	s, err := supervisor.New(opts)
-	if err != nil {
-		return fmt.Errorf("supervise: %w", err)
-	}
-	// The supervisor's own locks (state directory and socket) before any
-	// recovery: a second hbx supervise changes nothing, also when no
-	// executor program holds the data lock.
-	if err := s.Claim(); err != nil {
-		return fmt.Errorf("supervise: %w", err)
-	}
-	recoverRestore(ctx, g, cfg)
-	g.box(cfg, nil).RecoverUpgrade(ctx, false)
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("supervise: stopped before any program started: %w", err)
-	}
-	// While it runs, a release change or restore whose command dies is
-	// undone through it, not left serving unconfirmed. A recovery it runs
-	// when the process exits is cut short, and its journal lets the next
-	// start finish it.
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go upgrade.ChangeWatch{Interval: box.ChangeWatchInterval, Logger: g.log, Box: func() upgrade.WatchedBox {
-		if c, err := reload(); err == nil {
-			return g.box(c, nil).Watched()
-		}
-		return g.box(cfg, nil).Watched()
-	}}.Run(wctx)
-	early.Quiet() // Run handles every signal from here on
-	if err := s.Run(ctx); err != nil {
-		return fmt.Errorf("supervise: %w", err)
-	}
-	return nil
+	return g.box(cfg, nil).Supervise(ctx, box.SuperviseRun{
+		Reload: reload, Env: g.env, StateDir: supervisorStateDir(cfg),
+		LockData: func(ctx context.Context) (*datalock.Lock, error) {
+			return lockData(ctx, g, cfg, "hbx supervise", true)
+		},
+		RecoverRestore: func(ctx context.Context) { recoverRestore(ctx, g, cfg) },
+	})
 }
-
-// lockExecutorData takes the data directory's lock when programs include
-// the executor (the single-writer rule: this supervisor owns the data
-// directory for its whole life) and hands it to the executor's processes;
-// release gives it back (a no-op without an executor program).
-func lockExecutorData(ctx context.Context, g *globals, cfg *config.Config, programs []supervisor.Program) (release func(), err error) {
-	i := slices.IndexFunc(programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram })
-	if i < 0 {
-		return func() {}, nil
-	}
-	dl, err := lockData(ctx, g, cfg, "hbx supervise", true)
-	if err != nil {
-		if be := (*datalock.BusyError)(nil); errors.As(err, &be) && !be.Leftovers && be.Owner.Command == "hbx supervise" {
-			err = fmt.Errorf("%w: %w", supervisor.ErrAlreadyRunning, err)
-		}
-		return nil, err
-	}
-	programs[i].ExtraFiles = []*os.File{dl.File()}
-	return func() { _ = dl.Release() }, nil
-}
-
-// superviseOptionsReload is box.SuperviseOptions for cfg, the executor's
-// image pin read from reload() at each start (cfg's when reload is nil or
-// fails), with the install on start of `hbx install` (box.GuardedInstall).
-func superviseOptionsReload(g *globals, cfg *config.Config, reload func() (*config.Config, error)) supervisor.Options {
-	return box.SuperviseOptions(box.Supervise{Config: cfg, Reload: reload, Env: g.env, Log: g.log,
-		Install: func(ctx context.Context, progress func(string)) error {
-			io, err := installerOptions(g, cfg)
-			if err != nil {
-				return err
-			}
-			io.Progress = installer.LayerStatus(progress)
-			// Under existing data a release change goes through the
-			// upgrade path (pre-change backup, journal), or is refused.
-			_, err = g.box(cfg, nil).GuardedInstall(ctx, io, true, nil)
-			return err
-		}})
-}
-
-// readinessProbe is box.ReadinessProbe.
-func readinessProbe(cfg *config.Config) func(context.Context) error { return box.ReadinessProbe(cfg) }

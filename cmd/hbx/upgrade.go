@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -58,7 +57,7 @@ disk, or with executor.image or executor.platform_digests set by an HBX_*
 variable or a flag, the upgrade is refused (the supervisor reads the pin
 from the file at each start). --json prints one JSON line per step and the
 result.`,
-		Args: wantArgs(0, 0),
+		Args: cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, tools, err := o.target(cmd.Flags().Changed("mcp-tools"))
 			if err != nil {
@@ -82,42 +81,25 @@ result.`,
 // tool set to pin with it (nil unless withTools: --mcp-tools was given).
 func (o upgradeFlags) target(withTools bool) (t upgrade.Target, tools []string, err error) {
 	if o.image == "" {
-		return t, nil, usageErrorf("--image is required")
+		return t, nil, cli.Usagef("--image is required")
 	}
 	ref, err := config.ParseImageRef(o.image)
 	if err != nil {
-		return t, nil, &usageError{fmt.Errorf("--image: %w", err)}
+		return t, nil, &cli.UsageError{Err: fmt.Errorf("--image: %w", err)}
 	}
 	t = upgrade.Target{Image: o.image, Index: ref.Digest}
 	if o.platformDigest != "" {
 		t.Pin = digest.Digest(o.platformDigest)
 		if err := t.Pin.Validate(); err != nil || t.Pin.Algorithm() != digest.SHA256 {
-			return t, nil, usageErrorf("--platform-digest %q: want sha256:<64 hex>", o.platformDigest)
+			return t, nil, cli.Usagef("--platform-digest %q: want sha256:<64 hex>", o.platformDigest)
 		}
 	}
 	if withTools {
-		if tools, err = parseTools(o.mcpTools); err != nil {
-			return t, nil, &usageError{fmt.Errorf("--mcp-tools: %w", err)}
+		if tools, err = upgrade.ParseTools(o.mcpTools); err != nil {
+			return t, nil, &cli.UsageError{Err: fmt.Errorf("--mcp-tools: %w", err)}
 		}
 	}
 	return t, tools, nil
-}
-
-// parseTools parses the value of --mcp-tools: comma-separated tool names,
-// at least one, none blank or repeated (the rules of health.mcp_tools).
-func parseTools(v string) ([]string, error) {
-	var out []string
-	for _, n := range strings.Split(v, ",") {
-		n = strings.TrimSpace(n)
-		switch {
-		case n == "":
-			return nil, fmt.Errorf("%q has an empty tool name (want names such as execute,resume,skills)", v)
-		case slices.Contains(out, n):
-			return nil, fmt.Errorf("%q lists %q twice", v, n)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
 
 // changeOpts are what `hbx upgrade` and `hbx rollback` run with.
@@ -132,41 +114,21 @@ type changeOpts struct {
 // old → new.
 func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []string) error {
 	if err := upgrade.CheckPinnable(o.g.configPath, o.cfg, o.srcs, tools); err != nil {
-		return usageErrorf("upgrade: %w", err)
+		return cli.Usagef("upgrade: %w", err)
 	}
-	if tools != nil {
-		t.MCPTools = &upgrade.Tools{Names: tools}
-	}
-	// The tool set the file pins now goes into the journal with the old
-	// release, so a rollback puts it back.
-	current, err := config.ReadMCPTools(o.g.configPath)
-	if err != nil {
-		return fmt.Errorf("upgrade: read health.mcp_tools: %w", err)
-	}
-	t.Current = &upgrade.Tools{Names: current}
-	pass, err := passphrase(o.cfg, false)()
-	if err != nil {
-		return fmt.Errorf("upgrade: pre-upgrade backup: %w", err)
-	}
-	opts, unlock, err := upgradeOptions(ctx, o, pass, "hbx upgrade")
-	if err != nil {
-		return fmt.Errorf("upgrade: %w", err)
-	}
-	defer unlock()
-	res, err := upgrade.Upgrade(ctx, opts, t)
+	res, err := o.g.box(o.cfg, o.srcs).Upgrade(ctx, t, tools, o.step())
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", err)
 	}
 	return printChange(o.g.stdout, "upgraded", res, o.json)
 }
 
-// upgradeOptions is box.ChangeOptions for o, its steps printed as JSON
-// lines with o.json; unlock is never nil.
-func upgradeOptions(ctx context.Context, o changeOpts, pass []byte, command string) (opts upgrade.Options, unlock func(), err error) {
-	var step func(string)
-	if o.json {
-		enc := json.NewEncoder(o.g.stdout)
-		step = func(s string) { _ = enc.Encode(map[string]string{"event": s}) }
+// step tells each step of an upgrade or rollback as a JSON line
+// ({"event": step}) with o.json; nil otherwise.
+func (o changeOpts) step() func(string) {
+	if !o.json {
+		return nil
 	}
-	return o.g.box(o.cfg, o.srcs).ChangeOptions(ctx, pass, command, step)
+	enc := json.NewEncoder(o.g.stdout)
+	return func(s string) { _ = enc.Encode(map[string]string{"event": s}) }
 }

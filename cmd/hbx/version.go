@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/cli"
 )
 
 // versionOptions are the inputs of runVersion.
@@ -21,7 +22,7 @@ func newVersionCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print hbx's version, commit, Go version and target platform",
-		Args:  wantArgs(0, 0),
+		Args:  cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runVersion(cmd.Context(), versionOptions{stdout: g.stdout})
 		},

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/supervisorwatch"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
@@ -138,6 +140,38 @@ func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, ste
 		return opts, func() {}, err
 	}
 	return opts, unlock, nil
+}
+
+// Upgrade moves b to t as hbx upgrade does: t.WithTools (tools: the
+// tool set to pin with the release, nil: none asked), the passphrase of
+// the pre-upgrade backup, ChangeOptions as "hbx upgrade" (step, when not
+// nil, is told each step), then upgrade.Upgrade.
+func (b Box) Upgrade(ctx context.Context, t upgrade.Target, tools []string, step func(string)) (*upgrade.Result, error) {
+	if err := t.WithTools(b.ConfigPath, tools); err != nil {
+		return nil, err
+	}
+	pass, err := b.Passphrase(b.Config)
+	if err != nil {
+		return nil, fmt.Errorf("pre-upgrade backup: %w", err)
+	}
+	opts, unlock, err := b.ChangeOptions(ctx, pass, "hbx upgrade", step)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return upgrade.Upgrade(ctx, opts, t)
+}
+
+// Rollback undoes the last release change as hbx rollback does:
+// ChangeOptions as "hbx rollback" (step, when not nil, is told each
+// step), then upgrade.Rollback.
+func (b Box) Rollback(ctx context.Context, step func(string)) (*upgrade.Result, error) {
+	opts, unlock, err := b.ChangeOptions(ctx, nil, "hbx rollback", step)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return upgrade.Rollback(ctx, opts)
 }
 
 // RecoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
@@ -378,6 +412,31 @@ func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release, r
 // Watched is upgrade.WatchedBox over b, the configuration of one round
 // of hbx supervise's change watch.
 func (b Box) Watched() upgrade.WatchedBox { return watchedBox{b} }
+
+// ChangeWatch is hbx supervise's watch for a release change or restore
+// whose command died (every ChangeWatchInterval), each round over the
+// configuration reload reads (b's when it fails).
+func (b Box) ChangeWatch(reload func() (*config.Config, error)) upgrade.ChangeWatch {
+	return upgrade.ChangeWatch{Interval: ChangeWatchInterval, Logger: b.Log, Box: func() upgrade.WatchedBox {
+		if c, err := reload(); err == nil {
+			return b.With(c).Watched()
+		}
+		return b.Watched()
+	}}
+}
+
+// WatchSupervisor opens a supervisorwatch.Watch on c: a followed,
+// discarded log stream of program, which the supervisor ends only when it
+// exits or the watch closes it. When program is "" the watch never
+// reports the supervisor gone.
+func WatchSupervisor(c *supervisor.Client, program string) *supervisorwatch.Watch {
+	if program == "" {
+		return supervisorwatch.Follow(nil)
+	}
+	return supervisorwatch.Follow(func(ctx context.Context) {
+		_ = c.Logs(ctx, supervisor.LogsRequest{Name: program, Follow: true}, io.Discard)
+	})
+}
 
 type watchedBox struct{ b Box }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/launch"
+	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -120,6 +123,20 @@ func LogTightened(log *slog.Logger, spec *launch.Spec) {
 	for _, t := range spec.Tightened {
 		log.Warn("directory made private to executor.user", "change", t)
 	}
+}
+
+// RunExecutor runs cfg's active release in the foreground (hbx run
+// executor): PrepareLaunch, LogTightened, then launch.Run with held (the
+// data directory's lock) inherited as the payload's fd 3; the payload's
+// exit status comes back as launch.Run's *launch.ExitError.
+func RunExecutor(ctx context.Context, cfg *config.Config, held *os.File, stdout, stderr io.Writer, log *slog.Logger) error {
+	spec, err := PrepareLaunch(ctx, LaunchOptions(cfg, release.DefaultHostPath), log)
+	if err != nil {
+		return err
+	}
+	LogTightened(log, spec)
+	spec.ExtraFiles = []*os.File{held}
+	return launch.Run(ctx, spec, stdout, stderr, log)
 }
 
 // PayloadRuns says what runs on cfg's data directory, "" when nothing.

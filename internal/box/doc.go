@@ -10,12 +10,18 @@
 // (Box.GuardedInstall, as installer.Guard decides); the journals of
 // upgrade and backup decide what `hbx status`, `hbx health` and `hbx run
 // executor` say while a change is half done (PendingChange,
-// PrepareLaunch).
+// PrepareLaunch, Status); it runs the executor in the foreground
+// (RunExecutor) and the supervisor's start-up as named steps
+// (Box.Supervise: programs checked, data lock, the supervisor's own
+// locks, recovery, change watch, run), and checks program and check
+// names against what the supervisor and health know (CheckSupervised,
+// CheckHealthNames).
 //
 // It is the one package besides cmd/ and e2e/ allowed to import several
 // verb packages (internal/boundary's test names it); no verb package and
-// no other shared layer imports it. It prints nothing, reads no flags and
-// parses no command line: cmd/hbx does that, gives it Hooks for what
+// no other shared layer imports it. It prints nothing on its own (Status
+// writes its one note to the writer it is given; StatusReport.Text
+// returns the text), reads no flags and parses no command line: cmd/hbx does that, gives it Hooks for what
 // belongs to the command layer (dialing the supervisor's services, the
 // backup passphrase, the data lock without a supervisor, the restore's
 // runtime and pin) and calls it.

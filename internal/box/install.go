@@ -98,3 +98,18 @@ func (b Box) switchInstall(ctx context.Context, opts installer.Options, inSuperv
 	}
 	return &InstallOutcome{Switch: sw}, nil
 }
+
+// InstallOnStart is the supervisor's install on start (Supervise.Install)
+// for b: hbx install's, each layer's status told to progress; under
+// existing data a release change goes through the upgrade path
+// (pre-change backup, journal), or is refused (GuardedInstall in the
+// supervisor).
+func (b Box) InstallOnStart(ctx context.Context, progress func(string)) error {
+	opts, err := InstallerOptions(b.Config, b.Log)
+	if err != nil {
+		return err
+	}
+	opts.Progress = installer.LayerStatus(progress)
+	_, err = b.GuardedInstall(ctx, opts, true, nil)
+	return err
+}

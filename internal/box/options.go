@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/installer"
@@ -138,4 +139,19 @@ func (s SupervisorPrograms) Programs(ctx context.Context) ([]health.Program, err
 		out[i] = health.Program{Name: st.Name, State: st.State.String(), PID: st.PID, Detail: st.Detail}
 	}
 	return out, nil
+}
+
+// CheckHealthNames refuses a name in only (hbx health --only) that is no
+// check but is near one, with a "did you mean"; the error wraps
+// health.ErrUnknownCheck. A name far from every check is left to
+// health.Run, whose error lists them all.
+func CheckHealthNames(only []string) error {
+	for _, n := range only {
+		if !slices.Contains(health.Names(), n) {
+			if c := config.Closest(n, health.Names()); c != "" {
+				return fmt.Errorf("%w: %q (did you mean %q?)", health.ErrUnknownCheck, n, c)
+			}
+		}
+	}
+	return nil
 }

@@ -122,3 +122,15 @@ func writeConfig(t *testing.T, body string) string {
 	}
 	return path
 }
+
+// TestCheckHealthNames: a check name near a real one gets a "did you
+// mean"; real names and far ones (left to health.Run) pass.
+func TestCheckHealthNames(t *testing.T) {
+	err := CheckHealthNames([]string{"release", "api-helth"})
+	if !errors.Is(err, health.ErrUnknownCheck) || err.Error() != `no such check: "api-helth" (did you mean "api-health"?)` {
+		t.Errorf("CheckHealthNames(api-helth) = %v, want a did you mean api-health", err)
+	}
+	if err := CheckHealthNames([]string{"release", "zzzzzzzzz"}); err != nil {
+		t.Errorf("CheckHealthNames(release, far) = %v, want nil", err)
+	}
+}

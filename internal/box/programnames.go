@@ -72,3 +72,14 @@ func programOf(cfg *config.Config, name string) (config.Program, bool) {
 	p, ok := cfg.Programs[name]
 	return p, ok
 }
+
+// CheckSupervised is CheckProgramNames against the programs the
+// supervisor behind c runs (SupervisedNames): the hints hbx status gives,
+// before a command acts on names.
+func CheckSupervised(ctx context.Context, c *supervisor.Client, cfg *config.Config, names []string, allowAll bool) error {
+	known, err := SupervisedNames(ctx, c)
+	if err != nil {
+		return err
+	}
+	return CheckProgramNames(cfg, known, names, allowAll)
+}

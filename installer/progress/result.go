@@ -1,0 +1,35 @@
+package progress
+
+import (
+	"fmt"
+
+	"github.com/hermesbox/hbx/installer"
+)
+
+// ResultText is the line hbx install prints for res, an install of image:
+// "up to date: ..." when nothing changed (verified: --verify re-hashed
+// every file), else "installed ..." with the duration, blobs fetched and
+// reused, and the reason. It ends in "\n".
+func ResultText(image string, res *installer.Result, verified bool) string {
+	m := res.Release.Meta
+	if !res.Changed {
+		state := "up to date"
+		if verified {
+			state = "up to date, every file verified against files.json"
+		}
+		return fmt.Sprintf("%s: %s (%s, manifest %s)\n", state, image, m.Platform, m.ManifestDigest)
+	}
+	return fmt.Sprintf("installed %s (%s, manifest %s) in %s: %d blobs fetched, %d reused; reason: %s\n",
+		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.Reused, res.Reason)
+}
+
+// ResultFields is res, an install of image, as the fields of hbx
+// install's JSON result line (JSON.Result).
+func ResultFields(image string, res *installer.Result) map[string]any {
+	m := res.Release.Meta
+	return map[string]any{
+		"changed": res.Changed, "reason": res.Reason, "image": image,
+		"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
+		"fetched": res.Fetched, "reused": res.Reused, "duration_ms": res.Duration.Milliseconds(),
+	}
+}

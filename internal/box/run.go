@@ -1,0 +1,110 @@
+package box
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/supervisor"
+)
+
+// SuperviseRun is what hbx supervise runs with besides the box: the
+// pieces the command layer owns.
+type SuperviseRun struct {
+	// Reload reads the configuration again (see Supervise.Reload; the
+	// change watch reads each round's box from it too).
+	Reload func() (*config.Config, error)
+	// Env is the process's environment (os.Environ form).
+	Env []string
+	// StateDir is the supervisor's state directory (its lock and the
+	// programs' markers).
+	StateDir string
+	// LockData takes the data directory's lock as "hbx supervise",
+	// stopping what a dead owner left.
+	LockData func(ctx context.Context) (*datalock.Lock, error)
+	// RecoverRestore undoes an interrupted restore, logging what it did;
+	// it runs before any program starts.
+	RecoverRestore func(ctx context.Context)
+}
+
+// Supervise runs b's supervisor until a stop signal, as named steps:
+// handle the signals that would end hbx from the start, check the
+// programs (before the lock creates anything), take the data lock (the
+// executor's processes inherit it), claim the supervisor's own locks
+// (state directory and socket, so a second hbx supervise changes nothing),
+// recover an interrupted restore and upgrade, start the change watch,
+// then run. Errors are prefixed "supervise: ".
+func (b Box) Supervise(ctx context.Context, r SuperviseRun) error {
+	// Before the supervisor runs (the data lock, leftovers of a dead
+	// supervisor, recovery of an interrupted restore or upgrade), the
+	// signals that would end hbx mean what they mean to a running
+	// supervisor: stop ones end this start, the others are logged and
+	// ignored.
+	ctx, early := supervisor.HandleEarlySignals(ctx, b.Log)
+	defer early.Stop()
+	opts := SuperviseOptions(Supervise{Config: b.Config, Reload: r.Reload, Env: r.Env, Log: b.Log, Install: b.InstallOnStart})
+	opts.StateDir = r.StateDir
+	opts.HandleSignals = true
+	// Check the programs before the lock creates anything.
+	if _, err := supervisor.New(opts); err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	release, err := lockExecutorData(ctx, r.LockData, opts.Programs)
+	if err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	defer release()
+	s, err := supervisor.New(opts)
+	if err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	// The supervisor's own locks (state directory and socket) before any
+	// recovery: a second hbx supervise changes nothing, also when no
+	// executor program holds the data lock.
+	if err := s.Claim(); err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	r.RecoverRestore(ctx)
+	b.RecoverUpgrade(ctx, false)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("supervise: stopped before any program started: %w", err)
+	}
+	// While it runs, a release change or restore whose command dies is
+	// undone through it, not left serving unconfirmed. A recovery it runs
+	// when the process exits is cut short, and its journal lets the next
+	// start finish it.
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go b.ChangeWatch(r.Reload).Run(wctx)
+	early.Quiet() // Run handles every signal from here on
+	if err := s.Run(ctx); err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	return nil
+}
+
+// lockExecutorData takes the data directory's lock with lock when
+// programs include the executor (the single-writer rule: this supervisor
+// owns the data directory for its whole life) and hands it to the
+// executor's processes; release gives it back (a no-op without an
+// executor program). Another hbx supervise holding it is also
+// supervisor.ErrAlreadyRunning.
+func lockExecutorData(ctx context.Context, lock func(context.Context) (*datalock.Lock, error), programs []supervisor.Program) (release func(), err error) {
+	i := slices.IndexFunc(programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram })
+	if i < 0 {
+		return func() {}, nil
+	}
+	dl, err := lock(ctx)
+	if err != nil {
+		if be := (*datalock.BusyError)(nil); errors.As(err, &be) && !be.Leftovers && be.Owner.Command == "hbx supervise" {
+			err = fmt.Errorf("%w: %w", supervisor.ErrAlreadyRunning, err)
+		}
+		return nil, err
+	}
+	programs[i].ExtraFiles = []*os.File{dl.File()}
+	return func() { _ = dl.Release() }, nil
+}

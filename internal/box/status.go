@@ -1,0 +1,83 @@
+package box
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/supervisor"
+	"github.com/hermesbox/hbx/upgrade"
+)
+
+// StatusReport is what hbx status shows: the programs asked about, then a
+// release change half done or, failing that, a recovery's note.
+type StatusReport struct {
+	Programs []supervisor.Status
+	Change   error  // PendingChange's error; nil when none (or no configuration)
+	Note     string // upgrade.RecoveryNote; "" when Change is set or there is none
+}
+
+// Status asks the supervisor behind c for the programs names (all when
+// empty or "all"), in the order asked, noting on note (nil: nowhere) a
+// supervisor that is not a child subreaper, and reads cfg's pending change
+// and recovery note (cfg may be nil: neither). An unknown name is
+// CheckProgramNames's error.
+func Status(ctx context.Context, c *supervisor.Client, cfg *config.Config, names []string, note io.Writer) (*StatusReport, error) {
+	all, err := c.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	// A supervisor that could not become a child subreaper says so
+	// (qemu-user); an older one has no /v1/info.
+	if in, err := c.Info(ctx); err == nil && in.NotSubreaper != "" && note != nil {
+		fmt.Fprintf(note, "hbx: note: supervisor (pid %d) is %s\n", in.PID, in.NotSubreaper)
+	}
+	rep := &StatusReport{Programs: all}
+	if len(names) > 0 && !slices.Contains(names, "all") {
+		known := make([]string, len(all))
+		for i, s := range all {
+			known[i] = s.Name
+		}
+		if err := CheckProgramNames(cfg, known, names, false); err != nil {
+			return nil, err
+		}
+		rep.Programs = nil
+		for _, n := range names {
+			rep.Programs = append(rep.Programs, all[slices.Index(known, n)])
+		}
+	}
+	if cfg != nil {
+		if rep.Change = PendingChange(cfg); rep.Change == nil {
+			rep.Note = upgrade.RecoveryNote(cfg.Executor.RuntimeDir)
+		}
+	}
+	return rep, nil
+}
+
+// Text is the report as hbx status prints it: supervisor.Table, then
+// "release change: ..." or "note: ..." on a line of its own.
+func (r *StatusReport) Text() string {
+	s := supervisor.Table(r.Programs)
+	if r.Change != nil {
+		s += fmt.Sprintf("release change: %v\n", r.Change)
+	} else if r.Note != "" {
+		s += fmt.Sprintf("note: %s\n", r.Note)
+	}
+	return s
+}
+
+// Err is the report's failure, one line: the programs not RUNNING
+// (*supervisor.NotRunningError) and the pending change
+// (*ChangePendingError) together, either, or nil.
+func (r *StatusReport) Err() error {
+	err := supervisor.NotRunning(r.Programs)
+	switch {
+	case r.Change == nil:
+		return err
+	case err == nil:
+		return r.Change
+	}
+	return fmt.Errorf("%w; %w", err, r.Change)
+}

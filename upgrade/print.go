@@ -1,0 +1,74 @@
+package upgrade
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Text renders r as hbx upgrade (verb "upgraded") and hbx rollback
+// ("rolled back") print it: old → new with the duration, the manifests,
+// the backup, where replaced data is kept and a recovery done first, then
+// one line per note; for an interrupted change whose recovery was the
+// whole rollback, the recovery and what is active instead. Each line ends
+// in "\n".
+func (r *Result) Text(verb string) string {
+	var b strings.Builder
+	if r.Interrupted {
+		// The recovery of an interrupted change was the whole rollback.
+		fmt.Fprintf(&b, "%s\n", r.Recovered)
+		fmt.Fprintf(&b, "  %s is active; nothing more to roll back\n", r.New.Image)
+	} else {
+		fmt.Fprintf(&b, "%s %s → %s in %s\n", verb, r.Old.Image, r.New.Image, r.Duration.Round(time.Millisecond))
+		fmt.Fprintf(&b, "  manifest %s → %s\n", r.Old.Manifest, r.New.Manifest)
+		for _, l := range [][2]string{{"  pre-upgrade backup: ", r.Backup}, {"  the replaced data is kept in ", r.KeptAside}, {"  first ", r.Recovered}} {
+			if l[1] != "" {
+				fmt.Fprintf(&b, "%s%s\n", l[0], l[1])
+			}
+		}
+	}
+	writeNotes(&b, r.Notes)
+	return b.String()
+}
+
+// Fields is r as the JSON result line of hbx upgrade and rollback:
+// "event": "result", old, new, backup, kept_aside, notes, recovered,
+// interrupted and duration_ms.
+func (r *Result) Fields() map[string]any {
+	return map[string]any{
+		"event": "result", "old": r.Old, "new": r.New, "backup": r.Backup, "kept_aside": r.KeptAside,
+		"notes": r.Notes, "recovered": r.Recovered, "interrupted": r.Interrupted, "duration_ms": r.Duration.Milliseconds(),
+	}
+}
+
+// InstallText renders r, a release change hbx install made over existing
+// data (with a pre-change backup), as hbx install prints it.
+func (r *Result) InstallText() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "installed %s (%s, manifest %s) in %s, replacing %s over existing data\n", r.New.Image, r.New.Platform, r.New.Manifest, r.Duration.Round(time.Millisecond), r.Old.Image)
+	fmt.Fprintf(&b, "  pre-change backup: %s (hbx rollback undoes this change)\n", r.Backup)
+	if r.Recovered != "" {
+		fmt.Fprintf(&b, "  first %s\n", r.Recovered)
+	}
+	writeNotes(&b, r.Notes)
+	return b.String()
+}
+
+// InstallFields is r as the fields of hbx install's JSON result line
+// (image: the configured executor.image), for a release change over
+// existing data.
+func (r *Result) InstallFields(image string) map[string]any {
+	return map[string]any{
+		"changed": true, "reason": "release change over existing data, with a pre-change backup", "image": image,
+		"platform": r.New.Platform, "index_digest": r.New.Index, "manifest_digest": r.New.Manifest,
+		"old": r.Old, "new": r.New, "backup": r.Backup, "notes": r.Notes, "recovered": r.Recovered,
+		"duration_ms": r.Duration.Milliseconds(),
+	}
+}
+
+// writeNotes writes "  note: n" for each note.
+func writeNotes(b *strings.Builder, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(b, "  note: %s\n", n)
+	}
+}

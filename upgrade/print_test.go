@@ -1,0 +1,49 @@
+package upgrade
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// TestResultText: what hbx upgrade, rollback and install print for a
+// release change, line by line.
+func TestResultText(t *testing.T) {
+	r := &Result{
+		Old:    Release{Image: "r/x:v1@sha256:aa", Platform: "linux/amd64", Manifest: "sha256:11"},
+		New:    Release{Image: "r/x:v2@sha256:bb", Platform: "linux/amd64", Index: "sha256:bb", Manifest: "sha256:22"},
+		Backup: "/b/pre-upgrade-1.tar.zst.age", Recovered: "recovered an interrupted upgrade", Notes: []string{"n1"},
+		Duration: 1234567 * time.Microsecond,
+	}
+	want := "upgraded r/x:v1@sha256:aa → r/x:v2@sha256:bb in 1.235s\n" +
+		"  manifest sha256:11 → sha256:22\n" +
+		"  pre-upgrade backup: /b/pre-upgrade-1.tar.zst.age\n" +
+		"  first recovered an interrupted upgrade\n" +
+		"  note: n1\n"
+	if got := r.Text("upgraded"); got != want {
+		t.Errorf("Text(upgraded) =\n%s, want\n%s", got, want)
+	}
+	want = "installed r/x:v2@sha256:bb (linux/amd64, manifest sha256:22) in 1.235s, replacing r/x:v1@sha256:aa over existing data\n" +
+		"  pre-change backup: /b/pre-upgrade-1.tar.zst.age (hbx rollback undoes this change)\n" +
+		"  first recovered an interrupted upgrade\n" +
+		"  note: n1\n"
+	if got := r.InstallText(); got != want {
+		t.Errorf("InstallText() =\n%s, want\n%s", got, want)
+	}
+	in := &Result{New: r.New, Recovered: "rolled the interrupted upgrade back", Interrupted: true, KeptAside: "/d.rolled-back"}
+	want = "rolled the interrupted upgrade back\n  r/x:v2@sha256:bb is active; nothing more to roll back\n"
+	if got := in.Text("rolled back"); got != want {
+		t.Errorf("Text(interrupted) =\n%s, want\n%s", got, want)
+	}
+	b, err := json.Marshal(r.Fields())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(b, &back); err != nil || back["event"] != "result" || back["duration_ms"] != 1234.0 || back["kept_aside"] != "" {
+		t.Errorf("Fields() = %s (%v), want event result, duration_ms 1234, kept_aside", b, err)
+	}
+	if f := r.InstallFields("img"); f["image"] != "img" || f["manifest_digest"] != r.New.Manifest || f["changed"] != true {
+		t.Errorf("InstallFields(img) = %v", f)
+	}
+}
