@@ -50,9 +50,9 @@ var ErrNotStaged = errors.New("release is not staged")
 // Activate makes the published release releases/<manifest hex> the active
 // one: previous is pointed at the release current named, then current at
 // the new one, each by renaming a fresh symlink. Activating the release
-// previous names swaps the two (a rollback). It takes the runtime
-// directory's lock (waiting up to wait), unless ctx says this process
-// holds it (lock.WithHeld). Crash windows: before the first rename
+// previous names swaps the two (a rollback). It takes the lock of the
+// existing runtime directory (waiting up to wait; it never creates the
+// directory), unless ctx says this process holds it (lock.WithHeld). Crash windows: before the first rename
 // nothing changed; between the two, previous and current name the same
 // release or the old pair with previous replaced, and current is always a
 // complete release.
@@ -60,7 +60,7 @@ func Activate(ctx context.Context, runtimeDir string, manifest digest.Digest, wa
 	if err := manifest.Validate(); err != nil {
 		return fmt.Errorf("activate: manifest digest: %w", err)
 	}
-	lk, err := release.LockRuntime(ctx, runtimeDir, "hbx activate", wait, nil)
+	lk, err := release.LockExisting(ctx, runtimeDir, "hbx activate", wait, nil)
 	if err != nil {
 		return err
 	}

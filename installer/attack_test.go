@@ -1,6 +1,6 @@
 package installer
 
-// Attacks on the streaming pipeline (feed.go, readahead.go, unpack.go,
+// Attacks on the streaming pipeline (feed.go, internal/readahead, unpack.go,
 // cache.go, the layer loop of coldInstall): a registry that lies, streams
 // that are hostile although their digest is right, and failures timed to
 // strike while a layer is being extracted from a blob still downloading.

@@ -63,3 +63,18 @@ func TestStageThenActivate(t *testing.T) {
 		t.Errorf("Activate(unknown) = %v, want ErrNotStaged", err)
 	}
 }
+
+// TestActivateMissingRuntimeDir: Activate over a runtime directory that
+// does not exist fails and creates nothing (bad input changes nothing on
+// disk): it takes the lock of an existing runtime directory, never makes
+// one, as before release.LockRuntime.
+func TestActivateMissingRuntimeDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "no", "runtime")
+	m := digest.FromString("a manifest")
+	if err := Activate(context.Background(), dir, m, 0); err == nil {
+		t.Fatalf("Activate(%s) = nil, want an error", dir)
+	}
+	if _, err := os.Lstat(filepath.Dir(dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after Activate over a missing runtime directory: %s exists (%v), want nothing created", filepath.Dir(dir), err)
+	}
+}

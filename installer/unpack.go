@@ -15,6 +15,18 @@ import (
 	"go.podman.io/image/v5/manifest"
 
 	"github.com/hermesbox/hbx/extract"
+	"github.com/hermesbox/hbx/internal/readahead"
+)
+
+// Read-ahead shape: aheadChunks buffers of aheadChunk bytes (4 MiB),
+// allocated once per install and reused from layer to layer, so memory does
+// not grow with the number or size of layers. A buffer is handed to the
+// extractor only once full (or at the stream's end), so chunks are small:
+// while a slow download is followed, what has been inflated waits at most
+// one chunk for more input before the extractor sees it.
+const (
+	aheadChunk  = 64 << 10
+	aheadChunks = 64
 )
 
 type compression int
@@ -47,19 +59,19 @@ const zstdMaxWindow = 32 << 20
 // unpacker applies layer blobs one after another, reusing its read-ahead
 // buffers and gzip state from layer to layer.
 type unpacker struct {
-	ra *readAhead
-	gz *gzip.Reader // nil until the first gzip layer
+	ra *readahead.Reader // the layer's decompressor read ahead, so inflating overlaps the extractor's writes
+	gz *gzip.Reader      // nil until the first gzip layer
 	br *bufio.Reader
 }
 
 func newUnpacker() *unpacker {
-	return &unpacker{ra: newReadAhead(), br: bufio.NewReaderSize(nil, 256<<10)}
+	return &unpacker{ra: readahead.New(aheadChunks, aheadChunk), br: bufio.NewReaderSize(nil, 256<<10)}
 }
 
 // close stops a read-ahead still running after a failed layer and waits
 // for it: call it once the blob feeds are closed, which ends a read the
 // read-ahead is blocked in.
-func (u *unpacker) close() { u.ra.abort(); u.ra.wait() }
+func (u *unpacker) close() { u.ra.Abort(); u.ra.Wait() }
 
 // decompress returns the uncompressed stream of r per the media type,
 // after checking the stream's magic bytes agree with it. The stream is
@@ -123,7 +135,7 @@ func (u *unpacker) apply(ctx context.Context, cache blobCache, a *extract.Applie
 	if err != nil {
 		return err
 	}
-	u.ra.start(&verifiedGate{r: zr, limit: unverifiedExpansion * max(desc.Size, 1<<20), fd: fd, ctx: ctx})
+	u.ra.Start(&verifiedGate{r: zr, limit: unverifiedExpansion * max(desc.Size, 1<<20), fd: fd, ctx: ctx})
 	diffV := diffID.Verifier()
 	err = a.Apply(io.TeeReader(u.ra, diffV))
 	if err == nil {
@@ -134,7 +146,7 @@ func (u *unpacker) apply(ctx context.Context, cache blobCache, a *extract.Applie
 		}
 	}
 	if err != nil {
-		u.ra.abort()
+		u.ra.Abort()
 		return err
 	}
 	release()

@@ -28,8 +28,10 @@
 // This package owns those names (StagingDir, BlobsDir, ScratchDir,
 // LockFile), the lock, publication and cleanup: LockRuntime creates the
 // directory and takes hbx.lock, logging the holder while it waits
-// (install, activate, backup, restore, upgrade and rollback all take it
-// through LockRuntime); Publish renames a staged tree to releases/<hex>
+// (install, backup, restore, upgrade and rollback take it through
+// LockRuntime; activate through LockExisting, which creates nothing, so
+// activating over a missing runtime directory fails and changes nothing
+// on disk); Publish renames a staged tree to releases/<hex>
 // (before the rename nothing visible changed; after it the release is
 // complete and durable, current unchanged); SwitchCurrent points previous,
 // then current, each by renaming a fresh symlink (current always names a
@@ -45,7 +47,7 @@
 // MapArg holds the rule mapping the command's absolute path arguments to
 // the host (data directory, state directory or rootfs), shared by the
 // installer's validation (CheckArgs) and the native run (launch).
-// Apart from LockRuntime, Publish, SwitchCurrent and the cleanup
+// Apart from LockRuntime, LockExisting, Publish, SwitchCurrent and the cleanup
 // functions the package only reads. Those writers expect the caller to
 // hold the runtime directory's lock; nothing else here guards against
 // concurrent installs.

@@ -35,6 +35,13 @@ func LockRuntime(ctx context.Context, runtimeDir, command string, wait time.Dura
 	if err := fsat.MkdirAll(runtimeDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create runtime directory: %w", err)
 	}
+	return LockExisting(ctx, runtimeDir, command, wait, log)
+}
+
+// LockExisting is LockRuntime for a runtime directory that must already
+// exist (activating a published release): it creates no directory, so
+// over a missing one it fails (lock.Acquire's error) and changes nothing.
+func LockExisting(ctx context.Context, runtimeDir, command string, wait time.Duration, log *slog.Logger) (*lock.Lock, error) {
 	return lock.Acquire(ctx, filepath.Join(runtimeDir, LockFile), command, wait, func(h lock.Holder) {
 		if log != nil {
 			log.Info("waiting for the runtime directory's lock", "holder", h.String(), "wait", wait)

@@ -130,18 +130,8 @@ func Acquire(ctx context.Context, dataDir string, o Options) (*Lock, error) {
 	if err := fsat.MkdirAll(filepath.Dir(Path(dataDir)), 0o755); err != nil {
 		return nil, fmt.Errorf("create data lock directory: %w", err)
 	}
-	owner, err := lock.Acquire(ctx, ownerPath(dataDir), o.Command, 0, nil)
+	owner, err := acquireOwner(ctx, dataDir, o)
 	if err != nil {
-		var held *lock.HeldError
-		if errors.As(err, &held) {
-			be := &BusyError{DataDir: dataDir, Owner: held.Holder}
-			if id, err := procscan.IDOfPath(Path(dataDir)); err == nil {
-				if m, err := procscan.Openers(id); err == nil {
-					be.Processes = m[id]
-				}
-			}
-			return nil, be
-		}
 		return nil, err
 	}
 	l := &Lock{owner: owner, path: Path(dataDir)}
@@ -156,46 +146,8 @@ func Acquire(ctx context.Context, dataDir string, o Options) (*Lock, error) {
 		return nil, fmt.Errorf("open data lock: %w", err)
 	}
 	l.f = f
-	id, err := procscan.IDOf(f)
-	if err != nil {
+	if err := l.flockData(ctx, dataDir, o); err != nil {
 		return nil, err
-	}
-	// We hold the owner lock, so no owner lives: whoever holds the data
-	// lock was left by a dead one.
-	deadline := time.Now().Add(time.Second)
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("flock %s: %w", Path(dataDir), err)
-		}
-		m, err := procscan.Openers(id)
-		if err != nil {
-			return nil, err
-		}
-		left := m[id]
-		if len(left) == 0 && time.Now().Before(deadline) {
-			// Gone between the flock and the scan, or not visible.
-			if err := sleep(ctx, 50*time.Millisecond); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		be := &BusyError{DataDir: dataDir, Owner: lock.ReadHolder(Path(dataDir)), Leftovers: true, Processes: left}
-		if !o.StopLeftovers || len(left) == 0 {
-			return nil, be
-		}
-		sig := o.StopSignal
-		if sig == 0 {
-			sig = syscall.SIGTERM
-		}
-		stopped, killed, err := procscan.Stop(ctx, id, sig, o.StopWait, 0)
-		l.Stopped, l.Killed = append(l.Stopped, stopped...), l.Killed || killed
-		if err != nil {
-			return nil, fmt.Errorf("stop leftovers of %s: %w", be.Owner, err)
-		}
 	}
 	h := lock.Holder{PID: os.Getpid(), Command: o.Command, Since: time.Now().UTC()}
 	b, _ := json.Marshal(h)
@@ -204,6 +156,73 @@ func Acquire(ctx context.Context, dataDir string, o Options) (*Lock, error) {
 	}
 	ok = true
 	return l, nil
+}
+
+// acquireOwner takes the owner lock of dataDir at once; a live owner is a
+// *BusyError naming it and the processes that hold the data lock open.
+func acquireOwner(ctx context.Context, dataDir string, o Options) (*lock.Lock, error) {
+	owner, err := lock.Acquire(ctx, ownerPath(dataDir), o.Command, 0, nil)
+	if err != nil {
+		var held *lock.HeldError
+		if errors.As(err, &held) {
+			be := &BusyError{DataDir: dataDir, Owner: held.Holder}
+			if id, err := procscan.IDOfPath(Path(dataDir)); err == nil {
+				if m, err := procscan.Openers(id); err == nil {
+					be.Processes = m[id]
+				}
+			}
+			return nil, be
+		}
+		return nil, err
+	}
+	return owner, nil
+}
+
+// flockData takes the flock of l's data lock file, under the owner lock:
+// no owner lives, so whoever holds it was left by a dead one. Those
+// leftovers are a *BusyError (Leftovers), or, with o.StopLeftovers, are
+// stopped (l.Stopped, l.Killed) and the flock taken again.
+func (l *Lock) flockData(ctx context.Context, dataDir string, o Options) error {
+	f := l.f
+	id, err := procscan.IDOf(f)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("flock %s: %w", Path(dataDir), err)
+		}
+		m, err := procscan.Openers(id)
+		if err != nil {
+			return err
+		}
+		left := m[id]
+		if len(left) == 0 && time.Now().Before(deadline) {
+			// Gone between the flock and the scan, or not visible.
+			if err := sleep(ctx, 50*time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		}
+		be := &BusyError{DataDir: dataDir, Owner: lock.ReadHolder(Path(dataDir)), Leftovers: true, Processes: left}
+		if !o.StopLeftovers || len(left) == 0 {
+			return be
+		}
+		sig := o.StopSignal
+		if sig == 0 {
+			sig = syscall.SIGTERM
+		}
+		stopped, killed, err := procscan.Stop(ctx, id, sig, o.StopWait, 0)
+		l.Stopped, l.Killed = append(l.Stopped, stopped...), l.Killed || killed
+		if err != nil {
+			return fmt.Errorf("stop leftovers of %s: %w", be.Owner, err)
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
