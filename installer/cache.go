@@ -29,7 +29,6 @@ type blobCache struct {
 	dir string
 }
 
-
 // path names the blob; d must already be validated.
 func (c blobCache) path(d digest.Digest) string {
 	return filepath.Join(c.dir, string(d.Algorithm()), d.Encoded())

@@ -76,11 +76,11 @@ type Options struct {
 
 // Result says what Install did.
 type Result struct {
-	Changed  bool               // false: the active release already matched
-	Reason   string             // why it installed, or why nothing was needed
-	Release  *release.Installed // the active release afterwards
-	Fetched  int                // layer blobs downloaded
-	Reused   int                // layer blobs found complete (and re-hashed) in the store
+	Changed bool               // false: the active release already matched
+	Reason  string             // why it installed, or why nothing was needed
+	Release *release.Installed // the active release afterwards
+	Fetched int                // layer blobs downloaded
+	Reused  int                // layer blobs found complete (and re-hashed) in the store
 	// FetchedBytes and ReusedBytes are the compressed bytes of those
 	// layer blobs (the manifest's sizes); the index, manifest and config,
 	// a few KiB, are always fetched.
