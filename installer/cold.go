@@ -339,14 +339,16 @@ func (c *cold) finish() (*Result, error) {
 	res := c.res
 	var err error
 	if c.opts.StageOnly {
-		c.log.Info("staged", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes)
+		c.log.Info("staged", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes,
+			"fetched_bytes", res.FetchedBytes, "reused_bytes", res.ReusedBytes)
 		release.PruneBlobs(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
 		if res.Release, err = release.Open(filepath.Join(c.opts.RuntimeDir, release.ReleasesDir, hexd)); err != nil {
 			return nil, fmt.Errorf("read staged release: %w", err)
 		}
 		return &res, nil
 	}
-	c.log.Info("activated", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes)
+	c.log.Info("activated", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes,
+		"fetched_bytes", res.FetchedBytes, "reused_bytes", res.ReusedBytes)
 	release.Cleanup(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
 	if res.Release, err = release.Current(c.opts.RuntimeDir); err != nil {
 		return nil, fmt.Errorf("read activated release: %w", err)

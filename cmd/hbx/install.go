@@ -173,7 +173,8 @@ func (out *installOutput) printInstall(res *installer.Result) error {
 		return out.json.Result(map[string]any{
 			"changed": res.Changed, "reason": res.Reason, "image": image,
 			"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
-			"fetched": res.Fetched, "reused": res.Reused, "duration_ms": res.Duration.Milliseconds(),
+			"fetched": res.Fetched, "reused": res.Reused, "fetched_bytes": res.FetchedBytes, "reused_bytes": res.ReusedBytes,
+			"duration_ms": res.Duration.Milliseconds(),
 		})
 	}
 	if !res.Changed {
@@ -184,8 +185,8 @@ func (out *installOutput) printInstall(res *installer.Result) error {
 		fmt.Fprintf(out.g.stdout, "%s: %s (%s, manifest %s)\n", state, image, m.Platform, m.ManifestDigest)
 		return nil
 	}
-	fmt.Fprintf(out.g.stdout, "installed %s (%s, manifest %s) in %s: %d blobs fetched, %d reused; reason: %s\n",
-		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.Reused, res.Reason)
+	fmt.Fprintf(out.g.stdout, "installed %s (%s, manifest %s) in %s: %d blobs fetched (%d bytes), %d reused (%d bytes); reason: %s\n",
+		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.FetchedBytes, res.Reused, res.ReusedBytes, res.Reason)
 	return nil
 }
 
