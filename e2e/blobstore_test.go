@@ -18,6 +18,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/registrytest"
 	"github.com/hermesbox/hbx/internal/testimage"
+	"github.com/hermesbox/hbx/supervisor"
 )
 
 // imageManifest reads the manifest of plat from the test image's layout.
@@ -316,5 +317,57 @@ func TestKeepBlobsOffE2E(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(b.runtimeDir, "blobs")); !os.IsNotExist(err) {
 		t.Errorf("blob store kept with keep_blobs false: %v", err)
+	}
+}
+
+// TestUpgradeCommandFetchesOnlyChangedLayersE2E: hbx upgrade (under hbx
+// supervise, with its backup and health gate) from 1.0.0 to 2.0.0 makes
+// the registry serve only the config and the layers 1.0.0 lacks, and the
+// upgraded box is healthy on a release that passes --verify.
+func TestUpgradeCommandFetchesOnlyChangedLayersE2E(t *testing.T) {
+	requireE2E(t)
+	plat := platform(t)
+	b, p, _, v2ref, img1, img2 := countedBox(t)
+	if r := b.hbx("install"); r.code != 0 {
+		t.Fatalf("hbx install 1.0.0 = %d\n%s", r.code, r.stderr)
+	}
+	socket, dir := supervisorConfig(t, b, "")
+	pass := filepath.Join(b.dir, "backup.pass")
+	writeFile(t, pass, "correct horse battery staple\n", 0o600)
+	writeFile(t, b.config, readFile(t, b.config)+"backup:\n  dir: "+filepath.Join(b.dir, "backups")+"\n  passphrase_file: "+pass+"\n  health_wait: 15s\n", 0o600)
+	s := startSupervise(t, b, socket, dir)
+	healthyAt(t, b.port, 60*time.Second)
+	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+
+	m1, m2 := imageManifest(t, img1, plat), imageManifest(t, img2, plat)
+	want := []string{m2.Config.Digest.String()}
+	for _, l := range m2.Layers {
+		if !slices.ContainsFunc(m1.Layers, func(o v1.Descriptor) bool { return o.Digest == l.Digest }) {
+			want = append(want, l.Digest.String())
+		}
+	}
+	slices.Sort(want)
+	from := len(p.Requests())
+	if r := b.hbx("upgrade", "--image", v2ref); r.code != 0 {
+		t.Fatalf("hbx upgrade = %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	_, paths := blobGets(p, from)
+	var got []string
+	for _, path := range paths {
+		got = append(got, path[strings.LastIndex(path, "/")+1:])
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("hbx upgrade's blob GETs %v, want only the config and the new layers %v", got, want)
+	}
+	if b.current() != "releases/"+img2.Manifests[plat].Encoded() {
+		t.Errorf("current -> %s after the upgrade, want 2.0.0's", b.current())
+	}
+	healthyAt(t, b.port, 60*time.Second)
+	if got, want := storeBlobs(t, b.runtimeDir), union(imageBlobs(t, img1, plat), imageBlobs(t, img2, plat)); !slices.Equal(got, want) {
+		t.Errorf("store after the upgrade %v, want the blobs of 1.0.0 and 2.0.0 %v", got, want)
+	}
+	if r := b.hbx("install", "--verify"); r.code != 0 || !strings.HasPrefix(r.stdout, "up to date") {
+		t.Errorf("hbx install --verify after the upgrade = %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 }
