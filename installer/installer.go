@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -197,7 +198,7 @@ func checkRuntime(opts Options, ref reference.Canonical, plat Platform, log *slo
 			return nil, "", err
 		}
 		if reason == "" && opts.Verify {
-			if reason, err = checkKeptBlobs(opts.RuntimeDir); err != nil {
+			if reason, err = checkKeptBlobs(opts.RuntimeDir, cur, log); err != nil {
 				return nil, "", err
 			}
 		}
@@ -263,18 +264,29 @@ func checkActive(cur *release.Installed, index digest.Digest, plat string, pin d
 	return "", nil
 }
 
-// checkKeptBlobs re-hashes the blob store's blobs (Options.Verify): ""
-// when all match, else the reason to install again, which fetches the
-// removed blobs anew.
-func checkKeptBlobs(runtimeDir string) (string, error) {
+// checkKeptBlobs re-hashes the blob store's blobs (Options.Verify) and
+// removes those that do not match: "" when none of cur's is among them,
+// else the reason to install again, which fetches them anew. Another
+// release's damaged blob is only removed (logged).
+func checkKeptBlobs(runtimeDir string, cur *release.Installed, log *slog.Logger) (string, error) {
 	bad, err := blobCache{dir: filepath.Join(runtimeDir, release.BlobsDir)}.verifyAll()
 	if err != nil {
 		return "", err
 	}
-	if len(bad) == 0 {
+	m := cur.Meta
+	mine := append([]digest.Digest{m.IndexDigest, m.ManifestDigest, m.ConfigDigest}, m.Layers...)
+	var own []digest.Digest
+	for _, d := range bad {
+		if slices.Contains(mine, d) {
+			own = append(own, d)
+		} else {
+			log.Warn("removed a kept blob that does not hash to its digest", "digest", d)
+		}
+	}
+	if len(own) == 0 {
 		return "", nil
 	}
-	return fmt.Sprintf("verify: %d kept blobs do not hash to their digest (first %s); removed, to be fetched again", len(bad), bad[0]), nil
+	return fmt.Sprintf("verify: %d kept blobs do not hash to their digest (first %s); removed, to be fetched again", len(own), own[0]), nil
 }
 
 // verdictWait is how long a failed layer waits for its blob's download to

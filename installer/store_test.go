@@ -124,4 +124,23 @@ func TestVerifyChecksKeptBlobs(t *testing.T) {
 	if bad, err := (blobCache{dir: filepath.Join(e.runtime, release.BlobsDir)}).verifyAll(); err != nil || len(bad) != 0 {
 		t.Errorf("store after the repair: bad %v, err %v", bad, err)
 	}
+
+	// A damaged blob of the previous release only is removed; the active
+	// release stays as it is.
+	p2 := e.reg.publish(t, "executor", v2Parts())
+	if _, err := Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs = true })); err != nil {
+		t.Fatal(err)
+	}
+	prev, err := release.Link(e.runtime, release.PreviousLink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damage(t, e.runtime, prev.Meta.ConfigDigest)
+	res, err = Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.Verify = true, true }))
+	if err != nil || res.Changed {
+		t.Fatalf("Install(Verify) over a damaged blob of previous = %+v, %v; want no change", res, err)
+	}
+	if _, err := os.Stat(storedBlob(e.runtime, prev.Meta.ConfigDigest)); !os.IsNotExist(err) {
+		t.Errorf("the damaged blob of previous is still stored: %v", err)
+	}
 }
