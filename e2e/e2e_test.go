@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -263,8 +264,10 @@ func TestInstallAndRun(t *testing.T) {
 	if err != nil || json.Unmarshal(mb, &meta) != nil || meta.IndexDigest != img.IndexDigest.String() {
 		t.Errorf("release.json = %s, %v; want index %s", mb, err, img.IndexDigest)
 	}
-	if _, err := os.Stat(filepath.Join(b.runtimeDir, "blobs")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("blob cache kept after activation: %v", err)
+	// install.keep_blobs (default): the store holds the installed
+	// platform's blobs, as fetched.
+	if got, want := storeBlobs(t, b.runtimeDir), union(imageBlobs(t, img, plat)); !slices.Equal(got, want) {
+		t.Errorf("blob store after activation %v, want the image's blobs %v", got, want)
 	}
 
 	// Warm install with the registry gone: no network, same release.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	digest "github.com/opencontainers/go-digest"
+
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/tartest"
 	"github.com/hermesbox/hbx/release"
@@ -29,7 +31,8 @@ func cachedBlobs(t *testing.T, runtimeDir string) []string {
 	return out
 }
 
-// layersOf lists the layer digests (hex) the releases under releases/ name.
+// layersOf lists the blob digests (hex) the releases under releases/
+// name: their index, manifest, config and layers.
 func layersOf(t *testing.T, runtimeDir string) []string {
 	t.Helper()
 	var out []string
@@ -39,7 +42,8 @@ func layersOf(t *testing.T, runtimeDir string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, l := range inst.Meta.Layers {
+		m := inst.Meta
+		for _, l := range append([]digest.Digest{m.IndexDigest, m.ManifestDigest, m.ConfigDigest}, m.Layers...) {
 			if !slices.Contains(out, l.Encoded()) {
 				out = append(out, l.Encoded())
 			}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -19,7 +21,10 @@ import (
 
 // blobCache is a content-addressed store of complete, verified blobs:
 // <dir>/sha256/<hex>. A blob appears under its name only by rename after
-// its bytes were hashed, so a name present means a complete blob.
+// its bytes were hashed, so a name present means a blob that was complete;
+// a blob is hashed again before it is reused (a name is not proof against a
+// power loss or a disk that rots), and one that no longer matches is
+// removed and fetched again.
 type blobCache struct {
 	dir string
 }
@@ -46,12 +51,15 @@ func (c blobCache) fetch(ctx context.Context, src types.ImageSource, desc v1.Des
 		return fmt.Errorf("blob digest %q: %w", desc.Digest, err)
 	}
 	if c.has(desc.Digest, desc.Size) {
-		f, err := c.open(desc.Digest)
-		if err != nil {
-			return fmt.Errorf("open cached blob: %w", err)
+		if c.check(desc.Digest) == nil {
+			f, err := c.open(desc.Digest)
+			if err != nil {
+				return fmt.Errorf("open cached blob: %w", err)
+			}
+			fd.open(f, desc.Size)
+			return nil
 		}
-		fd.open(f, desc.Size)
-		return nil
+		c.drop(desc.Digest) // damaged on disk: fetch it again
 	}
 	dir := filepath.Dir(c.path(desc.Digest))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -134,3 +142,68 @@ func (c blobCache) open(d digest.Digest) (*os.File, error) {
 
 // drop removes a cached blob found to be bad.
 func (c blobCache) drop(d digest.Digest) { os.Remove(c.path(d)) }
+
+// check re-hashes the stored blob d; the error wraps ErrDigestMismatch
+// when its bytes no longer hash to d.
+func (c blobCache) check(d digest.Digest) error {
+	f, err := c.open(d)
+	if err != nil {
+		return fmt.Errorf("open stored blob %s: %w", d, err)
+	}
+	defer f.Close()
+	v := d.Verifier()
+	if _, err := io.CopyBuffer(v, f, make([]byte, 256<<10)); err != nil {
+		return fmt.Errorf("read stored blob %s: %w", d, err)
+	}
+	if !v.Verified() {
+		return fmt.Errorf("stored blob %s: %w: content does not hash to its name", d, ErrDigestMismatch)
+	}
+	return nil
+}
+
+// put stores b, whose digest d the caller checked, unless the store has
+// it: the index, manifest and config bytes as fetched.
+func (c blobCache) put(d digest.Digest, b []byte) error {
+	if c.has(d, int64(len(b))) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(c.path(d)), 0o700); err != nil {
+		return fmt.Errorf("create blob cache: %w", err)
+	}
+	if err := atomicfile.WriteFile(c.path(d), b, 0o600); err != nil {
+		return fmt.Errorf("store blob %s: %w", d, err)
+	}
+	return nil
+}
+
+// verifyAll re-hashes every complete blob in the store and removes those
+// that no longer match their name; it returns their digests. A store that
+// cannot be read is an error; an absent one holds nothing.
+func (c blobCache) verifyAll() (bad []digest.Digest, err error) {
+	err = filepath.WalkDir(c.dir, func(p string, e fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && p == c.dir {
+			return fs.SkipDir
+		}
+		if err != nil {
+			return err
+		}
+		if e.IsDir() || atomicfile.IsTemp(e.Name()) {
+			return nil
+		}
+		d := digest.NewDigestFromEncoded(digest.Algorithm(filepath.Base(filepath.Dir(p))), e.Name())
+		if d.Validate() != nil {
+			return nil // not a blob name: left alone
+		}
+		if cerr := c.check(d); errors.Is(cerr, ErrDigestMismatch) {
+			c.drop(d)
+			bad = append(bad, d)
+		} else if cerr != nil {
+			return cerr
+		}
+		return nil
+	})
+	if err != nil {
+		return bad, fmt.Errorf("verify kept blobs: %w", err)
+	}
+	return bad, nil
+}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/docker/reference"
 
 	"github.com/hermesbox/hbx/extract"
@@ -56,6 +57,9 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	}
 	defer c.src.Close()
 	if c.r, err = resolve(ctx, c.src, ref.Digest(), plat, opts.PlatformDigest); err != nil {
+		return nil, err
+	}
+	if err := c.storeMetadata(); err != nil {
 		return nil, err
 	}
 	if err := c.checkSpace(dl); err != nil {
@@ -121,6 +125,21 @@ func (c *cold) failed(err error) error {
 		}
 	}
 	return err
+}
+
+// storeMetadata keeps the index, manifest and config bytes as fetched
+// (resolve checked each against its digest) in the blob store beside the
+// layers, so the store holds the whole image of the installed platform.
+func (c *cold) storeMetadata() error {
+	for _, b := range []struct {
+		d digest.Digest
+		b []byte
+	}{{c.r.IndexDigest, c.src.index}, {c.r.ManifestDigest, c.r.ManifestBytes}, {c.r.ConfigDigest, c.r.ConfigBytes}} {
+		if err := c.cache.put(b.d, b.b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkSpace scales the deadline to the image's size and refuses an image
@@ -247,8 +266,10 @@ func (c *cold) applyLayer(ctx context.Context, i int) error {
 	}
 	if fd.fetched {
 		c.res.Fetched++
+		c.res.FetchedBytes += l.Size
 	} else {
 		c.res.Reused++
+		c.res.ReusedBytes += l.Size
 	}
 	c.log.Info("layer applied", "digest", l.Digest, "index", i, "took", time.Since(layerStart).Round(time.Millisecond))
 	c.prog.Event(Event{Kind: EventLayerDone, Digest: l.Digest, Size: l.Size, Done: l.Size, Index: i, Count: len(layers)})
@@ -318,14 +339,16 @@ func (c *cold) finish() (*Result, error) {
 	res := c.res
 	var err error
 	if c.opts.StageOnly {
-		c.log.Info("staged", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes)
+		c.log.Info("staged", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes,
+			"fetched_bytes", res.FetchedBytes, "reused_bytes", res.ReusedBytes)
 		release.PruneBlobs(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
 		if res.Release, err = release.Open(filepath.Join(c.opts.RuntimeDir, release.ReleasesDir, hexd)); err != nil {
 			return nil, fmt.Errorf("read staged release: %w", err)
 		}
 		return &res, nil
 	}
-	c.log.Info("activated", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes)
+	c.log.Info("activated", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes,
+		"fetched_bytes", res.FetchedBytes, "reused_bytes", res.ReusedBytes)
 	release.Cleanup(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
 	if res.Release, err = release.Current(c.opts.RuntimeDir); err != nil {
 		return nil, fmt.Errorf("read activated release: %w", err)

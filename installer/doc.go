@@ -155,19 +155,28 @@
 //     stages and then Activates (hbx upgrade) holds the lock across both.
 //   - Activate: previous is renamed over first, then current; a crash
 //     between the two leaves current on a complete release.
-//   - after the swap: done; stale releases, staging and (unless KeepBlobs)
-//     the blob cache are removed, also by the next run if this one died.
+//   - after the swap: done; stale releases, staging and the blobs the
+//     store's rule removes go, also by the next run if this one died.
 //
-// # The blob cache
+// # The blob store
 //
-// Blobs are a download cache, not a record: after every activation and
-// every StageOnly run that published its release (and a warm install that
-// finds leftovers) the cache is removed; with KeepBlobs only the blobs
-// that no release under releases/ lists (release.json's layers) are. A
-// run that fails for lack of space (ErrNoSpace, ENOSPC) applies the same
-// rule at once and says how many blobs it removed; any other failed run
-// keeps its complete blobs for the next run, which removes them by this
-// rule once it succeeds.
+// blobs/sha256/<hex> holds complete blobs, each renamed into place after
+// its bytes hashed to its name: the layers, and the index, manifest and
+// config bytes as fetched (resolve checked them). A staging reuses every
+// blob present, re-hashing it first (one that no longer matches, after a
+// power loss or a disk error, is removed and fetched again; the diff_id is
+// checked as always), so an upgrade that shares base layers fetches only
+// the others; Result counts layer blobs and bytes fetched and reused. With
+// KeepBlobs (install.keep_blobs, on by default) every activation and every
+// StageOnly run that published its release (and a warm install that finds
+// leftovers) removes the blobs no release under releases/ lists
+// (release.json's index, manifest, config and layers); without it the
+// store is removed. Options.Verify re-hashes every stored blob too and
+// installs again when one is damaged (removed, so fetched anew). A run
+// that fails for lack of space (ErrNoSpace, ENOSPC) applies the same rule
+// at once and says how many blobs it removed; any other failed run keeps
+// its complete blobs for the next run, which removes them by this rule
+// once it succeeds.
 //
 // # Not guaranteed
 //

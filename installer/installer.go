@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -76,12 +77,16 @@ type Options struct {
 
 // Result says what Install did.
 type Result struct {
-	Changed  bool               // false: the active release already matched
-	Reason   string             // why it installed, or why nothing was needed
-	Release  *release.Installed // the active release afterwards
-	Fetched  int                // blobs downloaded
-	Reused   int                // blobs found complete in the cache
-	Duration time.Duration
+	Changed bool               // false: the active release already matched
+	Reason  string             // why it installed, or why nothing was needed
+	Release *release.Installed // the active release afterwards
+	Fetched int                // layer blobs downloaded
+	Reused  int                // layer blobs found complete (and re-hashed) in the store
+	// FetchedBytes and ReusedBytes are the compressed bytes of those
+	// layer blobs (the manifest's sizes); the index, manifest and config,
+	// a few KiB, are always fetched.
+	FetchedBytes, ReusedBytes int64
+	Duration                  time.Duration
 }
 
 // ParseReference checks an image reference has an explicit tag and a full
@@ -192,6 +197,11 @@ func checkRuntime(opts Options, ref reference.Canonical, plat Platform, log *slo
 		} else if reason, err = checkActive(cur, ref.Digest(), plat.String(), opts.PlatformDigest, opts.Verify); err != nil {
 			return nil, "", err
 		}
+		if reason == "" && opts.Verify {
+			if reason, err = checkKeptBlobs(opts.RuntimeDir, cur, log); err != nil {
+				return nil, "", err
+			}
+		}
 		if reason == "" && release.HasLeftovers(opts.RuntimeDir, opts.KeepBlobs) {
 			release.Cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
 		}
@@ -252,6 +262,31 @@ func checkActive(cur *release.Installed, index digest.Digest, plat string, pin d
 		return "verify: " + d, nil
 	}
 	return "", nil
+}
+
+// checkKeptBlobs re-hashes the blob store's blobs (Options.Verify) and
+// removes those that do not match: "" when none of cur's is among them,
+// else the reason to install again, which fetches them anew. Another
+// release's damaged blob is only removed (logged).
+func checkKeptBlobs(runtimeDir string, cur *release.Installed, log *slog.Logger) (string, error) {
+	bad, err := blobCache{dir: filepath.Join(runtimeDir, release.BlobsDir)}.verifyAll()
+	if err != nil {
+		return "", err
+	}
+	m := cur.Meta
+	mine := append([]digest.Digest{m.IndexDigest, m.ManifestDigest, m.ConfigDigest}, m.Layers...)
+	var own []digest.Digest
+	for _, d := range bad {
+		if slices.Contains(mine, d) {
+			own = append(own, d)
+		} else {
+			log.Warn("removed a kept blob that does not hash to its digest", "digest", d)
+		}
+	}
+	if len(own) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("verify: %d kept blobs do not hash to their digest (first %s); removed, to be fetched again", len(own), own[0]), nil
 }
 
 // verdictWait is how long a failed layer waits for its blob's download to

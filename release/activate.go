@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
@@ -102,10 +103,11 @@ func CleanupTrees(runtimeDir string, log *slog.Logger) {
 	})
 }
 
-// PruneBlobs applies the blob cache's rule: without keepBlobs the whole
-// cache is removed; with it, every blob that no release under releases/
-// lists (its layers) is removed, so the cache holds only blobs of
-// releases that exist. It returns how many blobs it removed.
+// PruneBlobs applies the blob store's rule: without keepBlobs the whole
+// store is removed; with it, every blob that no release under releases/
+// lists (its index, manifest, config and layers) is removed, so the store
+// holds only blobs of releases that exist. It returns how many blobs it
+// removed.
 func PruneBlobs(runtimeDir string, keepBlobs bool, log *slog.Logger) int {
 	blobs := filepath.Join(runtimeDir, BlobsDir)
 	if !keepBlobs {
@@ -143,8 +145,11 @@ func unlistedBlobs(runtimeDir string) []string {
 		if err != nil {
 			continue
 		}
-		for _, l := range inst.Meta.Layers {
-			listed[filepath.Join(runtimeDir, BlobsDir, string(l.Algorithm()), l.Encoded())] = true
+		m := inst.Meta
+		for _, d := range append([]digest.Digest{m.IndexDigest, m.ManifestDigest, m.ConfigDigest}, m.Layers...) {
+			if d.Validate() == nil {
+				listed[filepath.Join(runtimeDir, BlobsDir, string(d.Algorithm()), d.Encoded())] = true
+			}
 		}
 	}
 	var out []string

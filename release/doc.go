@@ -21,7 +21,7 @@
 //	current  -> releases/<manifest-hex>    the active release (relative symlink)
 //	previous -> releases/<manifest-hex>    the release current replaced (rollback)
 //	staging/                               trees being applied (the installer's; removed by the next install)
-//	blobs/sha256/<hex>                     the blob cache (the installer's; verified on read)
+//	blobs/sha256/<hex>                     the blob store: the releases' layers, index, manifest, config (the installer's; re-hashed before reuse)
 //	tmp/                                   partial downloads (the installer's)
 //	hbx.lock                               the runtime directory's lock, naming its holder
 //
@@ -36,7 +36,8 @@
 // complete and durable, current unchanged); SwitchCurrent points previous,
 // then current, each by renaming a fresh symlink (current always names a
 // complete release); Cleanup removes staging/, tmp/, temporaries,
-// releases neither current nor previous, and blobs by the cache's rule.
+// releases neither current nor previous, and blobs by the store's rule
+// (PruneBlobs: those no release under releases/ lists).
 //
 // Every entry of a release with Meta.Ownership == OwnedByHbx belongs to the
 // user running hbx, with no group or other write bit (see the installer).

@@ -17,7 +17,7 @@ import (
 const (
 	// StagingDir holds trees being applied; removed by the next install.
 	StagingDir = "staging"
-	// BlobsDir is the blob cache (blobs/sha256/<hex>), verified on read.
+	// BlobsDir is the blob store (blobs/sha256/<hex>), verified on read.
 	BlobsDir = "blobs"
 	// ScratchDir holds partial downloads and temporary files.
 	ScratchDir = "tmp"

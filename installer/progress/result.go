@@ -19,8 +19,8 @@ func ResultText(image string, res *installer.Result, verified bool) string {
 		}
 		return fmt.Sprintf("%s: %s (%s, manifest %s)\n", state, image, m.Platform, m.ManifestDigest)
 	}
-	return fmt.Sprintf("installed %s (%s, manifest %s) in %s: %d blobs fetched, %d reused; reason: %s\n",
-		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.Reused, res.Reason)
+	return fmt.Sprintf("installed %s (%s, manifest %s) in %s: %d blobs fetched (%d bytes), %d reused (%d bytes); reason: %s\n",
+		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.FetchedBytes, res.Reused, res.ReusedBytes, res.Reason)
 }
 
 // ResultFields is res, an install of image, as the fields of hbx
@@ -30,6 +30,7 @@ func ResultFields(image string, res *installer.Result) map[string]any {
 	return map[string]any{
 		"changed": res.Changed, "reason": res.Reason, "image": image,
 		"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
-		"fetched": res.Fetched, "reused": res.Reused, "duration_ms": res.Duration.Milliseconds(),
+		"fetched": res.Fetched, "reused": res.Reused, "fetched_bytes": res.FetchedBytes, "reused_bytes": res.ReusedBytes,
+		"duration_ms": res.Duration.Milliseconds(),
 	}
 }

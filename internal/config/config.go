@@ -208,9 +208,10 @@ type Install struct {
 	// MaxUncompressedBytes caps the total bytes the layers may expand to
 	// (install.max_uncompressed_bytes). Positive. Default 16 GiB.
 	MaxUncompressedBytes int64
-	// KeepBlobs keeps the cached blobs of the releases on disk after an
-	// install or staging; without it the cache is removed
-	// (install.keep_blobs). Default false.
+	// KeepBlobs keeps the blobs of the releases under releases/ (current,
+	// previous, a staged one) in the runtime directory's store after an
+	// install or staging, so the next staging fetches only blobs it lacks;
+	// without it the store is removed (install.keep_blobs). Default true.
 	KeepBlobs bool
 	// LockWait is how long to wait for another install's lock; 0 fails at
 	// once (install.lock_wait). Default 0.
@@ -283,6 +284,7 @@ func Defaults() Config {
 		},
 		Install: Install{
 			MaxUncompressedBytes: 16 << 30,
+			KeepBlobs:            true,
 			ValidateTimeout:      10 * time.Second,
 			SmokeCommand:         []string{},
 			Timeout:              10 * time.Minute,

@@ -80,7 +80,7 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Executor.InstallOnStart }},
 	{"install.max_uncompressed_bytes", kindBytes, "cap on the bytes the layers expand to, e.g. 16GiB (default 16GiB)",
 		func(c *Config) any { return &c.Install.MaxUncompressedBytes }},
-	{"install.keep_blobs", kindBool, "keep the cached blobs of the releases on disk after an install or staging (default false: none)",
+	{"install.keep_blobs", kindBool, "keep the blobs of the releases on disk, so upgrades fetch only what changed (default true; false: none)",
 		func(c *Config) any { return &c.Install.KeepBlobs }},
 	{"install.lock_wait", kindDuration, "how long to wait for another install's lock (default 0: fail at once)",
 		func(c *Config) any { return &c.Install.LockWait }},

@@ -203,7 +203,7 @@ func TestDecodeEachLayer(t *testing.T) {
 	want.Executor.AllowLocalNetwork = true
 	want.Executor.DisableIPv6 = false
 	want.Install.MaxUncompressedBytes = 512 << 20
-	want.Install.KeepBlobs = true
+	want.Install.KeepBlobs = false
 	want.Install.LockWait = 90 * time.Second
 	want.Install.ValidateTimeout = 0
 	want.Install.SmokeCommand = []string{"bun", "--version"}
@@ -246,7 +246,7 @@ executor:
   token_env: EXECUTOR_AUTH_TOKEN
 install:
   max_uncompressed_bytes: 512MiB
-  keep_blobs: true
+  keep_blobs: false
   lock_wait: 1m30s
   validate_timeout: 0
   smoke_command: [bun, --version]
@@ -295,7 +295,7 @@ backup:
 		"executor.allow_local_network":   "true",
 		"executor.disable_ipv6":          "0",
 		"install.max_uncompressed_bytes": "536870912",
-		"install.keep_blobs":             "TRUE",
+		"install.keep_blobs":             "FALSE",
 		"install.lock_wait":              "90s",
 		"install.validate_timeout":       "0",
 		"install.smoke_command":          "bun,--version",
@@ -367,13 +367,13 @@ backup:
 func TestBareBoolFlag(t *testing.T) {
 	cfg, _, err := Load(LoadOptions{
 		Path:  filepath.Join(t.TempDir(), "absent.yaml"),
-		Flags: parsedFlags(t, "--install-keep-blobs", "--executor-disable-ipv6=false"),
+		Flags: parsedFlags(t, "--executor-allow-local-network", "--executor-disable-ipv6=false"),
 	})
 	if err != nil {
 		t.Fatalf("Load() = %v", err)
 	}
-	if !cfg.Install.KeepBlobs || cfg.Executor.DisableIPv6 {
-		t.Errorf("KeepBlobs, DisableIPv6 = %v, %v; want true, false", cfg.Install.KeepBlobs, cfg.Executor.DisableIPv6)
+	if !cfg.Executor.AllowLocalNetwork || cfg.Executor.DisableIPv6 {
+		t.Errorf("AllowLocalNetwork, DisableIPv6 = %v, %v; want true, false", cfg.Executor.AllowLocalNetwork, cfg.Executor.DisableIPv6)
 	}
 }
 

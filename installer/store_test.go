@@ -1,0 +1,146 @@
+package installer
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/release"
+)
+
+// storedBlob is the path of blob d in the runtime directory's store.
+func storedBlob(runtimeDir string, d digest.Digest) string {
+	return filepath.Join(runtimeDir, release.BlobsDir, string(d.Algorithm()), d.Encoded())
+}
+
+// damage flips one byte in the middle of the stored blob d, keeping its
+// size: a blob a power loss or a rotting disk left under its name.
+func damage(t *testing.T, runtimeDir string, d digest.Digest) {
+	t.Helper()
+	p := storedBlob(runtimeDir, d)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// v2Parts is goodParts with a third layer: an upgrade over the same base.
+func v2Parts() imageParts {
+	parts := goodParts(hostPlat)
+	parts.layers = append(parts.layers, layerSpec{tar: tartest.New().File("app/v2", "the new top layer", 0o644).Bytes()})
+	return parts
+}
+
+// TestUpgradeFetchesOnlyNewLayers: with KeepBlobs, staging an image that
+// shares its first layers with the active one downloads only the new
+// layer, and the result counts the layer bytes fetched and reused; the
+// store holds the index, manifest, config and layers of both releases.
+func TestUpgradeFetchesOnlyNewLayers(t *testing.T) {
+	e := newEnv(t)
+	p1 := e.reg.publish(t, "executor", goodParts(hostPlat))
+	res, err := Install(context.Background(), e.opts(p1, func(o *Options) { o.KeepBlobs = true }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := e.reg.published(t, p1, 0).Size + e.reg.published(t, p1, 1).Size
+	if res.Fetched != 2 || res.FetchedBytes != shared || res.ReusedBytes != 0 {
+		t.Errorf("cold install: fetched %d blobs, %d bytes, reused %d bytes; want 2, %d, 0", res.Fetched, res.FetchedBytes, res.ReusedBytes, shared)
+	}
+	p2 := e.reg.publish(t, "executor", v2Parts())
+	before := e.reg.blobRequests()
+	res, err = Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly = true, true }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := e.reg.published(t, p2, 2)
+	if res.Fetched != 1 || res.Reused != 2 || res.FetchedBytes != top.Size || res.ReusedBytes != shared {
+		t.Errorf("upgrade: fetched %d blobs (%d bytes), reused %d (%d bytes); want 1 (%d), 2 (%d)", res.Fetched, res.FetchedBytes, res.Reused, res.ReusedBytes, top.Size, shared)
+	}
+	// The config and the new layer; the index and manifest are manifest requests.
+	if n := e.reg.blobRequests() - before; n != 2 {
+		t.Errorf("upgrade made %d blob requests, want 2 (config, new layer)", n)
+	}
+	if got, want := cachedBlobs(t, e.runtime), layersOf(t, e.runtime); !slices.Equal(got, want) || len(want) != 2*3+3 {
+		t.Errorf("store after the upgrade %q, want the 9 blobs of both releases %q", got, want)
+	}
+}
+
+// TestDamagedKeptBlobIsFetchedAgain: a kept layer blob whose bytes no
+// longer match its digest (same size) is not reused: it is fetched again
+// and the staging succeeds.
+func TestDamagedKeptBlobIsFetchedAgain(t *testing.T) {
+	e := newEnv(t)
+	p1 := e.reg.publish(t, "executor", goodParts(hostPlat))
+	if _, err := Install(context.Background(), e.opts(p1, func(o *Options) { o.KeepBlobs = true })); err != nil {
+		t.Fatal(err)
+	}
+	base := e.reg.published(t, p1, 0)
+	damage(t, e.runtime, base.Digest)
+	p2 := e.reg.publish(t, "executor", v2Parts())
+	res, err := Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly = true, true }))
+	if err != nil {
+		t.Fatalf("staging over a damaged kept blob: %v", err)
+	}
+	if res.Fetched != 2 || res.Reused != 1 {
+		t.Errorf("fetched %d, reused %d; want 2 (the damaged base and the new layer), 1", res.Fetched, res.Reused)
+	}
+	if err := (blobCache{dir: filepath.Join(e.runtime, release.BlobsDir)}).check(base.Digest); err != nil {
+		t.Errorf("the base layer's blob after the staging: %v", err)
+	}
+}
+
+// TestVerifyChecksKeptBlobs: Install with Verify re-hashes the kept
+// blobs; a damaged one makes it install again, which fetches that blob
+// anew, and the store matches afterwards.
+func TestVerifyChecksKeptBlobs(t *testing.T) {
+	e := newEnv(t)
+	p1 := e.reg.publish(t, "executor", goodParts(hostPlat))
+	if _, err := Install(context.Background(), e.opts(p1, func(o *Options) { o.KeepBlobs = true })); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Install(context.Background(), e.opts(p1, func(o *Options) { o.KeepBlobs, o.Verify = true, true }))
+	if err != nil || res.Changed {
+		t.Fatalf("Install(Verify) on an intact store = %+v, %v; want no change", res, err)
+	}
+	app := e.reg.published(t, p1, 1)
+	damage(t, e.runtime, app.Digest)
+	res, err = Install(context.Background(), e.opts(p1, func(o *Options) { o.KeepBlobs, o.Verify = true, true }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Changed || !strings.Contains(res.Reason, "kept blobs do not hash") || res.Fetched != 1 {
+		t.Errorf("Install(Verify) over a damaged blob = changed %v, reason %q, fetched %d; want a reinstall fetching 1 blob", res.Changed, res.Reason, res.Fetched)
+	}
+	if bad, err := (blobCache{dir: filepath.Join(e.runtime, release.BlobsDir)}).verifyAll(); err != nil || len(bad) != 0 {
+		t.Errorf("store after the repair: bad %v, err %v", bad, err)
+	}
+
+	// A damaged blob of the previous release only is removed; the active
+	// release stays as it is.
+	p2 := e.reg.publish(t, "executor", v2Parts())
+	if _, err := Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs = true })); err != nil {
+		t.Fatal(err)
+	}
+	prev, err := release.Link(e.runtime, release.PreviousLink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damage(t, e.runtime, prev.Meta.ConfigDigest)
+	res, err = Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.Verify = true, true }))
+	if err != nil || res.Changed {
+		t.Fatalf("Install(Verify) over a damaged blob of previous = %+v, %v; want no change", res, err)
+	}
+	if _, err := os.Stat(storedBlob(e.runtime, prev.Meta.ConfigDigest)); !os.IsNotExist(err) {
+		t.Errorf("the damaged blob of previous is still stored: %v", err)
+	}
+}
