@@ -59,7 +59,7 @@ func testImage(t *testing.T) *testimage.Image {
 			imageErr = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "hbx-e2e-image-")
+		dir, err := runTempDir("hbx-e2e-image-")
 		if err != nil {
 			imageErr = err
 			return
@@ -88,7 +88,7 @@ func binary(t *testing.T) string {
 			hbxBin = b
 			return
 		}
-		dir, err := os.MkdirTemp("", "hbx-e2e-bin-")
+		dir, err := runTempDir("hbx-e2e-bin-")
 		if err != nil {
 			binErr = err
 			return

@@ -37,7 +37,7 @@ func shapeImage(t *testing.T, shape string) *testimage.Image {
 	if err != nil {
 		testenv.Unavailable(t, fmt.Sprintf("test image: %v", err))
 	}
-	dir, err := os.MkdirTemp("", "hbx-e2e-image-"+shape+"-")
+	dir, err := runTempDir("hbx-e2e-image-" + shape + "-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func versionImage(t *testing.T, version string, extraEnv ...string) *testimage.I
 	if err != nil {
 		testenv.Unavailable(t, fmt.Sprintf("test image: %v", err))
 	}
-	dir, err := os.MkdirTemp("", "hbx-e2e-image-"+version+"-")
+	dir, err := runTempDir("hbx-e2e-image-" + version + "-")
 	if err != nil {
 		t.Fatal(err)
 	}
