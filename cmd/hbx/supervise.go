@@ -19,7 +19,8 @@ import (
 
 // newSuperviseCommand builds `hbx supervise`.
 func newSuperviseCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var hold bool
+	cmd := &cobra.Command{
 		Use:   "supervise",
 		Short: "Run Executor and the configured programs under hbx's supervisor",
 		Long: `Supervise runs the built-in program "executor" (what "hbx run executor"
@@ -55,30 +56,62 @@ processes that left the program's process group (setsid).
 
 Signals: TERM, INT and QUIT stop every program in reverse priority order,
 then exit 0. HUP and USR1 reopen the log files (for logrotate). Every other
-signal that would end a process is logged and ignored.`,
+signal that would end a process is logged and ignored.
+
+--hold-on-error (a container's PID 1): when the supervisor cannot start (a
+bad configuration, the data lock held elsewhere, ...) hbx prints its
+one-line error and stays up doing nothing but reaping children, so a
+restart policy such as "unless-stopped" does not loop; "hbx health"
+fails with that error (check supervisor, from <supervisor.socket>.held;
+a bad configuration fails every hbx command with the same error). TERM,
+INT or QUIT then end it with the error's exit status (2 for a bad
+configuration, else 1): the programs never ran.`,
 		Args: wantArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := g.loadConfig(cmd)
-			if err != nil {
+			held, startup, err := runSuperviseCommand(cmd, g)
+			if err == nil || !hold || !startup || cmd.Context().Err() != nil || errors.Is(err, context.Canceled) {
 				return err
 			}
-			// The executor's pin is read again from the configuration at
-			// each start: hbx upgrade and rollback move it while this
-			// supervisor runs.
-			reload := func() (*config.Config, error) {
-				c, _, err := g.loadConfig(cmd)
-				return c, err
-			}
-			return runSupervise(cmd.Context(), g, cfg, reload)
+			fmt.Fprintf(g.stderr, "hbx: %v\n", g.explain(err))
+			return supervisor.HoldOnError(cmd.Context(), g.log, held, err)
 		},
 	}
+	cmd.Flags().BoolVar(&hold, "hold-on-error", false, "when the supervisor cannot start, print the error and stay up until TERM, INT or QUIT (a container's PID 1; hbx health fails with the error)")
+	return cmd
+}
+
+// runSuperviseCommand loads the configuration and runs the supervisor. It
+// returns the error; startup is true when it is a start-up error (the
+// configuration did not load, or the supervisor's Run did not start), and
+// held is then the file for it (supervisor.HeldPath of the socket; "" when
+// the configuration did not load).
+func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup bool, err error) {
+	cfg, _, err := g.loadConfig(cmd)
+	if err != nil {
+		return "", true, err
+	}
+	held = supervisor.HeldPath(cfg.Supervisor.Socket)
+	// A held file left by a hold that was killed is stale.
+	if err := os.Remove(held); err != nil && !errors.Is(err, os.ErrNotExist) {
+		g.log.Warn("remove a stale held start-up error", "path", held, "err", err)
+	}
+	// The executor's pin is read again from the configuration at
+	// each start: hbx upgrade and rollback move it while this
+	// supervisor runs.
+	reload := func() (*config.Config, error) {
+		c, _, err := g.loadConfig(cmd)
+		return c, err
+	}
+	ran, err := runSupervise(cmd.Context(), g, cfg, reload)
+	return held, !ran, err
 }
 
 // runSupervise runs the supervisor until a stop signal: check the
 // programs, take the data lock (executor inherits it), claim the
 // supervisor's own locks, recover an interrupted restore or upgrade,
-// watch for changes whose command dies, then run.
-func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) error {
+// watch for changes whose command dies, then run. ran is true once the
+// supervisor's Run started (its error is then no start-up error).
+func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) (ran bool, err error) {
 	// Before the supervisor runs (the data lock, leftovers of a dead
 	// supervisor, recovery of an interrupted restore or upgrade), the
 	// signals that would end hbx mean what they mean to a running
@@ -91,27 +124,27 @@ func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload fu
 	opts.HandleSignals = true
 	// Check the programs before the lock creates anything.
 	if _, err := supervisor.New(opts); err != nil {
-		return fmt.Errorf("supervise: %w", err)
+		return false, fmt.Errorf("supervise: %w", err)
 	}
 	release, err := lockExecutorData(ctx, g, cfg, opts.Programs)
 	if err != nil {
-		return fmt.Errorf("supervise: %w", err)
+		return false, fmt.Errorf("supervise: %w", err)
 	}
 	defer release()
 	s, err := supervisor.New(opts)
 	if err != nil {
-		return fmt.Errorf("supervise: %w", err)
+		return false, fmt.Errorf("supervise: %w", err)
 	}
 	// The supervisor's own locks (state directory and socket) before any
 	// recovery: a second hbx supervise changes nothing, also when no
 	// executor program holds the data lock.
 	if err := s.Claim(); err != nil {
-		return fmt.Errorf("supervise: %w", err)
+		return false, fmt.Errorf("supervise: %w", err)
 	}
 	recoverRestore(ctx, g, cfg)
 	g.box(cfg, nil).RecoverUpgrade(ctx, false)
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("supervise: stopped before any program started: %w", err)
+		return false, fmt.Errorf("supervise: stopped before any program started: %w", err)
 	}
 	// While it runs, a release change or restore whose command dies is
 	// undone through it, not left serving unconfirmed. A recovery it runs
@@ -127,9 +160,9 @@ func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload fu
 	}}.Run(wctx)
 	early.Quiet() // Run handles every signal from here on
 	if err := s.Run(ctx); err != nil {
-		return fmt.Errorf("supervise: %w", err)
+		return true, fmt.Errorf("supervise: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // lockExecutorData takes the data directory's lock when programs include
