@@ -21,6 +21,28 @@ import (
 // other than loopback: 0.0.0.0, ::, or an interface address.
 var ErrNotLoopback = errors.New("listener not on loopback")
 
+// ErrProcUnreadable is wrapped by the error of Listeners and
+// ListenersExact when a process of the tree lists open files whose targets
+// this process may not read (root without CAP_SYS_PTRACE, as in a
+// container by default, and an Executor of another user): its listeners
+// are unknown, not absent.
+var ErrProcUnreadable = errors.New("cannot read a process's open files")
+
+// unreadableError is the error for pid's unreadable open files; it
+// wraps ErrProcUnreadable and err, the failed read.
+type unreadableError struct {
+	pid int
+	err error
+}
+
+// Error names the pid, the failed read and what to do.
+func (e *unreadableError) Error() string {
+	return fmt.Sprintf("cannot read pid %d's open files: %v (seeing another user's sockets takes root with CAP_SYS_PTRACE, or that user; in a container add the capability, e.g. compose cap_add: [SYS_PTRACE])", e.pid, e.err)
+}
+
+// Unwrap returns ErrProcUnreadable and the failed read.
+func (e *unreadableError) Unwrap() []error { return []error{ErrProcUnreadable, e.err} }
+
 // procRoot is where procfs is mounted.
 const procRoot = "/proc"
 
@@ -137,6 +159,13 @@ func processListeners(proc string, pid int) ([]Listener, error) {
 		}
 		for _, e := range ents {
 			target, err := os.Readlink(filepath.Join(proc, strconv.Itoa(p), "fd", e.Name()))
+			if errors.Is(err, fs.ErrPermission) {
+				// Listing the fds needs only file permissions, reading
+				// one is ptrace access: root without CAP_SYS_PTRACE
+				// (Docker drops it) sees another user's fds but not what
+				// they are. Seeing no socket there is no proof of none.
+				return nil, &unreadableError{pid: p, err: err}
+			}
 			if err != nil {
 				continue // closed meanwhile
 			}
