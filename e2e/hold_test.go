@@ -79,6 +79,16 @@ func startHold(t *testing.T, cfg string, extra ...string) (*exec.Cmd, *lockedBuf
 	return cmd, &stderr, done
 }
 
+// exited reports whether done is closed.
+func exited(done chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
 // stillUp fails the test when the process ended within d.
 func stillUp(t *testing.T, done chan struct{}, d time.Duration, stderr *lockedBuffer) {
 	t.Helper()
@@ -86,6 +96,9 @@ func stillUp(t *testing.T, done chan struct{}, d time.Duration, stderr *lockedBu
 	case <-done:
 		t.Fatalf("hbx supervise --hold-on-error exited instead of holding; stderr:\n%s", stderr.String())
 	case <-time.After(d):
+		if exited(done) {
+			t.Fatalf("hbx supervise --hold-on-error exited instead of holding; stderr:\n%s", stderr.String())
+		}
 	}
 }
 
@@ -149,7 +162,8 @@ func TestHoldOnErrorE2E(t *testing.T) {
 		}
 		held := sock + ".held"
 		cmd, stderr, done := startHold(t, cfg)
-		waitFor(t, "the held file", time.Minute, func() bool { _, err := os.Stat(held); return err == nil })
+		waitFor(t, "the held file", time.Minute, func() bool { _, err := os.Stat(held); return err == nil || exited(done) })
+		stillUp(t, done, 0, stderr)
 		lines := errorLines(t, stderr.String())
 		if len(lines) != 1 || !strings.Contains(lines[0], `user "no-such-user-hbx"`) {
 			t.Fatalf("stderr error lines %q, want one naming the user; stderr:\n%s", lines, stderr.String())
@@ -205,7 +219,8 @@ func TestHoldOnErrorE2E(t *testing.T) {
 		dir := t.TempDir()
 		sock2 := filepath.Join(dir, "hbx2.sock")
 		cmd, stderr, done := startHold(t, cfg, "--supervisor-socket", sock2)
-		waitFor(t, "the held file", time.Minute, func() bool { _, err := os.Stat(sock2 + ".held"); return err == nil })
+		waitFor(t, "the held file", time.Minute, func() bool { _, err := os.Stat(sock2 + ".held"); return err == nil || exited(done) })
+		stillUp(t, done, 0, stderr)
 		lines := errorLines(t, stderr.String())
 		if len(lines) != 1 || !strings.Contains(lines[0], "hbx supervise") {
 			t.Fatalf("stderr error lines %q, want one naming the holder; stderr:\n%s", lines, stderr.String())
