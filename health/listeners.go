@@ -147,35 +147,8 @@ func processListeners(proc string, pid int) ([]Listener, error) {
 	}
 	owner := map[uint64]int{} // socket inode -> a pid holding it
 	for _, p := range tree {
-		ents, err := os.ReadDir(filepath.Join(proc, strconv.Itoa(p), "fd"))
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p != pid {
-				continue // a descendant that just exited
-			}
-			if errors.Is(err, fs.ErrPermission) {
-				return nil, fmt.Errorf("read the sockets of pid %d: %w (run as root or as the executor's user)", p, err)
-			}
-			return nil, fmt.Errorf("read the sockets of pid %d: %w", p, err)
-		}
-		for _, e := range ents {
-			target, err := os.Readlink(filepath.Join(proc, strconv.Itoa(p), "fd", e.Name()))
-			if errors.Is(err, fs.ErrPermission) {
-				// Listing the fds needs only file permissions, reading
-				// one is ptrace access: root without CAP_SYS_PTRACE
-				// (Docker drops it) sees another user's fds but not what
-				// they are. Seeing no socket there is no proof of none.
-				return nil, &unreadableError{pid: p, err: err}
-			}
-			if err != nil {
-				continue // closed meanwhile
-			}
-			if s, ok := strings.CutPrefix(target, "socket:["); ok {
-				if ino, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64); err == nil {
-					if _, seen := owner[ino]; !seen {
-						owner[ino] = p
-					}
-				}
-			}
+		if err := socketInodes(proc, p, p == pid, owner); err != nil {
+			return nil, err
 		}
 	}
 	var out []Listener
@@ -200,6 +173,43 @@ func processListeners(proc string, pid int) ([]Listener, error) {
 	}
 	slices.SortFunc(out, func(a, b Listener) int { return a.Addr.Compare(b.Addr) })
 	return out, nil
+}
+
+// socketInodes adds the socket inodes among the open files of process p
+// (root: the tree's root, which must exist) to owner, each mapped to the
+// first pid seen holding it.
+func socketInodes(proc string, p int, root bool, owner map[uint64]int) error {
+	ents, err := os.ReadDir(filepath.Join(proc, strconv.Itoa(p), "fd"))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !root {
+			return nil // a descendant that just exited
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("read the sockets of pid %d: %w (run as root or as the executor's user)", p, err)
+		}
+		return fmt.Errorf("read the sockets of pid %d: %w", p, err)
+	}
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join(proc, strconv.Itoa(p), "fd", e.Name()))
+		if errors.Is(err, fs.ErrPermission) {
+			// Listing the fds needs only file permissions, reading
+			// one is ptrace access: root without CAP_SYS_PTRACE
+			// (Docker drops it) sees another user's fds but not what
+			// they are. Seeing no socket there is no proof of none.
+			return &unreadableError{pid: p, err: err}
+		}
+		if err != nil {
+			continue // closed meanwhile
+		}
+		if s, ok := strings.CutPrefix(target, "socket:["); ok {
+			if ino, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64); err == nil {
+				if _, seen := owner[ino]; !seen {
+					owner[ino] = p
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // processTree returns pid and every live descendant of it, pid first. It

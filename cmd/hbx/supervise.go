@@ -17,13 +17,8 @@ import (
 	"github.com/hermesbox/hbx/upgrade"
 )
 
-// newSuperviseCommand builds `hbx supervise`.
-func newSuperviseCommand(g *globals) *cobra.Command {
-	var hold bool
-	cmd := &cobra.Command{
-		Use:   "supervise",
-		Short: "Run Executor and the configured programs under hbx's supervisor",
-		Long: `Supervise runs the built-in program "executor" (what "hbx run executor"
+// superviseLong is the help text of `hbx supervise`.
+const superviseLong = `Supervise runs the built-in program "executor" (what "hbx run executor"
 runs, from the active release) and the programs configured under
 programs.<name>.* (by default "hermes", the Hermes gateway), with
 supervisord's semantics: priority order, depends_on, autorestart, startsecs,
@@ -65,8 +60,16 @@ restart policy such as "unless-stopped" does not loop; "hbx health"
 fails with that error (check supervisor, from <supervisor.socket>.held;
 a bad configuration fails every hbx command with the same error). TERM,
 INT or QUIT then end it with the error's exit status (2 for a bad
-configuration, else 1): the programs never ran.`,
-		Args: wantArgs(0, 0),
+configuration, else 1): the programs never ran.`
+
+// newSuperviseCommand builds `hbx supervise`.
+func newSuperviseCommand(g *globals) *cobra.Command {
+	var hold bool
+	cmd := &cobra.Command{
+		Use:   "supervise",
+		Short: "Run Executor and the configured programs under hbx's supervisor",
+		Long:  superviseLong,
+		Args:  wantArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			held, startup, err := runSuperviseCommand(cmd, g)
 			if err == nil || !hold || !startup || cmd.Context().Err() != nil || errors.Is(err, context.Canceled) {
