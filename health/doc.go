@@ -17,7 +17,9 @@
 //     exactly the expected tool names ([MCPTools], [CompareTools]);
 //     skipped without a key.
 //   - supervisor: every supervised program is RUNNING; skipped when no
-//     supervisor runs ([Supervisor]).
+//     supervisor runs ([Supervisor]), failed with its error when `hbx
+//     supervise --hold-on-error` holds on a start-up error instead
+//     (internal/box's adapter reads supervisor.ReadHeld).
 //   - release: the active release is the configured one (ReleaseWant's
 //     release.Target, compared by release.Target.Check); with Deep, its
 //     manifest and config re-hash to the recorded digests ([Release]).
@@ -29,6 +31,10 @@
 //     from the pidfile of `hbx run executor`. Exposed to the network
 //     (Options.Network, executor.exposure network), it listens on exactly
 //     the configured address and port and nowhere else ([ListenersExact]).
+//     Open files it may not read (root without CAP_SYS_PTRACE, a
+//     container's default, probing another user's Executor) fail it with
+//     [ErrProcUnreadable], naming the pid and the capability, never as
+//     "listens on nothing".
 //   - data-dir: the data directory exists, is owned by the expected user,
 //     has mode 0700 or stricter and is not a mount point ([DataDir]).
 //

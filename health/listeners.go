@@ -21,6 +21,28 @@ import (
 // other than loopback: 0.0.0.0, ::, or an interface address.
 var ErrNotLoopback = errors.New("listener not on loopback")
 
+// ErrProcUnreadable is wrapped by the error of Listeners and
+// ListenersExact when a process of the tree lists open files whose targets
+// this process may not read (root without CAP_SYS_PTRACE, as in a
+// container by default, and an Executor of another user): its listeners
+// are unknown, not absent.
+var ErrProcUnreadable = errors.New("cannot read a process's open files")
+
+// unreadableError is the error for pid's unreadable open files; it
+// wraps ErrProcUnreadable and err, the failed read.
+type unreadableError struct {
+	pid int
+	err error
+}
+
+// Error names the pid, the failed read and what to do.
+func (e *unreadableError) Error() string {
+	return fmt.Sprintf("cannot read pid %d's open files: %v (seeing another user's sockets takes root with CAP_SYS_PTRACE, or that user; in a container add the capability, e.g. compose cap_add: [SYS_PTRACE])", e.pid, e.err)
+}
+
+// Unwrap returns ErrProcUnreadable and the failed read.
+func (e *unreadableError) Unwrap() []error { return []error{ErrProcUnreadable, e.err} }
+
 // procRoot is where procfs is mounted.
 const procRoot = "/proc"
 
@@ -127,28 +149,8 @@ func processListeners(proc string, pid int) ([]Listener, error) {
 	}
 	owner := map[uint64]int{} // socket inode -> a pid holding it
 	for _, p := range tree {
-		ents, err := os.ReadDir(filepath.Join(proc, strconv.Itoa(p), "fd"))
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p != pid {
-				continue // a descendant that just exited
-			}
-			if errors.Is(err, fs.ErrPermission) {
-				return nil, fmt.Errorf("read the sockets of pid %d: %w (run as root or as the executor's user)", p, err)
-			}
-			return nil, fmt.Errorf("read the sockets of pid %d: %w", p, err)
-		}
-		for _, e := range ents {
-			target, err := os.Readlink(filepath.Join(proc, strconv.Itoa(p), "fd", e.Name()))
-			if err != nil {
-				continue // closed meanwhile
-			}
-			if s, ok := strings.CutPrefix(target, "socket:["); ok {
-				if ino, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64); err == nil {
-					if _, seen := owner[ino]; !seen {
-						owner[ino] = p
-					}
-				}
-			}
+		if err := socketInodes(proc, p, p == pid, owner); err != nil {
+			return nil, err
 		}
 	}
 	var out []Listener
@@ -173,6 +175,43 @@ func processListeners(proc string, pid int) ([]Listener, error) {
 	}
 	slices.SortFunc(out, func(a, b Listener) int { return a.Addr.Compare(b.Addr) })
 	return out, nil
+}
+
+// socketInodes adds the socket inodes among the open files of process p
+// (root: the tree's root, which must exist) to owner, each mapped to the
+// first pid seen holding it.
+func socketInodes(proc string, p int, root bool, owner map[uint64]int) error {
+	ents, err := os.ReadDir(filepath.Join(proc, strconv.Itoa(p), "fd"))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !root {
+			return nil // a descendant that just exited
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("read the sockets of pid %d: %w (run as root or as the executor's user)", p, err)
+		}
+		return fmt.Errorf("read the sockets of pid %d: %w", p, err)
+	}
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join(proc, strconv.Itoa(p), "fd", e.Name()))
+		if errors.Is(err, fs.ErrPermission) {
+			// Listing the fds needs only file permissions, reading
+			// one is ptrace access: root without CAP_SYS_PTRACE
+			// (Docker drops it) sees another user's fds but not what
+			// they are. Seeing no socket there is no proof of none.
+			return &unreadableError{pid: p, err: err}
+		}
+		if err != nil {
+			continue // closed meanwhile
+		}
+		if s, ok := strings.CutPrefix(target, "socket:["); ok {
+			if ino, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64); err == nil {
+				if _, seen := owner[ino]; !seen {
+					owner[ino] = p
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // processTree returns pid and every live descendant of it, pid first. It

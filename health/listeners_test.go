@@ -3,12 +3,17 @@ package health
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -219,4 +224,99 @@ func TestListenersExact(t *testing.T) {
 			t.Fatalf("ListenersExact(%s) = %v, want ErrStrayListener", want, err)
 		}
 	})
+}
+
+// TestListenersUnreadableFds: root without CAP_SYS_PTRACE (a container's
+// default) lists another user's /proc/<pid>/fd but cannot read where the
+// entries point. Listeners then says so and what to do, not that the
+// process listens on nothing. The helper listens as nobody; this test's
+// thread drops CAP_SYS_PTRACE from its effective set (capabilities are
+// per thread) and probes from that thread.
+func TestListenersUnreadableFds(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs a helper as nobody and drops CAP_SYS_PTRACE")
+	}
+	// The test binary, where nobody may run it.
+	dir, err := os.MkdirTemp("", "hbx-listeners-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "health.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "HBXTEST_LISTEN=127.0.0.1:0", "HBXTEST_LISTEN_CHILD=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("listening helper: %v", err)
+	}
+	bound := netip.MustParseAddrPort(strings.TrimSpace(line))
+	pid := cmd.Process.Pid
+
+	// As root with every capability the listener is seen.
+	if _, err := Listeners(pid, bound); err != nil {
+		t.Fatalf("Listeners() as root = %v, want nil", err)
+	}
+	type result struct {
+		lerr, xerr error
+		setup      error
+	}
+	done := make(chan result)
+	go func() {
+		// Never unlocked: the thread with the dropped capability exits
+		// with this goroutine.
+		runtime.LockOSThread()
+		var r result
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			r.setup = err
+			done <- r
+			return
+		}
+		data[0].Effective &^= 1 << unix.CAP_SYS_PTRACE
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			r.setup = err
+			done <- r
+			return
+		}
+		_, r.lerr = Listeners(pid, bound)
+		_, r.xerr = ListenersExact(pid, bound)
+		done <- r
+	}()
+	r := <-done
+	if r.setup != nil {
+		t.Fatalf("drop CAP_SYS_PTRACE: %v", r.setup)
+	}
+	for name, err := range map[string]error{"Listeners": r.lerr, "ListenersExact": r.xerr} {
+		want := fmt.Sprintf("cannot read pid %d's open files: ", pid)
+		if !errors.Is(err, ErrProcUnreadable) || !errors.Is(err, ErrUnhealthy) || !errors.Is(err, os.ErrPermission) ||
+			!strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "CAP_SYS_PTRACE") {
+			t.Errorf("%s() without CAP_SYS_PTRACE = %v, want ErrProcUnreadable containing %q and naming CAP_SYS_PTRACE", name, err, want)
+		}
+	}
+	t.Logf("without CAP_SYS_PTRACE: %v", r.lerr)
 }

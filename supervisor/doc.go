@@ -68,6 +68,10 @@
 //     meaning (a stop signal ends the start, the others are logged and
 //     ignored), so none ends the process while its caller takes locks or
 //     recovers an interrupted change.
+//   - When the start fails instead, HoldOnError keeps the process up (a
+//     container's PID 1: no restart loop), reaping children and ignoring
+//     every signal but the stop ones, with the error in HeldPath(socket)
+//     for ReadHeld (hbx health); a stop signal returns the error.
 //   - At shutdown (the context of Run ends, or Supervisor.Shutdown) every
 //     program is stopped, then every process still reparented to the
 //     supervisor is killed and reaped, the socket is removed, and Run

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -9,14 +12,11 @@ import (
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/supervisor"
 )
 
-// newSuperviseCommand builds `hbx supervise`.
-func newSuperviseCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "supervise",
-		Short: "Run Executor and the configured programs under hbx's supervisor",
-		Long: `Supervise runs the built-in program "executor" (what "hbx run executor"
+// superviseLong is the help text of `hbx supervise`.
+const superviseLong = `Supervise runs the built-in program "executor" (what "hbx run executor"
 runs, from the active release) and the programs configured under
 programs.<name>.* (by default "hermes", the Hermes gateway), with
 supervisord's semantics: priority order, depends_on, autorestart, startsecs,
@@ -49,24 +49,67 @@ processes that left the program's process group (setsid).
 
 Signals: TERM, INT and QUIT stop every program in reverse priority order,
 then exit 0. HUP and USR1 reopen the log files (for logrotate). Every other
-signal that would end a process is logged and ignored.`,
-		Args: cli.Args(0, 0),
-		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, _ *config.Sources) error {
-			// The executor's pin is read again from the configuration at
-			// each start: hbx upgrade and rollback move it while this
-			// supervisor runs.
-			reload := func() (*config.Config, error) {
-				c, _, err := g.loadConfig(cmd)
-				return c, err
+signal that would end a process is logged and ignored.
+
+--hold-on-error (a container's PID 1): when the supervisor cannot start (a
+bad configuration, the data lock held elsewhere, ...) hbx prints its
+one-line error and stays up doing nothing but reaping children, so a
+restart policy such as "unless-stopped" does not loop; "hbx health"
+fails with that error (check supervisor, from <supervisor.socket>.held;
+a bad configuration fails every hbx command with the same error). TERM,
+INT or QUIT then end it with the error's exit status (2 for a bad
+configuration, else 1): the programs never ran.`
+
+// newSuperviseCommand builds `hbx supervise`.
+func newSuperviseCommand(g *globals) *cobra.Command {
+	var hold bool
+	cmd := &cobra.Command{
+		Use:   "supervise",
+		Short: "Run Executor and the configured programs under hbx's supervisor",
+		Long:  superviseLong,
+		Args:  cli.Args(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			held, startup, err := runSuperviseCommand(cmd, g)
+			if err == nil || !hold || !startup || cmd.Context().Err() != nil || errors.Is(err, context.Canceled) {
+				return err
 			}
-			return runSupervise(cmd.Context(), g, cfg, reload)
-		}),
+			fmt.Fprintf(g.stderr, "hbx: %v\n", g.explain(err))
+			return supervisor.HoldOnError(cmd.Context(), g.log, held, err)
+		},
 	}
+	cmd.Flags().BoolVar(&hold, "hold-on-error", false, "when the supervisor cannot start, print the error and stay up until TERM, INT or QUIT (a container's PID 1; hbx health fails with the error)")
+	return cmd
+}
+
+// runSuperviseCommand loads the configuration and runs the supervisor. It
+// returns the error; startup is true when it is a start-up error (the
+// configuration did not load, or the supervisor's Run did not start), and
+// held is then the file for it (supervisor.HeldPath of the socket; "" when
+// the configuration did not load).
+func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup bool, err error) {
+	cfg, _, err := g.loadConfig(cmd)
+	if err != nil {
+		return "", true, err
+	}
+	held = supervisor.HeldPath(cfg.Supervisor.Socket)
+	// A held file left by a hold that was killed is stale.
+	if err := os.Remove(held); err != nil && !errors.Is(err, os.ErrNotExist) {
+		g.log.Warn("remove a stale held start-up error", "path", held, "err", err)
+	}
+	// The executor's pin is read again from the configuration at each
+	// start: hbx upgrade and rollback move it while this supervisor runs.
+	reload := func() (*config.Config, error) {
+		c, _, err := g.loadConfig(cmd)
+		return c, err
+	}
+	ran, err := runSupervise(cmd.Context(), g, cfg, reload)
+	return held, !ran, err
 }
 
 // runSupervise runs the supervisor until a stop signal (box.Supervise),
-// with this command's data lock and restore recovery.
-func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) error {
+// with this command's data lock and restore recovery; ran is true once
+// the supervisor's Run started.
+func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) (ran bool, err error) {
 	return g.box(cfg, nil).Supervise(ctx, box.SuperviseRun{
 		Reload: reload, Env: g.env, StateDir: supervisorStateDir(cfg),
 		LockData: func(ctx context.Context) (*datalock.Lock, error) {

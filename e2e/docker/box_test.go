@@ -35,6 +35,7 @@ type boxOptions struct {
 	config      func(string) string // edits the config file written to the config volume
 	noRegistry  bool                // the executor does not join the registry, and certs.d stays the image's
 	startPeriod string              // HEALTH_START_PERIOD (default 10m)
+	override    string              // a compose file of the box's own (compose.box.yaml, after the registry's)
 }
 
 // newBox writes a box's files (config from deploy/hbx.yaml with the test
@@ -66,6 +67,11 @@ func (s *suite) newBox(t *testing.T, name string, opts boxOptions) *box {
 		mustWrite(t, filepath.Join(etc, "certs.d", registryHost, "ca.crt"), string(s.caPEM), 0o644)
 	}
 
+	own := "services: {}\n"
+	if opts.override != "" {
+		own = opts.override
+	}
+	mustWrite(t, filepath.Join(b.dir, "compose.box.yaml"), own, 0o644)
 	override := "services: {}\n"
 	if !opts.noRegistry {
 		b.regNet = b.name + "-registry"
@@ -150,7 +156,7 @@ func (b *box) compose(args ...string) string {
 func (b *box) composeErr(timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	full := append([]string{"compose", "-f", filepath.Join(b.s.root, "deploy/compose.yaml"), "-f", filepath.Join(b.dir, "compose.test.yaml")}, args...)
+	full := append([]string{"compose", "-f", filepath.Join(b.s.root, "deploy/compose.yaml"), "-f", filepath.Join(b.dir, "compose.test.yaml"), "-f", filepath.Join(b.dir, "compose.box.yaml")}, args...)
 	return run(ctx, b.dir, b.env, full...)
 }
 

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -287,39 +289,77 @@ func TestDockerBox(t *testing.T) {
 	})
 }
 
-// TestDockerBadConfig: hbx exits 2 on a bad config file; the restart
-// policy gives up after 3 restarts and the container stays exited with
-// hbx's one-line error in its log.
+// TestDockerBadConfig: on a bad config file hbx (the image's supervise
+// --hold-on-error) prints its one-line error and stays up: the container
+// keeps running, is never restarted (restart: unless-stopped would loop
+// on an exit), turns unhealthy, and docker inspect's health output and
+// compose logs show that line; hbx as PID 1 still reaps orphans.
 func TestDockerBadConfig(t *testing.T) {
 	s := requireDocker(t)
-	b := s.newBox(t, "bad", boxOptions{config: func(c string) string {
-		return strings.Replace(c, "  port: 4788\n", "  port: 0\n", 1)
-	}})
+	b := s.newBox(t, "bad", boxOptions{startPeriod: "5s", config: badPort})
 	b.compose("up", "-d", "executor")
-	deadline := time.Now().Add(2 * time.Minute)
+	line := b.waitHeld(1, 1)
+	t.Logf("hbx's error in compose logs and the health output: %s", line)
+	b.exec("executor", "sh", "-c", "sleep 1 & exit 0")
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Contains(b.exec("executor", "sh", "-c", "cat /proc/[0-9]*/stat 2>/dev/null"), "(sleep)") {
+		if time.Now().After(deadline) {
+			t.Fatal("the orphaned sleep is still in the process table after 30s (the holding hbx did not reap it)")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	b.noZombies("after an orphan exited under the holding hbx")
+	// docker stop: the hold ends at once with the error's status.
+	start := time.Now()
+	b.compose("stop", "executor")
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("compose stop of the holding hbx took %v, want well under the 45s grace period", took)
+	}
+	if got := b.inspect("executor", "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}"); got != "exited 2 0" {
+		t.Errorf("executor after compose stop: %s, want exited 2 0 (the invalid configuration's status, never restarted)", got)
+	}
+}
+
+// badPort makes the config file invalid: executor.port 0.
+func badPort(c string) string { return strings.Replace(c, "  port: 4788\n", "  port: 0\n", 1) }
+
+// waitHeld waits until the executor of a box with a bad config is
+// unhealthy, checks that its container runs (never restarted, in its first
+// run: starts 1) and that compose logs hold hbx's one-line error lines
+// times (once per start, once more at each exit) and the last health
+// output that same line; it returns the line.
+func (b *box) waitHeld(starts, lines int) string {
+	b.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	var h healthLog
 	for {
-		if got := b.inspect("executor", "{{.State.Status}} {{.RestartCount}}"); got == "exited 3" {
+		h = b.health()
+		if h.Status == "unhealthy" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("executor: %s, want exited after 3 restarts", b.inspect("executor", "{{.State.Status}} {{.RestartCount}}"))
+			b.t.Fatalf("executor health %q within 3m, want unhealthy: %+v", h.Status, h)
 		}
 		time.Sleep(time.Second)
 	}
-	if code := b.inspect("executor", "{{.State.ExitCode}}"); code != "2" {
-		t.Errorf("exit code = %s, want 2 (invalid configuration)", code)
+	if got := b.inspect("executor", "{{.State.Status}}"); got != "running" {
+		b.t.Errorf("executor container: %s, want running (hbx holds on its error)", got)
 	}
-	time.Sleep(3 * time.Second) // the restart policy would have acted by now
-	if got := b.inspect("executor", "{{.State.Status}} {{.RestartCount}}"); got != "exited 3" {
-		t.Errorf("executor after giving up: %s, want still exited 3", got)
+	if got := b.inspect("executor", "{{.RestartCount}}"); starts == 1 && got != "0" {
+		b.t.Errorf("executor container restarted %s times, want 0 (hbx holds on its error)", got)
 	}
 	logs := b.logs()
 	re := regexp.MustCompile(`(?m)^\S+\s+\|\s+(hbx: .*executor\.port.*)$`)
 	m := re.FindAllStringSubmatch(logs, -1)
-	if len(m) != 4 {
-		t.Fatalf("compose logs: %d lines naming executor.port, want 4 (one per start):\n%s", len(m), logs)
+	if len(m) != lines {
+		b.t.Fatalf("compose logs: %d lines naming executor.port, want %d:\n%s", len(m), lines, logs)
 	}
-	t.Logf("hbx's error in compose logs: %s", m[0][1])
+	line := strings.TrimSpace(m[0][1])
+	last := h.Log[len(h.Log)-1]
+	if last.ExitCode == 0 || !strings.Contains(last.Output, line) {
+		b.t.Errorf("docker inspect's last health output (exit %d) does not hold hbx's line %q:\n%s", last.ExitCode, line, last.Output)
+	}
+	return line
 }
 
 // TestDockerUnreachableRegistry: with no route to the registry, hbx stays up
@@ -421,3 +461,133 @@ func networks(t *testing.T, b *box) map[string]string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestDockerEngineRestart: dockerd stopped (SIGTERM, as at a host
+// shutdown; no `docker stop`, which would count as stopped by the
+// operator) and started again by scripts/dockerdeps.sh: a healthy box comes
+// back healthy with its agent (restart: unless-stopped; hbx exited 0 on
+// the daemon's SIGTERM), and a box holding on a bad config comes back
+// holding on it, unhealthy with its error. A real daemon restart, not
+// `docker restart`: only the daemon's own restore applies the restart
+// policy to containers that stopped with it.
+func TestDockerEngineRestart(t *testing.T) {
+	s := requireDocker(t)
+	a := s.newBox(t, "reboot", boxOptions{})
+	a.upWait()
+	bad := s.newBox(t, "rebootbad", boxOptions{startPeriod: "5s", config: badPort})
+	bad.compose("up", "-d", "executor")
+	bad.waitHeld(1, 1)
+	before := map[string]string{}
+	for _, b := range []*box{a, bad} {
+		before[b.name] = b.inspect("executor", "{{.State.StartedAt}}")
+	}
+
+	restarted := s.restartEngine(t)
+	t.Logf("dockerd stopped and started again in %v", restarted.Round(time.Millisecond))
+
+	since := time.Now()
+	for _, b := range []*box{a, bad} {
+		deadline := time.Now().Add(3 * time.Minute)
+		for b.inspect("executor", "{{.State.Status}} {{.State.StartedAt}}") == "running "+before[b.name] ||
+			!strings.HasPrefix(b.inspect("executor", "{{.State.Status}}"), "running") {
+			if time.Now().After(deadline) {
+				t.Fatalf("executor of %s not started again within 3m of the engine's restart: %s", b.project,
+					b.inspect("executor", "{{.State.Status}} {{.State.ExitCode}} {{.State.StartedAt}}"))
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	end := a.waitHealthySince(since, 4*time.Minute)
+	t.Logf("healthy box back healthy %v after the engine came up", end.Sub(since).Round(time.Millisecond))
+	if got := a.inspect("agent", "{{.State.Status}}"); got != "running" {
+		t.Errorf("agent of %s after the engine's restart: %s, want running", a.project, got)
+	}
+	if code, body := a.hostGet("/api/health"); code != 200 {
+		t.Errorf("GET /api/health on the published port after the engine's restart = %d %s", code, body)
+	}
+	a.noZombies("after the engine's restart")
+	// Held again: a line at the hold, one at its exit, one at the new hold.
+	bad.waitHeld(2, 3)
+}
+
+// restartEngine stops this suite's dockerd with SIGTERM (its pidfile is
+// beside the socket of DOCKER_HOST, see scripts/dockerdeps.sh), waits for
+// it to exit, starts it again with scripts/dockerdeps.sh and starts the
+// registry container again (it has no restart policy). It returns how
+// long that took.
+func (s *suite) restartEngine(t *testing.T) time.Duration {
+	t.Helper()
+	start := time.Now()
+	sock := strings.TrimPrefix(os.Getenv("DOCKER_HOST"), "unix://")
+	pidfile := filepath.Join(filepath.Dir(sock), "dockerd.pid")
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatalf("dockerd's pidfile: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("dockerd's pidfile %s: %v", pidfile, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatalf("stop dockerd %d: %v", pid, err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("dockerd %d still running 3m after SIGTERM", pid)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cmd := exec.Command(filepath.Join(s.root, "scripts/dockerdeps.sh"))
+	cmd.Dir = s.root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("start dockerd again: %v\n%s", err, out)
+	}
+	if _, err := run(context.Background(), "", nil, "start", s.regName); err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// TestDockerNoPtrace: without CAP_SYS_PTRACE (cap_add reset) hbx, root,
+// cannot read the open files of Executor, which runs as the user
+// executor: readiness and the listeners check say so and name the
+// capability, never "listens on nothing".
+func TestDockerNoPtrace(t *testing.T) {
+	s := requireDocker(t)
+	b := s.newBox(t, "noptrace", boxOptions{startPeriod: "5s", override: "services:\n  executor:\n    cap_add: !reset []\n"})
+	if got := b.inspect("executor", "{{.HostConfig.CapAdd}}"); strings.Contains(got, "PTRACE") {
+		t.Fatalf("executor's cap_add = %s, want no SYS_PTRACE", got)
+	}
+	b.compose("up", "-d", "executor")
+	deadline := time.Now().Add(4 * time.Minute)
+	want := "open files: "
+	var out string
+	for {
+		out, _ = b.execErr("executor", "hbx", "health", "--only", "listeners")
+		if strings.Contains(out, "cannot read pid ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hbx health --only listeners did not say it cannot read Executor's open files within 4m:\n%s", out)
+		}
+		time.Sleep(time.Second)
+	}
+	if !strings.Contains(out, want) || !strings.Contains(out, "permission denied") || !strings.Contains(out, "CAP_SYS_PTRACE") || strings.Contains(out, "listens on nothing") {
+		t.Errorf("hbx health --only listeners:\n%s\nwant it to say it cannot read the open files (permission denied) and name CAP_SYS_PTRACE", out)
+	}
+	t.Logf("listeners without CAP_SYS_PTRACE: %s", strings.TrimSpace(out))
+	// Readiness says the same: the healthcheck's supervisor line.
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		h := b.health()
+		if n := len(h.Log); n > 0 && strings.Contains(h.Log[n-1].Output, "cannot read pid ") && strings.Contains(h.Log[n-1].Output, "CAP_SYS_PTRACE") {
+			t.Logf("health output: %s", h.Log[n-1].Output)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("docker inspect's health output never named the unreadable open files: %+v", h)
+		}
+		time.Sleep(time.Second)
+	}
+}

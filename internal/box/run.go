@@ -37,8 +37,9 @@ type SuperviseRun struct {
 // executor's processes inherit it), claim the supervisor's own locks
 // (state directory and socket, so a second hbx supervise changes nothing),
 // recover an interrupted restore and upgrade, start the change watch,
-// then run. Errors are prefixed "supervise: ".
-func (b Box) Supervise(ctx context.Context, r SuperviseRun) error {
+// then run. Errors are prefixed "supervise: "; ran is true once the
+// supervisor's Run started (its error is then no start-up error).
+func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error) {
 	// Before the supervisor runs (the data lock, leftovers of a dead
 	// supervisor, recovery of an interrupted restore or upgrade), the
 	// signals that would end hbx mean what they mean to a running
@@ -51,27 +52,27 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) error {
 	opts.HandleSignals = true
 	// Check the programs before the lock creates anything.
 	if _, err := supervisor.New(opts); err != nil {
-		return fmt.Errorf("supervise: %w", err)
+		return false, fmt.Errorf("supervise: %w", err)
 	}
 	release, err := lockExecutorData(ctx, r.LockData, opts.Programs)
 	if err != nil {
-		return fmt.Errorf("supervise: %w", err)
+		return false, fmt.Errorf("supervise: %w", err)
 	}
 	defer release()
 	s, err := supervisor.New(opts)
 	if err != nil {
-		return fmt.Errorf("supervise: %w", err)
+		return false, fmt.Errorf("supervise: %w", err)
 	}
 	// The supervisor's own locks (state directory and socket) before any
 	// recovery: a second hbx supervise changes nothing, also when no
 	// executor program holds the data lock.
 	if err := s.Claim(); err != nil {
-		return fmt.Errorf("supervise: %w", err)
+		return false, fmt.Errorf("supervise: %w", err)
 	}
 	r.RecoverRestore(ctx)
 	b.RecoverUpgrade(ctx, false)
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("supervise: stopped before any program started: %w", err)
+		return false, fmt.Errorf("supervise: stopped before any program started: %w", err)
 	}
 	// While it runs, a release change or restore whose command dies is
 	// undone through it, not left serving unconfirmed. A recovery it runs
@@ -82,9 +83,9 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) error {
 	go b.ChangeWatch(r.Reload).Run(wctx)
 	early.Quiet() // Run handles every signal from here on
 	if err := s.Run(ctx); err != nil {
-		return fmt.Errorf("supervise: %w", err)
+		return true, fmt.Errorf("supervise: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // lockExecutorData takes the data directory's lock with lock when
