@@ -67,11 +67,12 @@ signal that would end a process is logged and ignored.`,
 // runSupervise runs the supervisor until a stop signal (box.Supervise),
 // with this command's data lock and restore recovery.
 func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) error {
-	return g.box(cfg, nil).Supervise(ctx, box.SuperviseRun{
-		Reload: reload, Env: g.env, StateDir: supervisorStateDir(cfg),
+	b := g.box(cfg, nil)
+	return b.Supervise(ctx, box.SuperviseRun{
+		Reload: reload, Env: g.env, StateDir: box.SupervisorStateDir(cfg),
 		LockData: func(ctx context.Context) (*datalock.Lock, error) {
-			return lockData(ctx, g, cfg, "hbx supervise", true)
+			return box.LockData(ctx, cfg, g.log, "hbx supervise", true)
 		},
-		RecoverRestore: func(ctx context.Context) { recoverRestore(ctx, g, cfg) },
+		RecoverRestore: b.RecoverInterruptedRestore,
 	})
 }
