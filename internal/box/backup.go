@@ -87,7 +87,7 @@ func (o *BackupOutcome) WriteJSON(w io.Writer) error {
 func (o *BackupOutcome) Text() string {
 	res := o.Result
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n  %s, %d files (%s of data), %s, verified", res.Path, units.Bytes(res.Size), res.Files, units.Bytes(res.Bytes), res.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%s\n  %s, %s (%s of data), %s, verified", res.Path, units.Bytes(res.Size), count(res.Files, "file", "files"), units.Bytes(res.Bytes), res.Duration.Round(time.Millisecond))
 	if !res.Encrypted {
 		b.WriteString(", NOT encrypted")
 	}
@@ -165,7 +165,7 @@ func (o *RestoreOutcome) WriteJSON(w io.Writer) error {
 func (o *RestoreOutcome) Text() string {
 	res := o.RestoreResult
 	var b strings.Builder
-	fmt.Fprintf(&b, "restored %s: %d files (%s) in %s\n", o.Archive, res.Files, units.Bytes(res.Bytes), res.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "restored %s: %s (%s) in %s\n", o.Archive, count(res.Files, "file", "files"), units.Bytes(res.Bytes), res.Duration.Round(time.Millisecond))
 	for _, t := range slices.Sorted(maps.Keys(res.Restored)) {
 		if old := res.Restored[t]; old != "" {
 			fmt.Fprintf(&b, "  %s replaced; the previous content is in %s\n", t, old)
@@ -276,7 +276,7 @@ func (v *Verified) Text() string {
 	if res.Manifest == nil {
 		what = "no manifest"
 	}
-	fmt.Fprintf(&b, "ok: %s: %d entries, %d files (%s), %s\n", res.Path, res.Entries, res.Files, units.Bytes(res.Bytes), what)
+	fmt.Fprintf(&b, "ok: %s: %s, %s (%s), %s\n", res.Path, count(res.Entries, "entry", "entries"), count(res.Files, "file", "files"), units.Bytes(res.Bytes), what)
 	for _, u := range res.Unchecked {
 		fmt.Fprintf(&b, "  not checked: %s\n", u)
 	}
@@ -306,6 +306,15 @@ func (p *JSONProgress) Event(e backup.Event) {
 		Time time.Time `json:"time"`
 		backup.Event
 	}{time.Now().UTC(), e})
+}
+
+// count is n and the noun for n: one when n is 1, many otherwise ("1
+// file", "2 files").
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func joinOr(s []string, empty string) string {
