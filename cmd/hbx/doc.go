@@ -8,12 +8,14 @@
 // its help. The rules every command shares (usage errors, argument
 // checks, "did you mean", the --log-level logger) are internal/cli's;
 // each result is rendered by the package that owns it (supervisor.Table,
-// health.Report.Text, upgrade.Result.Text, progress.ResultText), and
-// this package picks text or JSON. What the configuration means to each
-// domain package (their options) and the adapters between them live in
-// internal/box; this
-// package gives the box its hooks (boxhooks.go: the supervisor's
-// services, the passphrase, the data lock) and calls it. Loading the
+// health.Report.Text, upgrade.Result.Text, progress.ResultText, the
+// backup side's box.BackupOutcome, RestoreOutcome, BackupListing and
+// Verified), and this package picks text or JSON. What the configuration
+// means to each domain package (their options) and the adapters between
+// them (the supervisor's services, the data lock, the restore's runtime
+// and pin) live in internal/box; this package gives the box the one thing
+// that needs the terminal, the passphrase prompt (root.go's g.box,
+// backup.go's openTTY), and calls it. Loading the
 // configuration also refuses, as invalid configuration, the paths it names
 // (and hbx's own directory) when a user other than root could replace them
 // (trust.go, internal/pathtrust).

@@ -72,7 +72,7 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 	if _, set := os.LookupEnv("GOGC"); !set {
 		defer debug.SetGCPercent(debug.SetGCPercent(installGCPercent))
 	}
-	opts, err := installerOptions(g, cfg)
+	opts, err := box.InstallerOptions(cfg, g.log)
 	if err != nil {
 		return err
 	}
@@ -150,9 +150,4 @@ func (out *installOutput) print(res *box.InstallOutcome) error {
 	}
 	_, _ = io.WriteString(out.g.stdout, progress.ResultText(image, res.Result, out.o.verify))
 	return nil
-}
-
-// installerOptions is box.InstallerOptions logging to g.log.
-func installerOptions(g *globals, cfg *config.Config) (installer.Options, error) {
-	return box.InstallerOptions(cfg, g.log)
 }

@@ -2,22 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strings"
-	"time"
 
-	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/backup"
-	"github.com/hermesbox/hbx/internal/account"
+	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/internal/units"
-	"github.com/hermesbox/hbx/supervisor"
 )
 
 // restoreOptions are the flags of `hbx restore`.
@@ -63,7 +54,7 @@ against a manifest, and the output says so).
 A journal (<data_dir>.restore.json) records each step before it happens,
 so a restore that was killed is finished or undone (pin, data and runtime)
 by the next hbx restore, hbx backup or hbx supervise. --json prints one JSON line per step and the result.`,
-		Args: wantArgs(1, 1),
+		Args: cli.Args(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {
@@ -77,134 +68,19 @@ by the next hbx restore, hbx backup or hbx supervise. --json prints one JSON lin
 	return cmd
 }
 
-// runRestore restores archive and prints what happened.
+// runRestore restores archive (box.Box.Restore) and prints what happened.
 func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, archive string, o restoreOptions) error {
-	owner, err := lookupOwner(cfg.Executor.User)
+	r := box.RestoreRequest{Archive: archive, DataOnly: o.dataOnly}
+	if o.json {
+		r.Progress = box.NewJSONProgress(g.stdout)
+	}
+	res, err := g.box(cfg, srcs).Restore(ctx, r)
 	if err != nil {
 		return err
 	}
-	opts := backup.ConfiguredRestoreOptions(cfg, archive)
-	opts.Passphrase, opts.DataOnly, opts.Owner, opts.Logger = passphrase(cfg, false), o.dataOnly, owner, g.log
-	opts.Runtime, opts.Config = installRuntime{g: g, cfg: cfg}, restorePinner{g: g, cfg: cfg, srcs: srcs}
-	svc, release, err := holdData(ctx, g, cfg, "hbx restore")
-	defer release()
-	if err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	if svc != nil {
-		opts.Services = svc
-	}
 	if o.json {
-		opts.Progress = newBackupJSONProgress(g.stdout)
+		return res.WriteJSON(g.stdout)
 	}
-	res, err := backup.Restore(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("restore %s: %w", archive, err)
-	}
-	if o.json {
-		return json.NewEncoder(g.stdout).Encode(struct {
-			Event string `json:"event"`
-			*backup.RestoreResult
-			DurationMS int64 `json:"duration_ms"`
-		}{"result", res, res.Duration.Milliseconds()})
-	}
-	return printRestore(g.stdout, archive, g.configPath, res)
-}
-
-// printRestore prints what a restore of archive did; configPath is the
-// config file a pin was written to.
-func printRestore(w io.Writer, archive, configPath string, res *backup.RestoreResult) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "restored %s: %d files (%s) in %s\n", archive, res.Files, units.Bytes(res.Bytes), res.Duration.Round(time.Millisecond))
-	for _, t := range slices.Sorted(maps.Keys(res.Restored)) {
-		if old := res.Restored[t]; old != "" {
-			fmt.Fprintf(&b, "  %s replaced; the previous content is in %s\n", t, old)
-		} else {
-			fmt.Fprintf(&b, "  %s restored\n", t)
-		}
-	}
-	if res.RuntimeChanged {
-		b.WriteString("  installed the runtime the archive was written by\n")
-	}
-	if res.Pinned != "" {
-		fmt.Fprintf(&b, "  pinned %s in %s (it named %s)\n", res.Pinned, configPath, res.PinnedOver)
-	}
-	if res.Healthy {
-		b.WriteString("  services running and healthy\n")
-	}
-	if res.Recovered != "" {
-		fmt.Fprintf(&b, "  first %s\n", res.Recovered)
-	}
-	for _, n := range res.Notes {
-		fmt.Fprintf(&b, "  note: %s\n", n)
-	}
-	_, err := io.WriteString(w, b.String())
+	_, err = io.WriteString(g.stdout, res.Text())
 	return err
-}
-
-// lookupOwner resolves executor.user to a numeric owner.
-func lookupOwner(name string) (backup.Owner, error) {
-	uid, gid, err := account.IDs(name)
-	if err != nil {
-		return backup.Owner{}, fmt.Errorf("%w: executor.user: %w", config.ErrInvalid, err)
-	}
-	return backup.Owner{UID: uid, GID: gid}, nil
-}
-
-// recoverRestore finishes or undoes an interrupted restore before `hbx
-// supervise` starts the programs. With a supervisor already answering (this
-// one is about to refuse to start), it does nothing.
-func recoverRestore(ctx context.Context, g *globals, cfg *config.Config) {
-	if _, err := supervisor.Dial(ctx, cfg.Supervisor.Socket); err == nil {
-		return
-	}
-	msg, err := backup.Recover(ctx, recoverOptions(g, cfg, nil, nil))
-	switch {
-	case err != nil:
-		g.log.Error("an interrupted restore could not be recovered; starting the programs anyway", "err", err)
-	case msg != "":
-		g.log.Warn("interrupted restore recovered", "what", msg)
-	}
-}
-
-// recoverOptions are backup.Recover's options for cfg (srcs: nil when not
-// known; svc: the running supervisor, nil when none runs).
-func recoverOptions(g *globals, cfg *config.Config, srcs *config.Sources, svc *supervisorServices) backup.RecoverOptions {
-	opts := backup.RecoverOptions{
-		DataDir:    cfg.Executor.DataDir,
-		RuntimeDir: cfg.Executor.RuntimeDir,
-		Runtime:    installRuntime{g: g, cfg: cfg},
-		Config:     restorePinner{g: g, cfg: cfg, srcs: srcs},
-		Logger:     g.log,
-	}
-	if svc != nil {
-		opts.Services = svc
-	}
-	return opts
-}
-
-// restorePinner is backup.Config over the --config file
-// (backup.ConfigFile).
-type restorePinner struct {
-	g    *globals
-	cfg  *config.Config
-	srcs *config.Sources // nil: not known (recovery)
-}
-
-func (p restorePinner) file() backup.ConfigFile {
-	return backup.ConfigFile{Path: p.g.configPath, Config: p.cfg, Sources: p.srcs}
-}
-
-func (p restorePinner) Pinned() (string, digest.Digest, error)  { return p.file().Pinned() }
-func (p restorePinner) CanPin() error                           { return p.file().CanPin() }
-func (p restorePinner) Pin(image string, m digest.Digest) error { return p.file().Pin(image, m) }
-
-// recoverRestoreFor undoes or finishes an interrupted restore before an
-// upgrade or rollback (svc: the running supervisor, nil when none runs).
-// What it did is logged.
-func recoverRestoreFor(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, svc *supervisorServices) error {
-	if _, err := backup.Recover(ctx, recoverOptions(g, cfg, srcs, svc)); err != nil {
-		return fmt.Errorf("recover an interrupted restore: %w", err)
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
@@ -119,12 +120,11 @@ defaults. "hbx config show" prints every effective value and its source.
 	return root
 }
 
-// wantArgs and noArgs are cli.Args and cli.NoArgs under the names
-// backup.go and restore.go call them by.
-var (
-	wantArgs = cli.Args
-	noArgs   = cli.NoArgs
-)
+// box is cfg's box (srcs: where its values came from, nil when not
+// known), asking for a backup passphrase on the controlling terminal.
+func (g *globals) box(cfg *config.Config, srcs *config.Sources) box.Box {
+	return box.New(cfg, srcs, g.configPath, g.log, openTTY)
+}
 
 // configured is the RunE of a command that needs the configuration: it
 // loads it for cmd (loadConfig) and calls run with it.

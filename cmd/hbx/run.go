@@ -32,7 +32,7 @@ holds it.`,
 			// One writer per data directory: refuse beside a supervisor or
 			// another run, before anything starts; stop what a dead owner
 			// left. The payload inherits the lock.
-			dl, err := lockData(cmd.Context(), g, cfg, "hbx run executor", true)
+			dl, err := box.LockData(cmd.Context(), cfg, g.log, "hbx run executor", true)
 			if err != nil {
 				return fmt.Errorf("run executor: %w", err)
 			}

@@ -51,14 +51,10 @@ Signals: TERM, INT and QUIT stop every program in reverse priority order,
 then exit 0. HUP and USR1 reopen the log files (for logrotate). Every other
 signal that would end a process is logged and ignored.
 
---hold-on-error (a container's PID 1): when the supervisor cannot start (a
-bad configuration, the data lock held elsewhere, ...) hbx prints its
-one-line error and stays up doing nothing but reaping children, so a
-restart policy such as "unless-stopped" does not loop; "hbx health"
-fails with that error (check supervisor, from <supervisor.socket>.held;
-a bad configuration fails every hbx command with the same error). TERM,
-INT or QUIT then end it with the error's exit status (2 for a bad
-configuration, else 1): the programs never ran.`
+--hold-on-error (a container's PID 1): a start-up error (bad configuration,
+data lock held elsewhere, ...) is printed, then hbx only reaps children until
+TERM, INT or QUIT end it with the error's status (2 or 1), so "unless-stopped"
+never loops; "hbx health" fails with it (<supervisor.socket>.held).`
 
 // newSuperviseCommand builds `hbx supervise`.
 func newSuperviseCommand(g *globals) *cobra.Command {
@@ -110,11 +106,12 @@ func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup b
 // with this command's data lock and restore recovery; ran is true once
 // the supervisor's Run started.
 func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) (ran bool, err error) {
-	return g.box(cfg, nil).Supervise(ctx, box.SuperviseRun{
-		Reload: reload, Env: g.env, StateDir: supervisorStateDir(cfg),
+	b := g.box(cfg, nil)
+	return b.Supervise(ctx, box.SuperviseRun{
+		Reload: reload, Env: g.env, StateDir: box.SupervisorStateDir(cfg),
 		LockData: func(ctx context.Context) (*datalock.Lock, error) {
-			return lockData(ctx, g, cfg, "hbx supervise", true)
+			return box.LockData(ctx, cfg, g.log, "hbx supervise", true)
 		},
-		RecoverRestore: func(ctx context.Context) { recoverRestore(ctx, g, cfg) },
+		RecoverRestore: b.RecoverInterruptedRestore,
 	})
 }

@@ -45,15 +45,18 @@ type Supervised interface {
 	SetProbe(p supervisor.Probe) supervisor.Probe
 }
 
-// Hooks are what the command layer gives the box: the supervisor's
-// services, the backup passphrase, the data lock and the restore's
-// pieces. Every hook takes the configuration it acts on.
+// Hooks are the box's seams: the terminal the command layer gives it
+// for a passphrase prompt, and the supervisor's services, the data lock
+// and the restore's pieces, which New fills with the box's own (a test
+// may replace them). Every hook but Terminal takes the configuration it
+// acts on.
 type Hooks struct {
+	// Terminal opens the controlling terminal to ask for the backup
+	// passphrase when backup.passphrase_file is not set.
+	Terminal func() (backup.Terminal, func(), error)
 	// Dial returns the supervisor on cfg's socket, nil (and no error)
 	// when none runs.
 	Dial func(ctx context.Context, cfg *config.Config) (Supervised, error)
-	// Passphrase reads backup.passphrase_file (or asks).
-	Passphrase func(cfg *config.Config) ([]byte, error)
 	// Owner looks up the user that owns restored data.
 	Owner func(user string) (backup.Owner, error)
 	// LockUnsupervised takes the data directory's lock as command when no
@@ -150,7 +153,7 @@ func (b Box) Upgrade(ctx context.Context, t upgrade.Target, tools []string, step
 	if err := t.WithTools(b.ConfigPath, tools); err != nil {
 		return nil, err
 	}
-	pass, err := b.Passphrase(b.Config)
+	pass, err := b.passphrase(false)()
 	if err != nil {
 		return nil, fmt.Errorf("pre-upgrade backup: %w", err)
 	}
@@ -329,7 +332,7 @@ func (d *Data) passphrase() ([]byte, error) {
 	if d.pass != nil {
 		return d.pass, nil
 	}
-	p, err := d.box.Passphrase(d.box.Config)
+	p, err := d.box.passphrase(false)()
 	if err != nil {
 		return nil, err
 	}

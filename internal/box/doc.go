@@ -15,16 +15,22 @@
 // (Box.Supervise: programs checked, data lock, the supervisor's own
 // locks, recovery, change watch, run), and checks program and check
 // names against what the supervisor and health know (CheckSupervised,
-// CheckHealthNames).
+// CheckHealthNames). The backup side is here too: Box.Backup,
+// Box.Restore, Box.BackupList and Box.Verify compose package backup with
+// the supervisor's services over its socket (DialServices), the data
+// lock (LockData; without a supervisor, a backup or restore takes it),
+// the installer for an archive's release and the config file's pin, and
+// render their results (Text, WriteJSON); Box.RecoverInterruptedRestore
+// is hbx supervise's restore recovery.
 //
 // It is the one package besides cmd/ and e2e/ allowed to import several
 // verb packages (internal/boundary's test names it); no verb package and
 // no other shared layer imports it. It prints nothing on its own (Status
 // writes its one note to the writer it is given; StatusReport.Text
-// returns the text), reads no flags and parses no command line: cmd/hbx does that, gives it Hooks for what
-// belongs to the command layer (dialing the supervisor's services, the
-// backup passphrase, the data lock without a supervisor, the restore's
-// runtime and pin) and calls it.
+// returns the text), reads no flags and parses no command line: cmd/hbx does that, builds
+// the box with New (giving it the terminal for the passphrase prompt, the
+// one hook of the command layer; New fills the other Hooks with the box's
+// own, which tests replace) and calls it.
 //
 // Guarantees: the options it returns are the configuration's values (the
 // image digest and platform pin of executor.image and

@@ -51,7 +51,7 @@ func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSuper
 // no supervisor runs) unless the caller is the supervisor.
 func (b Box) switchInstall(ctx context.Context, opts installer.Options, inSupervisor bool, step func(string)) (*InstallOutcome, error) {
 	cfg := b.Config
-	pass, err := b.Passphrase(cfg)
+	pass, err := b.passphrase(false)()
 	if err != nil {
 		return nil, fmt.Errorf("pre-change backup: %w", err)
 	}
