@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 func TestParseNetTCP(t *testing.T) {
@@ -234,7 +236,7 @@ func TestListenersExact(t *testing.T) {
 // per thread) and probes from that thread.
 func TestListenersUnreadableFds(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: runs a helper as nobody and drops CAP_SYS_PTRACE")
+		testenv.Missing(t, "needs root: runs a helper as nobody and drops CAP_SYS_PTRACE")
 	}
 	// The test binary, where nobody may run it.
 	dir, err := os.MkdirTemp("", "hbx-listeners-")
