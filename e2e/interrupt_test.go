@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -158,6 +159,8 @@ func staleEntries(t *testing.T, runtimeDir string) []string {
 	for _, e := range ents {
 		switch e.Name() {
 		case "current", "previous", "releases", "hbx.lock":
+		case "blobs": // the blob store (install.keep_blobs): whole, verified blobs only
+			stale = append(stale, staleBlobs(t, filepath.Join(runtimeDir, "blobs"))...)
 		default:
 			stale = append(stale, e.Name())
 		}
@@ -172,6 +175,32 @@ func staleEntries(t *testing.T, runtimeDir string) []string {
 	for _, r := range rels {
 		if !keep[r.Name()] {
 			stale = append(stale, "releases/"+r.Name())
+		}
+	}
+	return stale
+}
+
+// staleBlobs lists what the blob store dir holds besides blobs/sha256/<hex>
+// files whose content hashes to their name: a partial download or a
+// temporary file left by a killed install is stale.
+func staleBlobs(t *testing.T, dir string) []string {
+	t.Helper()
+	var stale []string
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != "sha256" || !e.IsDir() {
+			stale = append(stale, "blobs/"+e.Name())
+		}
+	}
+	blobs, _ := os.ReadDir(filepath.Join(dir, "sha256"))
+	for _, e := range blobs {
+		p := filepath.Join(dir, "sha256", e.Name())
+		b, err := os.ReadFile(p)
+		if err != nil || !e.Type().IsRegular() || fmt.Sprintf("%x", sha256.Sum256(b)) != e.Name() {
+			stale = append(stale, "blobs/sha256/"+e.Name())
 		}
 	}
 	return stale
