@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/procscan"
 	"github.com/hermesbox/hbx/internal/regfile"
 )
@@ -28,7 +29,8 @@ func HeldPath(socket string) string { return socket + ".held" }
 // directory created 0755; held "" writes nothing), makes the process a
 // child subreaper and reaps every child on SIGCHLD, logs and ignores the
 // signals of Signals that do not stop, and returns cause once a
-// SignalStop signal arrives or ctx ends, removing held first. Failing to
+// SignalStop signal arrives or ctx ends, removing held first (when it
+// still names this process). Failing to
 // write held is logged, not fatal.
 func HoldOnError(ctx context.Context, log *slog.Logger, held string, cause error) error {
 	sigs := make([]os.Signal, 0, len(Signals)+1)
@@ -45,7 +47,7 @@ func HoldOnError(ctx context.Context, log *slog.Logger, held string, cause error
 		if err := writeHeld(held, cause); err != nil {
 			log.Warn("hold: write the start-up error for hbx health", "path", held, "err", err)
 		} else {
-			defer os.Remove(held)
+			defer removeHeld(held)
 		}
 	}
 	log.Info("hold: the supervisor did not start; staying up with its error until TERM, INT or QUIT", "pid", os.Getpid())
@@ -83,17 +85,22 @@ func reapAll() {
 	}
 }
 
-// writeHeld writes the held file: this pid, then cause on one line.
+// writeHeld durably writes the held file: this pid, then cause on one
+// line.
 func writeHeld(path string, cause error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	msg := strings.ReplaceAll(cause.Error(), "\n", " ")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())+"\n"+msg+"\n"), 0o600); err != nil {
-		return err
+	return atomicfile.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"+msg+"\n"), 0o600)
+}
+
+// removeHeld removes the held file when it still names this process: a
+// second hbx supervise on the same socket may have written its own since.
+func removeHeld(path string) {
+	if _, pid, ok, _ := ReadHeld(path); ok && pid == os.Getpid() {
+		_ = os.Remove(path)
 	}
-	return os.Rename(tmp, path)
 }
 
 // ReadHeld returns the start-up error that a live process holds on (see

@@ -46,3 +46,28 @@ func TestReadHeld(t *testing.T) {
 		t.Fatal("ReadHeld of a malformed file: no error")
 	}
 }
+
+// TestRemoveHeld: a hold removes the held file only while it names this
+// process, never one a second hbx supervise wrote since.
+func TestRemoveHeld(t *testing.T) {
+	path := HeldPath(filepath.Join(t.TempDir(), "hbx.sock"))
+	other := exec.Command("sleep", "30")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	if err := os.WriteFile(path, []byte(strconv.Itoa(other.Process.Pid)+"\nits error\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removeHeld(path)
+	if _, pid, ok, _ := ReadHeld(path); !ok || pid != other.Process.Pid {
+		t.Fatalf("removeHeld removed (or spoilt) another live process's held file: ok %v pid %d", ok, pid)
+	}
+	if err := writeHeld(path, errors.New("mine")); err != nil {
+		t.Fatal(err)
+	}
+	removeHeld(path)
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("removeHeld left this process's held file: %v", err)
+	}
+}
