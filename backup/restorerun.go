@@ -231,7 +231,8 @@ func (r *restoreRun) activateRuntime(ctx context.Context) error {
 	if supervisorGone(opts.Services) {
 		// Its programs died with it; nothing may be swapped in under no one.
 		if _, _, uerr := undo(r.undoCtx, j, opts.Runtime, opts.Config, r.log); uerr != nil {
-			return fmt.Errorf("%w while the programs were stopped, before the swap: the data is unchanged, but %w", ErrSupervisorGone, uerr)
+			r.staged = true // keep the journal: the next hbx start retries the undo
+			return fmt.Errorf("%w while the programs were stopped, before the swap: the data is unchanged, but putting the runtime before back failed, the next hbx start retries it: %w", ErrSupervisorGone, uerr)
 		}
 		return fmt.Errorf("%w while the programs were stopped, before the swap: restore stopped, nothing changed", ErrSupervisorGone)
 	}

@@ -2,6 +2,7 @@ package health
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -69,22 +70,18 @@ func ReadKey(r io.Reader) (Key, error) {
 
 // ReadKeyFile reads a key from the first line of path, which must be a
 // regular file that neither its group nor others may read or write (mode
-// 0600 or stricter), like Executor's own key file. Errors wrap ErrKey and
-// name the file, never its content.
+// 0600 or stricter, checked on the descriptor read), like Executor's own
+// key file, of at most 64 KiB as executor.token_file (the same file in a
+// Docker box). Errors wrap ErrKey and name the file, never its content.
 func ReadKeyFile(path string) (Key, error) {
-	f, err := regfile.Open(path)
+	b, perm, err := regfile.ReadPrivate(path, maxKeyBytes)
 	if err != nil {
 		return Key{}, fmt.Errorf("%w: %w", ErrKey, err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Key{}, fmt.Errorf("%w: %w", ErrKey, err)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+	if perm&0o077 != 0 {
 		return Key{}, fmt.Errorf("%w: %s is mode %04o, want 0600 or stricter", ErrKey, path, perm)
 	}
-	k, err := ReadKey(f)
+	k, err := ReadKey(bytes.NewReader(b))
 	if err != nil {
 		return Key{}, fmt.Errorf("%s: %w", path, err)
 	}

@@ -51,13 +51,16 @@ func (c blobCache) fetch(ctx context.Context, src types.ImageSource, desc v1.Des
 		return fmt.Errorf("blob digest %q: %w", desc.Digest, err)
 	}
 	if c.has(desc.Digest, desc.Size) {
-		if c.check(desc.Digest) == nil {
+		switch err := c.check(desc.Digest); {
+		case err == nil:
 			f, err := c.open(desc.Digest)
 			if err != nil {
 				return fmt.Errorf("open cached blob: %w", err)
 			}
 			fd.open(f, desc.Size)
 			return nil
+		case !errors.Is(err, ErrDigestMismatch):
+			return err // unreadable, not damaged: say so rather than refetch it
 		}
 		c.drop(desc.Digest) // damaged on disk: fetch it again
 	}

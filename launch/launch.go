@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -348,7 +346,7 @@ func ReadEnvFile(p string) ([]string, error) {
 	if p == "" {
 		return nil, nil
 	}
-	b, perm, err := readPrivate(p, 1<<20)
+	b, perm, err := regfile.ReadPrivate(p, 1<<20)
 	if err != nil {
 		return nil, fmt.Errorf("%w: executor.env_file: %w", ErrEnvFile, err)
 	}
@@ -401,7 +399,7 @@ func fileEnv(o Options) ([]string, error) {
 // too, so the payload and hbx health see the same key). Errors wrap
 // ErrTokenFile and name p, never the key.
 func ReadTokenFile(p string) (string, error) {
-	b, perm, err := readPrivate(p, 64<<10)
+	b, perm, err := regfile.ReadPrivate(p, 64<<10)
 	if err != nil {
 		return "", fmt.Errorf("%w: executor.token_file: %w", ErrTokenFile, err)
 	}
@@ -443,28 +441,4 @@ func (e *env) list() []string {
 		out = append(out, k+"="+e.vals[k])
 	}
 	return out
-}
-
-// readPrivate reads the regular file p (at most limit bytes, a longer one
-// is an error naming the limit) and returns its permission bits, both
-// from the one descriptor it opened (regfile.Open): a file swapped
-// between the mode check and the read cannot slip through.
-func readPrivate(p string, limit int64) ([]byte, os.FileMode, error) {
-	f, err := regfile.Open(p)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, 0, &fs.PathError{Op: "read", Path: p, Err: err}
-	}
-	if int64(len(b)) > limit {
-		return nil, 0, fmt.Errorf("%s is larger than %d bytes", p, limit)
-	}
-	return b, st.Mode().Perm(), nil
 }

@@ -88,9 +88,12 @@ func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup b
 		return "", true, err
 	}
 	held = supervisor.HeldPath(cfg.Supervisor.Socket)
-	// A held file left by a hold that was killed is stale.
-	if err := os.Remove(held); err != nil && !errors.Is(err, os.ErrNotExist) {
-		g.log.Warn("remove a stale held start-up error", "path", held, "err", err)
+	// A held file left by a hold that was killed is stale; one a live
+	// hold keeps is its error, not this start's to remove.
+	if _, _, live, _ := supervisor.ReadHeld(held); !live {
+		if err := os.Remove(held); err != nil && !errors.Is(err, os.ErrNotExist) {
+			g.log.Warn("remove a stale held start-up error", "path", held, "err", err)
+		}
 	}
 	// The executor's pin is read again from the configuration at each
 	// start: hbx upgrade and rollback move it while this supervisor runs.

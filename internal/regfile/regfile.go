@@ -72,12 +72,38 @@ func ReadFileNoFollow(path string, limit int64) ([]byte, error) {
 	return readFile(path, limit, unix.O_NOFOLLOW)
 }
 
+// ReadPrivate is [ReadFile] for a secret (a key, a token): it also
+// returns the file's permission bits, both from the one descriptor it
+// opened, so a file swapped between the mode check and the read cannot
+// slip through.
+func ReadPrivate(path string, limit int64) ([]byte, fs.FileMode, error) {
+	f, err := open(path, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := readAll(f, path, limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, st.Mode().Perm(), nil
+}
+
 func readFile(path string, limit int64, flags int) ([]byte, error) {
 	f, err := open(path, flags)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return readAll(f, path, limit)
+}
+
+// readAll reads f (named path), at most limit bytes when limit > 0.
+func readAll(f *os.File, path string, limit int64) ([]byte, error) {
 	var r io.Reader = f
 	if limit > 0 {
 		r = io.LimitReader(f, limit+1)
