@@ -300,7 +300,9 @@ func (l *localSource) GetBlob(ctx context.Context, info types.BlobInfo, cache ty
 func (l *localSource) HasThreadSafeGetBlob() bool { return false }
 
 // GetSignatures returns no signatures: hbx pins digests instead.
-func (l *localSource) GetSignatures(context.Context, *digest.Digest) ([][]byte, error) { return nil, nil }
+func (l *localSource) GetSignatures(context.Context, *digest.Digest) ([][]byte, error) {
+	return nil, nil
+}
 
 // LayerInfosForCopy returns nil: the manifest's layers are the ones to use.
 func (l *localSource) LayerInfosForCopy(context.Context, *digest.Digest) ([]types.BlobInfo, error) {
