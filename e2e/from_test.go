@@ -220,3 +220,78 @@ func TestUpgradeFromLocalImageE2E(t *testing.T) {
 		t.Errorf("hbx install --verify after upgrade --from = %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// withBackup appends backup settings (its own dir, the shared test
+// passphrase) to b's config.
+func (b *box) withBackup() {
+	b.t.Helper()
+	pass := filepath.Join(b.dir, "backup.pass")
+	writeFile(b.t, pass, "correct horse battery staple\n", 0o600)
+	writeFile(b.t, b.config, readFile(b.t, b.config)+"backup:\n  dir: "+filepath.Join(b.dir, "backups")+"\n  passphrase_file: "+pass+"\n  health_wait: 15s\n", 0o600)
+}
+
+// TestRestoreFromLocalImageE2E: hbx restore --from installs the archive's
+// runtime from an OCI archive: an archive written on a 2.0.0 box is
+// restored onto a supervised 1.0.0 box that never had 2.0.0, with the
+// registry stopped; 2.0.0 is active and pinned, the data is the
+// archive's, Executor healthy.
+func TestRestoreFromLocalImageE2E(t *testing.T) {
+	requireE2E(t)
+	reg, _, v1ref := pushed(t)
+	img2 := versionImage(t, "2.0.0")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name := reg.Host() + "/rhyssullivan/executor-selfhost"
+	d, err := testimage.Push(ctx, img2.Dir, name+":v2.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2ref := name + ":v2.0.0@" + d.String()
+
+	// The archive X, written by 2.0.0 on another box.
+	w := newBox(t, reg, v2ref, nil, "")
+	w.withBackup()
+	if r := w.hbx("install"); r.code != 0 {
+		t.Fatalf("hbx install 2.0.0 = %d\n%s", r.code, r.stderr)
+	}
+	if err := os.MkdirAll(w.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(w.dataDir, "generation"), "v2 data", 0o600)
+	r := w.hbx("backup", "--json")
+	if r.code != 0 {
+		t.Fatalf("hbx backup on the 2.0.0 box = %d: %s", r.code, r.stderr)
+	}
+	x := lastJSON(t, r.stdout)["path"].(string)
+	image := filepath.Join(t.TempDir(), "executor-2.0.0.tar")
+	skopeoCopy(t, v2ref, "oci-archive:"+image+":v2.0.0")
+
+	b := newBox(t, reg, v1ref, nil, "")
+	if r := b.hbx("install"); r.code != 0 {
+		t.Fatalf("hbx install 1.0.0 = %d\n%s", r.code, r.stderr)
+	}
+	socket, dir := supervisorConfig(t, b, "")
+	b.withBackup()
+	s := startSupervise(t, b, socket, dir)
+	healthyAt(t, b.port, 60*time.Second)
+	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	if err := reg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	r = b.hbx("restore", x, "--from", image)
+	if r.code != 0 {
+		t.Fatalf("hbx restore X --from %s (registry stopped) = %d\n%s%s", image, r.code, r.stdout, r.stderr)
+	}
+	t.Logf("restore --from: %s", strings.TrimSpace(r.stdout))
+	if v := b.activeVersion(); v != "2.0.0" {
+		t.Errorf("active version %s after restore --from, want the archive's 2.0.0", v)
+	}
+	if img := b.configuredImage(); img != v2ref {
+		t.Errorf("executor.image %s after restore --from, want %s", img, v2ref)
+	}
+	if g := readFile(t, filepath.Join(b.dataDir, "generation")); g != "v2 data" {
+		t.Errorf("data after restore --from: generation %q, want the archive's", g)
+	}
+	healthyAt(t, b.port, 60*time.Second)
+}
