@@ -295,3 +295,46 @@ func TestRestoreFromLocalImageE2E(t *testing.T) {
 	}
 	healthyAt(t, b.port, 60*time.Second)
 }
+
+// TestInstallFromOverDataE2E: hbx install --from that changes the active
+// release over existing data (no supervisor) goes the recorded way, with
+// the stage read from the archive: registry stopped, pre-change backup,
+// 2.0.0 active; hbx rollback then brings 1.0.0 back without a network.
+func TestInstallFromOverDataE2E(t *testing.T) {
+	requireE2E(t)
+	reg, _, v1ref := pushed(t)
+	img2 := versionImage(t, "2.0.0")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name := reg.Host() + "/rhyssullivan/executor-selfhost"
+	d, err := testimage.Push(ctx, img2.Dir, name+":v2.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2ref := name + ":v2.0.0@" + d.String()
+	b := newBox(t, reg, v1ref, nil, "")
+	b.withBackup()
+	if r := b.hbx("install"); r.code != 0 {
+		t.Fatalf("hbx install 1.0.0 = %d\n%s", r.code, r.stderr)
+	}
+	if err := os.MkdirAll(b.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
+	archive := filepath.Join(t.TempDir(), "executor-2.0.0.tar")
+	skopeoCopy(t, v2ref, "oci-archive:"+archive+":v2.0.0")
+	if err := reg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	b.setImage(v2ref)
+	r := b.hbx("install", "--from", archive)
+	if r.code != 0 || !strings.Contains(r.stdout, "pre-change backup: ") {
+		t.Fatalf("hbx install --from over data (registry stopped) = %d, want a recorded change\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if v := b.activeVersion(); v != "2.0.0" {
+		t.Errorf("active version %s after install --from, want 2.0.0", v)
+	}
+	if r := b.hbx("rollback"); r.code != 0 || b.activeVersion() != "1.0.0" {
+		t.Errorf("hbx rollback after install --from = %d (active %s), want 1.0.0\n%s%s", r.code, b.activeVersion(), r.stdout, r.stderr)
+	}
+}
