@@ -83,7 +83,7 @@ func openLayout(ctx context.Context, dir string, index digest.Digest) (_ *localS
 			root.Close()
 		}
 	}()
-	lb, err := root.ReadFile(v1.ImageLayoutFile)
+	lb, err := readCapped(root, v1.ImageLayoutFile)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

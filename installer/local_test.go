@@ -162,6 +162,15 @@ func TestInstallFromLocalImage(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(rt, release.ScratchDir)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("Install(From %s) left %s: %v", from, release.ScratchDir, err)
 		}
+		// A damaged release is repaired from the local image (--verify).
+		os.WriteFile(filepath.Join(rt, "current", "rootfs", "app/src/serve.ts"), []byte("tampered"), 0o644)
+		res, err = Install(ctx, e.opts(e.p, func(o *Options) { o.RuntimeDir, o.From, o.Verify, o.Registry = rt, from, true, RegistryOptions{} }))
+		if err != nil || !res.Changed {
+			t.Errorf("Install(From %s, Verify) of a damaged release = %+v, %v; want it repaired", from, res, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(rt, "current", "rootfs", "app/src/serve.ts")); string(b) != "console.log(1)\n" {
+			t.Errorf("serve.ts = %q after Install(From %s, Verify), want it restored", b, from)
+		}
 		// Warm: PATH is not read (even a missing one does not matter).
 		res, err = Install(ctx, e.opts(e.p, func(o *Options) { o.RuntimeDir, o.From = rt, "/nonexistent" }))
 		if err != nil || res.Changed {
