@@ -68,7 +68,7 @@ instead of the registry, checked by its digests as hbx install --from.`,
 			return runRestore(cmd.Context(), g, cfg, srcs, args[0], o)
 		},
 	}
-	cmd.Flags().StringVar(&o.from, "from", "", "install the archive's runtime from this OCI layout directory or OCI archive instead of the registry")
+	cmd.Flags().StringVar(&o.from, "from", "", "install the archive's runtime from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.dataOnly, "data-only", false, "restore the data directory only; leave the extra paths the archive holds (backup.paths when it was made) untouched")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines")
 	return cmd

@@ -77,7 +77,7 @@ instead of the registry (as hbx install --from), checked by REF's digests.`,
 	cmd.Flags().StringVar(&o.image, "image", "", "the new image reference, name:tag@sha256:<64 hex> (required)")
 	cmd.Flags().StringVar(&o.platformDigest, "platform-digest", "", "pin the configured platform's child manifest digest")
 	cmd.Flags().StringVar(&o.mcpTools, "mcp-tools", "", "pin the new image's MCP tool set, comma-separated, as health.mcp_tools (needs health.token_file)")
-	cmd.Flags().StringVar(&o.from, "from", "", "read the image from this OCI layout directory or OCI archive instead of the registry")
+	cmd.Flags().StringVar(&o.from, "from", "", "read the image from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print steps and the result as JSON lines")
 	return cmd
 }
