@@ -53,12 +53,6 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	c := &cold{opts: opts, ref: ref, plat: plat, log: log, prog: prog, cache: blobCache{dir: filepath.Join(opts.RuntimeDir, release.BlobsDir)}}
 	release.CleanupTrees(opts.RuntimeDir, log) // what a killed run left; keep its complete blobs
 	defer func() { err = c.failed(err) }()
-	defer func() {
-		// Once open, every error names the local image (openLocal's do).
-		if l, ok := c.src.(*localSource); ok && err != nil {
-			err = fmt.Errorf("%s: %w", l.name, err)
-		}
-	}()
 	if c.src, err = c.open(ctx); err != nil {
 		return nil, err
 	}
@@ -119,10 +113,15 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 // failed cleans up after a failed cold install (err): it leaves complete
 // blobs (for the next run) and the lock file, nothing else, but not on
 // the disk that just filled: the blobs go by the cache's rule (all of
-// them unless install.keep_blobs). It returns err, noting removed blobs.
+// them unless install.keep_blobs). It returns err, naming the local image
+// it read and noting removed blobs.
 func (c *cold) failed(err error) error {
 	if err == nil {
 		return nil
+	}
+	// Once open, every error names the local image (openLocal's do).
+	if l, ok := c.src.(*localSource); ok {
+		err = fmt.Errorf("%s: %w", l.name, err)
 	}
 	os.RemoveAll(filepath.Join(c.opts.RuntimeDir, release.ScratchDir))
 	os.Remove(filepath.Join(c.opts.RuntimeDir, release.StagingDir)) // only when empty
