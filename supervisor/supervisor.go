@@ -338,7 +338,8 @@ func (s *Supervisor) stopEverything(ctx, loopCtx context.Context, srv *http.Serv
 }
 
 // install runs Options.Install until it succeeds, retrying a failure
-// after a backoff StartRetries times (of InstallProgram). It reports
+// after a backoff StartRetries times (of InstallProgram), but not one
+// that wraps ErrNoRetry. It reports
 // whether the program may start: false once the last attempt failed (the
 // program is then FATAL with the install's error). An install cut short
 // by the end of ctx is not a failure. The program loops are not running:
@@ -368,8 +369,11 @@ func (s *Supervisor) install(ctx context.Context) bool {
 			}
 			return true
 		}
-		if attempt > p.spec.StartRetries {
+		if attempt > p.spec.StartRetries || errors.Is(err, ErrNoRetry) {
 			reason := fmt.Sprintf("install failed: %v; gave up after %d attempts", err, attempt)
+			if errors.Is(err, ErrNoRetry) {
+				reason = fmt.Sprintf("install failed: %v; not retried: %v", err, ErrNoRetry)
+			}
 			s.log.Error("fatal: install on start failed; not starting the program", "program", p.spec.Name, "reason", reason)
 			p.state, p.detail = Fatal, reason
 			p.publish(true)
