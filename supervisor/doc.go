@@ -68,6 +68,10 @@
 //     meaning (a stop signal ends the start, the others are logged and
 //     ignored), so none ends the process while its caller takes locks or
 //     recovers an interrupted change.
+//   - Run's own start-up errors (its locks, the control socket, the
+//     leftovers of a dead supervisor, the log files) are *StartError: no
+//     program ran. An Options.Install error marked NoRetry (ErrNoRetry)
+//     is not retried: the install program is FATAL at once.
 //   - When the start fails instead, HoldSignals.Hold keeps the process up
 //     (a container's PID 1: no restart loop), reaping children and
 //     ignoring every signal but the stop ones, with the error in

@@ -39,8 +39,9 @@ Exit status: 0 when every program shown (all, or the NAMEs given) is
 RUNNING; 3 when any is not (STARTING, BACKOFF, STOPPING, STOPPED, EXITED
 or FATAL; their names go to stderr), after printing the list; 3 also when
 "hbx supervise --hold-on-error" holds on its start-up error (no program
-runs: it prints that error, whatever its own class); 1 when no supervisor
-answers otherwise; 2 for an unknown NAME. supervisorctl also exits 3, but
+runs: it prints that error, whatever its own class; a bad configuration
+fails status too, exit 2); 1 when no supervisor answers otherwise; 2 for
+an unknown NAME. supervisorctl also exits 3, but
 counts STARTING and BACKOFF as running: hbx does not, so a program that
 crashes and is retried makes "hbx status" fail. Disabled programs are not
 shown; a program with autostart false is STOPPED, so ask about the others
