@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -194,11 +195,39 @@ func TestHoldSignalsBeforeHold(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Delivered (none pending) before the hold begins.
+	poll(t, "the signals' delivery", func() bool { return noPendingSignals(cmd.Process.Pid) || exited(done) })
 	release(t, dir)
 	if code := waitExit(t, cmd, done); code != 7 {
 		t.Fatalf("hold after an early QUIT exited %d (%v), want 7 (the hold returned its error)", code, cmd.ProcessState)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("held file after the hold ended: %v", err)
+	}
+}
+
+// noPendingSignals reports whether process pid has no signal pending
+// (SigPnd and ShdPnd of /proc/<pid>/status are zero).
+func noPendingSignals(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if (k == "SigPnd" || k == "ShdPnd") && strings.Trim(strings.TrimSpace(v), "0") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// exited reports whether done is closed.
+func exited(done chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }
