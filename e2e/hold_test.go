@@ -244,8 +244,8 @@ func TestHoldOnErrorE2E(t *testing.T) {
 
 // TestHoldOnErrorClasses: every class of start-up error holds (before,
 // those the supervisor's Run met, the control socket and the log files,
-// exited at once): hbx stays up, hbx health and hbx status (exit 3) say
-// the held error, and TERM ends the hold with the error's status. A held
+// exited at once): hbx stays up, hbx health, hbx status (exit 3) and
+// hbx stop say the held error, and TERM ends the hold with the error's status. A held
 // file naming a live pid that nobody holds (pids are reused: a
 // container's PID 1) is no hold.
 func TestHoldOnErrorClasses(t *testing.T) {
@@ -294,7 +294,7 @@ func TestHoldOnErrorClasses(t *testing.T) {
 			for _, c := range []struct {
 				args []string
 				code int
-			}{{[]string{"health", "--only", "supervisor"}, 1}, {[]string{"status"}, 3}} {
+			}{{[]string{"health", "--only", "supervisor"}, 1}, {[]string{"status"}, 3}, {[]string{"stop", "executor"}, 1}} {
 				h := exec.Command(binary(t), append(append([]string(nil), args...), c.args...)...)
 				h.Env = cleanEnv()
 				out, err := h.CombinedOutput()
