@@ -67,7 +67,7 @@ func SuperviseOptions(s Supervise) supervisor.Options {
 		// loaded) is not retried like a network error.
 		opts.Install = func(ctx context.Context, progress func(string)) error {
 			err := s.Install(ctx, progress)
-			if errors.Is(err, certsdir.ErrInvalid) || errors.Is(err, config.ErrInvalid) {
+			if errors.Is(err, certsdir.ErrInvalid) {
 				return supervisor.NoRetry(err)
 			}
 			return err
