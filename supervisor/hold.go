@@ -80,6 +80,7 @@ func CheckHeld(socket string) error {
 // others are ignored (and logged while holding).
 type HoldSignals struct {
 	ch      chan os.Signal
+	done    chan struct{} // closed by Release
 	stopped chan struct{} // closed at the first stop signal
 	stopSig atomic.Int32  // that signal
 	log     atomic.Pointer[slog.Logger]
@@ -91,7 +92,7 @@ type HoldSignals struct {
 // possible hold (HoldSignals.Hold); call Release when the process does
 // not hold.
 func CatchHoldSignals() *HoldSignals {
-	h := &HoldSignals{ch: make(chan os.Signal, 16), stopped: make(chan struct{})}
+	h := &HoldSignals{ch: make(chan os.Signal, 16), done: make(chan struct{}), stopped: make(chan struct{})}
 	sigs := make([]os.Signal, 0, len(Signals))
 	for sig := range Signals {
 		sigs = append(sigs, sig)
@@ -103,7 +104,13 @@ func CatchHoldSignals() *HoldSignals {
 
 // loop records the first stop signal and logs the others while holding.
 func (h *HoldSignals) loop() {
-	for v := range h.ch {
+	for {
+		var v os.Signal
+		select {
+		case <-h.done:
+			return
+		case v = <-h.ch:
+		}
 		sig := v.(syscall.Signal)
 		log := h.log.Load()
 		switch {
@@ -124,7 +131,10 @@ func (h *HoldSignals) loop() {
 // Release stops catching the signals (their handling returns to whatever
 // else catches them, or their default action).
 func (h *HoldSignals) Release() {
-	h.release.Do(func() { signal.Stop(h.ch) })
+	h.release.Do(func() {
+		signal.Stop(h.ch)
+		close(h.done)
+	})
 }
 
 // HoldOnError is CatchHoldSignals().Hold: signals that arrive before it
