@@ -241,3 +241,156 @@ func TestHoldOnErrorE2E(t *testing.T) {
 		}
 	})
 }
+
+// TestHoldOnErrorClasses: every class of start-up error holds (before,
+// those the supervisor's Run met, the control socket and the log files,
+// exited at once): hbx stays up, hbx health, hbx status (exit 3) and
+// hbx stop say the held error, and TERM ends the hold with the error's status. A held
+// file naming a live pid that nobody holds (pids are reused: a
+// container's PID 1) is no hold.
+func TestHoldOnErrorClasses(t *testing.T) {
+	requireE2E(t)
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, cfg, sock string) (extra []string)
+		want  string // in the error line
+		code  int
+	}{
+		{"socket path is a directory", func(t *testing.T, _, sock string) []string {
+			mkfile(t, filepath.Join(sock, "x"))
+			return nil
+		}, "socket", 1},
+		{"log dir is a file", func(t *testing.T, cfg, sock string) []string {
+			mkfile(t, filepath.Join(filepath.Dir(cfg), "log"))
+			return nil
+		}, "log", 1},
+		{"another supervisor's state lock", func(t *testing.T, cfg, sock string) []string {
+			// No executor program: no data lock, the state directory's.
+			appendFile(t, cfg, "  executor:\n    enabled: false\n")
+			startSupervisor(t, cfg, sock)
+			return []string{"--supervisor-socket", filepath.Join(t.TempDir(), "hbx2.sock")}
+		}, "another supervisor is running", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, sock := holdBox(t, "")
+			extra := tc.setup(t, cfg, sock)
+			if len(extra) == 2 {
+				sock = extra[1]
+			}
+			cmd, stderr, done := startHold(t, cfg, extra...)
+			waitFor(t, "the held file", time.Minute, func() bool {
+				_, _, ok := holdLine(sock)
+				return ok || exited(done)
+			})
+			stillUp(t, done, 0, stderr)
+			lines := errorLines(t, stderr.String())
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+				t.Fatalf("stderr error lines %q, want one naming %q; stderr:\n%s", lines, tc.want, stderr.String())
+			}
+			msg := strings.TrimPrefix(lines[0], "hbx: ")
+			t.Logf("held error: %s", msg)
+			want := fmt.Sprintf("hbx supervise (pid %d) did not start and holds on its error: %s", cmd.Process.Pid, msg)
+			args := append([]string{"--config", cfg}, extra...)
+			for _, c := range []struct {
+				args []string
+				code int
+			}{{[]string{"health", "--only", "supervisor"}, 1}, {[]string{"status"}, 3}, {[]string{"stop", "executor"}, 1}} {
+				h := exec.Command(binary(t), append(append([]string(nil), args...), c.args...)...)
+				h.Env = cleanEnv()
+				out, err := h.CombinedOutput()
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != c.code || !strings.Contains(string(out), want) {
+					t.Errorf("hbx %s = %v:\n%s\nwant exit %d with %q", strings.Join(c.args, " "), err, out, c.code, want)
+				}
+			}
+			stopsWith(t, cmd, done, syscall.SIGTERM, tc.code)
+		})
+	}
+
+	t.Run("kill -9 and a reused pid", func(t *testing.T) {
+		cfg, sock := holdBox(t, "    user: no-such-user-hbx\n")
+		// the user belongs to an enabled program: held on every hbx
+		if err := os.WriteFile(cfg, []byte(strings.Replace(readFile(t, cfg), "    enabled: false\n", "    enabled: true\n    command: [/bin/true]\n", 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd, stderr, done := startHold(t, cfg)
+		waitFor(t, "the held file", time.Minute, func() bool { _, _, ok := holdLine(sock); return ok || exited(done) })
+		stillUp(t, done, 0, stderr)
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		// The file outlives its holder; now it names a live process (this
+		// test's), as a reused pid would.
+		held := sock + ".held"
+		if err := os.WriteFile(held, []byte(fmt.Sprintf("%d\nold error\n", os.Getpid())), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"health", "--only", "supervisor"}, {"status"}} {
+			h := exec.Command(binary(t), append([]string{"--config", cfg}, args...)...)
+			h.Env = cleanEnv()
+			out, _ := h.CombinedOutput()
+			if strings.Contains(string(out), "holds on its error") || strings.Contains(string(out), "old error") {
+				t.Errorf("hbx %s after kill -9 of the hold:\n%s\nwant no held error", strings.Join(args, " "), out)
+			}
+		}
+	})
+}
+
+// holdLine reads sock's held file: its pid line and error line, ok once
+// both are written.
+func holdLine(sock string) (pid, msg string, ok bool) {
+	b, err := os.ReadFile(sock + ".held")
+	if err != nil {
+		return "", "", false
+	}
+	pid, msg, _ = strings.Cut(string(b), "\n")
+	return pid, msg, strings.HasSuffix(msg, "\n")
+}
+
+// appendFile appends text to the file at path.
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(readFile(t, path)+text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mkfile creates an empty file at path, with its parents.
+func mkfile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startSupervisor runs `hbx supervise` on cfg until the test ends and
+// waits for its socket.
+func startSupervisor(t *testing.T, cfg, sock string) {
+	t.Helper()
+	first := exec.Command(binary(t), "--config", cfg, "supervise")
+	first.Env = cleanEnv()
+	var firstErr lockedBuffer
+	first.Stderr = &firstErr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	firstDone := make(chan struct{})
+	go func() { _ = first.Wait(); close(firstDone) }()
+	t.Cleanup(func() {
+		_ = first.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-firstDone:
+		case <-time.After(time.Minute):
+			_ = first.Process.Kill()
+			<-firstDone
+		}
+	})
+	waitFor(t, "the first supervisor's socket", time.Minute, func() bool { _, err := os.Stat(sock); return err == nil || exited(firstDone) })
+	if exited(firstDone) {
+		t.Fatalf("hbx supervise exited; stderr:\n%s", firstErr.String())
+	}
+}

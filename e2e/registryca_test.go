@@ -19,7 +19,8 @@ import (
 // certificate problem and activates nothing; with the CA in
 // registry.certs_dir (<dir>/<host:port>/ca.crt) the install pulls and
 // activates; a certs_dir that does not exist, or a CA file in it that
-// holds no certificate, is refused.
+// holds no certificate, is refused when the configuration loads (exit 2,
+// one line naming registry.certs_dir), hbx config show included.
 func TestRegistryCAE2E(t *testing.T) {
 	requireE2E(t)
 	tlsDir := t.TempDir()
@@ -57,11 +58,16 @@ func TestRegistryCAE2E(t *testing.T) {
 		t.Fatalf("a release is active after the failed install: %s", cur)
 	}
 
-	// A certs_dir that does not exist: refused, not taken as "no CAs".
+	// A certs_dir that does not exist: refused, not taken as "no CAs",
+	// by the configuration's load (exit 2), hbx config show too.
 	certsDir := filepath.Join(b.dir, "certs.d")
 	appendConfig(t, b, "  certs_dir: "+certsDir+"\n") // inside registry:, the last section newBox writes
-	if r := b.hbx("install"); r.code == 0 || !strings.Contains(r.stderr, "registry certs directory") {
-		t.Fatalf("hbx install with a missing certs_dir = %d, stderr %q; want a failure naming it", r.code, r.stderr)
+	want := "bad registry.certs_dir: stat " + certsDir + ": no such file or directory"
+	for _, args := range [][]string{{"install"}, {"config", "show"}} {
+		r := b.hbx(args...)
+		if errs := errorLines(t, r.stderr); r.code != 2 || len(errs) != 1 || !strings.Contains(errs[0], want) {
+			t.Fatalf("hbx %s with a missing certs_dir = %d, stderr %q; want exit 2 and one error line %q", strings.Join(args, " "), r.code, r.stderr, want)
+		}
 	}
 
 	// With the CA for host:port: the install pulls and activates.
@@ -74,8 +80,8 @@ func TestRegistryCAE2E(t *testing.T) {
 	bad := filepath.Join(hostDir, "ca.crt")
 	writeFile(t, bad, "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n", 0o644)
 	r = b.hbx("install")
-	if errs := errorLines(t, r.stderr); r.code == 0 || len(errs) != 1 || !strings.Contains(errs[0], bad+" holds no PEM certificate") {
-		t.Fatalf("hbx install with a garbage ca.crt = %d, stderr %q; want one error line naming %s", r.code, r.stderr, bad)
+	if errs := errorLines(t, r.stderr); r.code != 2 || len(errs) != 1 || !strings.Contains(errs[0], "bad registry.certs_dir: "+bad+" holds no PEM certificate") {
+		t.Fatalf("hbx install with a garbage ca.crt = %d, stderr %q; want exit 2 and one error line naming registry.certs_dir and %s", r.code, r.stderr, bad)
 	}
 	if cur := b.current(); cur != "" {
 		t.Fatalf("a release is active after the failed install: %s", cur)

@@ -24,7 +24,7 @@ import (
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/types"
 
-	"github.com/hermesbox/hbx/internal/regfile"
+	"github.com/hermesbox/hbx/internal/certsdir"
 )
 
 // RegistryOptions is how hbx talks to registries.
@@ -602,35 +602,6 @@ func (b *blobReader) Close() error {
 }
 
 // checkCertsDir checks registry.certs_dir dir ("" means none) before a
-// pull from host: it must be a directory (a missing one would silently
-// mean the system's roots), and each *.crt in <dir>/<host> must hold a
-// PEM certificate: the image library skips one that holds none, and the
-// pull would then fail as if no CA were configured.
-func checkCertsDir(dir, host string) error {
-	if dir == "" {
-		return nil
-	}
-	if st, err := os.Stat(dir); err != nil {
-		return fmt.Errorf("registry certs directory: %w", err)
-	} else if !st.IsDir() {
-		return fmt.Errorf("registry certs directory: %s is not a directory", dir)
-	}
-	entries, err := os.ReadDir(filepath.Join(dir, host))
-	if err != nil {
-		return nil // no CA for host: the system's roots, as the library does
-	}
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".crt") {
-			continue
-		}
-		p := filepath.Join(dir, host, e.Name())
-		b, err := regfile.ReadFile(p, 1<<20)
-		if err != nil {
-			return fmt.Errorf("registry certs directory: %w", err)
-		}
-		if !x509.NewCertPool().AppendCertsFromPEM(b) {
-			return fmt.Errorf("registry certs directory: %s holds no PEM certificate", p)
-		}
-	}
-	return nil
-}
+// pull from host: certsdir.Check, the check the configuration's load
+// makes too (the directory may have changed since).
+func checkCertsDir(dir, host string) error { return certsdir.Check(dir, host) }

@@ -68,10 +68,19 @@
 //     meaning (a stop signal ends the start, the others are logged and
 //     ignored), so none ends the process while its caller takes locks or
 //     recovers an interrupted change.
-//   - When the start fails instead, HoldOnError keeps the process up (a
-//     container's PID 1: no restart loop), reaping children and ignoring
-//     every signal but the stop ones, with the error in HeldPath(socket)
-//     for ReadHeld (hbx health); a stop signal returns the error.
+//   - Run's own start-up errors (its locks, the control socket, the
+//     leftovers of a dead supervisor, the log files) are *StartError: no
+//     program ran. An Options.Install error marked NoRetry (ErrNoRetry)
+//     is not retried: the install program is FATAL at once.
+//   - When the start fails instead, HoldSignals.Hold keeps the process up
+//     (a container's PID 1: no restart loop), reaping children and
+//     ignoring every signal but the stop ones, with the error in
+//     HeldPath(socket) for ReadHeld and CheckHeld (hbx health, hbx
+//     status); a stop signal returns the error, also one caught since
+//     CatchHoldSignals, before the hold began. The held file is live only
+//     while its holder keeps its flock (the kernel drops it when the
+//     holder dies, kill -9 included): a pid in it is for messages, never
+//     trusted for liveness (a container's PID 1 reuses pids).
 //   - At shutdown (the context of Run ends, or Supervisor.Shutdown) every
 //     program is stopped, then every process still reparented to the
 //     supervisor is killed and reaped, the socket is removed, and Run

@@ -21,6 +21,9 @@ import (
 //
 //	sleep         sleep until a signal kills it (SIGTERM by default)
 //	exit          exit with status HBXTEST_ARG at once
+//	hold          catch the hold's signals, create HBXTEST_DIR/caught, wait
+//	              for HBXTEST_DIR/go, then hold on "boom" with the held
+//	              file HBXTEST_ARG; exit 7 when the hold returns
 //	run-exit      run HBXTEST_ARG="MS CODE" milliseconds, then exit CODE
 //	crash-once    the first run lives 300ms and exits 1, later runs exit 1 at once
 //	ignore-term   ignore SIGTERM, start a grandchild that ignores it too,
@@ -62,6 +65,9 @@ func helper(name string) int {
 			fmt.Fprintln(f, line)
 			f.Close()
 		}
+	}
+	if name == "hold" {
+		return holdHelper(dir, arg)
 	}
 	if name != "leaf" && name != "double-fork-mid" && name != "append-leaf" && name != "supervise" {
 		appendLine("starts", fmt.Sprintf("%d %d", time.Now().UnixNano(), os.Getpid()))

@@ -127,3 +127,27 @@ func TestClaim(t *testing.T) {
 		t.Errorf("Claim() after Run returned = %v", err)
 	}
 }
+
+// TestInstallNoRetry: an install error marked NoRetry (a bad
+// configuration) is not retried: the install program is FATAL after one
+// attempt, with the error's own message.
+func TestInstallNoRetry(t *testing.T) {
+	dir := progDir(t, "app")
+	app := helperProgram(t, dir, "app", "sleep", "")
+	app.StartRetries = 3
+	var s *Supervisor
+	var attempts int
+	install := func(ctx context.Context, progress func(string)) error {
+		attempts++
+		return NoRetry(errors.New("bad registry.certs_dir: /x is not a directory"))
+	}
+	opts := Options{Programs: []Program{app}, Install: install, InstallProgram: "app", BackoffBase: 20 * time.Millisecond}
+	runSupervisor(t, opts, &s)
+	st := waitState(t, s, "app", time.Minute, Fatal)
+	if attempts != 1 {
+		t.Errorf("install attempts = %d, want 1 (not retried)", attempts)
+	}
+	if want := "install failed: bad registry.certs_dir: /x is not a directory; not retried: retrying cannot help"; st.Detail != want {
+		t.Errorf("app detail = %q, want %q", st.Detail, want)
+	}
+}

@@ -21,6 +21,10 @@ var (
 	ErrInvalid = errors.New("invalid program")
 	// ErrUnknownProgram: a name that is not a configured program.
 	ErrUnknownProgram = errors.New("no such program")
+	// ErrNoRetry marks an Options.Install error that retrying cannot
+	// help (a bad configuration): the install program is FATAL at once.
+	// See NoRetry.
+	ErrNoRetry = errors.New("retrying cannot help")
 	// ErrNotRunning: no supervisor answers on the socket.
 	ErrNotRunning = errors.New("no supervisor is running")
 	// ErrAlreadyRunning: another live supervisor owns the socket.
@@ -281,3 +285,18 @@ func findCycle(byName map[string]*Program) []string {
 
 // lookupUser resolves a program's user; see account.Lookup.
 func lookupUser(name string) (*syscall.Credential, error) { return account.Lookup(name) }
+
+// NoRetry returns err (nil for nil) marked with ErrNoRetry, its message
+// unchanged: an Options.Install error that is not retried.
+func NoRetry(err error) error {
+	if err == nil {
+		return nil
+	}
+	return noRetryError{err}
+}
+
+// noRetryError is NoRetry's error.
+type noRetryError struct{ error }
+
+// Unwrap returns the error and ErrNoRetry.
+func (e noRetryError) Unwrap() []error { return []error{e.error, ErrNoRetry} }

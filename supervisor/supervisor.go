@@ -166,7 +166,7 @@ func (s *Supervisor) backoff(n int) time.Duration {
 // becomes a child subreaper, runs the install hook, starts the
 // reaper and the program loops, serves the socket and starts the
 // autostart programs in priority order. It returns an error only when it
-// cannot start.
+// cannot start, a *StartError.
 func (s *Supervisor) Run(ctx context.Context) (err error) {
 	ctx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
@@ -182,12 +182,12 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		}
 	}()
 	if err := s.Claim(); err != nil {
-		return err
+		return &StartError{err}
 	}
 	defer s.unclaim()
 	ln, err := s.listen()
 	if err != nil {
-		return err
+		return &StartError{err}
 	}
 	if ln != nil {
 		defer s.removeSocket()
@@ -195,7 +195,7 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	}
 	s.becomeSubreaper()
 	if err := s.stopLeftovers(ctx); err != nil {
-		return err
+		return &StartError{err}
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -211,7 +211,7 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	defer cancelLoops()
 	closers, err := s.startLoops(loopCtx, &wg)
 	if err != nil {
-		return err
+		return &StartError{err}
 	}
 	defer s.closeLogs(closers)
 	if ctx.Err() == nil {
@@ -220,6 +220,22 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	<-ctx.Done()
 	s.stopEverything(ctx, loopCtx, srv)
 	return nil
+}
+
+// StartError is an error of Run before any program started (its locks,
+// the control socket, the leftovers of a dead supervisor, the log files):
+// a start-up error, as the caller's own before Run. Its message is Err's.
+type StartError struct{ Err error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *StartError) Unwrap() error { return e.Err }
+
+// IsStartError reports whether err is, or wraps, a *StartError.
+func IsStartError(err error) bool {
+	var se *StartError
+	return errors.As(err, &se)
 }
 
 // listen opens the control socket (nil without Options.Socket).
@@ -322,7 +338,8 @@ func (s *Supervisor) stopEverything(ctx, loopCtx context.Context, srv *http.Serv
 }
 
 // install runs Options.Install until it succeeds, retrying a failure
-// after a backoff StartRetries times (of InstallProgram). It reports
+// after a backoff StartRetries times (of InstallProgram), but not one
+// that wraps ErrNoRetry. It reports
 // whether the program may start: false once the last attempt failed (the
 // program is then FATAL with the install's error). An install cut short
 // by the end of ctx is not a failure. The program loops are not running:
@@ -352,8 +369,11 @@ func (s *Supervisor) install(ctx context.Context) bool {
 			}
 			return true
 		}
-		if attempt > p.spec.StartRetries {
+		if attempt > p.spec.StartRetries || errors.Is(err, ErrNoRetry) {
 			reason := fmt.Sprintf("install failed: %v; gave up after %d attempts", err, attempt)
+			if errors.Is(err, ErrNoRetry) {
+				reason = fmt.Sprintf("install failed: %v; not retried: %v", err, ErrNoRetry)
+			}
 			s.log.Error("fatal: install on start failed; not starting the program", "program", p.spec.Name, "reason", reason)
 			p.state, p.detail = Fatal, reason
 			p.publish(true)

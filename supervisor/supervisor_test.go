@@ -258,9 +258,10 @@ func TestCrashRestartBackoffFatal(t *testing.T) {
 	if d := ts[1].Sub(ts[0]) - 300*time.Millisecond; d > time.Second {
 		t.Errorf("restart came %s after the crash, want within 1s", d)
 	}
-	// Then the delays grow: 50ms, 100ms (each plus the run time).
+	// Then the delays grow: 50ms, 100ms (each plus the run time, which a
+	// loaded machine can stretch past 50ms: gaps are not compared).
 	g1, g2 := ts[2].Sub(ts[1]), ts[3].Sub(ts[2])
-	if g1 < 50*time.Millisecond || g2 < 100*time.Millisecond || g2 <= g1 {
+	if g1 < 50*time.Millisecond || g2 < 100*time.Millisecond {
 		t.Errorf("retry gaps %s, %s; want growing backoff from 50ms", g1, g2)
 	}
 	if !sawBackoff.Load() {

@@ -22,5 +22,5 @@
 //
 // Exit codes (exitcode.go is the one table): 0 success; 1 failure; 2 invalid
 // configuration or usage; 3 from hbx status only, when a program it shows
-// is not RUNNING.
+// is not RUNNING or hbx supervise holds on its start-up error.
 package main

@@ -32,27 +32,29 @@ const exitCodesHelp = `Exit codes:
      missing, malformed or readable by others, a path of hbx's that a user
      other than root can replace) or usage (unknown command or flag,
      bad arguments, an unknown program name)
-  3  hbx status only: a program shown is not RUNNING, or an upgrade,
-     rollback or restore is half done
+  3  hbx status only: a program shown is not RUNNING, an upgrade,
+     rollback or restore is half done, or "hbx supervise --hold-on-error"
+     holds on its start-up error
   "hbx run executor" exits with the payload's own status (128+N when
   signal N ended it).`
 
 // exitCode maps the error run returned to the process exit status: nil to
 // exitOK; config.ErrInvalid, launch.ErrEnvFile, launch.ErrTokenFile,
 // backup.ErrPassphraseFile and usage errors to exitUsage; a
-// *supervisor.NotRunningError or *box.ChangePendingError (hbx status) to
-// exitNotRunning; anything else to exitFailure.
+// *supervisor.NotRunningError, *box.ChangePendingError or a held start-up
+// error (hbx status) to exitNotRunning; anything else to exitFailure.
 func exitCode(err error) int {
 	var ue *cli.UsageError
 	var xe *launch.ExitError
 	var nr *supervisor.NotRunningError
 	var cp *box.ChangePendingError
+	var hs *heldStatusError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &xe):
 		return xe.Code
-	case errors.As(err, &nr), errors.As(err, &cp):
+	case errors.As(err, &nr), errors.As(err, &cp), errors.As(err, &hs):
 		return exitNotRunning
 	case errors.Is(err, config.ErrInvalid), errors.As(err, &ue),
 		errors.Is(err, supervisor.ErrInvalid), errors.Is(err, supervisor.ErrUnknownProgram),

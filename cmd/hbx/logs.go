@@ -46,7 +46,7 @@ log); -f keeps printing what the program writes until interrupted.`,
 
 // runLogs copies the log to opts.stdout.
 func runLogs(ctx context.Context, opts logsOptions) error {
-	c, err := supervisor.Dial(ctx, opts.socket)
+	c, err := supervisor.DialHeld(ctx, opts.socket)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func newShutdownCommand(g *globals) *cobra.Command {
 // runShutdown asks the supervisor at socket to stop everything and exit,
 // and returns once every program is stopped.
 func runShutdown(ctx context.Context, socket string, stdout io.Writer) error {
-	c, err := supervisor.Dial(ctx, socket)
+	c, err := supervisor.DialHeld(ctx, socket)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ only after its old process group is gone.`),
 // runControl asks the supervisor to start, stop or restart opts.names and
 // prints one line per program.
 func runControl(ctx context.Context, opts controlOptions) error {
-	c, err := supervisor.Dial(ctx, opts.socket)
+	c, err := supervisor.DialHeld(ctx, opts.socket)
 	if err != nil {
 		return err
 	}

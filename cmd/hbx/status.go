@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -36,8 +37,11 @@ held and detail.
 
 Exit status: 0 when every program shown (all, or the NAMEs given) is
 RUNNING; 3 when any is not (STARTING, BACKOFF, STOPPING, STOPPED, EXITED
-or FATAL; their names go to stderr), after printing the list; 1 when no
-supervisor answers; 2 for an unknown NAME. supervisorctl also exits 3, but
+or FATAL; their names go to stderr), after printing the list; 3 also when
+"hbx supervise --hold-on-error" holds on its start-up error (no program
+runs: it prints that error, whatever its own class; a bad configuration
+fails status too, exit 2); 1 when no supervisor answers otherwise; 2 for
+an unknown NAME. supervisorctl also exits 3, but
 counts STARTING and BACKOFF as running: hbx does not, so a program that
 crashes and is retried makes "hbx status" fail. Disabled programs are not
 shown; a program with autostart false is STOPPED, so ask about the others
@@ -55,9 +59,21 @@ data written meanwhile is kept.`,
 	return cmd
 }
 
+// heldStatusError is hbx status's error while hbx supervise holds on its
+// start-up error (a *supervisor.HeldError): no program runs, exit 3.
+type heldStatusError struct{ err error }
+
+func (e *heldStatusError) Error() string { return e.err.Error() }
+
+// Unwrap returns the held error.
+func (e *heldStatusError) Unwrap() error { return e.err }
+
 // runStatus prints the status of opts.names (all when empty).
 func runStatus(ctx context.Context, opts statusOptions) error {
-	c, err := supervisor.Dial(ctx, opts.socket)
+	c, err := supervisor.DialHeld(ctx, opts.socket)
+	if errors.Is(err, supervisor.ErrHolding) {
+		return &heldStatusError{err}
+	}
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -54,7 +53,8 @@ signal that would end a process is logged and ignored.
 --hold-on-error (a container's PID 1): a start-up error (bad configuration,
 data lock held elsewhere, ...) is printed, then hbx only reaps children until
 TERM, INT or QUIT end it with the error's status (2 or 1), so "unless-stopped"
-never loops; "hbx health" fails with it (<supervisor.socket>.held).`
+never loops; "hbx health" and "hbx status" (exit 3) fail with it
+(<supervisor.socket>.held, live while hbx holds its flock).`
 
 // newSuperviseCommand builds `hbx supervise`.
 func newSuperviseCommand(g *globals) *cobra.Command {
@@ -65,12 +65,20 @@ func newSuperviseCommand(g *globals) *cobra.Command {
 		Long:  superviseLong,
 		Args:  cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !hold {
+				_, _, err := runSuperviseCommand(cmd, g)
+				return err
+			}
+			// Caught from the start, so no signal ends the process
+			// between a failed start and the hold on its error.
+			sigs := supervisor.CatchHoldSignals()
+			defer sigs.Release()
 			held, startup, err := runSuperviseCommand(cmd, g)
-			if err == nil || !hold || !startup || cmd.Context().Err() != nil || errors.Is(err, context.Canceled) {
+			if err == nil || !startup || cmd.Context().Err() != nil || errors.Is(err, context.Canceled) {
 				return err
 			}
 			fmt.Fprintf(g.stderr, "hbx: %v\n", g.explain(err))
-			return supervisor.HoldOnError(cmd.Context(), g.log, held, err)
+			return sigs.Hold(cmd.Context(), g.log, held, err)
 		},
 	}
 	cmd.Flags().BoolVar(&hold, "hold-on-error", false, "when the supervisor cannot start, print the error and stay up until TERM, INT or QUIT (a container's PID 1; hbx health fails with the error)")
@@ -90,10 +98,8 @@ func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup b
 	held = supervisor.HeldPath(cfg.Supervisor.Socket)
 	// A held file left by a hold that was killed is stale; one a live
 	// hold keeps is its error, not this start's to remove.
-	if _, _, live, _ := supervisor.ReadHeld(held); !live {
-		if err := os.Remove(held); err != nil && !errors.Is(err, os.ErrNotExist) {
-			g.log.Warn("remove a stale held start-up error", "path", held, "err", err)
-		}
+	if err := supervisor.RemoveStaleHeld(held); err != nil {
+		g.log.Warn("remove a stale held start-up error", "path", held, "err", err)
 	}
 	// The executor's pin is read again from the configuration at each
 	// start: hbx upgrade and rollback move it while this supervisor runs.

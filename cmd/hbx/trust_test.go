@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermesbox/hbx/internal/registrytest"
 	"github.com/hermesbox/hbx/internal/testenv"
 )
 
@@ -110,10 +111,31 @@ func TestCheckTrust(t *testing.T) {
 		}, "registry.certs_dir SEC/certs.d/registry.box/client.key has mode 0644: it is a client key and must be 0600 or stricter"},
 		{"registry certs dir root's", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/certs.d/registry.box", 0o755, 0)
-			os.WriteFile(sec+"/certs.d/registry.box/ca.crt", []byte("x\n"), 0o644)
+			tls, err := registrytest.WriteTLS(t.TempDir(), "registry.box")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ca, err := os.ReadFile(tls.CA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(sec+"/certs.d/registry.box/ca.crt", ca, 0o644)
 			os.WriteFile(sec+"/certs.d/registry.box/client.key", []byte("x\n"), 0o600)
 			return map[string]string{"registry.certs_dir": sec + "/certs.d"}
 		}, ""},
+		// Found at load, by every command, not only by the pull.
+		{"registry certs dir missing", func(t *testing.T, sec string) map[string]string {
+			return map[string]string{"registry.certs_dir": sec + "/certs.d"}
+		}, "bad registry.certs_dir: stat SEC/certs.d: no such file or directory"},
+		{"registry certs dir a file", func(t *testing.T, sec string) map[string]string {
+			os.WriteFile(sec+"/certs.d", nil, 0o644)
+			return map[string]string{"registry.certs_dir": sec + "/certs.d"}
+		}, "bad registry.certs_dir: SEC/certs.d is not a directory"},
+		{"registry certs dir: a CA file without a certificate", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/certs.d/registry.box", 0o755, 0)
+			os.WriteFile(sec+"/certs.d/registry.box/ca.crt", []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"), 0o644)
+			return map[string]string{"registry.certs_dir": sec + "/certs.d"}
+		}, "bad registry.certs_dir: SEC/certs.d/registry.box/ca.crt holds no PEM certificate"},
 		{"data dir's parent another user's", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/workspace", 0o755, nobody)
 			return map[string]string{"executor.data_dir": sec + "/workspace/data"}
@@ -193,7 +215,7 @@ func TestCheckTrust(t *testing.T) {
 			for _, args := range [][]string{{"config", "show"}, {"run", "executor"}, {"backup"}, {"install"}} {
 				_, _, code, err := runTest(t, env, append(args, "--config", cfgFile)...)
 				if c.wantIn == "" {
-					if err != nil && strings.Contains(err.Error(), "untrusted") {
+					if err != nil && (strings.Contains(err.Error(), "untrusted") || strings.Contains(err.Error(), "registry.certs_dir")) {
 						t.Errorf("hbx %s = %v; want the paths accepted", strings.Join(args, " "), err)
 					}
 					continue

@@ -396,7 +396,7 @@ func TestDockerUnreachableRegistry(t *testing.T) {
 	}
 	// The image ships /etc/hbx/certs.d (registry.certs_dir of
 	// deploy/hbx.yaml): the install gets as far as the registry.
-	if strings.Contains(logs, "certs directory") || strings.Contains(last, "certs directory") {
+	if strings.Contains(logs, "bad registry.certs_dir") || strings.Contains(last, "bad registry.certs_dir") {
 		t.Errorf("install failed on registry.certs_dir before reaching the registry:\n%s", tail(logs))
 	}
 	t.Logf("health output:\n%s", last)

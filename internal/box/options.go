@@ -122,17 +122,13 @@ type SupervisorPrograms struct{ Socket string }
 
 // Programs dials the supervisor and returns its programs' states. When
 // nothing listens on the socket it fails with the start-up error that a
-// live `hbx supervise --hold-on-error` holds on (supervisor.HeldPath),
+// live `hbx supervise --hold-on-error` holds on (a *supervisor.HeldError),
 // else wraps health.ErrNoSupervisor.
 func (s SupervisorPrograms) Programs(ctx context.Context) ([]health.Program, error) {
 	c, err := supervisor.Dial(ctx, s.Socket)
 	if errors.Is(err, supervisor.ErrNotRunning) {
-		msg, pid, held, herr := supervisor.ReadHeld(supervisor.HeldPath(s.Socket))
-		if herr != nil {
+		if herr := supervisor.CheckHeld(s.Socket); herr != nil {
 			return nil, herr
-		}
-		if held {
-			return nil, fmt.Errorf("hbx supervise (pid %d) did not start and holds on its error: %s", pid, msg)
 		}
 		return nil, fmt.Errorf("%w (nothing listens on %s)", health.ErrNoSupervisor, s.Socket)
 	}

@@ -38,7 +38,8 @@ type SuperviseRun struct {
 // (state directory and socket, so a second hbx supervise changes nothing),
 // recover an interrupted restore and upgrade, start the change watch,
 // then run. Errors are prefixed "supervise: "; ran is true once the
-// supervisor's Run started (its error is then no start-up error).
+// supervisor's Run started its programs (its error is then no start-up
+// error; one of Run before, a supervisor.StartError, is).
 func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error) {
 	// Before the supervisor runs (the data lock, leftovers of a dead
 	// supervisor, recovery of an interrupted restore or upgrade), the
@@ -83,7 +84,7 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error
 	go b.ChangeWatch(r.Reload).Run(wctx)
 	early.Quiet() // Run handles every signal from here on
 	if err := s.Run(ctx); err != nil {
-		return true, fmt.Errorf("supervise: %w", err)
+		return !supervisor.IsStartError(err), fmt.Errorf("supervise: %w", err)
 	}
 	return true, nil
 }

@@ -2,6 +2,7 @@ package box
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/internal/certsdir"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
@@ -61,7 +63,15 @@ func SuperviseOptions(s Supervise) supervisor.Options {
 		if slices.ContainsFunc(opts.Programs, func(p supervisor.Program) bool { return p.Name == config.ExecutorProgram }) {
 			opts.InstallProgram = config.ExecutorProgram
 		}
-		opts.Install = s.Install
+		// A bad registry.certs_dir (changed since the configuration
+		// loaded) is not retried like a network error.
+		opts.Install = func(ctx context.Context, progress func(string)) error {
+			err := s.Install(ctx, progress)
+			if errors.Is(err, certsdir.ErrInvalid) {
+				return supervisor.NoRetry(err)
+			}
+			return err
+		}
 	}
 	return opts
 }

@@ -1,12 +1,17 @@
 package box
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hermesbox/hbx/internal/certsdir"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -49,5 +54,33 @@ programs:
 	}
 	if diff := cmp.Diff(w, want); diff != "" {
 		t.Errorf("worker (-got +want):\n%s", diff)
+	}
+}
+
+// TestInstallOnStartNoRetry: with executor.install_on_start, an install
+// error from a bad registry.certs_dir is marked supervisor.ErrNoRetry,
+// its message unchanged; a network error is not.
+func TestInstallOnStartNoRetry(t *testing.T) {
+	path := writeConfig(t, "executor:\n  install_on_start: true\n")
+	cfg, _, err := config.Load(config.LoadOptions{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := fmt.Errorf("install: %w", certsdir.Check(filepath.Join(t.TempDir(), "missing"), "ghcr.io"))
+	for _, tc := range []struct {
+		err     error
+		noRetry bool
+	}{
+		{bad, true},
+		{errors.New("install: fetch index: dial tcp: no such host"), false},
+	} {
+		opts := SuperviseOptions(Supervise{Config: cfg, Install: func(context.Context, func(string)) error { return tc.err }})
+		if opts.Install == nil {
+			t.Fatal("no install hook with executor.install_on_start")
+		}
+		got := opts.Install(context.Background(), func(string) {})
+		if errors.Is(got, supervisor.ErrNoRetry) != tc.noRetry || got.Error() != tc.err.Error() {
+			t.Errorf("Install() = %v (no retry %v), want %v (no retry %v)", got, errors.Is(got, supervisor.ErrNoRetry), tc.err, tc.noRetry)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/hermesbox/hbx/internal/account"
+	"github.com/hermesbox/hbx/internal/certsdir"
 	"github.com/hermesbox/hbx/internal/pathtrust"
 )
 
@@ -19,9 +20,11 @@ import (
 //     registry.certs_dir, registry.auth_file (also
 //     refused when group or others may read it), the config file read and
 //     the binary's own directory, each with every ancestor;
-//   - below registry.certs_dir, each <host[:port]> entry and each file in
-//     it are root's alone too (a planted CA would be trusted), and a
-//     client key (*.key) is refused when group or others may read it;
+//   - registry.certs_dir must be a directory whose *.crt files hold PEM
+//     certificates (certsdir.Check); below it, each <host[:port]> entry
+//     and each file in it are root's alone too (a planted CA would be
+//     trusted), and a client key (*.key) is refused when group or others
+//     may read it;
 //   - the parents of executor.data_dir (it holds hbx's data lock and the
 //     supervisor's state) and of executor.state_dir (hbx writes the
 //     pidfile in it by path) are root's alone like the runtime directory;
@@ -111,14 +114,16 @@ func (cfg *Config) trustItems(srcs *Sources, root, payload pathtrust.Trust) []tr
 }
 
 // checkCertsDir applies CheckTrust's rule below registry.certs_dir dir
-// (skipped when "" or not a directory): each <host[:port]> entry and each
-// file in it, symlinks followed, must be root's alone, or another user
-// could plant a CA that the registry's TLS is checked against; a client
-// key (*.key) must also be 0600 or stricter. The error names the path.
+// ("" means none): each <host[:port]> entry and each file in it, symlinks
+// followed, must be root's alone, or another user could plant a CA that
+// the registry's TLS is checked against; a client key (*.key) must also
+// be 0600 or stricter. Then it refuses a dir that is no directory or a CA
+// file in it that holds no certificate (certsdir.Check, the pull's own
+// check). The error names the key and the path.
 func checkCertsDir(dir string, t pathtrust.Trust) error {
 	hosts, err := os.ReadDir(dir)
 	if dir == "" || err != nil {
-		return nil // a missing directory is reported by the pull
+		return certsdir.Check(dir, "")
 	}
 	for _, h := range hosts {
 		hp := filepath.Join(dir, h.Name())
@@ -139,5 +144,5 @@ func checkCertsDir(dir string, t pathtrust.Trust) error {
 			}
 		}
 	}
-	return nil
+	return certsdir.Check(dir, "")
 }
