@@ -46,6 +46,12 @@ func PendingChange(cfg *config.Config) error {
 	holder, held := upgrade.LockHolder(rt)
 	if r, err := backup.ReadPendingRestore(cfg.Executor.DataDir); err != nil {
 		return &ChangePendingError{fmt.Sprintf("restore journal: %v", err)}
+	} else if r != nil && r.NotStarted() && !held {
+		// Restored without its runtime: status exits 3 until it runs.
+		if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, rt); aerr != nil {
+			return &ChangePendingError{aerr.Error()}
+		}
+		return &ChangePendingError{fmt.Sprintf("restore of %s, done without its runtime, is not finished: %s is installed now; the running hbx supervise starts it within seconds, or start hbx supervise (%s)", r.Archive, r.Awaiting, r.Journal)}
 	} else if r != nil && r.Unfinished() {
 		if held {
 			return &ChangePendingError{fmt.Sprintf("restore of %s in progress (phase %s since %s; %s holds %s%s)", r.Archive, r.Phase, r.Started.Format(time.RFC3339), holder, upgrade.LockFile, upgrade.HolderNote(holder))}
@@ -98,6 +104,10 @@ func PrepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*l
 		if errs := m.Unwrap(); len(errs) == 2 && errs[0] == launch.ErrNotInstalled {
 			cause = errs[1]
 		}
+	}
+	// Data restored without its runtime: only that runtime may start on it.
+	if aerr := backup.AwaitedRuntime(lo.DataDir, lo.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) {
+		return nil, fmt.Errorf("%w: %w", aerr, cause)
 	}
 	// A restore switches the runtime and the pin with the data: one
 	// half done is undone (runtime and pin included) by its recovery.

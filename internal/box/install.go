@@ -32,6 +32,12 @@ func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSuper
 		in.Runs = func() (string, error) { return PayloadRuns(ctx, cfg) }
 	}
 	change, err := installer.Guard(opts, in)
+	if (change == installer.SwitchActive || errors.Is(err, installer.ErrChangeRefused)) && awaitsImage(cfg, opts.Image) {
+		// The data was restored for this very release, without it: it
+		// belongs to it already (nothing can run on it meanwhile), so
+		// there is nothing to back up or roll back.
+		change, err = installer.ReplaceActive, nil
+	}
 	if err != nil {
 		return nil, err
 	}
