@@ -236,7 +236,9 @@ func (r *restoreRun) activateRuntime(ctx context.Context) error {
 		}
 		return fmt.Errorf("restore undone, nothing changed: %w", err)
 	}
-	r.prog.Event(Event{Kind: EventRuntime})
+	if !r.without {
+		r.prog.Event(Event{Kind: EventRuntime})
+	}
 	if supervisorGone(opts.Services) {
 		// Its programs died with it; nothing may be swapped in under no one.
 		if _, _, uerr := undo(r.undoCtx, j, opts.Runtime, opts.Config, r.log); uerr != nil {
