@@ -164,6 +164,7 @@ func TestRestoreWithoutRuntimeE2E(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("hbx restore with no runtime and no registry = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	t.Logf("hbx restore:\n%s", r.stdout)
 	for _, want := range []string{"NOT started", ref, "hbx install --from FILE", "hbx supervise"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("hbx restore output lacks %q:\n%s", want, r.stdout)
@@ -179,6 +180,7 @@ func TestRestoreWithoutRuntimeE2E(t *testing.T) {
 	select {
 	case err := <-s.exited:
 		log := readFile(t, s.log)
+		t.Logf("hbx supervise: %v\n%s", err, log)
 		if err == nil || !strings.Contains(log, ref) || !strings.Contains(log, "hbx install") {
 			t.Errorf("hbx supervise = %v, log:\n%s\nwant a refusal naming %s and hbx install", err, log, ref)
 		}
@@ -257,5 +259,36 @@ func TestKillDuringRestoreWithoutRuntimeE2E(t *testing.T) {
 				t.Errorf("after the kill at %s and hbx restore: staging %s left", ev, e)
 			}
 		}
+	}
+}
+
+// TestRestoreWithoutRuntimeInstallOnStartE2E: with executor.install_on_start,
+// the first hbx supervise after a restore done without its runtime installs
+// the archive's release (registry back) and comes up healthy on the
+// restored bytes; another image configured meanwhile is refused by hbx
+// install, naming the one needed.
+func TestRestoreWithoutRuntimeInstallOnStartE2E(t *testing.T) {
+	requireE2E(t)
+	b, f, ref, archive, socket, dir, archived := withoutRuntimeBox(t)
+	must(t, os.RemoveAll(b.runtimeDir))
+	f.stop()
+	if r := b.hbx("restore", archive); r.code != 0 {
+		t.Fatalf("hbx restore = %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	f.start()
+	// Another release may not be installed on the data.
+	cfg := readFile(t, b.config)
+	other := ref[:strings.Index(ref, "@")] + "@sha256:" + strings.Repeat("0", 64)
+	writeFile(t, b.config, strings.Replace(cfg, ref, other, 1), 0o600)
+	if r := b.hbx("install"); r.code == 0 || !strings.Contains(r.stderr, ref) {
+		t.Errorf("hbx install of another image = %d: %s; want a refusal naming %s", r.code, r.stderr, ref)
+	}
+	writeFile(t, b.config, strings.Replace(cfg, "executor:\n", "executor:\n  install_on_start: true\n", 1), 0o600)
+	s := startSupervise(t, b, socket, dir)
+	healthyAt(t, b.port, 90*time.Second)
+	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	sameData(t, b, "under hbx supervise with install_on_start", archived)
+	if ph, _ := restoreJournal(t, b); ph != "" {
+		t.Errorf("restore journal in phase %q under a healthy hbx supervise", ph)
 	}
 }

@@ -87,8 +87,13 @@ var ErrRestoreInterrupted = errors.New("a restore is half done")
 // change and the commands that finish or undo it instead: hbx install
 // would put a runtime on data of another release. A release an earlier hbx
 // installed with the image's owners is made root's alone before it runs
-// (installer.FixOwnership).
+// (installer.FixOwnership). On data restored without its runtime
+// (backup.AwaitedRuntime) nothing starts until that release is active: the
+// error, wrapping backup.ErrRuntimeAwaited, names it.
 func PrepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*launch.Spec, error) {
+	if aerr := backup.AwaitedRuntime(lo.DataDir, lo.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) {
+		return nil, aerr
+	}
 	spec, err := launch.Prepare(lo)
 	if err == nil {
 		if err := installer.FixOwnership(ctx, lo.RuntimeDir, time.Minute, log); err != nil {
@@ -104,10 +109,6 @@ func PrepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*l
 		if errs := m.Unwrap(); len(errs) == 2 && errs[0] == launch.ErrNotInstalled {
 			cause = errs[1]
 		}
-	}
-	// Data restored without its runtime: only that runtime may start on it.
-	if aerr := backup.AwaitedRuntime(lo.DataDir, lo.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) {
-		return nil, fmt.Errorf("%w: %w", aerr, cause)
 	}
 	// A restore switches the runtime and the pin with the data: one
 	// half done is undone (runtime and pin included) by its recovery.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
@@ -30,6 +31,9 @@ func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSuper
 	in := installer.GuardInput{DataDir: cfg.Executor.DataDir, CanBackUp: cfg.Backup.PassphraseFile != ""}
 	if !inSupervisor {
 		in.Runs = func() (string, error) { return PayloadRuns(ctx, cfg) }
+	}
+	if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir); aerr != nil && !awaitsImage(cfg, opts.Image) {
+		return nil, fmt.Errorf("%w to %s: %w", installer.ErrChangeRefused, opts.Image, aerr)
 	}
 	change, err := installer.Guard(opts, in)
 	if (change == installer.SwitchActive || errors.Is(err, installer.ErrChangeRefused)) && awaitsImage(cfg, opts.Image) {
