@@ -25,9 +25,12 @@ type AwaitedError struct {
 
 // Error names the image needed and what to run, in one line.
 func (e *AwaitedError) Error() string {
-	return fmt.Sprintf("%v: the data restored from %s (%s) was written by %s, which is not installed: install it (`hbx install` once the registry answers, or `hbx install --from FILE` with that image exported or copied by `skopeo copy --all`), then start `hbx supervise` (journal %s)",
-		ErrRuntimeAwaited, e.Archive, e.Restored.Format(time.RFC3339), e.Image, e.Journal)
+	return fmt.Sprintf("%v: %s, which wrote the data restored from %s (%s), is not installed: %s (journal %s)",
+		ErrRuntimeAwaited, e.Image, e.Archive, e.Restored.Format(time.RFC3339), NextSteps, e.Journal)
 }
+
+// NextSteps is what to run on data restored without its runtime.
+const NextSteps = "install it (`hbx install` once the registry answers, or `hbx install --from FILE` with that image exported by `hbx export` or copied by `skopeo copy --all`), then start `hbx supervise` (`hbx start` when one runs)"
 
 // Unwrap makes errors.Is(err, ErrRuntimeAwaited) true.
 func (e *AwaitedError) Unwrap() error { return ErrRuntimeAwaited }
@@ -123,8 +126,7 @@ func (r *restoreRun) mayGoWithout(err error) bool {
 func (r *restoreRun) goWithout(err error) {
 	r.without = true
 	r.log.Warn("the archive's runtime cannot be installed; restoring the data with the programs left stopped", "image", r.m.Image, "err", err)
-	r.res.WithoutRuntime = r.m.Image
-	r.res.Notes = append(r.res.Notes, fmt.Sprintf("the archive's runtime %s could not be installed (%v): the data is restored but nothing was started on it; install that release (`hbx install` once the registry answers, or `hbx install --from FILE` with it exported or copied by `skopeo copy --all`), then start `hbx supervise` (or `hbx start` when one runs)", r.m.Image, err))
+	r.res.WithoutRuntime, r.res.NotStartedBecause = r.m.Image, err.Error()
 }
 
 // leaveStopped ends a restore done without its runtime: the journal

@@ -111,6 +111,8 @@ type RestoreResult struct {
 	// without it (it could not be installed): nothing was started, and
 	// the journal waits for that release (AwaitedRuntime).
 	WithoutRuntime string `json:"without_runtime,omitempty"`
+	// NotStartedBecause is the install's error when WithoutRuntime is set.
+	NotStartedBecause string `json:"not_started_because,omitempty"`
 	// Notes say what could not be checked or needs attention.
 	Notes     []string `json:"notes,omitempty"`
 	Pruned    []string `json:"pruned,omitempty"`
