@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/internal/testimage"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -72,15 +75,11 @@ func (f *front) start() {
 	f.serve(l)
 }
 
-// withoutRuntimeBox is an installed box reaching the registry through a
-// front, with backup settings and a supervisor running only Executor
-// (not started); secret.key and data.db hold known bytes and an archive
-// of them is made. The data is changed after the archive.
-func withoutRuntimeBox(t *testing.T) (b *box, f *front, ref, archive, socket, dir string, archived map[string][]byte) {
+// frontBox is an installed box for ref, reached through f, with backup
+// settings and a supervisor configuration running only Executor (not
+// started).
+func frontBox(t *testing.T, reg *testenv.Registry, f *front, ref string) (b *box, socket, dir string) {
 	t.Helper()
-	reg, _, ref0 := pushed(t)
-	f = newFront(t, reg.Host())
-	ref = strings.Replace(ref0, reg.Host(), f.host, 1)
 	b = newBox(t, reg, ref, nil, "")
 	writeFile(t, b.config, strings.ReplaceAll(readFile(t, b.config), reg.Host(), f.host), 0o600)
 	if r := b.hbx("install"); r.code != 0 {
@@ -96,15 +95,34 @@ func withoutRuntimeBox(t *testing.T) (b *box, f *front, ref, archive, socket, di
 	fmt.Fprintf(fh, "backup:\n  dir: %s\n  passphrase_file: %s\n  health_wait: 30s\n", filepath.Join(b.dir, "backups"), pass)
 	fh.Close()
 	must(t, os.MkdirAll(b.dataDir, 0o700))
-	archived = map[string][]byte{"secret.key": tartest.PseudoRandom(32, 1), "data.db": tartest.PseudoRandom(1<<20, 2)}
-	for n, c := range archived {
+	return b, socket, dir
+}
+
+// archiveOf writes files into b's data directory, backs it up and returns
+// the archive.
+func archiveOf(t *testing.T, b *box, files map[string][]byte) string {
+	t.Helper()
+	for n, c := range files {
 		writeFile(t, filepath.Join(b.dataDir, n), string(c), 0o600)
 	}
 	r := b.hbx("backup", "--json")
 	if r.code != 0 {
 		t.Fatalf("hbx backup = %d: %s", r.code, r.stderr)
 	}
-	archive = lastJSON(t, r.stdout)["path"].(string)
+	return lastJSON(t, r.stdout)["path"].(string)
+}
+
+// withoutRuntimeBox is an installed box reaching the registry through a
+// front (frontBox); secret.key and data.db hold known bytes and an archive
+// of them is made. The data is changed after the archive.
+func withoutRuntimeBox(t *testing.T) (b *box, f *front, ref, archive, socket, dir string, archived map[string][]byte) {
+	t.Helper()
+	reg, _, ref0 := pushed(t)
+	f = newFront(t, reg.Host())
+	ref = strings.Replace(ref0, reg.Host(), f.host, 1)
+	b, socket, dir = frontBox(t, reg, f, ref)
+	archived = map[string][]byte{"secret.key": tartest.PseudoRandom(32, 1), "data.db": tartest.PseudoRandom(1<<20, 2)}
+	archive = archiveOf(t, b, archived)
 	writeFile(t, filepath.Join(b.dataDir, "data.db"), "rows written after the backup\n", 0o600)
 	return b, f, ref, archive, socket, dir, archived
 }
@@ -290,5 +308,75 @@ func TestRestoreWithoutRuntimeInstallOnStartE2E(t *testing.T) {
 	sameData(t, b, "under hbx supervise with install_on_start", archived)
 	if ph, _ := restoreJournal(t, b); ph != "" {
 		t.Errorf("restore journal in phase %q under a healthy hbx supervise", ph)
+	}
+}
+
+// TestRestoreWithoutRuntimeSupervisedE2E: under a running hbx supervise on
+// 1.0.0, an archive written by 2.0.0 with the registry away is refused
+// (undone, Executor healthy again, the error names --without-runtime);
+// with --without-runtime the data comes back, Executor does not run on it
+// and hbx status exits 3 naming 2.0.0; with the registry back, hbx install
+// installs 2.0.0 (the pin the restore wrote) and the running supervisor
+// starts Executor on the restored bytes and finishes the restore.
+func TestRestoreWithoutRuntimeSupervisedE2E(t *testing.T) {
+	requireE2E(t)
+	reg, _, ref1 := pushed(t)
+	f := newFront(t, reg.Host())
+	v1 := strings.Replace(ref1, reg.Host(), f.host, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := testimage.Push(ctx, versionImage(t, "2.0.0").Dir, reg.Host()+"/rhyssullivan/executor-selfhost:v2.0.0")
+	must(t, err)
+	v2 := f.host + "/rhyssullivan/executor-selfhost:v2.0.0@" + d.String()
+	a, _, _ := frontBox(t, reg, f, v2)
+	archived := map[string][]byte{"secret.key": tartest.PseudoRandom(32, 3), "data.db": tartest.PseudoRandom(1<<20, 4)}
+	archive := archiveOf(t, a, archived)
+
+	b, socket, dir := frontBox(t, reg, f, v1)
+	live := map[string][]byte{"data.db": []byte("1.0.0's live rows\n")}
+	writeFile(t, filepath.Join(b.dataDir, "data.db"), string(live["data.db"]), 0o600)
+	s := startSupervise(t, b, socket, dir)
+	healthyAt(t, b.port, 60*time.Second)
+	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	f.stop()
+
+	r := b.hbx("restore", archive)
+	if r.code == 0 || !strings.Contains(r.stderr, "--without-runtime") || !strings.Contains(r.stderr, "restore undone") {
+		t.Fatalf("hbx restore over a running 1.0.0 with the registry away = %d: %s; want it undone, naming --without-runtime", r.code, r.stderr)
+	}
+	sameData(t, b, "after the refused restore", live)
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+
+	r = b.hbx("restore", "--without-runtime", archive)
+	if r.code != 0 || !strings.Contains(r.stdout, "NOT started") || !strings.Contains(r.stdout, v2) {
+		t.Fatalf("hbx restore --without-runtime = %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	sameData(t, b, "after hbx restore --without-runtime", archived)
+	if st := b.hbx("status"); st.code != 3 || !strings.Contains(st.stdout+st.stderr, v2) {
+		t.Errorf("hbx status = %d: %s%s; want exit 3 naming %s", st.code, st.stdout, st.stderr, v2)
+	}
+	// Executor never runs 1.0.0 on 2.0.0's data.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if st, err := s.client().Status(context.Background()); err == nil && len(st) > 0 && st[0].State == supervisor.Running {
+			t.Fatalf("executor %s on data waiting for 2.0.0", st[0].State)
+		}
+	}
+
+	f.start()
+	if r := b.hbx("install"); r.code != 0 {
+		t.Fatalf("hbx install with the registry back = %d\n%s", r.code, r.stderr)
+	}
+	healthyAt(t, b.port, 90*time.Second)
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	sameData(t, b, "on 2.0.0 under the running supervisor", archived)
+	deadline := time.Now().Add(slow(t, 30*time.Second))
+	for ph, _ := restoreJournal(t, b); ph != ""; ph, _ = restoreJournal(t, b) {
+		if time.Now().After(deadline) {
+			t.Fatalf("restore journal still in phase %q under a healthy supervisor", ph)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := b.activeVersion(); got != "2.0.0" {
+		t.Errorf("active version %q, want 2.0.0", got)
 	}
 }
