@@ -129,6 +129,18 @@ func (r *restoreRun) goWithout(err error) {
 	r.res.WithoutRuntime, r.res.NotStartedBecause = r.m.Image, err.Error()
 }
 
+// finish ends a restore from the pin on: startAndCheck and commit, or
+// leaveStopped without the archive's runtime.
+func (r *restoreRun) finish(ctx context.Context) error {
+	if r.without {
+		return r.leaveStopped()
+	}
+	if err := r.startAndCheck(ctx); err != nil {
+		return err
+	}
+	return r.commit()
+}
+
 // leaveStopped ends a restore done without its runtime: the journal
 // moves to "restored, not started" with the archive's release, the hold
 // is released (a running supervisor refuses Executor: the pin names a

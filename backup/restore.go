@@ -182,21 +182,10 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	if err := r.pin(); err != nil {
 		return nil, err
 	}
-	// Without the archive's runtime: "restored, not started", nothing
-	// started, never undone by a recovery.
-	if r.without {
-		if err := r.leaveStopped(); err != nil {
-			return nil, err
-		}
-		r.res.Duration = time.Since(r.start)
-		return r.res, nil
-	}
-	// Start and check: committed or undone, never left half-way.
-	if err := r.startAndCheck(ctx); err != nil {
-		return nil, err
-	}
-	// Commit (window "restore, confirmed").
-	if err := r.commit(); err != nil {
+	// Start and check, then commit (window "restore, confirmed"):
+	// committed or undone, never left half-way. Without the archive's
+	// runtime: "restored, not started", never undone by a recovery.
+	if err := r.finish(ctx); err != nil {
 		return nil, err
 	}
 	r.res.Duration = time.Since(r.start)
