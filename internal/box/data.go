@@ -280,7 +280,10 @@ func (b Box) RecoverInterruptedRestore(ctx context.Context) error {
 	case msg != "":
 		b.Log.Warn("interrupted restore recovered", "what", msg)
 	}
-	return backup.AwaitedRuntime(b.Config.Executor.DataDir, b.Config.Executor.RuntimeDir)
+	if err := backup.AwaitedRuntime(b.Config.Executor.DataDir, b.Config.Executor.RuntimeDir); errors.Is(err, backup.ErrRuntimeAwaited) {
+		return err
+	}
+	return nil
 }
 
 // recoverOptions are backup.Recover's options for b (srcs: nil when not
@@ -310,7 +313,7 @@ func (b Box) recoverRestoreFor(ctx context.Context, srcs *config.Sources, svc *S
 	// No other release may be installed on data restored without its
 	// runtime; that runtime itself installs as a plain install
 	// (GuardedInstall).
-	if err := backup.AwaitedRuntime(b.Config.Executor.DataDir, b.Config.Executor.RuntimeDir); err != nil {
+	if err := backup.AwaitedRuntime(b.Config.Executor.DataDir, b.Config.Executor.RuntimeDir); errors.Is(err, backup.ErrRuntimeAwaited) {
 		return fmt.Errorf("refuse to change the release: %w", err)
 	}
 	return nil

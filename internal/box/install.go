@@ -32,7 +32,7 @@ func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSuper
 	if !inSupervisor {
 		in.Runs = func() (string, error) { return PayloadRuns(ctx, cfg) }
 	}
-	if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir); aerr != nil && !awaitsImage(cfg, opts.Image) {
+	if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) && !awaitsImage(cfg, opts.Image) {
 		return nil, fmt.Errorf("%w to %s: %w", installer.ErrChangeRefused, opts.Image, aerr)
 	}
 	change, err := installer.Guard(opts, in)
