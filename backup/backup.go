@@ -238,7 +238,7 @@ func failHeld(ctx context.Context, err error, final string, hold Hold, r *restar
 func archiveHeld(ctx, held context.Context, opts Options, roots []*root, exclude map[fileID]string, r *restarter, log *slog.Logger, prog Progress, now func() time.Time) (*Result, string, error) {
 	res := &Result{Encrypted: opts.Encrypt, Restarted: []string{}}
 	// Recover an interrupted restore under this hold first.
-	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, paths: opts.Paths, runtime: opts.Runtime, config: opts.Config, log: log, held: true, releaseBack: &r.startAll})
+	rec, err := recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, runtimeDir: opts.RuntimeDir, paths: opts.Paths, runtime: opts.Runtime, config: opts.Config, log: log, held: true, releaseBack: &r.startAll})
 	if err != nil {
 		return nil, "", err
 	}

@@ -145,6 +145,31 @@
 //     the restored directories (a dying program gets a few seconds); when
 //     one still does, the journal is left for the next hbx supervise and
 //     the error says so.
+//   - Restore without a runtime: when installing the archive's runtime
+//     fails with ErrRuntimeUnavailable (the image could not be had: no
+//     network, the registry down or without it, no local image; the
+//     Runtime decides, internal/box from the installer's error) and no
+//     release is active, or RestoreOptions.WithoutRuntime is set, the
+//     restore goes on: swap, pin (the archive's image and, for the
+//     configured platform, its manifest digest, so a plain hbx install
+//     installs that runtime), then the journal's phase "not-started"
+//     ("restored, not started", with the archive's image, index and
+//     manifest digests), the hold released and nothing started or
+//     health-checked (RestoreResult.WithoutRuntime). Automatic without an
+//     active release because nothing ran on the data and the operator
+//     asked for it; a flag with one, because stopping running programs
+//     until the registry is back is the worse outcome of a network blip.
+//     Any other install failure (a digest mismatch, a bad configuration)
+//     undoes the restore as before. Recover never undoes such a restore:
+//     it finishes it (old copies pruned, journal removed) once the
+//     archive's release is active, installing it first with
+//     RecoverOptions.InstallAwaited, and leaves it otherwise;
+//     AwaitedRuntime (an *AwaitedError naming the image) is what the
+//     commands that would start or change a release on that data check
+//     (internal/box: hbx supervise, the executor's launch, hbx install of
+//     another release, hbx upgrade, hbx rollback, hbx status). A kill
+//     before the journal says "not-started" leaves an ordinary
+//     unconfirmed restore, undone by the next recovery.
 //   - Every step is recorded first in a journal, <data_dir>.restore.json
 //     (internal/journal: written durably, "format" 1 checked on read; a
 //     journal of another format is refused, journal.ErrFormat). Recover, called by `hbx supervise` before it starts
@@ -189,6 +214,10 @@
 //     drops, and undoes it within seconds); Recover writes the pin before
 //     back, puts the complete old tree back, then the runtime before.
 //   - restore, confirmed: Recover prunes old copies and removes the journal.
+//   - restore, not started (no runtime): the directory holds the complete
+//     new tree, the config pins the archive's release, which is not
+//     active; nothing starts on it; Recover leaves it until that release
+//     is active, then finishes it as a confirmed one.
 //   - any unconfirmed window, recovered without a Runtime
 //     (RecoverOptions.Runtime nil) while the journal records a release
 //     change: the pin and the data are put back, the journal is kept and
@@ -207,8 +236,10 @@
 // changed), writeStagingJournal and stageArchive ("staging"),
 // stopServices, activateRuntime ("release change recorded"), swapIn
 // ("swapped, before the pin"), pin ("swapped, not confirmed"),
-// startAndCheck, commit ("confirmed"). recoverLocked picks removeStaged,
-// undoInterrupted or finishCommitted by the journal's phase.
+// startAndCheck, commit ("confirmed"), or, without the runtime
+// (mayGoWithout, goWithout), leaveStopped ("not started"). recoverLocked picks removeStaged,
+// undoInterrupted, finishCommitted or resumeNotStarted by the journal's
+// phase.
 //
 // # Who owns what
 //

@@ -67,6 +67,17 @@ var (
 	// ErrInvalid: bad options (relative paths, overlapping directories, an
 	// unknown compression); the CLI maps it to a usage error.
 	ErrInvalid = errors.New("invalid backup options")
+	// ErrRuntimeUnavailable is wrapped by a Runtime's Install error when
+	// the image could not be had at all (no network, the registry down or
+	// without it, no local image), as opposed to one that was had and
+	// failed a check (a digest mismatch, a bad configuration). Only this
+	// failure lets Restore put the data back without its runtime
+	// (RestoreOptions.WithoutRuntime).
+	ErrRuntimeUnavailable = errors.New("the runtime could not be fetched")
+	// ErrRuntimeAwaited: a restore put the data back without its runtime
+	// (journal phase "restored, not started") and that runtime is still
+	// not the active release; nothing may start on the data until it is.
+	ErrRuntimeAwaited = errors.New("the restored data awaits its runtime")
 )
 
 // entryError names the archive entry an error is about.

@@ -42,6 +42,14 @@ const (
 	// phaseCommitted: the restore is confirmed. Recovery prunes old
 	// pre-restore copies and removes the journal.
 	phaseCommitted = "committed"
+	// phaseNotStarted ("restored, not started"): the data is swapped in
+	// and the config file pins the archive's release, but its runtime
+	// could not be installed (ErrRuntimeUnavailable), so nothing was
+	// started on it; Awaiting names that runtime. Recovery never undoes
+	// it: once the archive's release is active (or, with
+	// RecoverOptions.InstallAwaited, after installing it) it finishes it
+	// like a confirmed one; until then it leaves it (AwaitedRuntime).
+	phaseNotStarted = "not-started"
 )
 
 // journal records an unfinished restore, written durably beside the data
@@ -60,6 +68,17 @@ type journal struct {
 	// Runtime is set before an install that may switch the active release,
 	// so an undo can switch back.
 	Runtime *journalRuntime `json:"runtime,omitempty"`
+	// Awaiting is the archive's release, set with phaseNotStarted.
+	Awaiting *journalAwait `json:"awaiting,omitempty"`
+}
+
+// journalAwait is the release restored data waits for: the archive's
+// image (name:tag@sha256:index), its platform and child manifest digest.
+type journalAwait struct {
+	Image    string        `json:"image"`
+	Index    digest.Digest `json:"index_digest,omitempty"`
+	Platform string        `json:"platform,omitempty"`
+	Manifest digest.Digest `json:"manifest_digest,omitempty"`
 }
 
 // journalRoot is one restored directory.
@@ -155,12 +174,22 @@ type PendingRestore struct {
 	Phase   string    // staging, swapping or committed
 	Started time.Time // when the restore began
 	PID     int       // the process that started it
+	// Awaiting is the archive's image (name:tag@sha256:...) when NotStarted.
+	Awaiting string
 }
 
 // Unfinished reports whether the restore may have changed what is live
 // without being confirmed healthy (phase staging or swapping): Recover
-// undoes it. A committed one only has old copies left to prune.
-func (p *PendingRestore) Unfinished() bool { return p.Phase != phaseCommitted }
+// undoes it. A committed one only has old copies left to prune; one
+// restored without its runtime (NotStarted) is never undone.
+func (p *PendingRestore) Unfinished() bool {
+	return p.Phase != phaseCommitted && p.Phase != phaseNotStarted
+}
+
+// NotStarted reports whether the restore put the data back without its
+// runtime ("restored, not started"): Awaiting names the release the data
+// waits for.
+func (p *PendingRestore) NotStarted() bool { return p.Phase == phaseNotStarted }
 
 // ReadPendingRestore reads the restore journal of dataDir; nil, nil when
 // there is none. The error says when it cannot be read or parsed.
@@ -169,7 +198,11 @@ func ReadPendingRestore(dataDir string) (*PendingRestore, error) {
 	if err != nil || j == nil {
 		return nil, err
 	}
-	return &PendingRestore{Journal: journalPath(dataDir), Archive: j.Archive, Phase: j.Phase, Started: j.Started, PID: j.PID}, nil
+	p := &PendingRestore{Journal: journalPath(dataDir), Archive: j.Archive, Phase: j.Phase, Started: j.Started, PID: j.PID}
+	if j.Awaiting != nil {
+		p.Awaiting = j.Awaiting.Image
+	}
+	return p, nil
 }
 
 // RecoverOptions say where to look for an interrupted restore.
@@ -179,7 +212,12 @@ type RecoverOptions struct {
 	Services   Services // stops the programs before an undo; nil: none run
 	Runtime    Runtime  // switches back a runtime the restore installed; nil skips
 	Config     Config   // puts back the pin the restore wrote; nil skips
-	Logger     *slog.Logger
+	// InstallAwaited installs, through Runtime, the release data restored
+	// without its runtime waits for (executor.install_on_start), so the
+	// restore finishes; without it such a restore is left as it is until
+	// that release is active (AwaitedRuntime says so).
+	InstallAwaited bool
+	Logger         *slog.Logger
 }
 
 // Recover finishes or undoes a restore that was interrupted (killed, or the
@@ -204,18 +242,22 @@ func Recover(ctx context.Context, opts RecoverOptions) (string, error) {
 		return "", err
 	}
 	defer lk.Unlock()
-	return recoverLocked(lock.WithHeld(ctx, lk), recoverOptions{dataDir: opts.DataDir, services: opts.Services, runtime: opts.Runtime, config: opts.Config, log: log})
+	return recoverLocked(lock.WithHeld(ctx, lk), recoverOptions{dataDir: opts.DataDir, runtimeDir: opts.RuntimeDir, services: opts.Services, runtime: opts.Runtime, config: opts.Config, log: log, installAwaited: opts.InstallAwaited})
 }
 
 // recoverOptions are Recover's inputs once the lock is held.
 type recoverOptions struct {
-	dataDir  string
-	paths    []string
-	services Services
-	runtime  Runtime
-	config   Config
-	log      *slog.Logger
-	held     bool // the services are already held (or checked idle)
+	dataDir    string
+	runtimeDir string // finishes a restore whose awaited release is active here
+	// installAwaited installs the release a restore without its runtime
+	// waits for (RecoverOptions.InstallAwaited).
+	installAwaited bool
+	paths          []string
+	services       Services
+	runtime        Runtime
+	config         Config
+	log            *slog.Logger
+	held           bool // the services are already held (or checked idle)
 	// releaseBack, when set, is told whether the recovery put back the
 	// config file's pin or the runtime (a supervisor may have left
 	// Executor FATAL on the mismatch meanwhile).
@@ -237,6 +279,10 @@ func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
 		// Windows "release change recorded", "swapped, before the pin",
 		// "swapped, not confirmed": undo.
 		return undoInterrupted(ctx, o, j)
+	case j.Phase == phaseNotStarted:
+		// "Restored, not started": never undone; finished once its
+		// runtime is active.
+		return resumeNotStarted(ctx, o, j)
 	case j.Phase == phaseCommitted:
 		// Window "restore, confirmed": finish.
 		return finishCommitted(o, j)

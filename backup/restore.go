@@ -67,6 +67,12 @@ type RestoreOptions struct {
 	// Runtime installs the runtime the archive was written by when it is
 	// not the active one; nil skips that step.
 	Runtime Runtime
+	// WithoutRuntime lets the restore put the data back with the
+	// programs left stopped when Runtime cannot get the archive's image
+	// (ErrRuntimeUnavailable) while another release is active; with no
+	// active release it does so anyway (nothing ran on the data). Any
+	// other install failure undoes the restore as before.
+	WithoutRuntime bool
 	// Config pins the archive's release in the config file when the
 	// configuration names another (with Runtime set); nil leaves the
 	// config file alone and only notes the difference. A pin that cannot
@@ -101,6 +107,12 @@ type RestoreResult struct {
 	// Healthy says the services were started and answered; false when no
 	// supervisor runs.
 	Healthy bool `json:"healthy"`
+	// WithoutRuntime is the archive's image when the data was restored
+	// without it (it could not be installed): nothing was started, and
+	// the journal waits for that release (AwaitedRuntime).
+	WithoutRuntime string `json:"without_runtime,omitempty"`
+	// NotStartedBecause is the install's error when WithoutRuntime is set.
+	NotStartedBecause string `json:"not_started_because,omitempty"`
 	// Notes say what could not be checked or needs attention.
 	Notes     []string `json:"notes,omitempty"`
 	Pruned    []string `json:"pruned,omitempty"`
@@ -135,7 +147,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	ctx = lock.WithHeld(ctx, lk)
 	r.prog.Event(Event{Kind: EventLocked})
 	// Recover: finish or undo an interrupted restore (idempotent steps).
-	if r.res.Recovered, err = recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, services: opts.Services, runtime: opts.Runtime, config: opts.Config, log: r.log}); err != nil {
+	if r.res.Recovered, err = recoverLocked(ctx, recoverOptions{dataDir: opts.DataDir, runtimeDir: opts.RuntimeDir, services: opts.Services, runtime: opts.Runtime, config: opts.Config, log: r.log}); err != nil {
 		return nil, err
 	}
 	// Open and plan (archive, roots, pin, space): nothing changed.
@@ -170,12 +182,10 @@ func Restore(ctx context.Context, opts RestoreOptions) (res *RestoreResult, err 
 	if err := r.pin(); err != nil {
 		return nil, err
 	}
-	// Start and check: committed or undone, never left half-way.
-	if err := r.startAndCheck(ctx); err != nil {
-		return nil, err
-	}
-	// Commit (window "restore, confirmed").
-	if err := r.commit(); err != nil {
+	// Start and check, then commit (window "restore, confirmed"):
+	// committed or undone, never left half-way. Without the archive's
+	// runtime: "restored, not started", never undone by a recovery.
+	if err := r.finish(ctx); err != nil {
 		return nil, err
 	}
 	r.res.Duration = time.Since(r.start)

@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -38,6 +39,9 @@ type restoreRun struct {
 	hold   Hold
 	// released: the hold is released (or there was none).
 	released bool
+	// without: the archive's runtime could not be installed and the
+	// restore goes on without it (mayGoWithout).
+	without bool
 	// undoCtx keeps ctx's values without its cancellation: undoing must
 	// finish even when ctx is cancelled (Ctrl-C, SIGTERM).
 	undoCtx context.Context
@@ -220,14 +224,21 @@ func (r *restoreRun) restartOnFailure(ctx context.Context, err *error) {
 // supervisor went away meanwhile.
 func (r *restoreRun) activateRuntime(ctx context.Context) error {
 	opts, j := r.opts, r.j
-	if err := ensureRuntime(ctx, opts, r.m, j, r.pinPlan, r.res); err != nil {
+	if err := ensureRuntime(ctx, opts, r.m, j, r.pinPlan, r.res); err != nil && r.mayGoWithout(err) {
+		r.goWithout(err)
+	} else if err != nil {
+		if errors.Is(err, ErrRuntimeUnavailable) && !opts.WithoutRuntime {
+			err = fmt.Errorf("%w; to restore the data anyway with the programs left stopped until that runtime is installed, run hbx restore --without-runtime", err)
+		}
 		if _, _, uerr := undo(r.undoCtx, j, opts.Runtime, opts.Config, r.log); uerr != nil {
 			r.staged = true // keep the journal: the next hbx start retries the undo
 			return fmt.Errorf("%w; putting the runtime before back failed, the next hbx start retries it: %w", err, uerr)
 		}
 		return fmt.Errorf("restore undone, nothing changed: %w", err)
 	}
-	r.prog.Event(Event{Kind: EventRuntime})
+	if !r.without {
+		r.prog.Event(Event{Kind: EventRuntime})
+	}
 	if supervisorGone(opts.Services) {
 		// Its programs died with it; nothing may be swapped in under no one.
 		if _, _, uerr := undo(r.undoCtx, j, opts.Runtime, opts.Config, r.log); uerr != nil {
@@ -281,7 +292,15 @@ func (r *restoreRun) pin() error {
 		return nil
 	}
 	killpoint.At(killpoint.BeforePin)
-	if err := r.opts.Config.Pin(j.Runtime.Pin.Image, activeManifest(r.opts.RuntimeDir)); err != nil {
+	man := activeManifest(r.opts.RuntimeDir)
+	if r.without {
+		// The archive's child manifest, when it is the configured platform's.
+		man = ""
+		if r.opts.Platform == "" || r.m.Platform == r.opts.Platform {
+			man = r.m.ManifestDigest
+		}
+	}
+	if err := r.opts.Config.Pin(j.Runtime.Pin.Image, man); err != nil {
 		return r.undoNow(fmt.Errorf("pin %s in the config file: %w", j.Runtime.Pin.Image, err))
 	}
 	killpoint.At(killpoint.AfterPin)

@@ -114,6 +114,9 @@ const (
 	EventHealthy   EventKind = "healthy"   // restore: the services answer
 	EventCommitted EventKind = "committed" // restore: done, old data kept aside
 	EventUndone    EventKind = "undone"    // restore: the old data is back
+	// EventNotStarted: restore: the data is back without its runtime,
+	// nothing started (Detail: the image it waits for).
+	EventNotStarted EventKind = "not-started"
 )
 
 // Event is one progress report. Files and Bytes count what was handled so

@@ -84,15 +84,16 @@ func TestBackupCommands(t *testing.T) {
 		t.Errorf("hbx backup verify of a damaged archive = %d, %v; want 1, damaged", code, err)
 	}
 
-	// Restore without a supervisor or a registry: the runtime install
-	// fails, the data is untouched.
+	// Restore without a supervisor, a runtime or a registry (issue 17):
+	// the runtime cannot be fetched, the data comes back with nothing
+	// started, and the output says what to run next.
 	os.WriteFile(filepath.Join(root, "data/db/main.sqlite"), []byte("changed"), 0o600)
-	_, _, code, err = runTest(t, nil, "restore", res.Path, "--config", cfg)
-	if code != 1 || err == nil || !strings.Contains(err.Error(), "nothing changed") {
-		t.Errorf("hbx restore without a runtime = %d, %v; want 1, nothing changed", code, err)
+	out, _, code, err = runTest(t, nil, "restore", res.Path, "--config", cfg)
+	if code != 0 || !strings.Contains(out, "NOT started") || !strings.Contains(out, "hbx install --from FILE") {
+		t.Errorf("hbx restore without a runtime = %d, %v:\n%s\nwant 0, the data back, NOT started and what to run", code, err, out)
 	}
-	if got, _ := os.ReadFile(filepath.Join(root, "data/db/main.sqlite")); string(got) != "changed" {
-		t.Errorf("data after a failed restore = %q", got)
+	if got, _ := os.ReadFile(filepath.Join(root, "data/db/main.sqlite")); string(got) != "rows" {
+		t.Errorf("data after a restore without a runtime = %q, want the archive's", got)
 	}
 }
 

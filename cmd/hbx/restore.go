@@ -13,9 +13,10 @@ import (
 
 // restoreOptions are the flags of `hbx restore`.
 type restoreOptions struct {
-	from     string // the runtime step reads the image from this OCI layout or archive
-	dataOnly bool
-	json     bool
+	from           string // the runtime step reads the image from this OCI layout or archive
+	dataOnly       bool
+	withoutRuntime bool
+	json           bool
 }
 
 // newRestoreCommand builds `hbx restore`.
@@ -39,7 +40,11 @@ against a manifest, and the output says so).
      directory's lock, refusing beside "hbx run executor", and refuse if a
      process holds files in the data directory);
   4. when the runtime the archive was written by is not the active one,
-     install it (a failed install changes nothing);
+     install it (a failed install changes nothing); when it cannot be
+     fetched (no network, registry down, no local image) and no release is
+     active, or with --without-runtime, go on: the data is restored, the
+     release pinned, and nothing started until that runtime is installed
+     (hbx install [--from FILE], then hbx supervise);
   5. swap the staged tree and the data directory with one
      renameat2(RENAME_EXCHANGE); the old data is kept as
      <data_dir>.pre-restore-<time> (backup.keep_pre_restore copies); the
@@ -70,13 +75,14 @@ instead of the registry, checked by its digests as hbx install --from.`,
 	}
 	cmd.Flags().StringVar(&o.from, "from", "", "install the archive's runtime from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.dataOnly, "data-only", false, "restore the data directory only; leave the extra paths the archive holds (backup.paths when it was made) untouched")
+	cmd.Flags().BoolVar(&o.withoutRuntime, "without-runtime", false, "when the archive's runtime cannot be fetched (no network, registry down, no local image) while another release is active, restore the data anyway with the programs left stopped until that runtime is installed (automatic when no release is active)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines")
 	return cmd
 }
 
 // runRestore restores archive (box.Box.Restore) and prints what happened.
 func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, archive string, o restoreOptions) error {
-	r := box.RestoreRequest{Archive: archive, DataOnly: o.dataOnly}
+	r := box.RestoreRequest{Archive: archive, DataOnly: o.dataOnly, WithoutRuntime: o.withoutRuntime}
 	if o.json {
 		r.Progress = box.NewJSONProgress(g.stdout)
 	}

@@ -109,8 +109,12 @@ func (o *BackupOutcome) Text() string {
 // RestoreRequest is what `hbx restore` asks of Box.Restore.
 type RestoreRequest struct {
 	Archive  string
-	DataOnly bool            // leave the archive's extra paths untouched
-	Progress backup.Progress // nil: none
+	DataOnly bool // leave the archive's extra paths untouched
+	// WithoutRuntime restores the data with the programs left stopped
+	// when the archive's runtime cannot be fetched while another release
+	// is active (backup.RestoreOptions.WithoutRuntime).
+	WithoutRuntime bool
+	Progress       backup.Progress // nil: none
 }
 
 // RestoreOutcome is what Box.Restore did.
@@ -132,6 +136,7 @@ func (b Box) Restore(ctx context.Context, r RestoreRequest) (*RestoreOutcome, er
 	}
 	opts := backup.ConfiguredRestoreOptions(b.Config, r.Archive)
 	opts.Passphrase, opts.DataOnly, opts.Owner, opts.Logger = b.passphrase(false), r.DataOnly, owner, b.Log
+	opts.WithoutRuntime = r.WithoutRuntime
 	opts.Runtime = installRuntime{cfg: b.Config, log: b.Log, from: b.From}
 	opts.Config = restorePinner{path: b.ConfigPath, cfg: b.Config, srcs: b.Sources}
 	svc, release, err := b.holdData(ctx, "hbx restore")
@@ -181,6 +186,9 @@ func (o *RestoreOutcome) Text() string {
 	}
 	if res.Healthy {
 		b.WriteString("  services running and healthy\n")
+	}
+	if res.WithoutRuntime != "" {
+		fmt.Fprintf(&b, "  NOT started: the data is back, but its runtime %s could not be installed (%s): %s\n", res.WithoutRuntime, res.NotStartedBecause, backup.NextSteps)
 	}
 	if res.Recovered != "" {
 		fmt.Fprintf(&b, "  first %s\n", res.Recovered)

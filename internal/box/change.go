@@ -464,6 +464,10 @@ func (w watchedBox) RecoverRestore(ctx context.Context) error {
 		// Unreadable: nothing can be undone by it, nor the upgrade
 		// behind it.
 		return err
+	} else if r.NotStarted() && backup.AwaitedRuntime(c.Executor.DataDir, c.Executor.RuntimeDir) != nil {
+		// Restored without its runtime, still missing: nothing to do
+		// until it is installed (then Recover finishes it below).
+		return nil
 	}
 	svc, err := b.Dial(ctx, c)
 	if err != nil {

@@ -46,6 +46,12 @@ func PendingChange(cfg *config.Config) error {
 	holder, held := upgrade.LockHolder(rt)
 	if r, err := backup.ReadPendingRestore(cfg.Executor.DataDir); err != nil {
 		return &ChangePendingError{fmt.Sprintf("restore journal: %v", err)}
+	} else if r != nil && r.NotStarted() && !held {
+		// Restored without its runtime: status exits 3 until it runs.
+		if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, rt); aerr != nil {
+			return &ChangePendingError{aerr.Error()}
+		}
+		return &ChangePendingError{fmt.Sprintf("restore of %s, done without its runtime, is not finished: %s is installed now; the running hbx supervise starts it within seconds, or start hbx supervise (%s)", r.Archive, r.Awaiting, r.Journal)}
 	} else if r != nil && r.Unfinished() {
 		if held {
 			return &ChangePendingError{fmt.Sprintf("restore of %s in progress (phase %s since %s; %s holds %s%s)", r.Archive, r.Phase, r.Started.Format(time.RFC3339), holder, upgrade.LockFile, upgrade.HolderNote(holder))}
@@ -81,8 +87,13 @@ var ErrRestoreInterrupted = errors.New("a restore is half done")
 // change and the commands that finish or undo it instead: hbx install
 // would put a runtime on data of another release. A release an earlier hbx
 // installed with the image's owners is made root's alone before it runs
-// (installer.FixOwnership).
+// (installer.FixOwnership). On data restored without its runtime
+// (backup.AwaitedRuntime) nothing starts until that release is active: the
+// error, wrapping backup.ErrRuntimeAwaited, names it.
 func PrepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*launch.Spec, error) {
+	if aerr := backup.AwaitedRuntime(lo.DataDir, lo.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) {
+		return nil, aerr
+	}
 	spec, err := launch.Prepare(lo)
 	if err == nil {
 		if err := installer.FixOwnership(ctx, lo.RuntimeDir, time.Minute, log); err != nil {

@@ -174,7 +174,7 @@ func (r installRuntime) Install(ctx context.Context, image, platform string, man
 	opts.From = r.from
 	res, err := installer.Install(ctx, opts)
 	if err != nil {
-		return false, err
+		return false, wrapUnavailable(err)
 	}
 	return res.Changed, nil
 }
@@ -265,18 +265,28 @@ func (b Box) holdData(ctx context.Context, command string) (svc *SupervisorServi
 
 // RecoverInterruptedRestore finishes or undoes an interrupted restore
 // before `hbx supervise` starts the programs. With a supervisor already
-// answering (this one is about to refuse to start), it does nothing.
-func (b Box) RecoverInterruptedRestore(ctx context.Context) {
+// answering (this one is about to refuse to start), it does nothing. Data
+// restored without its runtime is never undone: with
+// executor.install_on_start that runtime is installed here, and while it
+// is not the active release the error (a *backup.AwaitedError naming the
+// image) refuses the start; it is the only error returned.
+func (b Box) RecoverInterruptedRestore(ctx context.Context) error {
 	if _, err := supervisor.Dial(ctx, b.Config.Supervisor.Socket); err == nil {
-		return
+		return nil
 	}
-	msg, err := backup.Recover(ctx, b.recoverOptions(nil, nil))
+	opts := b.recoverOptions(nil, nil)
+	opts.InstallAwaited = b.Config.Executor.InstallOnStart
+	msg, err := backup.Recover(ctx, opts)
 	switch {
 	case err != nil:
 		b.Log.Error("an interrupted restore could not be recovered; starting the programs anyway", "err", err)
 	case msg != "":
 		b.Log.Warn("interrupted restore recovered", "what", msg)
 	}
+	if err := backup.AwaitedRuntime(b.Config.Executor.DataDir, b.Config.Executor.RuntimeDir); errors.Is(err, backup.ErrRuntimeAwaited) {
+		return err
+	}
+	return nil
 }
 
 // recoverOptions are backup.Recover's options for b (srcs: nil when not
@@ -302,6 +312,12 @@ func (b Box) recoverOptions(srcs *config.Sources, svc *SupervisorServices) backu
 func (b Box) recoverRestoreFor(ctx context.Context, srcs *config.Sources, svc *SupervisorServices) error {
 	if _, err := backup.Recover(ctx, b.recoverOptions(srcs, svc)); err != nil {
 		return fmt.Errorf("recover an interrupted restore: %w", err)
+	}
+	// No other release may be installed on data restored without its
+	// runtime; that runtime itself installs as a plain install
+	// (GuardedInstall).
+	if err := backup.AwaitedRuntime(b.Config.Executor.DataDir, b.Config.Executor.RuntimeDir); errors.Is(err, backup.ErrRuntimeAwaited) {
+		return fmt.Errorf("refuse to change the release: %w", err)
 	}
 	return nil
 }

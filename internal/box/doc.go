@@ -21,7 +21,13 @@
 // lock (LockData; without a supervisor, a backup or restore takes it),
 // the installer for an archive's release and the config file's pin, and
 // render their results (Text, WriteJSON); Box.RecoverInterruptedRestore
-// is hbx supervise's restore recovery.
+// is hbx supervise's restore recovery. The installer adapter marks the
+// failures that mean "could not get the image" (network, registry, 404)
+// with backup.ErrRuntimeUnavailable, which lets a restore go on without
+// its runtime; data restored that way (backup.AwaitedRuntime) stops hbx
+// supervise, the executor's launch, hbx install of another release, hbx
+// upgrade and rollback, and shows in hbx status, until its release is
+// active (hbx install of it is a plain install).
 //
 // It is the one package besides cmd/ and e2e/ allowed to import several
 // verb packages (internal/boundary's test names it); no verb package and

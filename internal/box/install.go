@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
@@ -31,7 +32,16 @@ func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSuper
 	if !inSupervisor {
 		in.Runs = func() (string, error) { return PayloadRuns(ctx, cfg) }
 	}
+	if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) && !awaitsImage(cfg, opts.Image) {
+		return nil, fmt.Errorf("%w to %s: %w", installer.ErrChangeRefused, opts.Image, aerr)
+	}
 	change, err := installer.Guard(opts, in)
+	if (change == installer.SwitchActive || errors.Is(err, installer.ErrChangeRefused)) && awaitsImage(cfg, opts.Image) {
+		// The data was restored for this very release, without it: it
+		// belongs to it already (nothing can run on it meanwhile), so
+		// there is nothing to back up or roll back.
+		change, err = installer.ReplaceActive, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -27,8 +27,9 @@ type SuperviseRun struct {
 	// stopping what a dead owner left.
 	LockData func(ctx context.Context) (*datalock.Lock, error)
 	// RecoverRestore undoes an interrupted restore, logging what it did;
-	// it runs before any program starts.
-	RecoverRestore func(ctx context.Context)
+	// it runs before any program starts. Its error (data restored without
+	// its runtime, which is not installed) refuses the start.
+	RecoverRestore func(ctx context.Context) error
 }
 
 // Supervise runs b's supervisor until a stop signal, as named steps:
@@ -70,7 +71,9 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error
 	if err := s.Claim(); err != nil {
 		return false, fmt.Errorf("supervise: %w", err)
 	}
-	r.RecoverRestore(ctx)
+	if err := r.RecoverRestore(ctx); err != nil {
+		return false, fmt.Errorf("supervise: %w", err)
+	}
 	b.RecoverUpgrade(ctx, false)
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("supervise: stopped before any program started: %w", err)

@@ -1,0 +1,161 @@
+package backup
+
+// Restore without a runtime: the "restored, not started" journal
+// (phaseNotStarted), how Restore enters it and how Recover leaves it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/keptcopy"
+	"github.com/hermesbox/hbx/release"
+)
+
+// AwaitedError is AwaitedRuntime's error: data restored from Archive
+// waits for Image, which is not the active release. It wraps
+// ErrRuntimeAwaited.
+type AwaitedError struct {
+	Journal  string    // <data_dir>.restore.json
+	Archive  string    // the archive restored
+	Image    string    // the archive's image, name:tag@sha256:...
+	Restored time.Time // when the restore began
+}
+
+// Error names the image needed and what to run, in one line.
+func (e *AwaitedError) Error() string {
+	return fmt.Sprintf("%v: %s, which wrote the data restored from %s (%s), is not installed: %s (journal %s)",
+		ErrRuntimeAwaited, e.Image, e.Archive, e.Restored.Format(time.RFC3339), NextSteps, e.Journal)
+}
+
+// NextSteps is what to run on data restored without its runtime.
+const NextSteps = "install it (`hbx install` once the registry answers, or `hbx install --from FILE` with that image exported by `hbx export` or copied by `skopeo copy --all`), then start `hbx supervise` (`hbx start` when one runs)"
+
+// Unwrap makes errors.Is(err, ErrRuntimeAwaited) true.
+func (e *AwaitedError) Unwrap() error { return ErrRuntimeAwaited }
+
+// AwaitedRuntime returns an *AwaitedError when the data directory's
+// restore journal records data restored without its runtime and that
+// runtime is not the active release of runtimeDir; nil when there is no
+// such journal or the release is active (the next Recover finishes it).
+// Nothing may start on the data while it returns one, and no other
+// release may be installed over it.
+func AwaitedRuntime(dataDir, runtimeDir string) error {
+	j, err := readJournal(dataDir)
+	if err != nil {
+		return err
+	}
+	if j == nil || j.Phase != phaseNotStarted || j.Awaiting == nil || awaitMet(runtimeDir, j.Awaiting) {
+		return nil
+	}
+	return &AwaitedError{Journal: journalPath(dataDir), Archive: j.Archive, Image: j.Awaiting.Image, Restored: j.Started}
+}
+
+// awaitMet reports whether a's release is the active one in runtimeDir
+// and can run.
+func awaitMet(runtimeDir string, a *journalAwait) bool {
+	cur, err := release.Current(runtimeDir)
+	if err != nil {
+		return false
+	}
+	want := release.Target{Image: a.Image, IndexDigest: a.Index, Platform: a.Platform, ManifestDigest: a.Manifest}
+	if want.On(cur.Meta.Platform).Check(cur.Meta.Target()) != nil {
+		return false
+	}
+	_, perr := cur.Program()
+	return perr == nil
+}
+
+// resumeNotStarted finishes a restore done without its runtime once that
+// runtime is active (installing it first with installAwaited): old
+// pre-restore copies are pruned and the journal removed, as for a
+// confirmed restore. While the runtime is missing it changes nothing and
+// returns "": such a restore is never undone.
+func resumeNotStarted(ctx context.Context, o recoverOptions, j *journal) (string, error) {
+	a := j.Awaiting
+	if a == nil {
+		return "", fmt.Errorf("restore journal %s is in phase %s but names no release; check the data directory by hand", journalPath(o.dataDir), j.Phase)
+	}
+	how := "is active"
+	if !awaitMet(o.runtimeDir, a) {
+		if !o.installAwaited || o.runtime == nil {
+			return "", nil
+		}
+		if _, err := o.runtime.Install(ctx, a.Image, a.Platform, a.Manifest); err != nil {
+			return "", fmt.Errorf("install %s, the runtime of the data restored from %s: %w", a.Image, j.Archive, err)
+		}
+		how = "was installed (executor.install_on_start)"
+	}
+	for _, r := range j.Roots {
+		if _, err := keptcopy.Prune(r.Target, preRestoreInfix, j.Keep); err != nil {
+			o.log.Warn("prune pre-restore copies", "err", err)
+		}
+	}
+	if err := removeJournal(o.dataDir); err != nil {
+		return "", err
+	}
+	if o.releaseBack != nil {
+		*o.releaseBack = true // the programs left stopped may start now
+	}
+	msg := fmt.Sprintf("finished the restore of %s, done without its runtime: %s %s", j.Archive, a.Image, how)
+	o.log.Info(msg)
+	return msg, nil
+}
+
+// mayGoWithout reports whether Restore may put the data back without its
+// runtime after ensureRuntime failed with err: the image could not be had
+// (ErrRuntimeUnavailable), the restore has a release to wait for, the
+// install left the release active before it in place, and either
+// RestoreOptions.WithoutRuntime asks for it or no runtime was active (no
+// program ran on the data, so leaving them stopped loses nothing).
+func (r *restoreRun) mayGoWithout(err error) bool {
+	if !errors.Is(err, ErrRuntimeUnavailable) || r.m == nil || r.m.Image == "" || r.j.Runtime == nil {
+		return false
+	}
+	jr := r.j.Runtime
+	if activeManifest(r.opts.RuntimeDir) != jr.PriorManifest {
+		return false // the install switched something: undo as before
+	}
+	return r.opts.WithoutRuntime || jr.PriorImage == ""
+}
+
+// goWithout records that the restore goes on without the archive's
+// runtime: the journal keeps the release change (so an interrupt before
+// the swap is undone as before), and the note says what happened.
+func (r *restoreRun) goWithout(err error) {
+	r.without = true
+	r.log.Warn("the archive's runtime cannot be installed; restoring the data with the programs left stopped", "image", r.m.Image, "err", err)
+	r.res.WithoutRuntime, r.res.NotStartedBecause = r.m.Image, err.Error()
+}
+
+// finish ends a restore from the pin on: startAndCheck and commit, or
+// leaveStopped without the archive's runtime.
+func (r *restoreRun) finish(ctx context.Context) error {
+	if r.without {
+		return r.leaveStopped()
+	}
+	if err := r.startAndCheck(ctx); err != nil {
+		return err
+	}
+	return r.commit()
+}
+
+// leaveStopped ends a restore done without its runtime: the journal
+// moves to "restored, not started" with the archive's release, the hold
+// is released (a running supervisor refuses Executor: the pin names a
+// release that is not active), and the pre-restore copies stay until the
+// restore finishes.
+func (r *restoreRun) leaveStopped() error {
+	m := r.m
+	r.j.Phase = phaseNotStarted
+	r.j.Awaiting = &journalAwait{Image: m.Image, Index: m.IndexDigest, Platform: m.Platform, Manifest: m.ManifestDigest}
+	if err := r.j.write(r.opts.DataDir); err != nil {
+		return r.undoNow(err)
+	}
+	r.prog.Event(Event{Kind: EventNotStarted, Detail: m.Image})
+	if err := r.release(); err != nil {
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("release the programs' hold: %v", err))
+	}
+	return nil
+}

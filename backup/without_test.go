@@ -1,0 +1,259 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/release"
+)
+
+// The archive's release in these tests (box.options' image) and the one
+// the configuration names before the restore.
+var (
+	archIndex    = digest.Digest("sha256:" + strings.Repeat("a", 64))
+	archManifest = digest.FromString("archive's child manifest")
+	priorImage   = "127.0.0.1:5000/x:v0@sha256:" + strings.Repeat("b", 64)
+)
+
+// stubRuntime is a Runtime whose Install fails with err (for the image
+// only when only is set), or else makes the image active in runtimeDir
+// (fakeActive).
+type stubRuntime struct {
+	err        error
+	only       string
+	runtimeDir string
+	installs   []string
+}
+
+func (s *stubRuntime) Install(_ context.Context, image, platform string, m digest.Digest) (bool, error) {
+	s.installs = append(s.installs, image)
+	if s.err != nil && (s.only == "" || s.only == image) {
+		return false, s.err
+	}
+	fakeActive(nil, s.runtimeDir, image, platform, m)
+	return true, nil
+}
+
+// pinRecorder is Config recording the pin with its manifest digest.
+type pinRecorder struct {
+	image    string
+	manifest digest.Digest
+}
+
+func (p *pinRecorder) Pinned() (string, digest.Digest, error) { return p.image, p.manifest, nil }
+func (p *pinRecorder) CanPin() error                          { return nil }
+func (p *pinRecorder) Pin(image string, m digest.Digest) error {
+	p.image, p.manifest = image, m
+	return nil
+}
+
+// fakeActive makes a release of image (name:tag@index) with manifest m
+// the active one in runtimeDir: its release.json and a runnable program.
+func fakeActive(t *testing.T, runtimeDir, image, platform string, m digest.Digest) {
+	fail := func(err error) {
+		if err != nil {
+			if t == nil {
+				panic(err)
+			}
+			t.Fatal(err)
+		}
+	}
+	_, idx, _ := strings.Cut(image, "@")
+	dir := filepath.Join(runtimeDir, release.ReleasesDir, m.Encoded())
+	fail(os.MkdirAll(filepath.Join(dir, "rootfs/bin"), 0o755))
+	fail(os.WriteFile(filepath.Join(dir, "rootfs/bin/payload"), []byte("#!/bin/sh\n"), 0o755))
+	meta := release.Meta{Format: release.MetaFormat, Image: image, IndexDigest: digest.Digest(idx), ManifestDigest: m, Platform: platform,
+		Config: release.ImageConfig{Cmd: []string{"/bin/payload"}}}
+	b, err := json.Marshal(meta)
+	fail(err)
+	fail(os.WriteFile(filepath.Join(dir, release.MetaFile), b, 0o644))
+	link := filepath.Join(runtimeDir, release.CurrentLink)
+	_ = os.Remove(link)
+	fail(os.Symlink(filepath.Join(release.ReleasesDir, m.Encoded()), link))
+}
+
+// withoutRuntimeBox is a box with an archive of v1's data (written by the
+// archive's release) and v2's data live, the configuration pinning
+// priorImage.
+func withoutRuntimeBox(t *testing.T) (b *box, archive string, archived, live []string) {
+	b = newBox(t)
+	write(t, b.data, "db 0600 archived database", "secret.key 0600 archived key")
+	res := b.backup(func(o *Options) { o.PlatformDigest = archManifest })
+	archived = withoutRoot(snapshot(t, b.data))
+	must(t, os.RemoveAll(b.data))
+	must(t, os.Mkdir(b.data, 0o700))
+	write(t, b.data, "db 0600 live database")
+	return b, res.Path, archived, withoutRoot(snapshot(t, b.data))
+}
+
+// TestRestoreWithoutRuntime: when the archive's runtime cannot be fetched
+// and no release is active, the data is restored all the same, the
+// config file pins the archive's release, the journal records "restored,
+// not started" with its digests; Recover neither undoes it nor finishes
+// it until that release is active, then finishes it.
+func TestRestoreWithoutRuntime(t *testing.T) {
+	b, archive, archived, _ := withoutRuntimeBox(t)
+	rt := &stubRuntime{err: fmt.Errorf("fetch index: %w: dial tcp 127.0.0.1:5000: connect: connection refused", ErrRuntimeUnavailable), runtimeDir: b.runtime}
+	cfg := &pinRecorder{image: priorImage}
+	opts := b.restoreOptions(archive)
+	opts.Runtime, opts.Config, opts.Platform = rt, cfg, "linux/amd64"
+	res, err := Restore(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("Restore() = %v, want the data restored without its runtime", err)
+	}
+	image := b.options().Image
+	if res.WithoutRuntime != image || res.Healthy || res.RuntimeChanged {
+		t.Errorf("result: without_runtime %q healthy %v runtime_changed %v; want %q, false, false", res.WithoutRuntime, res.Healthy, res.RuntimeChanged, image)
+	}
+	if !strings.Contains(res.NotStartedBecause, "connection refused") {
+		t.Errorf("not_started_because %q, want the install's error", res.NotStartedBecause)
+	}
+	if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
+		t.Errorf("data after Restore (-got +archived):\n%s", diff)
+	}
+	if cfg.image != image || cfg.manifest != archManifest {
+		t.Errorf("config pin = %s %s, want the archive's %s %s", cfg.image, cfg.manifest, image, archManifest)
+	}
+	j, err := readJournal(b.data)
+	if err != nil || j == nil {
+		t.Fatalf("journal = %v, %v; want one", j, err)
+	}
+	want := &journalAwait{Image: image, Index: archIndex, Platform: "linux/amd64", Manifest: archManifest}
+	if j.Phase != phaseNotStarted || !cmp.Equal(j.Awaiting, want) {
+		t.Errorf("journal phase %q awaiting %+v; want %q %+v", j.Phase, j.Awaiting, phaseNotStarted, want)
+	}
+	p, _ := ReadPendingRestore(b.data)
+	if p == nil || p.Unfinished() || !p.NotStarted() || p.Awaiting != image {
+		t.Errorf("ReadPendingRestore = %+v; want not started, not unfinished, awaiting %s", p, image)
+	}
+	var ae *AwaitedError
+	if err := AwaitedRuntime(b.data, b.runtime); !errors.As(err, &ae) || ae.Image != image || !strings.Contains(err.Error(), "hbx install") {
+		t.Errorf("AwaitedRuntime() = %v; want an *AwaitedError naming %s", err, image)
+	}
+	// The next recovery (hbx supervise, backup, ...) neither undoes nor
+	// finishes it.
+	if msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime, Runtime: rt, Config: cfg}); msg != "" || err != nil {
+		t.Errorf("Recover() while the runtime is missing = %q, %v; want nothing done", msg, err)
+	}
+	if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
+		t.Errorf("data after Recover (-got +archived):\n%s", diff)
+	}
+	if _, err := os.Stat(journalPath(b.data)); err != nil {
+		t.Errorf("journal after Recover: %v, want kept", err)
+	}
+	// Another release active (not the archive's): still awaited.
+	fakeActive(t, b.runtime, priorImage, "linux/amd64", digest.FromString("prior manifest"))
+	if err := AwaitedRuntime(b.data, b.runtime); !errors.As(err, &ae) {
+		t.Errorf("AwaitedRuntime() with another release active = %v; want *AwaitedError", err)
+	}
+	// hbx install --from: the archive's release active; the next recovery
+	// finishes the restore.
+	fakeActive(t, b.runtime, image, "linux/amd64", archManifest)
+	if err := AwaitedRuntime(b.data, b.runtime); err != nil {
+		t.Errorf("AwaitedRuntime() with the archive's release active = %v; want nil", err)
+	}
+	msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime})
+	if err != nil || !strings.Contains(msg, "finished the restore") {
+		t.Errorf("Recover() with the archive's release active = %q, %v; want it finished", msg, err)
+	}
+	if _, err := os.Stat(journalPath(b.data)); !os.IsNotExist(err) {
+		t.Errorf("journal after the finishing Recover: %v, want removed", err)
+	}
+	if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
+		t.Errorf("data after the finishing Recover (-got +archived):\n%s", diff)
+	}
+}
+
+// TestRestoreWithoutRuntimeRefusals: only "could not get the runtime"
+// lets a restore go on without it, and over an active release only with
+// WithoutRuntime; every other case undoes it as before (nothing changed,
+// no journal), and the unavailable one says which flag goes on.
+func TestRestoreWithoutRuntimeRefusals(t *testing.T) {
+	unavailable := fmt.Errorf("fetch index: %w: lookup registry.example: no such host", ErrRuntimeUnavailable)
+	for _, tc := range []struct {
+		name        string
+		err         error
+		active      bool // another release is active before the restore
+		without     bool // RestoreOptions.WithoutRuntime
+		wantRestore bool
+		wantSay     string // in the error
+	}{
+		{"digest mismatch, no runtime", errors.New("fetch manifest: digest mismatch: the registry served other bytes"), false, true, false, "digest mismatch"},
+		{"unavailable, another release active", unavailable, true, false, false, "hbx restore --without-runtime"},
+		{"unavailable, another release active, --without-runtime", unavailable, true, true, true, ""},
+		{"digest mismatch, another release active, --without-runtime", errors.New("digest mismatch"), true, true, false, "restore undone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, archive, archived, live := withoutRuntimeBox(t)
+			if tc.active {
+				fakeActive(t, b.runtime, priorImage, "linux/amd64", digest.FromString("prior manifest"))
+			}
+			opts := b.restoreOptions(archive)
+			opts.Runtime, opts.Config, opts.Platform, opts.WithoutRuntime = &stubRuntime{err: tc.err, only: b.options().Image, runtimeDir: b.runtime}, &pinRecorder{image: priorImage}, "linux/amd64", tc.without
+			res, err := Restore(context.Background(), opts)
+			if tc.wantRestore {
+				if err != nil || res.WithoutRuntime == "" {
+					t.Fatalf("Restore() = %+v, %v; want restored without its runtime", res, err)
+				}
+				if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
+					t.Errorf("data (-got +archived):\n%s", diff)
+				}
+				if err := AwaitedRuntime(b.data, b.runtime); !errors.Is(err, ErrRuntimeAwaited) {
+					t.Errorf("AwaitedRuntime() = %v, want ErrRuntimeAwaited", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantSay) {
+				t.Fatalf("Restore() = %v; want a refusal saying %q", err, tc.wantSay)
+			}
+			if !errors.Is(tc.err, ErrRuntimeUnavailable) && strings.Contains(err.Error(), "--without-runtime") {
+				t.Errorf("Restore() = %v; a failure that is not ErrRuntimeUnavailable must not offer --without-runtime", err)
+			}
+			if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), live); diff != "" {
+				t.Errorf("data after the refusal (-got +live):\n%s", diff)
+			}
+			if _, err := os.Stat(journalPath(b.data)); !os.IsNotExist(err) {
+				t.Errorf("journal after the refusal: %v, want none", err)
+			}
+		})
+	}
+}
+
+// TestRecoverInstallsAwaited: with InstallAwaited (executor.install_on_start)
+// the recovery installs the archive's release and finishes the restore;
+// when that install fails, the journal and the data stay.
+func TestRecoverInstallsAwaited(t *testing.T) {
+	b, archive, archived, _ := withoutRuntimeBox(t)
+	opts := b.restoreOptions(archive)
+	opts.Runtime, opts.Config, opts.Platform = &stubRuntime{err: ErrRuntimeUnavailable}, &pinRecorder{image: priorImage}, "linux/amd64"
+	if _, err := Restore(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	failing := &stubRuntime{err: fmt.Errorf("still: %w", ErrRuntimeUnavailable)}
+	if msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime, Runtime: failing, InstallAwaited: true}); err == nil || msg != "" {
+		t.Errorf("Recover() with a failing install = %q, %v; want the install's error", msg, err)
+	}
+	if _, err := os.Stat(journalPath(b.data)); err != nil {
+		t.Errorf("journal after a failed install: %v, want kept", err)
+	}
+	rt := &stubRuntime{runtimeDir: b.runtime}
+	msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime, Runtime: rt, InstallAwaited: true})
+	if err != nil || !strings.Contains(msg, "installed") || !cmp.Equal(rt.installs, []string{b.options().Image}) {
+		t.Errorf("Recover() = %q, %v, installs %q; want the archive's release installed and the restore finished", msg, err, rt.installs)
+	}
+	if err := AwaitedRuntime(b.data, b.runtime); err != nil {
+		t.Errorf("AwaitedRuntime() after = %v", err)
+	}
+	if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
+		t.Errorf("data (-got +archived):\n%s", diff)
+	}
+}

@@ -1,0 +1,72 @@
+package box
+
+// Restore without a runtime (backup.ErrRuntimeUnavailable,
+// backup.AwaitedRuntime): which install failures mean "could not get the
+// runtime", and the checks of the commands that would start or change a
+// release on data restored without its runtime.
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+
+	"go.podman.io/image/v5/docker"
+
+	"github.com/hermesbox/hbx/backup"
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/config"
+)
+
+// runtimeUnavailable reports whether an install failed because the image
+// could not be had at all: no network or name resolution, the registry
+// refusing connections, timing out, stalling, answering 5xx or not
+// having the image (404). A failure after the bytes were had (a digest,
+// platform or media type mismatch, an unrunnable image, no space, a bad
+// configuration or reference, a refused release change) is not.
+func runtimeUnavailable(err error) bool {
+	for _, not := range []error{installer.ErrDigestMismatch, installer.ErrPlatform, installer.ErrUnsupported, installer.ErrUnrunnable,
+		installer.ErrNoSpace, installer.ErrNotOwned, installer.ErrBadReference, installer.ErrChangeRefused, installer.ErrReleaseChange, config.ErrInvalid} {
+		if errors.Is(err, not) {
+			return false
+		}
+	}
+	if errors.Is(err, installer.ErrStalled) || errors.Is(err, installer.ErrTimeout) {
+		return true
+	}
+	for _, errno := range []syscall.Errno{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN, syscall.ETIMEDOUT} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true // DNS ("no such host"), dial and timeout errors
+	}
+	if he, ok := errors.AsType[docker.UnexpectedHTTPStatusError](err); ok {
+		return he.StatusCode >= 500 || he.StatusCode == http.StatusNotFound || he.StatusCode == http.StatusRequestTimeout || he.StatusCode == http.StatusTooManyRequests
+	}
+	return false
+}
+
+// wrapUnavailable marks an install error that means "could not get the
+// runtime" with backup.ErrRuntimeUnavailable.
+func wrapUnavailable(err error) error {
+	if err != nil && runtimeUnavailable(err) {
+		return fmt.Errorf("%w: %w", backup.ErrRuntimeUnavailable, err)
+	}
+	return err
+}
+
+// awaitsImage reports whether cfg's data was restored without its runtime
+// and waits for image (compared by index digest, else by reference).
+func awaitsImage(cfg *config.Config, image string) bool {
+	var ae *backup.AwaitedError
+	if !errors.As(backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir), &ae) {
+		return false
+	}
+	_, want, _ := strings.Cut(ae.Image, "@")
+	_, got, _ := strings.Cut(image, "@")
+	return ae.Image == image || want != "" && want == got
+}

@@ -1,0 +1,53 @@
+package box
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+
+	"go.podman.io/image/v5/docker"
+
+	"github.com/hermesbox/hbx/backup"
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/config"
+)
+
+// TestRuntimeUnavailable: only the install failures that mean "could not
+// get the image" let a restore go on without its runtime; a failure after
+// the bytes were had, or a configuration error, does not, even when a
+// network error is in its chain.
+func TestRuntimeUnavailable(t *testing.T) {
+	dns := &net.DNSError{Err: "no such host", Name: "registry.example", IsNotFound: true}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"no such host", fmt.Errorf("fetch index sha256:ab from registry.example: %w", dns), true},
+		{"connection refused", fmt.Errorf("fetch index: after 4 attempts: %w", refused), true},
+		{"stalled", fmt.Errorf("fetch blob: %w", installer.ErrStalled), true},
+		{"install deadline", fmt.Errorf("install: %w", installer.ErrTimeout), true},
+		{"503", fmt.Errorf("fetch index: %w", docker.UnexpectedHTTPStatusError{StatusCode: 503}), true},
+		{"404", fmt.Errorf("fetch index: %w", docker.UnexpectedHTTPStatusError{StatusCode: 404}), true},
+		{"401", fmt.Errorf("fetch index: %w", docker.UnexpectedHTTPStatusError{StatusCode: 401}), false},
+		{"digest mismatch", fmt.Errorf("fetch manifest: %w", installer.ErrDigestMismatch), false},
+		{"digest mismatch after a reset", fmt.Errorf("%w: %w", installer.ErrDigestMismatch, refused), false},
+		{"unrunnable", fmt.Errorf("validate: %w", installer.ErrUnrunnable), false},
+		{"no space", installer.ErrNoSpace, false},
+		{"bad config", fmt.Errorf("%w: registry.auth_file", config.ErrInvalid), false},
+		{"other", errors.New("something else"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runtimeUnavailable(tc.err); got != tc.want {
+				t.Errorf("runtimeUnavailable(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+			if got := errors.Is(wrapUnavailable(tc.err), backup.ErrRuntimeUnavailable); got != tc.want {
+				t.Errorf("wrapUnavailable(%v) wraps ErrRuntimeUnavailable: %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
