@@ -65,6 +65,9 @@ func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *Ex
 		return nil, fmt.Errorf("active release's image: %w", err)
 	}
 	store := ociarchive.Dir(filepath.Join(dir, release.BlobsDir))
+	if err := checkKept(store, m); err != nil {
+		return nil, err
+	}
 	img, err := ociarchive.StoredImage(store, ref.Tag, m.IndexDigest, m.ManifestDigest)
 	if err != nil {
 		return nil, blobError(err)
@@ -100,6 +103,42 @@ func matchesRelease(img ociarchive.Image, m release.Meta) error {
 		return fmt.Errorf("stored manifest %s names other blobs than %s records (run hbx install --verify)", m.ManifestDigest, release.MetaFile)
 	}
 	return nil
+}
+
+// checkKept refuses, naming the first and counting the others, the blobs
+// of release m the store lacks, before anything is written.
+func checkKept(store ociarchive.Dir, m release.Meta) error {
+	type blob struct {
+		what string
+		d    digest.Digest
+	}
+	all := []blob{{"index", m.IndexDigest}, {"manifest", m.ManifestDigest}, {"config", m.ConfigDigest}}
+	for i, l := range m.Layers {
+		all = append(all, blob{fmt.Sprintf("layer %d", i+1), l})
+	}
+	var missing []blob
+	for _, b := range all {
+		rc, _, err := store.Open(b.d)
+		if err == nil {
+			rc.Close()
+			continue
+		}
+		if !errors.Is(err, ociarchive.ErrMissing) {
+			return err
+		}
+		if !slices.ContainsFunc(missing, func(x blob) bool { return x.d == b.d }) {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	more := ""
+	if len(missing) > 1 {
+		more = fmt.Sprintf(" (and %d more of its %d)", len(missing)-1, len(all))
+	}
+	return fmt.Errorf("the active release's %s %s is %w from the blob store %s%s; %s",
+		missing[0].what, missing[0].d, ociarchive.ErrMissing, store, more, keepBlobsHint)
 }
 
 // blobError adds to a missing or damaged blob's error how to get it back.

@@ -22,7 +22,7 @@ import (
 // Errors of a blob the store cannot give as named. Use errors.Is.
 var (
 	// ErrMissing: the store has no blob of that digest.
-	ErrMissing = errors.New("blob is missing")
+	ErrMissing = errors.New("missing")
 	// ErrDigestMismatch: a stored blob's bytes do not hash to its digest,
 	// or its size differs from its descriptor's.
 	ErrDigestMismatch = errors.New("digest mismatch")
@@ -50,7 +50,7 @@ func (dir Dir) Open(d digest.Digest) (io.ReadCloser, int64, error) {
 	p := filepath.Join(string(dir), string(d.Algorithm()), d.Encoded())
 	f, err := os.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, 0, fmt.Errorf("blob %s: %w from %s", d, ErrMissing, dir)
+		return nil, 0, fmt.Errorf("blob %s is %w from %s", d, ErrMissing, dir)
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("open blob %s: %w", d, err)
@@ -62,7 +62,7 @@ func (dir Dir) Open(d digest.Digest) (io.ReadCloser, int64, error) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, 0, fmt.Errorf("blob %s: %w from %s (not a regular file)", d, ErrMissing, dir)
+		return nil, 0, fmt.Errorf("blob %s is %w from %s (not a regular file)", d, ErrMissing, dir)
 	}
 	return f, st.Size(), nil
 }
