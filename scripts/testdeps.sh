@@ -8,6 +8,9 @@
 #   - Chromium (Debian package chromium) at /usr/bin/chromium, for the
 #     headless browser check of the setup page, installed with apt-get when
 #     run as root;
+#   - skopeo (Debian package skopeo) at /usr/bin/skopeo, which reads the
+#     OCI archives hbx export writes, installed with apt-get when run as
+#     root;
 #   - the real Bun 1.3.14 runtime tarballs for linux/amd64 and linux/arm64,
 #     fetched with `npm pack` into the git-ignored cache .cache/npm/;
 #   - on a host that is not arm64, what the arm64 suite (make e2e-arm64)
@@ -58,6 +61,21 @@ elif [[ "$(id -u)" -eq 0 ]]; then
 	echo "testdeps: installed ${CHROMIUM_BIN}"
 else
 	echo "testdeps: ${CHROMIUM_BIN} is missing; as root run: apt-get update && apt-get install -y chromium" >&2
+	exit 1
+fi
+
+# skopeo, the reference reader of hbx export's OCI archives.
+SKOPEO_BIN=/usr/bin/skopeo
+if [[ -x "${SKOPEO_BIN}" ]]; then
+	echo "testdeps: ${SKOPEO_BIN} present"
+elif [[ "$(id -u)" -eq 0 ]]; then
+	echo "testdeps: installing skopeo with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq skopeo >/dev/null
+	echo "testdeps: installed ${SKOPEO_BIN}"
+else
+	echo "testdeps: ${SKOPEO_BIN} is missing; as root run: apt-get update && apt-get install -y skopeo" >&2
 	exit 1
 fi
 
