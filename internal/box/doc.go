@@ -21,7 +21,11 @@
 // lock (LockData; without a supervisor, a backup or restore takes it),
 // the installer for an archive's release and the config file's pin, and
 // render their results (Text, WriteJSON); Box.RecoverInterruptedRestore
-// is hbx supervise's restore recovery.
+// is hbx supervise's restore recovery. Box.Export writes the active
+// release's image from the blob store as an OCI archive
+// (internal/ociarchive) under the runtime directory's lock (exclusive:
+// installs, upgrades and backups wait), refusing before it writes when
+// one of the release's blobs is missing.
 //
 // It is the one package besides cmd/ and e2e/ allowed to import several
 // verb packages (internal/boundary's test names it); no verb package and
