@@ -54,7 +54,7 @@ func fileDigest(t *testing.T, p string) digest.Digest {
 // the pinned index's bytes, a copy of the installed platform to dir: gives
 // the pinned child manifest; a copy of every platform is refused (the
 // archive holds one platform's blobs, as the README says). Two exports,
-// and one to stdout, are byte-identical.
+// and one to stdout, are byte-identical; stdout on a terminal is refused.
 func TestExportE2E(t *testing.T) {
 	requireE2E(t)
 	plat := platform(t)
@@ -78,6 +78,15 @@ func TestExportE2E(t *testing.T) {
 	r = b.hbx("export", "-")
 	if r.code != 0 || !strings.Contains(r.stderr, "exported ") {
 		t.Fatalf("hbx export - = %d:\n%s", r.code, r.stderr)
+	}
+	if _, err := exec.LookPath("script"); err != nil {
+		testenv.Missing(t, "script(1) is not installed (apt-get install bsdutils)")
+	}
+	tty := exec.Command("script", "-qfec", binary(t)+" --config "+b.config+" export -", "/dev/null")
+	tty.Env = cleanEnv()
+	screen, err := tty.CombinedOutput()
+	if code := tty.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(screen), "refuse to write an archive to a terminal") {
+		t.Errorf("hbx export - on a terminal = %d (%v), want 2 and a refusal:\n%.300q", code, err, screen)
 	}
 	a, bb := readFile(t, f1), readFile(t, f2)
 	if a != bb || r.stdout != a {

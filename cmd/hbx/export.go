@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/installer/progress"
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
@@ -39,7 +40,8 @@ FILE is written durably under a temporary name in its directory and
 renamed into place (mode 0644) only when complete: on failure nothing is
 at FILE, and an existing archive there is replaced only by a complete
 one; a directory or symlink at FILE is refused. FILE "-" writes to
-stdout (on failure the stream stops short). Two exports of one release
+stdout, never a terminal (on failure the stream stops short). Ctrl-C
+stops it, leaving nothing at FILE. Two exports of one release
 are byte-identical. Export holds the runtime directory's lock, so an
 install, upgrade or backup waits for it.
 
@@ -59,6 +61,9 @@ install.keep_blobs: true and run hbx install --verify to fetch them.`,
 // runExport exports the active release and prints what was written: on
 // stdout, or on stderr when the archive goes to stdout.
 func runExport(ctx context.Context, g *globals, b box.Box, o exportOptions) error {
+	if o.file == "-" && progress.IsTerminal(g.stdout) {
+		return cli.Usagef("export: refuse to write an archive to a terminal: redirect stdout or name a FILE")
+	}
 	res, err := b.Export(ctx, o.file, g.stdout)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)

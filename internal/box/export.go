@@ -37,7 +37,7 @@ const keepBlobsHint = "install.keep_blobs keeps the active release's blobs: set 
 // directory's lock (exclusive: an install, upgrade or backup waits up to
 // its lock wait) for the whole write, so no install prunes a blob
 // mid-export; over a missing runtime directory it fails and creates
-// nothing. A blob missing from the store (install.keep_blobs off, or
+// nothing. When ctx is done (Ctrl-C) it stops with ctx's error. A blob missing from the store (install.keep_blobs off, or
 // removed) or one that fails its digest is an error naming it and how to
 // fetch it again (hbx install --verify).
 func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *ExportResult, err error) {
@@ -77,9 +77,9 @@ func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *Ex
 	}
 	res = &ExportResult{Path: path, Image: m.Image, Tag: ref.Tag, Platform: m.Platform, Index: m.IndexDigest, Manifest: m.ManifestDigest}
 	if path == "-" {
-		res.Stats, err = ociarchive.Write(stdout, img, store)
+		res.Stats, err = ociarchive.Write(ctx, stdout, img, store)
 	} else {
-		res.Stats, err = ociarchive.WriteFile(path, img, store)
+		res.Stats, err = ociarchive.WriteFile(ctx, path, img, store)
 	}
 	if err != nil {
 		return nil, blobError(err)

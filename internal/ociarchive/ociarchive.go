@@ -2,6 +2,7 @@ package ociarchive
 
 import (
 	"archive/tar"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,10 +177,11 @@ func (c *countWriter) Write(p []byte) (int, error) {
 }
 
 // Write writes img as an OCI archive (a tar of the image layout) to w,
-// copying every blob from s and hashing it on the way. On an error part
-// of the archive may have been written; the error names the blob (a
-// missing one wraps ErrMissing, a damaged one ErrDigestMismatch).
-func Write(w io.Writer, img Image, s Store) (Stats, error) {
+// copying every blob from s and hashing it on the way; it stops with
+// ctx's error once ctx is done. On an error part of the archive may have
+// been written; the error names the blob (a missing one wraps
+// ErrMissing, a damaged one ErrDigestMismatch).
+func Write(ctx context.Context, w io.Writer, img Image, s Store) (Stats, error) {
 	es, err := img.entries()
 	if err != nil {
 		return Stats{}, err
@@ -204,7 +206,7 @@ func Write(w io.Writer, img Image, s Store) (Stats, error) {
 				return st, fmt.Errorf("write %s: %w", e.name, err)
 			}
 		default:
-			if err := copyBlob(tw, hdr, e.blob, s); err != nil {
+			if err := copyBlob(ctx, tw, hdr, e.blob, s); err != nil {
 				return st, err
 			}
 			st.Blobs++
@@ -220,7 +222,7 @@ func Write(w io.Writer, img Image, s Store) (Stats, error) {
 
 // copyBlob writes blob b from s as the entry hdr names, checking its size
 // before the header and its digest while its bytes are copied.
-func copyBlob(tw *tar.Writer, hdr *tar.Header, b v1.Descriptor, s Store) error {
+func copyBlob(ctx context.Context, tw *tar.Writer, hdr *tar.Header, b v1.Descriptor, s Store) error {
 	rc, size, err := s.Open(b.Digest)
 	if err != nil {
 		return err
@@ -234,7 +236,7 @@ func copyBlob(tw *tar.Writer, hdr *tar.Header, b v1.Descriptor, s Store) error {
 		return fmt.Errorf("write blob %s: %w", b.Digest, err)
 	}
 	v := b.Digest.Verifier()
-	n, err := io.CopyBuffer(io.MultiWriter(tw, v), io.LimitReader(rc, size), make([]byte, 256<<10))
+	n, err := io.CopyBuffer(io.MultiWriter(tw, v), ctxReader{ctx, io.LimitReader(rc, size)}, make([]byte, 256<<10))
 	if err != nil {
 		return fmt.Errorf("copy blob %s: %w", b.Digest, err)
 	}
@@ -247,11 +249,25 @@ func copyBlob(tw *tar.Writer, hdr *tar.Header, b v1.Descriptor, s Store) error {
 	return nil
 }
 
+// ctxReader reads r until ctx is done, then returns ctx's error.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
 // WriteFile writes img as an OCI archive at path (mode 0644), durably and
-// atomically (see the package doc): on any error nothing is left at path
-// and an existing regular file there is unchanged. Anything but a regular
-// file at path is refused (ErrNotRegular).
-func WriteFile(path string, img Image, s Store) (Stats, error) {
+// atomically (see the package doc), as Write does: on any error (ctx
+// done included) nothing is left at path and an existing regular file
+// there is unchanged. Anything but a regular file at path is refused
+// (ErrNotRegular).
+func WriteFile(ctx context.Context, path string, img Image, s Store) (Stats, error) {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
 		return Stats{}, fmt.Errorf("write archive %s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -260,7 +276,7 @@ func WriteFile(path string, img Image, s Store) (Stats, error) {
 	var st Stats
 	err := atomicfile.Write(path, FileMode, func(w io.Writer) error {
 		var err error
-		st, err = Write(w, img, s)
+		st, err = Write(ctx, w, img, s)
 		return err
 	})
 	if err != nil {

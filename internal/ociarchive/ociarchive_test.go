@@ -3,6 +3,7 @@ package ociarchive
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -93,7 +94,7 @@ func TestWriteLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	st, err := Write(&buf, img, s)
+	st, err := Write(context.Background(), &buf, img, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,14 +137,14 @@ func TestWriteDeterministic(t *testing.T) {
 	}
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.tar"), filepath.Join(dir, "b.tar")
-	if _, err := WriteFile(a, img, s); err != nil {
+	if _, err := WriteFile(context.Background(), a, img, s); err != nil {
 		t.Fatal(err)
 	}
 	filepath.Walk(string(s), func(p string, _ os.FileInfo, _ error) error {
 		return os.Chtimes(p, epoch.AddDate(30, 0, 0), epoch.AddDate(30, 0, 0))
 	})
 	img.Blobs[1], img.Blobs[len(img.Blobs)-1] = img.Blobs[len(img.Blobs)-1], img.Blobs[1]
-	if _, err := WriteFile(b, img, s); err != nil {
+	if _, err := WriteFile(context.Background(), b, img, s); err != nil {
 		t.Fatal(err)
 	}
 	ab, _ := os.ReadFile(a)
@@ -156,8 +157,8 @@ func TestWriteDeterministic(t *testing.T) {
 	}
 }
 
-// TestWriteFileRefuses: a missing or damaged blob, a missing directory
-// and a non-regular file at the path fail with nothing at the path (and
+// TestWriteFileRefuses: a missing or damaged blob, a missing directory,
+// a non-regular file at the path and a cancelled context fail with nothing at the path (and
 // no temporary beside it); an existing archive stays as it was.
 func TestWriteFileRefuses(t *testing.T) {
 	layer := func(img Image) v1.Descriptor { return img.Blobs[len(img.Blobs)-2] }
@@ -165,8 +166,10 @@ func TestWriteFileRefuses(t *testing.T) {
 		name    string
 		damage  func(t *testing.T, s Dir, img Image)
 		path    func(dir string) string
+		cancel  bool // the context is done (Ctrl-C)
 		wantErr error
 	}{
+		{name: "cancelled", cancel: true, wantErr: context.Canceled},
 		{name: "missing layer", damage: func(t *testing.T, s Dir, img Image) {
 			os.Remove(filepath.Join(string(s), "sha256", layer(img).Digest.Encoded()))
 		}, wantErr: ErrMissing},
@@ -207,7 +210,12 @@ func TestWriteFileRefuses(t *testing.T) {
 				tt.damage(t, s, img)
 			}
 			before := listDir(t, dir)
-			_, err = WriteFile(path, img, s)
+			ctx, cancel := context.WithCancel(context.Background())
+			if tt.cancel {
+				cancel()
+			}
+			defer cancel()
+			_, err = WriteFile(ctx, path, img, s)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("WriteFile() = %v, want %v", err, tt.wantErr)
 			}
@@ -235,7 +243,7 @@ func TestWriteFileReplaces(t *testing.T) {
 	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := WriteFile(path, img, s)
+	st, err := WriteFile(context.Background(), path, img, s)
 	if err != nil {
 		t.Fatal(err)
 	}
