@@ -8,9 +8,8 @@
 #   - Chromium (Debian package chromium) at /usr/bin/chromium, for the
 #     headless browser check of the setup page, installed with apt-get when
 #     run as root;
-#   - skopeo (Debian package skopeo) at /usr/bin/skopeo, which reads the
-#     OCI archives hbx export writes, installed with apt-get when run as
-#     root;
+#   - skopeo (Debian package skopeo) at /usr/bin/skopeo, for the offline
+#     install tests, installed with apt-get when run as root;
 #   - the real Bun 1.3.14 runtime tarballs for linux/amd64 and linux/arm64,
 #     fetched with `npm pack` into the git-ignored cache .cache/npm/;
 #   - on a host that is not arm64, what the arm64 suite (make e2e-arm64)
@@ -64,7 +63,8 @@ else
 	exit 1
 fi
 
-# skopeo, the reference reader of hbx export's OCI archives.
+# skopeo, which copies an image into an OCI archive or layout for the
+# offline install tests (hbx install --from).
 SKOPEO_BIN=/usr/bin/skopeo
 if [[ -x "${SKOPEO_BIN}" ]]; then
 	echo "testdeps: ${SKOPEO_BIN} present"
