@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -43,7 +44,9 @@ func verifyKept(ctx context.Context, opts Options, ref reference.Canonical, plat
 	log.Info("fetching the active release's missing kept blobs", "missing", missing, "damaged", damaged)
 	ictx, dl, stop := withDeadline(ctx, opts.Timeout, opts.MinRate)
 	defer stop()
-	if err := fetchKept(ictx, opts, ref, plat, cur, cache, dl, log, res); err != nil {
+	err = fetchKept(ictx, opts, ref, plat, cur, cache, dl, log, res)
+	os.RemoveAll(filepath.Join(opts.RuntimeDir, release.ScratchDir)) // the registry client's scratch
+	if err != nil {
 		return nil, fmt.Errorf("fetch the active release's kept blobs: %w", err)
 	}
 	res.Reason = fmt.Sprintf("active release matches; fetched %d missing or damaged kept blobs", missing)

@@ -200,4 +200,7 @@ func TestVerifyFetchesMissingKeptBlobs(t *testing.T) {
 	if after := releaseStamp(t, e.runtime); after != before {
 		t.Errorf("the active release was staged again (installed_at %q, was %q)", after, before)
 	}
+	if _, err := os.Stat(filepath.Join(e.runtime, release.ScratchDir)); !os.IsNotExist(err) {
+		t.Errorf("the repair left %s/: %v", release.ScratchDir, err)
+	}
 }
