@@ -89,8 +89,9 @@ func NewSupervised(sup Supervisor, probe Probe, autostart []string, watch Superv
 		Poll: 200 * time.Millisecond, ProbeTimeout: 2 * time.Second, HeldRetry: 20 * time.Millisecond}
 }
 
-// errSupervisorGone is what waitUp returns once the watch broke.
-var errSupervisorGone = errors.New("the supervisor is gone (its connection broke): the programs it ran died with it")
+// errSupervisorGone is what waitUp returns once the watch broke; it
+// wraps ErrSupervisorGone.
+var errSupervisorGone = fmt.Errorf("%w: the programs it ran died with it", ErrSupervisorGone)
 
 // Gone is closed once the supervisor is gone (Watcher); never with a nil
 // watch.

@@ -188,8 +188,8 @@ func TestSupervisedWaitRunningFails(t *testing.T) {
 	f = newFake(ProgramState{"hermes", "STARTING", ""})
 	s = fastSupervised(f, passes, nil, w)
 	go func() { time.Sleep(5 * time.Millisecond); close(w.gone) }()
-	if err := s.WaitRunning(ctx, []string{"hermes"}); err != errSupervisorGone {
-		t.Errorf("WaitRunning(gone) = %v, want %v", err, errSupervisorGone)
+	if err := s.WaitRunning(ctx, []string{"hermes"}); err != errSupervisorGone || !errors.Is(err, ErrSupervisorGone) {
+		t.Errorf("WaitRunning(gone) = %v, want %v wrapping ErrSupervisorGone", err, errSupervisorGone)
 	}
 
 	f = newFake(ProgramState{"hermes", "STARTING", ""})

@@ -77,7 +77,7 @@ func Listeners(pid int, want netip.AddrPort) ([]Listener, error) {
 		if !l.Addr.Addr().Unmap().IsLoopback() {
 			exposed = append(exposed, fmt.Sprintf("%s (pid %d)", l.Addr, l.PID))
 		}
-		if l.Addr.Addr().Unmap() == want.Addr().Unmap() && l.Addr.Port() == want.Port() {
+		if sameAddrPort(l.Addr, want) {
 			found = true
 		}
 	}
@@ -110,7 +110,7 @@ func ListenersExact(pid int, want netip.AddrPort) ([]Listener, error) {
 	var stray []string
 	found := false
 	for _, l := range ls {
-		if l.Addr.Addr().Unmap() == want.Addr().Unmap() && l.Addr.Port() == want.Port() {
+		if sameAddrPort(l.Addr, want) {
 			found = true
 			continue
 		}
@@ -123,6 +123,12 @@ func ListenersExact(pid int, want netip.AddrPort) ([]Listener, error) {
 		return ls, fmt.Errorf("%w: nothing of pid %d's tree listens on %s (it listens on %s)", ErrUnhealthy, pid, want, describe(ls))
 	}
 	return ls, nil
+}
+
+// sameAddrPort reports whether a and b are one address and port, an
+// IPv4-mapped address counting as its IPv4 one.
+func sameAddrPort(a, b netip.AddrPort) bool {
+	return a.Addr().Unmap() == b.Addr().Unmap() && a.Port() == b.Port()
 }
 
 // describe lists the addresses of ls for a message.
@@ -187,7 +193,9 @@ func socketInodes(proc string, p int, root bool, owner map[uint64]int) error {
 			return nil // a descendant that just exited
 		}
 		if errors.Is(err, fs.ErrPermission) {
-			return fmt.Errorf("read the sockets of pid %d: %w (run as root or as the executor's user)", p, err)
+			// Not root (or root without CAP_DAC_READ_SEARCH) and not
+			// the process's user: the fds cannot even be listed.
+			return &unreadableError{pid: p, err: err}
 		}
 		return fmt.Errorf("read the sockets of pid %d: %w", p, err)
 	}
@@ -235,10 +243,12 @@ func processTree(proc string, pid int) ([]int, error) {
 		if err != nil {
 			continue // exited meanwhile
 		}
-		if ppid, ok := parsePPID(b); ok {
-			children[ppid] = append(children[ppid], p)
+		ppid, pgid, ok := parseStat(b)
+		if !ok {
+			continue
 		}
-		if pgid, ok := parsePGID(b); ok && pgid == pid && p != pid {
+		children[ppid] = append(children[ppid], p)
+		if pgid == pid && p != pid {
 			group = append(group, p)
 		}
 	}
@@ -265,35 +275,24 @@ func processTree(proc string, pid int) ([]int, error) {
 	return tree, nil
 }
 
-// parsePGID returns the pgrp field of a /proc/<pid>/stat line, the fourth
-// after the command name.
-func parsePGID(stat []byte) (int, bool) {
+// parseStat returns the ppid and pgrp fields of a /proc/<pid>/stat line:
+// the second and fourth fields after the command name, which is in
+// parentheses and may itself hold spaces and parentheses.
+func parseStat(stat []byte) (ppid, pgid int, ok bool) {
 	i := strings.LastIndexByte(string(stat), ')')
 	if i < 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	f := strings.Fields(string(stat[i+1:]))
 	if len(f) < 3 {
-		return 0, false
+		return 0, 0, false
 	}
-	pgid, err := strconv.Atoi(f[2])
-	return pgid, err == nil
-}
-
-// parsePPID returns the ppid field of a /proc/<pid>/stat line: the second
-// field after the command name, which is in parentheses and may itself
-// hold spaces and parentheses.
-func parsePPID(stat []byte) (int, bool) {
-	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 {
-		return 0, false
+	ppid, err1 := strconv.Atoi(f[1])
+	pgid, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
 	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 2 {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	return ppid, err == nil
+	return ppid, pgid, true
 }
 
 // tcpListen is the st value of a listening socket in /proc/net/tcp

@@ -76,21 +76,23 @@ func TestParseNetTCP(t *testing.T) {
 	}
 }
 
-func TestParsePPID(t *testing.T) {
+func TestParseStat(t *testing.T) {
 	tests := []struct {
-		in   string
-		want int
-		ok   bool
+		in         string
+		ppid, pgid int
+		ok         bool
 	}{
-		{"1234 (bun) S 1200 1234 1234 0 -1", 1200, true},
-		{"1234 (a (b) c) R 7 1 1", 7, true},
-		{"1234 (x", 0, false},
-		{"1234 (x) S", 0, false},
+		{"1234 (bun) S 1200 1234 1234 0 -1", 1200, 1234, true},
+		{"1234 (a (b) c) R 7 1 1", 7, 1, true},
+		{"1234 (x", 0, 0, false},
+		{"1234 (x) S", 0, 0, false},
+		{"1234 (x) S 7", 0, 0, false},
+		{"1234 (x) S 7 y 1", 0, 0, false},
 	}
 	for _, tt := range tests {
-		got, ok := parsePPID([]byte(tt.in))
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("parsePPID(%q) = %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.ok)
+		ppid, pgid, ok := parseStat([]byte(tt.in))
+		if ppid != tt.ppid || pgid != tt.pgid || ok != tt.ok {
+			t.Errorf("parseStat(%q) = %d, %d, %v, want %d, %d, %v", tt.in, ppid, pgid, ok, tt.ppid, tt.pgid, tt.ok)
 		}
 	}
 }
@@ -282,14 +284,41 @@ func TestListenersUnreadableFds(t *testing.T) {
 	if _, err := Listeners(pid, bound); err != nil {
 		t.Fatalf("Listeners() as root = %v, want nil", err)
 	}
+	// Without CAP_SYS_PTRACE root lists the fds but cannot read their
+	// targets; without the DAC capabilities too (a user other than the
+	// executor's) it cannot even list them. Both are unknown, not none.
+	for _, drop := range []struct {
+		name string
+		caps []int
+	}{
+		{"CAP_SYS_PTRACE", []int{unix.CAP_SYS_PTRACE}},
+		{"CAP_SYS_PTRACE+CAP_DAC_*", []int{unix.CAP_SYS_PTRACE, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH}},
+	} {
+		lerr, xerr := listenersWithout(t, pid, bound, drop.caps)
+		for name, err := range map[string]error{"Listeners": lerr, "ListenersExact": xerr} {
+			want := fmt.Sprintf("cannot read pid %d's open files: ", pid)
+			if !errors.Is(err, ErrProcUnreadable) || !errors.Is(err, ErrUnhealthy) || !errors.Is(err, os.ErrPermission) ||
+				!strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "CAP_SYS_PTRACE") {
+				t.Errorf("%s() without %s = %v, want ErrProcUnreadable containing %q and naming CAP_SYS_PTRACE", name, drop.name, err, want)
+			}
+		}
+		t.Logf("without %s: %v", drop.name, lerr)
+	}
+}
+
+// listenersWithout runs Listeners and ListenersExact on a locked thread
+// whose effective capabilities lack caps (the thread exits with its
+// goroutine, so the rest of the test keeps them).
+func listenersWithout(t *testing.T, pid int, bound netip.AddrPort, caps []int) (lerr, xerr error) {
+	t.Helper()
 	type result struct {
 		lerr, xerr error
 		setup      error
 	}
 	done := make(chan result)
 	go func() {
-		// Never unlocked: the thread with the dropped capability exits
-		// with this goroutine.
+		// Never unlocked: the thread with the dropped capabilities
+		// exits with this goroutine.
 		runtime.LockOSThread()
 		var r result
 		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
@@ -299,7 +328,9 @@ func TestListenersUnreadableFds(t *testing.T) {
 			done <- r
 			return
 		}
-		data[0].Effective &^= 1 << unix.CAP_SYS_PTRACE
+		for _, c := range caps {
+			data[0].Effective &^= 1 << c
+		}
 		if err := unix.Capset(&hdr, &data[0]); err != nil {
 			r.setup = err
 			done <- r
@@ -311,14 +342,7 @@ func TestListenersUnreadableFds(t *testing.T) {
 	}()
 	r := <-done
 	if r.setup != nil {
-		t.Fatalf("drop CAP_SYS_PTRACE: %v", r.setup)
+		t.Fatalf("drop capabilities %v: %v", caps, r.setup)
 	}
-	for name, err := range map[string]error{"Listeners": r.lerr, "ListenersExact": r.xerr} {
-		want := fmt.Sprintf("cannot read pid %d's open files: ", pid)
-		if !errors.Is(err, ErrProcUnreadable) || !errors.Is(err, ErrUnhealthy) || !errors.Is(err, os.ErrPermission) ||
-			!strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "CAP_SYS_PTRACE") {
-			t.Errorf("%s() without CAP_SYS_PTRACE = %v, want ErrProcUnreadable containing %q and naming CAP_SYS_PTRACE", name, err, want)
-		}
-	}
-	t.Logf("without CAP_SYS_PTRACE: %v", r.lerr)
+	return r.lerr, r.xerr
 }

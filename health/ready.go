@@ -91,6 +91,7 @@ func ReadyProcess(o Options, name string, tools func() []string) (func(ctx conte
 		if tools != nil && name == ReadyMCPTools {
 			c := o
 			c.Tools = tools()
+			var err error // this call's own: the closure may run concurrently
 			if r, err = Ready(c, name); err != nil {
 				return err
 			}

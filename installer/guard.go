@@ -77,7 +77,7 @@ func Guard(opts Options, in GuardInput) (Change, error) {
 		return 0, err
 	}
 	if why != "" {
-		return 0, fmt.Errorf("%w from %s to %s while Executor runs (%s): use hbx upgrade --image %s, which backs the data up first and can be rolled back", ErrChangeRefused, from, to, why, to)
+		return 0, fmt.Errorf("%w from %s to %s while Executor runs (%s): use %s, which backs the data up first and can be rolled back", ErrChangeRefused, from, to, why, upgradeCommand(opts))
 	}
 	data, err := hasData(in.DataDir)
 	switch {
@@ -86,7 +86,7 @@ func Guard(opts Options, in GuardInput) (Change, error) {
 	case !data:
 		return ReplaceActive, nil
 	case !in.CanBackUp:
-		return 0, fmt.Errorf("%w from %s to %s over the data in %s without a pre-change backup: set backup.passphrase_file (install then backs the data up first and hbx rollback can undo the change), or use hbx upgrade --image %s", ErrChangeRefused, from, to, in.DataDir, to)
+		return 0, fmt.Errorf("%w from %s to %s over the data in %s without a pre-change backup: set backup.passphrase_file (install then backs the data up first and hbx rollback can undo the change), or use %s", ErrChangeRefused, from, to, in.DataDir, upgradeCommand(opts))
 	}
 	return SwitchActive, nil
 }
@@ -102,14 +102,14 @@ func guardUnknown(opts Options, in GuardInput, cerr error) (Change, error) {
 		return 0, err
 	}
 	if why != "" {
-		return 0, fmt.Errorf("%w to %s while Executor runs (%s): the active release cannot be read (%w); use hbx upgrade --image %s once it is repaired", ErrChangeRefused, opts.Image, why, cerr, opts.Image)
+		return 0, fmt.Errorf("%w to %s while Executor runs (%s): the active release cannot be read (%w); use %s once it is repaired", ErrChangeRefused, opts.Image, why, cerr, upgradeCommand(opts))
 	}
 	data, err := hasData(in.DataDir)
 	if err != nil {
 		return 0, err
 	}
 	if data {
-		return 0, fmt.Errorf("%w to %s over the data in %s: the active release cannot be read (%w) and is not the pinned one, so the runtime the data was written by is unknown; pin that release's manifest in executor.platform_digests and run hbx install to repair it, then hbx upgrade --image %s", ErrChangeRefused, opts.Image, in.DataDir, cerr, opts.Image)
+		return 0, fmt.Errorf("%w to %s over the data in %s: the active release cannot be read (%w) and is not the pinned one, so the runtime the data was written by is unknown; pin that release's manifest in executor.platform_digests and run hbx install to repair it, then %s", ErrChangeRefused, opts.Image, in.DataDir, cerr, upgradeCommand(opts))
 	}
 	return ReplaceActive, nil
 }
@@ -167,4 +167,14 @@ func hasData(dir string) (bool, error) {
 		return false, fmt.Errorf("read data directory %s: %w", dir, err)
 	}
 	return true, nil
+}
+
+// upgradeCommand is the hbx upgrade command line that makes the change
+// opts asks for: "hbx upgrade --image IMAGE", with "--from PATH" when the
+// image is read from a local one.
+func upgradeCommand(opts Options) string {
+	if opts.From != "" {
+		return "hbx upgrade --image " + opts.Image + " --from " + opts.From
+	}
+	return "hbx upgrade --image " + opts.Image
 }

@@ -54,6 +54,7 @@ func TestGuard(t *testing.T) {
 		data     bool
 		runs     func() (string, error)
 		backup   bool
+		from     string // Options.From
 		want     Change
 		wantErrs []string // substrings; nil: no error
 	}{
@@ -62,6 +63,8 @@ func TestGuard(t *testing.T) {
 		{name: "unreadable pinned release is repaired", active: "bad-v2", data: true, runs: running, want: KeepActive},
 		{name: "change while running", active: "v1", data: true, runs: running, backup: true,
 			wantErrs: []string{"refuse to change the active release from " + v1 + " to " + v2 + " while Executor runs (the supervisor reports executor RUNNING)", "use hbx upgrade --image " + v2}},
+		{name: "change while running, from a local image", active: "v1", data: true, runs: running, from: "/media/x.tar",
+			wantErrs: []string{"use hbx upgrade --image " + v2 + " --from /media/x.tar, which"}},
 		{name: "change in the supervisor, no data", active: "v1", want: ReplaceActive},
 		{name: "change without data", active: "v1", runs: nothing, want: ReplaceActive},
 		{name: "change over data with a backup", active: "v1", data: true, runs: nothing, backup: true, want: SwitchActive},
@@ -98,7 +101,7 @@ func TestGuard(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			opts := Options{Image: v2, Platform: "linux/amd64", PlatformDigest: m2, RuntimeDir: runtimeDir}
+			opts := Options{Image: v2, Platform: "linux/amd64", PlatformDigest: m2, RuntimeDir: runtimeDir, From: tt.from}
 			got, err := Guard(opts, GuardInput{DataDir: dataDir, Runs: tt.runs, CanBackUp: tt.backup})
 			if tt.wantErrs == nil {
 				if err != nil || got != tt.want {

@@ -69,7 +69,22 @@ type Options struct {
 	// a caller that decided the change is safe cannot race another.
 	KeepRelease bool
 	Registry    RegistryOptions
-	HbxVersion  string // recorded in release.json
+	// From, when not "", is where a cold install reads the image instead
+	// of the registry: a directory is an OCI image layout, a regular file
+	// an OCI archive (a tar of one; unpacked under <RuntimeDir>/tmp while
+	// it is read, so it costs its size in disk again until the install
+	// ends). The image is the one Image's digest names, pinned and checked
+	// exactly as from a registry: the blob of that digest is the top
+	// document (index.json is not trusted), the child manifest must match
+	// PlatformDigest, every blob its digest and size, every layer its
+	// diff_id, and the blobs go through the same store. Registry is
+	// unused and no network request is made. A warm install, or one that
+	// reuses previous, does not read it. Errors: ErrLocalImage (missing,
+	// not a layout, truncated archive, no blob for the index or a
+	// manifest or layer), ErrDigestMismatch (bytes that differ), as from
+	// a registry; nothing is activated.
+	From       string
+	HbxVersion string // recorded in release.json
 
 	Logger   *slog.Logger // nil discards
 	Progress Progress     // nil: no events

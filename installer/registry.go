@@ -166,10 +166,14 @@ func openSource(ctx context.Context, ref reference.Canonical, opts RegistryOptio
 	return r, nil
 }
 
-// registryHost names the registry src reads from, for error messages.
+// registryHost names the registry (or local image) src reads from, for
+// error messages.
 func registryHost(src types.ImageSource) string {
 	if r, ok := src.(*remote); ok {
 		return r.host
+	}
+	if l, ok := src.(*localSource); ok {
+		return "the " + l.kind // the error names it once, at its start
 	}
 	if ref := src.Reference().DockerReference(); ref != nil {
 		return reference.Domain(ref)

@@ -66,6 +66,7 @@ func (p Platform) matches(q *v1.Platform) bool {
 // resolved is what the resolve step learned about the image.
 type resolved struct {
 	IndexDigest    digest.Digest
+	IndexBytes     []byte // the top document as fetched; hashes to IndexDigest
 	ManifestDigest digest.Digest
 	ManifestBytes  []byte // as fetched; hashes to ManifestDigest
 	Manifest       v1.Manifest
@@ -132,7 +133,7 @@ func resolve(ctx context.Context, src types.ImageSource, indexDigest digest.Dige
 	if err != nil {
 		return nil, err
 	}
-	r := &resolved{IndexDigest: indexDigest}
+	r := &resolved{IndexDigest: indexDigest, IndexBytes: top}
 	if r.ManifestBytes, mt, err = pickManifest(ctx, src, r, top, mt, plat, pin); err != nil {
 		return nil, err
 	}

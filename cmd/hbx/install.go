@@ -20,8 +20,9 @@ import (
 
 type installOptions struct {
 	verify bool
-	quiet  bool // no progress, warnings and errors only
-	json   bool // JSON lines of progress events and the result on stdout
+	from   string // an OCI layout directory or archive instead of the registry
+	quiet  bool   // no progress, warnings and errors only
+	json   bool   // JSON lines of progress events and the result on stdout
 }
 
 // newInstallCommand builds `hbx install`.
@@ -49,12 +50,20 @@ rollback can undo it. A first install (no release, or no data) is plain.
 
 A download is bounded by install.timeout plus the image's size at
 install.min_rate. Ctrl-C (or that deadline) activates nothing; complete
-blobs are kept for the next run.`,
+blobs are kept for the next run.
+
+--from PATH reads the image from an OCI image layout directory or an OCI
+archive file (skopeo copy --all ... oci:DIR:TAG or oci-archive:FILE:TAG,
+or hbx export FILE) instead of the registry, with no network request:
+still the image executor.image's digest names, every digest checked as
+from a registry. An archive is unpacked under <runtime_dir>/tmp while it
+is read (its size again in disk).`,
 		Args: cli.Args(0, 0),
 		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, srcs *config.Sources) error {
 			return runInstall(cmd, g, cfg, srcs, o)
 		}),
 	}
+	cmd.Flags().StringVar(&o.from, "from", "", "read the image from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "re-hash the active release against its recorded file list and replace it when it differs; re-hash the kept blobs and fetch the active release's missing or damaged ones (install.keep_blobs)")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but warnings, errors and the result")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines on stdout")
@@ -76,7 +85,7 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 	if err != nil {
 		return err
 	}
-	opts.Verify = o.verify
+	opts.Verify, opts.From = o.verify, o.from
 	out := installOutput{g: g, cfg: cfg, o: o}
 	finish, err := out.progress(&opts)
 	if err != nil {

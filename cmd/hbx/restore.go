@@ -13,6 +13,7 @@ import (
 
 // restoreOptions are the flags of `hbx restore`.
 type restoreOptions struct {
+	from     string // the runtime step reads the image from this OCI layout or archive
 	dataOnly bool
 	json     bool
 }
@@ -53,7 +54,11 @@ against a manifest, and the output says so).
 
 A journal (<data_dir>.restore.json) records each step before it happens,
 so a restore that was killed is finished or undone (pin, data and runtime)
-by the next hbx restore, hbx backup or hbx supervise. --json prints one JSON line per step and the result.`,
+by the next hbx restore, hbx backup or hbx supervise. --json prints one JSON line per step and the result.
+
+--from PATH makes step 4 read the archive's runtime image from an OCI
+image layout directory or OCI archive (hbx export, skopeo copy --all)
+instead of the registry, checked by its digests as hbx install --from.`,
 		Args: cli.Args(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
@@ -63,6 +68,7 @@ by the next hbx restore, hbx backup or hbx supervise. --json prints one JSON lin
 			return runRestore(cmd.Context(), g, cfg, srcs, args[0], o)
 		},
 	}
+	cmd.Flags().StringVar(&o.from, "from", "", "install the archive's runtime from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.dataOnly, "data-only", false, "restore the data directory only; leave the extra paths the archive holds (backup.paths when it was made) untouched")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines")
 	return cmd
@@ -74,7 +80,9 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 	if o.json {
 		r.Progress = box.NewJSONProgress(g.stdout)
 	}
-	res, err := g.box(cfg, srcs).Restore(ctx, r)
+	b := g.box(cfg, srcs)
+	b.From = o.from
+	res, err := b.Restore(ctx, r)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ type upgradeFlags struct {
 	image          string
 	platformDigest string
 	mcpTools       string
+	from           string
 	json           bool
 }
 
@@ -25,7 +26,7 @@ type upgradeFlags struct {
 func newUpgradeCommand(g *globals) *cobra.Command {
 	var o upgradeFlags
 	cmd := &cobra.Command{
-		Use:   "upgrade --image REF [--platform-digest DIGEST] [--mcp-tools NAMES]",
+		Use:   "upgrade --image REF [--platform-digest DIGEST] [--mcp-tools NAMES] [--from PATH]",
 		Short: "Move to a new pinned Executor release, backed up, health-checked, rolled back on failure",
 		Long: `Upgrade moves the box to the image REF (name:tag@sha256:<64 hex>, the
 rules of executor.image), with hbx supervise running:
@@ -56,7 +57,10 @@ rollback. The config file keeps its comments. Without a config file on
 disk, or with executor.image or executor.platform_digests set by an HBX_*
 variable or a flag, the upgrade is refused (the supervisor reads the pin
 from the file at each start). --json prints one JSON line per step and the
-result.`,
+result.
+
+--from PATH stages REF from an OCI image layout directory or OCI archive
+instead of the registry (as hbx install --from), checked by REF's digests.`,
 		Args: cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, tools, err := o.target(cmd.Flags().Changed("mcp-tools"))
@@ -67,12 +71,13 @@ result.`,
 			if err != nil {
 				return err
 			}
-			return runUpgrade(cmd.Context(), changeOpts{g: g, cfg: cfg, srcs: srcs, json: o.json}, t, tools)
+			return runUpgrade(cmd.Context(), changeOpts{g: g, cfg: cfg, srcs: srcs, json: o.json, from: o.from}, t, tools)
 		},
 	}
 	cmd.Flags().StringVar(&o.image, "image", "", "the new image reference, name:tag@sha256:<64 hex> (required)")
 	cmd.Flags().StringVar(&o.platformDigest, "platform-digest", "", "pin the configured platform's child manifest digest")
 	cmd.Flags().StringVar(&o.mcpTools, "mcp-tools", "", "pin the new image's MCP tool set, comma-separated, as health.mcp_tools (needs health.token_file)")
+	cmd.Flags().StringVar(&o.from, "from", "", "read the image from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print steps and the result as JSON lines")
 	return cmd
 }
@@ -107,7 +112,8 @@ type changeOpts struct {
 	g    *globals
 	cfg  *config.Config
 	srcs *config.Sources
-	json bool // steps and the result as JSON lines
+	json bool   // steps and the result as JSON lines
+	from string // hbx upgrade --from: stage from this OCI layout or archive
 }
 
 // runUpgrade upgrades to t, pinning tools with it unless nil, and prints
@@ -116,7 +122,9 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 	if err := upgrade.CheckPinnable(o.g.configPath, o.cfg, o.srcs, tools); err != nil {
 		return cli.Usagef("upgrade: %w", err)
 	}
-	res, err := o.g.box(o.cfg, o.srcs).Upgrade(ctx, t, tools, o.step())
+	b := o.g.box(o.cfg, o.srcs)
+	b.From = o.from
+	res, err := b.Upgrade(ctx, t, tools, o.step())
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", err)
 	}

@@ -132,7 +132,7 @@ func (b Box) Restore(ctx context.Context, r RestoreRequest) (*RestoreOutcome, er
 	}
 	opts := backup.ConfiguredRestoreOptions(b.Config, r.Archive)
 	opts.Passphrase, opts.DataOnly, opts.Owner, opts.Logger = b.passphrase(false), r.DataOnly, owner, b.Log
-	opts.Runtime = installRuntime{cfg: b.Config, log: b.Log}
+	opts.Runtime = installRuntime{cfg: b.Config, log: b.Log, from: b.From}
 	opts.Config = restorePinner{path: b.ConfigPath, cfg: b.Config, srcs: b.Sources}
 	svc, release, err := b.holdData(ctx, "hbx restore")
 	defer release()

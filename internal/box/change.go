@@ -78,6 +78,12 @@ type Box struct {
 	Sources    *config.Sources // nil: no HBX_* variable or flag is known
 	ConfigPath string          // the config file the pins are written to
 	Log        *slog.Logger
+	// From, when not "", is the OCI image layout directory or OCI
+	// archive that the releases b stages (hbx upgrade --from) and a
+	// restore's runtime step installs (hbx restore --from) are read from
+	// instead of the registry (installer.Options.From). GuardedInstall
+	// takes its opts.From instead.
+	From string
 	Hooks
 }
 
@@ -225,7 +231,7 @@ func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (up
 		return upgrade.Release{}, err
 	}
 	opts.Image, opts.PlatformDigest, opts.StageOnly = image, pin, true
-	opts.Progress = r.progress
+	opts.From, opts.Progress = r.box.From, r.progress
 	if r.log != nil {
 		opts.Logger = r.log
 	}

@@ -152,10 +152,12 @@ func (s supervisorSocket) Start(ctx context.Context, names ...string) (bool, err
 }
 
 // installRuntime is backup.Runtime over the installer, configured like
-// `hbx install` but for the archive's image when it names one.
+// `hbx install` but for the archive's image when it names one, read from
+// from (an OCI layout or archive; "": the registry).
 type installRuntime struct {
-	cfg *config.Config
-	log *slog.Logger
+	cfg  *config.Config
+	log  *slog.Logger
+	from string
 }
 
 func (r installRuntime) Install(ctx context.Context, image, platform string, manifest digest.Digest) (bool, error) {
@@ -169,6 +171,7 @@ func (r installRuntime) Install(ctx context.Context, image, platform string, man
 	if manifest != "" && platform == opts.Platform {
 		opts.PlatformDigest = manifest
 	}
+	opts.From = r.from
 	res, err := installer.Install(ctx, opts)
 	if err != nil {
 		return false, err

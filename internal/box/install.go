@@ -23,8 +23,8 @@ type InstallOutcome struct {
 // pre-change backup, journal, pin, activate; hbx rollback can undo it),
 // or a refusal (installer.ErrChangeRefused). What runs is not asked when
 // inSupervisor (the caller is the supervisor, before it starts anything).
-// opts.Progress and opts.Logger (nil: b.Log) go to the install or the
-// stage; step, when not nil, is told the steps of a recorded change.
+// opts.Progress, opts.Logger (nil: b.Log) and opts.From go to the
+// install or the stage; step, when not nil, is told the steps of a recorded change.
 func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSupervisor bool, step func(string)) (*InstallOutcome, error) {
 	cfg := b.Config
 	in := installer.GuardInput{DataDir: cfg.Executor.DataDir, CanBackUp: cfg.Backup.PassphraseFile != ""}
@@ -51,6 +51,7 @@ func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSuper
 // no supervisor runs) unless the caller is the supervisor.
 func (b Box) switchInstall(ctx context.Context, opts installer.Options, inSupervisor bool, step func(string)) (*InstallOutcome, error) {
 	cfg := b.Config
+	b.From = opts.From // the stage reads the image where opts says
 	pass, err := b.passphrase(false)()
 	if err != nil {
 		return nil, fmt.Errorf("pre-change backup: %w", err)

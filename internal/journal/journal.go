@@ -69,13 +69,14 @@ func (f File) Read(v Versioned) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("read %s: %w", f.What, err)
 	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("%s %s does not parse (%w); %s", f.What, f.Path, err, f.Fix)
-	}
+	// The format first: a journal of another format may not decode into
+	// v at all, and its error is the one that says what to do.
 	var h struct {
 		Format *int `json:"format"`
 	}
-	_ = json.Unmarshal(b, &h) // it parsed above
+	if err := json.Unmarshal(b, &h); err != nil {
+		return false, fmt.Errorf("%s %s does not parse (%w); %s", f.What, f.Path, err, f.Fix)
+	}
 	got := 0
 	switch {
 	case h.Format != nil:
@@ -85,6 +86,9 @@ func (f File) Read(v Versioned) (bool, error) {
 	}
 	if got != f.Format {
 		return false, &formatError{f: f, got: got}
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("%s %s does not parse (%w); %s", f.What, f.Path, err, f.Fix)
 	}
 	v.SetFormat(got)
 	return true, nil

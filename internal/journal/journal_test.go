@@ -60,6 +60,9 @@ func TestReadRefuses(t *testing.T) {
 		unversioned      bool
 	}{
 		{"newer", `{"format": 3, "phase": "x"}`, "test journal %s has format 3, this hbx reads 2; finish it with the hbx that wrote it", false},
+		// A newer format may change a field's type: the format is
+		// what the error names, not the field.
+		{"newer with a changed field", `{"format": 3, "phase": {"name": "x"}}`, "test journal %s has format 3, this hbx reads 2; finish it with the hbx that wrote it", false},
 		{"unversioned refused", `{"phase": "x"}`, "test journal %s has format 0, this hbx reads 2; finish it with the hbx that wrote it", false},
 		{"zero with unversioned", `{"format": 0, "phase": "x"}`, "test journal %s has format 0, this hbx reads 2; finish it with the hbx that wrote it", true},
 	} {
