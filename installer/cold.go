@@ -16,6 +16,7 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/docker/reference"
+	"go.podman.io/image/v5/types"
 
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
@@ -30,7 +31,7 @@ type cold struct {
 	plat    Platform
 	log     *slog.Logger
 	prog    Progress
-	src     *remote
+	src     types.ImageSource // the registry (*remote) or Options.From (*localSource)
 	r       *resolved
 	cache   blobCache
 	staged  string // staging/<manifest hex>-<random>
@@ -52,7 +53,13 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	c := &cold{opts: opts, ref: ref, plat: plat, log: log, prog: prog, cache: blobCache{dir: filepath.Join(opts.RuntimeDir, release.BlobsDir)}}
 	release.CleanupTrees(opts.RuntimeDir, log) // what a killed run left; keep its complete blobs
 	defer func() { err = c.failed(err) }()
-	if c.src, err = openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, release.ScratchDir), log); err != nil {
+	defer func() {
+		// Once open, every error names the local image (openLocal's do).
+		if l, ok := c.src.(*localSource); ok && err != nil {
+			err = fmt.Errorf("%s: %w", l.name, err)
+		}
+	}()
+	if c.src, err = c.open(ctx); err != nil {
 		return nil, err
 	}
 	defer c.src.Close()
@@ -127,6 +134,31 @@ func (c *cold) failed(err error) error {
 	return err
 }
 
+// open opens the image's source: Options.From when set (no network),
+// else the registry.
+func (c *cold) open(ctx context.Context) (types.ImageSource, error) {
+	return openImage(ctx, c.opts, c.ref, c.log)
+}
+
+// openImage opens the source of the image ref names: opts.From when set
+// (no network), else the registry; both keep their scratch files under
+// <RuntimeDir>/tmp.
+func openImage(ctx context.Context, opts Options, ref reference.Canonical, log *slog.Logger) (types.ImageSource, error) {
+	scratch := filepath.Join(opts.RuntimeDir, release.ScratchDir)
+	if opts.From != "" {
+		l, err := openLocal(ctx, opts.From, ref.Digest(), scratch)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	r, err := openSource(ctx, ref, opts.Registry, scratch, log)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // storeMetadata keeps the index, manifest and config bytes as fetched
 // (resolve checked each against its digest) in the blob store beside the
 // layers, so the store holds the whole image of the installed platform.
@@ -134,7 +166,7 @@ func (c *cold) storeMetadata() error {
 	for _, b := range []struct {
 		d digest.Digest
 		b []byte
-	}{{c.r.IndexDigest, c.src.index}, {c.r.ManifestDigest, c.r.ManifestBytes}, {c.r.ConfigDigest, c.r.ConfigBytes}} {
+	}{{c.r.IndexDigest, c.r.IndexBytes}, {c.r.ManifestDigest, c.r.ManifestBytes}, {c.r.ConfigDigest, c.r.ConfigBytes}} {
 		if err := c.cache.put(b.d, b.b); err != nil {
 			return err
 		}
@@ -259,7 +291,7 @@ func (c *cold) applyLayer(ctx context.Context, i int) error {
 		cancel()
 	}
 	if ferr := fd.failure(); ferr != nil && !errors.Is(ferr, errFeedAbandoned) {
-		return fmt.Errorf("fetch layer %s from %s: %w", l.Digest, reference.Domain(c.ref), ferr)
+		return fmt.Errorf("fetch layer %s from %s: %w", l.Digest, registryHost(c.src), ferr)
 	}
 	if err != nil {
 		return fmt.Errorf("extract layer %s: %w", l.Digest, noSpace(err, c.staged))

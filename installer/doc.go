@@ -62,6 +62,7 @@
 //     directory's hbx.lock (release.LockRuntime); the loser's error names the holder.
 //   - Registry inputs come only from Options: no /etc/containers, no
 //     ~/.docker, no credential helpers unless an auth file is given.
+//     With Options.From, no registry at all (see Local images).
 //
 // # Validation
 //
@@ -137,6 +138,31 @@
 //   - Bearer-token registries (ghcr.io) are followed to their token realm,
 //     anonymously or with the auth file's credentials.
 //
+// # Local images (Options.From)
+//
+// A cold install can read the image from an OCI image layout directory or
+// an OCI archive (a tar of one) instead of the registry, through the image
+// library's oci/layout and oci/archive sources; it makes no network
+// request and ignores Registry. What is read is pinned as from a
+// registry: the top document is the blob named by Image's digest
+// (index.json only opens the layout: the library needs an entry, the one
+// naming that digest when there is one), the child manifest is picked and
+// checked against PlatformDigest, the config and every layer are checked
+// by size, digest and diff_id on their way into the blob store, and
+// bytes that differ are ErrDigestMismatch, nothing activated. A layout is
+// read in place through an os.Root. An archive's tar headers are read
+// first (bodies skipped by seeking), so a truncated archive, one that is
+// no layout (oci-layout imageLayoutVersion 1.0.0) or lacks the index blob
+// (a `skopeo copy` without --all) is refused before anything is unpacked;
+// then the library unpacks the whole archive into <RuntimeDir>/tmp (as
+// much disk again as the archive; every platform it holds), removed when
+// the install ends, or by the next run after a kill. The unpacking cannot
+// be interrupted half-way (the library's). Result.Fetched and
+// FetchedBytes count the layers read from the local image. Errors:
+// ErrLocalImage (missing, neither directory nor regular file, not a
+// layout, truncated, no blob for the index, manifest, config or a
+// layer), each naming the path ("OCI archive FILE: ...").
+//
 // # Crash windows (kill -9, power loss)
 //
 //   - during fetch: blobs/sha256/.tmp-* files; complete blobs are renamed
@@ -175,9 +201,10 @@
 // own check, re-hashes every stored blob too and removes those that do
 // not match; with KeepBlobs it then fetches the active release's blobs
 // the store lacks (damaged, or never kept: installed with
-// install.keep_blobs off) from the registry, the index and manifest by
-// their pinned digests and every blob checked, without staging the
-// release again (Result.Changed false, Fetched counting the layers). A run
+// install.keep_blobs off) from the registry (Options.From when set), the
+// index and manifest by their pinned digests and every blob checked,
+// without staging the release again (Result.Changed false, Fetched
+// counting the layers). A run
 // that fails for lack of space (ErrNoSpace, ENOSPC) applies the same rule
 // at once and says how many blobs it removed; any other failed run keeps
 // its complete blobs for the next run, which removes them by this rule

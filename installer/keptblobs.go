@@ -21,8 +21,8 @@ import (
 // longer match are removed (checkKeptBlobs); then, with KeepBlobs, the
 // blobs of cur that are missing (removed just now, or never kept: an
 // install made with install.keep_blobs off) are fetched again from the
-// registry, checked against the release's digests, without staging the
-// release again. The result is a warm one (Changed false) that counts
+// registry (or Options.From, without network), checked against the
+// release's digests, without staging the release again. The result is a warm one (Changed false) that counts
 // the layer blobs fetched.
 func verifyKept(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, cur *release.Installed, log *slog.Logger) (*Result, error) {
 	res := &Result{Reason: "active release matches", Release: cur}
@@ -45,7 +45,7 @@ func verifyKept(ctx context.Context, opts Options, ref reference.Canonical, plat
 	ictx, dl, stop := withDeadline(ctx, opts.Timeout, opts.MinRate)
 	defer stop()
 	err = fetchKept(ictx, opts, ref, plat, cur, cache, dl, log, res)
-	os.RemoveAll(filepath.Join(opts.RuntimeDir, release.ScratchDir)) // the registry client's scratch
+	os.RemoveAll(filepath.Join(opts.RuntimeDir, release.ScratchDir)) // the source's scratch (an archive unpacked there)
 	if err != nil {
 		return nil, fmt.Errorf("fetch the active release's kept blobs: %w", err)
 	}
@@ -53,17 +53,23 @@ func verifyKept(ctx context.Context, opts Options, ref reference.Canonical, plat
 	return res, nil
 }
 
-// fetchKept resolves the image from the registry (index and platform
-// manifest by their pinned digests, as an install does), checks that it
+// fetchKept resolves the image from the registry or Options.From (index
+// and platform manifest by their pinned digests, as an install does), checks that it
 // names the blobs cur records, and stores those the store lacks: the
 // index, manifest and config bytes, and each missing layer (size and
 // digest checked, renamed into place only then). res counts the layers.
-func fetchKept(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, cur *release.Installed, cache blobCache, dl *deadline, log *slog.Logger, res *Result) error {
-	src, err := openSource(ctx, ref, opts.Registry, filepath.Join(opts.RuntimeDir, release.ScratchDir), log)
+func fetchKept(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, cur *release.Installed, cache blobCache, dl *deadline, log *slog.Logger, res *Result) (err error) {
+	src, err := openImage(ctx, opts, ref, log)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
+	defer func() {
+		// Every error names the local image once (openLocal's do), as a cold install's.
+		if l, ok := src.(*localSource); ok && err != nil {
+			err = fmt.Errorf("%s: %w", l.name, err)
+		}
+	}()
 	r, err := resolve(ctx, src, ref.Digest(), plat, opts.PlatformDigest)
 	if err != nil {
 		return err
@@ -80,12 +86,12 @@ func fetchKept(ctx context.Context, opts Options, ref reference.Canonical, plat 
 		}
 	}
 	if r.ManifestDigest != m.ManifestDigest || r.ConfigDigest != m.ConfigDigest || !slices.Equal(layers, m.Layers) {
-		return fmt.Errorf("%w: the registry's manifest %s names other blobs than the active release %s records", ErrDigestMismatch, r.ManifestDigest, m.ManifestDigest)
+		return fmt.Errorf("%w: the image's manifest %s names other blobs than the active release %s records", ErrDigestMismatch, r.ManifestDigest, m.ManifestDigest)
 	}
 	for _, b := range []struct {
 		d digest.Digest
 		b []byte
-	}{{r.IndexDigest, src.index}, {r.ManifestDigest, r.ManifestBytes}, {r.ConfigDigest, r.ConfigBytes}} {
+	}{{r.IndexDigest, r.IndexBytes}, {r.ManifestDigest, r.ManifestBytes}, {r.ConfigDigest, r.ConfigBytes}} {
 		if err := cache.put(b.d, b.b); err != nil {
 			return err
 		}
@@ -97,7 +103,7 @@ func fetchKept(ctx context.Context, opts Options, ref reference.Canonical, plat 
 		err := cache.fetch(ctx, src, l, fd)
 		fd.close()
 		if err != nil {
-			return fmt.Errorf("fetch layer %s from %s: %w", l.Digest, reference.Domain(ref), err)
+			return fmt.Errorf("fetch layer %s from %s: %w", l.Digest, registryHost(src), err)
 		}
 		res.Fetched++
 		res.FetchedBytes += l.Size
