@@ -195,3 +195,97 @@ func TestExportNeedsKeptBlobsE2E(t *testing.T) {
 		t.Errorf("hbx export after the repair = %d (archive unchanged: %v):\n%s", r.code, readFile(t, f) == before, r.stderr)
 	}
 }
+
+// TestExportInstallFromE2E: a release installed from the real registry and
+// exported installs with hbx install --from into another runtime
+// directory with the registry stopped: the same release (current,
+// files.json), --verify clean, and its own export byte-identical. A kept
+// layer removed there comes back from the archive with install --verify
+// --from, offline. The archive with one byte of a layer changed, or with
+// the platform's manifest swapped for another platform's, is refused
+// naming the rule, with nothing activated.
+func TestExportInstallFromE2E(t *testing.T) {
+	requireE2E(t)
+	plat := platform(t)
+	reg, img, ref := pushed(t)
+	b := newBox(t, reg, ref, map[string]string{plat: img.Manifests[plat].String()}, "")
+	if r := b.hbx("install"); r.code != 0 {
+		t.Fatalf("hbx install = %d\n%s", r.code, r.stderr)
+	}
+	dir := t.TempDir()
+	archive := filepath.Join(dir, "executor.tar")
+	if r := b.hbx("export", archive); r.code != 0 {
+		t.Fatalf("hbx export = %d\n%s", r.code, r.stderr)
+	}
+	if err := reg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	n := b.twin()
+	if r := n.hbx("install", "--from", archive); r.code != 0 {
+		t.Fatalf("hbx install --from the export (registry stopped) = %d\n%s", r.code, r.stderr)
+	}
+	if n.current() != b.current() {
+		t.Errorf("install --from: current -> %s, the exporting box's -> %s", n.current(), b.current())
+	}
+	if readFile(t, filepath.Join(n.runtimeDir, "current", "files.json")) != readFile(t, filepath.Join(b.runtimeDir, "current", "files.json")) {
+		t.Error("install --from: files.json differs from the exporting box's")
+	}
+	if r := n.hbx("install", "--verify"); r.code != 0 || !strings.HasPrefix(r.stdout, "up to date") {
+		t.Errorf("hbx install --verify after install --from = %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	again := filepath.Join(dir, "again.tar")
+	if r := n.hbx("export", again); r.code != 0 || readFile(t, again) != readFile(t, archive) {
+		t.Errorf("hbx export on the second box = %d, want the same bytes as the first's:\n%s", r.code, r.stderr)
+	}
+
+	m := imageManifest(t, img, plat)
+	top := m.Layers[len(m.Layers)-1]
+	if err := os.Remove(filepath.Join(n.runtimeDir, "blobs", "sha256", top.Digest.Encoded())); err != nil {
+		t.Fatal(err)
+	}
+	if r := n.hbx("install", "--verify", "--from", archive); r.code != 0 || !strings.Contains(r.stdout, "1 kept layer blobs fetched again") {
+		t.Errorf("hbx install --verify --from over a removed kept layer (registry stopped) = %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if got, want := storeBlobs(t, n.runtimeDir), union(imageBlobs(t, img, plat)); !slices.Equal(got, want) {
+		t.Errorf("store after the offline repair %q, want the release's blobs %q", got, want)
+	}
+
+	tampered := filepath.Join(dir, "tampered.tar")
+	writeFile(t, tampered, readFile(t, archive), 0o644)
+	flipArchiveByte(t, tampered, top.Digest, top.Size)
+	unpacked := filepath.Join(dir, "unpacked")
+	if err := os.Mkdir(unpacked, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("tar", "-xf", archive, "-C", unpacked).CombinedOutput(); err != nil {
+		t.Fatalf("tar -x %s: %v\n%s", archive, err, out)
+	}
+	var other string
+	for p, d := range img.Manifests {
+		if p != plat {
+			other = readFile(t, filepath.Join(img.Dir, "blobs", "sha256", d.Encoded()))
+		}
+	}
+	if other == "" {
+		t.Fatalf("the test image has no platform beside %s to swap in", plat)
+	}
+	writeFile(t, filepath.Join(unpacked, "blobs", "sha256", img.Manifests[plat].Encoded()), other, 0o644)
+	swapped := filepath.Join(dir, "swapped.tar")
+	tarLayout(t, unpacked, swapped)
+	for _, tc := range []struct{ from, want string }{
+		{tampered, "fetch layer " + top.Digest.String() + " from the archive: digest mismatch"},
+		{swapped, "manifest: digest mismatch"},
+	} {
+		n := b.twin()
+		r := n.hbx("install", "--from", tc.from)
+		t.Logf("hbx install --from %s: %s", filepath.Base(tc.from), lastLine(r.stderr))
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("hbx install --from %s = %d, want exit 1 and %q:\n%s", filepath.Base(tc.from), r.code, tc.want, r.stderr)
+		}
+		if n.current() != "" {
+			t.Errorf("a refused archive was activated: current -> %s", n.current())
+		}
+		storeBlobs(t, n.runtimeDir) // every stored blob hashes to its name
+	}
+}
