@@ -22,8 +22,8 @@ import (
 // blobs of cur that are missing (removed just now, or never kept: an
 // install made with install.keep_blobs off) are fetched again from the
 // registry (or Options.From, without network), checked against the
-// release's digests, without staging the release again. The result is a warm one (Changed false) that counts
-// the layer blobs fetched.
+// release's digests, without staging the release again. The result is a
+// warm one (Changed false) that counts the layer blobs fetched.
 func verifyKept(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, cur *release.Installed, log *slog.Logger) (*Result, error) {
 	res := &Result{Reason: "active release matches", Release: cur}
 	damaged, err := checkKeptBlobs(opts.RuntimeDir, cur, log)
@@ -54,10 +54,11 @@ func verifyKept(ctx context.Context, opts Options, ref reference.Canonical, plat
 }
 
 // fetchKept resolves the image from the registry or Options.From (index
-// and platform manifest by their pinned digests, as an install does), checks that it
-// names the blobs cur records, and stores those the store lacks: the
-// index, manifest and config bytes, and each missing layer (size and
-// digest checked, renamed into place only then). res counts the layers.
+// and platform manifest by their pinned digests, as an install does),
+// checks that it names the blobs cur records, and stores those the store
+// lacks: the index, manifest and config bytes, and each missing layer
+// (size and digest checked, renamed into place only then). res counts
+// the layers.
 func fetchKept(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, cur *release.Installed, cache blobCache, dl *deadline, log *slog.Logger, res *Result) (err error) {
 	src, err := openImage(ctx, opts, ref, log)
 	if err != nil {
