@@ -136,15 +136,22 @@ func (c *cold) failed(err error) error {
 // open opens the image's source: Options.From when set (no network),
 // else the registry.
 func (c *cold) open(ctx context.Context) (types.ImageSource, error) {
-	scratch := filepath.Join(c.opts.RuntimeDir, release.ScratchDir)
-	if c.opts.From != "" {
-		l, err := openLocal(ctx, c.opts.From, c.ref.Digest(), scratch)
+	return openImage(ctx, c.opts, c.ref, c.log)
+}
+
+// openImage opens the source of the image ref names: opts.From when set
+// (no network), else the registry; both keep their scratch files under
+// <RuntimeDir>/tmp.
+func openImage(ctx context.Context, opts Options, ref reference.Canonical, log *slog.Logger) (types.ImageSource, error) {
+	scratch := filepath.Join(opts.RuntimeDir, release.ScratchDir)
+	if opts.From != "" {
+		l, err := openLocal(ctx, opts.From, ref.Digest(), scratch)
 		if err != nil {
 			return nil, err
 		}
 		return l, nil
 	}
-	r, err := openSource(ctx, c.ref, c.opts.Registry, scratch, c.log)
+	r, err := openSource(ctx, ref, opts.Registry, scratch, log)
 	if err != nil {
 		return nil, err
 	}

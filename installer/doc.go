@@ -197,8 +197,14 @@
 // StageOnly run that published its release (and a warm install that finds
 // leftovers) removes the blobs no release under releases/ lists
 // (release.json's index, manifest, config and layers); without it the
-// store is removed. Options.Verify re-hashes every stored blob too and
-// installs again when one is damaged (removed, so fetched anew). A run
+// store is removed. Options.Verify, once the active release passed its
+// own check, re-hashes every stored blob too and removes those that do
+// not match; with KeepBlobs it then fetches the active release's blobs
+// the store lacks (damaged, or never kept: installed with
+// install.keep_blobs off) from the registry (Options.From when set), the
+// index and manifest by their pinned digests and every blob checked,
+// without staging the release again (Result.Changed false, Fetched
+// counting the layers). A run
 // that fails for lack of space (ErrNoSpace, ENOSPC) applies the same rule
 // at once and says how many blobs it removed; any other failed run keeps
 // its complete blobs for the next run, which removes them by this rule

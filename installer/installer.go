@@ -142,10 +142,17 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 	}()
 	cur, reason, err := checkRuntime(opts, ref, plat, log)
 	if err != nil || reason == "" { // the active release matches (warm no-op)
-		if cur != nil {
-			return &Result{Reason: "active release matches", Release: cur, Duration: time.Since(start)}, nil
+		if cur == nil {
+			return nil, err
 		}
-		return nil, err
+		res = &Result{Reason: "active release matches", Release: cur}
+		if opts.Verify {
+			if res, err = verifyKept(ctx, opts, ref, plat, cur, log); err != nil {
+				return nil, err
+			}
+		}
+		res.Duration = time.Since(start)
+		return res, nil
 	}
 	if opts.KeepRelease && cur != nil && cur.Meta.Matches(ref.Digest(), plat.String(), opts.PlatformDigest) != nil {
 		return nil, fmt.Errorf("%w: %s is active, the configuration names %s", ErrReleaseChange, cur.Meta.Image, opts.Image)
@@ -212,11 +219,6 @@ func checkRuntime(opts Options, ref reference.Canonical, plat Platform, log *slo
 		} else if reason, err = checkActive(cur, ref.Digest(), plat.String(), opts.PlatformDigest, opts.Verify); err != nil {
 			return nil, "", err
 		}
-		if reason == "" && opts.Verify {
-			if reason, err = checkKeptBlobs(opts.RuntimeDir, cur, log); err != nil {
-				return nil, "", err
-			}
-		}
 		if reason == "" && release.HasLeftovers(opts.RuntimeDir, opts.KeepBlobs) {
 			release.Cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
 		}
@@ -280,13 +282,13 @@ func checkActive(cur *release.Installed, index digest.Digest, plat string, pin d
 }
 
 // checkKeptBlobs re-hashes the blob store's blobs (Options.Verify) and
-// removes those that do not match: "" when none of cur's is among them,
-// else the reason to install again, which fetches them anew. Another
-// release's damaged blob is only removed (logged).
-func checkKeptBlobs(runtimeDir string, cur *release.Installed, log *slog.Logger) (string, error) {
+// removes those that do not match; it returns how many of them are cur's
+// (verifyKept fetches them again). Another release's damaged blob is only
+// removed (logged).
+func checkKeptBlobs(runtimeDir string, cur *release.Installed, log *slog.Logger) (int, error) {
 	bad, err := blobCache{dir: filepath.Join(runtimeDir, release.BlobsDir)}.verifyAll()
 	if err != nil {
-		return "", err
+		return 0, err
 	}
 	m := cur.Meta
 	mine := append([]digest.Digest{m.IndexDigest, m.ManifestDigest, m.ConfigDigest}, m.Layers...)
@@ -298,10 +300,10 @@ func checkKeptBlobs(runtimeDir string, cur *release.Installed, log *slog.Logger)
 			log.Warn("removed a kept blob that does not hash to its digest", "digest", d)
 		}
 	}
-	if len(own) == 0 {
-		return "", nil
+	if len(own) > 0 {
+		log.Warn("removed kept blobs of the active release that do not hash to their digest, to be fetched again", "blobs", len(own), "first", own[0])
 	}
-	return fmt.Sprintf("verify: %d kept blobs do not hash to their digest (first %s); removed, to be fetched again", len(own), own[0]), nil
+	return len(own), nil
 }
 
 // verdictWait is how long a failed layer waits for its blob's download to

@@ -100,8 +100,9 @@ func TestDamagedKeptBlobIsFetchedAgain(t *testing.T) {
 }
 
 // TestVerifyChecksKeptBlobs: Install with Verify re-hashes the kept
-// blobs; a damaged one makes it install again, which fetches that blob
-// anew, and the store matches afterwards.
+// blobs; a damaged one of the active release is removed and fetched anew
+// from the registry, without staging the release again (the release
+// directory is the same), and the store matches afterwards.
 func TestVerifyChecksKeptBlobs(t *testing.T) {
 	e := newEnv(t)
 	p1 := e.reg.publish(t, "executor", goodParts(hostPlat))
@@ -114,12 +115,20 @@ func TestVerifyChecksKeptBlobs(t *testing.T) {
 	}
 	app := e.reg.published(t, p1, 1)
 	damage(t, e.runtime, app.Digest)
+	damage(t, e.runtime, res.Release.Meta.ConfigDigest)
+	before, requests := releaseStamp(t, e.runtime), e.reg.blobRequests()
 	res, err = Install(context.Background(), e.opts(p1, func(o *Options) { o.KeepBlobs, o.Verify = true, true }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Changed || !strings.Contains(res.Reason, "kept blobs do not hash") || res.Fetched != 1 {
-		t.Errorf("Install(Verify) over a damaged blob = changed %v, reason %q, fetched %d; want a reinstall fetching 1 blob", res.Changed, res.Reason, res.Fetched)
+	if res.Changed || !strings.Contains(res.Reason, "fetched 2 missing or damaged kept blobs") || res.Fetched != 1 || res.FetchedBytes != app.Size {
+		t.Errorf("Install(Verify) over a damaged layer and config = changed %v, reason %q, fetched %d (%d bytes); want no change, 2 blobs fetched again, 1 layer (%d bytes)", res.Changed, res.Reason, res.Fetched, res.FetchedBytes, app.Size)
+	}
+	if n := e.reg.blobRequests() - requests; n != 2 {
+		t.Errorf("repair made %d blob requests, want 2 (config, damaged layer)", n)
+	}
+	if after := releaseStamp(t, e.runtime); after != before {
+		t.Errorf("the active release was staged again (release.json %q, was %q)", after, before)
 	}
 	if bad, err := (blobCache{dir: filepath.Join(e.runtime, release.BlobsDir)}).verifyAll(); err != nil || len(bad) != 0 {
 		t.Errorf("store after the repair: bad %v, err %v", bad, err)
@@ -142,5 +151,56 @@ func TestVerifyChecksKeptBlobs(t *testing.T) {
 	}
 	if _, err := os.Stat(storedBlob(e.runtime, prev.Meta.ConfigDigest)); !os.IsNotExist(err) {
 		t.Errorf("the damaged blob of previous is still stored: %v", err)
+	}
+}
+
+// releaseStamp is the active release's installed_at: it changes only when
+// the release is staged again.
+func releaseStamp(t *testing.T, runtimeDir string) string {
+	t.Helper()
+	cur, err := release.Current(runtimeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cur.Meta.InstalledAt.String()
+}
+
+// TestVerifyFetchesMissingKeptBlobs: a release installed without kept
+// blobs (install.keep_blobs off) gets them with Verify once KeepBlobs is
+// on: the index, manifest, config and every layer are in the store
+// afterwards, hashed to their names, and the release is not staged again.
+// Without KeepBlobs, Verify fetches nothing.
+func TestVerifyFetchesMissingKeptBlobs(t *testing.T) {
+	e := newEnv(t)
+	p1 := e.reg.publish(t, "executor", goodParts(hostPlat))
+	if _, err := Install(context.Background(), e.opts(p1, func(*Options) {})); err != nil {
+		t.Fatal(err)
+	}
+	if got := cachedBlobs(t, e.runtime); len(got) != 0 {
+		t.Fatalf("store after an install without KeepBlobs: %q, want none", got)
+	}
+	res, err := Install(context.Background(), e.opts(p1, func(o *Options) { o.Verify = true }))
+	if err != nil || res.Changed || res.Fetched != 0 {
+		t.Fatalf("Install(Verify) without KeepBlobs = %+v, %v; want nothing fetched", res, err)
+	}
+	before := releaseStamp(t, e.runtime)
+	res, err = Install(context.Background(), e.opts(p1, func(o *Options) { o.KeepBlobs, o.Verify = true, true }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changed || res.Fetched != 2 || !strings.Contains(res.Reason, "fetched 5 missing or damaged kept blobs") {
+		t.Errorf("Install(Verify, KeepBlobs) = changed %v, fetched %d, reason %q; want no change, 2 layers, 5 blobs", res.Changed, res.Fetched, res.Reason)
+	}
+	if got, want := cachedBlobs(t, e.runtime), layersOf(t, e.runtime); !slices.Equal(got, want) || len(want) != 5 {
+		t.Errorf("store after Install(Verify, KeepBlobs) %q, want the release's 5 blobs %q", got, want)
+	}
+	if bad, err := (blobCache{dir: filepath.Join(e.runtime, release.BlobsDir)}).verifyAll(); err != nil || len(bad) != 0 {
+		t.Errorf("store after the repair: bad %v, err %v", bad, err)
+	}
+	if after := releaseStamp(t, e.runtime); after != before {
+		t.Errorf("the active release was staged again (installed_at %q, was %q)", after, before)
+	}
+	if _, err := os.Stat(filepath.Join(e.runtime, release.ScratchDir)); !os.IsNotExist(err) {
+		t.Errorf("the repair left %s/: %v", release.ScratchDir, err)
 	}
 }

@@ -115,6 +115,7 @@ defaults. "hbx config show" prints every effective value and its source.
 		newHealthCommand(g),
 		newUpgradeCommand(g),
 		newRollbackCommand(g),
+		newExportCommand(g),
 	)
 	root.AddCommand(newStartStopCommands(g)...)
 	return root

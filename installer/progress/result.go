@@ -17,6 +17,9 @@ func ResultText(image string, res *installer.Result, verified bool) string {
 		if verified {
 			state = "up to date, every file verified against files.json"
 		}
+		if res.Fetched > 0 {
+			state += fmt.Sprintf(", %d kept layer blobs fetched again (%d bytes)", res.Fetched, res.FetchedBytes)
+		}
 		return fmt.Sprintf("%s: %s (%s, manifest %s)\n", state, image, m.Platform, m.ManifestDigest)
 	}
 	return fmt.Sprintf("installed %s (%s, manifest %s) in %s: %d blobs fetched (%d bytes), %d reused (%d bytes); reason: %s\n",

@@ -9,23 +9,26 @@ import (
 )
 
 // TestResultText: hbx install's result line, unchanged (with and without
-// --verify) and installed.
+// --verify, and with kept blobs fetched again) and installed.
 func TestResultText(t *testing.T) {
 	rel := &release.Installed{Meta: release.Meta{Platform: "linux/arm64", ManifestDigest: "sha256:22", IndexDigest: "sha256:bb"}}
 	res := &installer.Result{Release: rel, Reason: "no release active", Changed: true, Fetched: 3, Reused: 1, FetchedBytes: 300, ReusedBytes: 100, Duration: 2500 * time.Microsecond}
 	for _, tt := range []struct {
 		changed, verified bool
+		fetched           int
 		want              string
 	}{
-		{true, false, "installed img (linux/arm64, manifest sha256:22) in 3ms: 3 blobs fetched (300 bytes), 1 reused (100 bytes); reason: no release active\n"},
-		{false, false, "up to date: img (linux/arm64, manifest sha256:22)\n"},
-		{false, true, "up to date, every file verified against files.json: img (linux/arm64, manifest sha256:22)\n"},
+		{true, false, 3, "installed img (linux/arm64, manifest sha256:22) in 3ms: 3 blobs fetched (300 bytes), 1 reused (100 bytes); reason: no release active\n"},
+		{false, false, 0, "up to date: img (linux/arm64, manifest sha256:22)\n"},
+		{false, true, 0, "up to date, every file verified against files.json: img (linux/arm64, manifest sha256:22)\n"},
+		{false, true, 3, "up to date, every file verified against files.json, 3 kept layer blobs fetched again (300 bytes): img (linux/arm64, manifest sha256:22)\n"},
 	} {
-		res.Changed = tt.changed
+		res.Changed, res.Fetched = tt.changed, tt.fetched
 		if got := ResultText("img", res, tt.verified); got != tt.want {
 			t.Errorf("ResultText(changed %v, verified %v) = %q, want %q", tt.changed, tt.verified, got, tt.want)
 		}
 	}
+	res.Fetched = 3
 	if f := ResultFields("img", res); f["index_digest"] != rel.Meta.IndexDigest || f["fetched"] != 3 || f["fetched_bytes"] != int64(300) || f["reused_bytes"] != int64(100) || f["duration_ms"] != int64(2) {
 		t.Errorf("ResultFields() = %v", f)
 	}

@@ -27,7 +27,11 @@
 // its runtime; data restored that way (backup.AwaitedRuntime) stops hbx
 // supervise, the executor's launch, hbx install of another release, hbx
 // upgrade and rollback, and shows in hbx status, until its release is
-// active (hbx install of it is a plain install).
+// active (hbx install of it is a plain install). Box.Export writes the
+// active release's image from the blob store as an OCI archive
+// (internal/ociarchive) under the runtime directory's lock (exclusive:
+// installs, upgrades and backups wait), refusing before it writes when
+// one of the release's blobs is missing.
 //
 // It is the one package besides cmd/ and e2e/ allowed to import several
 // verb packages (internal/boundary's test names it); no verb package and

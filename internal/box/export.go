@@ -1,0 +1,153 @@
+package box
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/internal/ociarchive"
+	"github.com/hermesbox/hbx/release"
+)
+
+// ExportResult is what Export wrote.
+type ExportResult struct {
+	Path     string // the archive's path; "-" for the writer
+	Image    string // the active release's image reference (name:tag@digest)
+	Tag      string // the archive's ref.name
+	Platform string
+	Index    digest.Digest // the image's (top document's) digest
+	Manifest digest.Digest // the installed platform's manifest
+	ociarchive.Stats
+}
+
+// keepBlobsHint says how to get back the blobs of the active release.
+const keepBlobsHint = "install.keep_blobs keeps the active release's blobs: set install.keep_blobs: true and run hbx install --verify to fetch them again"
+
+// Export writes the active release's image as an OCI archive
+// (internal/ociarchive): the index, the installed platform's manifest,
+// its config and its layers, bit-identical from the runtime directory's
+// blob store, each re-hashed on the way. path "-" writes to stdout,
+// anything else goes through ociarchive.WriteFile (durable, atomic,
+// mode 0644; nothing at path on failure). It holds the runtime
+// directory's lock (exclusive: an install, upgrade or backup waits up to
+// its lock wait) for the whole write, so no install prunes a blob
+// mid-export; over a missing runtime directory it fails and creates
+// nothing. When ctx is done (Ctrl-C) it stops with ctx's error. A blob missing from the store (install.keep_blobs off, or
+// removed) or one that fails its digest is an error naming it and how to
+// fetch it again (hbx install --verify).
+func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *ExportResult, err error) {
+	dir := b.Config.Executor.RuntimeDir
+	cur, err := release.Current(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read the active release: %w (run hbx install)", err)
+	}
+	lk, err := release.LockExisting(ctx, dir, "hbx export", b.Config.Install.LockWait, b.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := lk.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("release lock: %w", uerr)
+		}
+	}()
+	// Read again under the lock: an install may have switched it.
+	if cur, err = release.Current(dir); err != nil {
+		return nil, fmt.Errorf("read the active release: %w (run hbx install)", err)
+	}
+	m := cur.Meta
+	ref, err := release.ParseImageRef(m.Image)
+	if err != nil {
+		return nil, fmt.Errorf("active release's image: %w", err)
+	}
+	store := ociarchive.Dir(filepath.Join(dir, release.BlobsDir))
+	if err := checkKept(store, m); err != nil {
+		return nil, err
+	}
+	img, err := ociarchive.StoredImage(store, ref.Tag, m.IndexDigest, m.ManifestDigest)
+	if err != nil {
+		return nil, blobError(err)
+	}
+	if err := matchesRelease(img, m); err != nil {
+		return nil, err
+	}
+	res = &ExportResult{Path: path, Image: m.Image, Tag: ref.Tag, Platform: m.Platform, Index: m.IndexDigest, Manifest: m.ManifestDigest}
+	if path == "-" {
+		res.Stats, err = ociarchive.Write(ctx, stdout, img, store)
+	} else {
+		res.Stats, err = ociarchive.WriteFile(ctx, path, img, store)
+	}
+	if err != nil {
+		return nil, blobError(err)
+	}
+	return res, nil
+}
+
+// matchesRelease checks that the stored manifest names the config and
+// layers release.json records.
+func matchesRelease(img ociarchive.Image, m release.Meta) error {
+	var got []digest.Digest
+	for _, d := range img.Blobs {
+		got = append(got, d.Digest)
+	}
+	want := []digest.Digest{m.IndexDigest}
+	if m.ManifestDigest != m.IndexDigest {
+		want = append(want, m.ManifestDigest)
+	}
+	want = append(append(want, m.ConfigDigest), m.Layers...)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("stored manifest %s names other blobs than %s records (run hbx install --verify)", m.ManifestDigest, release.MetaFile)
+	}
+	return nil
+}
+
+// checkKept refuses, naming the first and counting the others, the blobs
+// of release m the store lacks, before anything is written.
+func checkKept(store ociarchive.Dir, m release.Meta) error {
+	type blob struct {
+		what string
+		d    digest.Digest
+	}
+	all := []blob{{"index", m.IndexDigest}, {"manifest", m.ManifestDigest}, {"config", m.ConfigDigest}}
+	for i, l := range m.Layers {
+		all = append(all, blob{fmt.Sprintf("layer %d", i+1), l})
+	}
+	var missing []blob
+	for _, b := range all {
+		rc, _, err := store.Open(b.d)
+		if err == nil {
+			rc.Close()
+			continue
+		}
+		if !errors.Is(err, ociarchive.ErrMissing) {
+			return err
+		}
+		if !slices.ContainsFunc(missing, func(x blob) bool { return x.d == b.d }) {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	more := ""
+	if len(missing) > 1 {
+		more = fmt.Sprintf(" (and %d more of its %d)", len(missing)-1, len(all))
+	}
+	return fmt.Errorf("the active release's %s %s is %w from the blob store %s%s; %s",
+		missing[0].what, missing[0].d, ociarchive.ErrMissing, store, more, keepBlobsHint)
+}
+
+// blobError adds to a missing or damaged blob's error how to get it back.
+func blobError(err error) error {
+	switch {
+	case errors.Is(err, ociarchive.ErrMissing):
+		return fmt.Errorf("%w; %s", err, keepBlobsHint)
+	case errors.Is(err, ociarchive.ErrDigestMismatch):
+		return fmt.Errorf("%w; run hbx install --verify to fetch it again", err)
+	}
+	return err
+}
