@@ -51,7 +51,7 @@ type cold struct {
 // tmp/ go, complete blobs stay (pruned by the cache's rule on a full disk).
 func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress, dl *deadline) (_ *Result, err error) {
 	c := &cold{opts: opts, ref: ref, plat: plat, log: log, prog: prog, cache: blobCache{dir: filepath.Join(opts.RuntimeDir, release.BlobsDir)}}
-	release.CleanupTrees(opts.RuntimeDir, log) // what a killed run left; keep its complete blobs
+	release.CleanupLeftovers(opts.RuntimeDir, log) // what a killed run left; blobs and releases stay
 	defer func() { err = c.failed(err) }()
 	if c.src, err = c.open(ctx); err != nil {
 		return nil, err

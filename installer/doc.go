@@ -171,14 +171,17 @@
 //   - during unpack/validate: staging/<hex>-<random>/; current untouched;
 //     removed by the next run.
 //   - between the release rename and the symlink swap: releases/<hex> exists
-//     but current still names the old release; the next run finds the
-//     release complete on disk but not active, and re-stages it (it cannot
-//     tell a finished tree from a half-renamed one without hashing).
+//     but current still names the old release; the tree was durable before
+//     the rename, so the next run that wants it makes it active in place
+//     after the warm checks (as it does the release previous names), and a
+//     run that wants another removes it once its own release is active.
 //   - StageOnly: the release is published as releases/<hex> and the run
 //     ends there; current and previous are untouched. The staged release
-//     is not protected: the next install (even a warm one) removes it as
-//     a release that is neither current nor previous, so a caller that
-//     stages and then Activates (hbx upgrade) holds the lock across both.
+//     is not protected: the next install that activates a release (even
+//     reactivating one in place) removes it as a release that is neither
+//     current nor previous, so a caller that stages and then Activates (hbx
+//     upgrade) holds the lock across both. A failed install removes no
+//     published release.
 //   - Activate: previous is renamed over first, then current; a crash
 //     between the two leaves current on a complete release.
 //   - after the swap: done; stale releases, staging and the blobs the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -157,9 +158,10 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 	if opts.KeepRelease && cur != nil && cur.Meta.Matches(ref.Digest(), plat.String(), opts.PlatformDigest) != nil {
 		return nil, fmt.Errorf("%w: %s is active, the configuration names %s", ErrReleaseChange, cur.Meta.Image, opts.Image)
 	}
-	// The configured release may be the one previous names (a release
-	// change back): it is complete on disk, so reuse it in place.
-	if res, err := reusePrevious(opts, ref.Digest(), plat.String(), reason, log, prog); res != nil || err != nil {
+	// The configured release may be published already (previous names
+	// it after a release change, or an upgrade staged it): it is complete
+	// on disk, so reuse it in place.
+	if res, err := reusePublished(opts, ref.Digest(), plat.String(), reason, log, prog); res != nil || err != nil {
 		if res != nil {
 			res.Duration = time.Since(start)
 		}
@@ -311,37 +313,29 @@ func checkKeptBlobs(runtimeDir string, cur *release.Installed, log *slog.Logger)
 // rather than as whatever the extractor made of them. A variable for tests.
 var verdictWait = 30 * time.Second
 
-// reusePrevious makes the release previous names active when it is the
-// configured one and passes the warm install's checks (with opts.Verify,
-// every file re-hashed): current and previous swap, nothing is fetched.
-// With StageOnly it returns previous as the staged release. It returns
-// nil, nil when previous is not usable.
-func reusePrevious(opts Options, index digest.Digest, plat, reason string, log *slog.Logger, prog Progress) (*Result, error) {
-	prev, err := release.Link(opts.RuntimeDir, release.PreviousLink)
-	if err != nil {
+// reusePublished makes a release already published under releases/
+// active when it is the configured one and passes the warm install's
+// checks (with opts.Verify, every file re-hashed): the one previous names
+// first (current and previous swap), else any other complete release left
+// there (by an upgrade's staging, or a release change since). Nothing is
+// fetched. With StageOnly it returns that release as the staged one. It
+// returns nil, nil when no published release is usable.
+func reusePublished(opts Options, index digest.Digest, plat, reason string, log *slog.Logger, prog Progress) (*Result, error) {
+	rel, what := publishedMatch(opts, index, plat, log)
+	if rel == nil {
 		return nil, nil
 	}
-	if err := ownRelease(prev, log); err != nil {
-		log.Info("the previous release cannot be reused", "reason", err)
-		return nil, nil
-	}
-	if why, err := checkActive(prev, index, plat, opts.PlatformDigest, opts.Verify); err != nil || why != "" {
-		if why != "" && prev.Meta.Matches(index, plat, opts.PlatformDigest) == nil {
-			log.Info("the previous release is the configured one but cannot be reused", "reason", why)
-		}
-		return nil, nil
-	}
-	m := prev.Meta.ManifestDigest
+	m := rel.Meta.ManifestDigest
 	if opts.StageOnly {
-		log.Info("the release is already published as previous", "manifest", m)
+		log.Info("the release is already published", "manifest", m, "as", what)
 		release.PruneBlobs(opts.RuntimeDir, opts.KeepBlobs, log)
-		return &Result{Reason: "already published as the previous release", Release: prev}, nil
+		return &Result{Reason: "already published as the " + what, Release: rel}, nil
 	}
-	log.Info("reusing the previous release in place", "manifest", m, "reason", reason)
+	log.Info("reusing the "+what+" in place", "manifest", m, "reason", reason)
 	prog.Event(Event{Kind: EventActivate, Digest: m})
 	prog.Event(Event{Kind: EventSwap, Digest: m})
 	if err := release.SwitchCurrent(opts.RuntimeDir, m.Encoded()); err != nil {
-		return nil, fmt.Errorf("activate the previous release %s: %w", m, err)
+		return nil, fmt.Errorf("activate the %s %s: %w", what, m, err)
 	}
 	if release.HasLeftovers(opts.RuntimeDir, opts.KeepBlobs) {
 		release.Cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
@@ -350,7 +344,50 @@ func reusePrevious(opts Options, index digest.Digest, plat, reason string, log *
 	if err != nil {
 		return nil, fmt.Errorf("read activated release: %w", err)
 	}
-	return &Result{Changed: true, Reason: reason + "; reused the previous release in place", Release: cur}, nil
+	return &Result{Changed: true, Reason: reason + "; reused the " + what + " in place", Release: cur}, nil
+}
+
+// publishedMatch returns the first usable published release that is the
+// configured one (previous first, then releases/ in name order, current
+// excluded) and what it is: "previous release" or "published release".
+func publishedMatch(opts Options, index digest.Digest, plat string, log *slog.Logger) (*release.Installed, string) {
+	usable := func(rel *release.Installed, what string) bool {
+		if err := ownRelease(rel, log); err != nil {
+			log.Info("the "+what+" cannot be reused", "reason", err)
+			return false
+		}
+		why, err := checkActive(rel, index, plat, opts.PlatformDigest, opts.Verify)
+		if err != nil || why != "" {
+			if why != "" && rel.Meta.Matches(index, plat, opts.PlatformDigest) == nil {
+				log.Info("the "+what+" is the configured one but cannot be reused", "reason", why)
+			}
+			return false
+		}
+		return true
+	}
+	skip := map[string]bool{}
+	for _, l := range []string{release.CurrentLink, release.PreviousLink} {
+		if t, err := os.Readlink(filepath.Join(opts.RuntimeDir, l)); err == nil {
+			skip[filepath.Base(t)] = true
+		}
+	}
+	if prev, err := release.Link(opts.RuntimeDir, release.PreviousLink); err == nil && usable(prev, "previous release") {
+		return prev, "previous release"
+	}
+	ents, _ := os.ReadDir(filepath.Join(opts.RuntimeDir, release.ReleasesDir))
+	for _, e := range ents {
+		if skip[e.Name()] || !e.IsDir() {
+			continue
+		}
+		rel, err := release.Open(filepath.Join(opts.RuntimeDir, release.ReleasesDir, e.Name()))
+		if err != nil || rel.Meta.Matches(index, plat, opts.PlatformDigest) != nil {
+			continue // not this image: no need to check it further
+		}
+		if usable(rel, "published release") {
+			return rel, "published release"
+		}
+	}
+	return nil, ""
 }
 
 func newMeta(opts Options, plat Platform, r *resolved) release.Meta {

@@ -60,47 +60,52 @@ func SwitchCurrent(runtimeDir, hex string) error {
 	return nil
 }
 
-// Cleanup removes what earlier runs left: staging trees, temporary files,
-// releases that are neither current nor previous, and the blobs
-// PruneBlobs removes (all of them unless keepBlobs). Errors are logged,
-// not returned: Cleanup never fails an install.
+// Cleanup removes what earlier runs left (CleanupLeftovers), releases
+// that are neither current nor previous, and the blobs PruneBlobs removes
+// (all of them unless keepBlobs). An install calls it only once its
+// release is active, so a failed install never costs a published release
+// (one an older archive's restore may want back). Errors are logged, not
+// returned: Cleanup never fails an install.
 func Cleanup(runtimeDir string, keepBlobs bool, log *slog.Logger) {
-	CleanupTrees(runtimeDir, log)
-	PruneBlobs(runtimeDir, keepBlobs, log)
-}
-
-// CleanupTrees is Cleanup without the blob cache's complete blobs: their
-// temporaries go, the blobs stay for the next run.
-func CleanupTrees(runtimeDir string, log *slog.Logger) {
+	CleanupLeftovers(runtimeDir, log)
 	keep := linkedReleases(runtimeDir)
-	rm := func(p string) {
-		if err := os.RemoveAll(p); err != nil {
-			log.Warn("cleanup", "path", p, "err", err)
-		}
-	}
-	rm(filepath.Join(runtimeDir, StagingDir))
-	rm(filepath.Join(runtimeDir, ScratchDir))
 	if ents, err := os.ReadDir(filepath.Join(runtimeDir, ReleasesDir)); err == nil {
 		for _, e := range ents {
 			if !keep[e.Name()] {
 				log.Info("removing old release", "release", e.Name())
-				rm(filepath.Join(runtimeDir, ReleasesDir, e.Name()))
+				removeLogged(filepath.Join(runtimeDir, ReleasesDir, e.Name()), log)
 			}
 		}
 	}
+	PruneBlobs(runtimeDir, keepBlobs, log)
+}
+
+// CleanupLeftovers removes what a killed run left: the staging tree, the
+// scratch directory and temporary files (the blob cache's included); the
+// complete blobs and every published release stay.
+func CleanupLeftovers(runtimeDir string, log *slog.Logger) {
+	removeLogged(filepath.Join(runtimeDir, StagingDir), log)
+	removeLogged(filepath.Join(runtimeDir, ScratchDir), log)
 	if ents, err := os.ReadDir(runtimeDir); err == nil {
 		for _, e := range ents {
 			if atomicfile.IsTemp(e.Name()) {
-				rm(filepath.Join(runtimeDir, e.Name()))
+				removeLogged(filepath.Join(runtimeDir, e.Name()), log)
 			}
 		}
 	}
 	filepath.WalkDir(filepath.Join(runtimeDir, BlobsDir), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && atomicfile.IsTemp(d.Name()) {
-			rm(p)
+			removeLogged(p, log)
 		}
 		return nil
 	})
+}
+
+// removeLogged removes p and everything under it, logging a failure.
+func removeLogged(p string, log *slog.Logger) {
+	if err := os.RemoveAll(p); err != nil {
+		log.Warn("cleanup", "path", p, "err", err)
+	}
 }
 
 // PruneBlobs applies the blob store's rule: without keepBlobs the whole
