@@ -253,10 +253,11 @@ func (c *cold) startFetch(ctx context.Context) (stop func()) {
 				}
 				return
 			}
-			if c.feeds[i].fetched {
-				c.got.add(l.Digest)
+			if !c.feeds[i].fetched {
+				continue // found in the store: done once its layer has read and verified it
 			}
-			c.log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", c.feeds[i].fetched)
+			c.got.add(l.Digest)
+			c.log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", true)
 			c.prog.Event(Event{Kind: EventBlobDone, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
 		}
 	}()
@@ -306,6 +307,10 @@ func (c *cold) applyLayer(ctx context.Context, i int) error {
 	}
 	if err != nil {
 		return fmt.Errorf("extract layer %s: %w", l.Digest, noSpace(err, c.staged))
+	}
+	if !fd.fetched {
+		c.log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", false)
+		c.prog.Event(Event{Kind: EventBlobDone, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
 	}
 	if fd.fetched || c.got.has(l.Digest) {
 		c.res.Fetched++

@@ -138,12 +138,28 @@ func TestReuseReadsStoredBlobsOnce(t *testing.T) {
 	parts.layers = append(parts.layers, layerSpec{tar: tartest.New().File("app/v2", "the new top layer", 0o644).Bytes()})
 	p2 := e.reg.publish(t, "executor", parts)
 	size := e.reg.published(t, p2, 0).Size
+	ev := &eventLog{}
 	before := readBytes(t)
-	res, err := Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly = true, true }))
+	res, err := Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly, o.Progress = true, true, ev }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	read := readBytes(t) - before
+	// A reused blob is "blob-done" (complete and verified) only once its
+	// layer has read it all: right before its layer-done.
+	done := 0
+	for i, x := range ev.events {
+		if x.Kind != EventBlobDone || x.Index != 0 {
+			continue
+		}
+		done++
+		if i+1 == len(ev.events) || ev.events[i+1].Kind != EventLayerDone || ev.events[i+1].Index != 0 {
+			t.Errorf("event %d: blob-done of the reused layer 0 is not followed by its layer-done: %+v", i, ev.events)
+		}
+	}
+	if done != 1 {
+		t.Errorf("%d blob-done events for the reused layer 0, want 1", done)
+	}
 	if res.Reused != 3 || res.Fetched != 1 {
 		t.Fatalf("fetched %d, reused %d; want 1, 3", res.Fetched, res.Reused)
 	}
