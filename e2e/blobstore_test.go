@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/registrytest"
 	"github.com/hermesbox/hbx/internal/testimage"
+	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -322,8 +324,9 @@ func TestKeepBlobsOffE2E(t *testing.T) {
 
 // TestUpgradeCommandFetchesOnlyChangedLayersE2E: hbx upgrade (under hbx
 // supervise, with its backup and health gate) from 1.0.0 to 2.0.0 makes
-// the registry serve only the config and the layers 1.0.0 lacks, and the
-// upgraded box is healthy on a release that passes --verify.
+// the registry serve only the config and the layers 1.0.0 lacks, prints
+// the bytes it fetched and reused, and the upgraded box is healthy on a
+// release that passes --verify.
 func TestUpgradeCommandFetchesOnlyChangedLayersE2E(t *testing.T) {
 	requireE2E(t)
 	plat := platform(t)
@@ -341,15 +344,25 @@ func TestUpgradeCommandFetchesOnlyChangedLayersE2E(t *testing.T) {
 
 	m1, m2 := imageManifest(t, img1, plat), imageManifest(t, img2, plat)
 	want := []string{m2.Config.Digest.String()}
+	var newBytes, sharedBytes int64
 	for _, l := range m2.Layers {
 		if !slices.ContainsFunc(m1.Layers, func(o v1.Descriptor) bool { return o.Digest == l.Digest }) {
 			want = append(want, l.Digest.String())
+			newBytes += l.Size
+		} else {
+			sharedBytes += l.Size
 		}
 	}
 	slices.Sort(want)
 	from := len(p.Requests())
-	if r := b.hbx("upgrade", "--image", v2ref); r.code != 0 {
+	r := b.hbx("upgrade", "--image", v2ref)
+	if r.code != 0 {
 		t.Fatalf("hbx upgrade = %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	line := fmt.Sprintf("\n  fetched %s of %s (%s); reused %s, %s\n", units.Bytes(newBytes), units.Bytes(newBytes+sharedBytes),
+		layerCount(len(want)-1), layerCount(len(m2.Layers)-len(want)+1), units.Bytes(sharedBytes))
+	if !strings.Contains(r.stdout, line) {
+		t.Errorf("hbx upgrade printed\n%s\nwant a line %q", r.stdout, line)
 	}
 	_, paths := blobGets(p, from)
 	var got []string
@@ -370,4 +383,12 @@ func TestUpgradeCommandFetchesOnlyChangedLayersE2E(t *testing.T) {
 	if r := b.hbx("install", "--verify"); r.code != 0 || !strings.HasPrefix(r.stdout, "up to date") {
 		t.Errorf("hbx install --verify after the upgrade = %d: %s%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// layerCount is "1 layer" or "n layers".
+func layerCount(n int) string {
+	if n == 1 {
+		return "1 layer"
+	}
+	return fmt.Sprintf("%d layers", n)
 }

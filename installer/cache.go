@@ -22,9 +22,10 @@ import (
 // blobCache is a content-addressed store of complete, verified blobs:
 // <dir>/sha256/<hex>. A blob appears under its name only by rename after
 // its bytes were hashed, so a name present means a blob that was complete;
-// a blob is hashed again before it is reused (a name is not proof against a
-// power loss or a disk that rots), and one that no longer matches is
-// removed and fetched again.
+// a blob is hashed again as it is reused (a name is not proof against a
+// power loss or a disk that rots): its feed's reader hashes the bytes it
+// hands to extraction, and one that no longer matches fails its layer, is
+// removed, and the install runs again fetching it (installFresh).
 type blobCache struct {
 	dir string
 }
@@ -43,26 +44,27 @@ func (c blobCache) has(d digest.Digest, size int64) bool {
 // its size and digest, and finishes fd with the outcome: fd's reader can
 // follow the bytes while they arrive. Transient failures are src's to
 // retry (a *remote does, resuming the stream); bytes that do not match are
-// refused with ErrDigestMismatch and never stored.
+// refused with ErrDigestMismatch and never stored. A blob of the right
+// size already in the cache is handed to fd unread (openStored): fd's
+// reader verifies it and finishes fd.
 func (c blobCache) fetch(ctx context.Context, src types.ImageSource, desc v1.Descriptor, fd *feed) (err error) {
-	fetched := false
-	defer func() { fd.finish(fetched, err) }()
+	fetched, reused := false, false
+	defer func() {
+		if !reused {
+			fd.finish(fetched, err)
+		}
+	}()
 	if err := desc.Digest.Validate(); err != nil {
 		return fmt.Errorf("blob digest %q: %w", desc.Digest, err)
 	}
 	if c.has(desc.Digest, desc.Size) {
-		switch err := c.check(desc.Digest); {
-		case err == nil:
-			f, err := c.open(desc.Digest)
-			if err != nil {
-				return fmt.Errorf("open cached blob: %w", err)
-			}
-			fd.open(f, desc.Size)
-			return nil
-		case !errors.Is(err, ErrDigestMismatch):
-			return err // unreadable, not damaged: say so rather than refetch it
+		f, err := c.open(desc.Digest)
+		if err != nil {
+			return fmt.Errorf("open stored blob %s: %w", desc.Digest, err) // unreadable, not damaged: say so rather than refetch it
 		}
-		c.drop(desc.Digest) // damaged on disk: fetch it again
+		fd.openStored(f, desc.Size, desc.Digest)
+		reused = true
+		return nil
 	}
 	dir := filepath.Dir(c.path(desc.Digest))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -146,8 +148,9 @@ func (c blobCache) open(d digest.Digest) (*os.File, error) {
 // drop removes a cached blob found to be bad.
 func (c blobCache) drop(d digest.Digest) { os.Remove(c.path(d)) }
 
-// check re-hashes the stored blob d; the error wraps ErrDigestMismatch
-// when its bytes no longer hash to d.
+// check re-hashes the stored blob d (hbx install --verify, and a reused
+// layer that failed before its feed's reader reached the blob's end); the
+// error wraps ErrDigestMismatch when its bytes no longer hash to d.
 func (c blobCache) check(d digest.Digest) error {
 	f, err := c.open(d)
 	if err != nil {

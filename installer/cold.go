@@ -11,10 +11,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/docker/reference"
 	"go.podman.io/image/v5/types"
 
@@ -40,7 +43,47 @@ type cold struct {
 	flusher *atomicfile.Flusher
 	unpack  *unpacker
 	feeds   []*feed // one per layer, fed by the fetcher
+	got     *downloads
 	res     Result
+}
+
+// installFresh runs coldInstall, and runs it again when a layer blob
+// reused from the store turned out damaged as it was read: that run has
+// removed the blob and its staging tree (nothing read from the blob was
+// published), so the next one fetches it. Each retry is for a blob not
+// retried before, so there are at most as many as the image has layers.
+func installFresh(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress, dl *deadline) (*Result, error) {
+	var dropped []digest.Digest
+	got := &downloads{}
+	for {
+		res, err := coldInstall(ctx, opts, ref, plat, log, prog, dl, got)
+		var sb *storedBlobError
+		if !errors.As(err, &sb) || slices.Contains(dropped, sb.digest) || ctx.Err() != nil {
+			return res, err
+		}
+		dropped = append(dropped, sb.digest)
+		log.Warn("a stored blob does not hash to its digest: removed; installing again, fetching it", "digest", sb.digest, "err", err)
+	}
+}
+
+// downloads are the layer blobs an install downloaded, over all its runs:
+// a layer is counted as fetched (Result.Fetched) when its blob was
+// downloaded by any of them, though a later run found it in the store.
+type downloads struct {
+	mu sync.Mutex
+	d  []digest.Digest
+}
+
+func (d *downloads) add(x digest.Digest) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.d = append(d.d, x)
+}
+
+func (d *downloads) has(x digest.Digest) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Contains(d.d, x)
 }
 
 // coldInstall fetches, applies, records, validates and publishes the
@@ -49,8 +92,8 @@ type cold struct {
 // and tmp/, removed by the next install, and complete blobs, reused);
 // activate says what its renames leave. On failure the staging tree and
 // tmp/ go, complete blobs stay (pruned by the cache's rule on a full disk).
-func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress, dl *deadline) (_ *Result, err error) {
-	c := &cold{opts: opts, ref: ref, plat: plat, log: log, prog: prog, cache: blobCache{dir: filepath.Join(opts.RuntimeDir, release.BlobsDir)}}
+func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, plat Platform, log *slog.Logger, prog Progress, dl *deadline, got *downloads) (_ *Result, err error) {
+	c := &cold{opts: opts, ref: ref, plat: plat, log: log, prog: prog, cache: blobCache{dir: filepath.Join(opts.RuntimeDir, release.BlobsDir)}, got: got}
 	release.CleanupLeftovers(opts.RuntimeDir, log) // what a killed run left; blobs and releases stay
 	defer func() { err = c.failed(err) }()
 	if c.src, err = c.open(ctx); err != nil {
@@ -241,7 +284,11 @@ func (c *cold) startFetch(ctx context.Context) (stop func()) {
 				}
 				return
 			}
-			c.log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", c.feeds[i].fetched)
+			if !c.feeds[i].fetched {
+				continue // found in the store: done once its layer has read and verified it
+			}
+			c.got.add(l.Digest)
+			c.log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", true)
 			c.prog.Event(Event{Kind: EventBlobDone, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
 		}
 	}()
@@ -280,22 +327,23 @@ func (c *cold) applyLayer(ctx context.Context, i int) error {
 	}
 	err := c.unpack.apply(ctx, c.cache, c.a, fd, l, c.r.Config.RootFS.DiffIDs[i], report)
 	if err != nil && ctx.Err() == nil {
-		// Extraction may have failed on bytes the download is about to
-		// refuse: let it finish, for a while, so that a lying registry is
-		// reported as such.
-		wctx, cancel := context.WithTimeout(ctx, verdictWait)
-		if werr := fd.wait(wctx); errors.Is(werr, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w (the blob's download had not finished %s later, so its digest is unchecked)", err, verdictWait)
-		}
-		cancel()
+		err = c.verdict(ctx, fd, l, err)
 	}
-	if ferr := fd.failure(); ferr != nil && !errors.Is(ferr, errFeedAbandoned) {
+	var sb *storedBlobError
+	if ferr := fd.failure(); errors.As(ferr, &sb) {
+		c.cache.drop(l.Digest)
+		return fmt.Errorf("reuse layer %s: %w", l.Digest, ferr)
+	} else if ferr != nil && !errors.Is(ferr, errFeedAbandoned) {
 		return fmt.Errorf("fetch layer %s from %s: %w", l.Digest, registryHost(c.src), ferr)
 	}
 	if err != nil {
 		return fmt.Errorf("extract layer %s: %w", l.Digest, noSpace(err, c.staged))
 	}
-	if fd.fetched {
+	if !fd.fetched {
+		c.log.Info("blob ready", "digest", l.Digest, "size", l.Size, "fetched", false)
+		c.prog.Event(Event{Kind: EventBlobDone, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
+	}
+	if fd.fetched || c.got.has(l.Digest) {
 		c.res.Fetched++
 		c.res.FetchedBytes += l.Size
 	} else {
@@ -306,6 +354,27 @@ func (c *cold) applyLayer(ctx context.Context, i int) error {
 	c.prog.Event(Event{Kind: EventLayerDone, Digest: l.Digest, Size: l.Size, Done: l.Size, Index: i, Count: len(layers)})
 	fd.close()
 	return nil
+}
+
+// verdict settles, after extraction failed with err, whether the layer's
+// blob was sound, so that bytes that do not match their digest are
+// reported as such rather than as whatever the extractor made of them. A
+// download is let finish, for a while; a stored blob whose reader stopped
+// before its end is hashed here (a damaged one then fails fd with a
+// *storedBlobError). It returns err, noting a digest left unchecked.
+func (c *cold) verdict(ctx context.Context, fd *feed, l v1.Descriptor, err error) error {
+	if stored, done := fd.state(); stored != "" {
+		if !done && errors.Is(c.cache.check(stored), ErrDigestMismatch) {
+			fd.finish(false, &storedBlobError{digest: stored, err: fmt.Errorf("%w: content does not hash to its name", ErrDigestMismatch)})
+		}
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, verdictWait)
+	defer cancel()
+	if werr := fd.wait(wctx); errors.Is(werr, context.DeadlineExceeded) {
+		return fmt.Errorf("%w (the blob's download had not finished %s later, so its digest is unchecked)", err, verdictWait)
+	}
+	return err
 }
 
 // writeRecords writes the staged release's records: files.json (streamed,

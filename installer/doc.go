@@ -101,8 +101,10 @@
 // across layers. A layer's stream ends only once its blob's size and digest
 // were checked, so a layer is never complete on unverified bytes; until
 // then its entries are only in the staging tree, and they are bounded: a
-// blob not yet verified may expand to at most 8 times its declared size
-// (at least 8 MiB), after which its layer waits for the check. When
+// downloaded blob not yet verified may expand to at most 8 times its
+// declared size (at least 8 MiB), after which its layer waits for the
+// check. A blob reused from the store is verified as extraction reads it
+// (see The blob store), with no read of its own. When
 // extraction fails while the blob still downloads, the download is let
 // finish (for up to 30s), so bytes that do not match their digest are
 // reported as ErrDigestMismatch, whatever the extractor made of them. Install returns
@@ -192,10 +194,18 @@
 // blobs/sha256/<hex> holds complete blobs, each renamed into place after
 // its bytes hashed to its name: the layers, and the index, manifest and
 // config bytes as fetched (resolve checked them). A staging reuses every
-// blob present, re-hashing it first (one that no longer matches, after a
-// power loss or a disk error, is removed and fetched again; the diff_id is
-// checked as always), so an upgrade that shares base layers fetches only
-// the others; Result counts layer blobs and bytes fetched and reused. With
+// layer blob present, so an upgrade that shares base layers fetches only
+// the others; Result counts layer blobs and bytes fetched (downloaded by
+// any run of this Install) and reused. A reused blob is read once:
+// extraction reads it through a hash, and its layer's stream ends only
+// once all of its bytes hashed to its digest (the diff_id is checked as
+// always). One that no longer matches (a power loss, a disk error) fails
+// its layer: the blob is removed, the staging tree discarded, and the
+// install runs again from the start, fetching that blob (each blob at
+// most once); so nothing extracted from a byte not yet verified is ever
+// published. A reused blob is not held to the expansion bound of a
+// download (see Pipeline): it was verified when it was stored, and
+// install.max_uncompressed_bytes still bounds it. With
 // KeepBlobs (install.keep_blobs, on by default) every activation and every
 // StageOnly run that published its release (and a warm install that finds
 // leftovers) removes the blobs no release under releases/ lists

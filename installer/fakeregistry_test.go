@@ -52,6 +52,19 @@ func (r *fakeRegistry) requestCount() int {
 	return len(r.requests)
 }
 
+// requestsFor counts the requests whose path contains s.
+func (r *fakeRegistry) requestsFor(s string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, q := range r.requests {
+		if strings.Contains(q, s) {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *fakeRegistry) blobRequests() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -3,9 +3,12 @@ package installer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
+
+	digest "github.com/opencontainers/go-digest"
 )
 
 // errFeedAbandoned: the install stopped waiting for a blob.
@@ -21,6 +24,13 @@ var errFeedAbandoned = errors.New("blob download abandoned")
 // reader sees only bytes already written; it gets io.EOF only after a
 // finish(nil), and the writer's error after a failed finish, so a layer is
 // never taken as complete before its blob's digest was checked.
+//
+// A blob found in the store is opened with openStored instead: it is read
+// once, by the feed's one reader, which hashes the bytes as it hands them
+// on and finishes the feed itself at the blob's end: with nil when they
+// hash to the digest, else with a *storedBlobError. So a reused blob is
+// checked without a read of its own, and its layer still never ends on
+// unverified bytes.
 type feed struct {
 	mu      sync.Mutex
 	changed *sync.Cond
@@ -29,7 +39,22 @@ type feed struct {
 	done    bool
 	err     error // set with done when the download failed
 	fetched bool  // the blob was downloaded, not found in the cache
+
+	stored   digest.Digest   // set by openStored: the blob came from the store
+	verifier digest.Verifier // hashes a stored blob's bytes as the reader gets them
 }
+
+// storedBlobError: a blob reused from the store did not hash to its
+// digest (or was shorter than its size) when extraction read it. It
+// unwraps to ErrDigestMismatch. The install removes the blob and runs
+// again, fetching it (installFresh).
+type storedBlobError struct {
+	digest digest.Digest
+	err    error
+}
+
+func (e *storedBlobError) Error() string { return fmt.Sprintf("stored blob %s: %v", e.digest, e.err) }
+func (e *storedBlobError) Unwrap() error { return e.err }
 
 func newFeed() *feed {
 	fd := &feed{}
@@ -48,6 +73,27 @@ func (fd *feed) open(f *os.File, written int64) {
 	}
 	fd.f, fd.written = f, written
 	fd.changed.Broadcast()
+}
+
+// openStored gives the feed a read handle on the complete stored blob d of
+// size bytes, to be verified as it is read. The feed owns f from here on.
+func (fd *feed) openStored(f *os.File, size int64, d digest.Digest) {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if fd.done {
+		f.Close()
+		return
+	}
+	fd.f, fd.written, fd.stored, fd.verifier = f, size, d, d.Verifier()
+	fd.changed.Broadcast()
+}
+
+// state says whether the feed's blob came from the store (its digest,
+// else "") and whether the feed has finished.
+func (fd *feed) state() (stored digest.Digest, done bool) {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	return fd.stored, fd.done
 }
 
 // grow records n more bytes written to the blob file.
@@ -122,7 +168,8 @@ func (fd *feed) failure() error {
 }
 
 // reader returns a reader of the blob from its first byte, which blocks
-// for bytes not yet written and gives up when ctx ends.
+// for bytes not yet written and gives up when ctx ends. A feed has one
+// reader: a stored blob's is the one that hashes it.
 func (fd *feed) reader(ctx context.Context) *feedReader {
 	return &feedReader{fd: fd, ctx: ctx}
 }
@@ -139,15 +186,19 @@ func (r *feedReader) Read(p []byte) (int, error) {
 	}
 	fd := r.fd
 	fd.mu.Lock()
-	if err := fd.await(r.ctx, func() bool { return fd.f != nil && r.off < fd.written }); err != nil {
+	if err := fd.await(r.ctx, func() bool { return fd.f != nil && (r.off < fd.written || fd.stored != "") }); err != nil {
 		fd.mu.Unlock()
 		return 0, err
 	}
-	f, avail, err := fd.f, fd.written-r.off, fd.err
+	f, size, err, done, v := fd.f, fd.written, fd.err, fd.done, fd.verifier
 	fd.mu.Unlock()
+	avail := size - r.off
 	if f == nil || avail <= 0 {
-		if err != nil {
+		switch {
+		case err != nil:
 			return 0, err
+		case v != nil && !done:
+			return 0, r.endStored()
 		}
 		return 0, io.EOF
 	}
@@ -156,11 +207,37 @@ func (r *feedReader) Read(p []byte) (int, error) {
 	}
 	n, rerr := f.ReadAt(p, r.off)
 	r.off += int64(n)
+	if v != nil {
+		v.Write(p[:n]) // a hash's Write never fails
+	}
 	if n > 0 && rerr == io.EOF {
 		rerr = nil
 	}
 	if rerr == io.EOF { // written bytes must be readable
+		if v != nil { // the stored file shrank after it was opened
+			return n, r.failStored(fmt.Errorf("%w: %d bytes, its size is %d", ErrDigestMismatch, r.off, size))
+		}
 		rerr = io.ErrUnexpectedEOF
 	}
 	return n, rerr
+}
+
+// endStored finishes a stored blob's feed once all of its bytes were read:
+// io.EOF when they hash to its digest, else a *storedBlobError.
+func (r *feedReader) endStored() error {
+	if !r.fd.verifier.Verified() {
+		return r.failStored(fmt.Errorf("%w: content does not hash to its name", ErrDigestMismatch))
+	}
+	r.fd.finish(false, nil)
+	if err := r.fd.failure(); err != nil { // abandoned meanwhile
+		return err
+	}
+	return io.EOF
+}
+
+// failStored finishes a stored blob's feed with cause and returns the
+// feed's error.
+func (r *feedReader) failStored(cause error) error {
+	r.fd.finish(false, &storedBlobError{digest: r.fd.stored, err: cause})
+	return r.fd.failure()
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	digest "github.com/opencontainers/go-digest"
 )
 
 // feedFile starts a feed on a fresh file and returns the writing handle.
@@ -142,5 +144,44 @@ func TestFeedNotOpened(t *testing.T) {
 	late.open(f2, 5)
 	if err := f2.Close(); err == nil {
 		t.Error("open() on a finished feed kept the handle open")
+	}
+}
+
+// TestFeedStored: a stored blob's reader hands on its bytes and ends with
+// io.EOF when they hash to the digest; with a *storedBlobError
+// (ErrDigestMismatch) at the end when they do not, never io.EOF.
+func TestFeedStored(t *testing.T) {
+	want := bytes.Repeat([]byte("stored blob "), 100_000)
+	for _, tc := range []struct {
+		name    string
+		content []byte
+		ok      bool
+	}{
+		{"intact", want, true},
+		{"one byte changed", append(append([]byte(nil), want[:len(want)-1]...), '!'), false},
+		{"shorter on disk", want[:len(want)/2], false},
+	} {
+		p := filepath.Join(t.TempDir(), "blob")
+		if err := os.WriteFile(p, tc.content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd := newFeed()
+		fd.openStored(f, int64(len(want)), digest.FromBytes(want))
+		got, err := io.ReadAll(fd.reader(context.Background()))
+		var sb *storedBlobError
+		switch {
+		case tc.ok && (err != nil || !bytes.Equal(got, want)):
+			t.Errorf("%s: ReadAll() = %d bytes, %v; want the blob", tc.name, len(got), err)
+		case !tc.ok && (!errors.As(err, &sb) || !errors.Is(err, ErrDigestMismatch)):
+			t.Errorf("%s: ReadAll() = %d bytes, %v; want a stored blob digest mismatch", tc.name, len(got), err)
+		}
+		if ferr := fd.failure(); (ferr == nil) != tc.ok {
+			t.Errorf("%s: feed finished with %v", tc.name, ferr)
+		}
+		fd.close()
 	}
 }

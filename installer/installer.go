@@ -96,8 +96,8 @@ type Result struct {
 	Changed bool               // false: the active release already matched
 	Reason  string             // why it installed, or why nothing was needed
 	Release *release.Installed // the active release afterwards
-	Fetched int                // layer blobs downloaded
-	Reused  int                // layer blobs found complete (and re-hashed) in the store
+	Fetched int                // layer blobs downloaded (by any run of this Install; see the package doc)
+	Reused  int                // layer blobs found complete in the store (hashed as they were read)
 	// FetchedBytes and ReusedBytes are the compressed bytes of those
 	// layer blobs (the manifest's sizes); the index, manifest and config,
 	// a few KiB, are always fetched.
@@ -238,7 +238,7 @@ func installCold(ctx context.Context, opts Options, ref reference.Canonical, pla
 	ictx, dl, stop := withDeadline(ctx, opts.Timeout, opts.MinRate)
 	defer stop()
 	track := &stepTracker{Progress: prog}
-	res, err := coldInstall(ictx, opts, ref, plat, log, track, dl)
+	res, err := installFresh(ictx, opts, ref, plat, log, track, dl)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:

@@ -13,7 +13,7 @@ type EventKind string
 // The events an install reports.
 const (
 	EventBlobStart     EventKind = "blob-start"      // a layer blob is about to be fetched (or found cached)
-	EventBlobDone      EventKind = "blob-done"       // the blob is complete and verified in the cache
+	EventBlobDone      EventKind = "blob-done"       // the blob is complete and verified in the cache (a reused one: once its layer read it)
 	EventLayerStart    EventKind = "layer-start"     // a layer is about to be applied
 	EventLayerProgress EventKind = "layer-progress"  // Done of Size compressed bytes of the layer applied so far
 	EventLayerDone     EventKind = "layer-done"      // the layer is applied and its diff_id checked

@@ -161,7 +161,10 @@ func (u *unpacker) apply(ctx context.Context, cache blobCache, a *extract.Applie
 }
 
 // verifiedGate passes at most limit bytes of a layer's uncompressed stream
-// until the layer's blob is complete and verified; then all of it.
+// until the layer's blob is complete and verified; then all of it. A blob
+// reused from the store is not held back: it was verified when it was
+// stored, and its own reader hashes it again only at its end, which the
+// gate would never let it reach.
 type verifiedGate struct {
 	r        io.Reader
 	n, limit int64
@@ -174,6 +177,8 @@ func (g *verifiedGate) Read(p []byte) (int, error) {
 	if !g.verified && g.n+int64(len(p)) > g.limit {
 		if g.n < g.limit {
 			p = p[:g.limit-g.n]
+		} else if stored, _ := g.fd.state(); stored != "" {
+			g.verified = true
 		} else {
 			if err := g.fd.wait(g.ctx); err != nil {
 				return 0, fmt.Errorf("wait for the blob's digest check: %w", err)

@@ -97,7 +97,7 @@ func (c *changeRun) readActive(ctx context.Context) (err error) {
 func (c *changeRun) stage(ctx context.Context, by string) (err error) {
 	c.opts.Step("staging")
 	c.opts.Logger.Info("staging the new release beside the active one", "image", c.t.Image)
-	if c.nr, err = c.opts.Runtime.Stage(ctx, c.t.Image, c.t.Pin); err != nil {
+	if c.nr, c.res.Transfer, err = c.opts.Runtime.Stage(ctx, c.t.Image, c.t.Pin); err != nil {
 		return fmt.Errorf("stage %s: %w", c.t.Image, err)
 	}
 	if c.nr.Same(c.old) {

@@ -182,5 +182,6 @@
 //
 // It prints nothing: Result.Text and InstallText return the lines hbx
 // upgrade, rollback and install print, Fields and InstallFields their
-// JSON result line.
+// JSON result line; both say what staging fetched and reused
+// (Result.Transfer, from Runtime.Stage).
 package upgrade

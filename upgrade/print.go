@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/units"
 )
 
 // Text renders r as hbx upgrade (verb "upgraded") and hbx rollback
 // ("rolled back") print it: old → new with the duration, the manifests,
-// the backup, where replaced data is kept and a recovery done first, then
+// what staging fetched and reused (when it moved any layer), the backup, where replaced data is kept and a recovery done first, then
 // one line per note; for an interrupted change whose recovery was the
 // whole rollback, the recovery and what is active instead. Each line ends
 // in "\n".
@@ -21,6 +23,9 @@ func (r *Result) Text(verb string) string {
 	} else {
 		fmt.Fprintf(&b, "%s %s → %s in %s\n", verb, r.Old.Image, r.New.Image, r.Duration.Round(time.Millisecond))
 		fmt.Fprintf(&b, "  manifest %s → %s\n", r.Old.Manifest, r.New.Manifest)
+		if t := r.Transfer; t.Fetched+t.Reused > 0 {
+			fmt.Fprintf(&b, "  %s\n", t)
+		}
 		for _, l := range [][2]string{{"  pre-upgrade backup: ", r.Backup}, {"  the replaced data is kept in ", r.KeptAside}, {"  first ", r.Recovered}} {
 			if l[1] != "" {
 				fmt.Fprintf(&b, "%s%s\n", l[0], l[1])
@@ -33,12 +38,30 @@ func (r *Result) Text(verb string) string {
 
 // Fields is r as the JSON result line of hbx upgrade and rollback:
 // "event": "result", old, new, backup, kept_aside, notes, recovered,
-// interrupted and duration_ms.
+// interrupted, duration_ms, and Transfer's counts as fetched, reused,
+// fetched_bytes and reused_bytes (0 for a rollback).
 func (r *Result) Fields() map[string]any {
+	t := r.Transfer
 	return map[string]any{
 		"event": "result", "old": r.Old, "new": r.New, "backup": r.Backup, "kept_aside": r.KeptAside,
 		"notes": r.Notes, "recovered": r.Recovered, "interrupted": r.Interrupted, "duration_ms": r.Duration.Milliseconds(),
+		"fetched": t.Fetched, "reused": t.Reused, "fetched_bytes": t.FetchedBytes, "reused_bytes": t.ReusedBytes,
 	}
+}
+
+// String is t as hbx upgrade prints it: "fetched 352 B of 42.5 MiB (1
+// layer); reused 3 layers, 42.5 MiB".
+func (t Transfer) String() string {
+	return fmt.Sprintf("fetched %s of %s (%s); reused %s, %s", units.Bytes(t.FetchedBytes), units.Bytes(t.FetchedBytes+t.ReusedBytes),
+		layers(t.Fetched), layers(t.Reused), units.Bytes(t.ReusedBytes))
+}
+
+// layers is "1 layer" or "n layers".
+func layers(n int) string {
+	if n == 1 {
+		return "1 layer"
+	}
+	return fmt.Sprintf("%d layers", n)
 }
 
 // InstallText renders r, a release change hbx install made over existing
@@ -46,6 +69,9 @@ func (r *Result) Fields() map[string]any {
 func (r *Result) InstallText() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "installed %s (%s, manifest %s) in %s, replacing %s over existing data\n", r.New.Image, r.New.Platform, r.New.Manifest, r.Duration.Round(time.Millisecond), r.Old.Image)
+	if t := r.Transfer; t.Fetched+t.Reused > 0 {
+		fmt.Fprintf(&b, "  %s\n", t)
+	}
 	fmt.Fprintf(&b, "  pre-change backup: %s (hbx rollback undoes this change)\n", r.Backup)
 	if r.Recovered != "" {
 		fmt.Fprintf(&b, "  first %s\n", r.Recovered)
@@ -62,7 +88,8 @@ func (r *Result) InstallFields(image string) map[string]any {
 		"changed": true, "reason": "release change over existing data, with a pre-change backup", "image": image,
 		"platform": r.New.Platform, "index_digest": r.New.Index, "manifest_digest": r.New.Manifest,
 		"old": r.Old, "new": r.New, "backup": r.Backup, "notes": r.Notes, "recovered": r.Recovered,
-		"duration_ms": r.Duration.Milliseconds(),
+		"duration_ms": r.Duration.Milliseconds(), "fetched": r.Transfer.Fetched, "reused": r.Transfer.Reused,
+		"fetched_bytes": r.Transfer.FetchedBytes, "reused_bytes": r.Transfer.ReusedBytes,
 	}
 }
 

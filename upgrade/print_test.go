@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -14,9 +15,11 @@ func TestResultText(t *testing.T) {
 		New:    Release{Image: "r/x:v2@sha256:bb", Platform: "linux/amd64", Index: "sha256:bb", Manifest: "sha256:22"},
 		Backup: "/b/pre-upgrade-1.tar.zst.age", Recovered: "recovered an interrupted upgrade", Notes: []string{"n1"},
 		Duration: 1234567 * time.Microsecond,
+		Transfer: Transfer{Fetched: 1, Reused: 3, FetchedBytes: 352, ReusedBytes: 85 << 19},
 	}
 	want := "upgraded r/x:v1@sha256:aa → r/x:v2@sha256:bb in 1.235s\n" +
 		"  manifest sha256:11 → sha256:22\n" +
+		"  fetched 352 B of 42.5 MiB (1 layer); reused 3 layers, 42.5 MiB\n" +
 		"  pre-upgrade backup: /b/pre-upgrade-1.tar.zst.age\n" +
 		"  first recovered an interrupted upgrade\n" +
 		"  note: n1\n"
@@ -24,6 +27,7 @@ func TestResultText(t *testing.T) {
 		t.Errorf("Text(upgraded) =\n%s, want\n%s", got, want)
 	}
 	want = "installed r/x:v2@sha256:bb (linux/amd64, manifest sha256:22) in 1.235s, replacing r/x:v1@sha256:aa over existing data\n" +
+		"  fetched 352 B of 42.5 MiB (1 layer); reused 3 layers, 42.5 MiB\n" +
 		"  pre-change backup: /b/pre-upgrade-1.tar.zst.age (hbx rollback undoes this change)\n" +
 		"  first recovered an interrupted upgrade\n" +
 		"  note: n1\n"
@@ -40,10 +44,25 @@ func TestResultText(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back map[string]any
-	if err := json.Unmarshal(b, &back); err != nil || back["event"] != "result" || back["duration_ms"] != 1234.0 || back["kept_aside"] != "" {
-		t.Errorf("Fields() = %s (%v), want event result, duration_ms 1234, kept_aside", b, err)
+	if err := json.Unmarshal(b, &back); err != nil || back["event"] != "result" || back["duration_ms"] != 1234.0 || back["kept_aside"] != "" ||
+		back["fetched_bytes"] != 352.0 || back["reused_bytes"] != float64(85<<19) || back["fetched"] != 1.0 || back["reused"] != 3.0 {
+		t.Errorf("Fields() = %s (%v), want event result, duration_ms 1234, kept_aside, fetched 1 (352 bytes), reused 3 (%d bytes)", b, err, 85<<19)
 	}
-	if f := r.InstallFields("img"); f["image"] != "img" || f["manifest_digest"] != r.New.Manifest || f["changed"] != true {
+	if f := r.InstallFields("img"); f["image"] != "img" || f["manifest_digest"] != r.New.Manifest || f["changed"] != true || f["fetched_bytes"] != int64(352) {
 		t.Errorf("InstallFields(img) = %v", f)
+	}
+}
+
+// TestUpgradeCarriesTransfer: the result of an upgrade carries what
+// staging the new release fetched and reused, as Runtime.Stage said.
+func TestUpgradeCarriesTransfer(t *testing.T) {
+	f, opts := newFake(t)
+	f.transfer = Transfer{Fetched: 1, Reused: 2, FetchedBytes: 10, ReusedBytes: 90}
+	res, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Transfer != f.transfer {
+		t.Errorf("Upgrade() transfer = %+v, want %+v", res.Transfer, f.transfer)
 	}
 }

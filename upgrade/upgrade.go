@@ -46,8 +46,9 @@ type Runtime interface {
 	Active() (Release, error)
 	Previous() (Release, error)
 	// Stage publishes the release of image (pinned to manifest pin when
-	// not "") without activating it. ctx carries the held lock.
-	Stage(ctx context.Context, image string, pin digest.Digest) (Release, error)
+	// not "") without activating it, and says what it downloaded and
+	// reused. ctx carries the held lock.
+	Stage(ctx context.Context, image string, pin digest.Digest) (Release, Transfer, error)
 	// Activate makes the published release of manifest the active one
 	// (previous := the old current). ctx carries the held lock.
 	Activate(ctx context.Context, manifest digest.Digest) error
@@ -157,11 +158,21 @@ type Target struct {
 	Current *Tools
 }
 
+// Transfer is what staging a release moved: the layer blobs it
+// downloaded and those it found in the blob store, with their compressed
+// sizes in bytes (the manifests' sizes). The index, manifest and config, a
+// few KiB, are not counted. Zero when the release was already on disk.
+type Transfer struct {
+	Fetched, Reused           int
+	FetchedBytes, ReusedBytes int64
+}
+
 // Result says what an upgrade or rollback did.
 type Result struct {
-	Old, New  Release // for a rollback: Old is what was active, New what is now
-	Backup    string  // the pre-upgrade archive
-	KeptAside string  // rollback: where the replaced data is
+	Old, New  Release  // for a rollback: Old is what was active, New what is now
+	Transfer  Transfer // what staging New downloaded and reused (upgrade only)
+	Backup    string   // the pre-upgrade archive
+	KeptAside string   // rollback: where the replaced data is
 	Notes     []string
 	Recovered string // an interrupted upgrade handled first
 	// Interrupted (Rollback only): the change to roll back was an

@@ -34,6 +34,7 @@ type fake struct {
 	recorded     Release // the digests the archive records; zero: previous's
 	failRestore  error
 	staged       Release // what Stage returns; zero: newRel
+	transfer     Transfer
 	// onWait, when set, runs once inside WaitHealthy (e.g. an interrupt
 	// arriving during the health wait).
 	onWait func()
@@ -43,12 +44,12 @@ type fake struct {
 
 func (f *fake) Active() (Release, error)   { return f.cur, nil }
 func (f *fake) Previous() (Release, error) { return f.prev, nil }
-func (f *fake) Stage(_ context.Context, image string, _ digest.Digest) (Release, error) {
+func (f *fake) Stage(_ context.Context, image string, _ digest.Digest) (Release, Transfer, error) {
 	f.calls = append(f.calls, "stage")
 	if f.staged.Index != "" {
-		return f.staged, f.failStage
+		return f.staged, f.transfer, f.failStage
 	}
-	return newRel, f.failStage
+	return newRel, f.transfer, f.failStage
 }
 func (f *fake) Activate(_ context.Context, m digest.Digest) error {
 	f.calls = append(f.calls, "activate "+m.Encoded()[:4])

@@ -225,10 +225,10 @@ func (r Runtime) link(name string) (upgrade.Release, error) {
 }
 
 // Stage installs image with the child manifest pin without activating it.
-func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (upgrade.Release, error) {
+func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (upgrade.Release, upgrade.Transfer, error) {
 	opts, err := InstallerOptions(r.box.Config, r.box.Log)
 	if err != nil {
-		return upgrade.Release{}, err
+		return upgrade.Release{}, upgrade.Transfer{}, err
 	}
 	opts.Image, opts.PlatformDigest, opts.StageOnly = image, pin, true
 	opts.From, opts.Progress = r.box.From, r.progress
@@ -237,9 +237,9 @@ func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (up
 	}
 	res, err := installer.Install(ctx, opts)
 	if err != nil {
-		return upgrade.Release{}, err
+		return upgrade.Release{}, upgrade.Transfer{}, err
 	}
-	return ReleaseOf(res.Release), nil
+	return ReleaseOf(res.Release), upgrade.Transfer{Fetched: res.Fetched, Reused: res.Reused, FetchedBytes: res.FetchedBytes, ReusedBytes: res.ReusedBytes}, nil
 }
 
 // Activate makes the staged release manifest names the active one.
