@@ -37,9 +37,10 @@ const keepBlobsHint = "install.keep_blobs keeps the active release's blobs: set 
 // directory's lock (exclusive: an install, upgrade or backup waits up to
 // its lock wait) for the whole write, so no install prunes a blob
 // mid-export; over a missing runtime directory it fails and creates
-// nothing. When ctx is done (Ctrl-C) it stops with ctx's error. A blob missing from the store (install.keep_blobs off, or
-// removed) or one that fails its digest is an error naming it and how to
-// fetch it again (hbx install --verify).
+// nothing. When ctx is done (Ctrl-C) it stops with ctx's error. A blob
+// missing from the store (install.keep_blobs off, or removed) or one that
+// fails its digest is an error naming it and how to fetch it again (hbx
+// install --verify).
 func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *ExportResult, err error) {
 	dir := b.Config.Executor.RuntimeDir
 	cur, err := release.Current(dir)
