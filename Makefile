@@ -79,9 +79,10 @@ demo: build testdeps ## pull, install, run and health-check the test image end t
 demo-upgrade: demo ## then the README's upgrade try-out: a second test image version, hbx upgrade, hbx rollback
 	scripts/demo-upgrade.sh
 
-bench: build testdeps ## figures: install (test image, then the race on the realistic image), supervisor recovery and stop
+bench: build testdeps ## figures: install (test image, then the race on the realistic image), the upgrade row, supervisor recovery and stop
 	scripts/bench.sh
 	scripts/race.sh
+	scripts/upgradebench.sh
 	scripts/backupbench.sh
 	HBXTEST_BENCH=1 HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -run TestBenchSupervise -v ./e2e/ | grep -E 'BENCH|^(ok|FAIL)'
 

@@ -9,6 +9,11 @@
 // pool of JavaScript-like tokens, so gzip compresses it about as much as a
 // real node_modules tree; the binary mixes that text with incompressible
 // bytes. The same Options give the same digests.
+//
+// Version 2 of an image (Options.Version) is the upgrade the benchmark
+// stages: the same three base layers, byte for byte (same digests), under
+// a new top layer that also carries a rebuilt app bundle (app/dist, about
+// 8 MiB of text), so an upgrade needs only that layer and the new config.
 package benchimage
 
 import (
@@ -33,8 +38,11 @@ import (
 
 // Options size the image. Scale 1 is the BENCHMARKING.md shape; 0.5 halves
 // the file count and the binary, for showing memory does not grow with size.
+// Version 0 or 1 is the first version; 2 is the upgrade: the same base
+// layers under a different top layer.
 type Options struct {
-	Scale float64
+	Scale   float64
+	Version int
 }
 
 // Image is a built OCI layout.
@@ -54,6 +62,9 @@ func Build(dir string, o Options) (*Image, error) {
 	if o.Scale <= 0 {
 		o.Scale = 1
 	}
+	if o.Version < 0 || o.Version > 2 {
+		return nil, fmt.Errorf("build bench image: version %d: want 1 or 2", o.Version)
+	}
 	blobs := filepath.Join(dir, "blobs", "sha256")
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
 		return nil, err
@@ -68,7 +79,7 @@ func Build(dir string, o Options) (*Image, error) {
 		g.base,
 		func(tw *tar.Writer) error { return g.binary(tw, int64(90<<20*o.Scale)) },
 		func(tw *tar.Writer) error { return g.nodeModules(tw, int(20000*o.Scale)) },
-		g.top,
+		func(tw *tar.Writer) error { return g.top(tw, o.Version) },
 	} {
 		d, diff, n, err := writeLayer(blobs, fill)
 		if err != nil {
@@ -242,7 +253,10 @@ func (g *gen) nodeModules(tw *tar.Writer, files int) error {
 	return nil
 }
 
-func (g *gen) top(tw *tar.Writer) error {
+// top writes the top layer of version v: whiteouts and an opaque
+// directory; version 2 also rewrites app/VERSION and adds app/dist, 256
+// JavaScript-like files of 16–48 KiB (the app bundle an upgrade changes).
+func (g *gen) top(tw *tar.Writer, v int) error {
 	for i := range 4 {
 		if err := g.file(tw, fmt.Sprintf("app/node_modules/pkg-%04d/lib/.wh.f02.js", i), 0o644, nil); err != nil {
 			return err
@@ -254,7 +268,21 @@ func (g *gen) top(tw *tar.Writer) error {
 	if err := g.file(tw, "app/node_modules/pkg-0010/package.json", 0o644, []byte(`{"name":"replaced"}`)); err != nil {
 		return err
 	}
-	return g.file(tw, "app/VERSION", 0o644, []byte("bench\n"))
+	if v < 2 {
+		return g.file(tw, "app/VERSION", 0o644, []byte("bench\n"))
+	}
+	if err := g.file(tw, "app/VERSION", 0o644, []byte("bench 2\n")); err != nil {
+		return err
+	}
+	if err := g.dir(tw, "app/dist"); err != nil {
+		return err
+	}
+	for i := range 256 {
+		if err := g.file(tw, fmt.Sprintf("app/dist/chunk-%03d.js", i), 0o644, g.text(16<<10+g.rng.IntN(32<<10))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeLayer streams a tar through pgzip into a blob, returning the
