@@ -129,13 +129,13 @@ func TestRestoreFromExportE2E(t *testing.T) {
 }
 
 // TestRestoreFromUnusableImageE2E: hbx restore --from a path that is
-// missing, not an image, or holds another release, on a wiped box with
-// the registry stopped, is refused and undone (the live data kept, no
-// journal): the operator named that file, so it is not a restore
-// "without a runtime".
+// missing, not an image, holds another release, or is the right image
+// read past install.timeout, on a wiped box with the registry stopped, is
+// refused and undone (the live data kept, no journal): the operator named
+// that file, so it is not a restore "without a runtime".
 func TestRestoreFromUnusableImageE2E(t *testing.T) {
 	requireE2E(t)
-	b, f, _, archive, _, _, _ := withoutRuntimeBox(t)
+	b, f, ref, archive, _, _, _ := withoutRuntimeBox(t)
 	live := readFile(t, filepath.Join(b.dataDir, "data.db"))
 	tmp := t.TempDir()
 	notImage := filepath.Join(tmp, "notes.txt")
@@ -154,6 +154,7 @@ func TestRestoreFromUnusableImageE2E(t *testing.T) {
 		{notImage, "not a tar file", ""},
 		{emptyDir, "not an OCI image layout", ""},
 		{archive, "not a tar file", ""},
+		{versionImage(t, "2.0.0").Dir, "no blob " + strings.SplitN(ref, "@", 2)[1], ""}, // another release
 		// The right image, read too slowly: the install's deadline is
 		// not "the registry is away" either.
 		{image, "install deadline passed", "install:\n  timeout: 1ms\n  min_rate: 0\n"},
@@ -203,7 +204,7 @@ func TestInstallFromOtherReleaseAwaitingE2E(t *testing.T) {
 		}
 		r := b.hbx("install", "--from", tc.from)
 		t.Logf("hbx install --from %s (executor.image %s) = %d\n%s", tc.from, tc.image, r.code, r.stderr)
-		if r.code != 1 || !strings.Contains(r.stderr, ref) {
+		if l := lastLine(r.stderr); r.code != 1 || !strings.HasPrefix(l, "hbx: install: ") || !strings.Contains(l, ref) {
 			t.Errorf("hbx install --from %s (2.0.0; executor.image %q) = %d, want exit 1 naming the awaited %s", filepath.Base(tc.from), tc.image, r.code, ref)
 		}
 		if b.current() != "" {
