@@ -137,7 +137,7 @@ func (r *restoreRun) mayGoWithout(err error) bool {
 func (r *restoreRun) goWithout(err error) {
 	r.without = true
 	r.log.Warn("the archive's runtime cannot be installed; restoring the data with the programs left stopped", "image", r.m.Image, "err", err)
-	r.res.WithoutRuntime, r.res.NotStartedBecause = r.m.Image, err.Error()
+	r.res.WithoutRuntime, r.res.NotStartedBecause, r.res.NextSteps = r.m.Image, err.Error(), NextSteps(r.m.Image)
 }
 
 // finish ends a restore from the pin on: startAndCheck and commit, or
