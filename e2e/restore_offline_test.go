@@ -27,6 +27,7 @@ func TestRestoreWithoutRuntimeOfflineE2E(t *testing.T) {
 	if r := b.hbx("export", image); r.code != 0 {
 		t.Fatalf("hbx export = %d\n%s", r.code, r.stderr)
 	}
+	release := b.current()
 	must(t, os.RemoveAll(b.runtimeDir))
 	f.stop()
 
@@ -58,6 +59,9 @@ func TestRestoreWithoutRuntimeOfflineE2E(t *testing.T) {
 
 	if r := b.hbx("install", "--from", image); r.code != 0 {
 		t.Fatalf("hbx install --from the export (registry stopped) = %d\n%s", r.code, r.stderr)
+	}
+	if b.current() != release {
+		t.Errorf("hbx install --from the export: current -> %q, want the exported %s", b.current(), release)
 	}
 	if ph, _ := restoreJournal(t, b); ph != "not-started" {
 		t.Errorf("journal after hbx install --from: phase %q, want not-started until hbx supervise", ph)
@@ -105,11 +109,12 @@ func lineWith(out, s string) string {
 // "NOT started"), and hbx supervise healthy on the archive's bytes.
 func TestRestoreFromExportE2E(t *testing.T) {
 	requireE2E(t)
-	b, f, ref, archive, socket, dir, archived := withoutRuntimeBox(t)
+	b, f, _, archive, socket, dir, archived := withoutRuntimeBox(t)
 	image := filepath.Join(t.TempDir(), "executor.tar")
 	if r := b.hbx("export", image); r.code != 0 {
 		t.Fatalf("hbx export = %d\n%s", r.code, r.stderr)
 	}
+	release := b.current()
 	must(t, os.RemoveAll(b.runtimeDir))
 	f.stop()
 	r := b.hbx("restore", archive, "--from", image)
@@ -121,11 +126,13 @@ func TestRestoreFromExportE2E(t *testing.T) {
 		t.Errorf("journal after hbx restore --from: phase %q, want none", ph)
 	}
 	sameData(t, b, "after hbx restore --from", archived)
+	if b.current() != release {
+		t.Errorf("hbx restore --from the export: current -> %q, want the exported %s", b.current(), release)
+	}
 	s := startSupervise(t, b, socket, dir)
 	healthyAt(t, b.port, 60*time.Second)
 	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 	sameData(t, b, "under hbx supervise", archived)
-	_ = ref
 }
 
 // TestRestoreFromUnusableImageE2E: hbx restore --from a path that is
