@@ -196,6 +196,7 @@ func TestInstallFromOtherReleaseAwaitingE2E(t *testing.T) {
 	tmp := t.TempDir()
 	tar2 := filepath.Join(tmp, "executor-2.0.0.tar")
 	tarLayout(t, img2.Dir, tar2)
+	release := b.current()
 	must(t, os.RemoveAll(b.runtimeDir))
 	f.stop()
 	r := b.hbx("restore", archive)
@@ -248,7 +249,7 @@ func TestInstallFromOtherReleaseAwaitingE2E(t *testing.T) {
 	if r := b.hbx("install", "--from", image); r.code != 0 {
 		t.Fatalf("hbx install --from the skopeo copy (registry stopped) = %d\n%s", r.code, r.stderr)
 	}
-	if b.current() == "" {
-		t.Error("hbx install --from the skopeo copy activated nothing")
+	if b.current() != release {
+		t.Errorf("hbx install --from the skopeo copy: current -> %q, want the awaited %s", b.current(), release)
 	}
 }
