@@ -26,11 +26,22 @@ type AwaitedError struct {
 // Error names the image needed and what to run, in one line.
 func (e *AwaitedError) Error() string {
 	return fmt.Sprintf("%v: %s, which wrote the data restored from %s (%s), is not installed: %s (journal %s)",
-		ErrRuntimeAwaited, e.Image, e.Archive, e.Restored.Format(time.RFC3339), NextSteps, e.Journal)
+		ErrRuntimeAwaited, e.Image, e.Archive, e.Restored.Format(time.RFC3339), NextSteps(e.Image), e.Journal)
 }
 
-// NextSteps is what to run on data restored without its runtime.
-const NextSteps = "install it (`hbx install` once the registry answers, or `hbx install --from FILE` with that image exported by `hbx export` or copied by `skopeo copy --all`), then start `hbx supervise` (`hbx start` when one runs)"
+// NextSteps is what to run, in one line, on data restored without its
+// runtime image (name:tag@sha256:...): install it from the registry or
+// from a file (an `hbx export` of a box where it is active, or the skopeo
+// command that copies it with its index, digests kept), then start the
+// programs.
+func NextSteps(image string) string {
+	copyCmd := "skopeo copy --all --preserve-digests docker://NAME@DIGEST oci-archive:FILE:TAG"
+	if r, err := release.ParseImageRef(image); err == nil {
+		copyCmd = fmt.Sprintf("skopeo copy --all --preserve-digests docker://%s@%s oci-archive:FILE:%s", r.Name, r.Digest, r.Tag)
+	}
+	return "install it: `hbx install` once the registry answers, or offline `hbx install --from FILE` with FILE written by `hbx export FILE` on a box where it is active or by `" +
+		copyCmd + "` where the registry answers; then start `hbx supervise` (a running one starts the programs within seconds)"
+}
 
 // Unwrap makes errors.Is(err, ErrRuntimeAwaited) true.
 func (e *AwaitedError) Unwrap() error { return ErrRuntimeAwaited }
@@ -126,7 +137,7 @@ func (r *restoreRun) mayGoWithout(err error) bool {
 func (r *restoreRun) goWithout(err error) {
 	r.without = true
 	r.log.Warn("the archive's runtime cannot be installed; restoring the data with the programs left stopped", "image", r.m.Image, "err", err)
-	r.res.WithoutRuntime, r.res.NotStartedBecause = r.m.Image, err.Error()
+	r.res.WithoutRuntime, r.res.NotStartedBecause, r.res.NextSteps = r.m.Image, err.Error(), NextSteps(r.m.Image)
 }
 
 // finish ends a restore from the pin on: startAndCheck and commit, or

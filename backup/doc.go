@@ -147,8 +147,9 @@
 //     the error says so.
 //   - Restore without a runtime: when installing the archive's runtime
 //     fails with ErrRuntimeUnavailable (the image could not be had: no
-//     network, the registry down or without it, no local image; the
-//     Runtime decides, internal/box from the installer's error) and no
+//     network, the registry down or without it; the Runtime decides,
+//     internal/box from the installer's error, and never for an install
+//     from a file the operator named, hbx restore --from) and no
 //     release is active, or RestoreOptions.WithoutRuntime is set, the
 //     restore goes on: swap, pin (the archive's image and, for the
 //     configured platform, its manifest digest, so a plain hbx install

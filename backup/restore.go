@@ -113,6 +113,9 @@ type RestoreResult struct {
 	WithoutRuntime string `json:"without_runtime,omitempty"`
 	// NotStartedBecause is the install's error when WithoutRuntime is set.
 	NotStartedBecause string `json:"not_started_because,omitempty"`
+	// NextSteps is NextSteps(WithoutRuntime) when that is set: what to
+	// run, on one line.
+	NextSteps string `json:"next_steps,omitempty"`
 	// Notes say what could not be checked or needs attention.
 	Notes     []string `json:"notes,omitempty"`
 	Pruned    []string `json:"pruned,omitempty"`

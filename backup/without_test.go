@@ -117,6 +117,9 @@ func TestRestoreWithoutRuntime(t *testing.T) {
 	if !strings.Contains(res.NotStartedBecause, "connection refused") {
 		t.Errorf("not_started_because %q, want the install's error", res.NotStartedBecause)
 	}
+	if res.NextSteps != NextSteps(image) {
+		t.Errorf("next_steps %q, want NextSteps(%s)", res.NextSteps, image)
+	}
 	if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
 		t.Errorf("data after Restore (-got +archived):\n%s", diff)
 	}

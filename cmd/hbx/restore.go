@@ -41,7 +41,7 @@ against a manifest, and the output says so).
      process holds files in the data directory);
   4. when the runtime the archive was written by is not the active one,
      install it (a failed install changes nothing); when it cannot be
-     fetched (no network, registry down, no local image) and no release is
+     fetched (no network, registry down; never with --from) and no release is
      active, or with --without-runtime, go on: the data is restored, the
      release pinned, and nothing started until that runtime is installed
      (hbx install [--from FILE], then hbx supervise);
@@ -75,7 +75,7 @@ instead of the registry, checked by its digests as hbx install --from.`,
 	}
 	cmd.Flags().StringVar(&o.from, "from", "", "install the archive's runtime from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.dataOnly, "data-only", false, "restore the data directory only; leave the extra paths the archive holds (backup.paths when it was made) untouched")
-	cmd.Flags().BoolVar(&o.withoutRuntime, "without-runtime", false, "when the archive's runtime cannot be fetched (no network, registry down, no local image) while another release is active, restore the data anyway with the programs left stopped until that runtime is installed (automatic when no release is active)")
+	cmd.Flags().BoolVar(&o.withoutRuntime, "without-runtime", false, "when the archive's runtime cannot be fetched (no network, registry down; never with --from) while another release is active, restore the data anyway with the programs left stopped until that runtime is installed (automatic when no release is active)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines")
 	return cmd
 }

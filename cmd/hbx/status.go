@@ -40,7 +40,10 @@ RUNNING; 3 when any is not (STARTING, BACKOFF, STOPPING, STOPPED, EXITED
 or FATAL; their names go to stderr), after printing the list; 3 also when
 "hbx supervise --hold-on-error" holds on its start-up error (no program
 runs: it prints that error, whatever its own class; a bad configuration
-fails status too, exit 2); 1 when no supervisor answers otherwise; 2 for
+fails status too, exit 2); 3 when the data was restored without its
+runtime and that release is not installed, with or without a supervisor
+(it names the image and how to install it); 1 when no supervisor answers
+otherwise; 2 for
 an unknown NAME. supervisorctl also exits 3, but
 counts STARTING and BACKOFF as running: hbx does not, so a program that
 crashes and is retried makes "hbx status" fail. Disabled programs are not
@@ -75,7 +78,7 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 		return &heldStatusError{err}
 	}
 	if err != nil {
-		return err
+		return box.NoSupervisor(opts.cfg, err)
 	}
 	rep, err := box.Status(ctx, c, opts.cfg, opts.names, opts.stderr)
 	if err != nil {

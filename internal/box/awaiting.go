@@ -59,11 +59,21 @@ func wrapUnavailable(err error) error {
 	return err
 }
 
+// awaited is the *backup.AwaitedError of cfg's data when it was restored
+// without its runtime and that runtime is not active; nil otherwise.
+func awaited(cfg *config.Config) *backup.AwaitedError {
+	var ae *backup.AwaitedError
+	if !errors.As(backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir), &ae) {
+		return nil
+	}
+	return ae
+}
+
 // awaitsImage reports whether cfg's data was restored without its runtime
 // and waits for image (compared by index digest, else by reference).
 func awaitsImage(cfg *config.Config, image string) bool {
-	var ae *backup.AwaitedError
-	if !errors.As(backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir), &ae) {
+	ae := awaited(cfg)
+	if ae == nil {
 		return false
 	}
 	_, want, _ := strings.Cut(ae.Image, "@")

@@ -188,7 +188,7 @@ func (o *RestoreOutcome) Text() string {
 		b.WriteString("  services running and healthy\n")
 	}
 	if res.WithoutRuntime != "" {
-		fmt.Fprintf(&b, "  NOT started: the data is back, but its runtime %s could not be installed (%s): %s\n", res.WithoutRuntime, res.NotStartedBecause, backup.NextSteps)
+		fmt.Fprintf(&b, "  NOT started: the data is back, but its runtime %s could not be installed (%s): %s\n", res.WithoutRuntime, res.NotStartedBecause, res.NextSteps)
 	}
 	if res.Recovered != "" {
 		fmt.Fprintf(&b, "  first %s\n", res.Recovered)

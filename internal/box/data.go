@@ -153,7 +153,9 @@ func (s supervisorSocket) Start(ctx context.Context, names ...string) (bool, err
 
 // installRuntime is backup.Runtime over the installer, configured like
 // `hbx install` but for the archive's image when it names one, read from
-// from (an OCI layout or archive; "": the registry).
+// from (an OCI layout or archive; "": the registry). Its error wraps
+// backup.ErrRuntimeUnavailable only when the registry could not give the
+// image (runtimeUnavailable), never with from set.
 type installRuntime struct {
 	cfg  *config.Config
 	log  *slog.Logger
@@ -173,6 +175,12 @@ func (r installRuntime) Install(ctx context.Context, image, platform string, man
 	}
 	opts.From = r.from
 	res, err := installer.Install(ctx, opts)
+	if err != nil && r.from != "" {
+		// The operator named the image's file: whatever kept it from
+		// installing (missing, not an image, another image, too slow for
+		// the install's deadline), the runtime was not "unavailable".
+		return false, err
+	}
 	if err != nil {
 		return false, wrapUnavailable(err)
 	}

@@ -22,12 +22,14 @@
 // the installer for an archive's release and the config file's pin, and
 // render their results (Text, WriteJSON); Box.RecoverInterruptedRestore
 // is hbx supervise's restore recovery. The installer adapter marks the
-// failures that mean "could not get the image" (network, registry, 404)
-// with backup.ErrRuntimeUnavailable, which lets a restore go on without
-// its runtime; data restored that way (backup.AwaitedRuntime) stops hbx
+// failures that mean "could not get the image" (network, registry, 404;
+// never a failure to read a --from file, which the operator named) with
+// backup.ErrRuntimeUnavailable, which lets a restore go on without its
+// runtime; data restored that way (backup.AwaitedRuntime) stops hbx
 // supervise, the executor's launch, hbx install of another release, hbx
-// upgrade and rollback, and shows in hbx status, until its release is
-// active (hbx install of it is a plain install). Box.Export writes the
+// upgrade and rollback, and shows in hbx status (exit 3, with or without
+// a supervisor: NoSupervisor) and hbx health, until its release is active
+// (hbx install of it is a plain install; its failure names the image). Box.Export writes the
 // active release's image from the blob store as an OCI archive
 // (internal/ociarchive) under the runtime directory's lock (exclusive:
 // installs, upgrades and backups wait), refusing before it writes when

@@ -51,6 +51,11 @@ func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSuper
 		if errors.Is(err, installer.ErrReleaseChange) {
 			return nil, fmt.Errorf("%w: %w (it changed while this install started): run hbx install again", installer.ErrChangeRefused, err)
 		}
+		if ae := awaited(cfg); err != nil && ae != nil {
+			// The failed install is the one the restored data waits for
+			// (a --from file holding another release, say): name it.
+			err = fmt.Errorf("%s, awaited by the data restored from %s: %w", ae.Image, ae.Archive, err)
+		}
 		return &InstallOutcome{Result: res}, err
 	}
 	return b.switchInstall(ctx, opts, inSupervisor, step)

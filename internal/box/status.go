@@ -2,6 +2,7 @@ package box
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -80,4 +81,20 @@ func (r *StatusReport) Err() error {
 		return r.Change
 	}
 	return fmt.Errorf("%w; %w", err, r.Change)
+}
+
+// NoSupervisor is hbx status's error when no supervisor answers (err
+// wraps supervisor.ErrNotRunning). On data restored without its runtime
+// (backup.AwaitedRuntime) `hbx supervise` would refuse to start, so it is
+// a *ChangePendingError naming the image and what to run instead; else
+// err. cfg may be nil.
+func NoSupervisor(cfg *config.Config, err error) error {
+	if cfg == nil || !errors.Is(err, supervisor.ErrNotRunning) {
+		return err
+	}
+	ae := awaited(cfg)
+	if ae == nil {
+		return err
+	}
+	return &ChangePendingError{fmt.Sprintf("no supervisor is running, and none starts the programs yet: %v", ae)}
 }
