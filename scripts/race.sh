@@ -33,11 +33,9 @@ pids=()
 trash=""
 mem="" # a tmpfs directory, when /dev/shm has room
 
-step() { printf '\n==> %s\n' "$*"; }
-die() {
-	echo "race: $*" >&2
-	exit 1
-}
+bench_name=race
+# shellcheck source=scripts/benchlib.sh
+source "${repo_root}/scripts/benchlib.sh"
 cleanup() {
 	local rc=$? p
 	trap - EXIT INT TERM
@@ -51,16 +49,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-apt_need() {
-	local missing=()
-	for cmd_pkg in "$@"; do
-		command -v "${cmd_pkg%%:*}" >/dev/null || missing+=("${cmd_pkg#*:}")
-	done
-	((${#missing[@]} == 0)) && return
-	[[ "$(id -u)" -eq 0 ]] || die "missing ${missing[*]}; as root: apt-get install -y ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }
-}
 
 step "Prerequisites"
 apt_need skopeo:skopeo umoci:umoci
@@ -186,7 +174,6 @@ for ((r = 0; r <= rounds; r++)); do
 done
 : "${registry1}"
 
-stats() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; print m, v[1], v[NR]}'; }
 row() { # row NAME SECS_ARRAY KIB_ARRAY
 	local -n s=$2 k=$3
 	local med lo hi km tm

@@ -56,11 +56,9 @@ pids=()
 trash=""
 started=${SECONDS}
 
-step() { printf '\n==> %s\n' "$*"; }
-die() {
-	echo "upgradebench: $*" >&2
-	exit 1
-}
+bench_name=upgradebench
+# shellcheck source=scripts/benchlib.sh
+source "${repo_root}/scripts/benchlib.sh"
 cleanup() {
 	local rc=$? p
 	trap - EXIT INT TERM
@@ -78,16 +76,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-apt_need() {
-	local missing=()
-	for cmd_pkg in "$@"; do
-		command -v "${cmd_pkg%%:*}" >/dev/null || missing+=("${cmd_pkg#*:}")
-	done
-	((${#missing[@]} == 0)) && return
-	[[ "$(id -u)" -eq 0 ]] || die "missing ${missing[*]}; as root: apt-get install -y ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }
-}
 
 step "Prerequisites"
 apt_need skopeo:skopeo umoci:umoci
@@ -265,7 +253,6 @@ for ((r = 0; r <= rounds; r++)); do
 	round "${r}" limited
 done
 
-stats() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; print m, v[1], v[NR]}'; }
 # ratio KEY_A KEY_B: the median over rounds of secs[KEY_A] / secs[KEY_B].
 ratio() {
 	local -a a b q=()
