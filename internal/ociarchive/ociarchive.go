@@ -18,6 +18,7 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // Errors of a blob the store cannot give as named. Use errors.Is.
@@ -43,27 +44,27 @@ type Store interface {
 type Dir string
 
 // Open opens the blob d, which must be a valid digest; a blob that is
-// absent, or not a regular file, wraps ErrMissing.
+// absent, or not a regular file (a symlink, FIFO, device or directory:
+// nothing hbx's store puts there), wraps ErrMissing. It never follows a
+// symlink at the blob's name nor blocks on a FIFO.
 func (dir Dir) Open(d digest.Digest) (io.ReadCloser, int64, error) {
 	if err := d.Validate(); err != nil {
 		return nil, 0, fmt.Errorf("blob digest %q: %w", d, err)
 	}
 	p := filepath.Join(string(dir), string(d.Algorithm()), d.Encoded())
-	f, err := os.Open(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	f, err := regfile.OpenNoFollow(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, 0, fmt.Errorf("blob %s is %w from %s", d, ErrMissing, dir)
-	}
-	if err != nil {
+	case errors.Is(err, regfile.ErrNotRegular):
+		return nil, 0, fmt.Errorf("blob %s is %w from %s (not a regular file)", d, ErrMissing, dir)
+	case err != nil:
 		return nil, 0, fmt.Errorf("open blob %s: %w", d, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, 0, fmt.Errorf("stat blob %s: %w", d, err)
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, fmt.Errorf("blob %s is %w from %s (not a regular file)", d, ErrMissing, dir)
 	}
 	return f, st.Size(), nil
 }

@@ -9,7 +9,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	digest "github.com/opencontainers/go-digest"
@@ -283,4 +286,54 @@ func listDir(t *testing.T, dir string) map[string]int64 {
 		out[e.Name()] = fi.Size()
 	}
 	return out
+}
+
+// TestStoreEntriesNotRegular: a stored blob that is a FIFO, a symlink (to
+// a FIFO, /dev/zero or a good copy elsewhere) or a directory is missing
+// (ErrMissing, naming it), found without blocking or reading through the
+// link, and WriteFile leaves nothing at its path.
+func TestStoreEntriesNotRegular(t *testing.T) {
+	s, id, md, blobs := testStore(t)
+	img, err := StoredImage(s, "v1", id, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := img.Blobs[len(img.Blobs)-1].Digest
+	p := filepath.Join(string(s), "sha256", layer.Encoded())
+	good := filepath.Join(t.TempDir(), "copy")
+	if err := os.WriteFile(good, blobs[layer], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, mk := range map[string]func() error{
+		"FIFO":              func() error { return syscall.Mkfifo(p, 0o600) },
+		"symlink to a FIFO": func() error { syscall.Mkfifo(p+".fifo", 0o600); return os.Symlink(p+".fifo", p) },
+		"symlink /dev/zero": func() error { return os.Symlink("/dev/zero", p) },
+		"symlink elsewhere": func() error { return os.Symlink(good, p) },
+		"directory":         func() error { return os.Mkdir(p, 0o700) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			os.Remove(p)
+			os.Remove(p + ".fifo")
+			if err := mk(); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "image.tar")
+			done := make(chan error, 1)
+			go func() {
+				_, err := WriteFile(context.Background(), out, img, s)
+				done <- err
+			}()
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("WriteFile still running after a minute: it hangs")
+			}
+			if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), layer.String()) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("WriteFile(a stored blob that is a %s) = %v, want one line, ErrMissing naming %s", name, err, layer)
+			}
+			if ents, _ := os.ReadDir(filepath.Dir(out)); len(ents) != 0 {
+				t.Errorf("WriteFile left %d entries", len(ents))
+			}
+		})
+	}
 }
