@@ -148,7 +148,7 @@ func (r *restoreRun) finish(ctx context.Context) error {
 // restore finishes.
 func (r *restoreRun) leaveStopped() error {
 	m := r.m
-	r.j.Phase = phaseNotStarted
+	r.j.Phase, r.j.Prior = phaseNotStarted, nil // this restore's data replaces a prior one's
 	r.j.Awaiting = &journalAwait{Image: m.Image, Index: m.IndexDigest, Platform: m.Platform, Manifest: m.ManifestDigest}
 	if err := r.j.write(r.opts.DataDir); err != nil {
 		return r.undoNow(err)

@@ -257,3 +257,48 @@ func TestRecoverInstallsAwaited(t *testing.T) {
 		t.Errorf("data (-got +archived):\n%s", diff)
 	}
 }
+
+// TestRestoreOverNotStarted: a second restore begun over a restore "not
+// started" that is then undone (its runtime refused: a digest mismatch)
+// puts that journal back, so the data still waits for its runtime
+// (AwaitedRuntime) and the next recovery neither undoes nor finishes it;
+// one that goes on without its runtime replaces it.
+func TestRestoreOverNotStarted(t *testing.T) {
+	b, archive, archived, _ := withoutRuntimeBox(t)
+	unavailable := fmt.Errorf("fetch index: %w: dial tcp 127.0.0.1:5000: connect: connection refused", ErrRuntimeUnavailable)
+	opts := b.restoreOptions(archive)
+	opts.Runtime, opts.Config, opts.Platform = &stubRuntime{err: unavailable, runtimeDir: b.runtime}, &pinRecorder{image: priorImage}, "linux/amd64"
+	if _, err := Restore(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	first, err := readJournal(b.data)
+	if err != nil || first == nil || first.Phase != phaseNotStarted {
+		t.Fatalf("journal after the first restore = %+v, %v; want not started", first, err)
+	}
+	opts.Runtime = &stubRuntime{err: errors.New("fetch manifest: digest mismatch: the registry served other bytes"), runtimeDir: b.runtime}
+	if _, err := Restore(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "digest mismatch") {
+		t.Fatalf("second Restore() = %v, want it undone over the digest mismatch", err)
+	}
+	j, err := readJournal(b.data)
+	if err != nil || j == nil || j.Phase != phaseNotStarted || !cmp.Equal(j.Awaiting, first.Awaiting) || j.Prior != nil {
+		t.Fatalf("journal after the undone second restore = %+v, %v; want the first's back (not started, awaiting %+v)", j, err, first.Awaiting)
+	}
+	var ae *AwaitedError
+	if err := AwaitedRuntime(b.data, b.runtime); !errors.As(err, &ae) || ae.Image != first.Awaiting.Image {
+		t.Errorf("AwaitedRuntime() after the undone second restore = %v; want an *AwaitedError naming %s", err, first.Awaiting.Image)
+	}
+	if msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime}); msg != "" || err != nil {
+		t.Errorf("Recover() = %q, %v; want nothing done", msg, err)
+	}
+	if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
+		t.Errorf("data (-got +archived):\n%s", diff)
+	}
+	// A second restore that goes on without its runtime replaces it.
+	opts.Runtime = &stubRuntime{err: unavailable, runtimeDir: b.runtime}
+	if _, err := Restore(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := readJournal(b.data); err != nil || j == nil || j.Phase != phaseNotStarted || j.Prior != nil || j.Started.Equal(first.Started) {
+		t.Errorf("journal after a second restore not started = %+v, %v; want its own, no prior", j, err)
+	}
+}
