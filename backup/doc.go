@@ -163,7 +163,9 @@
 //     undoes the restore as before. Recover never undoes such a restore:
 //     it finishes it (old copies pruned, journal removed) once the
 //     archive's release is active, installing it first with
-//     RecoverOptions.InstallAwaited, and leaves it otherwise;
+//     RecoverOptions.InstallAwaited (only when it is the release the
+//     config file pins: a journal edited to name another image or
+//     manifest installs nothing and fails), and leaves it otherwise;
 //     AwaitedRuntime (an *AwaitedError naming the image) is what the
 //     commands that would start or change a release on that data check
 //     (internal/box: hbx supervise, the executor's launch, hbx install of

@@ -302,3 +302,43 @@ func TestRestoreOverNotStarted(t *testing.T) {
 		t.Errorf("journal after a second restore not started = %+v, %v; want its own, no prior", j, err)
 	}
 }
+
+// TestRecoverRefusesTamperedAwaited: with InstallAwaited, a journal whose
+// awaited release is not the one the config file pins (the journal edited
+// to name another image or manifest) installs nothing: the recovery fails
+// naming both, the journal and the data stay.
+func TestRecoverRefusesTamperedAwaited(t *testing.T) {
+	for name, tamper := range map[string]func(a *journalAwait){
+		"image": func(a *journalAwait) {
+			a.Image, a.Index = "127.0.0.1:5000/other:v9@sha256:"+strings.Repeat("c", 64), digest.Digest("sha256:"+strings.Repeat("c", 64))
+		},
+		"manifest": func(a *journalAwait) { a.Manifest = digest.FromString("another manifest") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, archive, archived, _ := withoutRuntimeBox(t)
+			cfg := &pinRecorder{image: priorImage}
+			opts := b.restoreOptions(archive)
+			opts.Runtime, opts.Config, opts.Platform = &stubRuntime{err: ErrRuntimeUnavailable}, cfg, "linux/amd64"
+			if _, err := Restore(context.Background(), opts); err != nil {
+				t.Fatal(err)
+			}
+			j, err := readJournal(b.data)
+			if err != nil || j == nil || j.Awaiting == nil {
+				t.Fatalf("journal = %+v, %v", j, err)
+			}
+			tamper(j.Awaiting)
+			must(t, j.write(b.data))
+			rt := &stubRuntime{runtimeDir: b.runtime}
+			msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime, Runtime: rt, Config: cfg, InstallAwaited: true})
+			if err == nil || msg != "" || len(rt.installs) != 0 || !strings.Contains(err.Error(), cfg.image) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("Recover() over a tampered journal = %q, %v, installs %q; want one line naming the pinned %s, nothing installed", msg, err, rt.installs, cfg.image)
+			}
+			if got, err := readJournal(b.data); err != nil || got == nil || got.Phase != phaseNotStarted {
+				t.Errorf("journal after = %+v, %v; want kept", got, err)
+			}
+			if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
+				t.Errorf("data (-got +archived):\n%s", diff)
+			}
+		})
+	}
+}
