@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/regfile"
@@ -267,15 +269,25 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // atomically (see the package doc), as Write does: on any error (ctx
 // done included) nothing is left at path and an existing regular file
 // there is unchanged. Anything but a regular file at path is refused
-// (ErrNotRegular).
+// (ErrNotRegular). The temporary file is locked (flock) while it is
+// written; first, the temporary files of earlier writes to path that were
+// killed (".tmp-<name>-<hex>" beside it, regular, owned by this user, not
+// locked by a live writer) are removed.
 func WriteFile(ctx context.Context, path string, img Image, s Store) (Stats, error) {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
 		return Stats{}, fmt.Errorf("write archive %s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Stats{}, fmt.Errorf("write archive %s: %w", path, err)
 	}
+	removeLeftovers(path)
 	var st Stats
 	err := atomicfile.Write(path, FileMode, func(w io.Writer) error {
+		if f, ok := w.(*os.File); ok {
+			// Held until the file is closed: removeLeftovers leaves it be.
+			if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+				return fmt.Errorf("lock temporary file: %w", err)
+			}
+		}
 		var err error
 		st, err = Write(ctx, w, img, s)
 		return err
@@ -284,4 +296,37 @@ func WriteFile(ctx context.Context, path string, img Image, s Store) (Stats, err
 		return Stats{}, err
 	}
 	return st, nil
+}
+
+// removeLeftovers removes the temporary files a killed WriteFile to path
+// left: named ".tmp-<name>-<12 hex>" in path's directory, regular files
+// (not followed through a symlink) owned by this process's user, whose
+// flock it can take (no live writer holds it). Errors leave a file alone.
+func removeLeftovers(path string) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := atomicfile.TempPrefix + base + "-"
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || len(rest) != 12 || strings.Trim(rest, "0123456789abcdef") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == os.Geteuid() &&
+			unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			os.Remove(p)
+		}
+		unix.Close(fd)
+	}
 }

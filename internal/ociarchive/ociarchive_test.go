@@ -337,3 +337,54 @@ func TestStoreEntriesNotRegular(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteFileRemovesLeftovers: the temporary file a killed WriteFile
+// left beside the archive is removed by the next one; one a live writer
+// holds locked, one owned by another user, one of another archive's name
+// and a symlink of a leftover's name are left alone.
+func TestWriteFileRemovesLeftovers(t *testing.T) {
+	s, id, md, _ := testStore(t)
+	img, err := StoredImage(s, "v1", id, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "image.tar")
+	mk := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stale := mk(".tmp-image.tar-0123456789ab")
+	live := mk(".tmp-image.tar-00000000000a")
+	lf, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	foreign := mk(".tmp-image.tar-00000000000b")
+	if err := os.Chown(foreign, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	other := mk(".tmp-other.tar-0123456789ab")
+	link := filepath.Join(dir, ".tmp-image.tar-00000000000c")
+	if err := os.Symlink(other, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteFile(context.Background(), out, img, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the killed write's temporary file is still there: %v", err)
+	}
+	for _, p := range []string{live, foreign, other, link} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was removed: %v", filepath.Base(p), err)
+		}
+	}
+}
