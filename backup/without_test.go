@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	digest "github.com/opencontainers/go-digest"
@@ -292,6 +293,17 @@ func TestRestoreOverNotStarted(t *testing.T) {
 	}
 	if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
 		t.Errorf("data (-got +archived):\n%s", diff)
+	}
+	// A second restore killed while staging (its journal over the first):
+	// the next recovery removes its staging and puts the first's journal
+	// back.
+	killed := &journal{Phase: phaseStaging, Started: first.Started.Add(time.Minute), Archive: archive, Prior: first}
+	must(t, killed.write(b.data))
+	if msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime}); err != nil || !strings.Contains(msg, "removed the staging") {
+		t.Errorf("Recover() after a second restore killed while staging = %q, %v; want its staging removed", msg, err)
+	}
+	if j, err := readJournal(b.data); err != nil || j == nil || j.Phase != phaseNotStarted || !j.Started.Equal(first.Started) {
+		t.Errorf("journal after recovering the killed second restore = %+v, %v; want the first's back", j, err)
 	}
 	// A second restore that goes on without its runtime replaces it.
 	opts.Runtime = &stubRuntime{err: unavailable, runtimeDir: b.runtime}

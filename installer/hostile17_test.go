@@ -181,6 +181,10 @@ func TestInstallFromHostileLocalImage(t *testing.T) {
 		{"archive: entry leaves the archive", archive(nil, nil, []archiveEntry{reg("../escape", "x")}), []string{`"../escape"`, "leaves the archive"}},
 		{"archive: absolute entry", archive(nil, nil, []archiveEntry{reg("/tmp/hbx-escape", "x")}), []string{`"/tmp/hbx-escape"`, "leaves the archive"}},
 		{"archive: layer twice", archive(nil, nil, []archiveEntry{reg(layerName, "second")}), []string{layerName, "more than once"}},
+		{"archive: index.json of 1 GiB", archive(map[string]archiveEntry{"index.json": {hdr: tar.Header{Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 30}}}, nil, nil),
+			[]string{"index.json", "larger than"}},
+		{"archive: index.json nested 100000 deep", archive(map[string]archiveEntry{"index.json": reg("", strings.Repeat("[", 100000)+strings.Repeat("]", 100000))}, nil, nil),
+			[]string{"parse index.json", "max depth"}},
 		{"layout: layer a FIFO", layout(func(b string) { must(unix.Mkfifo(b, 0o644)) }), []string{layerName, "FIFO"}},
 		{"layout: layer a symlink to a FIFO inside", layout(func(b string) {
 			must(unix.Mkfifo(filepath.Join(filepath.Dir(b), "fifo"), 0o644))

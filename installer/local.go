@@ -142,7 +142,7 @@ func (l *localSource) readSmall(name string) ([]byte, error) {
 	defer rc.Close()
 	b, err := readAllCapped(rc, maxManifestBytes)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
+		return nil, fmt.Errorf("%w: read %s: %w", ErrLocalImage, name, err)
 	}
 	return b, nil
 }
