@@ -185,6 +185,13 @@ func TestInstallFromHostileLocalImage(t *testing.T) {
 			[]string{"index.json", "larger than"}},
 		{"archive: index.json nested 100000 deep", archive(map[string]archiveEntry{"index.json": reg("", strings.Repeat("[", 100000)+strings.Repeat("]", 100000))}, nil, nil),
 			[]string{"parse index.json", "max depth"}},
+		{"archive: 70000 entries", func(t *testing.T) string {
+			many := make([]archiveEntry, 70000)
+			for i := range many {
+				many[i] = reg(fmt.Sprintf("pad/%d", i), "")
+			}
+			return archive(nil, many, nil)(t)
+		}, []string{"more than 65536 entries"}},
 		{"layout: layer a FIFO", layout(func(b string) { must(unix.Mkfifo(b, 0o644)) }), []string{layerName, "FIFO"}},
 		{"layout: layer a symlink to a FIFO inside", layout(func(b string) {
 			must(unix.Mkfifo(filepath.Join(filepath.Dir(b), "fifo"), 0o644))

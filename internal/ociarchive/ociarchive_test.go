@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -18,6 +19,8 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // testStore builds a blob directory holding a two-platform index, the
@@ -386,5 +389,51 @@ func TestWriteFileRemovesLeftovers(t *testing.T) {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s was removed: %v", filepath.Base(p), err)
 		}
+	}
+}
+
+// TestWriteFileFullDisk: an archive that does not fit its filesystem (a
+// 1 MiB tmpfs) fails with one line naming the path and ENOSPC, leaving
+// nothing in the directory, and an archive already at the path as it was.
+func TestWriteFileFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "needs root to mount a tmpfs")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		// Not a missing prerequisite: root in a container may not mount.
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	s, id, md, _ := testStore(t)
+	img, err := StoredImage(s, "v1", id, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A 2 MiB layer of random bytes (incompressible; the archive is not
+	// compressed anyway) added to the store and the image.
+	big := make([]byte, 2<<20)
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	d := digest.FromBytes(big)
+	if err := os.WriteFile(filepath.Join(string(s), "sha256", d.Encoded()), big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	img.Blobs = append(img.Blobs, v1.Descriptor{MediaType: v1.MediaTypeImageLayer, Digest: d, Size: int64(len(big))})
+	out := filepath.Join(dir, "image.tar")
+	if err := os.WriteFile(out, []byte("the old archive"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = WriteFile(context.Background(), out, img, s)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), out) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("WriteFile() on a full disk = %v, want one line, ENOSPC, naming %s", err, out)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("directory after the failure holds %d entries, want only the old archive", len(ents))
+	}
+	if b, _ := os.ReadFile(out); string(b) != "the old archive" {
+		t.Errorf("the old archive became %d bytes", len(b))
 	}
 }
