@@ -174,6 +174,11 @@ func TestInstallFromHostileLocalImage(t *testing.T) {
 		from  func(t *testing.T) string
 		wants []string
 	}{
+		{"PATH a FIFO", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "image.tar")
+			must(unix.Mkfifo(p, 0o644))
+			return p
+		}, []string{"neither a directory"}},
 		{"archive: layer a FIFO", archive(special(tar.TypeFifo, ""), nil, nil), []string{layerName, "FIFO"}},
 		{"archive: layer a character device", archive(special(tar.TypeChar, ""), nil, nil), []string{layerName, "device"}},
 		{"archive: layer a symlink out", archive(special(tar.TypeSymlink, "/etc/shadow"), nil, nil), []string{layerName, "symlink"}},
