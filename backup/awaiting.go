@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hermesbox/hbx/internal/keptcopy"
@@ -93,6 +94,9 @@ func resumeNotStarted(ctx context.Context, o recoverOptions, j *journal) (string
 		if !o.installAwaited || o.runtime == nil {
 			return "", nil
 		}
+		if err := awaitPinned(o, j); err != nil {
+			return "", err
+		}
 		if _, err := o.runtime.Install(ctx, a.Image, a.Platform, a.Manifest); err != nil {
 			return "", fmt.Errorf("install %s, the runtime of the data restored from %s: %w", a.Image, j.Archive, err)
 		}
@@ -112,6 +116,29 @@ func resumeNotStarted(ctx context.Context, o recoverOptions, j *journal) (string
 	msg := fmt.Sprintf("finished the restore of %s, done without its runtime: %s %s", j.Archive, a.Image, how)
 	o.log.Info(msg)
 	return msg, nil
+}
+
+// awaitPinned checks, before installAwaited installs j's awaited release,
+// that it is the one the config file pins (the restore pinned it): a
+// journal edited to name another image or manifest installs nothing.
+// Without a Config there is nothing to compare with.
+func awaitPinned(o recoverOptions, j *journal) error {
+	if o.config == nil {
+		return nil
+	}
+	img, man, err := o.config.Pinned()
+	if err != nil {
+		return fmt.Errorf("read the config file's pin: %w", err)
+	}
+	a := j.Awaiting
+	_, pinned, _ := strings.Cut(img, "@")
+	_, awaited, _ := strings.Cut(a.Image, "@")
+	sameImage := img == a.Image || pinned != "" && pinned == awaited // one index digest, however the name is spelled
+	if !sameImage || man != "" && a.Manifest != "" && man != a.Manifest {
+		return fmt.Errorf("restore journal %s awaits %s (manifest %s) but the config file pins %s (manifest %s): not installing a release the configuration does not pin; check the journal and the config file by hand",
+			journalPath(o.dataDir), a.Image, a.Manifest, img, man)
+	}
+	return nil
 }
 
 // mayGoWithout reports whether Restore may put the data back without its
@@ -159,7 +186,7 @@ func (r *restoreRun) finish(ctx context.Context) error {
 // restore finishes.
 func (r *restoreRun) leaveStopped() error {
 	m := r.m
-	r.j.Phase = phaseNotStarted
+	r.j.Phase, r.j.Prior = phaseNotStarted, nil // this restore's data replaces a prior one's
 	r.j.Awaiting = &journalAwait{Image: m.Image, Index: m.IndexDigest, Platform: m.Platform, Manifest: m.ManifestDigest}
 	if err := r.j.write(r.opts.DataDir); err != nil {
 		return r.undoNow(err)

@@ -164,13 +164,20 @@
 //     undoes the restore as before. Recover never undoes such a restore:
 //     it finishes it (old copies pruned, journal removed) once the
 //     archive's release is active, installing it first with
-//     RecoverOptions.InstallAwaited, and leaves it otherwise;
+//     RecoverOptions.InstallAwaited (only when it is the release the
+//     config file pins: a journal edited to name another image or
+//     manifest installs nothing and fails), and leaves it otherwise;
 //     AwaitedRuntime (an *AwaitedError naming the image) is what the
 //     commands that would start or change a release on that data check
 //     (internal/box: hbx supervise, the executor's launch, hbx install of
 //     another release, hbx upgrade, hbx rollback, hbx status). A kill
 //     before the journal says "not-started" leaves an ordinary
-//     unconfirmed restore, undone by the next recovery.
+//     unconfirmed restore, undone by the next recovery. A restore begun
+//     over one "not started" keeps that journal in its own (Prior): if it
+//     does not take effect (refused before the swap, undone, or
+//     interrupted and undone by a recovery) that journal is written back,
+//     so the data put back still waits for its runtime; once it takes
+//     effect (confirmed, or itself not started) it replaces it.
 //   - Every step is recorded first in a journal, <data_dir>.restore.json
 //     (internal/journal: written durably, "format" 1 checked on read; a
 //     journal of another format is refused, journal.ErrFormat). Recover, called by `hbx supervise` before it starts

@@ -70,6 +70,13 @@ type journal struct {
 	Runtime *journalRuntime `json:"runtime,omitempty"`
 	// Awaiting is the archive's release, set with phaseNotStarted.
 	Awaiting *journalAwait `json:"awaiting,omitempty"`
+	// Prior is the "restored, not started" journal this restore began
+	// over: its data is this restore's old tree and its pin the one this
+	// restore's undo puts back, so when this restore ends without taking
+	// effect (undone, or failed before the swap) Prior becomes the journal
+	// again (endJournal) and its data keeps waiting for its runtime.
+	// Cleared when this restore takes effect (committed or not started).
+	Prior *journal `json:"prior,omitempty"`
 }
 
 // journalAwait is the release restored data waits for: the archive's
@@ -157,6 +164,20 @@ func readJournal(dataDir string) (*journal, error) {
 		return nil, err
 	}
 	return &j, nil
+}
+
+// endJournal ends the journal j of a restore that did not take effect
+// (undone, or failed before its swap): the "restored, not started"
+// journal it began over (j.Prior) is written back, so its data still
+// waits for its runtime; without one the journal is removed.
+func endJournal(dataDir string, j *journal) error {
+	if j != nil && j.Prior != nil {
+		if err := j.Prior.write(dataDir); err != nil {
+			return fmt.Errorf("put back the journal of the restore of %s, not started: %w", j.Prior.Archive, err)
+		}
+		return nil
+	}
+	return removeJournal(dataDir)
 }
 
 func removeJournal(dataDir string) error {
@@ -298,7 +319,7 @@ func removeStaged(o recoverOptions, j *journal) (string, error) {
 			return "", err
 		}
 	}
-	if err := removeJournal(o.dataDir); err != nil {
+	if err := endJournal(o.dataDir, j); err != nil {
 		return "", err
 	}
 	msg := fmt.Sprintf("removed the staging of an interrupted restore of %s (started %s); nothing had changed", j.Archive, j.Started.Format(time.RFC3339))
@@ -329,7 +350,7 @@ func undoInterrupted(ctx context.Context, o recoverOptions, j *journal) (string,
 	if uerr != nil {
 		return "", fmt.Errorf("undo interrupted restore of %s: %w", j.Archive, uerr)
 	}
-	if err := removeJournal(o.dataDir); err != nil {
+	if err := endJournal(o.dataDir, j); err != nil {
 		return "", err
 	}
 	if o.releaseBack != nil {

@@ -211,7 +211,7 @@ func undoUnhealthy(ctx context.Context, opts RestoreOptions, j *journal, herr er
 	if uerr != nil {
 		return fmt.Errorf("%w: %w; undo failed, the next hbx start retries it: %w", ErrUnhealthy, herr, uerr)
 	}
-	if err := removeJournal(opts.DataDir); err != nil {
+	if err := endJournal(opts.DataDir, j); err != nil {
 		return err
 	}
 	prog.Event(Event{Kind: EventUndone})
@@ -246,7 +246,7 @@ func undoGone(ctx context.Context, opts RestoreOptions, j *journal, log *slog.Lo
 	if _, _, err := undo(ctx, j, opts.Runtime, opts.Config, log); err != nil {
 		return fmt.Errorf("%w during the health wait on the restored data: undo failed, the next hbx supervise retries it: %w", ErrSupervisorGone, err)
 	}
-	if err := removeJournal(opts.DataDir); err != nil {
+	if err := endJournal(opts.DataDir, j); err != nil {
 		return err
 	}
 	prog.Event(Event{Kind: EventUndone})

@@ -126,6 +126,16 @@ func (r *restoreRun) openAndPlan() (err error) {
 func (r *restoreRun) writeStagingJournal() error {
 	ts := r.now().UTC().Format(timeLayout)
 	r.j = &journal{Phase: phaseStaging, Started: r.now().UTC(), PID: os.Getpid(), Archive: r.opts.Archive, Keep: r.opts.KeepPreRestore}
+	// Over a restore "not started" (Recover left it): kept as Prior, put
+	// back should this restore not take effect.
+	prior, err := readJournal(r.opts.DataDir)
+	if err != nil {
+		return err
+	}
+	if prior != nil && prior.Phase == phaseNotStarted {
+		prior.Prior = nil
+		r.j.Prior = prior
+	}
 	for _, rt := range r.roots {
 		r.j.Roots = append(r.j.Roots, freshNames(rt.target, ts))
 	}
@@ -139,7 +149,7 @@ func (r *restoreRun) removeStagingOnFailure(err *error) {
 		for _, jr := range r.j.Roots {
 			_ = keptcopy.RemoveTree(jr.Staging)
 		}
-		_ = removeJournal(r.opts.DataDir)
+		_ = endJournal(r.opts.DataDir, r.j)
 	}
 }
 
@@ -256,7 +266,7 @@ func (r *restoreRun) undoNow(cause error) error {
 	if _, _, uerr := undo(r.undoCtx, r.j, r.opts.Runtime, r.opts.Config, r.log); uerr != nil {
 		return fmt.Errorf("%w; undo failed, the next hbx start retries it: %w", cause, uerr)
 	}
-	_ = removeJournal(r.opts.DataDir)
+	_ = endJournal(r.opts.DataDir, r.j)
 	return fmt.Errorf("%w (restore undone)", cause)
 }
 
@@ -344,7 +354,7 @@ func (r *restoreRun) startAndCheck(ctx context.Context) error {
 // commit records the restore as confirmed, prunes old pre-restore copies
 // and removes the journal.
 func (r *restoreRun) commit() error {
-	r.j.Phase = phaseCommitted
+	r.j.Phase, r.j.Prior = phaseCommitted, nil // confirmed: a prior restore not started is superseded
 	if err := r.j.write(r.opts.DataDir); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	digest "github.com/opencontainers/go-digest"
@@ -258,5 +259,101 @@ func TestRecoverInstallsAwaited(t *testing.T) {
 	}
 	if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
 		t.Errorf("data (-got +archived):\n%s", diff)
+	}
+}
+
+// TestRestoreOverNotStarted: a second restore begun over a restore "not
+// started" that is then undone (its runtime refused: a digest mismatch)
+// puts that journal back, so the data still waits for its runtime
+// (AwaitedRuntime) and the next recovery neither undoes nor finishes it;
+// one that goes on without its runtime replaces it.
+func TestRestoreOverNotStarted(t *testing.T) {
+	b, archive, archived, _ := withoutRuntimeBox(t)
+	unavailable := fmt.Errorf("fetch index: %w: dial tcp 127.0.0.1:5000: connect: connection refused", ErrRuntimeUnavailable)
+	opts := b.restoreOptions(archive)
+	opts.Runtime, opts.Config, opts.Platform = &stubRuntime{err: unavailable, runtimeDir: b.runtime}, &pinRecorder{image: priorImage}, "linux/amd64"
+	if _, err := Restore(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	first, err := readJournal(b.data)
+	if err != nil || first == nil || first.Phase != phaseNotStarted {
+		t.Fatalf("journal after the first restore = %+v, %v; want not started", first, err)
+	}
+	opts.Runtime = &stubRuntime{err: errors.New("fetch manifest: digest mismatch: the registry served other bytes"), runtimeDir: b.runtime}
+	if _, err := Restore(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "digest mismatch") {
+		t.Fatalf("second Restore() = %v, want it undone over the digest mismatch", err)
+	}
+	j, err := readJournal(b.data)
+	if err != nil || j == nil || j.Phase != phaseNotStarted || !cmp.Equal(j.Awaiting, first.Awaiting) || j.Prior != nil {
+		t.Fatalf("journal after the undone second restore = %+v, %v; want the first's back (not started, awaiting %+v)", j, err, first.Awaiting)
+	}
+	var ae *AwaitedError
+	if err := AwaitedRuntime(b.data, b.runtime); !errors.As(err, &ae) || ae.Image != first.Awaiting.Image {
+		t.Errorf("AwaitedRuntime() after the undone second restore = %v; want an *AwaitedError naming %s", err, first.Awaiting.Image)
+	}
+	if msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime}); msg != "" || err != nil {
+		t.Errorf("Recover() = %q, %v; want nothing done", msg, err)
+	}
+	if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
+		t.Errorf("data (-got +archived):\n%s", diff)
+	}
+	// A second restore killed while staging (its journal over the first):
+	// the next recovery removes its staging and puts the first's journal
+	// back.
+	killed := &journal{Phase: phaseStaging, Started: first.Started.Add(time.Minute), Archive: archive, Prior: first}
+	must(t, killed.write(b.data))
+	if msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime}); err != nil || !strings.Contains(msg, "removed the staging") {
+		t.Errorf("Recover() after a second restore killed while staging = %q, %v; want its staging removed", msg, err)
+	}
+	if j, err := readJournal(b.data); err != nil || j == nil || j.Phase != phaseNotStarted || !j.Started.Equal(first.Started) {
+		t.Errorf("journal after recovering the killed second restore = %+v, %v; want the first's back", j, err)
+	}
+	// A second restore that goes on without its runtime replaces it.
+	opts.Runtime = &stubRuntime{err: unavailable, runtimeDir: b.runtime}
+	if _, err := Restore(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := readJournal(b.data); err != nil || j == nil || j.Phase != phaseNotStarted || j.Prior != nil || j.Started.Equal(first.Started) {
+		t.Errorf("journal after a second restore not started = %+v, %v; want its own, no prior", j, err)
+	}
+}
+
+// TestRecoverRefusesTamperedAwaited: with InstallAwaited, a journal whose
+// awaited release is not the one the config file pins (the journal edited
+// to name another image or manifest) installs nothing: the recovery fails
+// naming both, the journal and the data stay.
+func TestRecoverRefusesTamperedAwaited(t *testing.T) {
+	for name, tamper := range map[string]func(a *journalAwait){
+		"image": func(a *journalAwait) {
+			a.Image, a.Index = "127.0.0.1:5000/other:v9@sha256:"+strings.Repeat("c", 64), digest.Digest("sha256:"+strings.Repeat("c", 64))
+		},
+		"manifest": func(a *journalAwait) { a.Manifest = digest.FromString("another manifest") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, archive, archived, _ := withoutRuntimeBox(t)
+			cfg := &pinRecorder{image: priorImage}
+			opts := b.restoreOptions(archive)
+			opts.Runtime, opts.Config, opts.Platform = &stubRuntime{err: ErrRuntimeUnavailable}, cfg, "linux/amd64"
+			if _, err := Restore(context.Background(), opts); err != nil {
+				t.Fatal(err)
+			}
+			j, err := readJournal(b.data)
+			if err != nil || j == nil || j.Awaiting == nil {
+				t.Fatalf("journal = %+v, %v", j, err)
+			}
+			tamper(j.Awaiting)
+			must(t, j.write(b.data))
+			rt := &stubRuntime{runtimeDir: b.runtime}
+			msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime, Runtime: rt, Config: cfg, InstallAwaited: true})
+			if err == nil || msg != "" || len(rt.installs) != 0 || !strings.Contains(err.Error(), cfg.image) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("Recover() over a tampered journal = %q, %v, installs %q; want one line naming the pinned %s, nothing installed", msg, err, rt.installs, cfg.image)
+			}
+			if got, err := readJournal(b.data); err != nil || got == nil || got.Phase != phaseNotStarted {
+				t.Errorf("journal after = %+v, %v; want kept", got, err)
+			}
+			if diff := cmp.Diff(withoutRoot(snapshot(t, b.data)), archived); diff != "" {
+				t.Errorf("data (-got +archived):\n%s", diff)
+			}
+		})
 	}
 }

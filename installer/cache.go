@@ -17,6 +17,7 @@ import (
 	"go.podman.io/image/v5/types"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // blobCache is a content-addressed store of complete, verified blobs:
@@ -35,8 +36,10 @@ func (c blobCache) path(d digest.Digest) string {
 	return filepath.Join(c.dir, string(d.Algorithm()), d.Encoded())
 }
 
+// has reports whether the store has a regular file (not a symlink) of
+// size bytes (any size when size <= 0) named d.
 func (c blobCache) has(d digest.Digest, size int64) bool {
-	st, err := os.Stat(c.path(d))
+	st, err := os.Lstat(c.path(d))
 	return err == nil && st.Mode().IsRegular() && (size <= 0 || st.Size() == size)
 }
 
@@ -59,13 +62,19 @@ func (c blobCache) fetch(ctx context.Context, src types.ImageSource, desc v1.Des
 	}
 	if c.has(desc.Digest, desc.Size) {
 		f, err := c.open(desc.Digest)
-		if err != nil {
+		switch {
+		case err == nil:
+			fd.openStored(f, desc.Size, desc.Digest)
+			reused = true
+			return nil
+		case !errors.Is(err, ErrDigestMismatch):
 			return fmt.Errorf("open stored blob %s: %w", desc.Digest, err) // unreadable, not damaged: say so rather than refetch it
 		}
-		fd.openStored(f, desc.Size, desc.Digest)
-		reused = true
-		return nil
 	}
+	// Damaged on disk, of another size, or not a regular file (a symlink,
+	// FIFO, directory): whatever holds the name goes, and the blob is
+	// fetched again.
+	c.drop(desc.Digest)
 	dir := filepath.Dir(c.path(desc.Digest))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create blob cache: %w", err)
@@ -140,13 +149,20 @@ func (w *feedWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// open opens a cached blob.
+// open opens a stored blob without following a symlink or blocking on a
+// FIFO: anything but a regular file at its name wraps ErrDigestMismatch
+// (a damaged blob, removed and fetched again).
 func (c blobCache) open(d digest.Digest) (*os.File, error) {
-	return os.Open(c.path(d))
+	f, err := regfile.OpenNoFollow(c.path(d))
+	if errors.Is(err, regfile.ErrNotRegular) {
+		return nil, fmt.Errorf("%w: %w", ErrDigestMismatch, err)
+	}
+	return f, err
 }
 
-// drop removes a cached blob found to be bad.
-func (c blobCache) drop(d digest.Digest) { os.Remove(c.path(d)) }
+// drop removes what holds the name of a blob found to be bad (a file, a
+// symlink, never what it points to, or a directory).
+func (c blobCache) drop(d digest.Digest) { os.RemoveAll(c.path(d)) }
 
 // check re-hashes the stored blob d (hbx install --verify, and a reused
 // layer that failed before its feed's reader reached the blob's end); the
@@ -173,6 +189,7 @@ func (c blobCache) put(d digest.Digest, b []byte) error {
 	if c.has(d, int64(len(b))) {
 		return nil
 	}
+	c.drop(d) // a symlink, FIFO or directory in its place
 	if err := os.MkdirAll(filepath.Dir(c.path(d)), 0o700); err != nil {
 		return fmt.Errorf("create blob cache: %w", err)
 	}
@@ -193,12 +210,17 @@ func (c blobCache) verifyAll() (bad []digest.Digest, err error) {
 		if err != nil {
 			return err
 		}
-		if e.IsDir() || atomicfile.IsTemp(e.Name()) {
+		if p == c.dir || atomicfile.IsTemp(e.Name()) {
 			return nil
 		}
 		d := digest.NewDigestFromEncoded(digest.Algorithm(filepath.Base(filepath.Dir(p))), e.Name())
 		if d.Validate() != nil {
-			return nil // not a blob name: left alone
+			return nil // not a blob name (an algorithm's directory): left alone
+		}
+		if e.IsDir() { // a directory where a blob should be
+			c.drop(d)
+			bad = append(bad, d)
+			return fs.SkipDir
 		}
 		if cerr := c.check(d); errors.Is(cerr, ErrDigestMismatch) {
 			c.drop(d)

@@ -183,12 +183,12 @@ func (c *cold) open(ctx context.Context) (types.ImageSource, error) {
 }
 
 // openImage opens the source of the image ref names: opts.From when set
-// (no network), else the registry; both keep their scratch files under
-// <RuntimeDir>/tmp.
+// (no network, read in place), else the registry (its scratch files under
+// <RuntimeDir>/tmp).
 func openImage(ctx context.Context, opts Options, ref reference.Canonical, log *slog.Logger) (types.ImageSource, error) {
 	scratch := filepath.Join(opts.RuntimeDir, release.ScratchDir)
 	if opts.From != "" {
-		l, err := openLocal(ctx, opts.From, ref.Digest(), scratch)
+		l, err := openLocal(ctx, opts.From, ref.Digest())
 		if err != nil {
 			return nil, err
 		}

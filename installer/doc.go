@@ -143,23 +143,28 @@
 // # Local images (Options.From)
 //
 // A cold install can read the image from an OCI image layout directory or
-// an OCI archive (a tar of one) instead of the registry, through the image
-// library's oci/layout and oci/archive sources; it makes no network
-// request and ignores Registry. What is read is pinned as from a
-// registry: the top document is the blob named by Image's digest
-// (index.json only opens the layout: the library needs an entry, the one
-// naming that digest when there is one), the child manifest is picked and
-// checked against PlatformDigest, the config and every layer are checked
-// by size, digest and diff_id on their way into the blob store, and
-// bytes that differ are ErrDigestMismatch, nothing activated. A layout is
-// read in place through an os.Root. An archive's tar headers are read
-// first (bodies skipped by seeking), so a truncated archive, one that is
-// no layout (oci-layout imageLayoutVersion 1.0.0) or lacks the index blob
-// (a `skopeo copy` without --all) is refused before anything is unpacked;
-// then the library unpacks the whole archive into <RuntimeDir>/tmp (as
-// much disk again as the archive; every platform it holds), removed when
-// the install ends, or by the next run after a kill. The unpacking cannot
-// be interrupted half-way (the library's). Result.Fetched and
+// an OCI archive (a tar of one) instead of the registry; it makes no
+// network request, ignores Registry and writes nothing but the blob store.
+// What is read is pinned as from a registry: the top document is the blob
+// named by Image's digest (index.json is checked but never trusted), the
+// child manifest is picked and checked against PlatformDigest, the config
+// and every layer are checked by size, digest and diff_id on their way
+// into the blob store, and bytes that differ are ErrDigestMismatch,
+// nothing activated. A layout is read in place through an os.Root (no
+// path leads outside it). An archive is read in place too, never
+// unpacked: one pass over its tar headers (bodies skipped by seeking)
+// records where each file of the layout lies, and every blob is then a
+// section of the one descriptor opened, so it costs no disk and a file
+// swapped at PATH afterwards is not read. Only regular files are read,
+// each opened without blocking: a FIFO, device, socket or directory at a
+// layout or blob name, a symlink out of a layout, and in an archive a
+// symlink, hardlink, device, FIFO or sparse entry at a layout name
+// (oci-layout, index.json, blobs/...), a name that leaves the archive
+// (absolute, ".."), a name given twice or more than 65536 entries are
+// refused (ErrLocalImage) before a byte of them is read; other entries of
+// an archive are skipped. A truncated archive, one that is no layout
+// (oci-layout imageLayoutVersion 1.0.0) or lacks the index blob (a `skopeo
+// copy` without --all) is refused before any blob is read. Result.Fetched and
 // FetchedBytes count the layers read from the local image. Errors:
 // ErrLocalImage (missing, neither directory nor regular file, not a
 // layout, truncated, no blob for the index, manifest, config or a
@@ -205,7 +210,10 @@
 // most once); so nothing extracted from a byte not yet verified is ever
 // published. A reused blob is not held to the expansion bound of a
 // download (see Pipeline): it was verified when it was stored, and
-// install.max_uncompressed_bytes still bounds it. With
+// install.max_uncompressed_bytes still bounds it. A blob is opened
+// without following a symlink or blocking: a symlink, FIFO, device or
+// directory at a blob's name counts as damaged (the name removed, never
+// what a link points to). With
 // KeepBlobs (install.keep_blobs, on by default) every activation and every
 // StageOnly run that published its release (and a warm install that finds
 // leftovers) removes the blobs no release under releases/ lists

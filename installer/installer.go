@@ -72,9 +72,8 @@ type Options struct {
 	Registry    RegistryOptions
 	// From, when not "", is where a cold install reads the image instead
 	// of the registry: a directory is an OCI image layout, a regular file
-	// an OCI archive (a tar of one; unpacked under <RuntimeDir>/tmp while
-	// it is read, so it costs its size in disk again until the install
-	// ends). The image is the one Image's digest names, pinned and checked
+	// an OCI archive (a tar of one, read in place: never unpacked, no
+	// disk beyond the blob store). The image is the one Image's digest names, pinned and checked
 	// exactly as from a registry: the blob of that digest is the top
 	// document (index.json is not trusted), the child manifest must match
 	// PlatformDigest, every blob its digest and size, every layer its

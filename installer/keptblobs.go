@@ -45,7 +45,7 @@ func verifyKept(ctx context.Context, opts Options, ref reference.Canonical, plat
 	ictx, dl, stop := withDeadline(ctx, opts.Timeout, opts.MinRate)
 	defer stop()
 	err = fetchKept(ictx, opts, ref, plat, cur, cache, dl, log, res)
-	os.RemoveAll(filepath.Join(opts.RuntimeDir, release.ScratchDir)) // the source's scratch (an archive unpacked there)
+	os.RemoveAll(filepath.Join(opts.RuntimeDir, release.ScratchDir)) // the registry source's scratch
 	if err != nil {
 		return nil, fmt.Errorf("fetch the active release's kept blobs: %w", err)
 	}

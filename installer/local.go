@@ -19,6 +19,9 @@ import (
 	"go.podman.io/image/v5/oci/layout"
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/types"
+	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // ErrLocalImage: Options.From names no usable OCI image layout or archive
@@ -32,26 +35,35 @@ var ErrLocalImage = errors.New("not usable")
 const noIndexHint = "an image copied without its index (skopeo copy without --all) cannot be checked against the pin; " +
 	"make one with `skopeo copy --all docker://IMAGE oci-archive:FILE:TAG` (or oci:DIR:TAG) or `hbx export FILE`"
 
-// localSource is an OCI image layout directory or OCI archive read
-// through the image library's oci/layout and oci/archive transports,
-// seen by resolve and the blob store as the registry is. Every document
-// is read by its digest (blobs/sha256/<hex>), never by trusting
-// index.json: the top document is the blob of the configured index
-// digest. It makes no network request.
+// localSource is an OCI image layout directory or OCI archive, seen by
+// resolve and the blob store as the registry is. Every document is read
+// by its digest (blobs/sha256/<hex>), never by trusting index.json: the
+// top document is the blob of the configured index digest. It makes no
+// network request and writes nothing: a layout's files are opened through
+// an os.Root, an archive is read in place from the one descriptor opened
+// (each blob a section of the tar file). Only regular files are read: a
+// FIFO, device, symlink out of the layout or directory is refused before
+// any byte of it is read, without blocking.
 type localSource struct {
 	name  string // "OCI layout DIR" or "OCI archive FILE", for messages
 	kind  string // "layout" or "archive"
 	index digest.Digest
-	src   types.ImageSource // the library's source
-	root  *os.Root          // the layout directory; nil for an archive
+	ref   types.ImageReference // the image library's reference, for Reference
+	root  *os.Root             // the layout directory; nil for an archive
+	file  *os.File             // the archive; nil for a layout
+	spans map[string]span      // the archive's regular files by cleaned name
 }
 
 var _ types.ImageSource = (*localSource)(nil)
 
+// span is where a regular file's bytes lie in an archive: size bytes from
+// offset off.
+type span struct{ off, size int64 }
+
 // openLocal opens from (a directory: an OCI image layout; a regular file:
-// an OCI archive, unpacked by the library into a directory under scratch,
-// removed by Close) for the image whose top document is index.
-func openLocal(ctx context.Context, from string, index digest.Digest, scratch string) (*localSource, error) {
+// an OCI archive, read in place) for the image whose top document is
+// index. A FIFO, device or socket at from is refused without blocking.
+func openLocal(ctx context.Context, from string, index digest.Digest) (*localSource, error) {
 	abs, err := filepath.Abs(from)
 	if err != nil {
 		return nil, fmt.Errorf("local image %s: %w", from, err)
@@ -63,66 +75,125 @@ func openLocal(ctx context.Context, from string, index digest.Digest, scratch st
 	case err != nil:
 		return nil, fmt.Errorf("local image %s: %w", from, err)
 	case st.IsDir():
-		return openLayout(ctx, abs, index)
+		return openLayout(abs, index)
 	case st.Mode().IsRegular():
-		return openArchive(ctx, abs, index, scratch)
+		return openArchive(abs, index)
 	}
 	return nil, fmt.Errorf("local image %s: %w: neither a directory (OCI layout) nor a regular file (OCI archive)", from, ErrLocalImage)
 }
 
 // openLayout opens the OCI image layout dir (absolute) through an
 // os.Root: no path in it leads outside.
-func openLayout(ctx context.Context, dir string, index digest.Digest) (_ *localSource, err error) {
+func openLayout(dir string, index digest.Digest) (_ *localSource, err error) {
 	name := "OCI layout " + dir
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	l := &localSource{name: name, kind: "layout", index: index, root: root}
 	defer func() {
 		if err != nil {
 			root.Close()
 		}
 	}()
-	lb, err := readCapped(root, v1.ImageLayoutFile)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	ib, ierr := readCapped(root, v1.ImageIndexFile)
-	if ierr != nil && !errors.Is(ierr, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w", name, ierr)
-	}
-	i, err := checkLayout(lb, err == nil, ib, ierr == nil, index)
+	i, err := l.check()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if _, err := root.Stat(blobName(index)); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w: no blob %s (the configured image's index): %s", name, ErrLocalImage, index, noIndexHint)
-	} else if err != nil {
+	if l.ref, err = layout.NewReaderWithRoot(root).NewIndexReference(dir, i); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	ref, err := layout.NewReaderWithRoot(root).NewIndexReference(dir, i)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	src, err := ref.NewImageSource(ctx, &types.SystemContext{})
-	if err != nil {
-		return nil, fmt.Errorf("%s: open: %w", name, err)
-	}
-	return &localSource{name: name, kind: "layout", index: index, src: src, root: root}, nil
+	return l, nil
 }
 
-// readCapped reads a layout's small JSON file, at most maxManifestBytes.
-func readCapped(root *os.Root, name string) ([]byte, error) {
-	f, err := root.Open(name)
+// check reads the oci-layout and index.json files and checks them
+// (checkLayout) and that the blob of the configured index is present; it
+// returns the index.json entry the image library's reference names.
+func (l *localSource) check() (int, error) {
+	lb, err := l.readSmall(v1.ImageLayoutFile)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	ib, ierr := l.readSmall(v1.ImageIndexFile)
+	if ierr != nil && !errors.Is(ierr, fs.ErrNotExist) {
+		return 0, ierr
+	}
+	i, err := checkLayout(lb, err == nil, ib, ierr == nil, l.index)
+	if err != nil {
+		return 0, err
+	}
+	if rc, _, err := l.open(blobName(l.index)); errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("%w: no blob %s (the configured image's index): %s", ErrLocalImage, l.index, noIndexHint)
+	} else if err != nil {
+		return 0, err
+	} else {
+		rc.Close()
+	}
+	return i, nil
+}
+
+// readSmall reads the layout's small JSON file name, at most
+// maxManifestBytes.
+func (l *localSource) readSmall(name string) ([]byte, error) {
+	rc, _, err := l.open(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	b, err := readAllCapped(f, maxManifestBytes)
+	defer rc.Close()
+	b, err := readAllCapped(rc, maxManifestBytes)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
+		return nil, fmt.Errorf("%w: read %s: %w", ErrLocalImage, name, err)
 	}
 	return b, nil
+}
+
+// open opens the layout's file name (slash-separated, relative) and
+// returns its size: from the layout directory through the root, opened
+// without blocking and refused (ErrLocalImage) unless it is a regular
+// file; from the archive, its section. A name that is absent wraps
+// fs.ErrNotExist.
+func (l *localSource) open(name string) (io.ReadCloser, int64, error) {
+	if l.root == nil {
+		s, ok := l.spans[name]
+		if !ok {
+			return nil, 0, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}
+		return io.NopCloser(io.NewSectionReader(l.file, s.off, s.size)), s.size, nil
+	}
+	f, err := l.root.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, err
+	}
+	if err != nil { // a symlink out of the layout, a file it may not read
+		return nil, 0, fmt.Errorf("%w: %w", ErrLocalImage, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, fmt.Errorf("%w: %s is %s, not a regular file", ErrLocalImage, name, typeName(st.Mode()))
+	}
+	return f, st.Size(), nil
+}
+
+// typeName names a file type for messages.
+func typeName(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	}
+	return "not a regular file"
 }
 
 // blobName is where an OCI layout keeps the blob d.
@@ -132,8 +203,8 @@ func blobName(d digest.Digest) string {
 
 // checkLayout checks a layout's oci-layout file (image-layout.md:
 // imageLayoutVersion 1.0.0) and index.json, and returns the index.json
-// entry to open the library's source with: the one naming index, else the
-// first. Only the opening uses it; every document is then read by digest.
+// entry to name the library's reference with: the one naming index, else
+// the first. Only that uses it; every document is then read by digest.
 func checkLayout(layoutFile []byte, hasLayout bool, indexFile []byte, hasIndex bool, index digest.Digest) (int, error) {
 	if !hasLayout {
 		return 0, fmt.Errorf("%w: no %s file: not an OCI image layout", ErrLocalImage, v1.ImageLayoutFile)
@@ -163,77 +234,145 @@ func checkLayout(layoutFile []byte, hasLayout bool, indexFile []byte, hasIndex b
 	return 0, nil
 }
 
-// openArchive opens the OCI archive file (absolute). A first pass reads
-// the tar's headers only (skipping bodies by seeking): it refuses a
-// truncated archive, one that is no OCI layout or lacks the index blob
-// before anything is unpacked. The library then unpacks the whole archive
-// into a directory under scratch (as much disk as the archive's size),
-// removed by Close.
-func openArchive(ctx context.Context, file string, index digest.Digest, scratch string) (*localSource, error) {
+// maxArchiveEntries caps the entries of an OCI archive (an image has a
+// few dozen blobs): the scan keeps every name.
+const maxArchiveEntries = 1 << 16
+
+// openArchive opens the OCI archive file (absolute) and reads it in
+// place: one pass over its tar headers (bodies skipped by seeking)
+// records where each regular file lies, and every later read is a
+// section of that one descriptor. Nothing is unpacked, so the archive
+// costs no disk and a file swapped at the path after the open is not
+// read. The scan refuses (ErrLocalImage) a truncated archive, an entry
+// whose name leaves the archive (absolute or through ".."), a name given
+// twice, a layout name (oci-layout, index.json, blobs/...) that is not a
+// regular file (a symlink, hardlink, device, FIFO or sparse file), and
+// more than maxArchiveEntries entries; other entries are skipped.
+func openArchive(file string, index digest.Digest) (_ *localSource, err error) {
 	name := "OCI archive " + file
-	image, err := scanArchive(file, index)
+	f, err := regfile.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", name, ErrLocalImage, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	l := &localSource{name: name, kind: "archive", index: index, file: f}
+	if l.spans, err = scanArchive(f); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	i, err := l.check()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	ref, err := ociarchive.NewReference(file, image)
+	image, err := l.imageName(i)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := os.MkdirAll(scratch, 0o700); err != nil {
-		return nil, fmt.Errorf("create scratch directory: %w", err)
+	if l.ref, err = ociarchive.NewReference(file, image); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	src, err := ref.NewImageSource(ctx, &types.SystemContext{BigFilesTemporaryDir: scratch})
-	if err != nil {
-		return nil, fmt.Errorf("%s: unpack: %w", name, err)
-	}
-	return &localSource{name: name, kind: "archive", index: index, src: src}, nil
+	return l, nil
 }
 
-// scanArchive reads the archive's tar headers, oci-layout and index.json,
-// checks them as checkLayout does and that the blob of index is present,
-// and returns the image name (org.opencontainers.image.ref.name) the
-// library opens the archive by: the index entry's, "" when index.json
-// lists one image.
-func scanArchive(file string, index digest.Digest) (string, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	var layoutFile, indexFile []byte
-	var hasLayout, hasIndex, hasBlob bool
+// scanArchive reads the tar headers of f and returns where each regular
+// file of the layout lies; see openArchive for what it refuses.
+func scanArchive(f *os.File) (map[string]span, error) {
+	spans := map[string]span{}
+	seen := map[string]bool{}
 	tr := tar.NewReader(f)
-	for {
+	for n := 0; ; n++ {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return spans, nil
 		}
 		if err != nil {
-			return "", fmt.Errorf("%w: read: %w (truncated or not a tar file)", ErrLocalImage, err)
+			return nil, fmt.Errorf("%w: read: %w (truncated or not a tar file)", ErrLocalImage, err)
 		}
-		switch strings.TrimPrefix(path.Clean(h.Name), "./") {
-		case v1.ImageLayoutFile:
-			hasLayout = true
-			layoutFile, err = readAllCapped(tr, maxManifestBytes)
-		case v1.ImageIndexFile:
-			hasIndex = true
-			indexFile, err = readAllCapped(tr, maxManifestBytes)
-		case blobName(index):
-			hasBlob = h.Typeflag == tar.TypeReg
+		if n >= maxArchiveEntries {
+			return nil, fmt.Errorf("%w: more than %d entries", ErrLocalImage, maxArchiveEntries)
 		}
+		name, err := archiveName(h)
 		if err != nil {
-			return "", fmt.Errorf("%w: read %s: %w", ErrLocalImage, h.Name, err)
+			return nil, err
 		}
+		if h.Typeflag == tar.TypeDir {
+			continue
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%w: entry %q: the name is given more than once", ErrLocalImage, h.Name)
+		}
+		seen[name] = true
+		if !layoutFile(name) {
+			continue
+		}
+		if err := regularEntry(h); err != nil {
+			return nil, err
+		}
+		off, err := f.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return nil, fmt.Errorf("%w: read: %w", ErrLocalImage, err)
+		}
+		spans[name] = span{off: off, size: h.Size}
 	}
-	i, err := checkLayout(layoutFile, hasLayout, indexFile, hasIndex, index)
+}
+
+// archiveName is the entry's name cleaned ("./x" and "x" are one name);
+// a name that leaves the archive is refused.
+func archiveName(h *tar.Header) (string, error) {
+	n := path.Clean(h.Name)
+	if path.IsAbs(n) || n == ".." || strings.HasPrefix(n, "../") {
+		return "", fmt.Errorf("%w: entry %q: the name leaves the archive", ErrLocalImage, h.Name)
+	}
+	return n, nil
+}
+
+// layoutFile reports whether name is one an OCI layout reader opens.
+func layoutFile(name string) bool {
+	return name == v1.ImageLayoutFile || name == v1.ImageIndexFile || strings.HasPrefix(name, v1.ImageBlobsDir+"/")
+}
+
+// regularEntry refuses a layout entry that is not a plain regular file.
+func regularEntry(h *tar.Header) error {
+	kind := ""
+	switch h.Typeflag {
+	case tar.TypeReg:
+		for k := range h.PAXRecords {
+			if strings.HasPrefix(k, "GNU.sparse.") {
+				kind = "a sparse file"
+			}
+		}
+	case tar.TypeSymlink:
+		kind = "a symlink"
+	case tar.TypeLink:
+		kind = "a hardlink"
+	case tar.TypeChar, tar.TypeBlock:
+		kind = "a device"
+	case tar.TypeFifo:
+		kind = "a FIFO"
+	case tar.TypeGNUSparse:
+		kind = "a sparse file"
+	default:
+		kind = fmt.Sprintf("of type %q", h.Typeflag)
+	}
+	if kind != "" {
+		return fmt.Errorf("%w: entry %q is %s, not a regular file", ErrLocalImage, h.Name, kind)
+	}
+	return nil
+}
+
+// imageName returns the image name (org.opencontainers.image.ref.name)
+// the library's reference names the archive by: index.json's entry i's,
+// "" when index.json lists one image.
+func (l *localSource) imageName(i int) (string, error) {
+	b, err := l.readSmall(v1.ImageIndexFile)
 	if err != nil {
 		return "", err
 	}
-	if !hasBlob {
-		return "", fmt.Errorf("%w: no blob %s (the configured image's index): %s", ErrLocalImage, index, noIndexHint)
-	}
 	var idx v1.Index
-	_ = json.Unmarshal(indexFile, &idx) // checkLayout parsed it
+	_ = json.Unmarshal(b, &idx) // check parsed it
 	if len(idx.Manifests) == 1 {
 		return "", nil
 	}
@@ -249,18 +388,14 @@ func scanArchive(file string, index digest.Digest) (string, error) {
 }
 
 // Reference returns the library's reference of the layout or archive.
-func (l *localSource) Reference() types.ImageReference { return l.src.Reference() }
+func (l *localSource) Reference() types.ImageReference { return l.ref }
 
-// Close closes the library's source (an archive's unpacked directory is
-// removed) and the layout's root.
+// Close closes the layout's root or the archive file.
 func (l *localSource) Close() error {
-	err := l.src.Close()
 	if l.root != nil {
-		if cerr := l.root.Close(); err == nil {
-			err = cerr
-		}
+		return l.root.Close()
 	}
-	return err
+	return l.file.Close()
 }
 
 // GetManifest returns the blob of the configured index digest
@@ -289,7 +424,7 @@ func (l *localSource) GetBlob(ctx context.Context, info types.BlobInfo, cache ty
 	if err := info.Digest.Validate(); err != nil {
 		return nil, 0, fmt.Errorf("blob digest %q: %w", info.Digest, err)
 	}
-	rc, n, err := l.src.GetBlob(ctx, info, cache)
+	rc, n, err := l.open(blobName(info.Digest))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, fmt.Errorf("%w: no blob %s in it", ErrLocalImage, info.Digest)
 	}

@@ -56,8 +56,8 @@ blobs are kept for the next run.
 archive file (skopeo copy --all ... oci:DIR:TAG or oci-archive:FILE:TAG,
 or hbx export FILE) instead of the registry, with no network request:
 still the image executor.image's digest names, every digest checked as
-from a registry. An archive is unpacked under <runtime_dir>/tmp while it
-is read (its size again in disk).`,
+from a registry. An archive is read in place (never unpacked), regular
+files only.`,
 		Args: cli.Args(0, 0),
 		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, srcs *config.Sources) error {
 			return runInstall(cmd, g, cfg, srcs, o)

@@ -7,7 +7,11 @@ import (
 	"os"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/regfile"
 )
+
+// MaxBytes is the largest journal Read reads.
+const MaxBytes = 1 << 20
 
 // ErrFormat: a journal records a format this hbx does not read.
 var ErrFormat = errors.New("unknown journal format")
@@ -62,7 +66,9 @@ func (f File) Write(v Versioned) error {
 // cannot be read, does not parse, or records another format (wrapping
 // ErrFormat).
 func (f File) Read(v Versioned) (bool, error) {
-	b, err := os.ReadFile(f.Path)
+	// hbx writes journals by rename: a symlink, FIFO or device at the path
+	// is not one (refused without blocking), nor is a file over MaxBytes.
+	b, err := regfile.ReadFileNoFollow(f.Path, MaxBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}

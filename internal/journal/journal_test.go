@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -94,5 +96,39 @@ func TestReadUnversioned(t *testing.T) {
 	var r record
 	if ok, err := f.Read(&r); !ok || err != nil || r.Phase != "done" || r.Format != 2 {
 		t.Errorf("Read() = %v, %v, %+v; want true, nil, phase done, format 2", ok, err, r)
+	}
+}
+
+// TestReadRefusesNonRegular: a journal path holding a FIFO, a symlink or
+// more than MaxBytes is an error naming it, without blocking; nothing is
+// decoded.
+func TestReadRefusesNonRegular(t *testing.T) {
+	for name, mk := range map[string]func(p string) error{
+		"FIFO":    func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"symlink": func(p string) error { return os.Symlink("/dev/zero", p) },
+		"huge": func(p string) error {
+			return os.WriteFile(p, []byte(`{"format":2,"phase":"`+strings.Repeat("x", MaxBytes)+`"}`), 0o600)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := testFile(t, false)
+			if err := mk(f.Path); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				var got record
+				_, err := f.Read(&got)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), f.Path) || strings.Contains(err.Error(), "\n") {
+					t.Errorf("Read() of a %s = %v, want one line naming %s", name, err, f.Path)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("Read() of a %s still running after a minute: it hangs", name)
+			}
+		})
 	}
 }

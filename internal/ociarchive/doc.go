@@ -30,7 +30,9 @@
 // # Not guaranteed
 //
 // A process killed during WriteFile leaves its temporary file in the
-// target's directory (nothing at the target). Write to a pipe cannot take
+// target's directory (nothing at the target); the next WriteFile to the
+// same path removes it (a writer holds flock on its temporary file, so
+// only a dead writer's is removed, and only one owned by the same user). Write to a pipe cannot take
 // back the bytes it wrote before an error: the reader gets a short stream
 // (a reader that checks digests, as hbx install --from does, refuses it).
 // Other platforms' manifests named by the top index are not included: a

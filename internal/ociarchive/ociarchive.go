@@ -11,13 +11,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // Errors of a blob the store cannot give as named. Use errors.Is.
@@ -43,27 +46,27 @@ type Store interface {
 type Dir string
 
 // Open opens the blob d, which must be a valid digest; a blob that is
-// absent, or not a regular file, wraps ErrMissing.
+// absent, or not a regular file (a symlink, FIFO, device or directory:
+// nothing hbx's store puts there), wraps ErrMissing. It never follows a
+// symlink at the blob's name nor blocks on a FIFO.
 func (dir Dir) Open(d digest.Digest) (io.ReadCloser, int64, error) {
 	if err := d.Validate(); err != nil {
 		return nil, 0, fmt.Errorf("blob digest %q: %w", d, err)
 	}
 	p := filepath.Join(string(dir), string(d.Algorithm()), d.Encoded())
-	f, err := os.Open(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	f, err := regfile.OpenNoFollow(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, 0, fmt.Errorf("blob %s is %w from %s", d, ErrMissing, dir)
-	}
-	if err != nil {
+	case errors.Is(err, regfile.ErrNotRegular):
+		return nil, 0, fmt.Errorf("blob %s is %w from %s (not a regular file)", d, ErrMissing, dir)
+	case err != nil:
 		return nil, 0, fmt.Errorf("open blob %s: %w", d, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, 0, fmt.Errorf("stat blob %s: %w", d, err)
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, fmt.Errorf("blob %s is %w from %s (not a regular file)", d, ErrMissing, dir)
 	}
 	return f, st.Size(), nil
 }
@@ -266,15 +269,25 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // atomically (see the package doc), as Write does: on any error (ctx
 // done included) nothing is left at path and an existing regular file
 // there is unchanged. Anything but a regular file at path is refused
-// (ErrNotRegular).
+// (ErrNotRegular). The temporary file is locked (flock) while it is
+// written; first, the temporary files of earlier writes to path that were
+// killed (".tmp-<name>-<hex>" beside it, regular, owned by this user, not
+// locked by a live writer) are removed.
 func WriteFile(ctx context.Context, path string, img Image, s Store) (Stats, error) {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
 		return Stats{}, fmt.Errorf("write archive %s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Stats{}, fmt.Errorf("write archive %s: %w", path, err)
 	}
+	removeLeftovers(path)
 	var st Stats
 	err := atomicfile.Write(path, FileMode, func(w io.Writer) error {
+		if f, ok := w.(*os.File); ok {
+			// Held until the file is closed: removeLeftovers leaves it be.
+			if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+				return fmt.Errorf("lock temporary file: %w", err)
+			}
+		}
 		var err error
 		st, err = Write(ctx, w, img, s)
 		return err
@@ -283,4 +296,37 @@ func WriteFile(ctx context.Context, path string, img Image, s Store) (Stats, err
 		return Stats{}, err
 	}
 	return st, nil
+}
+
+// removeLeftovers removes the temporary files a killed WriteFile to path
+// left: named ".tmp-<name>-<12 hex>" in path's directory, regular files
+// (not followed through a symlink) owned by this process's user, whose
+// flock it can take (no live writer holds it). Errors leave a file alone.
+func removeLeftovers(path string) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := atomicfile.TempPrefix + base + "-"
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || len(rest) != 12 || strings.Trim(rest, "0123456789abcdef") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == os.Geteuid() &&
+			unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			os.Remove(p)
+		}
+		unix.Close(fd)
+	}
 }

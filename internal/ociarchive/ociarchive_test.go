@@ -4,17 +4,23 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // testStore builds a blob directory holding a two-platform index, the
@@ -283,4 +289,151 @@ func listDir(t *testing.T, dir string) map[string]int64 {
 		out[e.Name()] = fi.Size()
 	}
 	return out
+}
+
+// TestStoreEntriesNotRegular: a stored blob that is a FIFO, a symlink (to
+// a FIFO, /dev/zero or a good copy elsewhere) or a directory is missing
+// (ErrMissing, naming it), found without blocking or reading through the
+// link, and WriteFile leaves nothing at its path.
+func TestStoreEntriesNotRegular(t *testing.T) {
+	s, id, md, blobs := testStore(t)
+	img, err := StoredImage(s, "v1", id, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := img.Blobs[len(img.Blobs)-1].Digest
+	p := filepath.Join(string(s), "sha256", layer.Encoded())
+	good := filepath.Join(t.TempDir(), "copy")
+	if err := os.WriteFile(good, blobs[layer], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, mk := range map[string]func() error{
+		"FIFO":              func() error { return syscall.Mkfifo(p, 0o600) },
+		"symlink to a FIFO": func() error { syscall.Mkfifo(p+".fifo", 0o600); return os.Symlink(p+".fifo", p) },
+		"symlink /dev/zero": func() error { return os.Symlink("/dev/zero", p) },
+		"symlink elsewhere": func() error { return os.Symlink(good, p) },
+		"directory":         func() error { return os.Mkdir(p, 0o700) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			os.Remove(p)
+			os.Remove(p + ".fifo")
+			if err := mk(); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "image.tar")
+			done := make(chan error, 1)
+			go func() {
+				_, err := WriteFile(context.Background(), out, img, s)
+				done <- err
+			}()
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("WriteFile still running after a minute: it hangs")
+			}
+			if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), layer.String()) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("WriteFile(a stored blob that is a %s) = %v, want one line, ErrMissing naming %s", name, err, layer)
+			}
+			if ents, _ := os.ReadDir(filepath.Dir(out)); len(ents) != 0 {
+				t.Errorf("WriteFile left %d entries", len(ents))
+			}
+		})
+	}
+}
+
+// TestWriteFileRemovesLeftovers: the temporary file a killed WriteFile
+// left beside the archive is removed by the next one; one a live writer
+// holds locked, one owned by another user, one of another archive's name
+// and a symlink of a leftover's name are left alone.
+func TestWriteFileRemovesLeftovers(t *testing.T) {
+	s, id, md, _ := testStore(t)
+	img, err := StoredImage(s, "v1", id, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "image.tar")
+	mk := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stale := mk(".tmp-image.tar-0123456789ab")
+	live := mk(".tmp-image.tar-00000000000a")
+	lf, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	foreign := mk(".tmp-image.tar-00000000000b")
+	if err := os.Chown(foreign, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	other := mk(".tmp-other.tar-0123456789ab")
+	link := filepath.Join(dir, ".tmp-image.tar-00000000000c")
+	if err := os.Symlink(other, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteFile(context.Background(), out, img, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the killed write's temporary file is still there: %v", err)
+	}
+	for _, p := range []string{live, foreign, other, link} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was removed: %v", filepath.Base(p), err)
+		}
+	}
+}
+
+// TestWriteFileFullDisk: an archive that does not fit its filesystem (a
+// 1 MiB tmpfs) fails with one line naming the path and ENOSPC, leaving
+// nothing in the directory, and an archive already at the path as it was.
+func TestWriteFileFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "needs root to mount a tmpfs")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		// Not a missing prerequisite: root in a container may not mount.
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	s, id, md, _ := testStore(t)
+	img, err := StoredImage(s, "v1", id, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A 2 MiB layer of random bytes (incompressible; the archive is not
+	// compressed anyway) added to the store and the image.
+	big := make([]byte, 2<<20)
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	d := digest.FromBytes(big)
+	if err := os.WriteFile(filepath.Join(string(s), "sha256", d.Encoded()), big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	img.Blobs = append(img.Blobs, v1.Descriptor{MediaType: v1.MediaTypeImageLayer, Digest: d, Size: int64(len(big))})
+	out := filepath.Join(dir, "image.tar")
+	if err := os.WriteFile(out, []byte("the old archive"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = WriteFile(context.Background(), out, img, s)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), out) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("WriteFile() on a full disk = %v, want one line, ENOSPC, naming %s", err, out)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("directory after the failure holds %d entries, want only the old archive", len(ents))
+	}
+	if b, _ := os.ReadFile(out); string(b) != "the old archive" {
+		t.Errorf("the old archive became %d bytes", len(b))
+	}
 }

@@ -35,6 +35,17 @@ func Open(path string) (*os.File, error) {
 	return open(path, 0)
 }
 
+// OpenNoFollow is [Open] for a file in a store only hbx writes (a kept
+// blob): a symbolic link as the last component is refused too, with an
+// error wrapping [ErrNotRegular] (and unix.ELOOP).
+func OpenNoFollow(path string) (*os.File, error) {
+	f, err := open(path, unix.O_NOFOLLOW)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: %w (%w)", path, ErrNotRegular, err)
+	}
+	return f, err
+}
+
 func open(path string, flags int) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY|flags, 0)
 	if err != nil {
