@@ -155,7 +155,9 @@
 // read in place through an os.Root. An archive's tar headers are read
 // first (bodies skipped by seeking), so a truncated archive, one that is
 // no layout (oci-layout imageLayoutVersion 1.0.0) or lacks the index blob
-// (a `skopeo copy` without --all) is refused before anything is unpacked;
+// is refused before anything is unpacked (the message names what its
+// index.json holds, by digest and tag, beside the wanted image: another
+// release, or one platform's manifest of a `skopeo copy` without --all);
 // then the library unpacks the whole archive into <RuntimeDir>/tmp (as
 // much disk again as the archive; every platform it holds), removed when
 // the install ends, or by the next run after a kill. The unpacking cannot

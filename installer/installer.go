@@ -84,7 +84,11 @@ type Options struct {
 	// not a layout, truncated archive, no blob for the index or a
 	// manifest or layer), ErrDigestMismatch (bytes that differ), as from
 	// a registry; nothing is activated.
-	From       string
+	From string
+	// Wanted names the image in the message about a From that lacks it
+	// (an archive of another release): "" says "the pin wants DIGEST (tag
+	// T)"; restore passes "the archive's image".
+	Wanted     string
 	HbxVersion string // recorded in release.json
 
 	Logger   *slog.Logger // nil discards

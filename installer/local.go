@@ -15,6 +15,7 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/manifest"
 	ociarchive "go.podman.io/image/v5/oci/archive"
 	"go.podman.io/image/v5/oci/layout"
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
@@ -31,6 +32,54 @@ var ErrLocalImage = errors.New("not usable")
 // index: a copy of one platform's manifest has it not.
 const noIndexHint = "an image copied without its index (skopeo copy without --all) cannot be checked against the pin; " +
 	"make one with `skopeo copy --all docker://IMAGE oci-archive:FILE:TAG` (or oci:DIR:TAG) or `hbx export FILE`"
+
+// noIndexError: the layout has no blob of the wanted top document (index).
+// listed is what its index.json names instead; openImage fills in the
+// wanted image's tag and who wants it (Options.Wanted) and words the
+// error again.
+type noIndexError struct {
+	name   string // the local image, as localSource.name
+	index  digest.Digest
+	listed []v1.Descriptor
+	tag    string // the wanted image's tag; "" unknown
+	wanted string // "" is the pin (the configured image)
+}
+
+func newNoIndexError(name string, index digest.Digest, indexFile []byte) *noIndexError {
+	var idx v1.Index
+	_ = json.Unmarshal(indexFile, &idx) // checkLayout parsed it
+	return &noIndexError{name: name, index: index, listed: idx.Manifests}
+}
+
+func (e *noIndexError) Error() string {
+	want := e.index.String()
+	if e.tag != "" {
+		want += " (tag " + e.tag + ")"
+	}
+	var held []string
+	hint := false
+	for _, d := range e.listed {
+		if d.Digest == e.index {
+			return fmt.Sprintf("no blob %s though %s names it", want, v1.ImageIndexFile)
+		}
+		h := d.Digest.String()
+		if n := d.Annotations[v1.AnnotationRefName]; n != "" {
+			h += " (tag " + n + ")"
+		}
+		held = append(held, h)
+		hint = hint || (d.MediaType != v1.MediaTypeImageIndex && d.MediaType != manifest.DockerV2ListMediaType)
+	}
+	msg := "it holds " + strings.Join(held, ", ")
+	if e.wanted == "" {
+		msg += " but the pin wants " + want
+	} else {
+		msg += " but " + e.wanted + " is " + want
+	}
+	if hint {
+		msg += "; " + noIndexHint
+	}
+	return msg
+}
 
 // localSource is an OCI image layout directory or OCI archive read
 // through the image library's oci/layout and oci/archive transports,
@@ -96,7 +145,7 @@ func openLayout(ctx context.Context, dir string, index digest.Digest) (_ *localS
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if _, err := root.Stat(blobName(index)); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w: no blob %s (the configured image's index): %s", name, ErrLocalImage, index, noIndexHint)
+		return nil, fmt.Errorf("%s: %w: %w", name, ErrLocalImage, newNoIndexError(name, index, ib))
 	} else if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -230,7 +279,7 @@ func scanArchive(file string, index digest.Digest) (string, error) {
 		return "", err
 	}
 	if !hasBlob {
-		return "", fmt.Errorf("%w: no blob %s (the configured image's index): %s", ErrLocalImage, index, noIndexHint)
+		return "", fmt.Errorf("%w: %w", ErrLocalImage, newNoIndexError("OCI archive "+file, index, indexFile))
 	}
 	var idx v1.Index
 	_ = json.Unmarshal(indexFile, &idx) // checkLayout parsed it
