@@ -179,8 +179,8 @@ func TestRestoreWithoutRuntimeE2E(t *testing.T) {
 	f.stop()
 
 	r := b.hbx("restore", archive)
-	if r.code != 0 {
-		t.Fatalf("hbx restore with no runtime and no registry = %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code != 3 || !strings.Contains(r.stderr, "not started") {
+		t.Fatalf("hbx restore with no runtime and no registry = %d\n%s%s; want 3 (done, not running)", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("hbx restore:\n%s", r.stdout)
 	for _, want := range []string{"NOT started", ref, "hbx install --from FILE", "hbx supervise"} {
@@ -263,7 +263,7 @@ func TestKillDuringRestoreWithoutRuntimeE2E(t *testing.T) {
 			t.Errorf("killed at %s: journal phase %q", ev, ph)
 		}
 		r := b.hbx("restore", archive)
-		if r.code != 0 {
+		if r.code != 3 {
 			t.Fatalf("hbx restore after the kill at %s = %d\n%s%s", ev, r.code, r.stdout, r.stderr)
 		}
 		if ph, img := restoreJournal(t, b); ph != "not-started" || img != ref {
@@ -290,7 +290,7 @@ func TestRestoreWithoutRuntimeInstallOnStartE2E(t *testing.T) {
 	b, f, ref, archive, socket, dir, archived := withoutRuntimeBox(t)
 	must(t, os.RemoveAll(b.runtimeDir))
 	f.stop()
-	if r := b.hbx("restore", archive); r.code != 0 {
+	if r := b.hbx("restore", archive); r.code != 3 {
 		t.Fatalf("hbx restore = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	f.start()
@@ -348,7 +348,7 @@ func TestRestoreWithoutRuntimeSupervisedE2E(t *testing.T) {
 	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 
 	r = b.hbx("restore", "--without-runtime", archive)
-	if r.code != 0 || !strings.Contains(r.stdout, "NOT started") || !strings.Contains(r.stdout, v2) {
+	if r.code != 3 || !strings.Contains(r.stdout, "NOT started") || !strings.Contains(r.stdout, v2) {
 		t.Fatalf("hbx restore --without-runtime = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	sameData(t, b, "after hbx restore --without-runtime", archived)

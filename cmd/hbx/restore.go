@@ -61,6 +61,11 @@ A journal (<data_dir>.restore.json) records each step before it happens,
 so a restore that was killed is finished or undone (pin, data and runtime)
 by the next hbx restore, hbx backup or hbx supervise. --json prints one JSON line per step and the result.
 
+Exit status: 0 when the data is restored and the programs run (or no
+supervisor runs); 3 when the data is restored but left NOT started,
+awaiting the archive's runtime (step 4); 1 when the restore failed (the
+old data is back), 2 for bad usage or configuration.
+
 --from PATH makes step 4 read the archive's runtime image from an OCI
 image layout directory or OCI archive (hbx export, skopeo copy --all)
 instead of the registry, checked by its digests as hbx install --from.`,
@@ -93,8 +98,20 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 		return err
 	}
 	if o.json {
-		return res.WriteJSON(g.stdout)
+		err = res.WriteJSON(g.stdout)
+	} else {
+		_, err = io.WriteString(g.stdout, res.Text())
 	}
-	_, err = io.WriteString(g.stdout, res.Text())
+	if err == nil && res.WithoutRuntime != "" {
+		return &notStartedError{res.WithoutRuntime}
+	}
 	return err
+}
+
+// notStartedError is hbx restore's error when it restored the data but
+// left the programs stopped, awaiting image (exit 3: done, not running).
+type notStartedError struct{ image string }
+
+func (e *notStartedError) Error() string {
+	return "restored, not started: the data awaits runtime " + e.image
 }
