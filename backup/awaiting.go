@@ -29,6 +29,10 @@ func (e *AwaitedError) Error() string {
 		ErrRuntimeAwaited, e.Image, e.Archive, e.Restored.Format(time.RFC3339), NextSteps, e.Journal)
 }
 
+// Brief is the short form for a program's status line: "awaits runtime
+// IMAGE".
+func (e *AwaitedError) Brief() string { return "awaits runtime " + e.Image }
+
 // NextSteps is what to run on data restored without its runtime.
 const NextSteps = "install it (`hbx install` once the registry answers, or `hbx install --from FILE` with that image exported by `hbx export` or copied by `skopeo copy --all`), then start `hbx supervise` (`hbx start` when one runs)"
 

@@ -354,6 +354,10 @@ func TestRestoreWithoutRuntimeSupervisedE2E(t *testing.T) {
 	sameData(t, b, "after hbx restore --without-runtime", archived)
 	if st := b.hbx("status"); st.code != 3 || !strings.Contains(st.stdout+st.stderr, v2) {
 		t.Errorf("hbx status = %d: %s%s; want exit 3 naming %s", st.code, st.stdout, st.stderr, v2)
+	} else if n := strings.Count(st.stdout+st.stderr, "is not installed: install it"); n != 1 || !strings.Contains(st.stdout, "awaits runtime "+v2) {
+		t.Errorf("hbx status:\n%s%s\nsays what to do %d times, want once, the FATAL line short (awaits runtime %s)", st.stdout, st.stderr, n, v2)
+	} else {
+		t.Logf("hbx status:\n%s%s", st.stdout, st.stderr)
 	}
 	// Executor never runs 1.0.0 on 2.0.0's data.
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {

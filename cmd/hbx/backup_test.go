@@ -93,6 +93,15 @@ func TestBackupCommands(t *testing.T) {
 		err == nil || !strings.Contains(err.Error(), "restored, not started: the data awaits runtime ") {
 		t.Errorf("hbx restore without a runtime = %d, %v:\n%s\nwant 3 (done, not running), the data back, NOT started and what to run", code, err, out)
 	}
+	// hbx status without a supervisor: exit 3, one line naming the
+	// awaited image, not just "no supervisor is running".
+	_, _, code, err = runTest(t, nil, "status", "--config", cfg)
+	if code != exitNotRunning || err == nil || !strings.Contains(err.Error(), "sha256:e40b2179") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("hbx status on data awaiting its runtime, no supervisor = %d, %v; want 3 and one line naming the image", code, err)
+	}
+	if testing.Verbose() {
+		t.Logf("hbx status: %v", err)
+	}
 	// Again with --json: the same exit status after the result line.
 	os.WriteFile(filepath.Join(root, "data/db/main.sqlite"), []byte("changed"), 0o600)
 	out, _, code, _ = runTest(t, nil, "restore", "--json", res.Path, "--config", cfg)

@@ -2,6 +2,7 @@ package box
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -72,12 +73,44 @@ func (r *StatusReport) Text() string {
 // (*supervisor.NotRunningError) and the pending change
 // (*ChangePendingError) together, either, or nil.
 func (r *StatusReport) Err() error {
+	return r.err(r.Change)
+}
+
+// ErrAfterText is Err for printing after Text, which names the pending
+// change in full already: the change is in its brief form ("release
+// change: restored data awaits runtime IMAGE"), still a
+// *ChangePendingError.
+func (r *StatusReport) ErrAfterText() error {
+	var cp *ChangePendingError
+	if !errors.As(r.Change, &cp) {
+		return r.Err()
+	}
+	return r.err(&ChangePendingError{msg: "release change: " + cp.Brief(), brief: cp.brief})
+}
+
+func (r *StatusReport) err(change error) error {
 	err := supervisor.NotRunning(r.Programs)
 	switch {
-	case r.Change == nil:
+	case change == nil:
 		return err
 	case err == nil:
-		return r.Change
+		return change
 	}
-	return fmt.Errorf("%w; %w", err, r.Change)
+	return fmt.Errorf("%w; %w", err, change)
+}
+
+// NoSupervisorStatus is hbx status's error when no supervisor answers
+// (dialErr wraps supervisor.ErrNotRunning): with a release change half
+// done, or data restored without its runtime (PendingChange), that
+// change (naming the image awaited and what to run) and the socket, in
+// one line, a *ChangePendingError (exit 3: the box is not running, and
+// why); else dialErr. cfg nil: dialErr.
+func NoSupervisorStatus(cfg *config.Config, dialErr error) error {
+	if cfg == nil || !errors.Is(dialErr, supervisor.ErrNotRunning) {
+		return dialErr
+	}
+	if cerr := PendingChange(cfg); cerr != nil {
+		return fmt.Errorf("%w; no supervisor is running on %s", cerr, cfg.Supervisor.Socket)
+	}
+	return dialErr
 }
