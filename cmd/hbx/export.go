@@ -46,8 +46,9 @@ are byte-identical. Export holds the runtime directory's lock, so an
 install, upgrade or backup waits for it.
 
 It needs the active release's blobs (install.keep_blobs, on by default):
-when one is missing or damaged it says which and refuses; set
-install.keep_blobs: true and run hbx install --verify to fetch them.`,
+when one is missing or damaged it says which and refuses; run hbx install
+--verify to fetch them (hbx install --verify --from FILE offline), after
+setting install.keep_blobs: true if it is off.`,
 		Args: cli.Args(1, 1),
 		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, srcs *config.Sources) error {
 			o.file = args[0]
