@@ -85,7 +85,7 @@ func printExport(w io.Writer, res *box.ExportResult, asJSON bool) error {
 			"blobs": res.Blobs, "blob_bytes": res.BlobBytes, "bytes": res.Bytes,
 		})
 	}
-	_, err := fmt.Fprintf(w, "exported %s (%s, manifest %s) to %s: %d blobs, %s (%d bytes)\n",
-		res.Image, res.Platform, res.Manifest, res.Path, res.Blobs, units.Bytes(res.Bytes), res.Bytes)
+	_, err := fmt.Fprintf(w, "exported %s (%s, manifest %s) to %s: %s, %s (%d bytes)\n",
+		res.Image, res.Platform, res.Manifest, res.Path, units.Count(res.Blobs, "blob", "blobs"), units.Bytes(res.Bytes), res.Bytes)
 	return err
 }

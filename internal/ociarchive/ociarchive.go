@@ -18,6 +18,7 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // Errors of a blob the store cannot give as named. Use errors.Is.
@@ -269,7 +270,7 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // (ErrNotRegular).
 func WriteFile(ctx context.Context, path string, img Image, s Store) (Stats, error) {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-		return Stats{}, fmt.Errorf("write archive %s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
+		return Stats{}, fmt.Errorf("write archive %s: %w: it is %s", path, ErrNotRegular, regfile.Kind(fi.Mode()))
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Stats{}, fmt.Errorf("write archive %s: %w", path, err)
 	}
