@@ -201,6 +201,15 @@ func TestUpgradeFromLocalImageE2E(t *testing.T) {
 	if err := reg.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	// The 2.0.0 archive is not the pinned 1.0.0: install --from names both
+	// by digest and tag, without the skopeo --all hint (it was copied so).
+	v1name, v1digest, _ := strings.Cut(ref, "@")
+	want := "it holds " + d.String() + " (tag v2.0.0) but the pin wants " + v1digest + " (tag " + v1name[strings.LastIndex(v1name, ":")+1:] + ")"
+	if r := b.twin().hbx("install", "--from", archive); r.code != 1 || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "skopeo") {
+		t.Errorf("hbx install --from the 2.0.0 archive, 1.0.0 pinned = %d: %s; want exit 1 saying %q, no skopeo hint", r.code, r.stderr, want)
+	} else {
+		t.Logf("hbx install --from another release: %s", r.stderr)
+	}
 	socket, dir := supervisorConfig(t, b, "")
 	pass := filepath.Join(b.dir, "backup.pass")
 	writeFile(t, pass, "correct horse battery staple\n", 0o600)
