@@ -19,13 +19,8 @@ type restoreOptions struct {
 	json           bool
 }
 
-// newRestoreCommand builds `hbx restore`.
-func newRestoreCommand(g *globals) *cobra.Command {
-	var o restoreOptions
-	cmd := &cobra.Command{
-		Use:   "restore ARCHIVE",
-		Short: "Replace Executor's data with an archive's, atomically, health-checked",
-		Long: `Restore replaces executor.data_dir (and the archive's extra paths) with
+// restoreHelp is hbx restore's --help text.
+const restoreHelp = `Restore replaces executor.data_dir (and the archive's extra paths) with
 the content of ARCHIVE: one "hbx backup" wrote, or a plain
 "tar -czf - -C DATA . [| gpg --symmetric]" (then nothing can be checked
 against a manifest, and the output says so).
@@ -68,8 +63,16 @@ old data is back), 2 for bad usage or configuration.
 
 --from PATH makes step 4 read the archive's runtime image from an OCI
 image layout directory or OCI archive (hbx export, skopeo copy --all)
-instead of the registry, checked by its digests as hbx install --from.`,
-		Args: cli.Args(1, 1),
+instead of the registry, checked by its digests as hbx install --from.`
+
+// newRestoreCommand builds `hbx restore`.
+func newRestoreCommand(g *globals) *cobra.Command {
+	var o restoreOptions
+	cmd := &cobra.Command{
+		Use:   "restore ARCHIVE",
+		Short: "Replace Executor's data with an archive's, atomically, health-checked",
+		Long:  restoreHelp,
+		Args:  cli.Args(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {
