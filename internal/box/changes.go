@@ -36,12 +36,13 @@ type ChangePendingError struct {
 // Error says what is half done and what to run, in one line.
 func (e *ChangePendingError) Error() string { return e.msg }
 
-// Brief is a short form of Error, for a line that follows the whole one.
+// Brief is a short form of Error, for a line that follows the whole one;
+// Error when it has none.
 func (e *ChangePendingError) Brief() string {
 	if e.brief != "" {
 		return e.brief
 	}
-	return "not finished (see the release change line)"
+	return e.msg
 }
 
 // Unwrap makes errors.Is(err, ErrChangePending) true.

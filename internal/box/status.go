@@ -77,12 +77,13 @@ func (r *StatusReport) Err() error {
 }
 
 // ErrAfterText is Err for printing after Text, which names the pending
-// change in full already: the change is in its brief form ("release
-// change: restored data awaits runtime IMAGE"), still a
-// *ChangePendingError.
+// change in full already: a change with a brief form (data restored
+// without its runtime: "release change: restored data awaits runtime
+// IMAGE") is given in that form, still a *ChangePendingError; the others
+// (shorter, and naming the command to run) in full, as Err.
 func (r *StatusReport) ErrAfterText() error {
 	var cp *ChangePendingError
-	if !errors.As(r.Change, &cp) {
+	if !errors.As(r.Change, &cp) || cp.brief == "" {
 		return r.Err()
 	}
 	return r.err(&ChangePendingError{msg: "release change: " + cp.Brief(), brief: cp.brief})

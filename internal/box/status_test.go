@@ -36,4 +36,9 @@ func TestStatusReport(t *testing.T) {
 		err.Error() != "not running: hermes (FATAL); release change: restored data awaits runtime IMAGE" {
 		t.Errorf("ErrAfterText() = %v, want not running and the brief change", err)
 	}
+	// A change without a brief form is named in full after Text too.
+	rep = &StatusReport{Programs: list, Change: change}
+	if err := rep.ErrAfterText(); err.Error() != rep.Err().Error() {
+		t.Errorf("ErrAfterText() = %v, want Err() %v", err, rep.Err())
+	}
 }
