@@ -45,6 +45,8 @@ type noIndexError struct {
 	wanted string // "" is the pin (the configured image)
 }
 
+// newNoIndexError is the error for the local image name (index.json's
+// bytes indexFile) that has no blob of index.
 func newNoIndexError(name string, index digest.Digest, indexFile []byte) *noIndexError {
 	var idx v1.Index
 	_ = json.Unmarshal(indexFile, &idx) // checkLayout parsed it

@@ -10,7 +10,8 @@
 // (Box.GuardedInstall, as installer.Guard decides); the journals of
 // upgrade and backup decide what `hbx status`, `hbx health` and `hbx run
 // executor` say while a change is half done (PendingChange,
-// PrepareLaunch, Status); it runs the executor in the foreground
+// PrepareLaunch, Status, NoSupervisorStatus: exit 3 with no supervisor
+// too); it runs the executor in the foreground
 // (RunExecutor) and the supervisor's start-up as named steps
 // (Box.Supervise: programs checked, data lock, the supervisor's own
 // locks, recovery, change watch, run), and checks program and check
@@ -23,7 +24,9 @@
 // render their results (Text, WriteJSON); Box.RecoverInterruptedRestore
 // is hbx supervise's restore recovery. The installer adapter marks the
 // failures that mean "could not get the image" (network, registry, 404)
-// with backup.ErrRuntimeUnavailable, which lets a restore go on without
+// with backup.ErrRuntimeUnavailable (and OfflineHint tells hbx install
+// and upgrade of a registry that no connection reached to use --from),
+// which lets a restore go on without
 // its runtime; data restored that way (backup.AwaitedRuntime) stops hbx
 // supervise, the executor's launch, hbx install of another release, hbx
 // upgrade and rollback, and shows in hbx status, until its release is
