@@ -24,13 +24,12 @@
 // render their results (Text, WriteJSON); Box.RecoverInterruptedRestore
 // is hbx supervise's restore recovery. The installer adapter marks the
 // failures that mean "could not get the image" (network, registry, 404)
-// with backup.ErrRuntimeUnavailable (and OfflineHint tells hbx install
-// and upgrade of a registry that no connection reached to use --from),
-// which lets a restore go on without
+// with backup.ErrRuntimeUnavailable, which lets a restore go on without
 // its runtime; data restored that way (backup.AwaitedRuntime) stops hbx
 // supervise, the executor's launch, hbx install of another release, hbx
 // upgrade and rollback, and shows in hbx status, until its release is
-// active (hbx install of it is a plain install). Box.Export writes the
+// active (hbx install of it is a plain install). OfflineHint adds to an
+// install or upgrade that reached no registry how to go on with --from. Box.Export writes the
 // active release's image from the blob store as an OCI archive
 // (internal/ociarchive) under the runtime directory's lock (exclusive:
 // installs, upgrades and backups wait), refusing before it writes when
