@@ -192,6 +192,10 @@ func TestRestoreWithoutRuntimeE2E(t *testing.T) {
 	if ph, img := restoreJournal(t, b); ph != "not-started" || img != ref {
 		t.Errorf("journal after hbx restore: phase %q awaiting %q; want not-started, %s", ph, img, ref)
 	}
+	// hbx status, no supervisor: exit 3, one line naming the image.
+	if st := b.hbx("status"); st.code != 3 || !strings.Contains(st.stderr, ref) || strings.Count(strings.TrimSpace(st.stderr), "\n") != 0 {
+		t.Errorf("hbx status on data awaiting its runtime, no supervisor = %d: %s%s; want 3 and one line naming %s", st.code, st.stdout, st.stderr, ref)
+	}
 
 	// hbx supervise refuses, naming the image, and undoes nothing.
 	s := startSupervise(t, b, socket, dir)
