@@ -73,7 +73,8 @@ e2e-docker: build testdeps dockerdeps ## the Docker-host box (deploy/) on the re
 
 check: fmt-check imports vet testdeps test e2e e2e-arm64 e2e-docker ## everything CI runs (testdeps first, so unit tests that use Bun or the registry run too)
 
-demo: build testdeps ## pull, install, run and health-check the test image end to end
+demo: build ## pull, install, run and health-check the test image end to end (installs only the registry and Bun: testdeps.sh --demo)
+	scripts/testdeps.sh --demo
 	scripts/demo.sh
 
 demo-upgrade: demo ## then the README's upgrade try-out: a second test image version, hbx upgrade, hbx rollback

@@ -44,6 +44,10 @@ func NextSteps(image string) string {
 		copyCmd + "` where the registry answers; then start `hbx supervise` (a running one starts the programs within seconds)"
 }
 
+// Brief is the short form for a program's status line: "awaits runtime
+// IMAGE".
+func (e *AwaitedError) Brief() string { return "awaits runtime " + e.Image }
+
 // Unwrap makes errors.Is(err, ErrRuntimeAwaited) true.
 func (e *AwaitedError) Unwrap() error { return ErrRuntimeAwaited }
 

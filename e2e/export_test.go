@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,7 +151,8 @@ func TestExportNeedsKeptBlobsE2E(t *testing.T) {
 	from := len(p.Requests())
 	r = b.hbx("install", "--verify")
 	layers := len(imageManifest(t, img1, plat).Layers)
-	if r.code != 0 || !strings.Contains(r.stdout, "kept layer blobs fetched again") {
+	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("kept blobs fetched again: %d layers", len(imageManifest(t, img1, plat).Layers))) ||
+		!strings.Contains(r.stdout, "3 documents (index/manifest/config)") {
 		t.Fatalf("hbx install --verify with keep_blobs = %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if n, paths := blobGets(p, from); n != layers+1 {
@@ -244,7 +246,7 @@ func TestExportInstallFromE2E(t *testing.T) {
 	if err := os.Remove(filepath.Join(n.runtimeDir, "blobs", "sha256", top.Digest.Encoded())); err != nil {
 		t.Fatal(err)
 	}
-	if r := n.hbx("install", "--verify", "--from", archive); r.code != 0 || !strings.Contains(r.stdout, "1 kept layer blobs fetched again") {
+	if r := n.hbx("install", "--verify", "--from", archive); r.code != 0 || !strings.Contains(r.stdout, "1 kept blob read from the local image again: 1 layer (") {
 		t.Errorf("hbx install --verify --from over a removed kept layer (registry stopped) = %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 	if got, want := storeBlobs(t, n.runtimeDir), union(imageBlobs(t, img, plat)); !slices.Equal(got, want) {

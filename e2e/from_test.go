@@ -201,6 +201,15 @@ func TestUpgradeFromLocalImageE2E(t *testing.T) {
 	if err := reg.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	// The 2.0.0 archive is not the pinned 1.0.0: install --from names both
+	// by digest and tag, without the skopeo --all hint (it was copied so).
+	v1name, v1digest, _ := strings.Cut(ref, "@")
+	want := "it holds " + d.String() + " (tag v2.0.0) but the pin wants " + v1digest + " (tag " + v1name[strings.LastIndex(v1name, ":")+1:] + ")"
+	if r := b.twin().hbx("install", "--from", archive); r.code != 1 || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "skopeo") {
+		t.Errorf("hbx install --from the 2.0.0 archive, 1.0.0 pinned = %d: %s; want exit 1 saying %q, no skopeo hint", r.code, r.stderr, want)
+	} else {
+		t.Logf("hbx install --from another release: %s", r.stderr)
+	}
 	socket, dir := supervisorConfig(t, b, "")
 	pass := filepath.Join(b.dir, "backup.pass")
 	writeFile(t, pass, "correct horse battery staple\n", 0o600)
@@ -265,6 +274,8 @@ func TestRestoreFromLocalImageE2E(t *testing.T) {
 	x := lastJSON(t, r.stdout)["path"].(string)
 	image := filepath.Join(t.TempDir(), "executor-2.0.0.tar")
 	skopeoCopy(t, v2ref, "oci-archive:"+image+":v2.0.0")
+	v1image := filepath.Join(t.TempDir(), "executor-1.0.0.tar")
+	skopeoCopy(t, v1ref, "oci-archive:"+v1image+":v1.5.12")
 
 	b := newBox(t, reg, v1ref, nil, "")
 	if r := b.hbx("install"); r.code != 0 {
@@ -278,6 +289,16 @@ func TestRestoreFromLocalImageE2E(t *testing.T) {
 	if err := reg.Stop(); err != nil {
 		t.Fatal(err)
 	}
+
+	// An image of another release (1.0.0's) is refused, naming the
+	// archive's image; the restore is undone.
+	if r := b.hbx("restore", x, "--from", v1image); r.code == 0 ||
+		!strings.Contains(r.stderr, "but the archive's image is "+d.String()+" (tag v2.0.0)") || strings.Contains(r.stderr, "the configured image's index") {
+		t.Errorf("hbx restore X --from a 1.0.0 image = %d:\n%s%s\nwant a refusal naming the archive's image %s", r.code, r.stdout, r.stderr, d)
+	} else {
+		t.Logf("hbx restore --from another release: %s", r.stderr)
+	}
+	healthyAt(t, b.port, 60*time.Second)
 
 	r = b.hbx("restore", x, "--from", image)
 	if r.code != 0 {

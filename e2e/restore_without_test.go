@@ -179,8 +179,8 @@ func TestRestoreWithoutRuntimeE2E(t *testing.T) {
 	f.stop()
 
 	r := b.hbx("restore", archive)
-	if r.code != 0 {
-		t.Fatalf("hbx restore with no runtime and no registry = %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code != 3 || !strings.Contains(r.stderr, "not started") {
+		t.Fatalf("hbx restore with no runtime and no registry = %d\n%s%s; want 3 (done, not running)", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("hbx restore:\n%s", r.stdout)
 	for _, want := range []string{"NOT started", ref, "hbx install --from FILE", "hbx supervise"} {
@@ -191,6 +191,10 @@ func TestRestoreWithoutRuntimeE2E(t *testing.T) {
 	sameData(t, b, "after hbx restore", archived)
 	if ph, img := restoreJournal(t, b); ph != "not-started" || img != ref {
 		t.Errorf("journal after hbx restore: phase %q awaiting %q; want not-started, %s", ph, img, ref)
+	}
+	// hbx status, no supervisor: exit 3, one line naming the image.
+	if st := b.hbx("status"); st.code != 3 || !strings.Contains(st.stderr, ref) || strings.Count(strings.TrimSpace(st.stderr), "\n") != 0 {
+		t.Errorf("hbx status on data awaiting its runtime, no supervisor = %d: %s%s; want 3 and one line naming %s", st.code, st.stdout, st.stderr, ref)
 	}
 
 	// hbx supervise refuses, naming the image, and undoes nothing.
@@ -263,7 +267,7 @@ func TestKillDuringRestoreWithoutRuntimeE2E(t *testing.T) {
 			t.Errorf("killed at %s: journal phase %q", ev, ph)
 		}
 		r := b.hbx("restore", archive)
-		if r.code != 0 {
+		if r.code != 3 {
 			t.Fatalf("hbx restore after the kill at %s = %d\n%s%s", ev, r.code, r.stdout, r.stderr)
 		}
 		if ph, img := restoreJournal(t, b); ph != "not-started" || img != ref {
@@ -290,7 +294,7 @@ func TestRestoreWithoutRuntimeInstallOnStartE2E(t *testing.T) {
 	b, f, ref, archive, socket, dir, archived := withoutRuntimeBox(t)
 	must(t, os.RemoveAll(b.runtimeDir))
 	f.stop()
-	if r := b.hbx("restore", archive); r.code != 0 {
+	if r := b.hbx("restore", archive); r.code != 3 {
 		t.Fatalf("hbx restore = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	f.start()
@@ -348,12 +352,16 @@ func TestRestoreWithoutRuntimeSupervisedE2E(t *testing.T) {
 	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 
 	r = b.hbx("restore", "--without-runtime", archive)
-	if r.code != 0 || !strings.Contains(r.stdout, "NOT started") || !strings.Contains(r.stdout, v2) {
+	if r.code != 3 || !strings.Contains(r.stdout, "NOT started") || !strings.Contains(r.stdout, v2) {
 		t.Fatalf("hbx restore --without-runtime = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	sameData(t, b, "after hbx restore --without-runtime", archived)
 	if st := b.hbx("status"); st.code != 3 || !strings.Contains(st.stdout+st.stderr, v2) {
 		t.Errorf("hbx status = %d: %s%s; want exit 3 naming %s", st.code, st.stdout, st.stderr, v2)
+	} else if n := strings.Count(st.stdout+st.stderr, "is not installed: install it"); n != 1 || !strings.Contains(st.stdout, "awaits runtime "+v2) {
+		t.Errorf("hbx status:\n%s%s\nsays what to do %d times, want once, the FATAL line short (awaits runtime %s)", st.stdout, st.stderr, n, v2)
+	} else {
+		t.Logf("hbx status:\n%s%s", st.stdout, st.stderr)
 	}
 	// Executor never runs 1.0.0 on 2.0.0's data.
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/fsat"
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // ErrDataDir is wrapped by the error of DataDir.
@@ -25,7 +26,7 @@ func DataDir(path, owner string) (os.FileMode, error) {
 		return 0, fmt.Errorf("%w: %w", ErrDataDir, err)
 	}
 	if !st.IsDir() {
-		return st.Mode(), fmt.Errorf("%w: %s is not a directory (%s)", ErrDataDir, path, st.Mode().Type())
+		return st.Mode(), fmt.Errorf("%w: %s is not a directory (it is %s)", ErrDataDir, path, regfile.Kind(st.Mode()))
 	}
 	uid, err := lookupUID(owner)
 	if err != nil {

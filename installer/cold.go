@@ -189,6 +189,13 @@ func openImage(ctx context.Context, opts Options, ref reference.Canonical, log *
 	scratch := filepath.Join(opts.RuntimeDir, release.ScratchDir)
 	if opts.From != "" {
 		l, err := openLocal(ctx, opts.From, ref.Digest())
+		if ne := (*noIndexError)(nil); errors.As(err, &ne) {
+			ne.wanted = opts.Wanted
+			if t, ok := ref.(reference.NamedTagged); ok {
+				ne.tag = t.Tag()
+			}
+			err = fmt.Errorf("%s: %w: %w", ne.name, ErrLocalImage, ne)
+		}
 		if err != nil {
 			return nil, err
 		}

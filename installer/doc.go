@@ -163,8 +163,10 @@
 // (absolute, ".."), a name given twice or more than 65536 entries are
 // refused (ErrLocalImage) before a byte of them is read; other entries of
 // an archive are skipped. A truncated archive, one that is no layout
-// (oci-layout imageLayoutVersion 1.0.0) or lacks the index blob (a `skopeo
-// copy` without --all) is refused before any blob is read. Result.Fetched and
+// (oci-layout imageLayoutVersion 1.0.0) or lacks the index blob is refused
+// before any blob is read (the message names what its index.json holds,
+// by digest and tag, beside the wanted image: another release, or one
+// platform's manifest of a `skopeo copy` without --all). Result.Fetched and
 // FetchedBytes count the layers read from the local image. Errors:
 // ErrLocalImage (missing, neither directory nor regular file, not a
 // layout, truncated, no blob for the index, manifest, config or a

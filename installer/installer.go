@@ -83,7 +83,11 @@ type Options struct {
 	// not a layout, truncated archive, no blob for the index or a
 	// manifest or layer), ErrDigestMismatch (bytes that differ), as from
 	// a registry; nothing is activated.
-	From       string
+	From string
+	// Wanted names the image in the message about a From that lacks it
+	// (an archive of another release): "" says "the pin wants DIGEST (tag
+	// T)"; restore passes "the archive's image".
+	Wanted     string
 	HbxVersion string // recorded in release.json
 
 	Logger   *slog.Logger // nil discards
@@ -101,7 +105,14 @@ type Result struct {
 	// layer blobs (the manifest's sizes); the index, manifest and config,
 	// a few KiB, are always fetched.
 	FetchedBytes, ReusedBytes int64
-	Duration                  time.Duration
+	// Refetched counts the kept blobs Verify found missing or damaged and
+	// fetched again: the layers among them are Fetched, the rest are the
+	// index, manifest and config.
+	Refetched int
+	// From is Options.From when the blobs were read from that local image
+	// ("": the registry).
+	From     string
+	Duration time.Duration
 }
 
 // ParseReference checks an image reference has an explicit tag and a full
@@ -118,6 +129,11 @@ func ParseReference(s string) (reference.Canonical, error) {
 // Install makes the configured release the active one, or confirms it
 // already is. See the package doc for what it guarantees.
 func Install(ctx context.Context, opts Options) (res *Result, err error) {
+	defer func() {
+		if res != nil {
+			res.From = opts.From
+		}
+	}()
 	start := time.Now()
 	log := opts.Logger
 	if log == nil {

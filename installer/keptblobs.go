@@ -49,6 +49,7 @@ func verifyKept(ctx context.Context, opts Options, ref reference.Canonical, plat
 	if err != nil {
 		return nil, fmt.Errorf("fetch the active release's kept blobs: %w", err)
 	}
+	res.Refetched = missing
 	res.Reason = fmt.Sprintf("active release matches; fetched %d missing or damaged kept blobs", missing)
 	return res, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/manifest"
 	ociarchive "go.podman.io/image/v5/oci/archive"
 	"go.podman.io/image/v5/oci/layout"
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
@@ -34,6 +35,56 @@ var ErrLocalImage = errors.New("not usable")
 // index: a copy of one platform's manifest has it not.
 const noIndexHint = "an image copied without its index (skopeo copy without --all) cannot be checked against the pin; " +
 	"make one with `skopeo copy --all docker://IMAGE oci-archive:FILE:TAG` (or oci:DIR:TAG) or `hbx export FILE`"
+
+// noIndexError: the layout has no blob of the wanted top document (index).
+// listed is what its index.json names instead; openImage fills in the
+// wanted image's tag and who wants it (Options.Wanted) and words the
+// error again.
+type noIndexError struct {
+	name   string // the local image, as localSource.name
+	index  digest.Digest
+	listed []v1.Descriptor
+	tag    string // the wanted image's tag; "" unknown
+	wanted string // "" is the pin (the configured image)
+}
+
+// newNoIndexError is the error for the local image name (index.json's
+// bytes indexFile) that has no blob of index.
+func newNoIndexError(name string, index digest.Digest, indexFile []byte) *noIndexError {
+	var idx v1.Index
+	_ = json.Unmarshal(indexFile, &idx) // checkLayout parsed it
+	return &noIndexError{name: name, index: index, listed: idx.Manifests}
+}
+
+func (e *noIndexError) Error() string {
+	want := e.index.String()
+	if e.tag != "" {
+		want += " (tag " + e.tag + ")"
+	}
+	var held []string
+	hint := false
+	for _, d := range e.listed {
+		if d.Digest == e.index {
+			return fmt.Sprintf("no blob %s though %s names it", want, v1.ImageIndexFile)
+		}
+		h := d.Digest.String()
+		if n := d.Annotations[v1.AnnotationRefName]; n != "" {
+			h += " (tag " + n + ")"
+		}
+		held = append(held, h)
+		hint = hint || (d.MediaType != v1.MediaTypeImageIndex && d.MediaType != manifest.DockerV2ListMediaType)
+	}
+	msg := "it holds " + strings.Join(held, ", ")
+	if e.wanted == "" {
+		msg += " but the pin wants " + want
+	} else {
+		msg += " but " + e.wanted + " is " + want
+	}
+	if hint {
+		msg += "; " + noIndexHint
+	}
+	return msg
+}
 
 // localSource is an OCI image layout directory or OCI archive, seen by
 // resolve and the blob store as the registry is. Every document is read
@@ -123,7 +174,7 @@ func (l *localSource) check() (int, error) {
 		return 0, err
 	}
 	if rc, _, err := l.open(blobName(l.index)); errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("%w: no blob %s (the configured image's index): %s", ErrLocalImage, l.index, noIndexHint)
+		return 0, fmt.Errorf("%w: %w", ErrLocalImage, newNoIndexError(l.name, l.index, ib))
 	} else if err != nil {
 		return 0, err
 	} else {

@@ -228,8 +228,20 @@ func TestInstallFromLocalImageRefuses(t *testing.T) {
 				writeFiles(t, dir, map[string]string{v1.ImageLayoutFile: `{"imageLayoutVersion":"2.0.0"}`})
 			})
 		}, ErrLocalImage, []string{`imageLayoutVersion "2.0.0"`}},
-		{"no index blob (skopeo copy without --all)", func(t *testing.T, a bool) string { return variant(t, a, rm(e.p.index)) },
-			ErrLocalImage, []string{"no blob " + e.p.index.String(), "skopeo copy --all", "hbx export"}},
+		{"no index blob though index.json names it", func(t *testing.T, a bool) string { return variant(t, a, rm(e.p.index)) },
+			ErrLocalImage, []string{"no blob " + e.p.index.String() + " (tag test) though index.json names it"}},
+		{"one platform's manifest (skopeo copy without --all)", func(t *testing.T, a bool) string {
+			return variant(t, a, func(dir string) {
+				rm(e.p.index)(dir)
+				writeIndexJSON(t, dir, v1.MediaTypeImageManifest, md, "test")
+			})
+		}, ErrLocalImage, []string{"holds " + md.String() + " (tag test) but the pin wants " + e.p.index.String() + " (tag test)", "skopeo copy --all", "hbx export"}},
+		{"another release", func(t *testing.T, a bool) string {
+			return variant(t, a, func(dir string) {
+				rm(e.p.index)(dir)
+				writeIndexJSON(t, dir, v1.MediaTypeImageIndex, anotherRelease, "v1")
+			})
+		}, ErrLocalImage, []string{"holds " + anotherRelease.String() + " (tag v1) but the pin wants " + e.p.index.String() + " (tag test)"}},
 		{"no platform manifest", func(t *testing.T, a bool) string { return variant(t, a, rm(md)) },
 			ErrLocalImage, []string{"fetch manifest " + md.String(), "no blob " + md.String()}},
 		{"no layer", func(t *testing.T, a bool) string { return variant(t, a, rm(layer)) },
@@ -281,6 +293,12 @@ func TestInstallFromLocalImageRefuses(t *testing.T) {
 						t.Errorf("Install(From) = %q, want it to name %q", msg, w)
 					}
 				}
+				if strings.Contains(tt.name, "another release") && strings.Contains(msg, "skopeo") {
+					t.Errorf("Install(From) = %q, want no skopeo hint for an archive of another release", msg)
+				}
+				if strings.Contains(msg, "the configured image's index") {
+					t.Errorf("Install(From) = %q, want the image named by tag and digest", msg)
+				}
 				t.Log(msg)
 				if strings.Contains(msg, "\n") {
 					t.Errorf("Install(From) = %q, want one line", msg)
@@ -296,6 +314,37 @@ func TestInstallFromLocalImageRefuses(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// anotherRelease stands for the index of a release other than the pinned one.
+var anotherRelease = digest.FromString("another release")
+
+// writeIndexJSON makes dir's index.json name one image: d of mediaType mt,
+// ref.name tag.
+func writeIndexJSON(t *testing.T, dir, mt string, d digest.Digest, tag string) {
+	t.Helper()
+	idx := v1.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: v1.MediaTypeImageIndex, Manifests: []v1.Descriptor{{
+		MediaType: mt, Digest: d, Size: 100, Annotations: map[string]string{v1.AnnotationRefName: tag},
+	}}}
+	b, _ := json.Marshal(idx)
+	writeFiles(t, dir, map[string]string{v1.ImageIndexFile: string(b)})
+}
+
+// TestInstallFromAnotherReleaseForRestore: restore's install of the
+// backup archive's image (Options.Wanted) names it so when the local
+// image holds another release.
+func TestInstallFromAnotherReleaseForRestore(t *testing.T) {
+	e := newLocalEnv(t)
+	os.Remove(filepath.Join(e.layout, "blobs", "sha256", e.p.index.Encoded()))
+	writeIndexJSON(t, e.layout, v1.MediaTypeImageIndex, anotherRelease, "v1")
+	rt := filepath.Join(t.TempDir(), "runtime")
+	_, err := Install(context.Background(), e.opts(e.p, func(o *Options) {
+		o.RuntimeDir, o.From, o.Wanted, o.Registry = rt, e.layout, "the archive's image", RegistryOptions{}
+	}))
+	want := "holds " + anotherRelease.String() + " (tag v1) but the archive's image is " + e.p.index.String() + " (tag test)"
+	if err == nil || !errors.Is(err, ErrLocalImage) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Install(From another release, Wanted) = %v, want ErrLocalImage saying %q", err, want)
 	}
 }
 

@@ -121,8 +121,8 @@ func TestVerifyChecksKeptBlobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Changed || !strings.Contains(res.Reason, "fetched 2 missing or damaged kept blobs") || res.Fetched != 1 || res.FetchedBytes != app.Size {
-		t.Errorf("Install(Verify) over a damaged layer and config = changed %v, reason %q, fetched %d (%d bytes); want no change, 2 blobs fetched again, 1 layer (%d bytes)", res.Changed, res.Reason, res.Fetched, res.FetchedBytes, app.Size)
+	if res.Changed || !strings.Contains(res.Reason, "fetched 2 missing or damaged kept blobs") || res.Fetched != 1 || res.FetchedBytes != app.Size || res.Refetched != 2 {
+		t.Errorf("Install(Verify) over a damaged layer and config = changed %v, reason %q, fetched %d (%d bytes); want no change, 2 blobs fetched again (Refetched %d), 1 layer (%d bytes)", res.Changed, res.Reason, res.Fetched, res.FetchedBytes, res.Refetched, app.Size)
 	}
 	if n := e.reg.blobRequests() - requests; n != 2 {
 		t.Errorf("repair made %d blob requests, want 2 (config, damaged layer)", n)

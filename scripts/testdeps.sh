@@ -20,7 +20,20 @@
 #     root; then it runs the arm64 Bun's `bun --version` and fails when
 #     that does not print the version.
 # It prints one line per thing it does or finds, and works from any directory.
+#
+# With --demo (what `make demo` runs) it installs only what the demo runs
+# on: the registry and the Bun tarballs; no Chromium, skopeo or qemu-user.
 set -euo pipefail
+
+demo_only=false
+case "${1:-}" in
+--demo) demo_only=true ;;
+"") ;;
+*)
+	echo "usage: scripts/testdeps.sh [--demo]" >&2
+	exit 2
+	;;
+esac
 
 BUN_VERSION=1.3.14
 BUN_PACKAGES=(
@@ -50,7 +63,9 @@ fi
 
 # The headless browser.
 CHROMIUM_BIN=/usr/bin/chromium
-if [[ -x "${CHROMIUM_BIN}" ]]; then
+if [[ "${demo_only}" == true ]]; then
+	: # the demo opens no browser
+elif [[ -x "${CHROMIUM_BIN}" ]]; then
 	echo "testdeps: ${CHROMIUM_BIN} present"
 elif [[ "$(id -u)" -eq 0 ]]; then
 	echo "testdeps: installing chromium with apt-get"
@@ -66,7 +81,9 @@ fi
 # skopeo, which copies an image into an OCI archive or layout for the
 # offline install tests (hbx install --from).
 SKOPEO_BIN=/usr/bin/skopeo
-if [[ -x "${SKOPEO_BIN}" ]]; then
+if [[ "${demo_only}" == true ]]; then
+	: # the demo installs from the registry
+elif [[ -x "${SKOPEO_BIN}" ]]; then
 	echo "testdeps: ${SKOPEO_BIN} present"
 elif [[ "$(id -u)" -eq 0 ]]; then
 	echo "testdeps: installing skopeo with apt-get"
@@ -107,6 +124,10 @@ for spec in "${BUN_PACKAGES[@]}"; do
 done
 
 # Running linux/arm64 executables here (the arm64 suite).
+if [[ "${demo_only}" == true ]]; then
+	echo "testdeps: --demo: the registry and Bun are all the demo needs"
+	exit 0
+fi
 if [[ "$(uname -m)" == aarch64 ]]; then
 	echo "testdeps: arm64 host, the arm64 suite runs natively"
 	exit 0

@@ -42,7 +42,8 @@
 //     capped at Options.BackoffMax); after StartRetries retries the program
 //     is FATAL. A program that cannot be spawned at all (missing command,
 //     directory or user, or its Build function fails) is FATAL at once, with
-//     the reason; the other programs keep running. A program waiting for
+//     the reason (its Brief() when a Build error wraps a Briefer; the
+//     log keeps the whole); the other programs keep running. A program waiting for
 //     a FATAL dependency says so in its Detail.
 //   - Options.Install runs before any program starts, while the socket
 //     already answers status: Options.InstallProgram is STARTING with the

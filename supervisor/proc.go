@@ -549,7 +549,7 @@ func (p *proc) healthInterval() time.Duration {
 func (p *proc) spawn(ctx context.Context, now time.Time) {
 	cmd, err := p.command(ctx)
 	if err != nil {
-		p.toFatal(err.Error())
+		p.toFatalBrief(err)
 		return
 	}
 	devnull, err := os.Open(os.DevNull)
@@ -756,6 +756,26 @@ func (p *proc) toFatal(reason string) {
 	p.s.log.Error("fatal: not starting again", "program", p.spec.Name, "reason", reason)
 	p.setState(Fatal, reason)
 	p.failStarts(fmt.Errorf("%w: %s: %s", ErrStartFailed, p.spec.Name, reason))
+}
+
+// Briefer is an error that also has a short form for a program's
+// status line (FATAL detail): a Build error implementing it shows
+// Brief() there, while the log and the start's error keep Error().
+type Briefer interface {
+	error
+	Brief() string
+}
+
+// toFatalBrief is toFatal for err, shown briefly when err wraps a Briefer.
+func (p *proc) toFatalBrief(err error) {
+	var b Briefer
+	if !errors.As(err, &b) {
+		p.toFatal(err.Error())
+		return
+	}
+	p.s.log.Error("fatal: not starting again", "program", p.spec.Name, "reason", err.Error())
+	p.setState(Fatal, b.Brief())
+	p.failStarts(fmt.Errorf("%w: %s: %w", ErrStartFailed, p.spec.Name, err))
 }
 
 func (p *proc) failStarts(err error) {

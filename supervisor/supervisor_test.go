@@ -419,6 +419,27 @@ func TestMissingCommandIsFatal(t *testing.T) {
 	waitState(t, s, "ok", 5*time.Second, Running)
 }
 
+// briefErr is a Build error with a short form.
+type briefErr struct{}
+
+func (briefErr) Error() string {
+	return "a long explanation of why it cannot start, and what to run about it"
+}
+func (briefErr) Brief() string { return "awaits runtime X" }
+
+// TestBuildErrorBriefIsFatalDetail: a Build error that is a Briefer shows
+// its Brief() as the FATAL detail; the start's error keeps the whole.
+func TestBuildErrorBriefIsFatalDetail(t *testing.T) {
+	dir := progDir(t, "app")
+	p := helperProgram(t, dir, "app", "sleep", "")
+	p.Build = func(context.Context) (*Command, error) { return nil, fmt.Errorf("prepare: %w", briefErr{}) }
+	s := runSupervisor(t, Options{Programs: []Program{p}})
+	st := waitState(t, s, "app", 5*time.Second, Fatal)
+	if st.Detail != "awaits runtime X" {
+		t.Errorf("FATAL detail = %q, want the brief %q", st.Detail, "awaits runtime X")
+	}
+}
+
 func TestWedgedProgramRestarted(t *testing.T) {
 	dir := progDir(t, "svc")
 	probe := &flakyProbe{}

@@ -89,8 +89,24 @@ func TestBackupCommands(t *testing.T) {
 	// started, and the output says what to run next.
 	os.WriteFile(filepath.Join(root, "data/db/main.sqlite"), []byte("changed"), 0o600)
 	out, _, code, err = runTest(t, nil, "restore", res.Path, "--config", cfg)
-	if code != 0 || !strings.Contains(out, "NOT started") || !strings.Contains(out, "hbx install --from FILE") {
-		t.Errorf("hbx restore without a runtime = %d, %v:\n%s\nwant 0, the data back, NOT started and what to run", code, err, out)
+	if code != exitNotRunning || !strings.Contains(out, "NOT started") || !strings.Contains(out, "hbx install --from FILE") ||
+		err == nil || !strings.Contains(err.Error(), "restored, not started: the data awaits runtime ") {
+		t.Errorf("hbx restore without a runtime = %d, %v:\n%s\nwant 3 (done, not running), the data back, NOT started and what to run", code, err, out)
+	}
+	// hbx status without a supervisor: exit 3, one line naming the
+	// awaited image, not just "no supervisor is running".
+	_, _, code, err = runTest(t, nil, "status", "--config", cfg)
+	if code != exitNotRunning || err == nil || !strings.Contains(err.Error(), "sha256:e40b2179") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("hbx status on data awaiting its runtime, no supervisor = %d, %v; want 3 and one line naming the image", code, err)
+	}
+	if testing.Verbose() {
+		t.Logf("hbx status: %v", err)
+	}
+	// Again with --json: the same exit status after the result line.
+	os.WriteFile(filepath.Join(root, "data/db/main.sqlite"), []byte("changed"), 0o600)
+	out, _, code, _ = runTest(t, nil, "restore", "--json", res.Path, "--config", cfg)
+	if code != exitNotRunning || !strings.Contains(out, `"without_runtime"`) {
+		t.Errorf("hbx restore --json without a runtime = %d:\n%s\nwant 3 and the result naming without_runtime", code, out)
 	}
 	if got, _ := os.ReadFile(filepath.Join(root, "data/db/main.sqlite")); string(got) != "rows" {
 		t.Errorf("data after a restore without a runtime = %q, want the archive's", got)

@@ -21,6 +21,9 @@
 // (trust.go, internal/pathtrust).
 //
 // Exit codes (exitcode.go is the one table): 0 success; 1 failure; 2 invalid
-// configuration or usage; 3 from hbx status only, when a program it shows
-// is not RUNNING or hbx supervise holds on its start-up error.
+// configuration or usage; 3 "done, but not running": from hbx status when
+// a program it shows is not RUNNING, a release change is half done (with
+// or without a supervisor) or hbx supervise holds on its start-up error,
+// and from hbx restore when it restored the data but left the programs
+// NOT started.
 package main

@@ -18,7 +18,9 @@ const (
 	exitFailure = 1 // the command failed
 	exitUsage   = 2 // invalid configuration or command line
 	// exitNotRunning: hbx status showed a program that is not RUNNING
-	// (supervisorctl's and LSB's "program is not running").
+	// (supervisorctl's and LSB's "program is not running"); hbx restore
+	// restored the data but left the programs stopped ("done, but not
+	// running").
 	exitNotRunning = 3
 )
 
@@ -32,9 +34,10 @@ const exitCodesHelp = `Exit codes:
      missing, malformed or readable by others, a path of hbx's that a user
      other than root can replace) or usage (unknown command or flag,
      bad arguments, an unknown program name)
-  3  hbx status only: a program shown is not RUNNING, an upgrade,
-     rollback or restore is half done, or "hbx supervise --hold-on-error"
-     holds on its start-up error
+  3  done, but not running: hbx status: a program shown is not RUNNING,
+     an upgrade, rollback or restore is half done, or "hbx supervise
+     --hold-on-error" holds on its start-up error; hbx restore: the data
+     is restored but the programs are NOT started (its runtime awaited)
   "hbx run executor" exits with the payload's own status (128+N when
   signal N ended it).`
 
@@ -42,19 +45,21 @@ const exitCodesHelp = `Exit codes:
 // exitOK; config.ErrInvalid, launch.ErrEnvFile, launch.ErrTokenFile,
 // backup.ErrPassphraseFile and usage errors to exitUsage; a
 // *supervisor.NotRunningError, *box.ChangePendingError or a held start-up
-// error (hbx status) to exitNotRunning; anything else to exitFailure.
+// error (hbx status) or a *notStartedError (hbx restore) to
+// exitNotRunning; anything else to exitFailure.
 func exitCode(err error) int {
 	var ue *cli.UsageError
 	var xe *launch.ExitError
 	var nr *supervisor.NotRunningError
 	var cp *box.ChangePendingError
 	var hs *heldStatusError
+	var ns *notStartedError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &xe):
 		return xe.Code
-	case errors.As(err, &nr), errors.As(err, &cp), errors.As(err, &hs):
+	case errors.As(err, &nr), errors.As(err, &cp), errors.As(err, &hs), errors.As(err, &ns):
 		return exitNotRunning
 	case errors.Is(err, config.ErrInvalid), errors.As(err, &ue),
 		errors.Is(err, supervisor.ErrInvalid), errors.Is(err, supervisor.ErrUnknownProgram),

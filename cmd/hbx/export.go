@@ -46,8 +46,9 @@ are byte-identical. Export holds the runtime directory's lock, so an
 install, upgrade or backup waits for it.
 
 It needs the active release's blobs (install.keep_blobs, on by default):
-when one is missing or damaged it says which and refuses; set
-install.keep_blobs: true and run hbx install --verify to fetch them.`,
+when one is missing or damaged it says which and refuses; run hbx install
+--verify to fetch them (hbx install --verify --from FILE offline), after
+setting install.keep_blobs: true if it is off.`,
 		Args: cli.Args(1, 1),
 		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, srcs *config.Sources) error {
 			o.file = args[0]
@@ -84,7 +85,7 @@ func printExport(w io.Writer, res *box.ExportResult, asJSON bool) error {
 			"blobs": res.Blobs, "blob_bytes": res.BlobBytes, "bytes": res.Bytes,
 		})
 	}
-	_, err := fmt.Fprintf(w, "exported %s (%s, manifest %s) to %s: %d blobs, %s (%d bytes)\n",
-		res.Image, res.Platform, res.Manifest, res.Path, res.Blobs, units.Bytes(res.Bytes), res.Bytes)
+	_, err := fmt.Fprintf(w, "exported %s (%s, manifest %s) to %s: %s, %s (%d bytes)\n",
+		res.Image, res.Platform, res.Manifest, res.Path, units.Count(res.Blobs, "blob", "blobs"), units.Bytes(res.Bytes), res.Bytes)
 	return err
 }

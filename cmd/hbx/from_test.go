@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,5 +29,30 @@ func TestFromFlag(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(runtimeDir, "releases")); err == nil {
 		t.Errorf("a refused install created releases/")
+	}
+}
+
+// TestInstallOfflineHint: a plain hbx install that finds no registry (the
+// connection refused) ends with the one hint of how to go on offline;
+// an install --from does not get it.
+func TestInstallOfflineHint(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	image := strings.Replace(testImage, "127.0.0.1:5000", closed, 1)
+	dir := t.TempDir()
+	path := writeConfig(t, "executor:\n  image: \""+image+"\"\n  runtime_dir: "+filepath.Join(dir, "runtime")+"\n  data_dir: "+filepath.Join(dir, "data")+
+		"\n  state_dir: "+filepath.Join(dir, "state")+"\nsupervisor:\n  socket: "+filepath.Join(dir, "s.sock")+"\nregistry:\n  insecure_hosts: [\""+closed+"\"]\n")
+	const hint = "; offline: hbx install --from FILE (see README Offline install)"
+	_, _, code, err := runTest(t, nil, "--config", path, "install")
+	if code != exitFailure || err == nil || !strings.HasSuffix(err.Error(), hint) || strings.Count(err.Error(), "offline:") != 1 {
+		t.Errorf("hbx install, registry refusing connections = %v (exit %d), want exit 1 ending %q", err, code, hint)
+	}
+	_, _, _, err = runTest(t, nil, "--config", path, "install", "--from", filepath.Join(dir, "none"))
+	if err == nil || strings.Contains(err.Error(), "offline:") {
+		t.Errorf("hbx install --from missing = %v, want no offline hint", err)
 	}
 }

@@ -95,9 +95,9 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 	res, err := g.box(cfg, srcs).GuardedInstall(cmd.Context(), opts, false, out.step)
 	if err != nil {
 		if errors.Is(err, installer.ErrTimeout) {
-			return fmt.Errorf("install: %w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
+			err = fmt.Errorf("%w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
 		}
-		return fmt.Errorf("install: %w", err)
+		return fmt.Errorf("install: %w", box.OfflineHint(err, o.from, "hbx install"))
 	}
 	return out.print(res)
 }

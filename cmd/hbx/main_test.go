@@ -264,7 +264,7 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hbx --help = %v", err)
 	}
-	for _, w := range []string{"Exit codes:", "  0  success", "  1  failure", "  2  invalid configuration", "  3  hbx status only", "--executor-port int", "--install-keep-blobs", "HBX_CONFIG"} {
+	for _, w := range []string{"Exit codes:", "  0  success", "  1  failure", "  2  invalid configuration", "  3  done, but not running", "hbx restore: the data", "--executor-port int", "--install-keep-blobs", "HBX_CONFIG"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("hbx --help does not contain %q:\n%s", w, out)
 		}
@@ -277,6 +277,10 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("hbx status --help does not contain %q:\n%s", w, out)
 		}
+	}
+	out, _, _, err = runTest(t, nil, "restore", "--help")
+	if err != nil || !strings.Contains(out, "3 when the data is restored but left NOT started") {
+		t.Errorf("hbx restore --help = %v, does not document exit 3:\n%s", err, out)
 	}
 }
 

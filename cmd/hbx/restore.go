@@ -19,13 +19,8 @@ type restoreOptions struct {
 	json           bool
 }
 
-// newRestoreCommand builds `hbx restore`.
-func newRestoreCommand(g *globals) *cobra.Command {
-	var o restoreOptions
-	cmd := &cobra.Command{
-		Use:   "restore ARCHIVE",
-		Short: "Replace Executor's data with an archive's, atomically, health-checked",
-		Long: `Restore replaces executor.data_dir (and the archive's extra paths) with
+// restoreHelp is hbx restore's --help text.
+const restoreHelp = `Restore replaces executor.data_dir (and the archive's extra paths) with
 the content of ARCHIVE: one "hbx backup" wrote, or a plain
 "tar -czf - -C DATA . [| gpg --symmetric]" (then nothing can be checked
 against a manifest, and the output says so).
@@ -61,10 +56,23 @@ A journal (<data_dir>.restore.json) records each step before it happens,
 so a restore that was killed is finished or undone (pin, data and runtime)
 by the next hbx restore, hbx backup or hbx supervise. --json prints one JSON line per step and the result.
 
+Exit status: 0 when the data is restored and the programs run (or no
+supervisor runs); 3 when the data is restored but left NOT started,
+awaiting the archive's runtime (step 4); 1 when the restore failed (the
+old data is back), 2 for bad usage or configuration.
+
 --from PATH makes step 4 read the archive's runtime image from an OCI
 image layout directory or OCI archive (hbx export, skopeo copy --all)
-instead of the registry, checked by its digests as hbx install --from.`,
-		Args: cli.Args(1, 1),
+instead of the registry, checked by its digests as hbx install --from.`
+
+// newRestoreCommand builds `hbx restore`.
+func newRestoreCommand(g *globals) *cobra.Command {
+	var o restoreOptions
+	cmd := &cobra.Command{
+		Use:   "restore ARCHIVE",
+		Short: "Replace Executor's data with an archive's, atomically, health-checked",
+		Long:  restoreHelp,
+		Args:  cli.Args(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {
@@ -93,8 +101,20 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 		return err
 	}
 	if o.json {
-		return res.WriteJSON(g.stdout)
+		err = res.WriteJSON(g.stdout)
+	} else {
+		_, err = io.WriteString(g.stdout, res.Text())
 	}
-	_, err = io.WriteString(g.stdout, res.Text())
+	if err == nil && res.WithoutRuntime != "" {
+		return &notStartedError{res.WithoutRuntime}
+	}
 	return err
+}
+
+// notStartedError is hbx restore's error when it restored the data but
+// left the programs stopped, awaiting image (exit 3: done, not running).
+type notStartedError struct{ image string }
+
+func (e *notStartedError) Error() string {
+	return "restored, not started: the data awaits runtime " + e.image
 }

@@ -40,10 +40,10 @@ RUNNING; 3 when any is not (STARTING, BACKOFF, STOPPING, STOPPED, EXITED
 or FATAL; their names go to stderr), after printing the list; 3 also when
 "hbx supervise --hold-on-error" holds on its start-up error (no program
 runs: it prints that error, whatever its own class; a bad configuration
-fails status too, exit 2); 3 when the data was restored without its
-runtime and that release is not installed, with or without a supervisor
-(it names the image and how to install it); 1 when no supervisor answers
-otherwise; 2 for
+fails status too, exit 2); 3 when no supervisor answers while a release
+change is half done or the data awaits its runtime (restored without it:
+the line names the image and how to install it); 1 when no supervisor
+answers otherwise; 2 for
 an unknown NAME. supervisorctl also exits 3, but
 counts STARTING and BACKOFF as running: hbx does not, so a program that
 crashes and is retried makes "hbx status" fail. Disabled programs are not
@@ -78,7 +78,7 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 		return &heldStatusError{err}
 	}
 	if err != nil {
-		return box.NoSupervisor(opts.cfg, err)
+		return box.NoSupervisorStatus(opts.cfg, err)
 	}
 	rep, err := box.Status(ctx, c, opts.cfg, opts.names, opts.stderr)
 	if err != nil {
@@ -90,8 +90,10 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 		if err := enc.Encode(rep.Programs); err != nil {
 			return err
 		}
-	} else if _, err := io.WriteString(opts.stdout, rep.Text()); err != nil {
+		return rep.Err()
+	}
+	if _, err := io.WriteString(opts.stdout, rep.Text()); err != nil {
 		return err
 	}
-	return rep.Err()
+	return rep.ErrAfterText()
 }

@@ -8,6 +8,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/upgrade"
@@ -126,7 +127,7 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 	b.From = o.from
 	res, err := b.Upgrade(ctx, t, tools, o.step())
 	if err != nil {
-		return fmt.Errorf("upgrade: %w", err)
+		return fmt.Errorf("upgrade: %w", box.OfflineHint(err, o.from, "hbx upgrade"))
 	}
 	return printChange(o.g.stdout, "upgraded", res, o.json)
 }

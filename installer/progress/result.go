@@ -2,14 +2,17 @@ package progress
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/units"
 )
 
 // ResultText is the line hbx install prints for res, an install of image:
 // "up to date: ..." when nothing changed (verified: --verify re-hashed
-// every file), else "installed ..." with the duration, blobs fetched and
-// reused, and the reason. It ends in "\n".
+// every file; with the kept blobs fetched again, layers and documents),
+// else "installed ..." with the duration, blobs fetched (or read from the
+// local image, Result.From) and reused, and the reason. It ends in "\n".
 func ResultText(image string, res *installer.Result, verified bool) string {
 	m := res.Release.Meta
 	if !res.Changed {
@@ -17,13 +20,29 @@ func ResultText(image string, res *installer.Result, verified bool) string {
 		if verified {
 			state = "up to date, every file verified against files.json"
 		}
-		if res.Fetched > 0 {
-			state += fmt.Sprintf(", %d kept layer blobs fetched again (%d bytes)", res.Fetched, res.FetchedBytes)
+		if n := max(res.Refetched, res.Fetched); n > 0 {
+			var what []string
+			if res.Fetched > 0 {
+				what = append(what, fmt.Sprintf("%s (%d bytes)", units.Count(res.Fetched, "layer", "layers"), res.FetchedBytes))
+			}
+			if docs := n - res.Fetched; docs > 0 {
+				what = append(what, units.Count(docs, "document", "documents")+" (index/manifest/config)")
+			}
+			state += fmt.Sprintf(", %s %s again: %s", units.Count(n, "kept blob", "kept blobs"), fetched(res), strings.Join(what, " and "))
 		}
 		return fmt.Sprintf("%s: %s (%s, manifest %s)\n", state, image, m.Platform, m.ManifestDigest)
 	}
-	return fmt.Sprintf("installed %s (%s, manifest %s) in %s: %d blobs fetched (%d bytes), %d reused (%d bytes); reason: %s\n",
-		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), res.Fetched, res.FetchedBytes, res.Reused, res.ReusedBytes, res.Reason)
+	return fmt.Sprintf("installed %s (%s, manifest %s) in %s: %s %s (%d bytes), %d reused (%d bytes); reason: %s\n",
+		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), units.Count(res.Fetched, "blob", "blobs"), fetched(res), res.FetchedBytes, res.Reused, res.ReusedBytes, res.Reason)
+}
+
+// fetched is how res got its blobs: "fetched" from a registry, "read from
+// the local image" with Options.From.
+func fetched(res *installer.Result) string {
+	if res.From != "" {
+		return "read from the local image"
+	}
+	return "fetched"
 }
 
 // ResultFields is res, an install of image, as the fields of hbx
@@ -34,6 +53,6 @@ func ResultFields(image string, res *installer.Result) map[string]any {
 		"changed": res.Changed, "reason": res.Reason, "image": image,
 		"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
 		"fetched": res.Fetched, "reused": res.Reused, "fetched_bytes": res.FetchedBytes, "reused_bytes": res.ReusedBytes,
-		"duration_ms": res.Duration.Milliseconds(),
+		"refetched": res.Refetched, "duration_ms": res.Duration.Milliseconds(),
 	}
 }

@@ -14,21 +14,26 @@ func TestResultText(t *testing.T) {
 	rel := &release.Installed{Meta: release.Meta{Platform: "linux/arm64", ManifestDigest: "sha256:22", IndexDigest: "sha256:bb"}}
 	res := &installer.Result{Release: rel, Reason: "no release active", Changed: true, Fetched: 3, Reused: 1, FetchedBytes: 300, ReusedBytes: 100, Duration: 2500 * time.Microsecond}
 	for _, tt := range []struct {
-		changed, verified bool
-		fetched           int
-		want              string
+		changed, verified  bool
+		fetched, refetched int
+		from               string
+		want               string
 	}{
-		{true, false, 3, "installed img (linux/arm64, manifest sha256:22) in 3ms: 3 blobs fetched (300 bytes), 1 reused (100 bytes); reason: no release active\n"},
-		{false, false, 0, "up to date: img (linux/arm64, manifest sha256:22)\n"},
-		{false, true, 0, "up to date, every file verified against files.json: img (linux/arm64, manifest sha256:22)\n"},
-		{false, true, 3, "up to date, every file verified against files.json, 3 kept layer blobs fetched again (300 bytes): img (linux/arm64, manifest sha256:22)\n"},
+		{true, false, 3, 0, "", "installed img (linux/arm64, manifest sha256:22) in 3ms: 3 blobs fetched (300 bytes), 1 reused (100 bytes); reason: no release active\n"},
+		{true, false, 1, 0, "", "installed img (linux/arm64, manifest sha256:22) in 3ms: 1 blob fetched (300 bytes), 1 reused (100 bytes); reason: no release active\n"},
+		{true, false, 3, 0, "/x/image.tar", "installed img (linux/arm64, manifest sha256:22) in 3ms: 3 blobs read from the local image (300 bytes), 1 reused (100 bytes); reason: no release active\n"},
+		{false, false, 0, 0, "", "up to date: img (linux/arm64, manifest sha256:22)\n"},
+		{false, true, 0, 0, "", "up to date, every file verified against files.json: img (linux/arm64, manifest sha256:22)\n"},
+		{false, true, 3, 6, "", "up to date, every file verified against files.json, 6 kept blobs fetched again: 3 layers (300 bytes) and 3 documents (index/manifest/config): img (linux/arm64, manifest sha256:22)\n"},
+		{false, true, 1, 1, "/x/image.tar", "up to date, every file verified against files.json, 1 kept blob read from the local image again: 1 layer (300 bytes): img (linux/arm64, manifest sha256:22)\n"},
+		{false, true, 0, 1, "", "up to date, every file verified against files.json, 1 kept blob fetched again: 1 document (index/manifest/config): img (linux/arm64, manifest sha256:22)\n"},
 	} {
-		res.Changed, res.Fetched = tt.changed, tt.fetched
+		res.Changed, res.Fetched, res.Refetched, res.From = tt.changed, tt.fetched, tt.refetched, tt.from
 		if got := ResultText("img", res, tt.verified); got != tt.want {
-			t.Errorf("ResultText(changed %v, verified %v) = %q, want %q", tt.changed, tt.verified, got, tt.want)
+			t.Errorf("ResultText(changed %v, verified %v, fetched %d, refetched %d, from %q) =\n%q, want\n%q", tt.changed, tt.verified, tt.fetched, tt.refetched, tt.from, got, tt.want)
 		}
 	}
-	res.Fetched = 3
+	res.Fetched, res.From = 3, ""
 	if f := ResultFields("img", res); f["index_digest"] != rel.Meta.IndexDigest || f["fetched"] != 3 || f["fetched_bytes"] != int64(300) || f["reused_bytes"] != int64(100) || f["duration_ms"] != int64(2) {
 		t.Errorf("ResultFields() = %v", f)
 	}

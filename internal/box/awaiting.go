@@ -50,6 +50,29 @@ func runtimeUnavailable(err error) bool {
 	return false
 }
 
+// registryUnreachable reports whether an install failed because no
+// registry answered at all: no network or name resolution, connections
+// refused, reset or timing out, the install's deadline or stall (after
+// the retries). A registry that answered (any HTTP status) was reachable.
+func registryUnreachable(err error) bool {
+	if !runtimeUnavailable(err) {
+		return false
+	}
+	_, answered := errors.AsType[docker.UnexpectedHTTPStatusError](err)
+	return !answered
+}
+
+// OfflineHint adds to the error of an install or upgrade from the registry
+// (from "") that found no registry reachable how to go on without one:
+// "offline: CMD --from FILE (see README Offline install)". Other errors,
+// and those of --from, are returned as they are.
+func OfflineHint(err error, from, cmd string) error {
+	if err == nil || from != "" || !registryUnreachable(err) {
+		return err
+	}
+	return fmt.Errorf("%w; offline: %s --from FILE (see README Offline install)", err, cmd)
+}
+
 // wrapUnavailable marks an install error that means "could not get the
 // runtime" with backup.ErrRuntimeUnavailable.
 func wrapUnavailable(err error) error {

@@ -28,10 +28,22 @@ var ErrChangePending = errors.New("a release change is not finished")
 
 // ChangePendingError is PendingChange's error; cmd/hbx maps it to exit 3
 // for `hbx status`.
-type ChangePendingError struct{ msg string }
+type ChangePendingError struct {
+	msg   string
+	brief string // a short form ("restore awaits runtime IMAGE"); "" none
+}
 
 // Error says what is half done and what to run, in one line.
 func (e *ChangePendingError) Error() string { return e.msg }
+
+// Brief is a short form of Error, for a line that follows the whole one;
+// Error when it has none.
+func (e *ChangePendingError) Brief() string {
+	if e.brief != "" {
+		return e.brief
+	}
+	return e.msg
+}
 
 // Unwrap makes errors.Is(err, ErrChangePending) true.
 func (e *ChangePendingError) Unwrap() error { return ErrChangePending }
@@ -45,27 +57,31 @@ func PendingChange(cfg *config.Config) error {
 	rt := cfg.Executor.RuntimeDir
 	holder, held := upgrade.LockHolder(rt)
 	if r, err := backup.ReadPendingRestore(cfg.Executor.DataDir); err != nil {
-		return &ChangePendingError{fmt.Sprintf("restore journal: %v", err)}
+		return &ChangePendingError{msg: fmt.Sprintf("restore journal: %v", err)}
 	} else if r != nil && r.NotStarted() && !held {
 		// Restored without its runtime: status exits 3 until it runs.
 		if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, rt); aerr != nil {
-			return &ChangePendingError{aerr.Error()}
+			var ae *backup.AwaitedError
+			if errors.As(aerr, &ae) {
+				return &ChangePendingError{msg: aerr.Error(), brief: "restored data " + ae.Brief()}
+			}
+			return &ChangePendingError{msg: aerr.Error()}
 		}
-		return &ChangePendingError{fmt.Sprintf("restore of %s, done without its runtime, is not finished: %s is installed now; the running hbx supervise starts it within seconds, or start hbx supervise (%s)", r.Archive, r.Awaiting, r.Journal)}
+		return &ChangePendingError{msg: fmt.Sprintf("restore of %s, done without its runtime, is not finished: %s is installed now; the running hbx supervise starts it within seconds, or start hbx supervise (%s)", r.Archive, r.Awaiting, r.Journal)}
 	} else if r != nil && r.Unfinished() {
 		if held {
-			return &ChangePendingError{fmt.Sprintf("restore of %s in progress (phase %s since %s; %s holds %s%s)", r.Archive, r.Phase, r.Started.Format(time.RFC3339), holder, upgrade.LockFile, upgrade.HolderNote(holder))}
+			return &ChangePendingError{msg: fmt.Sprintf("restore of %s in progress (phase %s since %s; %s holds %s%s)", r.Archive, r.Phase, r.Started.Format(time.RFC3339), holder, upgrade.LockFile, upgrade.HolderNote(holder))}
 		}
-		return &ChangePendingError{fmt.Sprintf("restore of %s interrupted in phase %s (started %s; %s): its data is not confirmed; the running hbx supervise undoes it within seconds, or run `hbx backup` or start `hbx supervise`, which undo it first", r.Archive, r.Phase, r.Started.Format(time.RFC3339), r.Journal)}
+		return &ChangePendingError{msg: fmt.Sprintf("restore of %s interrupted in phase %s (started %s; %s): its data is not confirmed; the running hbx supervise undoes it within seconds, or run `hbx backup` or start `hbx supervise`, which undo it first", r.Archive, r.Phase, r.Started.Format(time.RFC3339), r.Journal)}
 	}
 	j, err := upgrade.ReadJournal(rt)
 	if err != nil {
-		return &ChangePendingError{err.Error()}
+		return &ChangePendingError{msg: err.Error()}
 	}
 	if j == nil || !j.Pending() {
 		return nil
 	}
-	return &ChangePendingError{j.PendingNote(rt, holder, held)}
+	return &ChangePendingError{msg: j.PendingNote(rt, holder, held)}
 }
 
 // ChangeWatchInterval is how often a running supervisor looks for a

@@ -170,6 +170,9 @@ func (r installRuntime) Install(ctx context.Context, image, platform string, man
 	if image != "" && image != opts.Image {
 		opts.Image, opts.PlatformDigest = image, ""
 	}
+	if image != "" {
+		opts.Wanted = "the archive's image"
+	}
 	if manifest != "" && platform == opts.Platform {
 		opts.PlatformDigest = manifest
 	}

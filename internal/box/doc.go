@@ -10,7 +10,8 @@
 // (Box.GuardedInstall, as installer.Guard decides); the journals of
 // upgrade and backup decide what `hbx status`, `hbx health` and `hbx run
 // executor` say while a change is half done (PendingChange,
-// PrepareLaunch, Status); it runs the executor in the foreground
+// PrepareLaunch, Status, NoSupervisorStatus: exit 3 with no supervisor
+// too); it runs the executor in the foreground
 // (RunExecutor) and the supervisor's start-up as named steps
 // (Box.Supervise: programs checked, data lock, the supervisor's own
 // locks, recovery, change watch, run), and checks program and check
@@ -28,8 +29,10 @@
 // runtime; data restored that way (backup.AwaitedRuntime) stops hbx
 // supervise, the executor's launch, hbx install of another release, hbx
 // upgrade and rollback, and shows in hbx status (exit 3, with or without
-// a supervisor: NoSupervisor) and hbx health, until its release is active
-// (hbx install of it is a plain install; its failure names the image). Box.Export writes the
+// a supervisor: NoSupervisorStatus) and hbx health, until its release is
+// active (hbx install of it is a plain install; its failure names the
+// image). OfflineHint adds to an install or upgrade that reached no
+// registry how to go on with --from. Box.Export writes the
 // active release's image from the blob store as an OCI archive
 // (internal/ociarchive) under the runtime directory's lock (exclusive:
 // installs, upgrades and backups wait), refusing before it writes when

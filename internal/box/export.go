@@ -25,8 +25,18 @@ type ExportResult struct {
 	ociarchive.Stats
 }
 
-// keepBlobsHint says how to get back the blobs of the active release.
-const keepBlobsHint = "install.keep_blobs keeps the active release's blobs: set install.keep_blobs: true and run hbx install --verify to fetch them again"
+// verifyHint is how to fetch the active release's blobs again, with or
+// without the registry.
+const verifyHint = "run hbx install --verify to fetch them again (or hbx install --verify --from FILE offline)"
+
+// keepBlobsHint says how to get back the blobs of the active release:
+// verifyHint, after turning install.keep_blobs on when keep is off.
+func keepBlobsHint(keep bool) string {
+	if keep {
+		return verifyHint
+	}
+	return "install.keep_blobs keeps the active release's blobs: set install.keep_blobs: true and " + verifyHint
+}
 
 // Export writes the active release's image as an OCI archive
 // (internal/ociarchive): the index, the installed platform's manifest,
@@ -40,7 +50,8 @@ const keepBlobsHint = "install.keep_blobs keeps the active release's blobs: set 
 // nothing. When ctx is done (Ctrl-C) it stops with ctx's error. A blob
 // missing from the store (install.keep_blobs off, or removed) or one that
 // fails its digest is an error naming it and how to fetch it again (hbx
-// install --verify).
+// install --verify, --from FILE offline; turning install.keep_blobs on
+// first only when it is off).
 func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *ExportResult, err error) {
 	dir := b.Config.Executor.RuntimeDir
 	cur, err := release.Current(dir)
@@ -66,12 +77,13 @@ func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *Ex
 		return nil, fmt.Errorf("active release's image: %w", err)
 	}
 	store := ociarchive.Dir(filepath.Join(dir, release.BlobsDir))
-	if err := checkKept(store, m); err != nil {
+	keep := b.Config.Install.KeepBlobs
+	if err := checkKept(store, m, keep); err != nil {
 		return nil, err
 	}
 	img, err := ociarchive.StoredImage(store, ref.Tag, m.IndexDigest, m.ManifestDigest)
 	if err != nil {
-		return nil, blobError(err)
+		return nil, blobError(err, keep)
 	}
 	if err := matchesRelease(img, m); err != nil {
 		return nil, err
@@ -83,7 +95,7 @@ func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *Ex
 		res.Stats, err = ociarchive.WriteFile(ctx, path, img, store)
 	}
 	if err != nil {
-		return nil, blobError(err)
+		return nil, blobError(err, keep)
 	}
 	return res, nil
 }
@@ -101,14 +113,15 @@ func matchesRelease(img ociarchive.Image, m release.Meta) error {
 	}
 	want = append(append(want, m.ConfigDigest), m.Layers...)
 	if !slices.Equal(got, want) {
-		return fmt.Errorf("stored manifest %s names other blobs than %s records (run hbx install --verify)", m.ManifestDigest, release.MetaFile)
+		return fmt.Errorf("stored manifest %s names other blobs than %s records (run hbx install --verify, or hbx install --verify --from FILE offline)", m.ManifestDigest, release.MetaFile)
 	}
 	return nil
 }
 
 // checkKept refuses, naming the first and counting the others, the blobs
-// of release m the store lacks, before anything is written.
-func checkKept(store ociarchive.Dir, m release.Meta) error {
+// of release m the store lacks, before anything is written; keep is
+// install.keep_blobs, for the hint.
+func checkKept(store ociarchive.Dir, m release.Meta, keep bool) error {
 	type blob struct {
 		what string
 		d    digest.Digest
@@ -139,16 +152,17 @@ func checkKept(store ociarchive.Dir, m release.Meta) error {
 		more = fmt.Sprintf(" (and %d more of its %d)", len(missing)-1, len(all))
 	}
 	return fmt.Errorf("the active release's %s %s is %w from the blob store %s%s; %s",
-		missing[0].what, missing[0].d, ociarchive.ErrMissing, store, more, keepBlobsHint)
+		missing[0].what, missing[0].d, ociarchive.ErrMissing, store, more, keepBlobsHint(keep))
 }
 
-// blobError adds to a missing or damaged blob's error how to get it back.
-func blobError(err error) error {
+// blobError adds to a missing or damaged blob's error how to get it back
+// (keep: install.keep_blobs).
+func blobError(err error, keep bool) error {
 	switch {
 	case errors.Is(err, ociarchive.ErrMissing):
-		return fmt.Errorf("%w; %s", err, keepBlobsHint)
+		return fmt.Errorf("%w; %s", err, keepBlobsHint(keep))
 	case errors.Is(err, ociarchive.ErrDigestMismatch):
-		return fmt.Errorf("%w; run hbx install --verify to fetch it again", err)
+		return fmt.Errorf("%w; run hbx install --verify to fetch it again (or hbx install --verify --from FILE offline)", err)
 	}
 	return err
 }

@@ -118,10 +118,20 @@ func TestExport(t *testing.T) {
 	saved, _ := os.ReadFile(layer)
 	os.Remove(layer)
 	_, err = b.Export(context.Background(), out, nil)
-	absent("layer missing", err, "layer 2 "+m.Layers[1].String()+" is missing", "set install.keep_blobs: true and run hbx install --verify")
+	absent("layer missing", err, "layer 2 "+m.Layers[1].String()+" is missing", "set install.keep_blobs: true and run hbx install --verify",
+		"hbx install --verify --from FILE offline")
 	if !errors.Is(err, ociarchive.ErrMissing) {
 		t.Errorf("Export(layer missing) = %v, want ErrMissing", err)
 	}
+	// With install.keep_blobs already on, the hint does not ask for it.
+	b.Config.Install.KeepBlobs = true
+	_, err = b.Export(context.Background(), out, nil)
+	absent("layer missing, keep_blobs on", err, "layer 2 "+m.Layers[1].String()+" is missing",
+		"run hbx install --verify to fetch them again (or hbx install --verify --from FILE offline)")
+	if strings.Contains(err.Error(), "keep_blobs") {
+		t.Errorf("Export(layer missing, keep_blobs on) = %v, want no keep_blobs advice", err)
+	}
+	b.Config.Install.KeepBlobs = false
 	os.WriteFile(layer, saved, 0o600)
 
 	m.Layers[0], m.Layers[1] = m.Layers[1], m.Layers[0]

@@ -73,28 +73,45 @@ func (r *StatusReport) Text() string {
 // (*supervisor.NotRunningError) and the pending change
 // (*ChangePendingError) together, either, or nil.
 func (r *StatusReport) Err() error {
-	err := supervisor.NotRunning(r.Programs)
-	switch {
-	case r.Change == nil:
-		return err
-	case err == nil:
-		return r.Change
-	}
-	return fmt.Errorf("%w; %w", err, r.Change)
+	return r.err(r.Change)
 }
 
-// NoSupervisor is hbx status's error when no supervisor answers (err
-// wraps supervisor.ErrNotRunning). On data restored without its runtime
-// (backup.AwaitedRuntime) `hbx supervise` would refuse to start, so it is
-// a *ChangePendingError naming the image and what to run instead; else
-// err. cfg may be nil.
-func NoSupervisor(cfg *config.Config, err error) error {
-	if cfg == nil || !errors.Is(err, supervisor.ErrNotRunning) {
-		return err
+// ErrAfterText is Err for printing after Text, which names the pending
+// change in full already: a change with a brief form (data restored
+// without its runtime: "release change: restored data awaits runtime
+// IMAGE") is given in that form, still a *ChangePendingError; the others
+// (shorter, and naming the command to run) in full, as Err.
+func (r *StatusReport) ErrAfterText() error {
+	var cp *ChangePendingError
+	if !errors.As(r.Change, &cp) || cp.brief == "" {
+		return r.Err()
 	}
-	ae := awaited(cfg)
-	if ae == nil {
+	return r.err(&ChangePendingError{msg: "release change: " + cp.Brief(), brief: cp.brief})
+}
+
+func (r *StatusReport) err(change error) error {
+	err := supervisor.NotRunning(r.Programs)
+	switch {
+	case change == nil:
 		return err
+	case err == nil:
+		return change
 	}
-	return &ChangePendingError{fmt.Sprintf("no supervisor is running, and none starts the programs yet: %v", ae)}
+	return fmt.Errorf("%w; %w", err, change)
+}
+
+// NoSupervisorStatus is hbx status's error when no supervisor answers
+// (dialErr wraps supervisor.ErrNotRunning): with a release change half
+// done, or data restored without its runtime (PendingChange), that
+// change (naming the image awaited and what to run) and the socket, in
+// one line, a *ChangePendingError (exit 3: the box is not running, and
+// why); else dialErr. cfg nil: dialErr.
+func NoSupervisorStatus(cfg *config.Config, dialErr error) error {
+	if cfg == nil || !errors.Is(dialErr, supervisor.ErrNotRunning) {
+		return dialErr
+	}
+	if cerr := PendingChange(cfg); cerr != nil {
+		return fmt.Errorf("%w; no supervisor is running on %s", cerr, cfg.Supervisor.Socket)
+	}
+	return dialErr
 }

@@ -12,7 +12,7 @@ import (
 // RUNNING and the change together, exiting 3 for either.
 func TestStatusReport(t *testing.T) {
 	list := []supervisor.Status{{Name: "executor", State: supervisor.Running, Detail: "pid 1"}, {Name: "hermes", State: supervisor.Fatal}}
-	change := &ChangePendingError{"upgrade to x interrupted"}
+	change := &ChangePendingError{msg: "upgrade to x interrupted"}
 	rep := &StatusReport{Programs: list, Change: change, Note: "ignored"}
 	if got, want := rep.Text(), supervisor.Table(list)+"release change: "+change.Error()+"\n"; got != want {
 		t.Errorf("Text(change) = %q, want %q", got, want)
@@ -28,5 +28,17 @@ func TestStatusReport(t *testing.T) {
 	}
 	if rep = (&StatusReport{Programs: list[:1], Change: change}); !errors.As(rep.Err(), &cp) {
 		t.Errorf("Err(change only) = %v, want the change", rep.Err())
+	}
+	// After Text, the error names the change briefly, still exit 3.
+	awaited := &ChangePendingError{msg: "a long message naming IMAGE and what to run", brief: "restored data awaits runtime IMAGE"}
+	rep = &StatusReport{Programs: list, Change: awaited}
+	if err := rep.ErrAfterText(); !errors.As(err, &nr) || !errors.As(err, &cp) ||
+		err.Error() != "not running: hermes (FATAL); release change: restored data awaits runtime IMAGE" {
+		t.Errorf("ErrAfterText() = %v, want not running and the brief change", err)
+	}
+	// A change without a brief form is named in full after Text too.
+	rep = &StatusReport{Programs: list, Change: change}
+	if err := rep.ErrAfterText(); err.Error() != rep.Err().Error() {
+		t.Errorf("ErrAfterText() = %v, want Err() %v", err, rep.Err())
 	}
 }

@@ -275,7 +275,7 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // locked by a live writer) are removed.
 func WriteFile(ctx context.Context, path string, img Image, s Store) (Stats, error) {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-		return Stats{}, fmt.Errorf("write archive %s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
+		return Stats{}, fmt.Errorf("write archive %s: %w: it is %s", path, ErrNotRegular, regfile.Kind(fi.Mode()))
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Stats{}, fmt.Errorf("write archive %s: %w", path, err)
 	}

@@ -174,6 +174,7 @@ func TestWriteFileRefuses(t *testing.T) {
 		path    func(dir string) string
 		cancel  bool // the context is done (Ctrl-C)
 		wantErr error
+		wantMsg string // in the error, when set
 	}{
 		{name: "cancelled", cancel: true, wantErr: context.Canceled},
 		{name: "missing layer", damage: func(t *testing.T, s Dir, img Image) {
@@ -192,11 +193,11 @@ func TestWriteFileRefuses(t *testing.T) {
 		{name: "directory at path", path: func(dir string) string {
 			os.Mkdir(filepath.Join(dir, "d.tar"), 0o755)
 			return filepath.Join(dir, "d.tar")
-		}, wantErr: ErrNotRegular},
+		}, wantErr: ErrNotRegular, wantMsg: "d.tar: not a regular file: it is a directory"},
 		{name: "symlink at path", path: func(dir string) string {
 			os.Symlink("elsewhere.tar", filepath.Join(dir, "l.tar"))
 			return filepath.Join(dir, "l.tar")
-		}, wantErr: ErrNotRegular},
+		}, wantErr: ErrNotRegular, wantMsg: "l.tar: not a regular file: it is a symlink"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,6 +225,9 @@ func TestWriteFileRefuses(t *testing.T) {
 			_, err = WriteFile(ctx, path, img, s)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("WriteFile() = %v, want %v", err, tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("WriteFile() = %v, want it to say %q", err, tt.wantMsg)
 			}
 			if diff := cmp.Diff(listDir(t, dir), before); diff != "" {
 				t.Errorf("directory changed by a failed WriteFile (-got +want):\n%s", diff)

@@ -129,6 +129,29 @@ func readAll(f *os.File, path string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
+// Kind names the file type of m for a message: "a regular file", "a
+// directory", "a symlink", "a FIFO", "a socket", "a character device",
+// "a block device", else "an irregular file".
+func Kind(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t == 0:
+		return "a regular file"
+	case t&fs.ModeDir != 0:
+		return "a directory"
+	case t&fs.ModeSymlink != 0:
+		return "a symlink"
+	case t&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeCharDevice != 0:
+		return "a character device"
+	case t&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "an irregular file"
+}
+
 func typeName(mode uint32) string {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFIFO:
