@@ -32,8 +32,8 @@ func TestRestoreWithoutRuntimeOfflineE2E(t *testing.T) {
 	f.stop()
 
 	r := b.hbx("restore", archive)
-	if r.code != 0 {
-		t.Fatalf("hbx restore with no runtime and no registry = %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code != 3 { // restored, not started
+		t.Fatalf("hbx restore with no runtime and no registry = %d, want 3\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("hbx restore:\n%s", r.stdout)
 	sameData(t, b, "after hbx restore", archived)
@@ -161,7 +161,7 @@ func TestRestoreFromUnusableImageE2E(t *testing.T) {
 		{notImage, "not a tar file", ""},
 		{emptyDir, "not an OCI image layout", ""},
 		{archive, "not a tar file", ""},
-		{versionImage(t, "2.0.0").Dir, "no blob " + strings.SplitN(ref, "@", 2)[1], ""}, // another release
+		{versionImage(t, "2.0.0").Dir, "but the archive's image is " + strings.SplitN(ref, "@", 2)[1], ""}, // another release
 		// The right image, read too slowly: the install's deadline is
 		// not "the registry is away" either.
 		{image, "install deadline passed", "install:\n  timeout: 1ms\n  min_rate: 0\n"},
@@ -200,7 +200,7 @@ func TestInstallFromOtherReleaseAwaitingE2E(t *testing.T) {
 	must(t, os.RemoveAll(b.runtimeDir))
 	f.stop()
 	r := b.hbx("restore", archive)
-	if r.code != 0 || !strings.Contains(r.stdout, "NOT started") {
+	if r.code != 3 || !strings.Contains(r.stdout, "NOT started") {
 		t.Fatalf("hbx restore = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	cfg := readFile(t, b.config)
