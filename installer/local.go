@@ -151,9 +151,9 @@ func openLayout(dir string, index digest.Digest) (_ *localSource, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if l.ref, err = layout.NewReaderWithRoot(root).NewIndexReference(dir, i); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
+	// Only for Reference: nil when the library's syntax (DIR:IMAGE)
+	// cannot name dir, one with a colon; nothing is read through it.
+	l.ref, _ = layout.NewReaderWithRoot(root).NewIndexReference(dir, i)
 	return l, nil
 }
 
@@ -318,13 +318,9 @@ func openArchive(file string, index digest.Digest) (_ *localSource, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	image, err := l.imageName(i)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if l.ref, err = ociarchive.NewReference(file, image); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
+	// Only for Reference, as for a layout: nil when the library cannot
+	// name file (a colon in it) or the image.
+	l.ref, _ = ociarchive.NewReference(file, l.imageName(i))
 	return l, nil
 }
 
@@ -416,29 +412,33 @@ func regularEntry(h *tar.Header) error {
 
 // imageName returns the image name (org.opencontainers.image.ref.name)
 // the library's reference names the archive by: index.json's entry i's,
-// "" when index.json lists one image.
-func (l *localSource) imageName(i int) (string, error) {
+// "" when index.json lists one image or names none. Every document is
+// read by digest, so an archive whose entries are unnamed is not refused.
+func (l *localSource) imageName(i int) string {
 	b, err := l.readSmall(v1.ImageIndexFile)
 	if err != nil {
-		return "", err
+		return ""
 	}
 	var idx v1.Index
 	_ = json.Unmarshal(b, &idx) // check parsed it
-	if len(idx.Manifests) == 1 {
-		return "", nil
+	if len(idx.Manifests) <= 1 {
+		return ""
 	}
 	if n := idx.Manifests[i].Annotations[v1.AnnotationRefName]; n != "" {
-		return n, nil
+		return n
 	}
 	for _, d := range idx.Manifests {
 		if n := d.Annotations[v1.AnnotationRefName]; n != "" {
-			return n, nil
+			return n
 		}
 	}
-	return "", fmt.Errorf("%w: %s lists %d images, none named (%s)", ErrLocalImage, v1.ImageIndexFile, len(idx.Manifests), v1.AnnotationRefName)
+	return ""
 }
 
-// Reference returns the library's reference of the layout or archive.
+// Reference returns the library's reference of the layout or archive,
+// nil when the library's syntax cannot name it (a path with a colon).
+// hbx reads nothing through it (registryHost names a local image
+// without it).
 func (l *localSource) Reference() types.ImageReference { return l.ref }
 
 // Close closes the layout's root or the archive file.

@@ -383,3 +383,43 @@ func TestInstallFromSkopeoShapes(t *testing.T) {
 		t.Fatalf("Install(From archive, unnamed entry) = %v", err)
 	}
 }
+
+// TestInstallFromPathWithColon: a local image whose path holds a colon (a
+// file named by its time, executor:1.2.tar) is read as any other: the
+// image library's reference syntax (PATH:IMAGE) has no say in where hbx
+// reads, and an index.json listing several unnamed images is no reason
+// to refuse the archive either, since every document is read by digest.
+func TestInstallFromPathWithColon(t *testing.T) {
+	e := newLocalEnv(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	layout := filepath.Join(dir, "executor:2026-12-01T10:00")
+	if err := os.Rename(e.layout, layout); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, "executor:1.2.tar")
+	tarDir(t, layout, archive)
+	// Two unnamed images in index.json, the wanted one second.
+	twice := filepath.Join(t.TempDir(), "layout")
+	writeLayout(t, twice, e.reg, e.p)
+	var one digest.Digest
+	for _, d := range e.p.manifests {
+		one = d
+	}
+	idx := v1.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: v1.MediaTypeImageIndex, Manifests: []v1.Descriptor{
+		{MediaType: v1.MediaTypeImageManifest, Digest: one, Size: int64(len(e.reg.manifests[one.String()].body))},
+		{MediaType: v1.MediaTypeImageIndex, Digest: e.p.index, Size: int64(len(e.reg.manifests[e.p.index.String()].body))},
+	}}
+	ib, _ := json.Marshal(idx)
+	writeFiles(t, twice, map[string]string{v1.ImageIndexFile: string(ib)})
+	unnamed := filepath.Join(t.TempDir(), "unnamed.tar")
+	tarDir(t, twice, unnamed)
+	for _, from := range []string{layout, archive, unnamed} {
+		res, err := Install(ctx, e.opts(e.p, func(o *Options) {
+			o.RuntimeDir, o.From = filepath.Join(t.TempDir(), "runtime"), from
+		}))
+		if err != nil || !res.Changed {
+			t.Errorf("Install(From %s) = %+v, %v; want it installed", from, res, err)
+		}
+	}
+}
