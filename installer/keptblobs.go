@@ -33,10 +33,12 @@ func verifyKept(ctx context.Context, opts Options, ref reference.Canonical, plat
 	cache := blobCache{dir: filepath.Join(opts.RuntimeDir, release.BlobsDir)}
 	m := cur.Meta
 	missing := 0
+	seen := map[digest.Digest]bool{} // a blob named twice (index and manifest of a single manifest, a repeated layer) is one
 	for _, d := range append([]digest.Digest{m.IndexDigest, m.ManifestDigest, m.ConfigDigest}, m.Layers...) {
-		if d.Validate() == nil && !cache.has(d, 0) {
+		if d.Validate() == nil && !seen[d] && !cache.has(d, 0) {
 			missing++
 		}
+		seen[d] = true
 	}
 	if missing == 0 {
 		return res, nil
@@ -82,7 +84,7 @@ func fetchKept(ctx context.Context, opts Options, ref reference.Canonical, plat 
 	var size int64
 	for _, l := range r.Manifest.Layers {
 		layers = append(layers, l.Digest)
-		if !cache.has(l.Digest, l.Size) {
+		if !cache.has(l.Digest, l.Size) && !slices.ContainsFunc(missing, func(x v1.Descriptor) bool { return x.Digest == l.Digest }) {
 			missing = append(missing, l)
 			size += l.Size
 		}

@@ -204,3 +204,34 @@ func TestVerifyFetchesMissingKeptBlobs(t *testing.T) {
 		t.Errorf("the repair left %s/: %v", release.ScratchDir, err)
 	}
 }
+
+// TestVerifyCountsEachKeptBlobOnce: an image whose manifest names one
+// layer blob twice (two identical layers) has that blob once in the
+// store; --verify over it damaged fetches it once and says so (Refetched
+// and Fetched count blobs, not the manifest's mentions of them).
+func TestVerifyCountsEachKeptBlobOnce(t *testing.T) {
+	e := newEnv(t)
+	parts := goodParts(hostPlat)
+	parts.layers = append(parts.layers, parts.layers[1])
+	p := e.reg.publish(t, "executor", parts)
+	if _, err := Install(context.Background(), e.opts(p, func(o *Options) { o.KeepBlobs = true })); err != nil {
+		t.Fatal(err)
+	}
+	app := e.reg.published(t, p, 1)
+	if e.reg.published(t, p, 2).Digest != app.Digest {
+		t.Fatal("the test image's last two layers differ")
+	}
+	damage(t, e.runtime, app.Digest)
+	requests := e.reg.blobRequests()
+	res, err := Install(context.Background(), e.opts(p, func(o *Options) { o.KeepBlobs, o.Verify = true, true }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Refetched != 1 || res.Fetched != 1 || res.FetchedBytes != app.Size || !strings.Contains(res.Reason, "fetched 1 missing") {
+		t.Errorf("Install(Verify) over the damaged twice-named layer: Refetched %d, Fetched %d (%d bytes), reason %q; want 1, 1 (%d bytes)",
+			res.Refetched, res.Fetched, res.FetchedBytes, res.Reason, app.Size)
+	}
+	if n := e.reg.blobRequests() - requests; n != 2 {
+		t.Errorf("repair made %d blob requests, want 2 (the config resolve reads, the layer once)", n)
+	}
+}
