@@ -79,7 +79,8 @@ type Options struct {
 	// PlatformDigest, every blob its digest and size, every layer its
 	// diff_id, and the blobs go through the same store. Registry is
 	// unused and no network request is made. A warm install, or one that
-	// reuses previous, does not read it. Errors: ErrLocalImage (missing,
+	// reuses a published release, does not read it, but for Verify with
+	// KeepBlobs fetching the kept blobs the store lacks from it. Errors: ErrLocalImage (missing,
 	// not a layout, truncated archive, no blob for the index or a
 	// manifest or layer), ErrDigestMismatch (bytes that differ), as from
 	// a registry; nothing is activated.
