@@ -26,16 +26,24 @@ type ExportResult struct {
 }
 
 // verifyHint is how to fetch the active release's blobs again, with or
-// without the registry.
-const verifyHint = "run hbx install --verify to fetch them again (or hbx install --verify --from FILE offline)"
+// without the registry; verifyOneHint for one blob.
+const (
+	verifyHint    = "run hbx install --verify to fetch them again (or hbx install --verify --from FILE offline)"
+	verifyOneHint = "run hbx install --verify to fetch it again (or hbx install --verify --from FILE offline)"
+)
 
 // keepBlobsHint says how to get back the blobs of the active release:
-// verifyHint, after turning install.keep_blobs on when keep is off.
-func keepBlobsHint(keep bool) string {
+// verifyHint, after turning install.keep_blobs on when keep is off
+// (--verify fetches kept blobs again only with it on).
+func keepBlobsHint(keep bool) string { return withKeepBlobs(keep, verifyHint) }
+
+// withKeepBlobs is hint, after turning install.keep_blobs on when keep is
+// off.
+func withKeepBlobs(keep bool, hint string) string {
 	if keep {
-		return verifyHint
+		return hint
 	}
-	return "install.keep_blobs keeps the active release's blobs: set install.keep_blobs: true and " + verifyHint
+	return "install.keep_blobs keeps the active release's blobs: set install.keep_blobs: true and " + hint
 }
 
 // Export writes the active release's image as an OCI archive
@@ -51,7 +59,7 @@ func keepBlobsHint(keep bool) string {
 // missing from the store (install.keep_blobs off, or removed) or one that
 // fails its digest is an error naming it and how to fetch it again (hbx
 // install --verify, --from FILE offline; turning install.keep_blobs on
-// first only when it is off).
+// first only when it is off, missing or damaged).
 func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *ExportResult, err error) {
 	dir := b.Config.Executor.RuntimeDir
 	cur, err := release.Current(dir)
@@ -162,7 +170,7 @@ func blobError(err error, keep bool) error {
 	case errors.Is(err, ociarchive.ErrMissing):
 		return fmt.Errorf("%w; %s", err, keepBlobsHint(keep))
 	case errors.Is(err, ociarchive.ErrDigestMismatch):
-		return fmt.Errorf("%w; run hbx install --verify to fetch it again (or hbx install --verify --from FILE offline)", err)
+		return fmt.Errorf("%w; %s", err, withKeepBlobs(keep, verifyOneHint))
 	}
 	return err
 }

@@ -134,6 +134,26 @@ func TestExport(t *testing.T) {
 	b.Config.Install.KeepBlobs = false
 	os.WriteFile(layer, saved, 0o600)
 
+	// A damaged layer: --verify fetches it again only with
+	// install.keep_blobs on, so with it off the hint asks for it first.
+	bad := append([]byte(nil), saved...)
+	bad[0] ^= 0xff
+	os.WriteFile(layer, bad, 0o600)
+	_, err = b.Export(context.Background(), out, nil)
+	absent("layer damaged", err, m.Layers[1].String(), "set install.keep_blobs: true and run hbx install --verify",
+		"hbx install --verify --from FILE offline")
+	if !errors.Is(err, ociarchive.ErrDigestMismatch) {
+		t.Errorf("Export(layer damaged) = %v, want ErrDigestMismatch", err)
+	}
+	b.Config.Install.KeepBlobs = true
+	_, err = b.Export(context.Background(), out, nil)
+	absent("layer damaged, keep_blobs on", err, "run hbx install --verify to fetch it again (or hbx install --verify --from FILE offline)")
+	if strings.Contains(err.Error(), "keep_blobs") {
+		t.Errorf("Export(layer damaged, keep_blobs on) = %v, want no keep_blobs advice", err)
+	}
+	b.Config.Install.KeepBlobs = false
+	os.WriteFile(layer, saved, 0o600)
+
 	m.Layers[0], m.Layers[1] = m.Layers[1], m.Layers[0]
 	relJSON, _ := json.Marshal(m)
 	cur, _ := release.Current(b.Config.Executor.RuntimeDir)
