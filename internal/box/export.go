@@ -157,7 +157,11 @@ func checkKept(store ociarchive.Dir, m release.Meta, keep bool) error {
 	}
 	more := ""
 	if len(missing) > 1 {
-		more = fmt.Sprintf(" (and %d more of its %d)", len(missing)-1, len(all))
+		distinct := map[digest.Digest]bool{} // a repeated layer, the index that is the manifest: one blob
+		for _, b := range all {
+			distinct[b.d] = true
+		}
+		more = fmt.Sprintf(" (and %d more of its %d)", len(missing)-1, len(distinct))
 	}
 	return fmt.Errorf("the active release's %s %s is %w from the blob store %s%s; %s",
 		missing[0].what, missing[0].d, ociarchive.ErrMissing, store, more, keepBlobsHint(keep))

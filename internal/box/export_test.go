@@ -154,9 +154,20 @@ func TestExport(t *testing.T) {
 	b.Config.Install.KeepBlobs = false
 	os.WriteFile(layer, saved, 0o600)
 
+	// Every blob missing, of a release naming a layer twice: counted once.
+	blobs := filepath.Join(b.Config.Executor.RuntimeDir, release.BlobsDir)
+	os.Rename(blobs, blobs+".away")
+	twice := m
+	twice.Layers = append([]digest.Digest{m.Layers[0]}, m.Layers...)
+	twiceJSON, _ := json.Marshal(twice)
+	cur, _ := release.Current(b.Config.Executor.RuntimeDir)
+	os.WriteFile(filepath.Join(cur.Dir, release.MetaFile), twiceJSON, 0o644)
+	_, err = b.Export(context.Background(), out, nil)
+	absent("every blob missing", err, "index "+m.IndexDigest.String()+" is missing", "(and 4 more of its 5)")
+	os.Rename(blobs+".away", blobs)
+
 	m.Layers[0], m.Layers[1] = m.Layers[1], m.Layers[0]
 	relJSON, _ := json.Marshal(m)
-	cur, _ := release.Current(b.Config.Executor.RuntimeDir)
 	os.WriteFile(filepath.Join(cur.Dir, release.MetaFile), relJSON, 0o644)
 	_, err = b.Export(context.Background(), out, nil)
 	absent("layers disagree", err, "names other blobs than release.json records")
