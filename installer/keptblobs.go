@@ -13,6 +13,7 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/docker/reference"
 
+	"github.com/hermesbox/hbx/internal/units"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -52,7 +53,7 @@ func verifyKept(ctx context.Context, opts Options, ref reference.Canonical, plat
 		return nil, fmt.Errorf("fetch the active release's kept blobs: %w", err)
 	}
 	res.Refetched = missing
-	res.Reason = fmt.Sprintf("active release matches; fetched %d missing or damaged kept blobs", missing)
+	res.Reason = "active release matches; fetched " + units.Count(missing, "missing or damaged kept blob", "missing or damaged kept blobs")
 	return res, nil
 }
 

@@ -227,7 +227,7 @@ func TestVerifyCountsEachKeptBlobOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Refetched != 1 || res.Fetched != 1 || res.FetchedBytes != app.Size || !strings.Contains(res.Reason, "fetched 1 missing") {
+	if res.Refetched != 1 || res.Fetched != 1 || res.FetchedBytes != app.Size || !strings.HasSuffix(res.Reason, "fetched 1 missing or damaged kept blob") {
 		t.Errorf("Install(Verify) over the damaged twice-named layer: Refetched %d, Fetched %d (%d bytes), reason %q; want 1, 1 (%d bytes)",
 			res.Refetched, res.Fetched, res.FetchedBytes, res.Reason, app.Size)
 	}
