@@ -130,12 +130,12 @@ func ParseReference(s string) (reference.Canonical, error) {
 // Install makes the configured release the active one, or confirms it
 // already is. See the package doc for what it guarantees.
 func Install(ctx context.Context, opts Options) (res *Result, err error) {
+	start := time.Now()
 	defer func() {
 		if res != nil {
-			res.From = opts.From
+			res.From, res.Duration = opts.From, time.Since(start)
 		}
 	}()
-	start := time.Now()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -168,7 +168,6 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 				return nil, err
 			}
 		}
-		res.Duration = time.Since(start)
 		return res, nil
 	}
 	if opts.KeepRelease && cur != nil && cur.Meta.Matches(ref.Digest(), plat.String(), opts.PlatformDigest) != nil {
@@ -178,16 +177,13 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 	// it after a release change, or an upgrade staged it): it is complete
 	// on disk, so reuse it in place.
 	if res, err := reusePublished(opts, ref.Digest(), plat.String(), reason, log, prog); res != nil || err != nil {
-		if res != nil {
-			res.Duration = time.Since(start)
-		}
 		return res, err
 	}
 	log.Info("installing", "image", opts.Image, "platform", plat.String(), "reason", reason)
 	if res, err = installCold(ctx, opts, ref, plat, log, prog, cur); err != nil {
 		return nil, err
 	}
-	res.Reason, res.Changed, res.Duration = reason, true, time.Since(start)
+	res.Reason, res.Changed = reason, true
 	return res, nil
 }
 
