@@ -297,16 +297,33 @@ func TestRestoreWithoutRuntimeInstallOnStartE2E(t *testing.T) {
 	if r := b.hbx("restore", archive); r.code != 3 {
 		t.Fatalf("hbx restore = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	cfg := readFile(t, b.config)
+	// The registry still away: hbx supervise with install_on_start cannot
+	// install it and refuses, saying it starts nothing (not "anyway").
+	writeFile(t, b.config, strings.Replace(cfg, "executor:\n", "executor:\n  install_on_start: true\n", 1), 0o600)
+	s := startSupervise(t, b, socket, dir)
+	select {
+	case err := <-s.exited:
+		log := readFile(t, s.log)
+		if err == nil || !strings.Contains(log, "not starting the programs") || strings.Contains(log, "starting the programs anyway") || !strings.Contains(log, ref) {
+			t.Errorf("hbx supervise with install_on_start, registry away = %v, log:\n%s\nwant a refusal naming %s that says it starts nothing", err, log, ref)
+		}
+	case <-time.After(slow(t, 120*time.Second)):
+		t.Fatalf("hbx supervise with install_on_start did not refuse while the registry is away")
+	}
+	if ph, _ := restoreJournal(t, b); ph != "not-started" {
+		t.Errorf("journal after the refused hbx supervise: phase %q, want not-started", ph)
+	}
+	writeFile(t, b.config, cfg, 0o600)
 	f.start()
 	// Another release may not be installed on the data.
-	cfg := readFile(t, b.config)
 	other := ref[:strings.Index(ref, "@")] + "@sha256:" + strings.Repeat("0", 64)
 	writeFile(t, b.config, strings.Replace(cfg, ref, other, 1), 0o600)
 	if r := b.hbx("install"); r.code == 0 || !strings.Contains(r.stderr, ref) {
 		t.Errorf("hbx install of another image = %d: %s; want a refusal naming %s", r.code, r.stderr, ref)
 	}
 	writeFile(t, b.config, strings.Replace(cfg, "executor:\n", "executor:\n  install_on_start: true\n", 1), 0o600)
-	s := startSupervise(t, b, socket, dir)
+	s = startSupervise(t, b, socket, dir)
 	healthyAt(t, b.port, 90*time.Second)
 	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 	sameData(t, b, "under hbx supervise with install_on_start", archived)
