@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -403,5 +404,50 @@ func TestRestoreWithoutRuntimeSupervisedE2E(t *testing.T) {
 	}
 	if got := b.activeVersion(); got != "2.0.0" {
 		t.Errorf("active version %q, want 2.0.0", got)
+	}
+}
+
+// TestRestorePlainTarWithoutRuntimeE2E is issue 17's first example: a
+// plain `tar -czf` of the data restored on a box with no runtime and no
+// registry. The data comes back with nothing started (exit 3) and waits
+// for the configured release; with the registry back, hbx install then
+// hbx supervise come up healthy on it and finish the restore.
+func TestRestorePlainTarWithoutRuntimeE2E(t *testing.T) {
+	requireE2E(t)
+	b, f, ref, _, socket, dir, _ := withoutRuntimeBox(t)
+	archived := map[string][]byte{"secret.key": tartest.PseudoRandom(32, 3), "data.db": tartest.PseudoRandom(1<<20, 4)}
+	src := t.TempDir()
+	for n, c := range archived {
+		writeFile(t, filepath.Join(src, n), string(c), 0o600)
+	}
+	plain := filepath.Join(t.TempDir(), "data.tar.gz")
+	if out, err := exec.Command("tar", "-czf", plain, "-C", src, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar -czf: %v\n%s", err, out)
+	}
+	must(t, os.RemoveAll(b.runtimeDir))
+	f.stop()
+
+	r := b.hbx("restore", plain)
+	if r.code != 3 || !strings.Contains(r.stdout, "NOT started") || !strings.Contains(r.stdout, ref) {
+		t.Fatalf("hbx restore of a plain tar, no runtime, no registry = %d\n%s%s; want 3 (done, not running) naming %s", r.code, r.stdout, r.stderr, ref)
+	}
+	sameData(t, b, "after hbx restore", archived)
+	if ph, img := restoreJournal(t, b); ph != "not-started" || img != ref {
+		t.Errorf("journal after hbx restore: phase %q awaiting %q; want not-started, %s", ph, img, ref)
+	}
+
+	f.start()
+	if r := b.hbx("install"); r.code != 0 {
+		t.Fatalf("hbx install with the registry back = %d\n%s", r.code, r.stderr)
+	}
+	startSupervise(t, b, socket, dir)
+	healthyAt(t, b.port, 60*time.Second)
+	sameData(t, b, "under hbx supervise", archived)
+	deadline := time.Now().Add(slow(t, 30*time.Second))
+	for ph, _ := restoreJournal(t, b); ph != ""; ph, _ = restoreJournal(t, b) {
+		if time.Now().After(deadline) {
+			t.Fatalf("restore journal still in phase %q under a healthy hbx supervise", ph)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
