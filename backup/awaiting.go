@@ -24,12 +24,19 @@ type AwaitedError struct {
 	Archive  string    // the archive restored
 	Image    string    // the archive's image, name:tag@sha256:...
 	Restored time.Time // when the restore began
+	// Configured: the archive names no release (a plain tar): Image is
+	// the configured one it was restored for.
+	Configured bool
 }
 
 // Error names the image needed and what to run, in one line.
 func (e *AwaitedError) Error() string {
-	return fmt.Sprintf("%v: %s, which wrote the data restored from %s (%s), is not installed: %s (journal %s)",
-		ErrRuntimeAwaited, e.Image, e.Archive, e.Restored.Format(time.RFC3339), NextSteps(e.Image), e.Journal)
+	which := "which wrote"
+	if e.Configured {
+		which = "the configured release (the archive names none), awaited by"
+	}
+	return fmt.Sprintf("%v: %s, %s the data restored from %s (%s), is not installed: %s (journal %s)",
+		ErrRuntimeAwaited, e.Image, which, e.Archive, e.Restored.Format(time.RFC3339), NextSteps(e.Image), e.Journal)
 }
 
 // NextSteps is what to run, in one line, on data restored without its
@@ -67,7 +74,7 @@ func AwaitedRuntime(dataDir, runtimeDir string) error {
 	if j == nil || j.Phase != phaseNotStarted || j.Awaiting == nil || awaitMet(runtimeDir, j.Awaiting) {
 		return nil
 	}
-	return &AwaitedError{Journal: journalPath(dataDir), Archive: j.Archive, Image: j.Awaiting.Image, Restored: j.Started}
+	return &AwaitedError{Journal: journalPath(dataDir), Archive: j.Archive, Image: j.Awaiting.Image, Restored: j.Started, Configured: j.Awaiting.Configured}
 }
 
 // awaitMet reports whether a's release is the active one in runtimeDir
@@ -175,7 +182,7 @@ func (r *restoreRun) awaited() *journalAwait {
 	if r.opts.Image == "" {
 		return nil
 	}
-	a := &journalAwait{Image: r.opts.Image, Platform: r.opts.Platform}
+	a := &journalAwait{Image: r.opts.Image, Platform: r.opts.Platform, Configured: true}
 	if _, d, ok := strings.Cut(r.opts.Image, "@"); ok {
 		a.Index = digest.Digest(d)
 	}

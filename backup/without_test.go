@@ -402,9 +402,13 @@ func TestRestorePlainArchiveWithoutRuntime(t *testing.T) {
 				t.Errorf("db after Restore = %q, %v; want the archived one", got, err)
 			}
 			j, err := readJournal(b.data)
-			want := &journalAwait{Image: image, Index: archIndex, Platform: "linux/amd64", Manifest: archManifest}
+			want := &journalAwait{Image: image, Index: archIndex, Platform: "linux/amd64", Manifest: archManifest, Configured: true}
 			if err != nil || j == nil || j.Phase != phaseNotStarted || !cmp.Equal(j.Awaiting, want) {
 				t.Fatalf("journal = %+v, %v; want phase %q awaiting %+v", j, err, phaseNotStarted, want)
+			}
+			// The message does not say the configured release wrote it.
+			if err := AwaitedRuntime(b.data, b.runtime); err == nil || strings.Contains(err.Error(), "which wrote") || !strings.Contains(err.Error(), "the configured release (the archive names none), awaited by the data restored from "+plain) {
+				t.Errorf("AwaitedRuntime() = %v; want it to name %s as the configured release awaited by %s", err, image, plain)
 			}
 			if cfg.image != image || cfg.manifest != archManifest {
 				t.Errorf("config pin = %s %s, want the configured %s %s kept", cfg.image, cfg.manifest, image, archManifest)
