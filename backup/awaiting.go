@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+
 	"github.com/hermesbox/hbx/internal/keptcopy"
 	"github.com/hermesbox/hbx/release"
 )
@@ -22,12 +24,19 @@ type AwaitedError struct {
 	Archive  string    // the archive restored
 	Image    string    // the archive's image, name:tag@sha256:...
 	Restored time.Time // when the restore began
+	// Configured: the archive names no release (a plain tar): Image is
+	// the configured one it was restored for.
+	Configured bool
 }
 
 // Error names the image needed and what to run, in one line.
 func (e *AwaitedError) Error() string {
-	return fmt.Sprintf("%v: %s, which wrote the data restored from %s (%s), is not installed: %s (journal %s)",
-		ErrRuntimeAwaited, e.Image, e.Archive, e.Restored.Format(time.RFC3339), NextSteps(e.Image), e.Journal)
+	which := "which wrote"
+	if e.Configured {
+		which = "the configured release (the archive names none), awaited by"
+	}
+	return fmt.Sprintf("%v: %s, %s the data restored from %s (%s), is not installed: %s (journal %s)",
+		ErrRuntimeAwaited, e.Image, which, e.Archive, e.Restored.Format(time.RFC3339), NextSteps(e.Image), e.Journal)
 }
 
 // NextSteps is what to run, in one line, on data restored without its
@@ -65,7 +74,7 @@ func AwaitedRuntime(dataDir, runtimeDir string) error {
 	if j == nil || j.Phase != phaseNotStarted || j.Awaiting == nil || awaitMet(runtimeDir, j.Awaiting) {
 		return nil
 	}
-	return &AwaitedError{Journal: journalPath(dataDir), Archive: j.Archive, Image: j.Awaiting.Image, Restored: j.Started}
+	return &AwaitedError{Journal: journalPath(dataDir), Archive: j.Archive, Image: j.Awaiting.Image, Restored: j.Started, Configured: j.Awaiting.Configured}
 }
 
 // awaitMet reports whether a's release is the active one in runtimeDir
@@ -152,7 +161,7 @@ func awaitPinned(o recoverOptions, j *journal) error {
 // RestoreOptions.WithoutRuntime asks for it or no runtime was active (no
 // program ran on the data, so leaving them stopped loses nothing).
 func (r *restoreRun) mayGoWithout(err error) bool {
-	if !errors.Is(err, ErrRuntimeUnavailable) || r.m == nil || r.m.Image == "" || r.j.Runtime == nil {
+	if !errors.Is(err, ErrRuntimeUnavailable) || r.awaited() == nil || r.j.Runtime == nil {
 		return false
 	}
 	jr := r.j.Runtime
@@ -162,13 +171,37 @@ func (r *restoreRun) mayGoWithout(err error) bool {
 	return r.opts.WithoutRuntime || jr.PriorImage == ""
 }
 
+// awaited is the release the restored data is to wait for: the
+// archive's, or the configured one when the archive names none (a plain
+// tar, restored for the configured release, which Runtime was asked
+// for); nil when neither is known.
+func (r *restoreRun) awaited() *journalAwait {
+	if m := r.m; m != nil && m.Image != "" {
+		return &journalAwait{Image: m.Image, Index: m.IndexDigest, Platform: m.Platform, Manifest: m.ManifestDigest}
+	}
+	if r.opts.Image == "" {
+		return nil
+	}
+	a := &journalAwait{Image: r.opts.Image, Platform: r.opts.Platform, Configured: true}
+	if _, d, ok := strings.Cut(r.opts.Image, "@"); ok {
+		a.Index = digest.Digest(d)
+	}
+	if r.opts.Config != nil {
+		if img, man, err := r.opts.Config.Pinned(); err == nil && img == r.opts.Image {
+			a.Manifest = man
+		}
+	}
+	return a
+}
+
 // goWithout records that the restore goes on without the archive's
 // runtime: the journal keeps the release change (so an interrupt before
 // the swap is undone as before), and the note says what happened.
 func (r *restoreRun) goWithout(err error) {
 	r.without = true
-	r.log.Warn("the archive's runtime cannot be installed; restoring the data with the programs left stopped", "image", r.m.Image, "err", err)
-	r.res.WithoutRuntime, r.res.NotStartedBecause, r.res.NextSteps = r.m.Image, err.Error(), NextSteps(r.m.Image)
+	image := r.awaited().Image
+	r.log.Warn("the archive's runtime cannot be installed; restoring the data with the programs left stopped", "image", image, "err", err)
+	r.res.WithoutRuntime, r.res.NotStartedBecause, r.res.NextSteps = image, err.Error(), NextSteps(image)
 }
 
 // finish ends a restore from the pin on: startAndCheck and commit, or
@@ -189,13 +222,12 @@ func (r *restoreRun) finish(ctx context.Context) error {
 // release that is not active), and the pre-restore copies stay until the
 // restore finishes.
 func (r *restoreRun) leaveStopped() error {
-	m := r.m
 	r.j.Phase, r.j.Prior = phaseNotStarted, nil // this restore's data replaces a prior one's
-	r.j.Awaiting = &journalAwait{Image: m.Image, Index: m.IndexDigest, Platform: m.Platform, Manifest: m.ManifestDigest}
+	r.j.Awaiting = r.awaited()
 	if err := r.j.write(r.opts.DataDir); err != nil {
 		return r.undoNow(err)
 	}
-	r.prog.Event(Event{Kind: EventNotStarted, Detail: m.Image})
+	r.prog.Event(Event{Kind: EventNotStarted, Detail: r.j.Awaiting.Image})
 	if err := r.release(); err != nil {
 		r.res.Notes = append(r.res.Notes, fmt.Sprintf("release the programs' hold: %v", err))
 	}

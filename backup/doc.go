@@ -146,7 +146,8 @@
 //     one still does, the journal is left for the next hbx supervise and
 //     the error says so.
 //   - Restore without a runtime: when installing the archive's runtime
-//     fails with ErrRuntimeUnavailable (the image could not be had: no
+//     (a plain archive's: the configured RestoreOptions.Image, which its
+//     data then waits for) fails with ErrRuntimeUnavailable (the image could not be had: no
 //     network, the registry down or without it; the Runtime decides,
 //     internal/box from the installer's error, and never for an install
 //     from a file the operator named, hbx restore --from) and no

@@ -86,6 +86,9 @@ type journalAwait struct {
 	Index    digest.Digest `json:"index_digest,omitempty"`
 	Platform string        `json:"platform,omitempty"`
 	Manifest digest.Digest `json:"manifest_digest,omitempty"`
+	// Configured: the archive names no release (a plain tar), so this is
+	// the configured one it was restored for, not one that wrote it.
+	Configured bool `json:"configured,omitempty"`
 }
 
 // journalRoot is one restored directory.

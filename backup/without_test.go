@@ -357,3 +357,79 @@ func TestRecoverRefusesTamperedAwaited(t *testing.T) {
 		})
 	}
 }
+
+// TestRestorePlainArchiveWithoutRuntime is issue 17's case: a plain
+// `tar -czf` archive (no manifest naming a release) on a box with no
+// runtime whose registry cannot be reached. The data is restored with
+// nothing started, awaiting the configured release (the one the
+// archive is restored for); with another release active, the refusal
+// names --without-runtime, and that flag then restores it the same way.
+func TestRestorePlainArchiveWithoutRuntime(t *testing.T) {
+	for _, active := range []bool{false, true} {
+		t.Run(fmt.Sprintf("active=%v", active), func(t *testing.T) {
+			b := newBox(t)
+			write(t, b.data, "db 0600 archived database")
+			plain := filepath.Join(t.TempDir(), "data.tar.gz")
+			sh(t, `tar -czf "$T" -C "$D" .`, "T="+plain, "D="+b.data)
+			must(t, os.RemoveAll(b.data))
+			must(t, os.Mkdir(b.data, 0o700))
+			write(t, b.data, "db 0600 live database")
+			image := b.options().Image
+			if active {
+				fakeActive(t, b.runtime, priorImage, "linux/amd64", digest.FromString("prior manifest"))
+			}
+			// The configured image (Install's "") cannot be fetched; the
+			// active one re-activates (undo).
+			rt := configuredUnavailable{}
+			cfg := &pinRecorder{image: image, manifest: archManifest}
+			opts := b.restoreOptions(plain)
+			opts.Runtime, opts.Config, opts.Image, opts.Platform = rt, cfg, image, "linux/amd64"
+			if active {
+				_, err := Restore(context.Background(), opts)
+				if err == nil || !strings.Contains(err.Error(), "--without-runtime") {
+					t.Fatalf("Restore() over another release = %v; want a refusal naming --without-runtime", err)
+				}
+				opts.WithoutRuntime = true
+			}
+			res, err := Restore(context.Background(), opts)
+			if err != nil {
+				t.Fatalf("Restore() = %v, want the data restored without its runtime", err)
+			}
+			if res.WithoutRuntime != image || res.NextSteps != NextSteps(image) {
+				t.Errorf("result: without_runtime %q next_steps %q; want %q and its steps", res.WithoutRuntime, res.NextSteps, image)
+			}
+			if got, err := os.ReadFile(filepath.Join(b.data, "db")); err != nil || string(got) != "archived database" {
+				t.Errorf("db after Restore = %q, %v; want the archived one", got, err)
+			}
+			j, err := readJournal(b.data)
+			want := &journalAwait{Image: image, Index: archIndex, Platform: "linux/amd64", Manifest: archManifest, Configured: true}
+			if err != nil || j == nil || j.Phase != phaseNotStarted || !cmp.Equal(j.Awaiting, want) {
+				t.Fatalf("journal = %+v, %v; want phase %q awaiting %+v", j, err, phaseNotStarted, want)
+			}
+			// The message does not say the configured release wrote it.
+			if err := AwaitedRuntime(b.data, b.runtime); err == nil || strings.Contains(err.Error(), "which wrote") || !strings.Contains(err.Error(), "the configured release (the archive names none), awaited by the data restored from "+plain) {
+				t.Errorf("AwaitedRuntime() = %v; want it to name %s as the configured release awaited by %s", err, image, plain)
+			}
+			if cfg.image != image || cfg.manifest != archManifest {
+				t.Errorf("config pin = %s %s, want the configured %s %s kept", cfg.image, cfg.manifest, image, archManifest)
+			}
+			// The configured release installed: the next recovery finishes it.
+			fakeActive(t, b.runtime, image, "linux/amd64", archManifest)
+			if msg, err := Recover(context.Background(), RecoverOptions{DataDir: b.data, RuntimeDir: b.runtime}); err != nil || !strings.Contains(msg, "finished the restore") {
+				t.Errorf("Recover() with the configured release active = %q, %v; want it finished", msg, err)
+			}
+		})
+	}
+}
+
+// configuredUnavailable is a Runtime that cannot fetch the configured
+// image (Install's "": a plain archive names none) and finds any other
+// already active.
+type configuredUnavailable struct{}
+
+func (configuredUnavailable) Install(_ context.Context, image, _ string, _ digest.Digest) (bool, error) {
+	if image == "" {
+		return false, fmt.Errorf("fetch index: %w: dial tcp 127.0.0.1:5000: connect: connection refused", ErrRuntimeUnavailable)
+	}
+	return false, nil
+}

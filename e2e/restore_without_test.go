@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -297,16 +298,33 @@ func TestRestoreWithoutRuntimeInstallOnStartE2E(t *testing.T) {
 	if r := b.hbx("restore", archive); r.code != 3 {
 		t.Fatalf("hbx restore = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	cfg := readFile(t, b.config)
+	// The registry still away: hbx supervise with install_on_start cannot
+	// install it and refuses, saying it starts nothing (not "anyway").
+	writeFile(t, b.config, strings.Replace(cfg, "executor:\n", "executor:\n  install_on_start: true\n", 1), 0o600)
+	s := startSupervise(t, b, socket, dir)
+	select {
+	case err := <-s.exited:
+		log := readFile(t, s.log)
+		if err == nil || !strings.Contains(log, "not starting the programs") || strings.Contains(log, "starting the programs anyway") || !strings.Contains(log, ref) {
+			t.Errorf("hbx supervise with install_on_start, registry away = %v, log:\n%s\nwant a refusal naming %s that says it starts nothing", err, log, ref)
+		}
+	case <-time.After(slow(t, 120*time.Second)):
+		t.Fatalf("hbx supervise with install_on_start did not refuse while the registry is away")
+	}
+	if ph, _ := restoreJournal(t, b); ph != "not-started" {
+		t.Errorf("journal after the refused hbx supervise: phase %q, want not-started", ph)
+	}
+	writeFile(t, b.config, cfg, 0o600)
 	f.start()
 	// Another release may not be installed on the data.
-	cfg := readFile(t, b.config)
 	other := ref[:strings.Index(ref, "@")] + "@sha256:" + strings.Repeat("0", 64)
 	writeFile(t, b.config, strings.Replace(cfg, ref, other, 1), 0o600)
 	if r := b.hbx("install"); r.code == 0 || !strings.Contains(r.stderr, ref) {
 		t.Errorf("hbx install of another image = %d: %s; want a refusal naming %s", r.code, r.stderr, ref)
 	}
 	writeFile(t, b.config, strings.Replace(cfg, "executor:\n", "executor:\n  install_on_start: true\n", 1), 0o600)
-	s := startSupervise(t, b, socket, dir)
+	s = startSupervise(t, b, socket, dir)
 	healthyAt(t, b.port, 90*time.Second)
 	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 	sameData(t, b, "under hbx supervise with install_on_start", archived)
@@ -386,5 +404,50 @@ func TestRestoreWithoutRuntimeSupervisedE2E(t *testing.T) {
 	}
 	if got := b.activeVersion(); got != "2.0.0" {
 		t.Errorf("active version %q, want 2.0.0", got)
+	}
+}
+
+// TestRestorePlainTarWithoutRuntimeE2E is issue 17's first example: a
+// plain `tar -czf` of the data restored on a box with no runtime and no
+// registry. The data comes back with nothing started (exit 3) and waits
+// for the configured release; with the registry back, hbx install then
+// hbx supervise come up healthy on it and finish the restore.
+func TestRestorePlainTarWithoutRuntimeE2E(t *testing.T) {
+	requireE2E(t)
+	b, f, ref, _, socket, dir, _ := withoutRuntimeBox(t)
+	archived := map[string][]byte{"secret.key": tartest.PseudoRandom(32, 3), "data.db": tartest.PseudoRandom(1<<20, 4)}
+	src := t.TempDir()
+	for n, c := range archived {
+		writeFile(t, filepath.Join(src, n), string(c), 0o600)
+	}
+	plain := filepath.Join(t.TempDir(), "data.tar.gz")
+	if out, err := exec.Command("tar", "-czf", plain, "-C", src, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar -czf: %v\n%s", err, out)
+	}
+	must(t, os.RemoveAll(b.runtimeDir))
+	f.stop()
+
+	r := b.hbx("restore", plain)
+	if r.code != 3 || !strings.Contains(r.stdout, "NOT started") || !strings.Contains(r.stdout, ref) {
+		t.Fatalf("hbx restore of a plain tar, no runtime, no registry = %d\n%s%s; want 3 (done, not running) naming %s", r.code, r.stdout, r.stderr, ref)
+	}
+	sameData(t, b, "after hbx restore", archived)
+	if ph, img := restoreJournal(t, b); ph != "not-started" || img != ref {
+		t.Errorf("journal after hbx restore: phase %q awaiting %q; want not-started, %s", ph, img, ref)
+	}
+
+	f.start()
+	if r := b.hbx("install"); r.code != 0 {
+		t.Fatalf("hbx install with the registry back = %d\n%s", r.code, r.stderr)
+	}
+	startSupervise(t, b, socket, dir)
+	healthyAt(t, b.port, 60*time.Second)
+	sameData(t, b, "under hbx supervise", archived)
+	deadline := time.Now().Add(slow(t, 30*time.Second))
+	for ph, _ := restoreJournal(t, b); ph != ""; ph, _ = restoreJournal(t, b) {
+		if time.Now().After(deadline) {
+			t.Fatalf("restore journal still in phase %q under a healthy hbx supervise", ph)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

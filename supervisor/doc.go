@@ -89,7 +89,8 @@
 //   - With Options.StateDir, one supervisor per state directory (its
 //     supervisor.lock; ErrAlreadyRunning names the holder; Supervisor.Claim
 //     takes it, and the socket's lock, before Run for callers that must not act
-//     beside a running supervisor), and every
+//     beside a running supervisor; Run releases them, or Supervisor.Unclaim
+//     when such a caller refuses to start), and every
 //     process of a program inherits the program's marker file as fd 3
 //     (Program.ExtraFiles follow it). Found through /proc/*/fd, the marker
 //     makes the program's processes visible wherever they went: a stop

@@ -424,8 +424,8 @@ type claim struct {
 // (recovery before Run) calls it first. The error wraps
 // ErrAlreadyRunning, naming the holder, when another supervisor holds
 // either; nothing is changed then. Calling it again after a success does
-// nothing; what it took is released when Run returns (or the process
-// exits).
+// nothing; what it took is released when Run returns, by Unclaim, or
+// when the process exits.
 func (s *Supervisor) Claim() error {
 	if s.claim.done {
 		return nil
@@ -451,6 +451,11 @@ func (s *Supervisor) Claim() error {
 	s.claim.done = true
 	return nil
 }
+
+// Unclaim releases what Claim took, for a caller that claimed but will
+// not call Run (a start refused after Claim); Run releases it itself.
+// Calling it again, or without a claim, does nothing.
+func (s *Supervisor) Unclaim() { s.unclaim() }
 
 // unclaim releases what Claim took.
 func (s *Supervisor) unclaim() {

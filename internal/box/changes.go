@@ -58,8 +58,9 @@ func PendingChange(cfg *config.Config) error {
 	holder, held := upgrade.LockHolder(rt)
 	if r, err := backup.ReadPendingRestore(cfg.Executor.DataDir); err != nil {
 		return &ChangePendingError{msg: fmt.Sprintf("restore journal: %v", err)}
-	} else if r != nil && r.NotStarted() && !held {
-		// Restored without its runtime: status exits 3 until it runs.
+	} else if r != nil && r.NotStarted() {
+		// Restored without its runtime: status exits 3 until it runs,
+		// also while a command holds the lock (an install, a backup).
 		if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, rt); aerr != nil {
 			var ae *backup.AwaitedError
 			if errors.As(aerr, &ae) {

@@ -196,3 +196,34 @@ func TestPendingChangeReusedPID(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestPendingChangeAwaitedWhileLocked: data restored without its runtime
+// is named by PendingChange (hbx status exits 3) also while another
+// command holds the runtime directory's lock (an hbx install, backup or
+// export running meanwhile): the data still waits for its runtime.
+func TestPendingChangeAwaitedWhileLocked(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &config.Config{}
+	cfg.Executor.RuntimeDir = filepath.Join(dir, "runtime")
+	cfg.Executor.DataDir = filepath.Join(dir, "data")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(cfg.Executor.RuntimeDir, 0o755))
+	must(os.MkdirAll(cfg.Executor.DataDir, 0o700))
+	const image = "ex:v2@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	must(os.WriteFile(cfg.Executor.DataDir+".restore.json", []byte(`{"format":1,"phase":"not-started","started":"2026-12-01T10:00:00Z","pid":1,"archive":"/backups/a.tar.gz","roots":[],"awaiting":{"image":"`+image+`"}}`), 0o600))
+	if err := PendingChange(cfg); err == nil || !strings.Contains(err.Error(), image) {
+		t.Fatalf("PendingChange on data awaiting its runtime = %v, want it named", err)
+	}
+	lk, err := lock.Acquire(context.Background(), filepath.Join(cfg.Executor.RuntimeDir, upgrade.LockFile), "hbx backup", 0, nil)
+	must(err)
+	defer lk.Unlock()
+	var cp *ChangePendingError
+	if err := PendingChange(cfg); !errors.As(err, &cp) || !strings.Contains(err.Error(), image) {
+		t.Errorf("PendingChange on data awaiting its runtime, the lock held = %v; want a *ChangePendingError naming %s", err, image)
+	}
+}

@@ -288,14 +288,20 @@ func (b Box) RecoverInterruptedRestore(ctx context.Context) error {
 	opts := b.recoverOptions(nil, nil)
 	opts.InstallAwaited = b.Config.Executor.InstallOnStart
 	msg, err := backup.Recover(ctx, opts)
+	aerr := backup.AwaitedRuntime(b.Config.Executor.DataDir, b.Config.Executor.RuntimeDir)
+	awaiting := errors.Is(aerr, backup.ErrRuntimeAwaited)
 	switch {
+	case err != nil && awaiting:
+		// The awaited runtime could not be installed (or the journal
+		// names another than the pin): nothing starts, say so.
+		b.Log.Error("the restore done without its runtime could not be finished; not starting the programs", "err", err)
 	case err != nil:
 		b.Log.Error("an interrupted restore could not be recovered; starting the programs anyway", "err", err)
 	case msg != "":
 		b.Log.Warn("interrupted restore recovered", "what", msg)
 	}
-	if err := backup.AwaitedRuntime(b.Config.Executor.DataDir, b.Config.Executor.RuntimeDir); errors.Is(err, backup.ErrRuntimeAwaited) {
-		return err
+	if awaiting {
+		return aerr
 	}
 	return nil
 }

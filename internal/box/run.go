@@ -71,6 +71,9 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error
 	if err := s.Claim(); err != nil {
 		return false, fmt.Errorf("supervise: %w", err)
 	}
+	// A start refused below lets go of the claim, as a refused Run does
+	// (a held start keeps none); Run releases it itself.
+	defer s.Unclaim()
 	if err := r.RecoverRestore(ctx); err != nil {
 		return false, fmt.Errorf("supervise: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/certsdir"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -82,5 +84,38 @@ func TestInstallOnStartNoRetry(t *testing.T) {
 		if errors.Is(got, supervisor.ErrNoRetry) != tc.noRetry || got.Error() != tc.err.Error() {
 			t.Errorf("Install() = %v (no retry %v), want %v (no retry %v)", got, errors.Is(got, supervisor.ErrNoRetry), tc.err, tc.noRetry)
 		}
+	}
+}
+
+// TestSuperviseRecoverRefusalReleasesClaim: when the restore recovery
+// refuses the start (data awaiting its runtime), Supervise lets go of the
+// supervisor's locks it claimed (state directory and socket) before it
+// returns, as a refused Run does: a held start (--hold-on-error) keeps
+// none, so the hbx supervise started once the runtime is installed is
+// not refused as "already running".
+func TestSuperviseRecoverRefusalReleasesClaim(t *testing.T) {
+	dir := t.TempDir()
+	path := writeConfig(t, "supervisor:\n  socket: "+filepath.Join(dir, "hbx.sock")+"\n  log_dir: "+filepath.Join(dir, "logs")+"\nprograms:\n  executor:\n    enabled: false\n  hermes:\n    enabled: false\n  worker:\n    command: /bin/true\n")
+	cfg, _, err := config.Load(config.LoadOptions{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	refused := errors.New("the restored data awaits its runtime")
+	b := Box{Config: cfg, Log: slog.New(slog.DiscardHandler)}
+	ran, err := b.Supervise(context.Background(), SuperviseRun{StateDir: state,
+		LockData:       func(context.Context) (*datalock.Lock, error) { return nil, errors.New("no data lock without executor") },
+		RecoverRestore: func(context.Context) error { return refused }})
+	if ran || !errors.Is(err, refused) {
+		t.Fatalf("Supervise() = %v, %v; want false and the recovery's refusal", ran, err)
+	}
+	opts := SuperviseOptions(Supervise{Config: cfg, Log: b.Log})
+	opts.StateDir = state
+	s, err := supervisor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Claim(); err != nil {
+		t.Errorf("Claim() after the refused start = %v, want nil (the refused start let its locks go)", err)
 	}
 }
