@@ -52,10 +52,12 @@ func runtimeUnavailable(err error) bool {
 
 // registryUnreachable reports whether an install failed because no
 // registry answered at all: no network or name resolution, connections
-// refused, reset or timing out, the install's deadline or stall (after
-// the retries). A registry that answered (any HTTP status) was reachable.
+// refused, reset or timing out (after the retries). A registry that
+// answered (any HTTP status), or that was reached but stalled or too slow
+// for the install's deadline, was reachable: the offline hint would
+// mislead there.
 func registryUnreachable(err error) bool {
-	if !runtimeUnavailable(err) {
+	if !runtimeUnavailable(err) || errors.Is(err, installer.ErrStalled) || errors.Is(err, installer.ErrTimeout) {
 		return false
 	}
 	_, answered := errors.AsType[docker.UnexpectedHTTPStatusError](err)

@@ -51,3 +51,34 @@ func TestRuntimeUnavailable(t *testing.T) {
 		})
 	}
 }
+
+// TestOfflineHint: the "offline: --from FILE" hint ends an install or
+// upgrade error only when no registry answered at all; a registry that
+// answered, stalled or was too slow was reachable, and a --from install
+// gets no hint (TestInstallStalledRegistryE2E pins the stalled line).
+func TestOfflineHint(t *testing.T) {
+	dns := &net.DNSError{Err: "no such host", Name: "registry.example", IsNotFound: true}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	const hint = "; offline: hbx install --from FILE (see README Offline install)"
+	for _, tc := range []struct {
+		name string
+		err  error
+		from string
+		want bool
+	}{
+		{"no such host", fmt.Errorf("fetch index: %w", dns), "", true},
+		{"connection refused", fmt.Errorf("fetch index: after 4 attempts: %w", refused), "", true},
+		{"stalled", fmt.Errorf("fetch layer: after 3 attempts: %w", installer.ErrStalled), "", false},
+		{"install deadline", fmt.Errorf("install: %w", installer.ErrTimeout), "", false},
+		{"503", fmt.Errorf("fetch index: %w", docker.UnexpectedHTTPStatusError{StatusCode: 503}), "", false},
+		{"digest mismatch", fmt.Errorf("fetch manifest: %w", installer.ErrDigestMismatch), "", false},
+		{"from a file", fmt.Errorf("fetch index: %w", refused), "/media/usb/executor.tar", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := OfflineHint(tc.err, tc.from, "hbx install").Error()
+			if has := len(got) > len(hint) && got[len(got)-len(hint):] == hint; has != tc.want {
+				t.Errorf("OfflineHint(%v) = %q, want the hint: %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
