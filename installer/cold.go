@@ -188,7 +188,7 @@ func (c *cold) open(ctx context.Context) (types.ImageSource, error) {
 func openImage(ctx context.Context, opts Options, ref reference.Canonical, log *slog.Logger) (types.ImageSource, error) {
 	scratch := filepath.Join(opts.RuntimeDir, release.ScratchDir)
 	if opts.From != "" {
-		l, err := openLocal(ctx, opts.From, ref.Digest())
+		l, err := openLocal(opts.From, ref.Digest())
 		if ne := (*noIndexError)(nil); errors.As(err, &ne) {
 			ne.wanted = opts.Wanted
 			if t, ok := ref.(reference.NamedTagged); ok {

@@ -110,8 +110,9 @@ type Result struct {
 	// fetched again: the layers among them are Fetched, the rest are the
 	// index, manifest and config.
 	Refetched int
-	// From is Options.From when the blobs were read from that local image
-	// ("": the registry).
+	// From is Options.From when blobs were read from that local image
+	// (Fetched or Refetched above 0); "" when they came from the registry
+	// or nothing was read.
 	From     string
 	Duration time.Duration
 }
@@ -133,7 +134,10 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 	start := time.Now()
 	defer func() {
 		if res != nil {
-			res.From, res.Duration = opts.From, time.Since(start)
+			res.Duration = time.Since(start)
+			if res.Fetched > 0 || res.Refetched > 0 {
+				res.From = opts.From
+			}
 		}
 	}()
 	log := opts.Logger

@@ -114,7 +114,7 @@ type span struct{ off, size int64 }
 // openLocal opens from (a directory: an OCI image layout; a regular file:
 // an OCI archive, read in place) for the image whose top document is
 // index. A FIFO, device or socket at from is refused without blocking.
-func openLocal(ctx context.Context, from string, index digest.Digest) (*localSource, error) {
+func openLocal(from string, index digest.Digest) (*localSource, error) {
 	abs, err := filepath.Abs(from)
 	if err != nil {
 		return nil, fmt.Errorf("local image %s: %w", from, err)

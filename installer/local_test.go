@@ -147,8 +147,8 @@ func TestInstallFromLocalImage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Install(From %s) = %v", from, err)
 		}
-		if !res.Changed || res.Fetched != 2 {
-			t.Errorf("Install(From %s) = %+v, want Changed, 2 layers read", from, res)
+		if !res.Changed || res.Fetched != 2 || res.From != from {
+			t.Errorf("Install(From %s) = %+v, want Changed, 2 layers read from it", from, res)
 		}
 		m, w := res.Release.Meta, want.Release.Meta
 		if m.IndexDigest != w.IndexDigest || m.ManifestDigest != w.ManifestDigest || m.ConfigDigest != w.ConfigDigest {
@@ -174,8 +174,8 @@ func TestInstallFromLocalImage(t *testing.T) {
 		}
 		// Warm: PATH is not read (even a missing one does not matter).
 		res, err = Install(ctx, e.opts(e.p, func(o *Options) { o.RuntimeDir, o.From = rt, "/nonexistent" }))
-		if err != nil || res.Changed {
-			t.Errorf("warm Install(From missing) = %+v, %v; want a no-op", res, err)
+		if err != nil || res.Changed || res.From != "" {
+			t.Errorf("warm Install(From missing) = %+v, %v; want a no-op that read nothing (From \"\")", res, err)
 		}
 	}
 	if n := e.reg.requestCount() - before; n != 0 {

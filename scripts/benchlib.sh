@@ -24,3 +24,33 @@ apt_need() {
 
 # stats VALUE...: prints the median, the minimum and the maximum.
 stats() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; print m, v[1], v[NR]}'; }
+
+# stop_pids: SIGTERM to every pid in the caller's pids array, then waits
+# for each (the cleanup traps' first step).
+stop_pids() {
+	local p
+	for p in "${pids[@]}"; do kill -TERM "${p}" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "${p}" 2>/dev/null || true; done
+}
+
+# bench_prepare TOOL...: the prerequisites (skopeo, umoci, GNU time, the
+# test dependencies, bin/hbx); sets trash to a fresh
+# .run/${bench_name}-trash.XXXXXX holding the previous run's ${dir}, makes
+# ${dir}/bin, logs and work, and builds mkbenchimage and each
+# ./internal/bench/cmd/TOOL into ${dir}/bin.
+bench_prepare() {
+	local tool
+	step "Prerequisites"
+	apt_need skopeo:skopeo umoci:umoci
+	"${GNU_TIME}" -f '%e' -o /dev/null true 2>/dev/null || apt_need time:time
+	scripts/testdeps.sh >/dev/null
+	[[ -x "${hbx}" ]] || make --no-print-directory build
+	mkdir -p "${repo_root}/.run"
+	trash="$(mktemp -d "${repo_root}/.run/${bench_name}-trash.XXXXXX")"
+	[[ -e "${dir}" ]] && mv "${dir}" "${trash}/previous"
+	mkdir -p "${dir}/bin" "${dir}/logs" "${dir}/work"
+	go build -o "${dir}/bin/mkbenchimage" ./internal/benchimage/cmd/mkbenchimage
+	for tool in "$@"; do
+		go build -o "${dir}/bin/${tool}" "./internal/bench/cmd/${tool}"
+	done
+}

@@ -37,10 +37,9 @@ bench_name=race
 # shellcheck source=scripts/benchlib.sh
 source "${repo_root}/scripts/benchlib.sh"
 cleanup() {
-	local rc=$? p
+	local rc=$?
 	trap - EXIT INT TERM
-	for p in "${pids[@]}"; do kill -TERM "${p}" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "${p}" 2>/dev/null || true; done
+	stop_pids
 	[[ -n "${trash}" && -d "${trash}" ]] && rm -rf "${trash}"
 	[[ -n "${mem}" && -d "${mem}" ]] && rm -rf "${mem}"
 	exit "${rc}"
@@ -50,17 +49,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 
-step "Prerequisites"
-apt_need skopeo:skopeo umoci:umoci
-"${GNU_TIME}" -f '%e' -o /dev/null true 2>/dev/null || apt_need time:time
-scripts/testdeps.sh >/dev/null
-[[ -x "${hbx}" ]] || make --no-print-directory build
-mkdir -p "${repo_root}/.run"
-trash="$(mktemp -d "${repo_root}/.run/race-trash.XXXXXX")"
-[[ -e "${dir}" ]] && mv "${dir}" "${trash}/previous"
-mkdir -p "${dir}/bin" "${dir}/logs" "${dir}/work"
-go build -o "${dir}/bin/mkbenchimage" ./internal/benchimage/cmd/mkbenchimage
-go build -o "${dir}/bin/layerblobs" ./internal/bench/cmd/layerblobs
+bench_prepare layerblobs
 
 # serve SCALE starts a registry serving the bench image of that scale and
 # sets ref, registry, manifest, layout.

@@ -60,10 +60,9 @@ bench_name=upgradebench
 # shellcheck source=scripts/benchlib.sh
 source "${repo_root}/scripts/benchlib.sh"
 cleanup() {
-	local rc=$? p
+	local rc=$?
 	trap - EXIT INT TERM
-	for p in "${pids[@]}"; do kill -TERM "${p}" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "${p}" 2>/dev/null || true; done
+	stop_pids
 	if [[ -n "${trash}" && -d "${trash}" ]]; then
 		local t0=${SECONDS}
 		rm -rf "${trash}"
@@ -77,17 +76,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 
-step "Prerequisites"
-apt_need skopeo:skopeo umoci:umoci
-"${GNU_TIME}" -f '%e' -o /dev/null true 2>/dev/null || apt_need time:time
-scripts/testdeps.sh >/dev/null
-[[ -x "${hbx}" ]] || make --no-print-directory build
-mkdir -p "${repo_root}/.run"
-trash="$(mktemp -d "${repo_root}/.run/upgrade-trash.XXXXXX")"
-[[ -e "${dir}" ]] && mv "${dir}" "${trash}/previous"
-mkdir -p "${dir}/bin" "${dir}/logs" "${dir}/work"
-go build -o "${dir}/bin/mkbenchimage" ./internal/benchimage/cmd/mkbenchimage
-go build -o "${dir}/bin/throttleproxy" ./internal/bench/cmd/throttleproxy
+bench_prepare throttleproxy
 # A round leaves about 2.5 GB per link (two runtimes with v1 and v2, the
 # layout and umoci's bundle); keep them all only when the disk has room.
 keep_trash=1
