@@ -119,14 +119,15 @@ func executorPID(ctx context.Context, o *Options) (int, string, error) {
 	// the payload wrote to name another process.
 	if o.DataDir != "" {
 		lp := datalock.Path(o.DataDir)
-		id, err := procscan.IDOfPath(lp)
+		pin, err := procscan.PinPath(lp)
 		if errors.Is(err, os.ErrNotExist) {
 			return 0, "", fmt.Errorf("executor is not running: pidfile %s names pid %d, but there is no data lock %s", o.PidFile, pid, lp)
 		}
 		if err != nil {
 			return 0, "", fmt.Errorf("read the data lock: %w", err)
 		}
-		if !procscan.Holds(pid, id) {
+		defer pin.Close()
+		if !procscan.Holds(pid, pin) {
 			return 0, "", fmt.Errorf("executor is not running: pidfile %s names pid %d, which does not hold the data lock %s (a stale pidfile, or not the payload hbx run executor started)", o.PidFile, pid, lp)
 		}
 	}

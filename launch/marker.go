@@ -17,7 +17,7 @@ import (
 // every descriptor it inherited is not found.
 type marker struct {
 	r, w *os.File
-	id   procscan.FileID
+	pin  *procscan.Pin
 }
 
 func newMarker() (*marker, error) {
@@ -25,13 +25,13 @@ func newMarker() (*marker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("make marker: %w", err)
 	}
-	id, err := procscan.IDOf(r)
+	pin, err := procscan.PinFile(r)
 	if err != nil {
 		r.Close()
 		w.Close()
 		return nil, fmt.Errorf("make marker: %w", err)
 	}
-	return &marker{r: r, w: w, id: id}, nil
+	return &marker{r: r, w: w, pin: pin}, nil
 }
 
 // started drops this process's copy of the read end once the command has
@@ -42,9 +42,10 @@ func (m *marker) started() { m.r.Close() }
 // up to 10s (even past ctx's end) for them to go, and releases the pipe.
 func (m *marker) kill(ctx context.Context) error {
 	defer m.w.Close()
+	defer m.pin.Close()
 	m.r.Close()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_, _, err := procscan.Stop(sctx, m.id, syscall.SIGKILL, 0, 0)
+	_, _, err := procscan.Stop(sctx, m.pin, syscall.SIGKILL, 0, 0)
 	return err
 }

@@ -60,8 +60,8 @@ type proc struct {
 	// marker, when not nil, is the program's marker file, given to every
 	// spawn as fd 3: every process of the program inherits it, so a scan
 	// of /proc finds them wherever they went (setsid, double fork).
-	marker   *os.File
-	markerID procscan.FileID
+	marker    *os.File
+	markerPin *procscan.Pin // scans for the marker go through it
 
 	// loop state
 	state          State
@@ -456,10 +456,10 @@ func (p *proc) othersAlive() bool {
 	if p.marker != nil {
 		done := p.s.reaper.noForks()
 		defer done()
-		if m, err := procscan.Openers(p.markerID); err != nil {
+		if m, err := procscan.Openers(p.markerPin); err != nil {
 			p.s.log.Warn("look for the program's processes", "program", p.spec.Name, "err", err)
 		} else {
-			for _, q := range m[p.markerID] {
+			for _, q := range m[p.markerPin] {
 				if q.PID != p.pid && procscan.Alive(q.PID) && (p.pgid <= 0 || pgidOf(q.PID) != p.pgid) {
 					p.escaped = append(p.escaped, q)
 				}
@@ -495,7 +495,7 @@ func (p *proc) signalEscaped() {
 		if _, seen := p.term.signalled[q.PID]; !seen {
 			p.s.log.Warn("stopping a process that left the program's process group", "program", p.spec.Name, "pid", q.PID, "command", q.Command, "signal", signalName(sig))
 		}
-		if procscan.Holds(q.PID, p.markerID) {
+		if procscan.Holds(q.PID, p.markerPin) {
 			_ = syscall.Kill(q.PID, sig)
 		}
 		p.term.signalled[q.PID] = sig

@@ -489,6 +489,7 @@ func (s *Supervisor) takeState() (release func(), err error) {
 		for _, p := range s.order {
 			if p.marker != nil {
 				p.marker.Close()
+				p.markerPin.Close()
 			}
 		}
 		_ = lk.Unlock()
@@ -496,7 +497,9 @@ func (s *Supervisor) takeState() (release func(), err error) {
 	for _, p := range s.order {
 		f, err := os.OpenFile(filepath.Join(dir, p.spec.Name+".marker"), os.O_RDONLY|os.O_CREATE, 0o600)
 		if err == nil {
-			p.markerID, err = procscan.IDOf(f)
+			if p.markerPin, err = procscan.PinFile(f); err != nil {
+				f.Close()
+			}
 		}
 		if err != nil {
 			release()
@@ -521,7 +524,7 @@ func (s *Supervisor) stopLeftovers(ctx context.Context) error {
 		if err := s.stopRecordedGroup(ctx, p); err != nil {
 			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
 		}
-		stopped, killed, err := procscan.Stop(ctx, p.markerID, p.stopSignal(), p.spec.StopWait, 0)
+		stopped, killed, err := procscan.Stop(ctx, p.markerPin, p.stopSignal(), p.spec.StopWait, 0)
 		for _, q := range stopped {
 			s.log.Warn("stopped a process left running by a previous supervisor", "program", p.spec.Name, "pid", q.PID, "command", q.Command, "found_by", "marker", "signal", signalName(p.stopSignal()), "sigkill_after_stopwaitsecs", killed)
 		}

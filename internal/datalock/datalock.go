@@ -63,29 +63,31 @@ func (e *BusyError) Unwrap() error { return ErrBusy }
 // file is a free lock), else a *BusyError naming the holder. It creates
 // nothing and takes no lock.
 func Check(dataDir string) error {
-	id, err := procscan.IDOfPath(Path(dataDir))
+	dataPin, err := procscan.PinPath(Path(dataDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("check data lock: %w", err)
 	}
-	ids := []procscan.FileID{id}
-	oid, oerr := procscan.IDOfPath(ownerPath(dataDir))
+	defer dataPin.Close()
+	pins := []*procscan.Pin{dataPin}
+	ownerPin, oerr := procscan.PinPath(ownerPath(dataDir))
 	if oerr == nil {
-		ids = append(ids, oid)
+		defer ownerPin.Close()
+		pins = append(pins, ownerPin)
 	}
-	m, err := procscan.Openers(ids...)
+	m, err := procscan.Openers(pins...)
 	if err != nil {
 		return fmt.Errorf("check data lock: %w", err)
 	}
-	if oerr == nil && len(m[oid]) > 0 {
-		return &BusyError{DataDir: dataDir, Owner: liveHolder(ownerPath(dataDir), m[oid]), Processes: m[id]}
+	if oerr == nil && len(m[ownerPin]) > 0 {
+		return &BusyError{DataDir: dataDir, Owner: liveHolder(ownerPath(dataDir), m[ownerPin]), Processes: m[dataPin]}
 	}
-	if len(m[id]) == 0 {
+	if len(m[dataPin]) == 0 {
 		return nil
 	}
-	return &BusyError{DataDir: dataDir, Owner: lock.ReadHolder(Path(dataDir)), Leftovers: true, Processes: m[id]}
+	return &BusyError{DataDir: dataDir, Owner: lock.ReadHolder(Path(dataDir)), Leftovers: true, Processes: m[dataPin]}
 }
 
 // liveHolder is the holder recorded at path when it is among openers, else
@@ -166,10 +168,11 @@ func acquireOwner(ctx context.Context, dataDir string, o Options) (*lock.Lock, e
 		var held *lock.HeldError
 		if errors.As(err, &held) {
 			be := &BusyError{DataDir: dataDir, Owner: held.Holder}
-			if id, err := procscan.IDOfPath(Path(dataDir)); err == nil {
-				if m, err := procscan.Openers(id); err == nil {
-					be.Processes = m[id]
+			if pin, err := procscan.PinPath(Path(dataDir)); err == nil {
+				if m, err := procscan.Openers(pin); err == nil {
+					be.Processes = m[pin]
 				}
+				pin.Close()
 			}
 			return nil, be
 		}
@@ -184,10 +187,11 @@ func acquireOwner(ctx context.Context, dataDir string, o Options) (*lock.Lock, e
 // stopped (l.Stopped, l.Killed) and the flock taken again.
 func (l *Lock) flockData(ctx context.Context, dataDir string, o Options) error {
 	f := l.f
-	id, err := procscan.IDOf(f)
+	pin, err := procscan.PinFile(f)
 	if err != nil {
 		return err
 	}
+	defer pin.Close()
 	deadline := time.Now().Add(time.Second)
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
@@ -197,11 +201,11 @@ func (l *Lock) flockData(ctx context.Context, dataDir string, o Options) error {
 		if !errors.Is(err, unix.EWOULDBLOCK) {
 			return fmt.Errorf("flock %s: %w", Path(dataDir), err)
 		}
-		m, err := procscan.Openers(id)
+		m, err := procscan.Openers(pin)
 		if err != nil {
 			return err
 		}
-		left := m[id]
+		left := m[pin]
 		if len(left) == 0 && time.Now().Before(deadline) {
 			// Gone between the flock and the scan, or not visible.
 			if err := sleep(ctx, 50*time.Millisecond); err != nil {
@@ -217,7 +221,7 @@ func (l *Lock) flockData(ctx context.Context, dataDir string, o Options) error {
 		if sig == 0 {
 			sig = syscall.SIGTERM
 		}
-		stopped, killed, err := procscan.Stop(ctx, id, sig, o.StopWait, 0)
+		stopped, killed, err := procscan.Stop(ctx, pin, sig, o.StopWait, 0)
 		l.Stopped, l.Killed = append(l.Stopped, stopped...), l.Killed || killed
 		if err != nil {
 			return fmt.Errorf("stop leftovers of %s: %w", be.Owner, err)

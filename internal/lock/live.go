@@ -24,12 +24,13 @@ func LiveHolder(path string) (Holder, bool) {
 	if err := syscall.Kill(h.PID, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return h, false
 	}
-	id, err := procscan.IDOfPath(path)
+	pin, err := procscan.PinPath(path)
 	if err != nil {
 		return h, false
 	}
+	defer pin.Close()
 	if _, err := os.ReadDir("/proc/" + strconv.Itoa(h.PID) + "/fd"); err != nil {
 		return h, true
 	}
-	return h, procscan.Holds(h.PID, id)
+	return h, procscan.Holds(h.PID, pin)
 }

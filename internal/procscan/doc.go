@@ -10,6 +10,10 @@
 //   - Openers lists every process whose fd table this user may read and
 //     that has the file open, compared by device and inode (a renamed or
 //     deleted file is still found).
+//   - Every scan goes through a Pin, an open descriptor on the file held
+//     for the whole scan: the inode cannot be freed and given to another
+//     file meanwhile, so a process that opened a later file with the same
+//     inode number is never listed or signalled.
 //   - Stop sends a signal, waits, then sends SIGKILL, and returns only when
 //     every listed process is gone or the kill deadline passed.
 //

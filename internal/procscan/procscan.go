@@ -8,34 +8,111 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// FileID identifies a file by device and inode.
-type FileID struct {
-	Dev uint64
-	Ino uint64
+// fileID identifies a file by device and inode. It names a file only
+// while a descriptor on that file is open: once the last one closes the
+// inode is free and the filesystem may give it to the next file created
+// (ext4 does), so a bare fileID is never scanned for; a Pin is.
+type fileID struct {
+	dev uint64
+	ino uint64
 }
 
-// IDOf returns the FileID of f.
-func IDOf(f *os.File) (FileID, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return FileID{}, fmt.Errorf("stat %s: %w", f.Name(), err)
-	}
-	return FileID{Dev: uint64(st.Dev), Ino: st.Ino}, nil
+// ErrPinClosed is returned by a scan through a Pin that was closed.
+var ErrPinClosed = errors.New("scan through a closed pin")
+
+// Pin is an open descriptor on a file that /proc is scanned for. Every
+// scan by device and inode goes through a Pin and holds the Pin's
+// descriptor for its whole length (Close waits for running scans, and a
+// scan on a closed Pin fails with ErrPinClosed): while the descriptor is
+// open the inode cannot be handed to another file, so a process found
+// holding the file's (device, inode) holds this file, and Stop never
+// signals a process that only opened a later file given the same inode
+// (issue 25 item 6). A Pin's own descriptor, and any O_PATH descriptor, is
+// not counted as holding the file.
+type Pin struct {
+	mu sync.RWMutex
+	fd int // -1 once closed
+	id fileID
 }
 
-// IDOfPath returns the FileID of the file at path, following symlinks.
-func IDOfPath(path string) (FileID, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return FileID{}, fmt.Errorf("stat %s: %w", path, err)
+// PinFile pins the file f is open on, with a descriptor of its own: f may
+// be closed afterwards.
+func PinFile(f *os.File) (*Pin, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pin %s: %w", f.Name(), err)
 	}
-	return FileID{Dev: uint64(st.Dev), Ino: st.Ino}, nil
+	return newPin(fd, f.Name())
+}
+
+// PinPath pins the file at path, following symlinks, with an O_PATH
+// descriptor (no read permission needed; a FIFO is not opened). Errors
+// wrap the open's (os.ErrNotExist for a missing file).
+func PinPath(path string) (*Pin, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pin %s: %w", path, err)
+	}
+	return newPin(fd, path)
+}
+
+func newPin(fd int, name string) (*Pin, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pin %s: stat: %w", name, err)
+	}
+	return &Pin{fd: fd, id: fileID{dev: uint64(st.Dev), ino: st.Ino}}, nil
+}
+
+// Close releases the pin's descriptor, after any scan through it ends.
+// Closing twice is a no-op.
+func (p *Pin) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fd < 0 {
+		return nil
+	}
+	err := unix.Close(p.fd)
+	p.fd = -1
+	return err
+}
+
+// hold keeps p's descriptor open until the returned release is called.
+func (p *Pin) hold() (fileID, func(), error) {
+	p.mu.RLock()
+	if p.fd < 0 {
+		p.mu.RUnlock()
+		return fileID{}, nil, ErrPinClosed
+	}
+	return p.id, p.mu.RUnlock, nil
+}
+
+// holdAll holds every pin of pins (see hold).
+func holdAll(pins []*Pin) ([]fileID, func(), error) {
+	ids := make([]fileID, 0, len(pins))
+	var releases []func()
+	release := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for _, p := range pins {
+		id, r, err := p.hold()
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		ids, releases = append(ids, id), append(releases, r)
+	}
+	return ids, release, nil
 }
 
 // Process is one process found through /proc.
@@ -55,16 +132,37 @@ func Join(procs []Process) string {
 	return strings.Join(s, ", ")
 }
 
-// Openers returns, for each of ids, the processes other than this one
-// that hold it open, in pid order. Processes whose fd table cannot be read
-// are skipped (see the package doc); a missing /proc is an error.
-func Openers(ids ...FileID) (map[FileID][]Process, error) {
+// Openers returns, for each of pins, the processes other than this one
+// that hold its file open, in pid order. Processes whose fd table cannot
+// be read are skipped (see the package doc); a missing /proc is an error,
+// and so is a closed pin (ErrPinClosed).
+func Openers(pins ...*Pin) (map[*Pin][]Process, error) {
+	ids, release, err := holdAll(pins)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	m, err := openers(ids)
+	if err != nil {
+		return nil, err
+	}
+	out := map[*Pin][]Process{}
+	for i, p := range pins {
+		if procs := m[ids[i]]; len(procs) > 0 {
+			out[p] = procs
+		}
+	}
+	return out, nil
+}
+
+// openers is Openers for ids whose pins the caller holds.
+func openers(ids []fileID) (map[fileID][]Process, error) {
 	self := os.Getpid()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("scan /proc: %w", err)
 	}
-	out := map[FileID][]Process{}
+	out := map[fileID][]Process{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -77,29 +175,53 @@ func Openers(ids ...FileID) (map[FileID][]Process, error) {
 	return out, nil
 }
 
-// holds returns which of ids pid has open (each once).
-func holds(pid int, ids []FileID) []FileID {
+// holds returns which of ids pid has open (each once). O_PATH descriptors
+// (another hbx's Pin) do not count: they cannot read, write or lock.
+func holds(pid int, ids []fileID) []fileID {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
 	fds, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
-	var found []FileID
+	var found []fileID
 	for _, fd := range fds {
 		var st unix.Stat_t
 		if unix.Stat(dir+"/"+fd.Name(), &st) != nil {
 			continue
 		}
-		id := FileID{Dev: uint64(st.Dev), Ino: st.Ino}
-		if slices.Contains(ids, id) && !slices.Contains(found, id) {
+		id := fileID{dev: uint64(st.Dev), ino: st.Ino}
+		if slices.Contains(ids, id) && !slices.Contains(found, id) && !isPathFD(pid, fd.Name()) {
 			found = append(found, id)
 		}
 	}
 	return found
 }
 
-// Holds reports whether process pid has the file id open.
-func Holds(pid int, id FileID) bool { return len(holds(pid, []FileID{id})) > 0 }
+// isPathFD reports whether descriptor fd of pid was opened with O_PATH.
+func isPathFD(pid int, fd string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/fdinfo/" + fd)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			return err == nil && flags&unix.O_PATH != 0
+		}
+	}
+	return false
+}
+
+// Holds reports whether process pid has p's file open; false when p is
+// closed.
+func Holds(pid int, p *Pin) bool {
+	id, release, err := p.hold()
+	if err != nil {
+		return false
+	}
+	defer release()
+	return len(holds(pid, []fileID{id})) > 0
+}
 
 // comm returns the process's command name, "?" when it cannot be read.
 func comm(pid int) string {
@@ -124,12 +246,23 @@ func Alive(pid int) bool {
 	return !(i > 0 && len(s) > i+2 && s[i+2] == 'Z')
 }
 
-// Stop stops every process that holds id open: sig first, then SIGKILL
-// once wait has passed, polling every poll (default 20ms) until none is
-// left. It returns the processes it signalled and whether it had to use
-// SIGKILL; the error says which processes were still there when ctx ended
-// or 5s after the SIGKILL.
-func Stop(ctx context.Context, id FileID, sig syscall.Signal, wait, poll time.Duration) (stopped []Process, killed bool, err error) {
+// Stop stops every process that holds pin's file open: sig first, then
+// SIGKILL once wait has passed, polling every poll (default 20ms) until
+// none is left. It holds pin's descriptor throughout. It returns the
+// processes it signalled and whether it had to use SIGKILL; the error says
+// which processes were still there when ctx ended or 5s after the SIGKILL,
+// or that pin was closed (ErrPinClosed).
+func Stop(ctx context.Context, pin *Pin, sig syscall.Signal, wait, poll time.Duration) (stopped []Process, killed bool, err error) {
+	id, release, err := pin.hold()
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
+	return stop(ctx, id, sig, wait, poll)
+}
+
+// stop is Stop for an id whose pin the caller holds.
+func stop(ctx context.Context, id fileID, sig syscall.Signal, wait, poll time.Duration) (stopped []Process, killed bool, err error) {
 	if poll <= 0 {
 		poll = 20 * time.Millisecond
 	}
@@ -137,7 +270,7 @@ func Stop(ctx context.Context, id FileID, sig syscall.Signal, wait, poll time.Du
 	var giveUp time.Time
 	signalled := map[int]syscall.Signal{}
 	for {
-		m, err := Openers(id)
+		m, err := openers([]fileID{id})
 		if err != nil {
 			return stopped, killed, err
 		}
@@ -169,7 +302,7 @@ func Stop(ctx context.Context, id FileID, sig syscall.Signal, wait, poll time.Du
 			if _, seen := signalled[p.PID]; !seen {
 				stopped = append(stopped, p)
 			}
-			if Holds(p.PID, id) {
+			if len(holds(p.PID, []fileID{id})) > 0 {
 				_ = syscall.Kill(p.PID, want)
 			}
 			signalled[p.PID] = want
