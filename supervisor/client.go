@@ -11,10 +11,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Client talks to a running supervisor over its socket.
@@ -23,9 +26,17 @@ type Client struct {
 	http   *http.Client
 }
 
+// ErrUntrustedPeer is wrapped by the error of Dial and of every request
+// when the process serving the control socket is not root's (nor, when
+// hbx does not run as root, this user's): another user could serve a fake
+// supervisor there and lie about what runs or stopped (issue 25 item 2).
+var ErrUntrustedPeer = errors.New("control socket served by an untrusted user")
+
 // Dial checks that a supervisor answers on socket and returns a Client for
 // it. With no supervisor there (no socket file, or nobody listening) the
-// error wraps ErrNotRunning.
+// error wraps ErrNotRunning; a server whose SO_PEERCRED uid is neither
+// root nor this process's effective uid is ErrUntrustedPeer, on every
+// connection.
 func Dial(ctx context.Context, socket string) (*Client, error) {
 	c := &Client{socket: socket}
 	conn, err := c.dial(ctx)
@@ -49,7 +60,36 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 		}
 		return nil, fmt.Errorf("connect to supervisor at %s: %w", c.socket, err)
 	}
+	if err := checkPeer(conn, c.socket); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	return conn, nil
+}
+
+// checkPeer refuses a connection whose server is not root's, nor this
+// process's effective user's, by the credentials the kernel recorded when
+// the server created its socket (SO_PEERCRED).
+func checkPeer(conn net.Conn, socket string) error {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("connect to supervisor at %s: not a unix socket", socket)
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("connect to supervisor at %s: %w", socket, err)
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || credErr != nil {
+		return fmt.Errorf("connect to supervisor at %s: read peer credentials: %w", socket, errors.Join(err, credErr))
+	}
+	if cred.Uid != 0 && int(cred.Uid) != os.Geteuid() {
+		return fmt.Errorf("%w: %s is served by pid %d of uid %d, not root: no answer from it is believed", ErrUntrustedPeer, socket, cred.Pid, cred.Uid)
+	}
+	return nil
 }
 
 // Status returns every program's status in priority order.

@@ -318,7 +318,8 @@ func RemoveStaleHeld(path string) error {
 // as the file names it. A hold is live while it keeps the file's flock:
 // ok is false when there is no such file, or no process holds its lock
 // (its holder died: a stale file, whatever pid it names). err is set when
-// the file cannot be read or a live one is malformed. It only reads (and
+// the file cannot be read, is not root's (nor this user's when hbx does
+// not run as root), or a live one is malformed. It only reads (and
 // takes a shared flock for an instant).
 func ReadHeld(path string) (msg string, pid int, ok bool, err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
@@ -329,8 +330,14 @@ func ReadHeld(path string) (msg string, pid int, ok bool, err error) {
 		return "", 0, false, fmt.Errorf("read %s: %w", path, err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
 		return "", 0, false, fmt.Errorf("read %s: %w", path, lock.ErrNotRegular)
+	}
+	// Only a hold of root (or of this user, when hbx does not run as
+	// root) writes it: another user's file is planted text.
+	if uid := st.Sys().(*syscall.Stat_t).Uid; uid != 0 && int(uid) != os.Geteuid() {
+		return "", 0, false, fmt.Errorf("read %s: owned by uid %d, not root: its text is not believed", path, uid)
 	}
 	switch err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); {
 	case err == nil:

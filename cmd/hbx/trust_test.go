@@ -183,6 +183,14 @@ func TestCheckTrust(t *testing.T) {
 			os.WriteFile(sec+"/state/env", []byte("A=1\n"), 0o600)
 			return map[string]string{"executor.user": "nobody", "executor.state_dir": sec + "/state", "executor.env_file": sec + "/state/env"}
 		}, "executor.env_file SEC/state/env: its ancestor SEC/state is owned by nobody"},
+		{"socket inside the payload's state dir: it could serve a fake supervisor there", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/state", 0o700, nobody)
+			return map[string]string{"executor.user": "nobody", "executor.state_dir": sec + "/state", "supervisor.socket": sec + "/state/hbx.sock"}
+		}, "the directory holding supervisor.socket SEC/state: SEC/state is owned by nobody"},
+		{"socket in a world-writable directory", func(t *testing.T, sec string) map[string]string {
+			mk(t, sec+"/run", 0o777, 0)
+			return map[string]string{"supervisor.socket": sec + "/run/hbx/hbx.sock"}
+		}, "the directory holding supervisor.socket SEC/run/hbx: its ancestor SEC/run is owned by root:root with mode 0777"},
 		{"state dir's parent world-writable", func(t *testing.T, sec string) map[string]string {
 			mk(t, sec+"/var", 0o777, 0)
 			return map[string]string{"executor.state_dir": sec + "/var/hbx"}

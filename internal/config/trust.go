@@ -26,8 +26,9 @@ import (
 //     trusted), and a client key (*.key) is refused when group or others
 //     may read it;
 //   - the parents of executor.data_dir (it holds hbx's data lock and the
-//     supervisor's state) and of executor.state_dir (hbx writes the
-//     pidfile in it by path) are root's alone like the runtime directory;
+//     supervisor's state), of executor.state_dir (hbx writes the
+//     pidfile in it by path) and of supervisor.socket (and its held
+//     file) are root's alone like the runtime directory;
 //   - executor.data_dir and executor.state_dir themselves may also be
 //     executor.user's; when the payload starts they are made 0700
 //     and executor.user's (launch.Prepare). One that another user owns or
@@ -103,6 +104,11 @@ func (cfg *Config) trustItems(srcs *Sources, root, payload pathtrust.Trust) []tr
 		// path: whoever can write its parent could swap the directory
 		// for a symlink between the start and that write.
 		items = append(items, trustItem{"the directory holding executor.state_dir", filepath.Dir(filepath.Clean(d)), false, root})
+	}
+	if sock := cfg.Supervisor.Socket; sock != "" {
+		// Whoever can write the socket's directory can serve a fake
+		// supervisor there, or plant its held file (issue 25 item 2).
+		items = append(items, trustItem{"the directory holding supervisor.socket", filepath.Dir(filepath.Clean(sock)), false, root})
 	}
 	if f := srcs.File(); f.Read {
 		items = append(items, trustItem{"config file", f.Path, false, root})
