@@ -22,11 +22,53 @@ import (
 // holds the data directory's lock. Use errors.As(*BusyError) for details.
 var ErrBusy = errors.New("data directory in use")
 
+// ErrMountPoint is wrapped by Acquire's error for a data directory that
+// is the root of a mount.
+var ErrMountPoint = errors.New("data directory is a mount point")
+
 // Path returns the lock file of dataDir: beside it, named after it,
-// "/workspace/executor/data" -> "/workspace/executor/.data.lock".
+// "/workspace/executor/data" -> "/workspace/executor/.data.lock". An
+// existing dataDir is resolved first (symlinks followed), so every path
+// that reaches the directory through symlinks names one lock; one reached
+// through a bind mount of the directory itself is a mount point, which
+// Acquire refuses (issue 25 item 5).
 func Path(dataDir string) string {
-	d := filepath.Clean(dataDir)
+	d := resolve(dataDir)
 	return filepath.Join(filepath.Dir(d), "."+filepath.Base(d)+".lock")
+}
+
+// resolve returns dataDir cleaned, with its symlinks resolved when it
+// exists.
+func resolve(dataDir string) string {
+	d := filepath.Clean(dataDir)
+	if r, err := filepath.EvalSymlinks(d); err == nil {
+		d = r
+	}
+	return d
+}
+
+// checkIdentity makes sure the lock beside dataDir is its only lock: an
+// existing dataDir must not be the root of a mount (a bind mount of the
+// directory elsewhere has a parent, and so a lock, of its own), and the
+// directory beside the lock must be dataDir by device and inode. A
+// missing dataDir is no error: nothing else can reach it yet.
+func checkIdentity(dataDir string) error {
+	var want, got unix.Stat_t
+	if err := unix.Stat(dataDir, &want); errors.Is(err, unix.ENOENT) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("stat data directory: %w", err)
+	}
+	beside := resolve(dataDir)
+	if mnt, err := fsat.IsMountRoot(beside); err != nil {
+		return fmt.Errorf("check data directory: %w", err)
+	} else if mnt {
+		return fmt.Errorf("%w: %s is the root of a mount: another path to the same directory would find another lock, and a restore cannot swap it (mount the volume on its parent)", ErrMountPoint, dataDir)
+	}
+	if err := unix.Lstat(beside, &got); err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
+		return fmt.Errorf("check data directory: %s changed while its lock was looked up", dataDir)
+	}
+	return nil
 }
 
 // ownerPath is the owner lock beside Path.
@@ -127,8 +169,11 @@ type Lock struct {
 // creates the parent directory (0755) and the lock files (0600) when
 // missing. A live owner makes it fail with a *BusyError at once; leftovers
 // of a dead owner are stopped (Options.StopLeftovers) or named in a
-// *BusyError.
+// *BusyError. A data directory that is a mount point is ErrMountPoint.
 func Acquire(ctx context.Context, dataDir string, o Options) (*Lock, error) {
+	if err := checkIdentity(dataDir); err != nil {
+		return nil, err
+	}
 	if err := fsat.MkdirAll(filepath.Dir(Path(dataDir)), 0o755); err != nil {
 		return nil, fmt.Errorf("create data lock directory: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/procscan"
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // The test binary doubles as the lock's holders (HBXTEST_DATALOCK):
@@ -214,5 +215,67 @@ func TestReleaseKeepsPayloadsLock(t *testing.T) {
 	c.Wait()
 	if err := Check(data); err != nil {
 		t.Errorf("Check() after the payload died = %v, want nil", err)
+	}
+}
+
+// TestOneLockWhateverPathReachesIt: a second config whose data_dir reaches
+// the same directory through another path gets no lock of its own (issue
+// 25 item 5: two Executors ran on one data directory): through a symlink
+// it finds the same lock, busy; through a bind mount of the directory it
+// is refused as a mount point.
+func TestOneLockWhateverPathReachesIt(t *testing.T) {
+	cases := []struct {
+		name    string
+		reach   func(t *testing.T, data, other string) // makes other reach data
+		wantErr error
+	}{
+		{"symlink to the data directory", func(t *testing.T, data, other string) {
+			if err := os.Symlink(data, other); err != nil {
+				t.Fatal(err)
+			}
+		}, ErrBusy},
+		{"bind mount of the data directory", func(t *testing.T, data, other string) {
+			if os.Geteuid() != 0 {
+				testenv.Missing(t, "needs root to bind-mount")
+			}
+			if err := os.Mkdir(other, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("mount", "--bind", data, other).CombinedOutput(); err != nil {
+				testenv.Missing(t, fmt.Sprintf("mount --bind: %v: %s", err, out))
+			}
+			t.Cleanup(func() {
+				if out, err := exec.Command("umount", other).CombinedOutput(); err != nil {
+					t.Errorf("umount %s: %v: %s", other, err, out)
+				}
+			})
+		}, ErrMountPoint},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data := filepath.Join(dir, "a", "data")
+			if err := os.MkdirAll(data, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(dir, "b"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			other := filepath.Join(dir, "b", "data")
+			c.reach(t, data, other)
+			first, err := Acquire(context.Background(), data, Options{Command: "first"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer first.Release()
+			second, err := Acquire(context.Background(), other, Options{Command: "second"})
+			if !errors.Is(err, c.wantErr) {
+				second.Release()
+				t.Fatalf("Acquire(%s) with %s held = %v, want %v", other, data, err, c.wantErr)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "b", ".data.lock")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a lock of its own was made beside %s: %v", other, err)
+			}
+		})
 	}
 }
