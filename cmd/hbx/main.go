@@ -7,13 +7,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"syscall"
 
 	"github.com/hermesbox/hbx/installer"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals(os.Args[1:])...)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) && !errors.Is(err, installer.ErrInterrupted) {
 		err = fmt.Errorf("interrupted: %w", err)
