@@ -39,7 +39,8 @@ a tool that copies every platform (skopeo copy --all) will not accept it.
 FILE is written durably under a temporary name in its directory and
 renamed into place (mode 0644) only when complete: on failure nothing is
 at FILE, and an existing archive there is replaced only by a complete
-one; a directory or symlink at FILE is refused. FILE "-" writes to
+one; a directory or symlink at FILE is refused, and so is a FILE inside
+the runtime, data, state or backup directory. FILE "-" writes to
 stdout, never a terminal (on failure the stream stops short). Ctrl-C
 stops it, leaving nothing at FILE. Two exports of one release
 are byte-identical. Export holds the runtime directory's lock, so an
@@ -64,6 +65,9 @@ setting install.keep_blobs: true if it is off.`,
 func runExport(ctx context.Context, g *globals, b box.Box, o exportOptions) error {
 	if o.file == "-" && progress.IsTerminal(g.stdout) {
 		return cli.Usagef("export: refuse to write an archive to a terminal: redirect stdout or name a FILE")
+	}
+	if err := b.CheckExportTarget(o.file); err != nil {
+		return cli.Usagef("export: %w", err)
 	}
 	res, err := b.Export(ctx, o.file, g.stdout)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	digest "github.com/opencontainers/go-digest"
 
@@ -106,6 +107,51 @@ func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *Ex
 		return nil, blobError(err, keep)
 	}
 	return res, nil
+}
+
+// CheckExportTarget refuses an export FILE inside a directory hbx keeps
+// (executor.runtime_dir, executor.data_dir, executor.state_dir,
+// backup.dir, symlinks resolved as far as they exist): an export there
+// would write over a kept blob, current/release.json, a lock, the
+// payload's data or a backup. "-" (stdout) is fine. The error names the
+// file and the directory's key.
+func (b Box) CheckExportTarget(path string) error {
+	if path == "-" {
+		return nil
+	}
+	target := resolveExisting(path)
+	c := b.Config
+	for _, d := range []struct{ key, dir string }{
+		{"executor.runtime_dir", c.Executor.RuntimeDir}, {"executor.data_dir", c.Executor.DataDir},
+		{"executor.state_dir", c.Executor.StateDir}, {"backup.dir", c.Backup.Dir},
+	} {
+		if d.dir == "" {
+			continue
+		}
+		dir := resolveExisting(d.dir)
+		if target == dir || strings.HasPrefix(target, dir+string(filepath.Separator)) {
+			return fmt.Errorf("%s is inside %s %s: an export is written outside the directories hbx keeps", path, d.key, d.dir)
+		}
+	}
+	return nil
+}
+
+// resolveExisting returns p absolute, with the symlinks of its longest
+// existing prefix resolved.
+func resolveExisting(p string) string {
+	p, _ = filepath.Abs(p)
+	var rest []string
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(append([]string{p}, rest...)...)
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
 }
 
 // matchesRelease checks that the stored manifest names the config and
