@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -85,7 +86,10 @@ defaults. "hbx config show" prints every effective value and its source.
 		Args:              cobra.ArbitraryArgs, // cli.Group reports unknown commands as usage errors
 		RunE:              cli.Group,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := refuseEmptyFrom(cmd); err != nil {
+				return err
+			}
 			log, err := cli.NewLogger(g.stderr, g.logLevel)
 			if err != nil {
 				return err
@@ -162,4 +166,13 @@ func (g *globals) loadConfig(cmd *cobra.Command) (*config.Config, *config.Source
 	g.configFile, g.configPath = &f, f.Path
 	g.socket, g.socketSource = cfg.Supervisor.Socket, srcs.Of("supervisor.socket")
 	return cfg, srcs, nil
+}
+
+// refuseEmptyFrom refuses --from "" (install, upgrade, restore): an empty
+// PATH would silently mean the registry (issue 25 item 7).
+func refuseEmptyFrom(cmd *cobra.Command) error {
+	if f := cmd.Flags().Lookup("from"); f != nil && f.Changed && strings.TrimSpace(f.Value.String()) == "" {
+		return cli.Usagef("%s: --from needs a PATH (an OCI image layout directory or OCI archive); leave --from out to read the registry", cmd.Name())
+	}
+	return nil
 }
