@@ -204,6 +204,9 @@ func TestInstallFromHostileLocalImage(t *testing.T) {
 		}), []string{layerName, "FIFO"}},
 		{"layout: layer a symlink out", layout(func(b string) { must(os.Symlink("/etc/shadow", b)) }), []string{layerName}},
 		{"layout: layer a symlink to /dev/zero", layout(func(b string) { must(os.Symlink("/dev/zero", b)) }), []string{layerName}},
+		// The layer's own bytes, so only the link itself is wrong (issue
+		// 25 item 7: it was read and hashed).
+		{"layout: layer a hard link to a file outside", layout(func(b string) { must(os.Link(filepath.Join(e.layout, layerName), b)) }), []string{layerName, "hard link"}},
 		{"layout: layer a directory", layout(func(b string) { must(os.Mkdir(b, 0o755)) }), []string{layerName}},
 		{"layout: index.json a FIFO", func(t *testing.T) string {
 			dir := layout(func(b string) { must(os.Link(filepath.Join(e.layout, layerName), b)) })(t)

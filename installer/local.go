@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
@@ -201,7 +202,8 @@ func (l *localSource) readSmall(name string) ([]byte, error) {
 // open opens the layout's file name (slash-separated, relative) and
 // returns its size: from the layout directory through the root, opened
 // without blocking and refused (ErrLocalImage) unless it is a regular
-// file; from the archive, its section. A name that is absent wraps
+// file with one name (a hard link may be to a file outside the layout);
+// from the archive, its section. A name that is absent wraps
 // fs.ErrNotExist.
 func (l *localSource) open(name string) (io.ReadCloser, int64, error) {
 	if l.root == nil {
@@ -226,6 +228,10 @@ func (l *localSource) open(name string) (io.ReadCloser, int64, error) {
 	if !st.Mode().IsRegular() {
 		f.Close()
 		return nil, 0, fmt.Errorf("%w: %s is %s, not a regular file", ErrLocalImage, name, typeName(st.Mode()))
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
+		f.Close()
+		return nil, 0, fmt.Errorf("%w: %s is a hard link (%d names): its other names may lie outside the layout", ErrLocalImage, name, sys.Nlink)
 	}
 	return f, st.Size(), nil
 }
