@@ -219,7 +219,7 @@ func failHeld(ctx context.Context, err error, final string, hold Hold, r *restar
 		_ = removeArchive(final)
 	}
 	if hold != nil && errors.Is(err, ErrSupervisorGone) {
-		return fmt.Errorf("%w while the programs were stopped for the backup: no archive was written (nothing partial is left); %w: %s, which died with it: start hbx supervise", ErrSupervisorGone, ErrNotRestarted, list(hold.Running()))
+		return fmt.Errorf("%w while the programs were stopped for the backup: no archive was written (nothing partial is left); %w: %s: %s: start hbx supervise", ErrSupervisorGone, ErrNotRestarted, list(hold.Running()), noSupervisor)
 	}
 	if rerr := r.restart(ctx); rerr != nil {
 		return fmt.Errorf("%w; %w", err, rerr)

@@ -57,8 +57,9 @@ var (
 	// or they did not become RUNNING and healthy in time).
 	ErrNotRestarted = errors.New("programs not running again")
 	// ErrSupervisorGone: the connection to the supervisor broke while a
-	// backup or restore depended on it (Watcher): it died (its programs
-	// died with it) or shut down.
+	// backup or restore depended on it (Watcher): it died (processes of
+	// its programs may live on until the next hbx supervise stops them)
+	// or shut down.
 	ErrSupervisorGone = supervisorwatch.ErrGone
 	// ErrRestoreHalfDone: the recovery of an interrupted restore put the
 	// data back but could not switch the runtime back (RecoverOptions

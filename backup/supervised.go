@@ -89,9 +89,14 @@ func NewSupervised(sup Supervisor, probe Probe, autostart []string, watch Superv
 		Poll: 200 * time.Millisecond, ProbeTimeout: 2 * time.Second, HeldRetry: 20 * time.Millisecond}
 }
 
+// noSupervisor is what became of the programs of a supervisor that is
+// gone: killed, its processes live on (reparented) until the next hbx
+// supervise stops them (issue 25 item 7: "died with it" was said).
+const noSupervisor = "no supervisor runs them now; a process of theirs still running is stopped by the next hbx supervise before it starts them"
+
 // errSupervisorGone is what waitUp returns once the watch broke; it
 // wraps ErrSupervisorGone.
-var errSupervisorGone = fmt.Errorf("%w: the programs it ran died with it", ErrSupervisorGone)
+var errSupervisorGone = fmt.Errorf("%w: its programs: %s", ErrSupervisorGone, noSupervisor)
 
 // Gone is closed once the supervisor is gone (Watcher); never with a nil
 // watch.

@@ -191,6 +191,9 @@ func TestSupervisedWaitRunningFails(t *testing.T) {
 	if err := s.WaitRunning(ctx, []string{"hermes"}); err != errSupervisorGone || !errors.Is(err, ErrSupervisorGone) {
 		t.Errorf("WaitRunning(gone) = %v, want %v wrapping ErrSupervisorGone", err, errSupervisorGone)
 	}
+	if msg := errSupervisorGone.Error(); strings.Contains(msg, "died with") || !strings.Contains(msg, "stopped by the next hbx supervise") {
+		t.Errorf("errSupervisorGone = %q: want what is true (processes may live on until the next hbx supervise), not that they died", msg)
+	}
 
 	f = newFake(ProgramState{"hermes", "STARTING", ""})
 	s = fastSupervised(f, passes, nil, nil)

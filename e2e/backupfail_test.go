@@ -268,7 +268,8 @@ func TestBackupFailuresE2E(t *testing.T) {
 	})
 	<-s.exited
 	el = errorLines(t, r.stderr)
-	if r.code != 1 || len(el) != 1 || !strings.Contains(el[0], "programs not running again: executor, writer, filler") || !strings.Contains(el[0], "supervisor is gone") {
+	if r.code != 1 || len(el) != 1 || !strings.Contains(el[0], "programs not running again: executor, writer, filler") || !strings.Contains(el[0], "supervisor is gone") ||
+		strings.Contains(el[0], "died with") || !strings.Contains(el[0], "stopped by the next hbx supervise") {
 		t.Errorf("hbx backup with the supervisor killed = %d, error lines %q; want 1 saying the programs are not running again\n%s%s", r.code, el, r.stdout, r.stderr)
 	}
 	if strings.Contains(r.stdout, `"started"`) || strings.Contains(r.stdout, "started again") {
