@@ -76,7 +76,9 @@ apt_install() {
 	[[ "$(id -u)" -eq 0 ]] || die "$* missing; as root run: apt-get install -y $*"
 	echo "bench: installing $* with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y -qq "$@" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$@" >/dev/null; }
+	# shellcheck source=scripts/aptget.sh
+	source "$(dirname "${BASH_SOURCE[0]}")/aptget.sh"
+	apt_get install -y -qq "$@" >/dev/null 2>&1 || { apt_get update -qq && apt_get install -y -qq "$@" >/dev/null; }
 }
 
 step "Prerequisites"

@@ -18,8 +18,10 @@ apt_need() {
 	done
 	((${#missing[@]} == 0)) && return
 	[[ "$(id -u)" -eq 0 ]] || die "missing ${missing[*]}; as root: apt-get install -y ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }
+	# shellcheck source=scripts/aptget.sh
+	source "$(dirname "${BASH_SOURCE[0]}")/aptget.sh"
+	apt_get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
+		{ apt_get update -qq && apt_get install -y -qq "${missing[@]}" >/dev/null; }
 }
 
 # stats VALUE...: prints the median, the minimum and the maximum.

@@ -11,7 +11,8 @@
 # .run/demo is moved aside and deleted), and everything it starts listens on
 # 127.0.0.1 only and is stopped on any exit: success, failure or Ctrl-C.
 # It works from any directory and on a fresh machine: it runs
-# scripts/testdeps.sh itself and builds bin/hbx when it is missing.
+# scripts/testdeps.sh --demo itself (the registry and Bun only) and builds
+# bin/hbx when it is missing.
 # It exits non-zero when any step fails.
 set -euo pipefail
 
@@ -26,6 +27,7 @@ hbx="${repo_root}/bin/hbx"
 run_pid=""      # hbx run executor
 registry_pid="" # mktestimage serving the registry
 old_demo=""     # an earlier .run/demo, moved aside
+made_run_dir=false
 
 step() { printf '\n==> %s\n' "$*"; }
 # indent prefixes every line with four spaces and ends the last one.
@@ -71,12 +73,18 @@ cleanup() {
 		rm -rf "${old_demo}"
 	fi
 	if ((rc != 0)); then
+		# Name the run's files only when this run made them (a failure
+		# before, in the prerequisites, has none).
+		local where=""
+		if "${made_run_dir}" && [[ -d "${run_dir}" ]]; then
+			where="; its files are in ${run_dir}/"
+		fi
 		{
 			echo
 			if ((rc == 130 || rc == 143)); then
-				echo "==> demo interrupted; background processes stopped; its files are in ${run_dir}/"
+				echo "==> demo interrupted; background processes stopped${where}"
 			else
-				echo "==> demo FAILED (exit ${rc}); its files are in ${run_dir}/"
+				echo "==> demo FAILED (exit ${rc})${where}"
 			fi
 			if [[ -s "${run_dir}/executor.log" ]]; then
 				echo "    last lines of ${run_dir}/executor.log:"
@@ -102,10 +110,11 @@ command -v go >/dev/null || die "go is missing (the test image is built with it)
 if ! command -v curl >/dev/null; then
 	[[ "$(id -u)" -eq 0 ]] || die "curl is missing; as root run: apt-get install -y curl"
 	echo "installing curl with apt-get"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null ||
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; }
+	# shellcheck source=scripts/aptget.sh
+	source scripts/aptget.sh
+	apt_get install -y -qq curl >/dev/null || { apt_get update -qq && apt_get install -y -qq curl >/dev/null; }
 fi
-scripts/testdeps.sh | indent
+scripts/testdeps.sh --demo | indent
 if [[ ! -x "${hbx}" ]]; then
 	echo "    bin/hbx is missing: make build"
 	make --no-print-directory build | indent
@@ -118,6 +127,7 @@ if [[ -e "${run_dir}" ]]; then
 	mv "${run_dir}" "${old_demo}/"
 fi
 mkdir -p "${run_dir}/bin"
+made_run_dir=true
 
 step "Build the test image and serve it from a registry on loopback"
 echo "    The test image is a small stand-in for the pinned Executor image: an OCI"

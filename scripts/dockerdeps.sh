@@ -34,6 +34,8 @@ COMPOSE_VERSION=v2.29.7
 BASE_TAG=hbx-base:bookworm
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/aptget.sh
+source "${repo_root}/scripts/aptget.sh"
 run_dir="${repo_root}/.run/docker"
 short="/run/hbxd-$(printf '%s' "${repo_root}" | sha256sum | cut -c1-8)"
 sock="${short}/d.sock"
@@ -111,8 +113,8 @@ if ((${#need[@]})); then
 	need_root "installing ${need[*]}"
 	echo "dockerdeps: installing ${need[*]} with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq "${need[@]}" >/dev/null
+	apt_get update -qq
+	apt_get install -y -qq "${need[@]}" >/dev/null
 	echo "dockerdeps: installed ${need[*]}"
 else
 	echo "dockerdeps: dockerd and mmdebstrap present"

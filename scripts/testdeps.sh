@@ -43,6 +43,8 @@ BUN_PACKAGES=(
 REGISTRY_BIN=/usr/bin/docker-registry
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/aptget.sh
+source "${repo_root}/scripts/aptget.sh"
 cache="${repo_root}/.cache/npm"
 
 # The registry.
@@ -51,8 +53,8 @@ if [[ -x "${REGISTRY_BIN}" ]]; then
 elif [[ "$(id -u)" -eq 0 ]]; then
 	echo "testdeps: installing docker-registry with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq docker-registry >/dev/null
+	apt_get update -qq
+	apt_get install -y -qq docker-registry >/dev/null
 	# The package enables a system service on some hosts; the tests start
 	# their own instance on a free loopback port, so it is not needed.
 	echo "testdeps: installed ${REGISTRY_BIN}"
@@ -70,8 +72,8 @@ elif [[ -x "${CHROMIUM_BIN}" ]]; then
 elif [[ "$(id -u)" -eq 0 ]]; then
 	echo "testdeps: installing chromium with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq chromium >/dev/null
+	apt_get update -qq
+	apt_get install -y -qq chromium >/dev/null
 	echo "testdeps: installed ${CHROMIUM_BIN}"
 else
 	echo "testdeps: ${CHROMIUM_BIN} is missing; as root run: apt-get update && apt-get install -y chromium" >&2
@@ -88,8 +90,8 @@ elif [[ -x "${SKOPEO_BIN}" ]]; then
 elif [[ "$(id -u)" -eq 0 ]]; then
 	echo "testdeps: installing skopeo with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq skopeo >/dev/null
+	apt_get update -qq
+	apt_get install -y -qq skopeo >/dev/null
 	echo "testdeps: installed ${SKOPEO_BIN}"
 else
 	echo "testdeps: ${SKOPEO_BIN} is missing; as root run: apt-get update && apt-get install -y skopeo" >&2
@@ -148,8 +150,8 @@ elif [[ "$(id -u)" -eq 0 ]]; then
 	echo "testdeps: installing qemu-user-static binfmt-support libc6:arm64 with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
 	dpkg --add-architecture arm64
-	apt-get update -qq
-	apt-get install -y -qq qemu-user-static binfmt-support libc6:arm64 >/dev/null
+	apt_get update -qq
+	apt_get install -y -qq qemu-user-static binfmt-support libc6:arm64 >/dev/null
 	echo "testdeps: installed qemu-user-static binfmt-support libc6:arm64"
 else
 	echo "testdeps: qemu-user-static, binfmt-support or libc6:arm64 is missing; as root run: dpkg --add-architecture arm64 && apt-get update && apt-get install -y qemu-user-static binfmt-support libc6:arm64" >&2

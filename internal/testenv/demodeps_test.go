@@ -9,8 +9,9 @@ import (
 	"testing"
 )
 
-// TestDemoInstallsOnlyItsDeps: `make demo` installs only what the demo
-// runs on (scripts/testdeps.sh --demo: the registry and Bun), not the
+// TestDemoInstallsOnlyItsDeps: `make demo` and scripts/demo.sh install
+// only what the demo runs on (scripts/testdeps.sh --demo: the registry
+// and Bun), not the
 // browser, skopeo or qemu-user that `make check` needs; testdeps.sh
 // --demo says nothing about those and succeeds where the registry and
 // the Bun tarballs are present.
@@ -31,6 +32,15 @@ func TestDemoInstallsOnlyItsDeps(t *testing.T) {
 		t.Errorf("make demo's recipe %q does not run scripts/testdeps.sh --demo", rule[2])
 	}
 
+	demo, err := os.ReadFile(filepath.Join(root, "scripts/demo.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range regexp.MustCompile(`(?m)^[^#\n]*scripts/testdeps\.sh.*$`).FindAll(demo, -1) {
+		if !strings.Contains(string(call), "testdeps.sh --demo") {
+			t.Errorf("scripts/demo.sh runs the full testdeps.sh: %s", call)
+		}
+	}
 	for _, f := range []string{"/usr/bin/docker-registry", filepath.Join(root, ".cache/npm/oven-bun-linux-x64-1.3.14.tgz"), filepath.Join(root, ".cache/npm/oven-bun-linux-aarch64-1.3.14.tgz")} {
 		if _, err := os.Stat(f); err != nil {
 			Missing(t, f+" (scripts/testdeps.sh installs it)")
@@ -44,5 +54,26 @@ func TestDemoInstallsOnlyItsDeps(t *testing.T) {
 		if strings.Contains(string(out), not) {
 			t.Errorf("scripts/testdeps.sh --demo mentions %s:\n%s", not, out)
 		}
+	}
+}
+
+// TestDemoFailureNamesOnlyItsFiles: a demo that fails before it made its
+// run directory (here: go is not on PATH) does not point at a .run/demo/
+// that does not exist or is an earlier run's (issue 25 item 8).
+func TestDemoFailureNamesOnlyItsFiles(t *testing.T) {
+	root := RepoRoot(t)
+	c := exec.Command("bash", filepath.Join(root, "scripts/demo.sh"))
+	c.Env = []string{"PATH=" + t.TempDir() + ":/usr/bin:/bin", "HOME=" + t.TempDir()}
+	for _, p := range []string{"/usr/bin/go", "/bin/go"} {
+		if _, err := os.Stat(p); err == nil {
+			Missing(t, p+" exists, so PATH cannot leave go out")
+		}
+	}
+	out, err := c.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "go is missing") {
+		t.Fatalf("scripts/demo.sh without go = %v\n%s; want it to fail on go", err, out)
+	}
+	if strings.Contains(string(out), ".run/demo") {
+		t.Errorf("scripts/demo.sh failed before making its files but points at them:\n%s", out)
 	}
 }
