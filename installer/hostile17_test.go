@@ -185,6 +185,9 @@ func TestInstallFromHostileLocalImage(t *testing.T) {
 		{"archive: layer a hardlink", archive(special(tar.TypeLink, "index.json"), nil, nil), []string{layerName, "hardlink"}},
 		{"archive: entry leaves the archive", archive(nil, nil, []archiveEntry{reg("../escape", "x")}), []string{`"../escape"`, "leaves the archive"}},
 		{"archive: absolute entry", archive(nil, nil, []archiveEntry{reg("/tmp/hbx-escape", "x")}), []string{`"/tmp/hbx-escape"`, "leaves the archive"}},
+		// issue 25 item 4: every name was kept (1,000 one-MiB names, 1.19 GB).
+		{"archive: a name longer than any a layout uses", archive(nil, []archiveEntry{reg("pad/"+strings.Repeat("n", 300), "")}, nil), []string{"a name of 304 bytes, longer than any an OCI layout uses (at most 256)"}},
+		{"archive: a padding name twice", archive(nil, []archiveEntry{reg("pad/x", ""), reg("./pad/x", "")}, nil), []string{`"./pad/x"`, "more than once"}},
 		{"archive: layer twice", archive(nil, nil, []archiveEntry{reg(layerName, "second")}), []string{layerName, "more than once"}},
 		{"archive: index.json of 1 GiB", archive(map[string]archiveEntry{"index.json": {hdr: tar.Header{Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 30}}}, nil, nil),
 			[]string{"index.json", "larger than"}},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
@@ -292,8 +293,15 @@ func checkLayout(layoutFile []byte, hasLayout bool, indexFile []byte, hasIndex b
 }
 
 // maxArchiveEntries caps the entries of an OCI archive (an image has a
-// few dozen blobs): the scan keeps every name.
+// few dozen blobs).
 const maxArchiveEntries = 1 << 16
+
+// maxArchiveName caps an archive entry's name, in bytes: the longest an
+// OCI layout uses is "./blobs/sha512/" and 128 hex digits (143 bytes). A
+// longer one is refused before the next header is read, so the scan holds
+// one name at a time (issue 25 item 4: an archive of 1,000 one-MiB names
+// held them all, 1.19 GB).
+const maxArchiveName = 256
 
 // openArchive opens the OCI archive file (absolute) and reads it in
 // place: one pass over its tar headers (bodies skipped by seeking)
@@ -303,8 +311,10 @@ const maxArchiveEntries = 1 << 16
 // read. The scan refuses (ErrLocalImage) a truncated archive, an entry
 // whose name leaves the archive (absolute or through ".."), a name given
 // twice, a layout name (oci-layout, index.json, blobs/...) that is not a
-// regular file (a symlink, hardlink, device, FIFO or sparse file), and
-// more than maxArchiveEntries entries; other entries are skipped.
+// regular file (a symlink, hardlink, device, FIFO or sparse file), a name
+// longer than maxArchiveName and more than maxArchiveEntries entries;
+// other entries are skipped. It keeps the layout files' names and 8
+// bytes for each other name.
 func openArchive(file string, index digest.Digest) (_ *localSource, err error) {
 	name := "OCI archive " + file
 	f, err := regfile.Open(file)
@@ -334,7 +344,8 @@ func openArchive(file string, index digest.Digest) (_ *localSource, err error) {
 // file of the layout lies; see openArchive for what it refuses.
 func scanArchive(f *os.File) (map[string]span, error) {
 	spans := map[string]span{}
-	seen := map[string]bool{}
+	seen := map[uint64]bool{} // names' hashes: 8 bytes an entry
+	seed := maphash.MakeSeed()
 	tr := tar.NewReader(f)
 	for n := 0; ; n++ {
 		h, err := tr.Next()
@@ -354,10 +365,13 @@ func scanArchive(f *os.File) (map[string]span, error) {
 		if h.Typeflag == tar.TypeDir {
 			continue
 		}
-		if seen[name] {
+		// Two names with one hash are refused as one name given twice: at
+		// 64 bits, among at most maxArchiveEntries names, never in practice.
+		sum := maphash.String(seed, name)
+		if seen[sum] {
 			return nil, fmt.Errorf("%w: entry %q: the name is given more than once", ErrLocalImage, h.Name)
 		}
-		seen[name] = true
+		seen[sum] = true
 		if !layoutFile(name) {
 			continue
 		}
@@ -373,8 +387,12 @@ func scanArchive(f *os.File) (map[string]span, error) {
 }
 
 // archiveName is the entry's name cleaned ("./x" and "x" are one name);
-// a name that leaves the archive is refused.
+// a name that leaves the archive, or longer than maxArchiveName, is
+// refused.
 func archiveName(h *tar.Header) (string, error) {
+	if len(h.Name) > maxArchiveName {
+		return "", fmt.Errorf("%w: entry %.40q...: a name of %d bytes, longer than any an OCI layout uses (at most %d)", ErrLocalImage, h.Name, len(h.Name), maxArchiveName)
+	}
 	n := path.Clean(h.Name)
 	if path.IsAbs(n) || n == ".." || strings.HasPrefix(n, "../") {
 		return "", fmt.Errorf("%w: entry %q: the name leaves the archive", ErrLocalImage, h.Name)
