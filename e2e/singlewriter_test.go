@@ -125,6 +125,24 @@ func TestSingleWriterE2E(t *testing.T) {
 	other := filepath.Join(filepath.Dir(s.socket), "other.sock")
 	r := hbxEnv(t, b, []string{"HBX_SUPERVISOR_SOCKET=" + other, fmt.Sprintf("HBX_EXECUTOR_PORT=%d", freePort(t))}, 30*time.Second, "supervise")
 	refusal(t, "hbx supervise on another socket and port", r, holder)
+	// The same data directory through another path (issue 25 item 5):
+	// through a symlink the one lock is found; a bind mount of the
+	// directory is refused as a mount point.
+	link, bind := filepath.Join(b.dir, "data-link"), filepath.Join(b.dir, "data-bind")
+	if err := os.Symlink(b.dataDir, link); err != nil {
+		t.Fatal(err)
+	}
+	r = hbxEnv(t, b, []string{"HBX_SUPERVISOR_SOCKET=" + other, fmt.Sprintf("HBX_EXECUTOR_PORT=%d", freePort(t)), "HBX_EXECUTOR_DATA_DIR=" + link}, 30*time.Second, "supervise")
+	refusal(t, "hbx supervise on a symlink to the data directory", r, holder)
+	if err := os.Mkdir(bind, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "--bind", b.dataDir, bind).CombinedOutput(); err != nil {
+		t.Fatalf("mount --bind: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", bind).Run() })
+	r = hbxEnv(t, b, []string{"HBX_SUPERVISOR_SOCKET=" + other, fmt.Sprintf("HBX_EXECUTOR_PORT=%d", freePort(t)), "HBX_EXECUTOR_DATA_DIR=" + bind}, 30*time.Second, "supervise")
+	refusal(t, "hbx supervise on a bind mount of the data directory", r, bind+" is the root of a mount")
 	refusal(t, "hbx run executor beside hbx supervise", hbxEnv(t, b, nil, 30*time.Second, "run", "executor"), holder)
 	if n := len(lines(filepath.Join(dir, "escapees"))); n != 1 {
 		t.Errorf("%d appenders started, want 1", n)
