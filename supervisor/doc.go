@@ -3,7 +3,10 @@
 // priorities, autostart, autorestart (true, false, unexpected with
 // exitcodes), startsecs, startretries, stopsignal and stopwaitsecs, and the
 // states STOPPED, STARTING, RUNNING, BACKOFF, STOPPING, EXITED and FATAL.
-// It also serves the control API on a unix socket (Serve, Dial).
+// It also serves the control API on a unix socket (Serve, Dial). A client
+// believes only a socket served by root, or by its own user when it does
+// not run as root (SO_PEERCRED, ErrUntrustedPeer), and a held file of the
+// same owners.
 //
 // # What it guarantees
 //

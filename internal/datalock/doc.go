@@ -32,6 +32,11 @@
 //     it only reads /proc.
 //   - Release closes the owner's descriptors without unlocking the shared
 //     flock: a payload process that is still alive keeps the data lock.
+//   - One directory has one lock whatever path names it: Path resolves
+//     symlinks, and Acquire refuses (ErrMountPoint) a data directory that
+//     is the root of a mount, the one way to reach it under another parent
+//     (a bind mount), and checks that the directory beside the lock is the
+//     data directory by device and inode.
 //
 // # What it does not do
 //
