@@ -118,18 +118,27 @@ func executorPID(ctx context.Context, o *Options) (int, string, error) {
 	// pid that does not hold it is a stale pidfile's reused pid, or one
 	// the payload wrote to name another process.
 	if o.DataDir != "" {
-		lp := datalock.Path(o.DataDir)
-		pin, err := procscan.PinPath(lp)
-		if errors.Is(err, os.ErrNotExist) {
-			return 0, "", fmt.Errorf("executor is not running: pidfile %s names pid %d, but there is no data lock %s", o.PidFile, pid, lp)
-		}
-		if err != nil {
-			return 0, "", fmt.Errorf("read the data lock: %w", err)
-		}
-		defer pin.Close()
-		if !procscan.Holds(pid, pin) {
-			return 0, "", fmt.Errorf("executor is not running: pidfile %s names pid %d, which does not hold the data lock %s (a stale pidfile, or not the payload hbx run executor started)", o.PidFile, pid, lp)
+		if err := holdsDataLock(o, pid); err != nil {
+			return 0, "", err
 		}
 	}
 	return pid, "pidfile " + o.PidFile, nil
+}
+
+// holdsDataLock fails unless pid (named by the pidfile) holds the data
+// directory's lock open.
+func holdsDataLock(o *Options, pid int) error {
+	lp := datalock.Path(o.DataDir)
+	pin, err := procscan.PinPath(lp)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("executor is not running: pidfile %s names pid %d, but there is no data lock %s", o.PidFile, pid, lp)
+	}
+	if err != nil {
+		return fmt.Errorf("read the data lock: %w", err)
+	}
+	defer pin.Close()
+	if !procscan.Holds(pid, pin) {
+		return fmt.Errorf("executor is not running: pidfile %s names pid %d, which does not hold the data lock %s (a stale pidfile, or not the payload hbx run executor started)", o.PidFile, pid, lp)
+	}
+	return nil
 }
