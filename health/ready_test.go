@@ -139,11 +139,13 @@ func TestReadyNotOffered(t *testing.T) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	for _, name := range []string{"execute", "skills", "resume"} {
 		s.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
 	}
 	mcpH := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	var health func(w http.ResponseWriter) // the /api/health answer of the case
-	var gateAll, open bool // every path needs the key (the CLI edition); /mcp needs none
+	var gateAll, open bool                 // every path needs the key (the CLI edition); /mcp needs none
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gated := gateAll || r.URL.Path == "/mcp" && !open
 		if gated && r.Header.Get("Authorization") != "Bearer "+key {
