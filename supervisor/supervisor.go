@@ -1035,7 +1035,7 @@ func (s *Supervisor) Info() Info {
 func (s *Supervisor) describe(st Status) Status {
 	st.Held = s.held[st.Name] > 0
 	switch {
-	case st.State == Running:
+	case st.State == Running && st.PID != 0 && !st.Started.IsZero():
 		st.Detail = fmt.Sprintf("pid %d, uptime %s", st.PID, Uptime(time.Since(st.Started)))
 	case st.PID != 0 && st.detail != "":
 		st.Detail = fmt.Sprintf("pid %d, %s", st.PID, st.detail)
