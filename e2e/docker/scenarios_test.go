@@ -623,7 +623,7 @@ func TestDockerTree(t *testing.T) {
 	pid := executorPID(t, b)
 	workerd := strings.TrimSpace(b.exec("executor", "sh", "-c", "cat /proc/"+pid+"/task/*/children"))
 	killed := time.Now()
-	b.exec("executor", "kill", "-9", pid)
+	b.exec("executor", "sh", "-c", "kill -9 "+pid)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if out, err := b.execErr("executor", "hbx", "health", "--only", "api-health,supervisor,listeners"); err == nil {
