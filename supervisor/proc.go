@@ -399,7 +399,9 @@ func (p *proc) onExit(ws syscall.WaitStatus) {
 		p.s.log.Warn("exited", "program", p.spec.Name, "pid", p.pgid, "status", desc, "expected", expected)
 		p.exitedExpected = expected
 	}
-	if p.othersAlive() && !p.term.active {
+	// groupAlive first: a kill(2) answers at once where a scan of /proc
+	// for the marker's holders takes tens of milliseconds.
+	if !p.term.active && (groupAlive(p.pgid) || p.othersAlive()) {
 		// The leftovers of a leader that exited on its own: stopped at
 		// once, with a short grace of their own (LeftoverGrace).
 		p.s.log.Info("stopping what is left of the program's process group", "program", p.spec.Name, "pgid", p.pgid, "grace", p.leftoverGrace())
