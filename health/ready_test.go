@@ -174,6 +174,7 @@ func TestReadyNotOffered(t *testing.T) {
 		name       string
 		health     func(http.ResponseWriter)
 		key        bool
+		keyFile    string   // health.token_file instead of the key
 		open       bool     // /mcp answers without the key
 		tools      []string // what mcp-tools expects
 		want       string   // "" ready, else in the error
@@ -188,6 +189,8 @@ func TestReadyNotOffered(t *testing.T) {
 		{name: "200 degraded", health: status(200, `{"status":"degraded"}`), key: true, tools: tools, want: `status "degraded"`},
 		{name: "503", health: status(503, `{"status":"unhealthy"}`), key: true, tools: tools, want: "503"},
 		{name: "timeout", health: stall, key: true, tools: tools, want: "deadline"},
+		{name: "404 with an unreadable key file", health: status(404, ``), keyFile: "/nonexistent/hbx.key", tools: tools,
+			want: "/nonexistent/hbx.key", checkSkips: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			health, gateAll, open = tt.health, tt.key, tt.open
@@ -195,6 +198,7 @@ func TestReadyNotOffered(t *testing.T) {
 			if tt.key {
 				o.Key = NewKey(key)
 			}
+			o.KeyFile = tt.keyFile
 			probe, err := Ready(o, ReadyAPIHealth)
 			if err != nil {
 				t.Fatal(err)

@@ -129,3 +129,22 @@ func procAlive(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return !(i > 0 && len(b) > i+2 && b[i+2] == 'Z')
 }
+
+// TestDrainTimes: the status of a draining group says for how long it has
+// drained and when its SIGKILL is, or was, due.
+func TestDrainTimes(t *testing.T) {
+	from := time.Unix(1000, 0)
+	for _, tt := range []struct {
+		from, killAt, now time.Time
+		want              string
+	}{
+		{time.Time{}, time.Time{}, from, ""},
+		{from, from.Add(200 * time.Millisecond), from.Add(50 * time.Millisecond), " (for 0.05s; SIGKILL in 0.15s)"},
+		{from, from.Add(200 * time.Millisecond), from.Add(300 * time.Millisecond), " (for 0.30s; SIGKILL sent)"},
+		{from, from.Add(15 * time.Second), from.Add(2 * time.Second), " (for 2.00s; SIGKILL in 13.00s)"},
+	} {
+		if got := drainTimes(tt.from, tt.killAt, tt.now); got != tt.want {
+			t.Errorf("drainTimes(%v, %v, %v) = %q, want %q", tt.from, tt.killAt, tt.now, got, tt.want)
+		}
+	}
+}
