@@ -148,3 +148,29 @@ func TestDrainTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedStartLeftoversShown: a start whose leader exits too quickly
+// leaving a child that ignores SIGTERM says, while the child gets its
+// leftover grace, which group it waits for.
+func TestFailedStartLeftoversShown(t *testing.T) {
+	dir := progDir(t, "quick")
+	p := helperProgram(t, dir, "quick", "leave-child", "")
+	p.StartSecs = 5 * time.Second // it exits after 200ms: too quickly
+	p.StopWait = 30 * time.Second
+	s := runSupervisor(t, Options{Programs: []Program{p}, LeftoverGrace: 2 * time.Second})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := s.Get("quick")
+		if st.State == Starting && strings.Contains(st.Detail, "exited too quickly") {
+			if !strings.Contains(st.Detail, "waiting for process group") || !strings.Contains(st.Detail, "SIGKILL in") {
+				t.Fatalf("status after a failed start with a leftover = %s %q, want the group it waits for", st.State, st.Detail)
+			}
+			t.Logf("status: %s %q", st.State, st.Detail)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed start seen in 20s: %s %q", st.State, st.Detail)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

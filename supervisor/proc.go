@@ -417,6 +417,8 @@ func (p *proc) onExit(ws syscall.WaitStatus) {
 			why += "; restarting once the rest of its process group is gone"
 		}
 		p.setState(Exited, why)
+	} else if p.waiting != "" {
+		p.publish(false) // what the failed start waits for
 	}
 }
 
