@@ -34,8 +34,8 @@ func setExecutorKeys(t *testing.T, b *box, lines string) {
 // executor.token_file (handed to the real test image), and hbx health
 // passes every check; an Executor whose /mcp answers without a key is
 // never RUNNING (readiness) and is restarted when it starts to (wedge);
-// one with a second listener, even on loopback, is never RUNNING and fails
-// check listeners. The key never shows in any output.
+// one with a second listener off loopback is never RUNNING and fails check
+// listeners. The key never shows in any output.
 func TestNetworkExposureE2E(t *testing.T) {
 	requireE2E(t)
 	addrs := nonLoopbackAddrs()
@@ -114,8 +114,10 @@ func TestNetworkExposureE2E(t *testing.T) {
 	})
 	pid = st.PID
 
-	// A second listener, on loopback: never RUNNING, listeners fails.
-	writeFile(t, env, fmt.Sprintf("HBXTEST_EXTRA_LISTEN=127.0.0.1:%d\n", freePort(t)), 0o600)
+	// A second listener off loopback (on the machine's address): never
+	// RUNNING, listeners fails. (Loopback side ports of its own tree are
+	// part of the payload: TestTreeShapeE2E.)
+	writeFile(t, env, fmt.Sprintf("HBXTEST_EXTRA_LISTEN=%s:%d\n", addrs[0], freePort(t)), 0o600)
 	// hbx restart waits for the start's outcome: FATAL after the retries.
 	if r := b.hbx("restart", "executor"); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "listener off the configured address") {
 		t.Errorf("hbx restart executor with a stray listener = %d, output %q; want a failure naming it", r.code, r.stdout+r.stderr)

@@ -169,12 +169,25 @@ func skipf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errSkip}, args...)...)
 }
 
+// notOfferedSkip is check api-health's skip when /api/health is not
+// offered: it wraps errSkip and ErrNotOffered.
+type notOfferedSkip struct{ reason string }
+
+// Error is the skip's reason after "skip: ".
+func (e *notOfferedSkip) Error() string { return errSkip.Error() + ": " + e.reason }
+
+// Unwrap returns errSkip and ErrNotOffered.
+func (e *notOfferedSkip) Unwrap() []error { return []error{errSkip, ErrNotOffered} }
+
 // checks lists every check in order.
 var checks = []check{
 	{CheckAPIHealth, func(ctx context.Context, o *Options) (string, error) {
 		key, why := o.optionalKey()
 		u := o.url("/api/health")
 		status, err := apiHealth(ctx, u, key)
+		if errors.Is(err, ErrNotOffered) {
+			return "", &notOfferedSkip{fmt.Sprintf("%s (readiness falls back to %s)", reasonOf(err, ErrUnhealthy), o.fallback())}
+		}
 		if err != nil {
 			return "", notSent(err, why)
 		}
@@ -262,7 +275,7 @@ var checks = []check{
 		if err != nil {
 			return "", fmt.Errorf("executor pid %d (from %s): %s", pid, from, reasonOf(err, ErrUnhealthy))
 		}
-		return fmt.Sprintf("executor pid %d (from %s) and its children listen on %s only", pid, from, describe(ls)), nil
+		return fmt.Sprintf("executor pid %d (from %s) and its tree listen on %s", pid, from, DescribeTree(ls, want)), nil
 	}},
 	{CheckDataDir, func(_ context.Context, o *Options) (string, error) {
 		mode, err := DataDir(o.DataDir, o.DataDirOwner)

@@ -29,8 +29,11 @@
 //     is on loopback, and the configured address and port is among them
 //     ([Listeners]); the executor's pid comes from the supervisor, else
 //     from the pidfile of `hbx run executor`. Exposed to the network
-//     (Options.Network, executor.exposure network), it listens on exactly
-//     the configured address and port and nowhere else ([ListenersExact]).
+//     (Options.Network, executor.exposure network), it listens on the
+//     configured address and port and, besides it, on loopback only
+//     ([ListenersExact]): in both exposures the loopback side ports of
+//     the executor's own tree (a tool bridge, workerd children) are part
+//     of the payload; processes outside the tree are never looked at.
 //     Open files it may not read (root without CAP_SYS_PTRACE, a
 //     container's default, probing another user's Executor) fail it with
 //     [ErrProcUnreadable], naming the pid and the capability, never as

@@ -14,6 +14,13 @@ import (
 // an answer other than the one wanted, a listener off loopback.
 var ErrUnhealthy = errors.New("unhealthy")
 
+// ErrNotOffered is wrapped (with ErrUnhealthy) by the error of
+// APIHealth and APIHealthKey when GET /api/health answers 404 or 405: the
+// payload does not offer the endpoint (the Executor CLI edition has none),
+// which is no verdict on its health. Readiness then falls back to the MCP
+// checks ([Ready]) and check api-health is skipped.
+var ErrNotOffered = errors.New("not offered by this payload")
+
 // maxBody is how much of a response body a check reads.
 const maxBody = 256 << 10
 
@@ -35,7 +42,8 @@ var client = &http.Client{
 // ErrUnhealthy and says what happened: the transport error, the HTTP
 // status (with the body's status when there is one), what is wrong with
 // the body, or the status other than "ok" (Executor answers 200 with
-// {"status":"degraded"} when its database fails). It is check api-health
+// {"status":"degraded"} when its database fails); a 404 or 405 also wraps
+// ErrNotOffered. It is check api-health
 // without a key; see [APIHealthKey].
 func APIHealth(ctx context.Context, url string) error {
 	_, err := apiHealth(ctx, url, Key{})
@@ -66,6 +74,9 @@ func apiHealth(ctx context.Context, url string, key Key) (string, error) {
 		Status json.RawMessage `json:"status"`
 	}
 	jsonErr := json.Unmarshal(body, &doc)
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+		return "", fmt.Errorf("%w: GET %s: %s: %w", ErrUnhealthy, url, resp.Status, ErrNotOffered)
+	}
 	if resp.StatusCode != http.StatusOK {
 		if jsonErr == nil && doc.Status != nil {
 			return "", fmt.Errorf("%w: GET %s: %s, status %s", ErrUnhealthy, url, resp.Status, doc.Status)

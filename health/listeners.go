@@ -91,17 +91,20 @@ func Listeners(pid int, want netip.AddrPort) ([]Listener, error) {
 }
 
 // ErrStrayListener is wrapped (with ErrUnhealthy) by the error of
-// ListenersExact when the process tree listens somewhere other than the
-// configured address and port.
+// ListenersExact when the process tree listens off loopback somewhere
+// other than the configured address and port.
 var ErrStrayListener = errors.New("listener off the configured address")
 
 // ListenersExact is Listeners for an Executor exposed to the network
 // (executor.exposure network): it returns nil only when the tree of pid
 // listens on want (as bound: 0.0.0.0:4788 is not [::]:4788, and an
-// IPv4-mapped address counts as its IPv4 one) and on nothing else.
-// Otherwise the error wraps ErrUnhealthy, and also ErrStrayListener when
-// a listener is elsewhere; it names every such address with its pid. want
-// must be valid.
+// IPv4-mapped address counts as its IPv4 one) and, besides it, on loopback
+// addresses only: the side ports of its own tree (Executor's tool bridge
+// and its workerd children since v1.5.30) are part of the payload, and
+// only processes of the tree are looked at. Otherwise the error wraps
+// ErrUnhealthy, and also ErrStrayListener when a listener is off loopback
+// elsewhere; it names every such address with its pid. want must be
+// valid.
 func ListenersExact(pid int, want netip.AddrPort) ([]Listener, error) {
 	ls, err := processListeners(procRoot, pid)
 	if err != nil {
@@ -110,19 +113,48 @@ func ListenersExact(pid int, want netip.AddrPort) ([]Listener, error) {
 	var stray []string
 	found := false
 	for _, l := range ls {
-		if sameAddrPort(l.Addr, want) {
+		switch {
+		case sameAddrPort(l.Addr, want):
 			found = true
-			continue
+		case !l.Addr.Addr().Unmap().IsLoopback():
+			stray = append(stray, fmt.Sprintf("%s (pid %d)", l.Addr, l.PID))
 		}
-		stray = append(stray, fmt.Sprintf("%s (pid %d)", l.Addr, l.PID))
 	}
 	if len(stray) > 0 {
-		return ls, fmt.Errorf("%w: %w %s: %s", ErrUnhealthy, ErrStrayListener, want, strings.Join(stray, ", "))
+		return ls, fmt.Errorf("%w: %w %s (nor on loopback): %s", ErrUnhealthy, ErrStrayListener, want, strings.Join(stray, ", "))
 	}
 	if !found {
 		return ls, fmt.Errorf("%w: nothing of pid %d's tree listens on %s (it listens on %s)", ErrUnhealthy, pid, want, describe(ls))
 	}
 	return ls, nil
+}
+
+// DescribeTree renders the listeners of a tree that passed Listeners or
+// ListenersExact for a reason line: "127.0.0.1:4788 only", or with side
+// ports, "0.0.0.0:4788 and 2 loopback side ports of its tree
+// (127.0.0.1:40629 pid 19170, 127.0.0.1:44319 pid 19192)". Listeners on
+// want are the main ones; a zero want makes every listener a main one.
+func DescribeTree(ls []Listener, want netip.AddrPort) string {
+	var main, side []Listener
+	for _, l := range ls {
+		if !want.IsValid() || sameAddrPort(l.Addr, want) {
+			main = append(main, l)
+		} else {
+			side = append(side, l)
+		}
+	}
+	if len(side) == 0 {
+		return describe(main) + " only"
+	}
+	s := make([]string, len(side))
+	for i, l := range side {
+		s[i] = fmt.Sprintf("%s pid %d", l.Addr, l.PID)
+	}
+	ports := "ports"
+	if len(side) == 1 {
+		ports = "port"
+	}
+	return fmt.Sprintf("%s and %d loopback side %s of its tree (%s)", describe(main), len(side), ports, strings.Join(s, ", "))
 }
 
 // sameAddrPort reports whether a and b are one address and port, an

@@ -190,8 +190,9 @@ func TestListeners(t *testing.T) {
 }
 
 // TestListenersExact: with executor.exposure network, the tree must listen
-// on exactly the configured address and port, even when every other
-// listener is on loopback.
+// on the configured address and port and, besides it, on loopback only:
+// the loopback side ports of its own tree (Executor's tool bridge and
+// workerd children) are part of the payload, in its process group too.
 func TestListenersExact(t *testing.T) {
 	t.Run("exactly the address", func(t *testing.T) {
 		pid, bound := tree(t, "0.0.0.0:0", "")
@@ -199,20 +200,46 @@ func TestListenersExact(t *testing.T) {
 		if err != nil || len(ls) != 1 {
 			t.Fatalf("ListenersExact() = %v, %v, want one listener and nil", ls, err)
 		}
+		if got, want := DescribeTree(ls, bound[0]), bound[0].String()+" only"; got != want {
+			t.Errorf("DescribeTree() = %q, want %q", got, want)
+		}
 	})
-	t.Run("a second listener on loopback", func(t *testing.T) {
-		pid, bound := tree(t, "0.0.0.0:0", "127.0.0.1:0")
+	t.Run("loopback side ports of its tree", func(t *testing.T) {
+		pid, bound := tree(t, "0.0.0.0:0,127.0.0.1:0", "127.0.0.1:0,[::1]:0")
+		ls, err := ListenersExact(pid, bound[0])
+		if err != nil || len(ls) != 4 {
+			t.Fatalf("ListenersExact() = %v, %v, want four listeners and nil", ls, err)
+		}
+		got := DescribeTree(ls, bound[0])
+		if want := bound[0].String() + " and 3 loopback side ports of its tree ("; !strings.HasPrefix(got, want) {
+			t.Errorf("DescribeTree() = %q, want it to start %q", got, want)
+		}
+		for _, a := range bound[1:] {
+			if !strings.Contains(got, a.String()+" pid ") {
+				t.Errorf("DescribeTree() = %q, want it to name %s with its pid", got, a)
+			}
+		}
+	})
+	t.Run("a second listener off loopback", func(t *testing.T) {
+		pid, bound := tree(t, "0.0.0.0:0", "127.0.0.1:0,[::]:0")
 		_, err := ListenersExact(pid, bound[0])
-		if !errors.Is(err, ErrStrayListener) || !errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), bound[1].String()+" (pid ") {
-			t.Fatalf("ListenersExact() = %v, want ErrStrayListener naming %s", err, bound[1])
+		if !errors.Is(err, ErrStrayListener) || !errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), bound[2].String()+" (pid ") {
+			t.Fatalf("ListenersExact() = %v, want ErrStrayListener naming %s", err, bound[2])
+		}
+		if strings.Contains(err.Error(), bound[1].String()) {
+			t.Errorf("ListenersExact() = %v, names the loopback side port %s", err, bound[1])
 		}
 	})
 	t.Run("a double-forked listener of its process group", func(t *testing.T) {
 		// Reparented away from the tree (to init or the supervisor, a
 		// subreaper), still in the program's process group.
 		pid, bound := tree(t, "0.0.0.0:0", "", "127.0.0.2:0")
-		_, err := ListenersExact(pid, bound[0])
-		if !errors.Is(err, ErrStrayListener) || !strings.Contains(err.Error(), bound[1].String()+" (pid ") {
+		ls, err := ListenersExact(pid, bound[0])
+		if err != nil || len(ls) != 2 {
+			t.Fatalf("ListenersExact() = %v, %v, want the group's loopback side port accepted", ls, err)
+		}
+		pid, bound = tree(t, "0.0.0.0:0", "", "0.0.0.0:0")
+		if _, err := ListenersExact(pid, bound[0]); !errors.Is(err, ErrStrayListener) || !strings.Contains(err.Error(), bound[1].String()+" (pid ") {
 			t.Fatalf("ListenersExact() = %v, want ErrStrayListener naming %s", err, bound[1])
 		}
 		pid, bound = tree(t, "127.0.0.1:0", "", "0.0.0.0:0")
@@ -226,6 +253,20 @@ func TestListenersExact(t *testing.T) {
 		_, err := ListenersExact(pid, want)
 		if !errors.Is(err, ErrStrayListener) {
 			t.Fatalf("ListenersExact(%s) = %v, want ErrStrayListener", want, err)
+		}
+	})
+	t.Run("a listener outside the tree", func(t *testing.T) {
+		// Another process on loopback (not of the tree) is not the
+		// payload's: it neither counts as the configured listener nor
+		// as a side port.
+		_, other := tree(t, "127.0.0.1:0", "")
+		pid, bound := tree(t, "127.0.0.1:0", "")
+		ls, err := Listeners(pid, bound[0])
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("Listeners() = %v, %v, want only its own listener", ls, err)
+		}
+		if _, err := Listeners(pid, other[0]); !errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), "nothing of pid") {
+			t.Errorf("Listeners(another process's address %s) = %v, want nothing of the tree listening there", other[0], err)
 		}
 	})
 }

@@ -42,7 +42,11 @@ var ErrNoKey = errors.New("no MCP key")
 // for an unhealthy answer and ErrKey for an unreadable key file. A check
 // that would skip (mcp-tools without a key) fails wrapping ErrNoKey. A
 // name that is no readiness is an error wrapping ErrUnknownCheck, before
-// any probe runs. With o.Network the probe also runs check mcp-auth
+// any probe runs. When /api/health is not offered (404 or 405,
+// ErrNotOffered), api-health falls back to what the payload offers:
+// mcp-tools with a key configured (o.Key or o.KeyFile), mcp-auth without
+// one; a 200 "degraded", a 5xx or a timeout stay unhealthy. With o.Network
+// the probe also runs check mcp-auth
 // after the one named: an Executor exposed to the network whose /mcp
 // answers without a key is never ready.
 func Ready(o Options, name string) (func(ctx context.Context) error, error) {
@@ -54,6 +58,9 @@ func Ready(o Options, name string) (func(ctx context.Context) error, error) {
 	gate := checks[slices.IndexFunc(checks, func(c check) bool { return c.name == CheckMCPAuth })]
 	return func(ctx context.Context) error {
 		_, err := c.run(ctx, &o)
+		if name == ReadyAPIHealth && errors.Is(err, errSkip) {
+			err = o.readyFallback(ctx, err)
+		}
 		if errors.Is(err, errSkip) {
 			return fmt.Errorf("%w: %w: readiness %s needs one (health.token_file)", ErrUnhealthy, ErrNoKey, name)
 		}
@@ -88,7 +95,7 @@ func ReadyProcess(o Options, name string, tools func() []string) (func(ctx conte
 	}
 	return func(ctx context.Context, pid int) error {
 		r := ready
-		if tools != nil && name == ReadyMCPTools {
+		if tools != nil && name != ReadyMCPAuth { // mcp-tools, or api-health's fallback
 			c := o
 			c.Tools = tools()
 			var err error // this call's own: the closure may run concurrently
@@ -109,4 +116,34 @@ func ReadyProcess(o Options, name string, tools func() []string) (func(ctx conte
 		_, err := Listeners(pid, want)
 		return err
 	}, nil
+}
+
+// fallback names the check readiness api-health falls back to when
+// /api/health is not offered: mcp-tools with a key configured, else
+// mcp-auth.
+func (o *Options) fallback() string {
+	if !o.Key.IsZero() || o.KeyFile != "" {
+		return CheckMCPTools
+	}
+	return CheckMCPAuth
+}
+
+// readyFallback runs, for readiness api-health whose check was skipped
+// with skip because /api/health is not offered, the check fallback
+// names; it returns skip unchanged for any other skip. Its error names
+// both.
+func (o *Options) readyFallback(ctx context.Context, skip error) error {
+	if !errors.Is(skip, ErrNotOffered) {
+		return skip
+	}
+	name := o.fallback()
+	c := checks[slices.IndexFunc(checks, func(c check) bool { return c.name == name })]
+	_, err := c.run(ctx, o)
+	if err != nil && !errors.Is(err, errSkip) {
+		err = fmt.Errorf("%w (GET /api/health: not offered; readiness falls back to %s)", err, name)
+		if !errors.Is(err, ErrUnhealthy) {
+			err = fmt.Errorf("%w: %w", ErrUnhealthy, err)
+		}
+	}
+	return err
 }

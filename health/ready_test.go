@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestReady: only the readiness names are probes; mcp-tools without a key
@@ -123,5 +125,104 @@ func TestReadyNetworkGate(t *testing.T) {
 		if (err == nil) != tt.ready || (err != nil && !errors.Is(err, ErrUnhealthy)) {
 			t.Errorf("network %v, gated %v: api-health probe = %v, want ready %v", tt.network, tt.gated, err, tt.ready)
 		}
+	}
+}
+
+// TestReadyNotOffered: /api/health answering 404 or 405 means the payload
+// does not offer it (the Executor CLI edition: 401 without its key, 404
+// with it); readiness api-health then falls back to mcp-tools with a key
+// configured, to the 401 Bearer challenge without one. A 200 "degraded",
+// a 5xx and a timeout stay unhealthy; check api-health is skipped, naming
+// the fallback.
+func TestReadyNotOffered(t *testing.T) {
+	const key = "k3y"
+	s := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	for _, name := range []string{"execute", "skills", "resume"} {
+		s.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+	}
+	mcpH := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	var health func(w http.ResponseWriter) // the /api/health answer of the case
+	var gateAll, open bool                 // every path needs the key (the CLI edition); /mcp needs none
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gated := gateAll || r.URL.Path == "/mcp" && !open
+		if gated && r.Header.Get("Authorization") != "Bearer "+key {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="x"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path == "/mcp" {
+			mcpH.ServeHTTP(w, r)
+			return
+		}
+		health(w)
+	}))
+	defer srv.Close()
+	ap := netip.MustParseAddrPort(srv.Listener.Addr().String())
+	status := func(code int, body string) func(http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			io.WriteString(w, body)
+		}
+	}
+	stall := func(http.ResponseWriter) { time.Sleep(2 * time.Second) }
+	tools := []string{"execute", "skills", "resume"}
+	for _, tt := range []struct {
+		name       string
+		health     func(http.ResponseWriter)
+		key        bool
+		keyFile    string   // health.token_file instead of the key
+		open       bool     // /mcp answers without the key
+		tools      []string // what mcp-tools expects
+		want       string   // "" ready, else in the error
+		checkSkips bool     // check api-health skips (not fails)
+	}{
+		{name: "404 with a key: mcp-tools", health: status(404, `{"error":"not found"}`), key: true, tools: tools, checkSkips: true},
+		{name: "405 with a key: mcp-tools", health: status(405, ``), key: true, tools: tools, checkSkips: true},
+		{name: "404 with a key, other tools", health: status(404, ``), key: true, tools: []string{"execute", "resume"},
+			want: "readiness falls back to mcp-tools", checkSkips: true},
+		{name: "404 without a key: the Bearer challenge", health: status(404, ``), checkSkips: true},
+		{name: "404 without a key, /mcp open", health: status(404, ``), open: true, want: "readiness falls back to mcp-auth", checkSkips: true},
+		{name: "200 degraded", health: status(200, `{"status":"degraded"}`), key: true, tools: tools, want: `status "degraded"`},
+		{name: "503", health: status(503, `{"status":"unhealthy"}`), key: true, tools: tools, want: "503"},
+		{name: "timeout", health: stall, key: true, tools: tools, want: "deadline"},
+		{name: "404 with an unreadable key file", health: status(404, ``), keyFile: "/nonexistent/hbx.key", tools: tools,
+			want: "/nonexistent/hbx.key", checkSkips: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			health, gateAll, open = tt.health, tt.key, tt.open
+			o := Options{Listen: "127.0.0.1", Port: int(ap.Port()), Tools: tt.tools, Timeout: time.Second}
+			if tt.key {
+				o.Key = NewKey(key)
+			}
+			o.KeyFile = tt.keyFile
+			probe, err := Ready(o, ReadyAPIHealth)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			err = probe(ctx)
+			if tt.want == "" && err != nil {
+				t.Errorf("api-health readiness = %v, want ready", err)
+			}
+			if tt.want != "" && (!errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("api-health readiness = %v, want ErrUnhealthy saying %q", err, tt.want)
+			}
+			rep, err := Run(t.Context(), o, []string{CheckAPIHealth})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rep.Checks[0]
+			if tt.checkSkips && (got.Status != Skip || !strings.Contains(got.Reason, "not offered") || !strings.Contains(got.Reason, "readiness falls back to "+o.fallback())) {
+				t.Errorf("check api-health = %s %q, want a skip naming the fallback", got.Status, got.Reason)
+			}
+			if !tt.checkSkips && got.Status != Fail {
+				t.Errorf("check api-health = %s %q, want fail", got.Status, got.Reason)
+			}
+		})
 	}
 }

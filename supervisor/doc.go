@@ -32,7 +32,16 @@
 //     it reports STOPPED only once no process of the group is left. A
 //     program is never started again while a process of its previous group
 //     is alive (the leader's exit alone is not enough), so a restarted
-//     Executor never meets its old instance on the data directory.
+//     Executor never meets its old instance on the data directory. When
+//     the leader exits without being asked to (a crash, kill -9), what is
+//     left of its group is a leftover: it gets stopsignal at once and
+//     SIGKILL after Options.LeftoverGrace (200ms, never more than
+//     stopwaitsecs), so the program restarts within a second even when a
+//     child ignores SIGTERM (Executor's workerd). A program that exited
+//     from RUNNING is EXITED at once (never RUNNING without a process);
+//     Status says the old group is draining, for how long, when its
+//     SIGKILL is due, and that a restart follows; a stop or start asked
+//     meanwhile waits for the group to be gone.
 //   - Programs start in ascending priority order; a program with DependsOn
 //     is started only when every dependency is RUNNING. A program with a
 //     Probe becomes RUNNING only when it has been up for StartSecs and the

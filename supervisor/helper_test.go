@@ -28,6 +28,10 @@ import (
 //	crash-once    the first run lives 300ms and exits 1, later runs exit 1 at once
 //	ignore-term   ignore SIGTERM, start a grandchild that ignores it too,
 //	              record both pids in DIR/pids, sleep
+//	bun-tree      as Executor since v1.5.30: start a "workerd" grandchild
+//	              (ignores SIGTERM), record both pids in DIR/pids once it
+//	              ignores it, sleep; on SIGTERM SIGKILL it and exit 0
+//	workerd       ignore SIGTERM, create DIR/workerd-<pid>, sleep
 //	leave-child   start a grandchild that ignores SIGTERM (pid in DIR/pids),
 //	              then exit 1 after 200ms (a crash that leaves a process behind);
 //	              later runs record in DIR/check whether the previous
@@ -69,7 +73,7 @@ func helper(name string) int {
 	if name == "hold" {
 		return holdHelper(dir, arg)
 	}
-	if name != "leaf" && name != "double-fork-mid" && name != "append-leaf" && name != "supervise" {
+	if name != "leaf" && name != "double-fork-mid" && name != "append-leaf" && name != "supervise" && name != "workerd" {
 		appendLine("starts", fmt.Sprintf("%d %d", time.Now().UnixNano(), os.Getpid()))
 	}
 	child := func(helper string) *exec.Cmd {
@@ -107,6 +111,12 @@ func helper(name string) int {
 		signal.Ignore(syscall.SIGTERM)
 		c := child("leaf")
 		appendLine("pids", fmt.Sprintf("%d %d", os.Getpid(), c.Process.Pid))
+		return forever()
+	case "bun-tree":
+		return bunTree(dir, child, appendLine)
+	case "workerd":
+		signal.Ignore(syscall.SIGTERM)
+		appendLine(fmt.Sprintf("workerd-%d", os.Getpid()), "ready")
 		return forever()
 	case "leave-child", "leave-setsid":
 		if b, err := os.ReadFile(dir + "/pids"); err == nil {
@@ -173,6 +183,31 @@ func helper(name string) int {
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper", name)
 	return 2
+}
+
+// bunTree is the "bun-tree" helper.
+func bunTree(dir string, child func(string) *exec.Cmd, appendLine func(file, line string)) int {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	c := child("workerd")
+	stop := func() int {
+		c.Process.Kill()
+		c.Wait()
+		return 0
+	}
+	for {
+		if _, err := os.Stat(fmt.Sprintf("%s/workerd-%d", dir, c.Process.Pid)); err == nil {
+			break
+		}
+		select {
+		case <-term:
+			return stop()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	appendLine("pids", fmt.Sprintf("%d %d", os.Getpid(), c.Process.Pid))
+	<-term
+	return stop()
 }
 
 // setsidChild starts this binary as helper h in a new session.

@@ -93,6 +93,8 @@ type proc struct {
 // termination tracks the stopsignal-then-SIGKILL of a process group.
 type termination struct {
 	active    bool
+	leftovers bool // of a leader that exited on its own: LeftoverGrace
+	began     time.Time
 	killAt    time.Time
 	killed    bool
 	signalled map[int]syscall.Signal // escaped processes and what they were sent
@@ -152,7 +154,14 @@ func (p *proc) handle(ctx context.Context, r request) {
 			return
 		}
 		switch p.state {
-		case Stopped, Exited, Fatal:
+		case Exited:
+			if p.draining() { // started once the old group is gone
+				p.wantStart = true
+				p.startWaiters = append(p.startWaiters, r.done)
+				return
+			}
+			fallthrough
+		case Stopped, Fatal:
 			p.backoffN = 0
 			p.beginStart()
 			p.startWaiters = append(p.startWaiters, r.done)
@@ -167,31 +176,44 @@ func (p *proc) handle(ctx context.Context, r request) {
 		}
 	case reqStop:
 		p.wantStart = false
-		switch p.state {
-		case Stopped, Exited, Fatal:
+		switch {
+		case p.draining():
+			p.stopLive(r)
+		case p.state == Stopped || p.state == Exited || p.state == Fatal:
 			r.done <- nil
-		case Backoff:
+		case p.state == Backoff:
 			p.toStopped("stopped")
 			r.done <- nil
-		case Starting, Running, Stopping:
-			if p.pid == 0 && !p.othersAlive() {
-				p.groupGone()
-				p.term = termination{}
-				p.after = afterNone
-				p.toStopped("stopped")
-				r.done <- nil
-				return
-			}
-			p.stopWaiters = append(p.stopWaiters, r.done)
-			p.after = afterStopped
-			if p.state != Stopping {
-				p.setState(Stopping, "stopping")
-				p.s.log.Info("stopping", "program", p.spec.Name, "pid", p.pid, "signal", signalName(p.stopSignal()))
-			}
-			if !p.term.active {
-				p.beginTerm(time.Now())
-			}
+		default: // Starting, Running, Stopping
+			p.stopLive(r)
 		}
+	}
+}
+
+// draining reports whether the program EXITED from RUNNING and the rest
+// of its process group is still being stopped (its leftovers).
+func (p *proc) draining() bool { return p.state == Exited && p.after == afterExited }
+
+// stopLive acts on stop request r while a process of the program may
+// live: STOPPED at once when none does, else STOPPING until the group is
+// gone (a termination under way keeps its SIGKILL deadline).
+func (p *proc) stopLive(r request) {
+	if p.pid == 0 && !p.othersAlive() {
+		p.groupGone()
+		p.term = termination{}
+		p.after = afterNone
+		p.toStopped("stopped")
+		r.done <- nil
+		return
+	}
+	p.stopWaiters = append(p.stopWaiters, r.done)
+	p.after = afterStopped
+	if p.state != Stopping {
+		p.setState(Stopping, "stopping")
+		p.s.log.Info("stopping", "program", p.spec.Name, "pid", p.pid, "signal", signalName(p.stopSignal()))
+	}
+	if !p.term.active {
+		p.beginTerm(time.Now())
 	}
 }
 
@@ -235,7 +257,11 @@ func (p *proc) step(ctx context.Context) {
 // stopwaitsecs has passed.
 func (p *proc) killOverdue(now time.Time) {
 	if p.term.active && !p.term.killed && !now.Before(p.term.killAt) && (p.rescan() || p.pid != 0) {
-		p.s.log.Warn("stopwaitsecs passed, killing the process group", "program", p.spec.Name, "pgid", p.pgid, "escaped", procscan.Join(p.escaped))
+		msg := "stopwaitsecs passed, killing the process group"
+		if p.term.leftovers {
+			msg = "the leftover grace passed, killing what is left of the process group"
+		}
+		p.s.log.Warn(msg, "program", p.spec.Name, "pgid", p.pgid, "after", p.term.killAt.Sub(p.term.began), "escaped", procscan.Join(p.escaped))
 		if p.pgid > 0 {
 			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 		}
@@ -373,10 +399,39 @@ func (p *proc) onExit(ws syscall.WaitStatus) {
 		p.s.log.Warn("exited", "program", p.spec.Name, "pid", p.pgid, "status", desc, "expected", expected)
 		p.exitedExpected = expected
 	}
-	if p.othersAlive() && !p.term.active {
-		p.beginTerm(now) // leftovers of the group go with the leader
+	// groupAlive first: a kill(2) answers at once where a scan of /proc
+	// for the marker's holders takes tens of milliseconds.
+	if !p.term.active && (groupAlive(p.pgid) || p.othersAlive()) {
+		// The leftovers of a leader that exited on its own: stopped at
+		// once, with a short grace of their own (LeftoverGrace).
+		p.s.log.Info("stopping what is left of the program's process group", "program", p.spec.Name, "pgid", p.pgid, "grace", p.leftoverGrace())
+		p.beginTermWithin(now, p.leftoverGrace())
+		p.term.leftovers = true
+		p.waiting = p.leftoverList()
+	}
+	if p.after == afterExited {
+		// EXITED now, never RUNNING without a process; a restart
+		// follows once the rest of the group is gone (finish).
+		why := p.detail
+		if p.restarts() {
+			why += "; restarting once the rest of its process group is gone"
+		}
+		p.setState(Exited, why)
+	} else if p.waiting != "" {
+		p.publish(false) // what the failed start waits for
 	}
 }
+
+// restarts reports whether a program that exited from RUNNING is
+// started again: a start was asked for meanwhile, or autorestart says so.
+func (p *proc) restarts() bool {
+	ar := p.spec.Autorestart
+	return p.wantStart || ar == AutorestartTrue || (ar == AutorestartUnexpected || ar == "") && !p.exitedExpected
+}
+
+// leftoverGrace is the grace of a dead leader's leftovers: LeftoverGrace,
+// never longer than stopwaitsecs.
+func (p *proc) leftoverGrace() time.Duration { return min(p.s.opts.LeftoverGrace, p.spec.StopWait) }
 
 // finish moves on once the leader and its group are gone.
 func (p *proc) finish(now time.Time) {
@@ -405,9 +460,11 @@ func (p *proc) finish(now time.Time) {
 		p.setState(Backoff, fmt.Sprintf("%s; retry %d of %d in %s", p.detail, p.backoffN, p.spec.StartRetries, delay))
 		p.s.log.Info("backoff", "program", p.spec.Name, "retry", p.backoffN, "of", p.spec.StartRetries, "in", delay)
 	case afterExited:
-		p.setState(Exited, p.detail)
-		ar := p.spec.Autorestart
-		if ar == AutorestartTrue || (ar == AutorestartUnexpected || ar == "") && !p.exitedExpected {
+		if p.state != Exited {
+			p.setState(Exited, p.detail)
+		}
+		if p.restarts() {
+			p.wantStart = false
 			p.s.log.Info("restarting", "program", p.spec.Name)
 			p.beginStart()
 		}
@@ -424,9 +481,13 @@ func (p *proc) beginStart() {
 	p.setState(Starting, "starting")
 }
 
-// beginTerm sends stopsignal to the group and arms the SIGKILL deadline.
-func (p *proc) beginTerm(now time.Time) {
-	p.term = termination{active: true, killAt: now.Add(p.spec.StopWait), signalled: map[int]syscall.Signal{}}
+// beginTerm sends stopsignal to the group and arms the SIGKILL deadline
+// (stopwaitsecs).
+func (p *proc) beginTerm(now time.Time) { p.beginTermWithin(now, p.spec.StopWait) }
+
+// beginTermWithin is beginTerm with SIGKILL after wait.
+func (p *proc) beginTermWithin(now time.Time, wait time.Duration) {
+	p.term = termination{active: true, began: now, killAt: now.Add(wait), signalled: map[int]syscall.Signal{}}
 	if p.pgid > 0 {
 		_ = syscall.Kill(-p.pgid, p.stopSignal())
 	}
@@ -809,6 +870,10 @@ func (p *proc) publish(stateChanged bool) {
 		st.Since = time.Now()
 	}
 	st.State, st.PID, st.detail, st.waiting = p.state, p.pid, p.detail, p.waiting
+	st.drainFrom, st.killAt = time.Time{}, time.Time{}
+	if p.waiting != "" && p.term.active {
+		st.drainFrom, st.killAt = p.term.began, p.term.killAt
+	}
 	st.Started = time.Time{}
 	if p.pid != 0 {
 		st.Started = p.spawnedAt

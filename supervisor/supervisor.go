@@ -62,6 +62,15 @@ type Options struct {
 	// GroupPoll is how often a process group is checked for leftovers
 	// once its leader has exited. Default 5ms.
 	GroupPoll time.Duration
+	// LeftoverGrace is how long what is left of a program's process
+	// group (and the processes that left it) gets between stopsignal
+	// and SIGKILL once its leader exited without being asked to: the
+	// leftovers of a dead leader (Executor's workerd children ignore
+	// SIGTERM), stopped at once so the program restarts within a
+	// second, not after stopwaitsecs, which is for a clean stop of a
+	// live program. Never longer than the program's StopWait. Default
+	// 200ms.
+	LeftoverGrace time.Duration
 	// StateDir, when set, is the supervisor's own state: supervisor.lock,
 	// held while Run runs (a second supervisor on the same StateDir
 	// refuses with ErrAlreadyRunning whatever its socket), and one marker
@@ -129,6 +138,7 @@ func New(opts Options) (*Supervisor, error) {
 	def(&opts.StartPoll, 100*time.Millisecond)
 	def(&opts.ProbeTimeout, 2*time.Second)
 	def(&opts.GroupPoll, 5*time.Millisecond)
+	def(&opts.LeftoverGrace, 200*time.Millisecond)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -980,6 +990,10 @@ type Status struct {
 	Detail   string    `json:"detail,omitempty"` // like supervisorctl's description
 	detail   string
 	waiting  string
+	// drainFrom and killAt: since when the processes of waiting have
+	// been signalled, and when they get (or got) SIGKILL; zero when no
+	// termination is under way.
+	drainFrom, killAt time.Time
 }
 
 // Get returns the status of the named program (zero Status if unknown).
@@ -1024,7 +1038,7 @@ func (s *Supervisor) Info() Info {
 func (s *Supervisor) describe(st Status) Status {
 	st.Held = s.held[st.Name] > 0
 	switch {
-	case st.State == Running:
+	case st.State == Running && st.PID != 0 && !st.Started.IsZero():
 		st.Detail = fmt.Sprintf("pid %d, uptime %s", st.PID, Uptime(time.Since(st.Started)))
 	case st.PID != 0 && st.detail != "":
 		st.Detail = fmt.Sprintf("pid %d, %s", st.PID, st.detail)
@@ -1032,13 +1046,30 @@ func (s *Supervisor) describe(st Status) Status {
 		st.Detail = st.detail
 	}
 	if st.waiting != "" {
-		st.Detail += "; waiting for " + st.waiting + " to exit"
+		st.Detail += "; waiting for " + st.waiting + " to exit" + drainTimes(st.drainFrom, st.killAt, time.Now())
 	}
 	if st.Held {
 		st.Detail += " (held)"
 	}
 	return st
 }
+
+// drainTimes says how long a termination begun at from has lasted by now
+// and when its SIGKILL is (or was) due: " (for 0.12s; SIGKILL in 0.08s)";
+// "" when from is zero.
+func drainTimes(from, killAt, now time.Time) string {
+	if from.IsZero() {
+		return ""
+	}
+	s := fmt.Sprintf(" (for %s; ", seconds(now.Sub(from)))
+	if now.Before(killAt) {
+		return s + "SIGKILL in " + seconds(killAt.Sub(now)) + ")"
+	}
+	return s + "SIGKILL sent)"
+}
+
+// seconds renders d in seconds with two decimals: "0.12s".
+func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 
 // Uptime renders d as supervisorctl does: "H:MM:SS", with "N days, " in
 // front past a day.

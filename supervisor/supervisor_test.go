@@ -365,8 +365,8 @@ func TestRestartWaitsForOldGroup(t *testing.T) {
 		t.Errorf("second instance saw the old grandchild: %q", check)
 	}
 	ts := starts(t, dir)
-	if len(ts) < 2 || ts[1].Sub(ts[0]) < 500*time.Millisecond {
-		t.Errorf("starts %v: want the restart after the crash (200ms) and stopwaitsecs (300ms)", ts)
+	if len(ts) < 2 || ts[1].Sub(ts[0]) < 400*time.Millisecond {
+		t.Errorf("starts %v: want the restart after the crash (200ms) and the leftover grace (200ms, LeftoverGrace)", ts)
 	}
 }
 

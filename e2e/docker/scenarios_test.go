@@ -591,3 +591,53 @@ func TestDockerNoPtrace(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 }
+
+// TestDockerTree: today's Executor (testimage.ShapeTree: a workerd child
+// that ignores SIGTERM on a loopback side port, a loopback tool bridge,
+// tools execute, skills, resume) in the Docker box, exposed to the
+// network: healthy, hbx health passing with its side ports named, the
+// agent listing the three tools; kill -9 of its Bun and it is healthy
+// again, the old child gone.
+func TestDockerTree(t *testing.T) {
+	s := requireDocker(t)
+	b := s.newBox(t, "tree", boxOptions{config: func(c string) string {
+		c = strings.Replace(c, s.refV1, s.refTree, 1)
+		c = strings.Replace(c, s.pinV1, s.pinTree, 1)
+		return strings.Replace(c, "health:\n", "health:\n  mcp_tools: [execute, skills, resume]\n", 1)
+	}})
+	took := b.upWait()
+	t.Logf("MEASURE tree-shaped executor: up --wait %v", took.Round(time.Millisecond))
+	if st := b.inspect("executor", "{{.State.Health.Status}}"); st != "healthy" {
+		t.Fatalf("executor health after up --wait = %q, want healthy", st)
+	}
+	out := b.exec("executor", "hbx", "health")
+	if strings.Contains(out, "fail ") || !strings.Contains(out, "0.0.0.0:4788 and 2 loopback side ports of its tree") {
+		t.Errorf("hbx health in the tree box:\n%s\nwant every check passing, the 2 side ports named", out)
+	}
+	t.Logf("hbx health:\n%s", out)
+	if got := b.exec("agent", "agentprobe", "mcp", "http://executor:4788/mcp", "/run/secrets/mcp_key"); !strings.Contains(got, "tools=execute,resume,skills\n") && !strings.Contains(got, "tools=execute,skills,resume\n") {
+		t.Errorf("agent MCP with the key: %q, want the tools execute, skills, resume", got)
+	}
+
+	// kill -9 of Bun: its workerd is stopped at once, healthy again.
+	pid := executorPID(t, b)
+	workerd := strings.TrimSpace(b.exec("executor", "sh", "-c", "cat /proc/"+pid+"/task/*/children"))
+	killed := time.Now()
+	b.exec("executor", "sh", "-c", "kill -9 "+pid)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if out, err := b.execErr("executor", "hbx", "health", "--only", "api-health,supervisor,listeners"); err == nil {
+			t.Logf("MEASURE tree-shaped executor: kill -9 of Bun -> hbx health passing again in %v (an exec per probe)", time.Since(killed).Round(time.Millisecond))
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("not healthy again 2m after kill -9:\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, w := range strings.Fields(workerd) {
+		if out, _ := b.execErr("executor", "sh", "-c", "cat /proc/"+w+"/stat 2>/dev/null"); strings.Contains(out, "(bun)") && !strings.Contains(out, ") Z") {
+			t.Errorf("the old workerd %s survived its Bun's kill -9: %s", w, out)
+		}
+	}
+	b.noZombies("after kill -9 of the tree's Bun")
+}

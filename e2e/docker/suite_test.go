@@ -61,6 +61,8 @@ type suite struct {
 	refV2    string
 	pinV1    string // linux/amd64 manifest digests
 	pinV2    string
+	refTree  string // testimage.ShapeTree, today's Executor (a process tree)
+	pinTree  string
 	imgSize  int64
 }
 
@@ -214,8 +216,12 @@ func (s *suite) buildRegistry(ctx context.Context, t *testing.T, work string) er
 	if err != nil {
 		return err
 	}
-	for i, v := range []string{"docker-v1", "docker-v2"} {
-		img, err := testimage.BuildLayout(filepath.Join(dir, "layout-"+v), testimage.Options{BunTarballs: tarballs, Version: v, Platforms: []string{"linux/amd64"}})
+	for i, v := range []string{"docker-v1", "docker-v2", "docker-tree"} {
+		shape := testimage.ShapeDebian
+		if v == "docker-tree" {
+			shape = testimage.ShapeTree
+		}
+		img, err := testimage.BuildLayout(filepath.Join(dir, "layout-"+v), testimage.Options{BunTarballs: tarballs, Version: v, Platforms: []string{"linux/amd64"}, Shape: shape})
 		if err != nil {
 			reg.Stop()
 			return err
@@ -226,10 +232,13 @@ func (s *suite) buildRegistry(ctx context.Context, t *testing.T, work string) er
 		}
 		ref := fmt.Sprintf("%s/executor-selfhost:%s@%s", registryHost, v, img.IndexDigest)
 		pin := img.Manifests["linux/amd64"].String()
-		if i == 0 {
+		switch i {
+		case 0:
 			s.refV1, s.pinV1 = ref, pin
-		} else {
+		case 1:
 			s.refV2, s.pinV2 = ref, pin
+		default:
+			s.refTree, s.pinTree = ref, pin
 		}
 	}
 	if err := reg.Stop(); err != nil {

@@ -39,6 +39,16 @@ const distServeJS = `// The bundled server entry of the distroless shape: Bun ru
 await import("../src/serve.ts");
 `
 
+// treeServeJS is the [ShapeTree] image's dist-server/serve.js: the
+// server as a process tree (HBXTEST_TREE) with the skills tool, as
+// Executor from v1.5.30.
+const treeServeJS = `// The bundled server entry of today's shape (Executor v1.5.30 on): a
+// workerd child and a tool bridge on loopback side ports; execute, skills, resume.
+process.env.HBXTEST_TREE = "1";
+process.env.HBXTEST_SKILLS = "1";
+await import("../src/serve.ts");
+`
+
 // AppDir is the image's working directory, where `bun run src/serve.ts` runs.
 const AppDir = "/app/apps/host-selfhost"
 
@@ -47,7 +57,7 @@ const AppDir = "/app/apps/host-selfhost"
 // is supplied by bun, plus files that layer 3 deletes.
 func baseEntries(bun func() (io.ReadCloser, int64, error), shape string) []entry {
 	switch shape {
-	case ShapeDistroless:
+	case ShapeDistroless, ShapeTree:
 		return distrolessEntries(bun)
 	case ShapeWrapper:
 		return append(debianEntries(bun), file("usr/local/bin/executor-web", 0o755, executorWebSH))
@@ -175,10 +185,16 @@ console.log("fake");
 // deltaEntries is layer 3: whiteouts, and the release files serve.ts needs.
 func deltaEntries(version string, stateFormat int, shape string) []entry {
 	var dist []entry
-	if shape == ShapeDistroless {
+	switch shape {
+	case ShapeDistroless:
 		dist = []entry{
 			dir("app/apps/host-selfhost/dist-server/", 0o755),
 			file("app/apps/host-selfhost/dist-server/serve.js", 0o644, distServeJS),
+		}
+	case ShapeTree:
+		dist = []entry{
+			dir("app/apps/host-selfhost/dist-server/", 0o755),
+			file("app/apps/host-selfhost/dist-server/serve.js", 0o644, treeServeJS),
 		}
 	}
 	return append([]entry{

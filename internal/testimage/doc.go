@@ -39,6 +39,10 @@
 // dist-server/serve.js (layer 3) is plain JavaScript that Bun runs
 // directly and that loads src/serve.ts (upstream's is a real bundle; this
 // one is not, the server's code stays where the other shapes have it).
+// [ShapeTree] is today's Executor (v1.5.30 on): the distroless shape whose
+// dist-server/serve.js makes the server a process tree (a workerd child
+// that ignores SIGTERM on a loopback ephemeral port, a loopback tool
+// bridge) with the tools execute, skills and resume.
 // The default shape's bytes, and so its digests, do not depend on the
 // other shapes.
 //

@@ -82,7 +82,8 @@ type Options struct {
 	// one image version.
 	ExtraEnv []string
 	// Shape is the kind of image upstream ships that the test image
-	// imitates: "" (ShapeDebian), ShapeWrapper or ShapeDistroless.
+	// imitates: "" (ShapeDebian), ShapeWrapper, ShapeDistroless or
+	// ShapeTree.
 	Shape string
 	// ExtraArgs is appended to the image config's Cmd: arguments of the
 	// server, such as "--pid", "/run/x.pid".
@@ -104,6 +105,13 @@ const (
 	// no docker-entrypoint.sh), Entrypoint empty, Cmd ["bun", "run",
 	// "dist-server/serve.js"].
 	ShapeDistroless = "distroless"
+	// ShapeTree is today's Executor (v1.5.30 on): the distroless shape
+	// whose server is a process tree, a `workerd` child that ignores
+	// SIGTERM and listens on a loopback ephemeral port, and a loopback
+	// tool bridge of the server itself, with the tools execute (run
+	// through the child), skills and resume (serve.ts's HBXTEST_TREE and
+	// HBXTEST_SKILLS, set by its dist-server/serve.js).
+	ShapeTree = "tree"
 )
 
 // Image describes a layout written by [BuildLayout].
@@ -156,8 +164,8 @@ func (o *Options) normalize() error {
 	if o.StateFormat == 0 {
 		o.StateFormat = 1
 	}
-	if o.Shape != ShapeDebian && o.Shape != ShapeWrapper && o.Shape != ShapeDistroless {
-		return fmt.Errorf("shape %q: not %q, %q or %q", o.Shape, ShapeDebian, ShapeWrapper, ShapeDistroless)
+	if o.Shape != ShapeDebian && o.Shape != ShapeWrapper && o.Shape != ShapeDistroless && o.Shape != ShapeTree {
+		return fmt.Errorf("shape %q: not %q, %q, %q or %q", o.Shape, ShapeDebian, ShapeWrapper, ShapeDistroless, ShapeTree)
 	}
 	if o.StateFormat < 0 {
 		return fmt.Errorf("state format %d: negative", o.StateFormat)
@@ -274,7 +282,7 @@ func writeImage(blobs string, platform ocispec.Platform, opts Options, layers []
 	switch opts.Shape {
 	case ShapeWrapper:
 		entrypoint, cmd = nil, WrapperCmd
-	case ShapeDistroless:
+	case ShapeDistroless, ShapeTree:
 		entrypoint, cmd, base = nil, DistrolessCmd, "gcr.io/distroless/cc-debian12"
 	}
 	created := Epoch

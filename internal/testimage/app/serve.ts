@@ -29,6 +29,17 @@
 //   HBXTEST_EXTRA_LISTEN=H:P   also listen on host H, port P (a stray listener)
 //   HBXTEST_ANY_KEY_IF=PATH    any Bearer key passes while PATH exists (a gate
 //                              that checks only that a key is sent)
+//   HBXTEST_NO_API_HEALTH=1    no /api/health: it answers 404 (the CLI
+//                              edition's, with HBXTEST_REQUIRE_KEY=1)
+//   HBXTEST_TREE=1             a process tree, as Executor since v1.5.30: a
+//                              "tool bridge" listener on 127.0.0.1:<ephemeral>
+//                              and a `workerd` child (bun -e) that ignores
+//                              SIGTERM, listens on 127.0.0.1:<ephemeral> and
+//                              keeps a temp directory executor-workerd-<pid>-*
+//                              under TMPDIR; tools/call execute runs through
+//                              the child, which calls the bridge back. On
+//                              SIGTERM or SIGINT the server SIGKILLs the child
+//                              (as upstream does), then exits
 // Arguments:
 //   --pid PATH                 write the process id to PATH at start-up
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
@@ -124,6 +135,52 @@ if (pidAt > 0) writeDurable(process.argv[pidAt + 1] ?? fail("--pid needs a path"
 const delay = Number(process.env.HBXTEST_START_DELAY_MS ?? "0");
 if (delay > 0) await Bun.sleep(delay);
 
+// The process tree (HBXTEST_TREE=1): the tool bridge, then the workerd child.
+const WORKERD_JS = `
+const { mkdtempSync } = require("node:fs");
+process.on("SIGTERM", () => console.log("workerd: SIGTERM ignored"));
+const tmp = mkdtempSync((process.env.TMPDIR || "/tmp") + "/executor-workerd-" + process.pid + "-");
+const bridge = process.env.HBXTEST_BRIDGE;
+const srv = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  async fetch(req) {
+    const code = await req.text();
+    const via = await (await fetch(bridge, { method: "POST", body: code })).json();
+    return Response.json({ status: "completed", code, workerd: process.pid, tmp, bridge: via });
+  },
+});
+console.log("workerd " + srv.port);
+`;
+type Tree = { bridgePort: number; workerdPort: number; workerdPid: number; kill: () => void };
+async function startTree(): Promise<Tree> {
+  const bridge = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    async fetch(req) {
+      return json({ bridged: (await req.text()).length });
+    },
+  });
+  const child = Bun.spawn([process.execPath, "-e", WORKERD_JS], {
+    env: { ...process.env, HBXTEST_BRIDGE: `http://127.0.0.1:${bridge.port}/bridge` },
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  const reader = child.stdout.getReader();
+  let out = "";
+  while (!/workerd \d+\n/.test(out)) {
+    const { value, done } = await reader.read();
+    if (done) fail(`workerd exited before listening: ${out}`);
+    out += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  child.stdout.pipeTo(new WritableStream({ write: (b) => void process.stdout.write(b) })).catch(() => {});
+  const workerdPort = Number(/workerd (\d+)/.exec(out)![1]);
+  console.log(`executor: workerd pid ${child.pid} on 127.0.0.1:${workerdPort}, tool bridge on 127.0.0.1:${bridge.port}`);
+  return { bridgePort: bridge.port, workerdPort, workerdPid: child.pid, kill: () => child.kill(9) };
+}
+const tree = process.env.HBXTEST_TREE === "1" ? await startTree() : undefined;
+
 // HTTP surface.
 function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify(body), {
@@ -175,7 +232,7 @@ type RPC = { jsonrpc?: string; id?: string | number | null; method?: string; par
 
 // handleRPC answers one JSON-RPC message; undefined means "no response"
 // (notifications and client responses).
-function handleRPC(msg: RPC): object | undefined {
+async function handleRPC(msg: RPC): Promise<object | undefined> {
   const isRequest = msg && typeof msg.method === "string" && msg.id !== undefined && msg.id !== null;
   if (!isRequest) return undefined;
   const ok = (result: unknown) => ({ jsonrpc: "2.0", id: msg.id, result });
@@ -196,6 +253,13 @@ function handleRPC(msg: RPC): object | undefined {
     case "tools/call": {
       const name = msg.params?.name;
       const args = msg.params?.arguments ?? {};
+      if (name === "execute" && tree) {
+        const res = await fetch(`http://127.0.0.1:${tree.workerdPort}/run`, { method: "POST", body: String(args.code ?? "") });
+        return ok({ content: [{ type: "text", text: await res.text() }], isError: !res.ok });
+      }
+      if (name === "skills" && TOOLS.some((t) => t.name === "skills")) {
+        return ok({ content: [{ type: "text", text: JSON.stringify({ skills: [] }) }], isError: false });
+      }
       if (name === "execute") {
         return ok({ content: [{ type: "text", text: JSON.stringify({ status: "completed", code: String(args.code ?? "") }) }], isError: false });
       }
@@ -239,7 +303,7 @@ async function handleMCP(req: Request): Promise<Response> {
     sessions.add(id);
     headers["Mcp-Session-Id"] = id;
   }
-  const out = msgs.map(handleRPC).filter((r) => r !== undefined);
+  const out = (await Promise.all(msgs.map(handleRPC))).filter((r) => r !== undefined);
   if (out.length === 0) return new Response(null, { status: 202 });
   return json(batch ? out : out[0], 200, headers);
 }
@@ -274,6 +338,7 @@ const server = Bun.serve({
     if (req.method !== "GET" && req.method !== "HEAD") return json({ error: "method not allowed" }, 405);
     switch (url.pathname) {
       case "/api/health":
+        if (process.env.HBXTEST_NO_API_HEALTH === "1") return json({ error: "not found" }, 404);
         if (process.env.HBXTEST_FAIL_HEALTH === "1") return json({ status: "unhealthy" }, 503);
         if (process.env.HBXTEST_DEGRADED_IF && existsSync(process.env.HBXTEST_DEGRADED_IF)) return json({ status: "degraded" });
         return json({ status: "ok" });
@@ -292,6 +357,8 @@ const server = Bun.serve({
           version,
           starts,
           pid: process.pid,
+          uid: process.getuid?.(),
+          tree: tree && { bridgePort: tree.bridgePort, workerdPort: tree.workerdPort, workerdPid: tree.workerdPid },
           cwd: process.cwd(),
           argv: process.argv,
           bun: Bun.version,
@@ -317,6 +384,7 @@ if (process.env.HBXTEST_EXTRA_LISTEN) {
 
 function stop(signal: string) {
   console.log(`executor: ${signal}, stopping`);
+  tree?.kill();
   server.stop(true);
   process.exit(0);
 }

@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	version := fs.String("version", testimage.DefaultVersion, "image release string")
 	stateFormat := fs.Int("state-format", 1, "data format the image's server writes")
 	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated platforms")
-	shape := fs.String("shape", "", `image shape: "" (Debian), "wrapper" or "distroless"`)
+	shape := fs.String("shape", "", `image shape: "" (Debian), "wrapper", "distroless" or "tree"`)
 	push := fs.String("push", "", "push to this reference (HOST/REPO:TAG)")
 	registry := fs.String("registry", "", "start a registry with its state in this directory, push to it and serve until signalled")
 	repo := fs.String("repo", "executor-selfhost:test", "repository and tag to push to with -registry")
