@@ -82,9 +82,21 @@ type RestoreOptions struct {
 	// Image and Platform are the configured executor.image and
 	// executor.platform, for notes when the archive's differ.
 	Image, Platform string
-	Logger          *slog.Logger
-	Progress        Progress
-	Now             func() time.Time
+	// AllowedRepository reports whether the box may run images of a
+	// repository (release.ImageRef.Name): the only repositories whose
+	// releases a restore brings back besides Image's (PlanRestore).
+	// ConfiguredRestoreOptions sets config.Config.RepositoryAllowed; nil
+	// allows Image's repository alone.
+	AllowedRepository func(name string) bool
+	// AcceptImage is the image (name:tag@sha256:...) the operator accepts
+	// from an archive that is not authenticated (not encrypted with the
+	// box's passphrase): only then may such an archive change the
+	// runtime, and only to exactly this image (hbx restore
+	// --accept-image).
+	AcceptImage string
+	Logger      *slog.Logger
+	Progress    Progress
+	Now         func() time.Time
 }
 
 // RestoreResult is what Restore did.
@@ -127,9 +139,12 @@ type restoreRoot struct {
 	arch   string // archive path of its root: "." or ".hbx-paths/a/b"
 	target string
 	sink   *sink
-	remap  bool  // give entries owned like the archive root the Owner
-	from   Owner // the archive root's owner, once its entry was read
-	seen   bool  // the archive root's entry was read
+	remap  bool // give entries owned like the archive root the Owner
+	// remapAll gives every entry the Owner (an archive that is not
+	// authenticated decides no owner).
+	remapAll bool
+	from     Owner // the archive root's owner, once its entry was read
+	seen     bool  // the archive root's entry was read
 }
 
 // Restore replaces the data directory (and the archive's extra paths)
@@ -467,7 +482,9 @@ func (r *restoreRoot) put(hdr *tar.Header, rel string, body io.Reader, owner Own
 		h.Name = "./"
 		r.from, r.seen = Owner{hdr.Uid, hdr.Gid}, true
 	}
-	if r.remap && r.seen {
+	if r.remapAll {
+		h.Uid, h.Gid = owner.UID, owner.GID
+	} else if r.remap && r.seen {
 		if h.Uid == r.from.UID {
 			h.Uid = owner.UID
 		}

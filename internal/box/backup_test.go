@@ -17,7 +17,7 @@ func TestBackupTextCounts(t *testing.T) {
 	}{{0, "0 files", "0 entries"}, {1, "1 file ", "1 entry,"}, {2, "2 files", "2 entries"}} {
 		made := (&BackupOutcome{Result: &backup.Result{Path: "/b/a.tar.gz.gpg", Files: tc.n, Encrypted: true, Duration: time.Second}}).Text()
 		restored := (&RestoreOutcome{RestoreResult: &backup.RestoreResult{Files: tc.n}, Archive: "/b/a.tar.gz.gpg"}).Text()
-		verified := (&Verified{&backup.VerifyResult{Path: "/b/a.tar.gz.gpg", Entries: tc.n, Files: tc.n}}).Text()
+		verified := (&Verified{VerifyResult: &backup.VerifyResult{Path: "/b/a.tar.gz.gpg", Entries: tc.n, Files: tc.n}}).Text()
 		for what, text := range map[string]string{"backup": made, "restore": restored, "verify": verified} {
 			if !strings.Contains(text, tc.file) {
 				t.Errorf("%s of %d files says %q, want %q", what, tc.n, text, tc.file)
