@@ -281,7 +281,7 @@ func (m *Manifest) checkRelease() error {
 		return err
 	}
 	if m.IndexDigest != ref.Digest {
-		return fmt.Errorf("image %s has digest %s, index_digest says %q", m.Image, ref.Digest, m.IndexDigest)
+		return fmt.Errorf("image %s, index_digest %q", m.Image, m.IndexDigest)
 	}
 	if m.Platform != "" {
 		if _, err := release.ParsePlatform(m.Platform); err != nil {
