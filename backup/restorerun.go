@@ -96,8 +96,12 @@ func (r *restoreRun) openAndPlan() (err error) {
 		return fmt.Errorf("%w (nothing changed)", err)
 	}
 	r.m = r.plan.manifest(r.ar.Manifest)
-	if r.plan.ChangesRuntime && !r.plan.Authenticated {
-		r.res.Notes = append(r.res.Notes, fmt.Sprintf("the archive is not authenticated; its runtime %s was accepted by name (--accept-image)", r.plan.Image))
+	switch {
+	case r.plan.Authenticated:
+	case r.plan.ChangesRuntime:
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("the archive is not authenticated (not encrypted with the box's passphrase): its runtime %s was accepted by name (--accept-image); every entry is owned by executor.user", r.plan.Image))
+	default:
+		r.res.Notes = append(r.res.Notes, "the archive is not authenticated (not encrypted with the box's passphrase): it could not change the runtime, and every entry is owned by executor.user")
 	}
 	if r.roots, err = restoreRoots(r.opts, r.m); err != nil {
 		return err
