@@ -28,3 +28,33 @@ func TestBackupTextCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyTextSaysWhatRestoreChanges: hbx backup verify says whether
+// the archive is authenticated and what hbx restore of it would change,
+// or why it would refuse it (issue 25 item 1: it said "ok" of an archive
+// that would have replaced the runtime).
+func TestVerifyTextSaysWhatRestoreChanges(t *testing.T) {
+	vr := &backup.VerifyResult{Path: "/b/a.tar.gz", Entries: 2, Files: 1}
+	for _, tc := range []struct {
+		name string
+		plan *backup.RestorePlan
+		want []string
+	}{
+		{"refused", &backup.RestorePlan{Refused: "archive refused: the archive names runtime evil"},
+			[]string{"NOT authenticated", "hbx restore would refuse it: archive refused: the archive names runtime evil"}},
+		{"changes the runtime", &backup.RestorePlan{Authenticated: true, Image: "r:v2@sha256:2", Configured: "r:v1@sha256:1", ChangesRuntime: true, Paths: []string{"/data"}, Owners: "uid 0"},
+			[]string{"would change the runtime: install and pin r:v2@sha256:2 (configured: r:v1@sha256:1)", "would replace: /data", "owners: uid 0"}},
+		{"keeps the runtime", &backup.RestorePlan{Image: "r:v1@sha256:1", Paths: []string{"/data"}},
+			[]string{"NOT authenticated", "keeps the runtime: the archive names the configured release"}},
+	} {
+		text := (&Verified{VerifyResult: vr, Restore: tc.plan}).Text()
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s: verify says %q, want %q", tc.name, text, w)
+			}
+		}
+		if tc.plan.Authenticated && strings.Contains(text, "NOT authenticated") {
+			t.Errorf("%s: verify says %q of an authenticated archive", tc.name, text)
+		}
+	}
+}
