@@ -280,8 +280,10 @@ func (b Box) Verify(ctx context.Context, archive string) (*Verified, error) {
 	}
 	opts := backup.ConfiguredRestoreOptions(b.Config, archive)
 	b.restoreRelease(&opts)
-	if owner, err := b.Owner(b.Config.Executor.User); err == nil {
-		opts.Owner = owner
+	if b.Owner != nil {
+		if owner, err := b.Owner(b.Config.Executor.User); err == nil {
+			opts.Owner = owner
+		}
 	}
 	return &Verified{VerifyResult: res, Restore: backup.PlanRestore(opts, res.Manifest, res.Encrypted)}, nil
 }
