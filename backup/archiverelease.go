@@ -61,8 +61,9 @@ func (p *RestorePlan) Err() error { return p.err }
 //     release must be the configured one (its manifest digest is then not
 //     used, the configured pin is), unless opts.AcceptImage names exactly
 //     its image. Its extra paths are not restored (refused unless
-//     DataOnly), and every entry of the data directory gets opts.Owner,
-//     whatever owner the archive gave it.
+//     DataOnly), every entry of the data directory gets opts.Owner,
+//     whatever owner the archive gave it, and a symlink leading out of
+//     it is refused while staging (not known here: verify does not say).
 //   - opts.AcceptImage that is not the archive's image is refused.
 //
 // Without opts.Runtime no runtime changes and the release rules do not

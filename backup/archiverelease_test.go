@@ -254,3 +254,39 @@ func ownerOf(st os.FileInfo) (uid, gid int) {
 	s := st.Sys().(*syscall.Stat_t)
 	return int(s.Uid), int(s.Gid)
 }
+
+// TestRestorePlainArchiveSymlinks: an archive that is not authenticated
+// plants no symlink leading out of the data directory (one the payload
+// would follow to a path the archive chose); the same symlinks from an
+// authenticated archive are restored verbatim.
+func TestRestorePlainArchiveSymlinks(t *testing.T) {
+	tests := []struct {
+		name, link string
+		encrypted  bool
+		wantErr    error
+	}{
+		{"absolute", "key => /etc/shadow", false, ErrImageRefused},
+		{"climbing out", "sub/key => ../../outside", false, ErrImageRefused},
+		{"inside", "sub/key => ../db", false, nil},
+		{"absolute, authenticated", "key => /etc/shadow", true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBox(t)
+			write(t, b.data, "db 0600 archived", "sub/ 0700", tt.link)
+			res := b.backup(func(o *Options) { o.Encrypt = tt.encrypted })
+			must(t, os.WriteFile(b.data+"/db", []byte("live"), 0o600))
+			_, err := Restore(context.Background(), b.restoreOptions(res.Path))
+			if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Fatalf("Restore() = %v, want %v", err, tt.wantErr)
+			}
+			want := "archived"
+			if err != nil {
+				want = "live"
+			}
+			if got, _ := os.ReadFile(b.data + "/db"); string(got) != want {
+				t.Errorf("db = %q, want %q", got, want)
+			}
+		})
+	}
+}

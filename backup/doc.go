@@ -107,8 +107,8 @@
 //     and its mirrors) or the configured one; an archive that is not
 //     authenticated (not decrypted with RestoreOptions.Passphrase) keeps
 //     the configured release unless RestoreOptions.AcceptImage names its
-//     image, restores no extra path, and every entry of the data
-//     directory gets Owner. A manifest whose image, index digest or
+//     image, restores no extra path, plants no symlink leading out of the
+//     data directory, and every entry of it gets Owner. A manifest whose image, index digest or
 //     platform contradict each other, one larger than MaxManifestBytes
 //     (Create refuses to write one) and names longer than 4096 bytes are
 //     refused as damaged (ErrCorrupt), before anything changes.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -140,8 +141,9 @@ type restoreRoot struct {
 	target string
 	sink   *sink
 	remap  bool // give entries owned like the archive root the Owner
-	// remapAll gives every entry the Owner (an archive that is not
-	// authenticated decides no owner).
+	// remapAll gives every entry the Owner and refuses symlinks leading
+	// out of the directory (an archive that is not authenticated decides
+	// no owner and plants no path outside).
 	remapAll bool
 	from     Owner // the archive root's owner, once its entry was read
 	seen     bool  // the archive root's entry was read
@@ -496,6 +498,9 @@ func (r *restoreRoot) put(hdr *tar.Header, rel string, body io.Reader, owner Own
 	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives use '\x00'
 		h.Typeflag, h.Size = tar.TypeReg, hdr.Size
 	case tar.TypeSymlink:
+		if r.remapAll && leavesRoot(rel, hdr.Linkname) {
+			return &entryError{path: hdr.Name, err: fmt.Errorf("%w: symlink to %q leads out of the restored directory, which an archive that is not authenticated may not plant", ErrImageRefused, hdr.Linkname)}
+		}
 		h.Linkname = hdr.Linkname
 	case tar.TypeLink:
 		var rel string
@@ -525,6 +530,17 @@ func (r *restoreRoot) put(hdr *tar.Header, rel string, body io.Reader, owner Own
 		return r.sink.write(h, body)
 	}
 	return r.sink.write(h, nil)
+}
+
+// leavesRoot reports whether a symlink at rel (relative to its restored
+// directory) to target leads out of that directory: an absolute target,
+// or one whose ".." climb above it.
+func leavesRoot(rel, target string) bool {
+	if path.IsAbs(target) {
+		return true
+	}
+	p := path.Join(path.Dir(rel), target)
+	return p == ".." || strings.HasPrefix(p, "../")
 }
 
 // swap exchanges every staging directory with its target (or renames it

@@ -67,7 +67,7 @@ executor.image's repository (or its registry mirrors), never another. An
 archive that is not authenticated (not encrypted with the box's
 passphrase: a plain .tar.gz, hbx backup --no-encrypt) restores the data
 directory only (--data-only for one with extra paths), every entry owned
-by executor.user, and cannot change the runtime unless
+by executor.user and no symlink leading out of it, and cannot change the runtime unless
 --accept-image NAME:TAG@sha256:DIGEST names exactly the image it names.
 hbx backup verify ARCHIVE says what a restore would change, or why it
 would refuse.
