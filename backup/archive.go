@@ -113,6 +113,9 @@ func writeEntries(tw *tar.Writer, m *Manifest, s *scanner) error {
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
+	if len(mb) > MaxManifestBytes {
+		return fmt.Errorf("%w: the manifest of %d entries takes %d bytes, more than the %d an archive may hold (MaxManifestBytes): leave large trees out of backup.paths", ErrInvalid, len(m.Files), len(mb), MaxManifestBytes)
+	}
 	mh := &tar.Header{Typeflag: tar.TypeReg, Name: ManifestName, Mode: 0o600, Size: int64(len(mb)),
 		Uid: os.Getuid(), Gid: os.Getgid(), ModTime: m.Created, Format: tar.FormatPAX}
 	if err := tw.WriteHeader(mh); err != nil {

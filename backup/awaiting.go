@@ -42,15 +42,18 @@ func (e *AwaitedError) Error() string {
 // NextSteps is what to run, in one line, on data restored without its
 // runtime image (name:tag@sha256:...): install it from the registry or
 // from a file (an `hbx export` of a box where it is active, or the skopeo
-// command that copies it with its index, digests kept), then start the
-// programs.
+// command that copies it with its index, digests kept), with
+// executor.image naming it, then start the programs; or, when that image
+// cannot be had, the way out that needs no image: restore other data
+// (`hbx restore`, which replaces the data waiting).
 func NextSteps(image string) string {
 	copyCmd := "skopeo copy --all --preserve-digests docker://NAME@DIGEST oci-archive:FILE:TAG"
 	if r, err := release.ParseImageRef(image); err == nil {
 		copyCmd = fmt.Sprintf("skopeo copy --all --preserve-digests docker://%s@%s oci-archive:FILE:%s", r.Name, r.Digest, r.Tag)
 	}
 	return "install it: `hbx install` once the registry answers, or offline `hbx install --from FILE` with FILE written by `hbx export FILE` on a box where it is active or by `" +
-		copyCmd + "` where the registry answers; then start `hbx supervise` (a running one starts the programs within seconds)"
+		copyCmd + "` where the registry answers (executor.image must name it); then start `hbx supervise` (a running one starts the programs within seconds); " +
+		"or, if it cannot be had, restore another archive over this data: `hbx restore ARCHIVE`"
 }
 
 // Brief is the short form for a program's status line: "awaits runtime

@@ -2,8 +2,10 @@ package backup
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -44,15 +46,25 @@ func TestRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mod  func(*Options)
+		// plain: not authenticated, so every entry gets the restore's
+		// owner, not the archive's.
+		plain bool
 	}{
-		{"gzip+gpg", nil},
-		{"zstd+gpg", func(o *Options) { o.Compression = Zstd }},
-		{"gzip plain", func(o *Options) { o.Encrypt = false }},
+		{"gzip+gpg", nil, false},
+		{"zstd+gpg", func(o *Options) { o.Compression = Zstd }, false},
+		{"gzip plain", func(o *Options) { o.Encrypt = false }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBox(t)
 			richTree(t, b.data)
+			if tc.plain {
+				// Not authenticated: no symlink out of the data directory.
+				must(t, os.Remove(filepath.Join(b.data, "abs")))
+			}
 			want := snapshot(t, b.data)
+			if tc.plain {
+				want = ownedBy(want, b.restoreOptions("").Owner)
+			}
 			res := b.backup(tc.mod)
 			if st, err := os.Stat(res.Path); err != nil || st.Mode().Perm() != 0o600 {
 				t.Errorf("archive %s: %v, mode %v; want 0600", res.Path, err, st.Mode())
@@ -83,4 +95,15 @@ func TestRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ownedBy returns snapshot lines with every owner replaced by o.
+func ownedBy(lines []string, o Owner) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		f := strings.SplitN(l, " ", 4)
+		f[2] = fmt.Sprintf("%d:%d", o.UID, o.GID)
+		out[i] = strings.Join(f, " ")
+	}
+	return out
 }

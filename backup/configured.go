@@ -33,7 +33,8 @@ func ConfiguredOptions(cfg *config.Config) Options {
 // ConfiguredRestoreOptions are Restore's options for archive as cfg sets
 // them: the data, runtime, state and backup directories, the allowed
 // extra paths (backup.paths), how many pre-restore copies to keep, the
-// health and lock waits and the configured image and platform. The
+// health and lock waits, the configured image and platform and the
+// repositories the box may run (config.Config.RepositoryAllowed). The
 // caller adds the passphrase, owner, services, runtime, config, logger
 // and progress.
 func ConfiguredRestoreOptions(cfg *config.Config, archive string) RestoreOptions {
@@ -49,5 +50,7 @@ func ConfiguredRestoreOptions(cfg *config.Config, archive string) RestoreOptions
 		LockWait:       cfg.Backup.LockWait,
 		Image:          cfg.Executor.Image,
 		Platform:       cfg.Executor.Platform,
+		// The box's own rule: executor.image's repository and its mirrors.
+		AllowedRepository: cfg.RepositoryAllowed,
 	}
 }

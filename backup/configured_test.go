@@ -36,7 +36,12 @@ func TestConfiguredOptions(t *testing.T) {
 	rwant := RestoreOptions{Archive: "/b/a.tar.zst.gpg", DataDir: cfg.Executor.DataDir, RuntimeDir: cfg.Executor.RuntimeDir, StateDir: cfg.Executor.StateDir,
 		BackupDir: "/b", AllowedPaths: []string{"/srv/x"}, KeepPreRestore: 2, HealthWait: 9 * time.Second, LockWait: 7 * time.Second,
 		Image: img, Platform: "linux/amd64"}
-	if diff := cmp.Diff(ConfiguredRestoreOptions(cfg, "/b/a.tar.zst.gpg"), rwant, cmpopts.IgnoreUnexported(RestoreOptions{})); diff != "" {
+	got := ConfiguredRestoreOptions(cfg, "/b/a.tar.zst.gpg")
+	if diff := cmp.Diff(got, rwant, cmpopts.IgnoreUnexported(RestoreOptions{}), cmpopts.IgnoreFields(RestoreOptions{}, "AllowedRepository")); diff != "" {
 		t.Errorf("ConfiguredRestoreOptions() (-got +want):\n%s", diff)
+	}
+	ref, _ := config.ParseImageRef(img)
+	if got.AllowedRepository == nil || !got.AllowedRepository(ref.Name) || got.AllowedRepository("evil.example/y") {
+		t.Errorf("ConfiguredRestoreOptions().AllowedRepository does not allow exactly executor.image's repository %s", ref.Name)
 	}
 }

@@ -101,6 +101,17 @@
 //     anything but an earlier file and devices are refused; a fifo in an
 //     archive without a manifest (GNU tar archives them) is left out and
 //     listed in RestoreResult.Notes.
+//   - Which release and what else an archive may change is decided first
+//     (PlanRestore), shared with `hbx backup verify`: only a release of
+//     an allowed repository (RestoreOptions.AllowedRepository: executor.image's
+//     and its mirrors) or the configured one; an archive that is not
+//     authenticated (not decrypted with RestoreOptions.Passphrase) keeps
+//     the configured release unless RestoreOptions.AcceptImage names its
+//     image, restores no extra path, plants no symlink leading out of the
+//     data directory, and every entry of it gets Owner. A manifest whose image, index digest or
+//     platform contradict each other, one larger than MaxManifestBytes
+//     (Create refuses to write one) and names longer than 4096 bytes are
+//     refused as damaged (ErrCorrupt), before anything changes.
 //   - An archive whose manifest names another release than the
 //     configuration (RestoreOptions.Config) is restored with that release:
 //     its runtime and its pin in the config file change with the data.

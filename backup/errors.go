@@ -68,6 +68,12 @@ var (
 	// ErrInvalid: bad options (relative paths, overlapping directories, an
 	// unknown compression); the CLI maps it to a usage error.
 	ErrInvalid = errors.New("invalid backup options")
+	// ErrImageRefused: a restore would bring back a runtime the box may
+	// not run (another repository than executor.image's and its mirrors),
+	// or an archive that is not authenticated (not encrypted with the
+	// box's passphrase) would change the runtime or extra paths
+	// (PlanRestore). Nothing changed.
+	ErrImageRefused = errors.New("archive refused")
 	// ErrRuntimeUnavailable is wrapped by a Runtime's Install error when
 	// the image could not be had at all (no network, the registry down or
 	// without it, no local image), as opposed to one that was had and

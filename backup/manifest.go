@@ -24,8 +24,14 @@ const (
 	// PathsPrefix is the archive directory holding the extra paths
 	// (backup.paths): /a/b is archived as .hbx-paths/a/b.
 	PathsPrefix = ".hbx-paths"
-	// maxManifestBytes bounds the manifest read into memory.
-	maxManifestBytes = 256 << 20
+	// MaxManifestBytes bounds the manifest: Create refuses to write a
+	// larger one and a reader refuses a larger one before reading it, so
+	// what hbx holds in memory is bounded by what it writes itself, not by
+	// the archive (about 60,000 entries with short names).
+	MaxManifestBytes = 16 << 20
+	// maxNameBytes bounds an entry's name and link target (PATH_MAX): no
+	// file system hbx backs up hands out a longer one.
+	maxNameBytes = 4096
 )
 
 // Entry types of the manifest.
@@ -225,6 +231,9 @@ func parseManifest(b []byte) (*Manifest, error) {
 	if m.IndexDigest != "" && m.IndexDigest.Validate() != nil || m.ManifestDigest != "" && m.ManifestDigest.Validate() != nil {
 		return nil, fmt.Errorf("%w: %s: bad digest", ErrCorrupt, ManifestName)
 	}
+	if err := m.checkRelease(); err != nil {
+		return nil, fmt.Errorf("%w: %s contradicts itself: %w", ErrCorrupt, ManifestName, err)
+	}
 	for _, p := range m.Paths {
 		if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
 			return nil, fmt.Errorf("%w: %s: extra path %q is not a clean absolute path", ErrCorrupt, ManifestName, p)
@@ -256,6 +265,30 @@ func parseManifest(b []byte) (*Manifest, error) {
 		}
 	}
 	return &m, nil
+}
+
+// checkRelease refuses release fields that contradict each other, so
+// that no restore acts on one field and waits on another: an image that
+// is not name:tag@sha256:..., an index digest other than the image's, a
+// platform that is not os/arch[/variant]. Without an image the digests
+// are not read (the configured release is restored).
+func (m *Manifest) checkRelease() error {
+	if m.Image == "" {
+		return nil
+	}
+	ref, err := release.ParseImageRef(m.Image)
+	if err != nil {
+		return err
+	}
+	if m.IndexDigest != ref.Digest {
+		return fmt.Errorf("image %s, index_digest %q", m.Image, m.IndexDigest)
+	}
+	if m.Platform != "" {
+		if _, err := release.ParsePlatform(m.Platform); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cleanArchivePath returns name as a clean slash path relative to the

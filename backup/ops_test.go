@@ -297,8 +297,9 @@ func TestRestoreThroughSymlink(t *testing.T) {
 	}
 }
 
-// TestPlainArchiveWithoutRootEntry: without a "./" entry nothing tells the
-// archive root's owner, so no owner is remapped.
+// TestPlainArchiveWithoutRootEntry: an archive that is not authenticated
+// decides no owner: with or without a "./" entry, every entry gets
+// executor.user's (issue 25 item 1).
 func TestPlainArchiveWithoutRootEntry(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "needs root to set owners")
@@ -311,7 +312,7 @@ func TestPlainArchiveWithoutRootEntry(t *testing.T) {
 	_, err := Restore(context.Background(), o)
 	must(t, err)
 	got := snapshot(t, b.data)
-	for _, want := range []string{". 040700 4321:4321", "rootfile 100600 0:0", "userfile 100600 1000:1000"} {
+	for _, want := range []string{". 040700 4321:4321", "rootfile 100600 4321:4321", "userfile 100600 4321:4321"} {
 		found := false
 		for _, l := range got {
 			found = found || strings.HasPrefix(l, want)

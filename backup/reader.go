@@ -56,7 +56,10 @@ type reader struct {
 
 	want map[string]*File  // manifest entries by path
 	seen map[string]string // archive path -> type, entries read so far
-	cur  *current          // the regular file being read
+	// seenBytes is the length of seen's names: without a manifest it is
+	// bounded as a manifest is (MaxManifestBytes).
+	seenBytes int
+	cur       *current // the regular file being read
 	// Entries, Files and Bytes count what was read: entries, regular files
 	// and their content bytes.
 	Entries int
@@ -260,8 +263,8 @@ func (r *reader) readManifest() error {
 		r.pending = hdr
 		return nil
 	}
-	if hdr.Size > maxManifestBytes {
-		return fmt.Errorf("%w: %s claims %d bytes", ErrCorrupt, ManifestName, hdr.Size)
+	if hdr.Size > MaxManifestBytes {
+		return fmt.Errorf("%w: %s claims %d bytes, more than the %d hbx writes at most", ErrCorrupt, ManifestName, hdr.Size, MaxManifestBytes)
 	}
 	b, err := io.ReadAll(r.tr)
 	if err != nil {
@@ -330,6 +333,9 @@ func (r *reader) next() (*tar.Header, error) {
 // rewrites its name to the clean archive path, and starts hashing a
 // regular file.
 func (r *reader) check(hdr *tar.Header) error {
+	if len(hdr.Name) > maxNameBytes || len(hdr.Linkname) > maxNameBytes {
+		return fmt.Errorf("%w: a name or link target longer than %d bytes", ErrCorrupt, maxNameBytes)
+	}
 	p := cleanArchivePath(hdr.Name)
 	if p == "" {
 		return fmt.Errorf("%w: absolute or with \"..\"", extract.ErrUnsafePath)
@@ -353,6 +359,9 @@ func (r *reader) check(hdr *tar.Header) error {
 		return err
 	}
 	r.seen[p] = typ
+	if r.seenBytes += len(p); r.seenBytes > MaxManifestBytes {
+		return fmt.Errorf("%w: more than %d bytes of entry names, more than an archive hbx writes holds", ErrCorrupt, MaxManifestBytes)
+	}
 	r.Entries++
 	if typ == TypeFile {
 		r.Files++

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -82,9 +83,21 @@ type RestoreOptions struct {
 	// Image and Platform are the configured executor.image and
 	// executor.platform, for notes when the archive's differ.
 	Image, Platform string
-	Logger          *slog.Logger
-	Progress        Progress
-	Now             func() time.Time
+	// AllowedRepository reports whether the box may run images of a
+	// repository (release.ImageRef.Name): the only repositories whose
+	// releases a restore brings back besides Image's (PlanRestore).
+	// ConfiguredRestoreOptions sets config.Config.RepositoryAllowed; nil
+	// allows Image's repository alone.
+	AllowedRepository func(name string) bool
+	// AcceptImage is the image (name:tag@sha256:...) the operator accepts
+	// from an archive that is not authenticated (not encrypted with the
+	// box's passphrase): only then may such an archive change the
+	// runtime, and only to exactly this image (hbx restore
+	// --accept-image).
+	AcceptImage string
+	Logger      *slog.Logger
+	Progress    Progress
+	Now         func() time.Time
 }
 
 // RestoreResult is what Restore did.
@@ -127,9 +140,13 @@ type restoreRoot struct {
 	arch   string // archive path of its root: "." or ".hbx-paths/a/b"
 	target string
 	sink   *sink
-	remap  bool  // give entries owned like the archive root the Owner
-	from   Owner // the archive root's owner, once its entry was read
-	seen   bool  // the archive root's entry was read
+	remap  bool // give entries owned like the archive root the Owner
+	// remapAll gives every entry the Owner and refuses symlinks leading
+	// out of the directory (an archive that is not authenticated decides
+	// no owner and plants no path outside).
+	remapAll bool
+	from     Owner // the archive root's owner, once its entry was read
+	seen     bool  // the archive root's entry was read
 }
 
 // Restore replaces the data directory (and the archive's extra paths)
@@ -467,7 +484,9 @@ func (r *restoreRoot) put(hdr *tar.Header, rel string, body io.Reader, owner Own
 		h.Name = "./"
 		r.from, r.seen = Owner{hdr.Uid, hdr.Gid}, true
 	}
-	if r.remap && r.seen {
+	if r.remapAll {
+		h.Uid, h.Gid = owner.UID, owner.GID
+	} else if r.remap && r.seen {
 		if h.Uid == r.from.UID {
 			h.Uid = owner.UID
 		}
@@ -479,6 +498,9 @@ func (r *restoreRoot) put(hdr *tar.Header, rel string, body io.Reader, owner Own
 	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives use '\x00'
 		h.Typeflag, h.Size = tar.TypeReg, hdr.Size
 	case tar.TypeSymlink:
+		if r.remapAll && leavesRoot(rel, hdr.Linkname) {
+			return &entryError{path: hdr.Name, err: fmt.Errorf("%w: symlink to %q leads out of the restored directory, which an archive that is not authenticated may not plant", ErrImageRefused, hdr.Linkname)}
+		}
 		h.Linkname = hdr.Linkname
 	case tar.TypeLink:
 		var rel string
@@ -508,6 +530,17 @@ func (r *restoreRoot) put(hdr *tar.Header, rel string, body io.Reader, owner Own
 		return r.sink.write(h, body)
 	}
 	return r.sink.write(h, nil)
+}
+
+// leavesRoot reports whether a symlink at rel (relative to its restored
+// directory) to target leads out of that directory: an absolute target,
+// or one whose ".." climb above it.
+func leavesRoot(rel, target string) bool {
+	if path.IsAbs(target) {
+		return true
+	}
+	p := path.Join(path.Dir(rel), target)
+	return p == ".." || strings.HasPrefix(p, "../")
 }
 
 // swap exchanges every staging directory with its target (or renames it

@@ -28,7 +28,8 @@ type restoreRun struct {
 	res   *RestoreResult
 
 	ar      *reader
-	m       *Manifest
+	m       *Manifest // the manifest, its release as plan decided it
+	plan    *RestorePlan
 	roots   []*restoreRoot
 	pinPlan *journalPin // what the restore pins (planPin), nil: nothing
 	j       *journal
@@ -90,10 +91,22 @@ func (r *restoreRun) openAndPlan() (err error) {
 	if r.ar, err = openArchive(r.opts.Archive, r.opts.Passphrase); err != nil {
 		return err
 	}
-	r.m = r.ar.Manifest
+	r.plan = PlanRestore(r.opts, r.ar.Manifest, r.ar.Encrypted)
+	if err := r.plan.Err(); err != nil {
+		return fmt.Errorf("%w (nothing changed)", err)
+	}
+	r.m = r.plan.manifest(r.ar.Manifest)
+	switch {
+	case r.plan.Authenticated:
+	case r.plan.ChangesRuntime:
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("the archive is not authenticated (not encrypted with the box's passphrase): its runtime %s was accepted by name (--accept-image); every entry is owned by executor.user", r.plan.Image))
+	default:
+		r.res.Notes = append(r.res.Notes, "the archive is not authenticated (not encrypted with the box's passphrase): it could not change the runtime, and every entry is owned by executor.user")
+	}
 	if r.roots, err = restoreRoots(r.opts, r.m); err != nil {
 		return err
 	}
+	r.roots[0].remapAll = !r.plan.Authenticated
 	if err := refuseMountPoints(r.roots); err != nil {
 		return err
 	}

@@ -88,8 +88,9 @@ func offlineSteps(ref string) string {
 	nameTag, dg, _ := strings.Cut(ref, "@")
 	i := strings.LastIndex(nameTag, ":")
 	return "install it: `hbx install` once the registry answers, or offline `hbx install --from FILE` with FILE written by `hbx export FILE` on a box where it is active or by " +
-		"`skopeo copy --all --preserve-digests docker://" + nameTag[:i] + "@" + dg + " oci-archive:FILE:" + nameTag[i+1:] + "` where the registry answers; " +
-		"then start `hbx supervise` (a running one starts the programs within seconds)"
+		"`skopeo copy --all --preserve-digests docker://" + nameTag[:i] + "@" + dg + " oci-archive:FILE:" + nameTag[i+1:] + "` where the registry answers (executor.image must name it); " +
+		"then start `hbx supervise` (a running one starts the programs within seconds); " +
+		"or, if it cannot be had, restore another archive over this data: `hbx restore ARCHIVE`"
 }
 
 // lineWith is the first line of out containing s, without its newline

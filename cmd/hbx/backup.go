@@ -164,7 +164,11 @@ there and nothing else is; the OpenPGP integrity check, the compression's
 checksum and the .sha256 file beside it. It writes nothing. Exit status 0
 when everything matches, 1 naming the first bad entry otherwise. An
 archive without a manifest (tar -czf ... | gpg --symmetric) is read to its
-end and the output says what could not be checked.`,
+end and the output says what could not be checked. Then it says what hbx
+restore of the archive would change: the runtime (the image it would
+install and pin), the directories it would replace and their owners, or
+why it would refuse the archive; and whether the archive is
+authenticated (encrypted with the box's passphrase).`,
 		Args: cli.Args(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, _, err := g.loadConfig(cmd)

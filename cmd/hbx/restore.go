@@ -16,6 +16,7 @@ type restoreOptions struct {
 	from           string // the runtime step reads the image from this OCI layout or archive
 	dataOnly       bool
 	withoutRuntime bool
+	acceptImage    string
 	json           bool
 }
 
@@ -61,6 +62,16 @@ supervisor runs); 3 when the data is restored but left NOT started,
 awaiting the archive's runtime (step 4); 1 when the restore failed (the
 old data is back), 2 for bad usage or configuration.
 
+Which runtime an archive may bring back: only a release of
+executor.image's repository (or its registry mirrors), never another. An
+archive that is not authenticated (not encrypted with the box's
+passphrase: a plain .tar.gz, hbx backup --no-encrypt) restores the data
+directory only (--data-only for one with extra paths), every entry owned
+by executor.user and no symlink leading out of it, and cannot change the runtime unless
+--accept-image NAME:TAG@sha256:DIGEST names exactly the image it names.
+hbx backup verify ARCHIVE says what a restore would change, or why it
+would refuse.
+
 --from PATH makes step 4 read the archive's runtime image from an OCI
 image layout directory or OCI archive (hbx export, skopeo copy --all)
 instead of the registry, checked by its digests as hbx install --from.`
@@ -84,13 +95,14 @@ func newRestoreCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&o.from, "from", "", "install the archive's runtime from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.dataOnly, "data-only", false, "restore the data directory only; leave the extra paths the archive holds (backup.paths when it was made) untouched")
 	cmd.Flags().BoolVar(&o.withoutRuntime, "without-runtime", false, "when the archive's runtime cannot be fetched (no network, registry down; never with --from) while another release is active, restore the data anyway with the programs left stopped until that runtime is installed (automatic when no release is active)")
+	cmd.Flags().StringVar(&o.acceptImage, "accept-image", "", "let an archive that is not encrypted with the box's passphrase change the runtime to exactly `NAME:TAG@sha256:DIGEST` (its repository must still be executor.image's or a mirror's)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines")
 	return cmd
 }
 
 // runRestore restores archive (box.Box.Restore) and prints what happened.
 func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, archive string, o restoreOptions) error {
-	r := box.RestoreRequest{Archive: archive, DataOnly: o.dataOnly, WithoutRuntime: o.withoutRuntime}
+	r := box.RestoreRequest{Archive: archive, DataOnly: o.dataOnly, WithoutRuntime: o.withoutRuntime, AcceptImage: o.acceptImage}
 	if o.json {
 		r.Progress = box.NewJSONProgress(g.stdout)
 	}

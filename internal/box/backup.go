@@ -114,7 +114,10 @@ type RestoreRequest struct {
 	// when the archive's runtime cannot be fetched while another release
 	// is active (backup.RestoreOptions.WithoutRuntime).
 	WithoutRuntime bool
-	Progress       backup.Progress // nil: none
+	// AcceptImage lets an archive that is not authenticated change the
+	// runtime to exactly this image (backup.RestoreOptions.AcceptImage).
+	AcceptImage string
+	Progress    backup.Progress // nil: none
 }
 
 // RestoreOutcome is what Box.Restore did.
@@ -136,9 +139,8 @@ func (b Box) Restore(ctx context.Context, r RestoreRequest) (*RestoreOutcome, er
 	}
 	opts := backup.ConfiguredRestoreOptions(b.Config, r.Archive)
 	opts.Passphrase, opts.DataOnly, opts.Owner, opts.Logger = b.passphrase(false), r.DataOnly, owner, b.Log
-	opts.WithoutRuntime = r.WithoutRuntime
-	opts.Runtime = installRuntime{cfg: b.Config, log: b.Log, from: b.From}
-	opts.Config = restorePinner{path: b.ConfigPath, cfg: b.Config, srcs: b.Sources}
+	opts.WithoutRuntime, opts.AcceptImage = r.WithoutRuntime, r.AcceptImage
+	b.restoreRelease(&opts)
 	svc, release, err := b.holdData(ctx, "hbx restore")
 	defer release()
 	if err != nil {
@@ -253,17 +255,37 @@ func (l *BackupListing) WriteText(w io.Writer) error {
 	return tw.Flush()
 }
 
-// Verified is what `hbx backup verify` found in an archive.
-type Verified struct{ *backup.VerifyResult }
+// restoreRelease sets what decides a restore's release in opts: the
+// installer, the config file's pin, the box's repositories.
+func (b Box) restoreRelease(opts *backup.RestoreOptions) {
+	opts.Runtime = installRuntime{cfg: b.Config, log: b.Log, from: b.From}
+	opts.Config = restorePinner{path: b.ConfigPath, cfg: b.Config, srcs: b.Sources}
+	opts.AllowedRepository = b.Config.RepositoryAllowed
+}
+
+// Verified is what `hbx backup verify` found in an archive, and what
+// `hbx restore` of it would change (backup.PlanRestore).
+type Verified struct {
+	*backup.VerifyResult
+	Restore *backup.RestorePlan
+}
 
 // Verify checks archive against its manifest (backup.Verify) with b's
-// passphrase source; errors start with "backup verify: ARCHIVE: ".
+// passphrase source, and says what restoring it would change; errors
+// start with "backup verify: ARCHIVE: ".
 func (b Box) Verify(ctx context.Context, archive string) (*Verified, error) {
 	res, err := backup.Verify(ctx, archive, b.passphrase(false))
 	if err != nil {
 		return nil, fmt.Errorf("backup verify: %s: %w", archive, err)
 	}
-	return &Verified{res}, nil
+	opts := backup.ConfiguredRestoreOptions(b.Config, archive)
+	b.restoreRelease(&opts)
+	if b.Owner != nil {
+		if owner, err := b.Owner(b.Config.Executor.User); err == nil {
+			opts.Owner = owner
+		}
+	}
+	return &Verified{VerifyResult: res, Restore: backup.PlanRestore(opts, res.Manifest, res.Encrypted)}, nil
 }
 
 // WriteJSON writes v as one JSON object.
@@ -272,7 +294,7 @@ func (v *Verified) WriteJSON(w io.Writer) error {
 	return json.NewEncoder(w).Encode(map[string]any{
 		"path": res.Path, "size": res.Size, "sha256": res.SHA256, "encrypted": res.Encrypted, "compression": res.Compression,
 		"manifest": res.Manifest != nil, "entries": res.Entries, "files": res.Files, "bytes": res.Bytes, "unchecked": res.Unchecked,
-		"notes": res.Notes,
+		"notes": res.Notes, "restore": v.Restore,
 	})
 }
 
@@ -296,7 +318,33 @@ func (v *Verified) Text() string {
 			fmt.Fprintf(&b, "  not in the archive: %q (%s)\n", f.Path, f.Type)
 		}
 	}
+	v.restoreText(&b)
 	return b.String()
+}
+
+// restoreText writes what hbx restore of the archive would change.
+func (v *Verified) restoreText(b *strings.Builder) {
+	p := v.Restore
+	if p == nil {
+		return
+	}
+	if !p.Authenticated {
+		b.WriteString("  NOT authenticated: not encrypted with the box's passphrase; anyone could have written it\n")
+	}
+	if p.Refused != "" {
+		fmt.Fprintf(b, "  hbx restore would refuse it: %s\n", p.Refused)
+		return
+	}
+	switch {
+	case p.ChangesRuntime:
+		fmt.Fprintf(b, "  hbx restore would change the runtime: install and pin %s (configured: %s)\n", p.Image, p.Configured)
+	case p.Image != "":
+		fmt.Fprintf(b, "  hbx restore keeps the runtime: the archive names the configured release\n")
+	default:
+		fmt.Fprintf(b, "  hbx restore keeps the runtime: the archive names no release (the configured one is used)\n")
+	}
+	fmt.Fprintf(b, "  hbx restore would replace: %s\n", strings.Join(p.Paths, ", "))
+	fmt.Fprintf(b, "  owners: %s\n", p.Owners)
 }
 
 // JSONProgress writes backup and restore events as JSON lines, each with

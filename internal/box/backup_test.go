@@ -17,7 +17,7 @@ func TestBackupTextCounts(t *testing.T) {
 	}{{0, "0 files", "0 entries"}, {1, "1 file ", "1 entry,"}, {2, "2 files", "2 entries"}} {
 		made := (&BackupOutcome{Result: &backup.Result{Path: "/b/a.tar.gz.gpg", Files: tc.n, Encrypted: true, Duration: time.Second}}).Text()
 		restored := (&RestoreOutcome{RestoreResult: &backup.RestoreResult{Files: tc.n}, Archive: "/b/a.tar.gz.gpg"}).Text()
-		verified := (&Verified{&backup.VerifyResult{Path: "/b/a.tar.gz.gpg", Entries: tc.n, Files: tc.n}}).Text()
+		verified := (&Verified{VerifyResult: &backup.VerifyResult{Path: "/b/a.tar.gz.gpg", Entries: tc.n, Files: tc.n}}).Text()
 		for what, text := range map[string]string{"backup": made, "restore": restored, "verify": verified} {
 			if !strings.Contains(text, tc.file) {
 				t.Errorf("%s of %d files says %q, want %q", what, tc.n, text, tc.file)
@@ -25,6 +25,36 @@ func TestBackupTextCounts(t *testing.T) {
 		}
 		if !strings.Contains(verified, tc.entr) {
 			t.Errorf("verify of %d entries says %q, want %q", tc.n, verified, tc.entr)
+		}
+	}
+}
+
+// TestVerifyTextSaysWhatRestoreChanges: hbx backup verify says whether
+// the archive is authenticated and what hbx restore of it would change,
+// or why it would refuse it (issue 25 item 1: it said "ok" of an archive
+// that would have replaced the runtime).
+func TestVerifyTextSaysWhatRestoreChanges(t *testing.T) {
+	vr := &backup.VerifyResult{Path: "/b/a.tar.gz", Entries: 2, Files: 1}
+	for _, tc := range []struct {
+		name string
+		plan *backup.RestorePlan
+		want []string
+	}{
+		{"refused", &backup.RestorePlan{Refused: "archive refused: the archive names runtime evil"},
+			[]string{"NOT authenticated", "hbx restore would refuse it: archive refused: the archive names runtime evil"}},
+		{"changes the runtime", &backup.RestorePlan{Authenticated: true, Image: "r:v2@sha256:2", Configured: "r:v1@sha256:1", ChangesRuntime: true, Paths: []string{"/data"}, Owners: "uid 0"},
+			[]string{"would change the runtime: install and pin r:v2@sha256:2 (configured: r:v1@sha256:1)", "would replace: /data", "owners: uid 0"}},
+		{"keeps the runtime", &backup.RestorePlan{Image: "r:v1@sha256:1", Paths: []string{"/data"}},
+			[]string{"NOT authenticated", "keeps the runtime: the archive names the configured release"}},
+	} {
+		text := (&Verified{VerifyResult: vr, Restore: tc.plan}).Text()
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s: verify says %q, want %q", tc.name, text, w)
+			}
+		}
+		if tc.plan.Authenticated && strings.Contains(text, "NOT authenticated") {
+			t.Errorf("%s: verify says %q of an authenticated archive", tc.name, text)
 		}
 	}
 }

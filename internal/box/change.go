@@ -395,7 +395,7 @@ func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release, r
 		Archive: archive, Passphrase: d.passphrase, DataDir: c.Executor.DataDir, RuntimeDir: c.Executor.RuntimeDir,
 		StateDir: c.Executor.StateDir, BackupDir: c.Backup.Dir, AllowedPaths: c.Backup.Paths, Owner: owner,
 		KeepPreRestore: max(c.Backup.KeepPreRestore, 1), HealthWait: c.Backup.HealthWait, LockWait: c.Backup.LockWait,
-		Runtime: rt, Image: r.Image, Platform: r.Platform, Logger: d.box.Log,
+		Runtime: rt, Image: r.Image, Platform: r.Platform, Logger: d.box.Log, AllowedRepository: c.RepositoryAllowed,
 	}
 	if !d.inSupervisor {
 		// The wait after the restore judges r's tool set (health.readiness
