@@ -632,7 +632,10 @@ func (p *proc) command(ctx context.Context) (*Command, error) {
 		}
 		return c, nil
 	}
-	env := mergeEnv(p.s.opts.Env, p.spec.Environment, []string{"SUPERVISOR_ENABLED=1", "SUPERVISOR_PROCESS_NAME=" + p.spec.Name})
+	env, err := p.programEnv()
+	if err != nil {
+		return nil, err
+	}
 	path, err := lookPath(p.spec.Command[0], envGet(env, "PATH"))
 	if err != nil {
 		return nil, err

@@ -27,8 +27,10 @@ import (
 type Options struct {
 	// Programs are the supervised programs.
 	Programs []Program
-	// Env is the base environment of programs without Build, os.Environ()
-	// form; each program's Environment is added to it.
+	// Env is added to the environment of every program without Build,
+	// os.Environ() form, after PATH, HOME, USER, LOGNAME and SHELL of its
+	// user and before its Environment (programEnv has the order). nil
+	// gives programs none of the supervisor's own environment.
 	Env []string
 	// Socket is the control socket's path; "" serves no socket. Its
 	// directory is created 0755; the socket is mode 0600.

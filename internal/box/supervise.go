@@ -29,9 +29,6 @@ type Supervise struct {
 	// image pin (and the MCP tool set pinned with it) comes from it at
 	// each start, Config's when it fails.
 	Reload func() (*config.Config, error)
-	// Env is the process's environment (os.Environ form); the HBX_*
-	// variables are left out of the programs' environment.
-	Env []string
 	// Log receives the supervisor's and the executor's preparation logs.
 	Log *slog.Logger
 	// Install is the install on start (executor.install_on_start); the
@@ -40,18 +37,14 @@ type Supervise struct {
 }
 
 // SuperviseOptions maps the configuration onto the supervisor's options:
-// the enabled programs in config order, the executor built from the
+// the enabled programs in config order, each with a clean environment
+// (supervisor.Options.Env is nil: nothing of hbx's own environment), the executor built from the
 // active release at each start and gated by its health probe, the
 // install on start when executor.install_on_start is set.
 func SuperviseOptions(s Supervise) supervisor.Options {
 	cfg := s.Config
-	var env []string
-	for _, kv := range s.Env {
-		if !strings.HasPrefix(kv, config.EnvPrefix) {
-			env = append(env, kv)
-		}
-	}
-	opts := supervisor.Options{Env: env, Socket: cfg.Supervisor.Socket, Logger: s.Log}
+	// No Env: a program's environment is its own, never hbx's.
+	opts := supervisor.Options{Socket: cfg.Supervisor.Socket, Logger: s.Log}
 	for _, name := range cfg.ProgramNames() {
 		pc := cfg.Programs[name]
 		if !pc.Enabled {

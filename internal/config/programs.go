@@ -31,7 +31,9 @@ type Program struct {
 	// Directory is the working directory, absolute; "" keeps hbx's
 	// (programs.<name>.directory).
 	Directory string
-	// Environment is added to hbx's environment (programs.<name>.environment):
+	// Environment is added to the program's clean environment (PATH, HOME,
+	// USER, LOGNAME, SHELL of its user; never hbx's own)
+	// (programs.<name>.environment):
 	// a YAML mapping or a list of KEY=VALUE. A value replaces the whole map.
 	Environment map[string]string
 	// Priority orders starts (ascending) and stops (descending)
