@@ -45,6 +45,18 @@
 //     the reason (its Brief() when a Build error wraps a Briefer; the
 //     log keeps the whole); the other programs keep running. A program waiting for
 //     a FATAL dependency says so in its Detail.
+//   - An exit the supervisor did not ask for with a code of
+//     Program.RestartExitCodes starts the program again at once (no
+//     backoff, no failed start counted, whatever Autorestart says); one of
+//     FatalExitCodes makes it FATAL at once, the reason naming the code
+//     and the program's last stderr line. An exit that follows the
+//     supervisor's own stop (a stop, a failed health wait, a wedge) is
+//     expected whatever its code.
+//   - Every program without Build starts with a clean environment: PATH
+//     (DefaultPath), HOME, USER, LOGNAME and SHELL of its user,
+//     Options.Env, its Environment, then SUPERVISOR_ENABLED,
+//     SUPERVISOR_PROCESS_NAME, SUPERVISOR_GROUP_NAME and, with a socket,
+//     SUPERVISOR_SERVER_URL.
 //   - Options.Install runs before any program starts, while the socket
 //     already answers status: Options.InstallProgram is STARTING with the
 //     hook's progress, the others STOPPED "not started: the release is

@@ -41,6 +41,8 @@ const (
 	afterBackoff                  // a failed start: BACKOFF or FATAL
 	afterExited                   // exited from RUNNING: EXITED, maybe restart
 	afterRestart                  // wedged and killed: start again
+	afterFatal                    // exited with a fatal exit code: FATAL
+	afterRestartNow               // exited with a restart exit code: start now
 )
 
 type probeResult struct {
@@ -62,6 +64,9 @@ type proc struct {
 	// of /proc finds them wherever they went (setsid, double fork).
 	marker   *os.File
 	markerID procscan.FileID
+	// errLine keeps the last line of the program's stderr (a fatal
+	// exit's reason).
+	errLine lastLine
 
 	// loop state
 	state          State
@@ -358,6 +363,7 @@ func (p *proc) onExit(ws syscall.WaitStatus) {
 	case p.after != afterNone:
 		// We asked for it (stop, failed health wait, wedge).
 		p.s.log.Info("exited", "program", p.spec.Name, "pid", p.pgid, "status", desc)
+	case p.classExit(ws, desc):
 	case p.state == Starting:
 		p.after = afterBackoff
 		p.detail = "exited too quickly (" + desc + ")"
@@ -382,6 +388,9 @@ func (p *proc) onExit(ws syscall.WaitStatus) {
 func (p *proc) finish(now time.Time) {
 	after := p.after
 	p.after = afterNone
+	if p.finishClassed(after) {
+		return
+	}
 	switch after {
 	case afterStopped:
 		p.toStopped("stopped")

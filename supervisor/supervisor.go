@@ -644,8 +644,12 @@ func (s *Supervisor) openLogs(wg *sync.WaitGroup) ([]io.Closer, error) {
 			} else {
 				p.errW = pw
 			}
+			var dst io.Writer = w
+			if i == 1 {
+				dst = io.MultiWriter(w, &p.errLine)
+			}
 			wg.Go(func() {
-				if _, err := io.Copy(w, pr); err != nil {
+				if _, err := io.Copy(dst, pr); err != nil {
 					s.log.Warn("copy program output", "program", p.spec.Name, "err", err)
 				}
 				pr.Close()

@@ -78,18 +78,20 @@ func (s Supervise) program(name string, pc config.Program) supervisor.Program {
 		return supervisor.LogFile{Path: path, MaxBytes: pc.LogfileMaxBytes, Backups: pc.LogfileBackups}
 	}
 	p := supervisor.Program{
-		Name:         name,
-		Priority:     pc.Priority,
-		Autostart:    pc.Autostart,
-		Autorestart:  supervisor.Autorestart(pc.Autorestart),
-		ExitCodes:    pc.ExitCodes,
-		StartSecs:    time.Duration(pc.StartSecs) * time.Second,
-		StartRetries: pc.StartRetries,
-		StopSignal:   unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
-		StopWait:     time.Duration(pc.StopWaitSecs) * time.Second,
-		DependsOn:    pc.DependsOn,
-		Stdout:       logFile(pc.StdoutLogfile, ".out.log"),
-		Stderr:       logFile(pc.StderrLogfile, ".err.log"),
+		Name:             name,
+		Priority:         pc.Priority,
+		Autostart:        pc.Autostart,
+		Autorestart:      supervisor.Autorestart(pc.Autorestart),
+		ExitCodes:        pc.ExitCodes,
+		RestartExitCodes: pc.RestartExitCodes,
+		FatalExitCodes:   pc.FatalExitCodes,
+		StartSecs:        time.Duration(pc.StartSecs) * time.Second,
+		StartRetries:     pc.StartRetries,
+		StopSignal:       unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
+		StopWait:         time.Duration(pc.StopWaitSecs) * time.Second,
+		DependsOn:        pc.DependsOn,
+		Stdout:           logFile(pc.StdoutLogfile, ".out.log"),
+		Stderr:           logFile(pc.StderrLogfile, ".err.log"),
 	}
 	if name != config.ExecutorProgram {
 		p.Command, p.User, p.Directory = pc.Command, pc.User, pc.Directory

@@ -50,6 +50,7 @@ programs:
 	want := supervisor.Program{
 		Name: "worker", Command: []string{"/bin/worker", "--fast"}, Environment: []string{"A=1", "B=2"},
 		Priority: 999, Autostart: true, Autorestart: supervisor.AutorestartUnexpected, ExitCodes: []int{0},
+		RestartExitCodes: []int{}, FatalExitCodes: []int{},
 		StartSecs: time.Second, StartRetries: 3, StopSignal: syscall.SIGINT, StopWait: 3 * time.Second, DependsOn: []string{},
 		Stdout: supervisor.LogFile{Path: "/elsewhere/w.log", MaxBytes: 50 << 20, Backups: 10},
 		Stderr: supervisor.LogFile{Path: "/logs/worker.err.log", MaxBytes: 50 << 20, Backups: 10},

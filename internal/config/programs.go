@@ -49,6 +49,16 @@ type Program struct {
 	// ExitCodes are the expected exit codes for autorestart "unexpected",
 	// 0-255 (programs.<name>.exitcodes). Default [0].
 	ExitCodes []int
+	// RestartExitCodes are exit codes that ask for a restart now: started
+	// again at once, no backoff, not counted as a failed start, whatever
+	// autorestart says (programs.<name>.restart_exitcodes; systemd's
+	// RestartForceExitStatus). Default none; hermes [75].
+	RestartExitCodes []int
+	// FatalExitCodes are exit codes after which the program is FATAL at
+	// once, not restarted (programs.<name>.fatal_exitcodes; systemd's
+	// RestartPreventExitStatus). Default none; hermes [78]. An exit that
+	// follows hbx's own stop is expected whatever its code.
+	FatalExitCodes []int
 	// StartSecs is how many seconds the program must stay up to count as
 	// started (programs.<name>.startsecs). Default 1.
 	StartSecs int
@@ -107,6 +117,8 @@ var programFields = []programField{
 	{"autostart", decodeAs(kindBool), func(p *Program) any { return &p.Autostart }},
 	{"autorestart", decodeAutorestart, func(p *Program) any { return &p.Autorestart }},
 	{"exitcodes", decodeIntList, func(p *Program) any { return &p.ExitCodes }},
+	{"restart_exitcodes", decodeIntList, func(p *Program) any { return &p.RestartExitCodes }},
+	{"fatal_exitcodes", decodeIntList, func(p *Program) any { return &p.FatalExitCodes }},
 	{"startsecs", decodeAs(kindInt), func(p *Program) any { return &p.StartSecs }},
 	{"startretries", decodeAs(kindInt), func(p *Program) any { return &p.StartRetries }},
 	{"stopsignal", decodeAs(kindString), func(p *Program) any { return &p.StopSignal }},
@@ -123,7 +135,7 @@ var programFields = []programField{
 func defaultProgram(name string) Program {
 	p := Program{
 		Command: []string{}, Environment: map[string]string{}, Priority: 999, Autostart: true,
-		Autorestart: "unexpected", ExitCodes: []int{0}, StartSecs: 1, StartRetries: 3, StopSignal: "TERM",
+		Autorestart: "unexpected", ExitCodes: []int{0}, RestartExitCodes: []int{}, FatalExitCodes: []int{}, StartSecs: 1, StartRetries: 3, StopSignal: "TERM",
 		StopWaitSecs: 10, DependsOn: []string{}, LogfileMaxBytes: 50 << 20, LogfileBackups: 10, Enabled: true,
 	}
 	switch name {
@@ -134,6 +146,7 @@ func defaultProgram(name string) Program {
 		p.User, p.Directory = "hermes", "/workspace/work"
 		p.Environment = map[string]string{"HOME": "/home/hermes", "HERMES_HOME": "/workspace/hermes-home", "PATH": "/usr/local/bin:/usr/bin:/bin"}
 		p.Priority, p.Autorestart, p.DependsOn = 200, "true", []string{ExecutorProgram}
+		p.RestartExitCodes, p.FatalExitCodes = []int{75}, []int{78}
 	}
 	return p
 }
@@ -595,11 +608,7 @@ func validateProgramFields(ps *collector, name string, p Program) {
 	if !slices.Contains([]string{"true", "false", "unexpected"}, p.Autorestart) {
 		ps.add(k("autorestart"), q(p.Autorestart), "is not true, false or unexpected")
 	}
-	for _, code := range p.ExitCodes {
-		if code < 0 || code > 255 {
-			ps.add(k("exitcodes"), strconv.Itoa(code), "is not an exit code (want 0-255)")
-		}
-	}
+	validateExitCodes(ps, name, p)
 	for _, f := range []struct {
 		name string
 		v    int
@@ -625,6 +634,28 @@ func validateProgramFields(ps *collector, name string, p Program) {
 	for _, e := range slices.Sorted(maps.Keys(p.Environment)) {
 		if !names.EnvVar(e) {
 			ps.add(k("environment"), q(e), "is not an environment variable name")
+		}
+	}
+}
+
+// validateExitCodes checks programs.<name>.exitcodes, restart_exitcodes
+// and fatal_exitcodes: codes 0-255, and no code both a restart and a
+// fatal one.
+func validateExitCodes(ps *collector, name string, p Program) {
+	k := func(f string) string { return "programs." + name + "." + f }
+	for _, f := range []struct {
+		name  string
+		codes []int
+	}{{"exitcodes", p.ExitCodes}, {"restart_exitcodes", p.RestartExitCodes}, {"fatal_exitcodes", p.FatalExitCodes}} {
+		for _, code := range f.codes {
+			if code < 0 || code > 255 {
+				ps.add(k(f.name), strconv.Itoa(code), "is not an exit code (want 0-255)")
+			}
+		}
+	}
+	for _, code := range p.RestartExitCodes {
+		if slices.Contains(p.FatalExitCodes, code) && code >= 0 && code <= 255 {
+			ps.add(k("restart_exitcodes"), strconv.Itoa(code), "is also in fatal_exitcodes (a code is either a restart or a fatal one)")
 		}
 	}
 }

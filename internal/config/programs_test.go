@@ -84,6 +84,7 @@ programs:
   hermes:
     startsecs: -1
     exitcodes: [256]
+    restart_exitcodes: [78]
     depends_on: [ghost, off]
     logfile_maxbytes: 1000
     nonsense: 1
@@ -103,6 +104,7 @@ programs:
     user: x
   worker:
     command: w
+    fatal_exitcodes: [-2]
     depends_on: [hermse, exector]
     comand: x
   wroker:
@@ -121,6 +123,7 @@ programs:
 		`programs.executor.command: cannot be set for the built-in executor (it runs the active release; see executor.*) [file %s]`,
 		`programs.executor.stopsignal: "BOGUS" is not a signal name (want TERM, HUP, INT, QUIT, KILL, USR1 or USR2) [file %s]`,
 		`programs.hermes.exitcodes: 256 is not an exit code (want 0-255) [file %s]`,
+		`programs.hermes.restart_exitcodes: 78 is also in fatal_exitcodes (a code is either a restart or a fatal one) [file %s]`,
 		`programs.hermes.startsecs: -1 is negative [file %s]`,
 		`programs.hermes.logfile_maxbytes: 1000 is not a whole number of MiB (log rotation counts in MiB, e.g. 50MiB) [file %s]`,
 		`programs.hermes.depends_on: "ghost" is not a program [file %s]`,
@@ -131,6 +134,7 @@ programs:
 		`programs.hermes-2: is not a built-in program (executor, hermes) and has no command (did you mean "hermes"?) [file %s]`,
 		`programs.wroker: is not a built-in program (executor, hermes) and has no command (did you mean "worker"?) [file %s]`,
 		`programs.worker.depends_on: "hermse" is a disabled program [file %s]`,
+		`programs.worker.fatal_exitcodes: -2 is not an exit code (want 0-255) [file %s]`,
 		`programs.worker.depends_on: "exector" is not a program (did you mean "executor"?) [file %s]`,
 		`programs.worker.comand: unknown key (did you mean "command"?) [file %s]`,
 		`programs.Bad: is not a program name (want lowercase letters, digits, '-' and '_', not "all") [file %s]`,
