@@ -15,6 +15,12 @@ import (
 // supervisor's own stop (a stop, a failed health wait, a wedge) is
 // never classed: it is expected whatever its code.
 
+// The afterExit values of classed exits.
+const (
+	afterFatal      afterExit = iota + 100 // exited with a fatal exit code: FATAL
+	afterRestartNow                        // exited with a restart exit code: start now
+)
+
 // classExit handles an exit of the leader the supervisor did not ask
 // for when its code is in one of p's classes, and reports whether it did:
 // a fatal code ends in FATAL once the group is gone (afterFatal), a

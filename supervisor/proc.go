@@ -36,13 +36,11 @@ type request struct {
 type afterExit int
 
 const (
-	afterNone       afterExit = iota // nothing pending
-	afterStopped                     // a stop: STOPPED
-	afterBackoff                     // a failed start: BACKOFF or FATAL
-	afterExited                      // exited from RUNNING: EXITED, maybe restart
-	afterRestart                     // wedged and killed: start again
-	afterFatal                       // exited with a fatal exit code: FATAL
-	afterRestartNow                  // exited with a restart exit code: start now
+	afterNone    afterExit = iota // nothing pending
+	afterStopped                  // a stop: STOPPED
+	afterBackoff                  // a failed start: BACKOFF or FATAL
+	afterExited                   // exited from RUNNING: EXITED, maybe restart
+	afterRestart                  // wedged and killed: start again
 )
 
 type probeResult struct {
