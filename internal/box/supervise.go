@@ -98,9 +98,24 @@ func (s Supervise) program(name string, pc config.Program) supervisor.Program {
 		for _, k := range slices.Sorted(maps.Keys(pc.Environment)) {
 			p.Environment = append(p.Environment, k+"="+pc.Environment[k])
 		}
+		if !pc.Ready.IsZero() {
+			p.Probe, p.HealthWait = readiness(pc).Probe(), time.Duration(pc.Ready.Wait)*time.Second
+		}
 		return p
 	}
 	return s.executor(p)
+}
+
+// readiness maps programs.<name>.ready_* (validated by Load), its paths
+// expanded from the program's environment.
+func readiness(pc config.Program) supervisor.Readiness {
+	r := pc.Ready
+	lock, _ := pc.ExpandReadyPath(r.Lock)
+	file, _ := pc.ExpandReadyPath(r.File)
+	return supervisor.Readiness{
+		LockFile: lock, JSONFile: file, JSONField: r.Field, JSONValue: r.Value,
+		MaxAge: time.Duration(r.MaxAge) * time.Second, TCP: r.TCP, HTTP: r.HTTP,
+	}
 }
 
 // executor completes p as the built-in executor: the active release,

@@ -120,3 +120,31 @@ func TestSuperviseRecoverRefusalReleasesClaim(t *testing.T) {
 		t.Errorf("Claim() after the refused start = %v, want nil (the refused start let its locks go)", err)
 	}
 }
+
+// TestSuperviseOptionsHermes: the default hermes program fits the
+// gateway's contract: restart on 75, FATAL on 78, ready once its tree
+// holds gateway.lock and gateway_state.json says running within 120 s.
+func TestSuperviseOptionsHermes(t *testing.T) {
+	cfg, _, err := config.Load(config.LoadOptions{Path: writeConfig(t, "programs:\n  executor:\n    enabled: false\n  hermes:\n    depends_on: []\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := SuperviseOptions(Supervise{Config: cfg})
+	if len(opts.Programs) != 1 || opts.Programs[0].Name != "hermes" {
+		t.Fatalf("Programs = %+v, want hermes", opts.Programs)
+	}
+	h := opts.Programs[0]
+	if !cmp.Equal(h.RestartExitCodes, []int{75}) || !cmp.Equal(h.FatalExitCodes, []int{78}) {
+		t.Errorf("hermes exit classes = restart %v, fatal %v; want [75], [78]", h.RestartExitCodes, h.FatalExitCodes)
+	}
+	if h.Probe == nil || h.HealthWait != 120*time.Second || h.WedgeFailures != 0 {
+		t.Errorf("hermes readiness: probe %v, wait %s, wedge %d; want a probe, 120s, 0", h.Probe != nil, h.HealthWait, h.WedgeFailures)
+	}
+	want := supervisor.Readiness{
+		LockFile: "/workspace/hermes-home/gateway.lock", JSONFile: "/workspace/hermes-home/gateway_state.json",
+		JSONField: "gateway_state", JSONValue: "running", MaxAge: 120 * time.Second,
+	}
+	if diff := cmp.Diff(readiness(cfg.Programs["hermes"]), want); diff != "" {
+		t.Errorf("hermes readiness (-got +want):\n%s", diff)
+	}
+}

@@ -84,6 +84,9 @@ type Program struct {
 	// LogfileBackups is how many rotated files to keep, 0 for all
 	// (programs.<name>.logfile_backups). Default 10.
 	LogfileBackups int
+	// Ready is what the program must offer before it is RUNNING
+	// (programs.<name>.ready_*).
+	Ready Readiness
 	// Enabled: false removes the program (programs.<name>.enabled).
 	// Default true.
 	Enabled bool
@@ -94,7 +97,8 @@ type Program struct {
 const ExecutorProgram = "executor"
 
 // executorFixed are the fields of the built-in executor set by executor.*.
-var executorFixed = []string{"command", "user", "directory", "environment"}
+var executorFixed = []string{"command", "user", "directory", "environment",
+	"ready_lock", "ready_file", "ready_field", "ready_value", "ready_max_age", "ready_tcp", "ready_http", "ready_wait"}
 
 // programField is one field of a program.
 type programField struct {
@@ -131,12 +135,18 @@ var programFields = []programField{
 	{"enabled", decodeAs(kindBool), func(p *Program) any { return &p.Enabled }},
 }
 
+func init() {
+	i := len(programFields) - 1 // before enabled
+	programFields = append(programFields[:i:i], append(readinessFields, programFields[i])...)
+}
+
 // defaultProgram returns the defaults of a program named name.
 func defaultProgram(name string) Program {
 	p := Program{
 		Command: []string{}, Environment: map[string]string{}, Priority: 999, Autostart: true,
 		Autorestart: "unexpected", ExitCodes: []int{0}, RestartExitCodes: []int{}, FatalExitCodes: []int{}, StartSecs: 1, StartRetries: 3, StopSignal: "TERM",
 		StopWaitSecs: 10, DependsOn: []string{}, LogfileMaxBytes: 50 << 20, LogfileBackups: 10, Enabled: true,
+		Ready: Readiness{Wait: 60},
 	}
 	switch name {
 	case ExecutorProgram:
@@ -147,6 +157,7 @@ func defaultProgram(name string) Program {
 		p.Environment = map[string]string{"HOME": "/home/hermes", "HERMES_HOME": "/workspace/hermes-home", "PATH": "/usr/local/bin:/usr/bin:/bin"}
 		p.Priority, p.Autorestart, p.DependsOn = 200, "true", []string{ExecutorProgram}
 		p.RestartExitCodes, p.FatalExitCodes = []int{75}, []int{78}
+		p.Ready = hermesReadiness
 	}
 	return p
 }
@@ -584,7 +595,7 @@ func validateCommand(ps *collector, c *Config, name string, p Program) {
 	case name == ExecutorProgram:
 		for _, f := range executorFixed {
 			if src := ps.srcs.Of(k(f)); src.Kind != SourceDefault && src.Kind != "" {
-				ps.add(k(f), "", "cannot be set for the built-in executor (it runs the active release; see executor.*)")
+				ps.add(k(f), "", "cannot be set for the built-in executor (it runs the active release, ready when health.readiness passes; see executor.*)")
 			}
 		}
 	case !slices.Contains(builtinPrograms, name) && len(p.Command) == 0 && !ps.skip[k("command")]:
@@ -609,6 +620,7 @@ func validateProgramFields(ps *collector, name string, p Program) {
 		ps.add(k("autorestart"), q(p.Autorestart), "is not true, false or unexpected")
 	}
 	validateExitCodes(ps, name, p)
+	validateReadiness(ps, name, p)
 	for _, f := range []struct {
 		name string
 		v    int

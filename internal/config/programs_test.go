@@ -113,6 +113,15 @@ programs:
     command: x
   empty:
     environment: {A: 1}
+  ready:
+    command: r
+    environment: {HOME: /h}
+    ready_lock: $NOPE/x
+    ready_file: rel.json
+    ready_tcp: nope
+    ready_http: ftp://x
+    ready_wait: 0
+    ready_max_age: -1
 `)
 	_, _, err := Load(LoadOptions{Path: path})
 	want := []string{
@@ -120,7 +129,7 @@ programs:
 		"supervisor.socket: \"/run/" + strings.Repeat("s", 110) + ".sock\" is 120 bytes long (a unix socket path has at most 107) [file %s]",
 		"supervisor.health_interval: 0s is not positive [file %s]",
 		`programs.a.depends_on: is a dependency cycle: a -> b -> a [file %s]`,
-		`programs.executor.command: cannot be set for the built-in executor (it runs the active release; see executor.*) [file %s]`,
+		`programs.executor.command: cannot be set for the built-in executor (it runs the active release, ready when health.readiness passes; see executor.*) [file %s]`,
 		`programs.executor.stopsignal: "BOGUS" is not a signal name (want TERM, HUP, INT, QUIT, KILL, USR1 or USR2) [file %s]`,
 		`programs.hermes.exitcodes: 256 is not an exit code (want 0-255) [file %s]`,
 		`programs.hermes.restart_exitcodes: 78 is also in fatal_exitcodes (a code is either a restart or a fatal one) [file %s]`,
@@ -136,6 +145,13 @@ programs:
 		`programs.worker.depends_on: "hermse" is a disabled program [file %s]`,
 		`programs.worker.fatal_exitcodes: -2 is not an exit code (want 0-255) [file %s]`,
 		`programs.worker.depends_on: "exector" is not a program (did you mean "executor"?) [file %s]`,
+		`programs.ready.ready_file: "rel.json" is not an absolute path [file %s]`,
+		`programs.ready.ready_file: "rel.json" needs ready_field and ready_value, and they need it [file %s]`,
+		`programs.ready.ready_http: "ftp://x" is not an http or https URL [file %s]`,
+		`programs.ready.ready_lock: "$NOPE/x" names $NOPE, which programs.ready.environment does not set (set it, or set ready_lock) [file %s]`,
+		`programs.ready.ready_max_age: -1 is negative [file %s]`,
+		`programs.ready.ready_tcp: "nope" is not a host:port [file %s]`,
+		`programs.ready.ready_wait: 0 is not positive [file %s]`,
 		`programs.worker.comand: unknown key (did you mean "command"?) [file %s]`,
 		`programs.Bad: is not a program name (want lowercase letters, digits, '-' and '_', not "all") [file %s]`,
 	}
