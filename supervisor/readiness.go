@@ -243,4 +243,3 @@ func checkHTTP(ctx context.Context, url string) error {
 	}
 	return nil
 }
-
