@@ -160,6 +160,11 @@ type Program struct {
 	DependsOn []string
 	// Stdout and Stderr are the program's log files.
 	Stdout, Stderr LogFile
+	// OwnLog is a log file the program writes itself (absolute; "" for
+	// none): Logs follows it with LogsRequest.File. The supervisor only
+	// reads it, and refuses a symbolic link or a file that is not regular
+	// there.
+	OwnLog string
 	// Probe, when set, gates RUNNING on a healthy answer and detects a
 	// wedged program (alive, but failing WedgeFailures probes in a row).
 	Probe Probe

@@ -54,6 +54,7 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error
 	if _, err := supervisor.New(opts); err != nil {
 		return false, fmt.Errorf("supervise: %w", err)
 	}
+	withExternalSupervisorFlag(ctx, opts.Programs, b.Log)
 	release, err := lockExecutorData(ctx, r.LockData, opts.Programs)
 	if err != nil {
 		return false, fmt.Errorf("supervise: %w", err)

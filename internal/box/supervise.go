@@ -98,6 +98,7 @@ func (s Supervise) program(name string, pc config.Program) supervisor.Program {
 		for _, k := range slices.Sorted(maps.Keys(pc.Environment)) {
 			p.Environment = append(p.Environment, k+"="+pc.Environment[k])
 		}
+		p.OwnLog, _ = pc.ExpandReadyPath(pc.LogFile)
 		if !pc.Ready.IsZero() {
 			p.Probe, p.HealthWait = readiness(pc).Probe(), time.Duration(pc.Ready.Wait)*time.Second
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -122,8 +123,10 @@ func TestSuperviseRecoverRefusalReleasesClaim(t *testing.T) {
 }
 
 // TestSuperviseOptionsHermes: the default hermes program fits the
-// gateway's contract: restart on 75, FATAL on 78, ready once its tree
-// holds gateway.lock and gateway_state.json says running within 120 s.
+// gateway's contract: stopped with SIGINT and 210 s for its drain, told
+// it is supervised, its own log followed, restart on 75, FATAL on 78,
+// ready once its tree holds gateway.lock and gateway_state.json says
+// running within 120 s.
 func TestSuperviseOptionsHermes(t *testing.T) {
 	cfg, _, err := config.Load(config.LoadOptions{Path: writeConfig(t, "programs:\n  executor:\n    enabled: false\n  hermes:\n    depends_on: []\n")})
 	if err != nil {
@@ -139,6 +142,11 @@ func TestSuperviseOptionsHermes(t *testing.T) {
 	}
 	if h.Probe == nil || h.HealthWait != 120*time.Second || h.WedgeFailures != 0 {
 		t.Errorf("hermes readiness: probe %v, wait %s, wedge %d; want a probe, 120s, 0", h.Probe != nil, h.HealthWait, h.WedgeFailures)
+	}
+	if h.StopSignal != syscall.SIGINT || h.StopWait != 210*time.Second || h.OwnLog != "/workspace/hermes-home/logs/gateway.log" ||
+		!slices.Contains(h.Environment, "HERMES_GATEWAY_EXTERNAL_SUPERVISOR=1") || !cmp.Equal(h.Command, []string{"/usr/local/bin/hermes", "gateway", "run", "--replace"}) {
+		t.Errorf("hermes = stop %v after %s, own log %q, environment %q, command %q; want SIGINT, 210s, its gateway.log, supervised, --replace",
+			h.StopSignal, h.StopWait, h.OwnLog, h.Environment, h.Command)
 	}
 	want := supervisor.Readiness{
 		LockFile: "/workspace/hermes-home/gateway.lock", JSONFile: "/workspace/hermes-home/gateway_state.json",

@@ -84,6 +84,11 @@ type Program struct {
 	// LogfileBackups is how many rotated files to keep, 0 for all
 	// (programs.<name>.logfile_backups). Default 10.
 	LogfileBackups int
+	// LogFile is a log the program writes itself, which `hbx logs NAME
+	// --file` follows beside stdout and stderr; absolute, or naming
+	// variables of its environment (programs.<name>.log_file). Default "";
+	// hermes $HERMES_HOME/logs/gateway.log.
+	LogFile string
 	// Ready is what the program must offer before it is RUNNING
 	// (programs.<name>.ready_*).
 	Ready Readiness
@@ -97,7 +102,7 @@ type Program struct {
 const ExecutorProgram = "executor"
 
 // executorFixed are the fields of the built-in executor set by executor.*.
-var executorFixed = []string{"command", "user", "directory", "environment",
+var executorFixed = []string{"command", "user", "directory", "environment", "log_file",
 	"ready_lock", "ready_file", "ready_field", "ready_value", "ready_max_age", "ready_tcp", "ready_http", "ready_wait"}
 
 // programField is one field of a program.
@@ -132,6 +137,7 @@ var programFields = []programField{
 	{"stderr_logfile", decodeAs(kindString), func(p *Program) any { return &p.StderrLogfile }},
 	{"logfile_maxbytes", decodeAs(kindBytes), func(p *Program) any { return &p.LogfileMaxBytes }},
 	{"logfile_backups", decodeAs(kindInt), func(p *Program) any { return &p.LogfileBackups }},
+	{"log_file", decodeAs(kindString), func(p *Program) any { return &p.LogFile }},
 	{"enabled", decodeAs(kindBool), func(p *Program) any { return &p.Enabled }},
 }
 
@@ -154,7 +160,12 @@ func defaultProgram(name string) Program {
 	case "hermes":
 		p.Command = []string{"/usr/local/bin/hermes", "gateway", "run", "--replace"}
 		p.User, p.Directory = "hermes", "/workspace/work"
-		p.Environment = map[string]string{"HOME": "/home/hermes", "HERMES_HOME": "/workspace/hermes-home", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+		p.Environment = map[string]string{"HOME": "/home/hermes", "HERMES_HOME": "/workspace/hermes-home", "PATH": "/usr/local/bin:/usr/bin:/bin",
+			"HERMES_GATEWAY_EXTERNAL_SUPERVISOR": "1"}
+		// Its contract: SIGINT is a planned stop (a bare SIGTERM an
+		// unexpected kill), its drain can take 180 s (upstream's unit:
+		// TimeoutStopSec=210), and it logs to its own file.
+		p.StopSignal, p.StopWaitSecs, p.LogFile = "INT", 210, "$HERMES_HOME/logs/gateway.log"
 		p.Priority, p.Autorestart, p.DependsOn = 200, "true", []string{ExecutorProgram}
 		p.RestartExitCodes, p.FatalExitCodes = []int{75}, []int{78}
 		p.Ready = hermesReadiness

@@ -76,12 +76,12 @@ var hermesReadiness = Readiness{
 	Field: "gateway_state", Value: "running", MaxAge: 120, Wait: 120,
 }
 
-// validateReadiness checks programs.<name>.ready_*.
+// validateReadiness checks programs.<name>.ready_* and log_file.
 func validateReadiness(ps *collector, name string, p Program) {
 	k := func(f string) string { return "programs." + name + "." + f }
 	q := strconv.Quote
 	r := p.Ready
-	for _, f := range []struct{ name, v string }{{"ready_lock", r.Lock}, {"ready_file", r.File}} {
+	for _, f := range []struct{ name, v string }{{"ready_lock", r.Lock}, {"ready_file", r.File}, {"log_file", p.LogFile}} {
 		if f.v == "" {
 			continue
 		}
