@@ -63,12 +63,19 @@ func (r Readiness) Probe() ProcessProbe {
 				continue
 			}
 			if err := c.check(); err != nil {
-				return fmt.Errorf("%w: %w", ErrNotReady, err)
+				return notReady{err}
 			}
 		}
 		return nil
 	})
 }
+
+// notReady is a failed readiness check: its text is the check's (the
+// status already says "not ready: "), and it is ErrNotReady.
+type notReady struct{ error }
+
+// Unwrap returns the check's error and ErrNotReady.
+func (e notReady) Unwrap() []error { return []error{e.error, ErrNotReady} }
 
 // checkLockHeld checks that a process of the program whose leader is
 // leader holds a lock on path.
