@@ -85,6 +85,21 @@ func killRecorded(home string, files ...string) {
 	}
 }
 
+// waitPidIn waits for a pid file of the stand-in and returns its pid.
+func waitPidIn(t *testing.T, home, file string) int {
+	t.Helper()
+	deadline := time.Now().Add(slow(t, 30*time.Second))
+	for {
+		if pid := pidIn(home, file); pid > 0 {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stand-in wrote no %s", file)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // pidIn reads a pid file of the stand-in; 0 when absent.
 func pidIn(home, file string) int {
 	b, err := os.ReadFile(filepath.Join(home, file))
@@ -200,6 +215,10 @@ func TestHermesGatewayE2E(t *testing.T) {
 	}
 
 	// SIGUSR1: a graceful restart, exit 75, started again at once.
+	firstHelper := waitPidIn(t, home, "helper.pid")
+	if err := os.Remove(filepath.Join(home, "helper.pid")); err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Kill(first.PID, syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
@@ -207,9 +226,9 @@ func TestHermesGatewayE2E(t *testing.T) {
 		if st.State == supervisor.Backoff || st.State == supervisor.Fatal {
 			t.Fatalf("after exit 75: %s %q, want a restart without backoff", st.State, st.Detail)
 		}
-		return st.State == supervisor.Running && st.PID != first.PID
+		return st.State == supervisor.Running && st.PID != 0 && st.PID != first.PID
 	})
-	killRecorded(home, "helper.pid") // the first gateway's helper
+	secondHelper := waitPidIn(t, home, "helper.pid")
 
 	// hbx stop: SIGINT, exit 0, quickly.
 	start := time.Now()
@@ -227,6 +246,45 @@ func TestHermesGatewayE2E(t *testing.T) {
 	}
 	if state := readFile(t, filepath.Join(home, "gateway_state.json")); !strings.Contains(state, `"stopped"`) {
 		t.Errorf("gateway_state.json = %s, want stopped", state)
+	}
+	// Its helpers started a new session and closed their descriptors:
+	// only the program's cgroup sees them, and the stop ended them.
+	if c, err := supervisor.Dial(context.Background(), sock); err != nil {
+		t.Fatal(err)
+	} else if in, err := c.Info(context.Background()); err != nil || in.Cgroups == "" {
+		t.Fatalf("GET /v1/info = %+v, %v; want the programs' cgroups (this host mounts cgroup v2)", in, err)
+	}
+	for _, pid := range []int{firstHelper, secondHelper} {
+		if pid == 0 || !processGone(pid) {
+			t.Errorf("the gateway's new-session helper %d outlived hbx stop (or never ran)", pid)
+		}
+	}
+}
+
+// TestHermesKilledSupervisorE2E: after kill -9 of hbx supervise, the next
+// one stops what the dead one's gateway left: its new-session helper with
+// descriptors closed, found in the program's cgroup.
+func TestHermesKilledSupervisorE2E(t *testing.T) {
+	requireE2E(t)
+	cfg, sock, home := hermesBox(t, "")
+	cmd := exec.Command(binary(t), "--config", cfg, "supervise")
+	cmd.Env = cleanEnv()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first := hermesStatus(t, sock, 60*time.Second, "RUNNING", func(st supervisor.Status) bool { return st.State == supervisor.Running })
+	helper := waitPidIn(t, home, "helper.pid")
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if processGone(helper) {
+		t.Fatalf("the helper %d died with the supervisor; the test shows nothing", helper)
+	}
+	superviseWith(t, cfg)
+	second := hermesStatus(t, sock, 60*time.Second, "RUNNING again", func(st supervisor.Status) bool {
+		return st.State == supervisor.Running && st.PID != 0 && st.PID != first.PID
+	})
+	if !processGone(helper) || !processGone(first.PID) {
+		t.Errorf("after the next supervisor started hermes (pid %d), the dead one's gateway %d or its helper %d still runs", second.PID, first.PID, helper)
 	}
 }
 

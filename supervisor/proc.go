@@ -62,6 +62,8 @@ type proc struct {
 	// of /proc finds them wherever they went (setsid, double fork).
 	marker   *os.File
 	markerID procscan.FileID
+	// cg is the program's cgroup; nil without one (cgroup.go).
+	cg *progCgroup
 	// errLine keeps the last line of the program's stderr (a fatal
 	// exit's reason).
 	errLine lastLine
@@ -242,6 +244,7 @@ func (p *proc) killOverdue(now time.Time) {
 		if p.pgid > 0 {
 			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 		}
+		p.cg.kill()
 		p.term.killed = true
 		p.signalEscaped()
 	}
@@ -473,6 +476,7 @@ func (p *proc) othersAlive() bool {
 			}
 		}
 	}
+	p.escaped = append(p.escaped, p.cgroupEscaped(p.escaped)...)
 	return group || len(p.escaped) > 0
 }
 
@@ -502,7 +506,7 @@ func (p *proc) signalEscaped() {
 		if _, seen := p.term.signalled[q.PID]; !seen {
 			p.s.log.Warn("stopping a process that left the program's process group", "program", p.spec.Name, "pid", q.PID, "command", q.Command, "signal", signalName(sig))
 		}
-		if procscan.Holds(q.PID, p.markerID) {
+		if procscan.Holds(q.PID, p.markerID) || p.cg.holds(q.PID) {
 			_ = syscall.Kill(q.PID, sig)
 		}
 		p.term.signalled[q.PID] = sig
@@ -582,6 +586,7 @@ func (p *proc) spawn(ctx context.Context, now time.Time) {
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
+	p.cg.into(attr.Sys)
 	ch := make(chan syscall.WaitStatus, 1)
 	pid, err := p.s.reaper.spawn(func() (int, error) { return syscall.ForkExec(cmd.Path, cmd.Args, attr) }, ch)
 	if err != nil {

@@ -73,6 +73,11 @@ type Options struct {
 	// stops processes that left the program's process group. Created
 	// 0700.
 	StateDir string
+	// Cgroups, with StateDir, runs every program in a cgroup of its own
+	// where a writable cgroup v2 hierarchy is mounted (cgroup.go); where
+	// none is, Info.NoCgroups says so and process groups and markers
+	// alone find the programs' processes.
+	Cgroups bool
 	// HandleSignals makes Run handle every signal whose default action
 	// would end the process (see Signals): it never dies of one with
 	// programs running.
@@ -493,6 +498,7 @@ func (s *Supervisor) takeState() (release func(), err error) {
 				p.marker.Close()
 			}
 		}
+		s.closeCgroups()
 		_ = lk.Unlock()
 	}
 	for _, p := range s.order {
@@ -505,6 +511,9 @@ func (s *Supervisor) takeState() (release func(), err error) {
 			return nil, fmt.Errorf("program %s: open marker: %w", p.spec.Name, err)
 		}
 		p.marker = f
+	}
+	if s.opts.Cgroups {
+		s.openCgroups()
 	}
 	return release, nil
 }
@@ -519,6 +528,9 @@ func (s *Supervisor) stopLeftovers(ctx context.Context) error {
 		p := s.order[i]
 		if p.marker == nil {
 			continue
+		}
+		if err := s.stopCgroupLeftovers(ctx, p); err != nil {
+			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
 		}
 		if err := s.stopRecordedGroup(ctx, p); err != nil {
 			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
@@ -1011,6 +1023,12 @@ type Info struct {
 	// NotSubreaper is empty when the supervisor is a child subreaper (or
 	// PID 1); else why it is not and what still holds, one line.
 	NotSubreaper string `json:"not_subreaper,omitempty"`
+	// Cgroups is the cgroup v2 subtree holding one cgroup per program
+	// (cgroup.go), "" without one.
+	Cgroups string `json:"cgroups,omitempty"`
+	// NoCgroups says why programs run without cgroups and what that
+	// leaves unseen; "" when they have them or no StateDir is set.
+	NoCgroups string `json:"no_cgroups,omitempty"`
 }
 
 // Info reports the supervisor's pid and whether it could become a child

@@ -50,6 +50,7 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error
 	opts := SuperviseOptions(Supervise{Config: b.Config, Reload: r.Reload, Log: b.Log, Install: b.InstallOnStart})
 	opts.StateDir = r.StateDir
 	opts.HandleSignals = true
+	opts.Cgroups = true
 	// Check the programs before the lock creates anything.
 	if _, err := supervisor.New(opts); err != nil {
 		return false, fmt.Errorf("supervise: %w", err)
