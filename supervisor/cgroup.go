@@ -25,8 +25,8 @@ import (
 // into it by clone3 (CLONE_INTO_CGROUP: no child escapes between fork
 // and move). Every process of the program is then a member whatever it
 // did (a new session, its descriptors closed): a stop signals the
-// members that left the process group, SIGKILLs the whole cgroup
-// (cgroup.kill) after stopwaitsecs, and a leftover of a dead supervisor
+// members that left the process group, SIGKILLs every member after
+// stopwaitsecs, and a leftover of a dead supervisor
 // is whatever is still in a program's cgroup. Only hbx's own cgroups are
 // ever signalled.
 
@@ -152,15 +152,14 @@ func (g *progCgroup) holds(pid int) bool {
 	return false
 }
 
-// kill sends SIGKILL to every member of g: cgroup.kill, or each member
-// where the kernel lacks it (before 5.14).
+// kill sends SIGKILL to every member of g, one by one; callers poll
+// until it is empty (a member forked meanwhile is found at the next
+// look). cgroup.kill is not used: on the kernels seen here (6.18), after
+// one write to it every later clone3 with CLONE_INTO_CGROUP into that
+// cgroup is killed at birth (its kill sequence is read from the parent's
+// cgroup and compared with the target's), so the program could never
+// start again.
 func (g *progCgroup) kill() {
-	if g == nil {
-		return
-	}
-	if err := os.WriteFile(filepath.Join(g.path, "cgroup.kill"), []byte("1"), 0); err == nil {
-		return
-	}
 	for _, pid := range g.members() {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
@@ -189,25 +188,30 @@ func containsPID(ps []procscan.Process, pid int) bool {
 }
 
 // stopCgroupLeftovers stops what a previous supervisor left in p's
-// cgroup: stopsignal to each member, the whole cgroup killed after
-// stopwaitsecs. It fails when members remain 5 s after that.
+// cgroup: stopsignal to each member, SIGKILL to every member after
+// stopwaitsecs; each is logged once gone. It fails when members remain 5 s
+// after the SIGKILL.
 func (s *Supervisor) stopCgroupLeftovers(ctx context.Context, p *proc) error {
 	left := p.cg.members()
 	if len(left) == 0 {
 		return nil
 	}
+	comms := make([]string, len(left))
 	sig := p.stopSignal()
-	for _, pid := range left {
-		s.log.Warn("stopped a process left running by a previous supervisor", "program", p.spec.Name, "pid", pid, "command", procscan.Comm(pid), "found_by", "cgroup", "signal", signalName(sig))
+	for i, pid := range left {
+		comms[i] = procscan.Comm(pid)
 		_ = syscall.Kill(pid, sig)
 	}
 	killAt := time.Now().Add(p.spec.StopWait)
 	giveUp := killAt.Add(5 * time.Second)
-	for killed := false; len(p.cg.members()) > 0; {
-		if now := time.Now(); !killed && !now.Before(killAt) {
+	killed := false
+	for len(p.cg.members()) > 0 {
+		now := time.Now()
+		if !now.Before(killAt) {
 			p.cg.kill()
 			killed = true
-		} else if now.After(giveUp) {
+		}
+		if now.After(giveUp) {
 			return errors.New("cgroup " + p.cg.path + " still has members after SIGKILL")
 		}
 		select {
@@ -215,6 +219,9 @@ func (s *Supervisor) stopCgroupLeftovers(ctx context.Context, p *proc) error {
 			return fmt.Errorf("stop cgroup %s: %w", p.cg.path, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+	for i, pid := range left {
+		s.log.Warn("stopped a process left running by a previous supervisor", "program", p.spec.Name, "pid", pid, "command", comms[i], "found_by", "cgroup", "signal", signalName(sig), "sigkill_after_stopwaitsecs", killed)
 	}
 	return nil
 }
