@@ -134,9 +134,13 @@
 //     reparented to the supervisor and killed only at shutdown), and after
 //     a SIGKILL of the supervisor the leader gets SIGKILL (parent-death
 //     signal) but its other descendants survive unseen.
-//   - A descendant that closes its inherited marker descriptor and leaves
-//     the process group (Python's subprocess with start_new_session does
-//     both) is invisible; so are processes of other users when
+//   - Without Options.Cgroups, or where no writable cgroup v2 hierarchy
+//     is mounted (Info.NoCgroups says so), a descendant that closes its
+//     inherited marker descriptor and leaves the process group (Python's
+//     subprocess with start_new_session does both) is invisible; with
+//     cgroups it is a member of the program's cgroup (cgroup.go) and is
+//     stopped, waited for and found after a supervisor's death like any
+//     other; so are processes of other users when
 //     the supervisor is not root (their /proc/PID/fd cannot be read).
 //   - Signals 32, 33 and 34 (reserved for the C library) cannot be caught
 //     by a Go program and still end it; SIGKILL cannot be caught at all.
