@@ -598,6 +598,9 @@ func (p *proc) spawn(ctx context.Context, now time.Time) {
 	if p.marker != nil {
 		p.recordGroup(pid)
 	}
+	// From the fork, not from when the spawn began: preparing the command
+	// (the user's profile, its PATH) must not count as time up.
+	now = time.Now()
 	p.spawnedAt = now
 	p.healthDeadline = now.Add(p.healthWait())
 	p.probeNext = now
