@@ -308,3 +308,44 @@ func TestHermesFatalConfigE2E(t *testing.T) {
 		t.Errorf("the gateway started %d times, want 1", n)
 	}
 }
+
+// TestHermesBackupE2E: hbx backup holds the gateway (SIGINT, a planned
+// stop) while it archives, then brings it back ready: RUNNING again with
+// a new pid, its lock held and its state running.
+func TestHermesBackupE2E(t *testing.T) {
+	requireE2E(t)
+	cfg, sock, home := hermesBox(t, "")
+	dir := filepath.Dir(cfg)
+	pass := filepath.Join(dir, "backup.pass")
+	if err := os.WriteFile(pass, []byte("correct horse battery staple\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "backup:\n  dir: %s\n  passphrase_file: %s\n  health_wait: 60s\n", filepath.Join(dir, "backups"), pass)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	superviseWith(t, cfg)
+	first := hermesStatus(t, sock, 60*time.Second, "RUNNING", func(st supervisor.Status) bool { return st.State == supervisor.Running })
+	backup := exec.Command(binary(t), "--config", cfg, "backup")
+	backup.Env = cleanEnv()
+	if out, err := backup.CombinedOutput(); err != nil {
+		t.Fatalf("hbx backup = %v\n%s", err, out)
+	}
+	st := hermesStatus(t, sock, 60*time.Second, "RUNNING after the backup", func(st supervisor.Status) bool {
+		return st.State == supervisor.Running && st.PID != 0 && st.PID != first.PID
+	})
+	glog := readFile(t, filepath.Join(home, "logs", "gateway.log"))
+	if !strings.Contains(glog, fmt.Sprintf("gateway[%d]: SIGINT: planned stop", first.PID)) {
+		t.Errorf("gateway.log = %q, want the held gateway's SIGINT", glog)
+	}
+	if !strings.Contains(glog, fmt.Sprintf("gateway[%d]: running", st.PID)) {
+		t.Errorf("gateway.log = %q, want the gateway back running after the backup", glog)
+	}
+}
