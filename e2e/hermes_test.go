@@ -273,6 +273,11 @@ func TestHermesKilledSupervisorE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := hermesStatus(t, sock, 60*time.Second, "RUNNING", func(st supervisor.Status) bool { return st.State == supervisor.Running })
+	t.Cleanup(func() { // a failure before the next supervisor took over
+		if strings.Contains(cmdline(first.PID), "hermes-gateway-standin") {
+			_ = syscall.Kill(first.PID, syscall.SIGKILL)
+		}
+	})
 	helper := waitPidIn(t, home, "helper.pid")
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
