@@ -272,6 +272,12 @@ func TestHermesKilledSupervisorE2E(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // a failure before the kill below
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
 	first := hermesStatus(t, sock, 60*time.Second, "RUNNING", func(st supervisor.Status) bool { return st.State == supervisor.Running })
 	t.Cleanup(func() { // a failure before the next supervisor took over
 		if strings.Contains(cmdline(first.PID), "hermes-gateway-standin") {
