@@ -98,6 +98,25 @@ else
 	exit 1
 fi
 
+# Debian's python3, which runs the Hermes gateway stand-in
+# (e2e/testdata/hermes-gateway-standin.py; the real gateway is on PyPI,
+# which is unreachable here).
+PYTHON_BIN=/usr/bin/python3
+if [[ "${demo_only}" == true ]]; then
+	: # the demo runs no Hermes
+elif [[ -x "${PYTHON_BIN}" ]]; then
+	echo "testdeps: ${PYTHON_BIN} present"
+elif [[ "$(id -u)" -eq 0 ]]; then
+	echo "testdeps: installing python3 with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq python3 >/dev/null
+	echo "testdeps: installed ${PYTHON_BIN}"
+else
+	echo "testdeps: ${PYTHON_BIN} is missing; as root run: apt-get update && apt-get install -y python3" >&2
+	exit 1
+fi
+
 # The Bun tarballs.
 if ! command -v npm >/dev/null 2>&1; then
 	echo "testdeps: npm is missing; as root run: apt-get install -y npm" >&2

@@ -133,6 +133,7 @@ func (c *Client) Shutdown(ctx context.Context) error {
 type LogsRequest struct {
 	Name   string // program
 	Stderr bool   // the stderr log instead of stdout
+	File   bool   // the log the program writes itself (Program.OwnLog)
 	Lines  int    // last lines to write first
 	Follow bool   // then keep writing what is appended, until ctx ends
 }
@@ -143,6 +144,9 @@ func (c *Client) Logs(ctx context.Context, req LogsRequest, w io.Writer) error {
 	q := url.Values{"name": {req.Name}, "n": {strconv.Itoa(req.Lines)}}
 	if req.Stderr {
 		q.Set("stream", "stderr")
+	}
+	if req.File {
+		q.Set("stream", "file")
 	}
 	if req.Follow {
 		q.Set("follow", "1")

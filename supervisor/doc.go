@@ -57,6 +57,18 @@
 //     the reason (its Brief() when a Build error wraps a Briefer; the
 //     log keeps the whole); the other programs keep running. A program waiting for
 //     a FATAL dependency says so in its Detail.
+//   - An exit the supervisor did not ask for with a code of
+//     Program.RestartExitCodes starts the program again at once (no
+//     backoff, no failed start counted, whatever Autorestart says); one of
+//     FatalExitCodes makes it FATAL at once, the reason naming the code
+//     and the program's last stderr line. An exit that follows the
+//     supervisor's own stop (a stop, a failed health wait, a wedge) is
+//     expected whatever its code.
+//   - Every program without Build starts with a clean environment: PATH
+//     (DefaultPath), HOME, USER, LOGNAME and SHELL of its user,
+//     Options.Env, its Environment, then SUPERVISOR_ENABLED,
+//     SUPERVISOR_PROCESS_NAME, SUPERVISOR_GROUP_NAME and, with a socket,
+//     SUPERVISOR_SERVER_URL.
 //   - Options.Install runs before any program starts, while the socket
 //     already answers status: Options.InstallProgram is STARTING with the
 //     hook's progress, the others STOPPED "not started: the release is
@@ -134,9 +146,13 @@
 //     reparented to the supervisor and killed only at shutdown), and after
 //     a SIGKILL of the supervisor the leader gets SIGKILL (parent-death
 //     signal) but its other descendants survive unseen.
-//   - A descendant that closes its inherited marker descriptor and leaves
-//     the process group (Python's subprocess with start_new_session does
-//     both) is invisible; so are processes of other users when
+//   - Without Options.Cgroups, or where no writable cgroup v2 hierarchy
+//     is mounted (Info.NoCgroups says so), a descendant that closes its
+//     inherited marker descriptor and leaves the process group (Python's
+//     subprocess with start_new_session does both) is invisible; with
+//     cgroups it is a member of the program's cgroup (cgroup.go) and is
+//     stopped, waited for and found after a supervisor's death like any
+//     other; so are processes of other users when
 //     the supervisor is not root (their /proc/PID/fd cannot be read).
 //   - Signals 32, 33 and 34 (reserved for the C library) cannot be caught
 //     by a Go program and still end it; SIGKILL cannot be caught at all.

@@ -244,6 +244,7 @@ func superviseHelper() int {
 		}},
 		Env:           os.Environ(),
 		StateDir:      os.Getenv("HBXTEST_STATE"),
+		Cgroups:       os.Getenv("HBXTEST_CGROUPS") != "",
 		HandleSignals: true,
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})

@@ -58,23 +58,32 @@ func TestStopStopsEscapedProcess(t *testing.T) {
 }
 
 // A program that exits leaving a process in its own session is not
-// started again until that process is gone.
+// started again until that process is gone; with cgroups too (where the
+// kill of the leftover must not keep the next start from living).
 func TestRestartWaitsForEscapedProcess(t *testing.T) {
-	dir := progDir(t, "leaky")
-	p := helperProgram(t, dir, "leaky", "leave-setsid", "")
-	p.StopWait = 300 * time.Millisecond
-	p.Autorestart = AutorestartTrue
-	p.StartSecs = 100 * time.Millisecond
-	s := runSupervisor(t, Options{Programs: []Program{p}, StateDir: t.TempDir()})
-	waitState(t, s, "leaky", 5*time.Second, Running)
-	deadline := time.Now().Add(10 * time.Second)
-	var check []byte
-	for len(check) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-		check, _ = os.ReadFile(filepath.Join(dir, "check"))
-	}
-	if !strings.Contains(string(check), "alive=false") {
-		t.Errorf("second instance saw the old escaped grandchild: %q", check)
+	for _, cgroups := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cgroups=%v", cgroups), func(t *testing.T) {
+			dir := progDir(t, "leaky")
+			p := helperProgram(t, dir, "leaky", "leave-setsid", "")
+			p.StopWait = 300 * time.Millisecond
+			p.Autorestart = AutorestartTrue
+			p.StartSecs = 100 * time.Millisecond
+			s := runSupervisor(t, Options{Programs: []Program{p}, StateDir: t.TempDir(), Cgroups: cgroups})
+			if in := s.Info(); cgroups && in.Cgroups == "" {
+				t.Fatalf("Info() = %+v, want cgroups (this host mounts cgroup v2)", in)
+			}
+			waitState(t, s, "leaky", 5*time.Second, Running)
+			deadline := time.Now().Add(10 * time.Second)
+			var check []byte
+			for len(check) == 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+				check, _ = os.ReadFile(filepath.Join(dir, "check"))
+			}
+			if !strings.Contains(string(check), "alive=false") {
+				t.Errorf("second instance saw the old escaped grandchild: %q", check)
+			}
+			waitState(t, s, "leaky", 10*time.Second, Running)
+		})
 	}
 }
 
@@ -202,6 +211,9 @@ func TestKilledSupervisorLeftoversStopped(t *testing.T) {
 			})
 		}
 	}
+	// In a cgroup: the grandchild closed its marker, and is found as a
+	// member of the program's cgroup.
+	t.Run("cgroups", func(t *testing.T) { killedSupervisorLeftovers(t, "close", "HBXTEST_CGROUPS=1") })
 }
 
 func killedSupervisorLeftovers(t *testing.T, arg, subreaperEnv string) {

@@ -62,6 +62,11 @@ type proc struct {
 	// of /proc finds them wherever they went (setsid, double fork).
 	marker    *os.File
 	markerPin *procscan.Pin // scans for the marker go through it
+	// cg is the program's cgroup; nil without one (cgroup.go).
+	cg *progCgroup
+	// errLine keeps the last line of the program's stderr (a fatal
+	// exit's reason).
+	errLine lastLine
 
 	// loop state
 	state          State
@@ -265,6 +270,7 @@ func (p *proc) killOverdue(now time.Time) {
 		if p.pgid > 0 {
 			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 		}
+		p.cg.kill()
 		p.term.killed = true
 		p.signalEscaped()
 	}
@@ -384,6 +390,7 @@ func (p *proc) onExit(ws syscall.WaitStatus) {
 	case p.after != afterNone:
 		// We asked for it (stop, failed health wait, wedge).
 		p.s.log.Info("exited", "program", p.spec.Name, "pid", p.pgid, "status", desc)
+	case p.classExit(ws, desc):
 	case p.state == Starting:
 		p.after = afterBackoff
 		p.detail = "exited too quickly (" + desc + ")"
@@ -437,6 +444,9 @@ func (p *proc) leftoverGrace() time.Duration { return min(p.s.opts.LeftoverGrace
 func (p *proc) finish(now time.Time) {
 	after := p.after
 	p.after = afterNone
+	if p.finishClassed(after) {
+		return
+	}
 	switch after {
 	case afterStopped:
 		p.toStopped("stopped")
@@ -527,6 +537,7 @@ func (p *proc) othersAlive() bool {
 			}
 		}
 	}
+	p.escaped = append(p.escaped, p.cgroupEscaped(p.escaped)...)
 	return group || len(p.escaped) > 0
 }
 
@@ -556,7 +567,7 @@ func (p *proc) signalEscaped() {
 		if _, seen := p.term.signalled[q.PID]; !seen {
 			p.s.log.Warn("stopping a process that left the program's process group", "program", p.spec.Name, "pid", q.PID, "command", q.Command, "signal", signalName(sig))
 		}
-		if procscan.Holds(q.PID, p.markerPin) {
+		if procscan.Holds(q.PID, p.markerPin) || p.cg.holds(q.PID) {
 			_ = syscall.Kill(q.PID, sig)
 		}
 		p.term.signalled[q.PID] = sig
@@ -636,6 +647,7 @@ func (p *proc) spawn(ctx context.Context, now time.Time) {
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
+	p.cg.into(attr.Sys)
 	ch := make(chan syscall.WaitStatus, 1)
 	pid, err := p.s.reaper.spawn(func() (int, error) { return syscall.ForkExec(cmd.Path, cmd.Args, attr) }, ch)
 	if err != nil {
@@ -647,6 +659,9 @@ func (p *proc) spawn(ctx context.Context, now time.Time) {
 	if p.marker != nil {
 		p.recordGroup(pid)
 	}
+	// From the fork, not from when the spawn began: preparing the command
+	// (the user's profile, its PATH) must not count as time up.
+	now = time.Now()
 	p.spawnedAt = now
 	p.healthDeadline = now.Add(p.healthWait())
 	p.probeNext = now
@@ -693,7 +708,10 @@ func (p *proc) command(ctx context.Context) (*Command, error) {
 		}
 		return c, nil
 	}
-	env := mergeEnv(p.s.opts.Env, p.spec.Environment, []string{"SUPERVISOR_ENABLED=1", "SUPERVISOR_PROCESS_NAME=" + p.spec.Name})
+	env, err := p.programEnv()
+	if err != nil {
+		return nil, err
+	}
 	path, err := lookPath(p.spec.Command[0], envGet(env, "PATH"))
 	if err != nil {
 		return nil, err

@@ -137,6 +137,17 @@ type Program struct {
 	// ExitCodes are the expected exit codes for AutorestartUnexpected; nil
 	// means {0}. A program killed by a signal exited unexpectedly.
 	ExitCodes []int
+	// RestartExitCodes are exit codes that ask for a restart now (0-255;
+	// systemd's RestartForceExitStatus): the program is started again at
+	// once, without a backoff and without counting a failed start,
+	// whatever Autorestart says. Hermes exits 75 for a graceful restart.
+	RestartExitCodes []int
+	// FatalExitCodes are exit codes after which starting again cannot
+	// help (0-255; systemd's RestartPreventExitStatus): the program is
+	// FATAL at once, the code and its last stderr line in the reason.
+	// Hermes exits 78 on a fatal configuration. An exit that follows the
+	// supervisor's own stop is expected whatever its code, in any class.
+	FatalExitCodes []int
 	// StartSecs is how long the program must stay up to count as started.
 	StartSecs time.Duration
 	// StartRetries is how many failed starts are retried before FATAL.
@@ -149,6 +160,11 @@ type Program struct {
 	DependsOn []string
 	// Stdout and Stderr are the program's log files.
 	Stdout, Stderr LogFile
+	// OwnLog is a log file the program writes itself (absolute; "" for
+	// none): Logs follows it with LogsRequest.File. The supervisor only
+	// reads it, and refuses a symbolic link or a file that is not regular
+	// there.
+	OwnLog string
 	// Probe, when set, gates RUNNING on a healthy answer and detects a
 	// wedged program (alive, but failing WedgeFailures probes in a row).
 	Probe Probe
@@ -208,6 +224,16 @@ func checkPrograms(progs []Program) []error {
 		}{{"startsecs", p.StartSecs}, {"stopwaitsecs", p.StopWait}, {"health wait", p.HealthWait}, {"health interval", p.HealthInterval}} {
 			if d.d < 0 {
 				bad(p.Name, "negative %s %s", d.what, d.d)
+			}
+		}
+		for _, code := range slices.Concat(p.ExitCodes, p.RestartExitCodes, p.FatalExitCodes) {
+			if code < 0 || code > 255 {
+				bad(p.Name, "exit code %d (want 0-255)", code)
+			}
+		}
+		for _, code := range p.RestartExitCodes {
+			if slices.Contains(p.FatalExitCodes, code) {
+				bad(p.Name, "exit code %d is both a restart and a fatal exit code", code)
 			}
 		}
 		if p.StartRetries < 0 || p.WedgeFailures < 0 {

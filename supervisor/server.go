@@ -141,8 +141,14 @@ func (s *Supervisor) serveLogs(w http.ResponseWriter, r *http.Request) {
 	case "", "stdout":
 	case "stderr":
 		lf = p.spec.Stderr
+	case "file":
+		if err := checkOwnLog(p.spec); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{err.Error(), codeBadRequest})
+			return
+		}
+		lf = LogFile{Path: p.spec.OwnLog}
 	default:
-		writeJSON(w, http.StatusBadRequest, apiError{fmt.Sprintf("stream %q: want stdout or stderr", q.Get("stream")), codeBadRequest})
+		writeJSON(w, http.StatusBadRequest, apiError{fmt.Sprintf("stream %q: want stdout, stderr or file", q.Get("stream")), codeBadRequest})
 		return
 	}
 	n := 10

@@ -27,8 +27,10 @@ import (
 type Options struct {
 	// Programs are the supervised programs.
 	Programs []Program
-	// Env is the base environment of programs without Build, os.Environ()
-	// form; each program's Environment is added to it.
+	// Env is added to the environment of every program without Build,
+	// os.Environ() form, after PATH, HOME, USER, LOGNAME and SHELL of its
+	// user and before its Environment (programEnv has the order). nil
+	// gives programs none of the supervisor's own environment.
 	Env []string
 	// Socket is the control socket's path; "" serves no socket. Its
 	// directory is created 0755; the socket is mode 0600.
@@ -80,6 +82,11 @@ type Options struct {
 	// stops processes that left the program's process group. Created
 	// 0700.
 	StateDir string
+	// Cgroups, with StateDir, runs every program in a cgroup of its own
+	// where a writable cgroup v2 hierarchy is mounted (cgroup.go); where
+	// none is, Info.NoCgroups says so and process groups and markers
+	// alone find the programs' processes.
+	Cgroups bool
 	// HandleSignals makes Run handle every signal whose default action
 	// would end the process (see Signals): it never dies of one with
 	// programs running.
@@ -502,6 +509,7 @@ func (s *Supervisor) takeState() (release func(), err error) {
 				p.markerPin.Close()
 			}
 		}
+		s.closeCgroups()
 		_ = lk.Unlock()
 	}
 	for _, p := range s.order {
@@ -517,6 +525,9 @@ func (s *Supervisor) takeState() (release func(), err error) {
 		}
 		p.marker = f
 	}
+	if s.opts.Cgroups {
+		s.openCgroups()
+	}
 	return release, nil
 }
 
@@ -530,6 +541,9 @@ func (s *Supervisor) stopLeftovers(ctx context.Context) error {
 		p := s.order[i]
 		if p.marker == nil {
 			continue
+		}
+		if err := s.stopCgroupLeftovers(ctx, p); err != nil {
+			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
 		}
 		if err := s.stopRecordedGroup(ctx, p); err != nil {
 			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
@@ -655,8 +669,12 @@ func (s *Supervisor) openLogs(wg *sync.WaitGroup) ([]io.Closer, error) {
 			} else {
 				p.errW = pw
 			}
+			var dst io.Writer = w
+			if i == 1 {
+				dst = io.MultiWriter(w, &p.errLine)
+			}
 			wg.Go(func() {
-				if _, err := io.Copy(w, pr); err != nil {
+				if _, err := io.Copy(dst, pr); err != nil {
 					s.log.Warn("copy program output", "program", p.spec.Name, "err", err)
 				}
 				pr.Close()
@@ -1022,6 +1040,12 @@ type Info struct {
 	// NotSubreaper is empty when the supervisor is a child subreaper (or
 	// PID 1); else why it is not and what still holds, one line.
 	NotSubreaper string `json:"not_subreaper,omitempty"`
+	// Cgroups is the cgroup v2 subtree holding one cgroup per program
+	// (cgroup.go), "" without one.
+	Cgroups string `json:"cgroups,omitempty"`
+	// NoCgroups says why programs run without cgroups and what that
+	// leaves unseen; "" when they have them or no StateDir is set.
+	NoCgroups string `json:"no_cgroups,omitempty"`
 }
 
 // Info reports the supervisor's pid and whether it could become a child

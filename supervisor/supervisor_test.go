@@ -66,7 +66,9 @@ func progDir(t *testing.T, name string) string {
 // Each bind is set to the supervisor before Run starts (for hooks).
 func runSupervisor(t *testing.T, opts Options, bind ...**Supervisor) *Supervisor {
 	t.Helper()
-	opts.Env = os.Environ()
+	if opts.Env == nil {
+		opts.Env = os.Environ()
+	}
 	opts.Logger = testLogger(t)
 	if opts.BackoffBase == 0 {
 		opts.BackoffBase = 20 * time.Millisecond

@@ -117,7 +117,7 @@ func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup b
 func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) (ran bool, err error) {
 	b := g.box(cfg, nil)
 	return b.Supervise(ctx, box.SuperviseRun{
-		Reload: reload, Env: g.env, StateDir: box.SupervisorStateDir(cfg),
+		Reload: reload, StateDir: box.SupervisorStateDir(cfg),
 		LockData: func(ctx context.Context) (*datalock.Lock, error) {
 			return box.LockData(ctx, cfg, g.log, "hbx supervise", true)
 		},

@@ -18,8 +18,6 @@ type SuperviseRun struct {
 	// Reload reads the configuration again (see Supervise.Reload; the
 	// change watch reads each round's box from it too).
 	Reload func() (*config.Config, error)
-	// Env is the process's environment (os.Environ form).
-	Env []string
 	// StateDir is the supervisor's state directory (its lock and the
 	// programs' markers).
 	StateDir string
@@ -49,13 +47,15 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error
 	// ignored.
 	ctx, early := supervisor.HandleEarlySignals(ctx, b.Log)
 	defer early.Stop()
-	opts := SuperviseOptions(Supervise{Config: b.Config, Reload: r.Reload, Env: r.Env, Log: b.Log, Install: b.InstallOnStart})
+	opts := SuperviseOptions(Supervise{Config: b.Config, Reload: r.Reload, Log: b.Log, Install: b.InstallOnStart})
 	opts.StateDir = r.StateDir
 	opts.HandleSignals = true
+	opts.Cgroups = true
 	// Check the programs before the lock creates anything.
 	if _, err := supervisor.New(opts); err != nil {
 		return false, fmt.Errorf("supervise: %w", err)
 	}
+	withExternalSupervisorFlag(ctx, opts.Programs, b.Log)
 	release, err := lockExecutorData(ctx, r.LockData, opts.Programs)
 	if err != nil {
 		return false, fmt.Errorf("supervise: %w", err)

@@ -35,6 +35,9 @@ func Status(ctx context.Context, c *supervisor.Client, cfg *config.Config, names
 	if in, err := c.Info(ctx); err == nil && in.NotSubreaper != "" && note != nil {
 		fmt.Fprintf(note, "hbx: note: supervisor (pid %d) is %s\n", in.PID, in.NotSubreaper)
 	}
+	if in, err := c.Info(ctx); err == nil && in.NoCgroups != "" && note != nil {
+		fmt.Fprintf(note, "hbx: note: no cgroups: %s\n", in.NoCgroups)
+	}
 	rep := &StatusReport{Programs: all}
 	if len(names) > 0 && !slices.Contains(names, "all") {
 		known := make([]string, len(all))

@@ -29,9 +29,6 @@ type Supervise struct {
 	// image pin (and the MCP tool set pinned with it) comes from it at
 	// each start, Config's when it fails.
 	Reload func() (*config.Config, error)
-	// Env is the process's environment (os.Environ form); the HBX_*
-	// variables are left out of the programs' environment.
-	Env []string
 	// Log receives the supervisor's and the executor's preparation logs.
 	Log *slog.Logger
 	// Install is the install on start (executor.install_on_start); the
@@ -40,18 +37,14 @@ type Supervise struct {
 }
 
 // SuperviseOptions maps the configuration onto the supervisor's options:
-// the enabled programs in config order, the executor built from the
+// the enabled programs in config order, each with a clean environment
+// (supervisor.Options.Env is nil: nothing of hbx's own environment), the executor built from the
 // active release at each start and gated by its health probe, the
 // install on start when executor.install_on_start is set.
 func SuperviseOptions(s Supervise) supervisor.Options {
 	cfg := s.Config
-	var env []string
-	for _, kv := range s.Env {
-		if !strings.HasPrefix(kv, config.EnvPrefix) {
-			env = append(env, kv)
-		}
-	}
-	opts := supervisor.Options{Env: env, Socket: cfg.Supervisor.Socket, Logger: s.Log}
+	// No Env: a program's environment is its own, never hbx's.
+	opts := supervisor.Options{Socket: cfg.Supervisor.Socket, Logger: s.Log}
 	for _, name := range cfg.ProgramNames() {
 		pc := cfg.Programs[name]
 		if !pc.Enabled {
@@ -85,27 +78,45 @@ func (s Supervise) program(name string, pc config.Program) supervisor.Program {
 		return supervisor.LogFile{Path: path, MaxBytes: pc.LogfileMaxBytes, Backups: pc.LogfileBackups}
 	}
 	p := supervisor.Program{
-		Name:         name,
-		Priority:     pc.Priority,
-		Autostart:    pc.Autostart,
-		Autorestart:  supervisor.Autorestart(pc.Autorestart),
-		ExitCodes:    pc.ExitCodes,
-		StartSecs:    time.Duration(pc.StartSecs) * time.Second,
-		StartRetries: pc.StartRetries,
-		StopSignal:   unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
-		StopWait:     time.Duration(pc.StopWaitSecs) * time.Second,
-		DependsOn:    pc.DependsOn,
-		Stdout:       logFile(pc.StdoutLogfile, ".out.log"),
-		Stderr:       logFile(pc.StderrLogfile, ".err.log"),
+		Name:             name,
+		Priority:         pc.Priority,
+		Autostart:        pc.Autostart,
+		Autorestart:      supervisor.Autorestart(pc.Autorestart),
+		ExitCodes:        pc.ExitCodes,
+		RestartExitCodes: pc.RestartExitCodes,
+		FatalExitCodes:   pc.FatalExitCodes,
+		StartSecs:        time.Duration(pc.StartSecs) * time.Second,
+		StartRetries:     pc.StartRetries,
+		StopSignal:       unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
+		StopWait:         time.Duration(pc.StopWaitSecs) * time.Second,
+		DependsOn:        pc.DependsOn,
+		Stdout:           logFile(pc.StdoutLogfile, ".out.log"),
+		Stderr:           logFile(pc.StderrLogfile, ".err.log"),
 	}
 	if name != config.ExecutorProgram {
 		p.Command, p.User, p.Directory = pc.Command, pc.User, pc.Directory
 		for _, k := range slices.Sorted(maps.Keys(pc.Environment)) {
 			p.Environment = append(p.Environment, k+"="+pc.Environment[k])
 		}
+		p.OwnLog, _ = pc.ExpandReadyPath(pc.LogFile)
+		if !pc.Ready.IsZero() {
+			p.Probe, p.HealthWait = readiness(pc).Probe(), time.Duration(pc.Ready.Wait)*time.Second
+		}
 		return p
 	}
 	return s.executor(p)
+}
+
+// readiness maps programs.<name>.ready_* (validated by Load), its paths
+// expanded from the program's environment.
+func readiness(pc config.Program) supervisor.Readiness {
+	r := pc.Ready
+	lock, _ := pc.ExpandReadyPath(r.Lock)
+	file, _ := pc.ExpandReadyPath(r.File)
+	return supervisor.Readiness{
+		LockFile: lock, JSONFile: file, JSONField: r.Field, JSONValue: r.Value,
+		MaxAge: time.Duration(r.MaxAge) * time.Second, TCP: r.TCP, HTTP: r.HTTP,
+	}
 }
 
 // executor completes p as the built-in executor: the active release,

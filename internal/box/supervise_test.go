@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -35,9 +36,9 @@ programs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := SuperviseOptions(Supervise{Config: cfg, Env: []string{"PATH=/bin", "HBX_EXECUTOR_PORT=1"}})
-	if diff := cmp.Diff(opts.Env, []string{"PATH=/bin"}); diff != "" {
-		t.Errorf("Env (-got +want):\n%s", diff)
+	opts := SuperviseOptions(Supervise{Config: cfg})
+	if opts.Env != nil {
+		t.Errorf("Env = %q, want nil (nothing of hbx's own environment)", opts.Env)
 	}
 	if len(opts.Programs) != 2 || opts.Programs[0].Name != "executor" || opts.Programs[1].Name != "worker" || opts.Install != nil {
 		t.Fatalf("Programs = %+v, want executor, worker and no install hook", opts.Programs)
@@ -50,6 +51,7 @@ programs:
 	want := supervisor.Program{
 		Name: "worker", Command: []string{"/bin/worker", "--fast"}, Environment: []string{"A=1", "B=2"},
 		Priority: 999, Autostart: true, Autorestart: supervisor.AutorestartUnexpected, ExitCodes: []int{0},
+		RestartExitCodes: []int{}, FatalExitCodes: []int{},
 		StartSecs: time.Second, StartRetries: 3, StopSignal: syscall.SIGINT, StopWait: 3 * time.Second, DependsOn: []string{},
 		Stdout: supervisor.LogFile{Path: "/elsewhere/w.log", MaxBytes: 50 << 20, Backups: 10},
 		Stderr: supervisor.LogFile{Path: "/logs/worker.err.log", MaxBytes: 50 << 20, Backups: 10},
@@ -117,5 +119,40 @@ func TestSuperviseRecoverRefusalReleasesClaim(t *testing.T) {
 	}
 	if err := s.Claim(); err != nil {
 		t.Errorf("Claim() after the refused start = %v, want nil (the refused start let its locks go)", err)
+	}
+}
+
+// TestSuperviseOptionsHermes: the default hermes program fits the
+// gateway's contract: stopped with SIGINT and 210 s for its drain, told
+// it is supervised, its own log followed, restart on 75, FATAL on 78,
+// ready once its tree holds gateway.lock and gateway_state.json says
+// running within 120 s.
+func TestSuperviseOptionsHermes(t *testing.T) {
+	cfg, _, err := config.Load(config.LoadOptions{Path: writeConfig(t, "programs:\n  executor:\n    enabled: false\n  hermes:\n    depends_on: []\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := SuperviseOptions(Supervise{Config: cfg})
+	if len(opts.Programs) != 1 || opts.Programs[0].Name != "hermes" {
+		t.Fatalf("Programs = %+v, want hermes", opts.Programs)
+	}
+	h := opts.Programs[0]
+	if !cmp.Equal(h.RestartExitCodes, []int{75}) || !cmp.Equal(h.FatalExitCodes, []int{78}) {
+		t.Errorf("hermes exit classes = restart %v, fatal %v; want [75], [78]", h.RestartExitCodes, h.FatalExitCodes)
+	}
+	if h.Probe == nil || h.HealthWait != 120*time.Second || h.WedgeFailures != 0 {
+		t.Errorf("hermes readiness: probe %v, wait %s, wedge %d; want a probe, 120s, 0", h.Probe != nil, h.HealthWait, h.WedgeFailures)
+	}
+	if h.StopSignal != syscall.SIGINT || h.StopWait != 210*time.Second || h.OwnLog != "/workspace/hermes-home/logs/gateway.log" ||
+		!slices.Contains(h.Environment, "HERMES_GATEWAY_EXTERNAL_SUPERVISOR=1") || !cmp.Equal(h.Command, []string{"/usr/local/bin/hermes", "gateway", "run", "--replace"}) {
+		t.Errorf("hermes = stop %v after %s, own log %q, environment %q, command %q; want SIGINT, 210s, its gateway.log, supervised, --replace",
+			h.StopSignal, h.StopWait, h.OwnLog, h.Environment, h.Command)
+	}
+	want := supervisor.Readiness{
+		LockFile: "/workspace/hermes-home/gateway.lock", JSONFile: "/workspace/hermes-home/gateway_state.json",
+		JSONField: "gateway_state", JSONValue: "running", MaxAge: 120 * time.Second,
+	}
+	if diff := cmp.Diff(readiness(cfg.Programs["hermes"]), want); diff != "" {
+		t.Errorf("hermes readiness (-got +want):\n%s", diff)
 	}
 }

@@ -447,6 +447,9 @@ func TestLoadProblems(t *testing.T) {
 				`Executor.Port: keys are lowercase (did you mean "executor.port"?) [file %s]`,
 				`supervisor.Socket: keys are lowercase (did you mean "supervisor.socket"?) [file %s]`,
 				`programs.hermes.User: unknown key (did you mean "user"?) [file %s]`,
+				`programs.hermes.ready_lock: "$HERMES_HOME/gateway.lock" names $HERMES_HOME, which programs.hermes.environment does not set (set it, or set ready_lock)`,
+				`programs.hermes.ready_file: "$HERMES_HOME/gateway_state.json" names $HERMES_HOME, which programs.hermes.environment does not set (set it, or set ready_file)`,
+				`programs.hermes.log_file: "$HERMES_HOME/logs/gateway.log" names $HERMES_HOME, which programs.hermes.environment does not set (set it, or set log_file)`,
 			},
 		},
 		{

@@ -31,7 +31,9 @@ type Program struct {
 	// Directory is the working directory, absolute; "" keeps hbx's
 	// (programs.<name>.directory).
 	Directory string
-	// Environment is added to hbx's environment (programs.<name>.environment):
+	// Environment is added to the program's clean environment (PATH, HOME,
+	// USER, LOGNAME, SHELL of its user; never hbx's own)
+	// (programs.<name>.environment):
 	// a YAML mapping or a list of KEY=VALUE. A value replaces the whole map.
 	Environment map[string]string
 	// Priority orders starts (ascending) and stops (descending)
@@ -47,6 +49,16 @@ type Program struct {
 	// ExitCodes are the expected exit codes for autorestart "unexpected",
 	// 0-255 (programs.<name>.exitcodes). Default [0].
 	ExitCodes []int
+	// RestartExitCodes are exit codes that ask for a restart now: started
+	// again at once, no backoff, not counted as a failed start, whatever
+	// autorestart says (programs.<name>.restart_exitcodes; systemd's
+	// RestartForceExitStatus). Default none; hermes [75].
+	RestartExitCodes []int
+	// FatalExitCodes are exit codes after which the program is FATAL at
+	// once, not restarted (programs.<name>.fatal_exitcodes; systemd's
+	// RestartPreventExitStatus). Default none; hermes [78]. An exit that
+	// follows hbx's own stop is expected whatever its code.
+	FatalExitCodes []int
 	// StartSecs is how many seconds the program must stay up to count as
 	// started (programs.<name>.startsecs). Default 1.
 	StartSecs int
@@ -72,6 +84,14 @@ type Program struct {
 	// LogfileBackups is how many rotated files to keep, 0 for all
 	// (programs.<name>.logfile_backups). Default 10.
 	LogfileBackups int
+	// LogFile is a log the program writes itself, which `hbx logs NAME
+	// --file` follows beside stdout and stderr; absolute, or naming
+	// variables of its environment (programs.<name>.log_file). Default "";
+	// hermes $HERMES_HOME/logs/gateway.log.
+	LogFile string
+	// Ready is what the program must offer before it is RUNNING
+	// (programs.<name>.ready_*).
+	Ready Readiness
 	// Enabled: false removes the program (programs.<name>.enabled).
 	// Default true.
 	Enabled bool
@@ -82,7 +102,8 @@ type Program struct {
 const ExecutorProgram = "executor"
 
 // executorFixed are the fields of the built-in executor set by executor.*.
-var executorFixed = []string{"command", "user", "directory", "environment"}
+var executorFixed = []string{"command", "user", "directory", "environment", "log_file",
+	"ready_lock", "ready_file", "ready_field", "ready_value", "ready_max_age", "ready_tcp", "ready_http", "ready_wait"}
 
 // programField is one field of a program.
 type programField struct {
@@ -105,6 +126,8 @@ var programFields = []programField{
 	{"autostart", decodeAs(kindBool), func(p *Program) any { return &p.Autostart }},
 	{"autorestart", decodeAutorestart, func(p *Program) any { return &p.Autorestart }},
 	{"exitcodes", decodeIntList, func(p *Program) any { return &p.ExitCodes }},
+	{"restart_exitcodes", decodeIntList, func(p *Program) any { return &p.RestartExitCodes }},
+	{"fatal_exitcodes", decodeIntList, func(p *Program) any { return &p.FatalExitCodes }},
 	{"startsecs", decodeAs(kindInt), func(p *Program) any { return &p.StartSecs }},
 	{"startretries", decodeAs(kindInt), func(p *Program) any { return &p.StartRetries }},
 	{"stopsignal", decodeAs(kindString), func(p *Program) any { return &p.StopSignal }},
@@ -114,15 +137,22 @@ var programFields = []programField{
 	{"stderr_logfile", decodeAs(kindString), func(p *Program) any { return &p.StderrLogfile }},
 	{"logfile_maxbytes", decodeAs(kindBytes), func(p *Program) any { return &p.LogfileMaxBytes }},
 	{"logfile_backups", decodeAs(kindInt), func(p *Program) any { return &p.LogfileBackups }},
+	{"log_file", decodeAs(kindString), func(p *Program) any { return &p.LogFile }},
 	{"enabled", decodeAs(kindBool), func(p *Program) any { return &p.Enabled }},
+}
+
+func init() {
+	i := len(programFields) - 1 // before enabled
+	programFields = append(programFields[:i:i], append(readinessFields, programFields[i])...)
 }
 
 // defaultProgram returns the defaults of a program named name.
 func defaultProgram(name string) Program {
 	p := Program{
 		Command: []string{}, Environment: map[string]string{}, Priority: 999, Autostart: true,
-		Autorestart: "unexpected", ExitCodes: []int{0}, StartSecs: 1, StartRetries: 3, StopSignal: "TERM",
+		Autorestart: "unexpected", ExitCodes: []int{0}, RestartExitCodes: []int{}, FatalExitCodes: []int{}, StartSecs: 1, StartRetries: 3, StopSignal: "TERM",
 		StopWaitSecs: 10, DependsOn: []string{}, LogfileMaxBytes: 50 << 20, LogfileBackups: 10, Enabled: true,
+		Ready: Readiness{Wait: 60},
 	}
 	switch name {
 	case ExecutorProgram:
@@ -130,8 +160,15 @@ func defaultProgram(name string) Program {
 	case "hermes":
 		p.Command = []string{"/usr/local/bin/hermes", "gateway", "run", "--replace"}
 		p.User, p.Directory = "hermes", "/workspace/work"
-		p.Environment = map[string]string{"HOME": "/home/hermes", "HERMES_HOME": "/workspace/hermes-home", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+		p.Environment = map[string]string{"HOME": "/home/hermes", "HERMES_HOME": "/workspace/hermes-home", "PATH": "/usr/local/bin:/usr/bin:/bin",
+			"HERMES_GATEWAY_EXTERNAL_SUPERVISOR": "1"}
+		// Its contract: SIGINT is a planned stop (a bare SIGTERM an
+		// unexpected kill), its drain can take 180 s (upstream's unit:
+		// TimeoutStopSec=210), and it logs to its own file.
+		p.StopSignal, p.StopWaitSecs, p.LogFile = "INT", 210, "$HERMES_HOME/logs/gateway.log"
 		p.Priority, p.Autorestart, p.DependsOn = 200, "true", []string{ExecutorProgram}
+		p.RestartExitCodes, p.FatalExitCodes = []int{75}, []int{78}
+		p.Ready = hermesReadiness
 	}
 	return p
 }
@@ -569,7 +606,7 @@ func validateCommand(ps *collector, c *Config, name string, p Program) {
 	case name == ExecutorProgram:
 		for _, f := range executorFixed {
 			if src := ps.srcs.Of(k(f)); src.Kind != SourceDefault && src.Kind != "" {
-				ps.add(k(f), "", "cannot be set for the built-in executor (it runs the active release; see executor.*)")
+				ps.add(k(f), "", "cannot be set for the built-in executor (it runs the active release, ready when health.readiness passes; see executor.*)")
 			}
 		}
 	case !slices.Contains(builtinPrograms, name) && len(p.Command) == 0 && !ps.skip[k("command")]:
@@ -593,11 +630,8 @@ func validateProgramFields(ps *collector, name string, p Program) {
 	if !slices.Contains([]string{"true", "false", "unexpected"}, p.Autorestart) {
 		ps.add(k("autorestart"), q(p.Autorestart), "is not true, false or unexpected")
 	}
-	for _, code := range p.ExitCodes {
-		if code < 0 || code > 255 {
-			ps.add(k("exitcodes"), strconv.Itoa(code), "is not an exit code (want 0-255)")
-		}
-	}
+	validateExitCodes(ps, name, p)
+	validateReadiness(ps, name, p)
 	for _, f := range []struct {
 		name string
 		v    int
@@ -623,6 +657,28 @@ func validateProgramFields(ps *collector, name string, p Program) {
 	for _, e := range slices.Sorted(maps.Keys(p.Environment)) {
 		if !names.EnvVar(e) {
 			ps.add(k("environment"), q(e), "is not an environment variable name")
+		}
+	}
+}
+
+// validateExitCodes checks programs.<name>.exitcodes, restart_exitcodes
+// and fatal_exitcodes: codes 0-255, and no code both a restart and a
+// fatal one.
+func validateExitCodes(ps *collector, name string, p Program) {
+	k := func(f string) string { return "programs." + name + "." + f }
+	for _, f := range []struct {
+		name  string
+		codes []int
+	}{{"exitcodes", p.ExitCodes}, {"restart_exitcodes", p.RestartExitCodes}, {"fatal_exitcodes", p.FatalExitCodes}} {
+		for _, code := range f.codes {
+			if code < 0 || code > 255 {
+				ps.add(k(f.name), strconv.Itoa(code), "is not an exit code (want 0-255)")
+			}
+		}
+	}
+	for _, code := range p.RestartExitCodes {
+		if slices.Contains(p.FatalExitCodes, code) && code >= 0 && code <= 255 {
+			ps.add(k("restart_exitcodes"), strconv.Itoa(code), "is also in fatal_exitcodes (a code is either a restart or a fatal one)")
 		}
 	}
 }

@@ -84,6 +84,7 @@ programs:
   hermes:
     startsecs: -1
     exitcodes: [256]
+    restart_exitcodes: [78]
     depends_on: [ghost, off]
     logfile_maxbytes: 1000
     nonsense: 1
@@ -103,6 +104,7 @@ programs:
     user: x
   worker:
     command: w
+    fatal_exitcodes: [-2]
     depends_on: [hermse, exector]
     comand: x
   wroker:
@@ -111,6 +113,15 @@ programs:
     command: x
   empty:
     environment: {A: 1}
+  ready:
+    command: r
+    environment: {HOME: /h}
+    ready_lock: $NOPE/x
+    ready_file: rel.json
+    ready_tcp: nope
+    ready_http: ftp://x
+    ready_wait: 0
+    ready_max_age: -1
 `)
 	_, _, err := Load(LoadOptions{Path: path})
 	want := []string{
@@ -118,9 +129,10 @@ programs:
 		"supervisor.socket: \"/run/" + strings.Repeat("s", 110) + ".sock\" is 120 bytes long (a unix socket path has at most 107) [file %s]",
 		"supervisor.health_interval: 0s is not positive [file %s]",
 		`programs.a.depends_on: is a dependency cycle: a -> b -> a [file %s]`,
-		`programs.executor.command: cannot be set for the built-in executor (it runs the active release; see executor.*) [file %s]`,
+		`programs.executor.command: cannot be set for the built-in executor (it runs the active release, ready when health.readiness passes; see executor.*) [file %s]`,
 		`programs.executor.stopsignal: "BOGUS" is not a signal name (want TERM, HUP, INT, QUIT, KILL, USR1 or USR2) [file %s]`,
 		`programs.hermes.exitcodes: 256 is not an exit code (want 0-255) [file %s]`,
+		`programs.hermes.restart_exitcodes: 78 is also in fatal_exitcodes (a code is either a restart or a fatal one) [file %s]`,
 		`programs.hermes.startsecs: -1 is negative [file %s]`,
 		`programs.hermes.logfile_maxbytes: 1000 is not a whole number of MiB (log rotation counts in MiB, e.g. 50MiB) [file %s]`,
 		`programs.hermes.depends_on: "ghost" is not a program [file %s]`,
@@ -131,7 +143,15 @@ programs:
 		`programs.hermes-2: is not a built-in program (executor, hermes) and has no command (did you mean "hermes"?) [file %s]`,
 		`programs.wroker: is not a built-in program (executor, hermes) and has no command (did you mean "worker"?) [file %s]`,
 		`programs.worker.depends_on: "hermse" is a disabled program [file %s]`,
+		`programs.worker.fatal_exitcodes: -2 is not an exit code (want 0-255) [file %s]`,
 		`programs.worker.depends_on: "exector" is not a program (did you mean "executor"?) [file %s]`,
+		`programs.ready.ready_file: "rel.json" is not an absolute path [file %s]`,
+		`programs.ready.ready_file: "rel.json" needs ready_field and ready_value, and they need it [file %s]`,
+		`programs.ready.ready_http: "ftp://x" is not an http or https URL [file %s]`,
+		`programs.ready.ready_lock: "$NOPE/x" names $NOPE, which programs.ready.environment does not set (set it, or set ready_lock) [file %s]`,
+		`programs.ready.ready_max_age: -1 is negative [file %s]`,
+		`programs.ready.ready_tcp: "nope" is not a host:port [file %s]`,
+		`programs.ready.ready_wait: 0 is not positive [file %s]`,
 		`programs.worker.comand: unknown key (did you mean "command"?) [file %s]`,
 		`programs.Bad: is not a program name (want lowercase letters, digits, '-' and '_', not "all") [file %s]`,
 	}

@@ -1,0 +1,227 @@
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/procscan"
+)
+
+// Cgroups: where a writable cgroup v2 hierarchy is mounted (and a
+// StateDir is set), every program runs in a cgroup of its own,
+// <mount>/hbx.<id>/<program> (id: from the state directory), started
+// into it by clone3 (CLONE_INTO_CGROUP: no child escapes between fork
+// and move). Every process of the program is then a member whatever it
+// did (a new session, its descriptors closed): a stop signals the
+// members that left the process group, SIGKILLs every member after
+// stopwaitsecs, and a leftover of a dead supervisor
+// is whatever is still in a program's cgroup. Only hbx's own cgroups are
+// ever signalled.
+
+// progCgroup is one program's cgroup; nil means none (the methods are
+// no-ops).
+type progCgroup struct {
+	path string
+	dir  *os.File // held open for CgroupFD
+}
+
+// cgroup2Mount returns the mount point of the cgroup v2 hierarchy
+// /proc/self/mountinfo lists first; "" when none.
+func cgroup2Mount(mountinfo string) string {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// "36 25 0:31 / /sys/fs/cgroup/unified rw,... shared:10 - cgroup2 cgroup2 rw"
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		fs, pf := strings.Fields(post), strings.Fields(pre)
+		if ok && len(fs) > 0 && fs[0] == "cgroup2" && len(pf) >= 5 {
+			return pf[4]
+		}
+	}
+	return ""
+}
+
+// openCgroups gives every program a cgroup under the hbx subtree of the
+// cgroup v2 hierarchy, or records in Info.NoCgroups why it cannot (then
+// process groups and markers alone find the programs' processes).
+func (s *Supervisor) openCgroups() {
+	why := func(reason string) {
+		s.closeCgroups()
+		s.mu.Lock()
+		s.info.Cgroups = ""
+		s.info.NoCgroups = reason + ": processes are found by process group and marker alone; one that starts a new session and closes its descriptors escapes them"
+		s.mu.Unlock()
+	}
+	mount := cgroup2Mount("/proc/self/mountinfo")
+	if mount == "" {
+		why("no cgroup v2 hierarchy is mounted")
+		return
+	}
+	sum := sha256.Sum256([]byte(s.opts.StateDir))
+	tree := filepath.Join(mount, "hbx."+hex.EncodeToString(sum[:6]))
+	for _, p := range s.order {
+		path := filepath.Join(tree, p.spec.Name)
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			why(fmt.Sprintf("cgroup v2 at %s is not writable (%v)", mount, err))
+			return
+		}
+		d, err := os.OpenFile(path, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			why(fmt.Sprintf("open cgroup %s: %v", path, err))
+			return
+		}
+		p.cg = &progCgroup{path: path, dir: d}
+	}
+	s.mu.Lock()
+	s.info.Cgroups, s.info.NoCgroups = tree, ""
+	s.mu.Unlock()
+	s.log.Info("programs run in cgroups of their own", "cgroups", tree)
+}
+
+// closeCgroups closes the programs' cgroup directories and removes those
+// left empty (a cgroup with members cannot be removed: the next
+// supervisor finds them there).
+func (s *Supervisor) closeCgroups() {
+	for _, p := range s.order {
+		if p.cg != nil {
+			p.cg.dir.Close()
+			if os.Remove(p.cg.path) == nil {
+				_ = os.Remove(filepath.Dir(p.cg.path))
+			}
+			p.cg = nil
+		}
+	}
+}
+
+// into makes a spawn start in g (clone3 with CLONE_INTO_CGROUP).
+func (g *progCgroup) into(sys *syscall.SysProcAttr) {
+	if g != nil {
+		sys.UseCgroupFD, sys.CgroupFD = true, int(g.dir.Fd())
+	}
+}
+
+// members returns the pids in g (cgroup.procs); nil for none.
+func (g *progCgroup) members() []int {
+	if g == nil {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(g.path, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil && procscan.Alive(n) {
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+// holds reports whether pid is a member of g.
+func (g *progCgroup) holds(pid int) bool {
+	if g == nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	rel := "/" + filepath.Base(filepath.Dir(g.path)) + "/" + filepath.Base(g.path)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "0::") && strings.HasSuffix(strings.TrimSpace(line), rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// kill sends SIGKILL to every member of g, one by one; callers poll
+// until it is empty (a member forked meanwhile is found at the next
+// look). cgroup.kill is not used: on the kernels seen here (6.18), after
+// one write to it every later clone3 with CLONE_INTO_CGROUP into that
+// cgroup is killed at birth (its kill sequence is read from the parent's
+// cgroup and compared with the target's), so the program could never
+// start again.
+func (g *progCgroup) kill() {
+	for _, pid := range g.members() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// cgroupEscaped returns the members of p's cgroup that are neither its
+// leader nor in its process group, nor already in known.
+func (p *proc) cgroupEscaped(known []procscan.Process) []procscan.Process {
+	var out []procscan.Process
+	for _, pid := range p.cg.members() {
+		if pid == p.pid || (p.pgid > 0 && pgidOf(pid) == p.pgid) || containsPID(known, pid) {
+			continue
+		}
+		out = append(out, procscan.Process{PID: pid, Command: procscan.Comm(pid)})
+	}
+	return out
+}
+
+func containsPID(ps []procscan.Process, pid int) bool {
+	for _, q := range ps {
+		if q.PID == pid {
+			return true
+		}
+	}
+	return false
+}
+
+// stopCgroupLeftovers stops what a previous supervisor left in p's
+// cgroup: stopsignal to each member, SIGKILL to every member after
+// stopwaitsecs; each is logged once gone. It fails when members remain 5 s
+// after the SIGKILL.
+func (s *Supervisor) stopCgroupLeftovers(ctx context.Context, p *proc) error {
+	left := p.cg.members()
+	if len(left) == 0 {
+		return nil
+	}
+	comms := make([]string, len(left))
+	sig := p.stopSignal()
+	for i, pid := range left {
+		comms[i] = procscan.Comm(pid)
+		_ = syscall.Kill(pid, sig)
+	}
+	killAt := time.Now().Add(p.spec.StopWait)
+	giveUp := killAt.Add(5 * time.Second)
+	killed := false
+	for len(p.cg.members()) > 0 {
+		now := time.Now()
+		if !now.Before(killAt) {
+			p.cg.kill()
+			killed = true
+		}
+		if now.After(giveUp) {
+			return errors.New("cgroup " + p.cg.path + " still has members after SIGKILL")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stop cgroup %s: %w", p.cg.path, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	for i, pid := range left {
+		s.log.Warn("stopped a process left running by a previous supervisor", "program", p.spec.Name, "pid", pid, "command", comms[i], "found_by", "cgroup", "signal", signalName(sig), "sigkill_after_stopwaitsecs", killed)
+	}
+	return nil
+}
