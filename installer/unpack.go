@@ -3,8 +3,8 @@ package installer
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"time"
