@@ -53,7 +53,11 @@
 //
 // # Metadata
 //
-// Modes, mtimes and atimes are kept; numeric owners when
+// Modes, mtimes and atimes are kept (an entry without an atime gets its
+// mtime), to the nanosecond and for any year the tar can say, built from
+// seconds and nanoseconds rather than UnixNano (which overflows outside
+// 1678-2262); a time the filesystem cannot hold is clamped by the kernel,
+// as for GNU tar. Numeric owners are kept when
 // Options.PreserveOwners is set (it needs CAP_CHOWN; backup restore uses
 // it). setuid and setgid bits are dropped and counted in
 // Stats.DroppedSetid. With Options.RuntimeModes (the installer's releases)
