@@ -44,6 +44,20 @@
 // A refused entry fails the whole Apply: the caller is expected to throw the
 // tree away (the installer extracts into a staging directory).
 //
+// # Sparse files
+//
+// Sparse entries in the forms archive/tar reads (GNU type 'S', GNU PAX
+// 0.0, 0.1 and 1.0) are regular files whose holes stay holes: archive/tar
+// hands out a hole as zeros, and every block of holeBlock (4 KiB) bytes,
+// aligned to the file's start, that is all zeros is skipped (pwrite at
+// increasing offsets), the file's size set by ftruncate. So a file
+// allocates no more than GNU tar's extraction of it (fewer blocks when its
+// data itself holds aligned zero blocks) and staging costs what the data
+// costs. Options.MaxBytes counts claimed sizes, holes included, not bytes
+// written: each claimed byte is still produced by the reader and hashed
+// (Options.HashFiles), so the cap is what bounds the work a small layer
+// can cause, and a tree copied by a tool that fills holes stays under it.
+//
 // # Whiteouts (image-spec layer.md, "Whiteouts")
 //
 // ".wh.NAME" removes NAME as left by lower layers; ".wh..wh..opq" removes
@@ -98,6 +112,7 @@
 // enter, follow), and its directory handle cache; whiteout.go removal,
 // whiteouts and aufs markers (marker), opaque directories and the layer's
 // own paths;
-// meta.go extended attributes, times, the deferred directory modes and
+// sparse.go sparse entries (holes kept); meta.go extended attributes,
+// times, the deferred directory modes and
 // RuntimeMode; hasher.go the sha256 of written files (FileHash).
 package extract
