@@ -61,8 +61,14 @@ type Options struct {
 	// running Apply (root, for hbx install). The installer uses it for
 	// releases; it cannot be combined with PreserveOwners.
 	RuntimeModes bool
-	// HashFiles records a sha256 of every regular file written, for Files.
+	// HashFiles records a sha256 of every regular file written, for
+	// FileHash.
 	HashFiles bool
+	// HashSpillDir, when set with HashFiles, is a directory outside the
+	// root where the recorded hashes go in sorted runs (an unlinked file,
+	// freed on Close or when the process dies), so memory does not grow
+	// with the number of files. "" keeps them in memory (40 bytes a file).
+	HashSpillDir string
 	// Xattrs applies each file's and directory's extended attributes, the
 	// PAX records "SCHILY.xattr.NAME" (as GNU tar --xattrs and archive/tar
 	// write them), with fsetxattr on the entry's own open descriptor, after
@@ -138,7 +144,7 @@ func New(rootDir string, opts Options) (*Applier, error) {
 		buf:       make([]byte, 1<<20),
 		dirs:      map[string]resolvedDir{},
 		cdirs:     map[string]*os.File{},
-		hasher:    newHasher(),
+		hasher:    newHasher(opts.HashSpillDir),
 		pathSeeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 	}, nil
 }
