@@ -106,7 +106,7 @@ func TestHashStoreSpillFails(t *testing.T) {
 	}
 }
 
-// TestFileHashSpilled: an Applier with HashSpillDir reports the sha256 of
+// TestFileHashSpilled: an Applier with SpillDir reports the sha256 of
 // each file it wrote, as it does in memory.
 func TestFileHashSpilled(t *testing.T) {
 	b := tartest.New().Dir("d", 0o755)
@@ -115,7 +115,7 @@ func TestFileHashSpilled(t *testing.T) {
 	}
 	root, _ := sandbox(t)
 	spill := t.TempDir()
-	a, err := New(root, Options{HashFiles: true, HashSpillDir: spill})
+	a, err := New(root, Options{HashFiles: true, SpillDir: spill})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,4 +142,36 @@ func inoOf(t *testing.T, info os.FileInfo) uint64 {
 		t.Fatal("no Stat_t")
 	}
 	return st.Ino
+}
+
+// TestPathSetSpilled: names spilled to runs are found with the OR of what
+// every run and the map recorded (created wins), and absent names are not.
+func TestPathSetSpilled(t *testing.T) {
+	s := newPathSet(t.TempDir())
+	defer s.close()
+	s.limit = 1000
+	const n = 5500
+	for i := uint64(0); i < n; i++ {
+		s.set(pathKey{i * 7919 % n, i}, i%3 == 0)
+	}
+	// Set again, created, after they were spilled: the OR is created.
+	for i := uint64(1); i < n; i += 3 {
+		s.set(pathKey{i * 7919 % n, i}, true)
+	}
+	if len(s.runs) < 5 {
+		t.Fatalf("%d runs, want at least 5", len(s.runs))
+	}
+	for i := uint64(0); i < n; i++ {
+		present, created, err := s.lookup(pathKey{i * 7919 % n, i})
+		if want := i%3 != 2; err != nil || !present || created != want {
+			t.Fatalf("lookup(%d) = %v, %v, %v; want present, created %v", i, present, created, err, want)
+		}
+	}
+	if present, _, err := s.lookup(pathKey{1, 0}); present || err != nil {
+		t.Errorf("lookup of a name never set = %v, %v", present, err)
+	}
+	s.reset()
+	if present, _, _ := s.lookup(pathKey{0, 0}); present || len(s.runs) != 0 {
+		t.Errorf("after reset: present %v, %d runs", present, len(s.runs))
+	}
 }

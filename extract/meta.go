@@ -120,7 +120,7 @@ func (a *Applier) finishLayer() error {
 		}
 	}
 	a.dirMeta = a.dirMeta[:0]
-	a.layerPaths = nil
+	a.paths.reset()
 	return nil
 }
 
