@@ -90,6 +90,15 @@
 // Options.Xattrs, to regular files and directories, on their own open
 // descriptors; never to symlinks.
 //
+// # Memory
+//
+// What Apply must remember per entry (each file's sha256 by inode for
+// FileHash, the current layer's names for its whiteouts) goes to sorted
+// runs in unlinked files under Options.SpillDir once it passes a few MiB,
+// so memory stays flat in the number of entries; without SpillDir it stays
+// in memory. Directory modes and times wait for the layer's end in memory:
+// about 100 bytes per directory of the layer.
+//
 // # Trees instead of layers
 //
 // Options.Literal turns whiteout handling off: ".wh.*" names are written as
@@ -112,7 +121,8 @@
 // enter, follow), and its directory handle cache; whiteout.go removal,
 // whiteouts and aufs markers (marker), opaque directories and the layer's
 // own paths;
-// sparse.go sparse entries (holes kept); meta.go extended attributes,
+// sparse.go sparse entries (holes kept); hashstore.go and pathset.go the
+// spilled hashes and layer names; meta.go extended attributes,
 // times, the deferred directory modes and
 // RuntimeMode; hasher.go the sha256 of written files (FileHash).
 package extract

@@ -15,6 +15,7 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // skippableFrame is a zstd skippable frame (RFC 8878 section 3.1.2) with
@@ -30,7 +31,7 @@ func skippableFrame(nibble byte, data []byte) []byte {
 func pzstd(t *testing.T, b []byte) []byte {
 	t.Helper()
 	if _, err := exec.LookPath("pzstd"); err != nil {
-		t.Fatalf("pzstd is missing (Debian package zstd; scripts/testdeps.sh installs it): %v", err)
+		testenv.Missing(t, "pzstd is missing (Debian package zstd, which .ci/run installs)")
 	}
 	in := filepath.Join(t.TempDir(), "layer.tar")
 	if err := os.WriteFile(in, b, 0o644); err != nil {
