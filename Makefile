@@ -80,10 +80,11 @@ demo: build ## pull, install, run and health-check the test image end to end (in
 demo-upgrade: demo ## then the README's upgrade try-out: a second test image version, hbx upgrade, hbx rollback
 	scripts/demo-upgrade.sh
 
-bench: build testdeps ## figures: install (test image, then the race on the realistic image), the upgrade row, supervisor recovery and stop
+bench: build testdeps ## figures: install (test image, then the race on the realistic image), the upgrade row, peak memory by entry count, supervisor recovery and stop
 	scripts/bench.sh
 	scripts/race.sh
 	scripts/upgradebench.sh
+	scripts/entrybench.sh
 	scripts/backupbench.sh
 	HBXTEST_BENCH=1 HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -run TestBenchSupervise -v ./e2e/ | grep -E 'BENCH|^(ok|FAIL)'
 

@@ -44,6 +44,20 @@
 // A refused entry fails the whole Apply: the caller is expected to throw the
 // tree away (the installer extracts into a staging directory).
 //
+// # Sparse files
+//
+// Sparse entries in the forms archive/tar reads (GNU type 'S', GNU PAX
+// 0.0, 0.1 and 1.0) are regular files whose holes stay holes: archive/tar
+// hands out a hole as zeros, and every block of holeBlock (4 KiB) bytes,
+// aligned to the file's start, that is all zeros is skipped (pwrite at
+// increasing offsets), the file's size set by ftruncate. So a file
+// allocates no more than GNU tar's extraction of it (fewer blocks when its
+// data itself holds aligned zero blocks) and staging costs what the data
+// costs. Options.MaxBytes counts claimed sizes, holes included, not bytes
+// written: each claimed byte is still produced by the reader and hashed
+// (Options.HashFiles), so the cap is what bounds the work a small layer
+// can cause, and a tree copied by a tool that fills holes stays under it.
+//
 // # Whiteouts (image-spec layer.md, "Whiteouts")
 //
 // ".wh.NAME" removes NAME as left by lower layers; ".wh..wh..opq" removes
@@ -53,7 +67,11 @@
 //
 // # Metadata
 //
-// Modes, mtimes and atimes are kept; numeric owners when
+// Modes, mtimes and atimes are kept (an entry without an atime gets its
+// mtime), to the nanosecond and for any year the tar can say, built from
+// seconds and nanoseconds rather than UnixNano (which overflows outside
+// 1678-2262); a time the filesystem cannot hold is clamped by the kernel,
+// as for GNU tar. Numeric owners are kept when
 // Options.PreserveOwners is set (it needs CAP_CHOWN; backup restore uses
 // it). setuid and setgid bits are dropped and counted in
 // Stats.DroppedSetid. With Options.RuntimeModes (the installer's releases)
@@ -71,6 +89,15 @@
 // attributes (PAX "SCHILY.xattr.*" records) are applied only with
 // Options.Xattrs, to regular files and directories, on their own open
 // descriptors; never to symlinks.
+//
+// # Memory
+//
+// What Apply must remember per entry (each file's sha256 by inode for
+// FileHash, the current layer's names for its whiteouts) goes to sorted
+// runs in unlinked files under Options.SpillDir once it passes a few MiB,
+// so memory stays flat in the number of entries; without SpillDir it stays
+// in memory. Directory modes and times wait for the layer's end in memory:
+// about 100 bytes per directory of the layer.
 //
 // # Trees instead of layers
 //
@@ -94,6 +121,8 @@
 // enter, follow), and its directory handle cache; whiteout.go removal,
 // whiteouts and aufs markers (marker), opaque directories and the layer's
 // own paths;
-// meta.go extended attributes, times, the deferred directory modes and
+// sparse.go sparse entries (holes kept); hashstore.go and pathset.go the
+// spilled hashes and layer names; meta.go extended attributes,
+// times, the deferred directory modes and
 // RuntimeMode; hasher.go the sha256 of written files (FileHash).
 package extract

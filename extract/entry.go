@@ -96,7 +96,7 @@ func (a *Applier) create(tr *tar.Reader, canon, dir, leaf string, mode uint32, h
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return a.mkdir(canon, dir, leaf, mode, hdr)
-	case tar.TypeReg, tar.TypeRegA, tar.TypeCont: //nolint:staticcheck // old archives still use '\x00'
+	case tar.TypeReg, tar.TypeRegA, tar.TypeCont, tar.TypeGNUSparse: //nolint:staticcheck // old archives still use '\x00'
 		return a.file(tr, dir, leaf, mode, hdr)
 	case tar.TypeSymlink:
 		return a.symlink(dir, leaf, hdr)
@@ -222,8 +222,15 @@ type content struct {
 }
 
 // writeContent copies the entry's hdr.Size bytes into f; a short entry is
-// io.ErrUnexpectedEOF.
+// io.ErrUnexpectedEOF. A sparse entry's all-zero blocks are left as holes
+// (holeWriter) and its size set by truncate.
 func (a *Applier) writeContent(f *os.File, tr io.Reader, hdr *tar.Header) (c content, err error) {
+	var out io.Writer = f
+	var holes *holeWriter
+	if isSparse(hdr) {
+		holes = &holeWriter{f: f}
+		out = holes
+	}
 	var n int64
 	if a.opts.HashFiles && hdr.Size <= hashInBackground {
 		c.small = a.hasher.buffer(int(hdr.Size))
@@ -231,18 +238,20 @@ func (a *Applier) writeContent(f *os.File, tr io.Reader, hdr *tar.Header) (c con
 		rn, err = io.ReadFull(tr, c.small)
 		n = int64(rn)
 		if err == nil {
-			_, err = f.Write(c.small)
+			_, err = out.Write(c.small)
 		}
 	} else {
-		var w io.Writer = f
 		if a.opts.HashFiles {
 			c.h = sha256.New()
-			w = io.MultiWriter(f, c.h)
+			out = io.MultiWriter(out, c.h)
 		}
-		n, err = io.CopyBuffer(w, tr, a.buf)
+		n, err = io.CopyBuffer(out, tr, a.buf)
 	}
 	if err == nil && n != hdr.Size {
 		err = io.ErrUnexpectedEOF
+	}
+	if err == nil && holes != nil {
+		err = holes.finish(hdr.Size)
 	}
 	if err != nil {
 		return c, fmt.Errorf("write: %w", err)

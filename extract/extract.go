@@ -61,8 +61,17 @@ type Options struct {
 	// running Apply (root, for hbx install). The installer uses it for
 	// releases; it cannot be combined with PreserveOwners.
 	RuntimeModes bool
-	// HashFiles records a sha256 of every regular file written, for Files.
+	// HashFiles records a sha256 of every regular file written, for
+	// FileHash.
 	HashFiles bool
+	// SpillDir, when set, is a directory outside the root where what
+	// Apply must remember per entry goes in sorted runs (unlinked files,
+	// freed on Close or when the process dies): the recorded hashes
+	// (HashFiles) and the current layer's names (for whiteouts), so
+	// memory does not grow with the number of entries. "" keeps them in
+	// memory: 40 bytes a file for hashes and about 35 bytes a name of the
+	// current layer.
+	SpillDir string
 	// Xattrs applies each file's and directory's extended attributes, the
 	// PAX records "SCHILY.xattr.NAME" (as GNU tar --xattrs and archive/tar
 	// write them), with fsetxattr on the entry's own open descriptor, after
@@ -104,10 +113,10 @@ type Applier struct {
 
 	// per layer, keyed by canonical names so an alias through a symlink is
 	// the same path
-	layerPaths map[pathKey]bool // names this layer created (true) or passed through (false)
-	pathSeeds  [2]maphash.Seed
-	dirMeta    []dirMeta
-	dirMetaAt  map[string]int // canonical name -> index in dirMeta of its latest entry
+	paths     *pathSet // names this layer created or passed through
+	pathSeeds [2]maphash.Seed
+	dirMeta   []dirMeta
+	dirMetaAt map[string]int // canonical name -> index in dirMeta of its latest entry
 }
 
 // New opens rootDir, which must be an existing directory, for applying layers.
@@ -138,7 +147,8 @@ func New(rootDir string, opts Options) (*Applier, error) {
 		buf:       make([]byte, 1<<20),
 		dirs:      map[string]resolvedDir{},
 		cdirs:     map[string]*os.File{},
-		hasher:    newHasher(),
+		hasher:    newHasher(opts.SpillDir),
+		paths:     newPathSet(opts.SpillDir),
 		pathSeeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 	}, nil
 }
@@ -146,6 +156,7 @@ func New(rootDir string, opts Options) (*Applier, error) {
 // Close releases the root and cached directory handles.
 func (a *Applier) Close() error {
 	a.hasher.close()
+	a.paths.close()
 	a.dropDirs()
 	return a.root.Close()
 }
@@ -159,7 +170,7 @@ func (a *Applier) Stats() Stats { return a.stats }
 // sentinels or the underlying syscall error.
 func (a *Applier) Apply(r io.Reader) error {
 	lr := &limitReader{r: r, a: a}
-	a.layerPaths = map[pathKey]bool{}
+	a.paths.reset()
 	a.dirMeta = a.dirMeta[:0]
 	a.dirMetaAt = map[string]int{}
 	tr := tar.NewReader(lr)

@@ -298,16 +298,35 @@ func TestWhiteouts(t *testing.T) {
 			want:  []string{"a/ 0755", "a/x 0644 x1", "a/y 0644 y1", "d/ 0755", "d/1 0644 1", "d/sub/ 0755", "d/sub/2 0644 2", "gone/ 0755", "gone/deep 0644 z"},
 		},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			root, _ := sandbox(t)
-			if err := applyLayers(t, root, Options{}, base, c.upper); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(c.want, tartest.Tree(t, root)); diff != "" {
-				t.Errorf("tree (-want +got):\n%s", diff)
-			}
-		})
+	// Each case also with the layer's names spilled to disk after every
+	// name (Options.SpillDir; runs of one name each).
+	for _, spill := range []bool{false, true} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/spilled=%v", c.name, spill), func(t *testing.T) {
+				root, _ := sandbox(t)
+				opts := Options{}
+				if spill {
+					opts.SpillDir = t.TempDir()
+				}
+				a, err := New(root, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.Close()
+				a.paths.limit = 1
+				for i, l := range [][]byte{base, c.upper} {
+					if err := a.Apply(bytes.NewReader(l)); err != nil {
+						t.Fatalf("layer %d: %v", i, err)
+					}
+				}
+				if spill && a.paths.file == nil {
+					t.Error("nothing was spilled")
+				}
+				if diff := cmp.Diff(c.want, tartest.Tree(t, root)); diff != "" {
+					t.Errorf("tree (-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 

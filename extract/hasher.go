@@ -21,11 +21,12 @@ const (
 
 // hasher computes and keeps the sha256 of files by inode number on one
 // worker goroutine. Jobs are applied in submission order, so when an inode
-// number is reused after a removal the newer file's hash wins. It keeps 40
-// bytes and a map slot per file, the only state that grows with the image.
+// number is reused after a removal the newer file's hash wins. The hashes
+// go to a hashStore: with a spill directory, sorted runs on disk and 8
+// bytes per 102 files in memory; without, 40 bytes per file in memory.
 type hasher struct {
 	mu      sync.Mutex
-	hashes  map[uint64][sha256.Size]byte
+	store   *hashStore
 	jobs    chan hashJob
 	free    chan []byte // buffers back from the worker
 	made    int         // buffers allocated so far, at most hashBuffers
@@ -39,8 +40,8 @@ type hashJob struct {
 	sum [sha256.Size]byte
 }
 
-func newHasher() *hasher {
-	return &hasher{hashes: map[uint64][sha256.Size]byte{}, free: make(chan []byte, hashBuffers)}
+func newHasher(spillDir string) *hasher {
+	return &hasher{store: newHashStore(spillDir), free: make(chan []byte, hashBuffers)}
 }
 
 func (h *hasher) start() {
@@ -57,7 +58,7 @@ func (h *hasher) start() {
 				h.free <- j.buf[:cap(j.buf)]
 			}
 			h.mu.Lock()
-			h.hashes[j.ino] = sum
+			h.store.add(j.ino, sum)
 			h.mu.Unlock()
 			h.pending.Done()
 		}
@@ -105,7 +106,7 @@ func (h *hasher) set(ino uint64, sum []byte) {
 func (h *hasher) get(ino uint64) (string, bool) {
 	h.pending.Wait()
 	h.mu.Lock()
-	s, ok := h.hashes[ino]
+	s, ok := h.store.get(ino)
 	h.mu.Unlock()
 	if !ok {
 		return "", false
@@ -113,16 +114,21 @@ func (h *hasher) get(ino uint64) (string, bool) {
 	return hex.EncodeToString(s[:]), true
 }
 
-// close stops the worker once the queue is drained.
+// close stops the worker once the queue is drained and frees the store.
 func (h *hasher) close() {
 	if h.started {
+		h.pending.Wait()
 		close(h.jobs)
 		h.started = false
 	}
+	h.mu.Lock()
+	h.store.close()
+	h.mu.Unlock()
 }
 
 // FileHash returns the sha256 (hex) of the regular file with inode number
-// ino as this Applier wrote it, when Options.HashFiles is set. It is meant
+// ino as this Applier wrote it, when Options.HashFiles is set; false also
+// when the spill file failed (the caller hashes the file itself). It is meant
 // for listing a finished tree without reading it again (release.Scan).
 func (a *Applier) FileHash(ino uint64) (string, bool) {
 	h, ok := a.hasher.get(ino)

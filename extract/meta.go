@@ -53,18 +53,47 @@ func (a *Applier) setXattrs(dfd int, hdr *tar.Header) error {
 	return nil
 }
 
-func timespecs(atime, mtime time.Time) []unix.Timespec {
+// timespecs is the utimensat argument for an entry's atime (mtime when it
+// has none) and mtime: whole seconds from Unix() and nanoseconds from
+// Nanosecond(), exact for any time the tar can carry (UnixNano overflows
+// outside 1678-2262). A time the filesystem cannot hold is clamped by the
+// kernel to the filesystem's range (ext4 with 256-byte inodes: 1901-12-13
+// to 2446-05-10), as for GNU tar. Only a 32-bit time_t refuses times past
+// 2038 (ERANGE).
+func timespecs(atime, mtime time.Time) ([]unix.Timespec, error) {
 	if atime.IsZero() {
 		atime = mtime
 	}
-	return []unix.Timespec{unix.NsecToTimespec(atime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
+	a, err := unix.TimeToTimespec(atime)
+	if err != nil {
+		return nil, fmt.Errorf("atime %s: %w", atime.UTC().Format(time.RFC3339), err)
+	}
+	m, err := unix.TimeToTimespec(mtime)
+	if err != nil {
+		return nil, fmt.Errorf("mtime %s: %w", mtime.UTC().Format(time.RFC3339), err)
+	}
+	return []unix.Timespec{a, m}, nil
 }
 
-func setTimes(d *os.File, leaf string, hdr *tar.Header) error {
-	if err := unix.UtimesNanoAt(fd(d), leaf, timespecs(hdr.AccessTime, hdr.ModTime), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+// setTimesAt applies atime and mtime to leaf in dirfd (dirfd itself when
+// leaf is "."), never following a symlink.
+func setTimesAt(dirfd int, leaf string, atime, mtime time.Time) error {
+	ts, err := timespecs(atime, mtime)
+	if err != nil {
+		return fmt.Errorf("set times: %w", err)
+	}
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if leaf == "." {
+		flags = 0
+	}
+	if err := unix.UtimesNanoAt(dirfd, leaf, ts, flags); err != nil {
 		return fmt.Errorf("set times: %w", err)
 	}
 	return nil
+}
+
+func setTimes(d *os.File, leaf string, hdr *tar.Header) error {
+	return setTimesAt(fd(d), leaf, hdr.AccessTime, hdr.ModTime)
 }
 
 // addDirMeta records a directory's final mode and times under its
@@ -91,7 +120,7 @@ func (a *Applier) finishLayer() error {
 		}
 	}
 	a.dirMeta = a.dirMeta[:0]
-	a.layerPaths = nil
+	a.paths.reset()
 	return nil
 }
 
@@ -102,10 +131,7 @@ func (a *Applier) applyDirMeta(m dirMeta) error {
 		if err := unix.Fchmod(dfd, m.mode); err != nil {
 			return fmt.Errorf("chmod: %w", err)
 		}
-		if err := unix.UtimesNanoAt(dfd, ".", timespecs(m.atime, m.mtime), 0); err != nil {
-			return fmt.Errorf("set times: %w", err)
-		}
-		return nil
+		return setTimesAt(dfd, ".", m.atime, m.mtime)
 	}
 	dir, leaf := splitName(m.name)
 	d, _, err := a.lookupDir(dir)
@@ -123,10 +149,7 @@ func (a *Applier) applyDirMeta(m dirMeta) error {
 	if err := unix.Fchmod(cfd, m.mode); err != nil {
 		return fmt.Errorf("chmod: %w", err)
 	}
-	if err := unix.UtimesNanoAt(fd(d), leaf, timespecs(m.atime, m.mtime), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("set times: %w", err)
-	}
-	return nil
+	return setTimesAt(fd(d), leaf, m.atime, m.mtime)
 }
 
 // RuntimeMode is the mode an entry of image mode m (permission bits, sticky,

@@ -16,17 +16,17 @@ import (
 // markLayerPath records p as created by this layer and its parents as
 // passed through (unless created themselves).
 func (a *Applier) markLayerPath(p string) {
-	a.layerPaths[a.key(p)] = true
+	a.paths.set(a.key(p), true)
 	for d, _ := splitName(p); d != ""; d, _ = splitName(d) {
 		k := a.key(d)
-		if _, ok := a.layerPaths[k]; ok {
-			break
+		if a.paths.inMemory(k) {
+			break // and so its parents
 		}
-		a.layerPaths[k] = false
+		a.paths.set(k, false)
 	}
 }
 
-// pathKey stands for a canonical name in layerPaths: two independently
+// pathKey stands for a canonical name in the layer's pathSet: two independently
 // seeded 64-bit hashes, 16 bytes whatever the name's length, so the map
 // costs the same per entry for deep trees. The seeds are random per
 // Applier, so a layer cannot be built to make two names collide; by
@@ -128,10 +128,13 @@ func (a *Applier) whiteout(dir, leaf string) error {
 		return err
 	}
 	p := path.Join(cdir, leaf)
-	if a.layerPaths[a.key(p)] {
+	present, created, err := a.paths.lookup(a.key(p))
+	switch {
+	case err != nil:
+		return err
+	case created:
 		return nil // created by this layer: whiteouts only hide lower layers
-	}
-	if _, ok := a.layerPaths[a.key(p)]; ok {
+	case present:
 		// p holds entries of this layer below it: hide only lower content.
 		return a.clearLower(d, leaf, p)
 	}
@@ -145,7 +148,6 @@ func (a *Applier) opaque(dir string) error {
 		return err
 	}
 	a.markLayerPath(cdir)
-	a.layerPaths[a.key(cdir)] = true
 	return a.clearChildren(d, cdir)
 }
 
@@ -182,7 +184,11 @@ func (a *Applier) clearChildren(d *os.File, p string) error {
 	}
 	for _, n := range names {
 		child := path.Join(p, n)
-		if _, inLayer := a.layerPaths[a.key(child)]; !inLayer {
+		inLayer, _, err := a.paths.lookup(a.key(child))
+		if err != nil {
+			return err
+		}
+		if !inLayer {
 			if err := a.remove(d, n); err != nil {
 				return err
 			}

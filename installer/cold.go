@@ -263,6 +263,7 @@ func (c *cold) newApplier() (err error) {
 		MaxBytes:     c.opts.MaxUncompressedBytes,
 		RuntimeModes: true,
 		HashFiles:    true,
+		SpillDir:     c.staged, // beside rootfs: hashes and layer names spill there, memory stays flat
 		Logger:       c.log,
 	})
 	return err

@@ -285,15 +285,27 @@ func checkActive(cur *release.Installed, index digest.Digest, plat string, pin d
 		}
 		return "verify: " + why, nil
 	}
-	want, err := cur.ReadFiles()
+	return verifyFiles(cur)
+}
+
+// verifyFiles re-hashes cur's rootfs against files.json, streaming both
+// (memory stays flat whatever the number of files): "" when they agree,
+// else the reason to install. A files.json that is missing or damaged is
+// a reason too.
+func verifyFiles(cur *release.Installed) (string, error) {
+	list, err := cur.OpenFiles()
 	if err != nil {
 		return err.Error(), nil
 	}
-	got, err := release.Scan(cur.Rootfs(), nil)
+	defer list.Close()
+	d, err := release.Verify(cur.Rootfs(), list)
+	if errors.Is(err, release.ErrCorrupt) {
+		return err.Error(), nil
+	}
 	if err != nil {
 		return "", fmt.Errorf("verify active release: %w", err)
 	}
-	if d := release.Diff(want, got); d != "" {
+	if d != "" {
 		return "verify: " + d, nil
 	}
 	return "", nil

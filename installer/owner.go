@@ -128,14 +128,22 @@ func rewriteFileModes(inst *release.Installed) error {
 	if _, err := os.Lstat(filepath.Join(inst.Dir, release.FilesFile)); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	files, err := inst.ReadFiles()
+	list, err := inst.OpenFiles()
 	if err != nil {
 		return err
 	}
+	defer list.Close()
 	return atomicfile.Write(filepath.Join(inst.Dir, release.FilesFile), 0o644, func(out io.Writer) error {
 		bw := bufio.NewWriterSize(out, 64<<10)
 		bw.WriteString("[")
-		for i, f := range files {
+		for i := 0; ; i++ {
+			f, ok, err := list.Next()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
 			if f.Type != "symlink" {
 				f.Mode = extract.RuntimeMode(f.Mode)
 			}

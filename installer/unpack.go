@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"time"
@@ -56,6 +57,19 @@ func layerCompression(mt string) (compression, error) {
 // zstd limits: a hostile stream must not make us allocate a huge window.
 const zstdMaxWindow = 32 << 20
 
+// zstdStart reports whether head, a stream's first 4 bytes, starts a zstd
+// frame (magic 0xFD2FB528) or a skippable frame (magics 0x184D2A50 to
+// 0x184D2A5F, RFC 8878 section 3.1.2), all little-endian. pzstd and
+// seekable-format writers begin with a skippable frame; zstd(1) and
+// containerd accept such streams, and the decoder skips the frame.
+func zstdStart(head []byte) bool {
+	if len(head) < 4 {
+		return false
+	}
+	m := binary.LittleEndian.Uint32(head)
+	return m == 0xFD2FB528 || m&0xFFFFFFF0 == 0x184D2A50
+}
+
 // unpacker applies layer blobs one after another, reusing its read-ahead
 // buffers and gzip state from layer to layer.
 type unpacker struct {
@@ -96,7 +110,7 @@ func (u *unpacker) decompress(r *bufio.Reader, c compression) (io.Reader, func()
 		}
 		return u.gz, func() {}, nil
 	case zstded:
-		if !bytes.HasPrefix(head, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		if !zstdStart(head) {
 			return nil, nil, fmt.Errorf("media type says zstd, content is not zstd")
 		}
 		zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderConcurrency(1))

@@ -131,19 +131,11 @@ func Diff(recorded, now []File) string {
 	}
 	for _, r := range recorded {
 		n, ok := byPath[r.Path]
-		switch {
-		case !ok:
+		if !ok {
 			return fmt.Sprintf("%s is missing", r.Path)
-		case n.Type != r.Type:
-			return fmt.Sprintf("%s is a %s, want a %s", r.Path, n.Type, r.Type)
-		case n.Size != r.Size:
-			return fmt.Sprintf("%s has %d bytes, want %d", r.Path, n.Size, r.Size)
-		case n.SHA256 != r.SHA256:
-			return fmt.Sprintf("%s content differs (sha256 %.12s, want %.12s)", r.Path, n.SHA256, r.SHA256)
-		case n.Target != r.Target:
-			return fmt.Sprintf("%s points to %q, want %q", r.Path, n.Target, r.Target)
-		case n.Mode != r.Mode:
-			return fmt.Sprintf("%s has mode %04o, want %04o", r.Path, n.Mode, r.Mode)
+		}
+		if d := differs(r, n); d != "" {
+			return d
 		}
 		delete(byPath, r.Path)
 	}

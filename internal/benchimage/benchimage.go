@@ -40,9 +40,15 @@ import (
 // the file count and the binary, for showing memory does not grow with size.
 // Version 0 or 1 is the first version; 2 is the upgrade: the same base
 // layers under a different top layer.
+//
+// SmallFiles, when positive, builds the entry-count image instead: the
+// base layer, then one layer of SmallFiles files of 16 to 80 bytes, 1,000
+// to a directory (dir-NNNN/fNNN), for measuring what install and verify
+// keep per entry; Scale and Version are then ignored.
 type Options struct {
-	Scale   float64
-	Version int
+	Scale      float64
+	Version    int
+	SmallFiles int
 }
 
 // Image is a built OCI layout.
@@ -75,12 +81,16 @@ func Build(dir string, o Options) (*Image, error) {
 	img := &Image{Dir: dir}
 	var layers []v1.Descriptor
 	var diffs []digest.Digest
-	for _, fill := range []func(*tar.Writer) error{
+	fills := []func(*tar.Writer) error{
 		g.base,
 		func(tw *tar.Writer) error { return g.binary(tw, int64(90<<20*o.Scale)) },
 		func(tw *tar.Writer) error { return g.nodeModules(tw, int(20000*o.Scale)) },
 		func(tw *tar.Writer) error { return g.top(tw, o.Version) },
-	} {
+	}
+	if o.SmallFiles > 0 {
+		fills = []func(*tar.Writer) error{g.base, func(tw *tar.Writer) error { return g.smallFiles(tw, o.SmallFiles) }}
+	}
+	for _, fill := range fills {
 		d, diff, n, err := writeLayer(blobs, fill)
 		if err != nil {
 			return nil, err
@@ -248,6 +258,21 @@ func (g *gen) nodeModules(tw *tar.Writer, files int) error {
 			if err := g.file(tw, name, 0o644, g.text(size)); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// smallFiles writes n files of 16 to 80 bytes, 1,000 to a directory.
+func (g *gen) smallFiles(tw *tar.Writer, n int) error {
+	for i := range n {
+		if i%1000 == 0 {
+			if err := g.dir(tw, fmt.Sprintf("many/dir-%04d", i/1000)); err != nil {
+				return err
+			}
+		}
+		if err := g.file(tw, fmt.Sprintf("many/dir-%04d/f%03d", i/1000, i%1000), 0o644, g.text(16+g.rng.IntN(65))); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -58,3 +58,18 @@ func TestVersion2SharesBase(t *testing.T) {
 		t.Error("Build version 3 succeeded, want an error")
 	}
 }
+
+// TestSmallFiles: the entry-count image is the base layer and one layer of
+// exactly the files asked for, on top of the base's 602.
+func TestSmallFiles(t *testing.T) {
+	img, err := Build(t.TempDir(), Options{SmallFiles: 2500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(layers(t, img)); got != 2 {
+		t.Errorf("%d layers, want 2", got)
+	}
+	if img.Files != 2500+602 {
+		t.Errorf("Files = %d, want %d", img.Files, 2500+602)
+	}
+}

@@ -58,7 +58,10 @@ func writeLine(dir, l string) error {
 		if err != nil {
 			return err
 		}
-		ts := unix.NsecToTimespec(mt.UnixNano())
+		ts, err := unix.TimeToTimespec(mt) // UnixNano overflows outside 1678-2262
+		if err != nil {
+			return err
+		}
 		return unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 	case strings.HasPrefix(rest, "bytes "):
 		var n, seed int

@@ -1,10 +1,11 @@
 // Command mkbenchimage builds the benchmark image (package benchimage) as an
 // OCI layout, reusing a previous build in the same directory, and pushes it.
 //
-//	mkbenchimage -out DIR [-scale 1] [-version 1|2] [-push HOST/REPO:TAG | -registry DIR [-repo NAME:TAG]]
+//	mkbenchimage -out DIR [-scale 1] [-version 1|2] [-files N] [-push HOST/REPO:TAG | -registry DIR [-repo NAME:TAG]]
 //
 // -version 2 builds the upgrade of the same scale: the same base layers
-// under a new top layer (use another -out directory for it).
+// under a new top layer (use another -out directory for it). -files N
+// builds the entry-count image: the base layer and N small files.
 // It prints key=value lines: layout=, index=, manifest=, files=,
 // uncompressed=, compressed= and, when pushed, registry= (with -registry)
 // and ref=HOST/REPO:TAG@sha256:... last. With -registry it starts the real
@@ -45,6 +46,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	registry := fs.String("registry", "", "start a registry with its state here, push to it and serve until signalled")
 	repo := fs.String("repo", "bench/app:v1", "repository and tag to push to with -registry")
 	version := fs.Int("version", 1, "image version: 2 is the upgrade, the same base layers under a new top layer")
+	files := fs.Int("files", 0, "build the entry-count image instead: the base layer and one layer of this many small files")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,7 +59,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		img.Dir = *out
 	} else {
 		os.RemoveAll(*out)
-		built, err := benchimage.Build(*out, benchimage.Options{Scale: *scale, Version: *version})
+		built, err := benchimage.Build(*out, benchimage.Options{Scale: *scale, Version: *version, SmallFiles: *files})
 		if err != nil {
 			return err
 		}
