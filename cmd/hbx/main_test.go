@@ -143,11 +143,12 @@ func TestConfigShowJSON(t *testing.T) {
 		t.Errorf("config show --json has %d keys, want %d", len(got), 1+len(defaults.ShownKeys()))
 	}
 	want := map[string]config.ShownValue{
-		"executor.port":           {Value: float64(4791), Source: "env", Detail: "HBX_EXECUTOR_PORT"},
-		"install.lock_wait":       {Value: "1m0s", Source: "file", Detail: path},
-		"registry.insecure_hosts": {Value: []any{"[::1]:5000"}, Source: "file", Detail: path},
-		"executor.disable_ipv6":   {Value: true, Source: "default"},
-		"config":                  {Value: path, Source: "flag", Detail: "--config"},
+		"executor.port":              {Value: float64(4791), Source: "env", Detail: "HBX_EXECUTOR_PORT"},
+		"install.lock_wait":          {Value: "1m0s", Source: "file", Detail: path},
+		"registry.insecure_hosts":    {Value: []any{"[::1]:5000"}, Source: "file", Detail: path},
+		"executor.disable_ipv6":      {Value: true, Source: "default"},
+		"executor.disable_telemetry": {Value: true, Source: "default"},
+		"config":                     {Value: path, Source: "flag", Detail: "--config"},
 	}
 	for k, w := range want {
 		if diff := cmp.Diff(got[k], w); diff != "" {

@@ -34,6 +34,7 @@ func LaunchOptions(cfg *config.Config, hostPath string) launch.Options {
 		HostPort:          cfg.Executor.HostPort,
 		AllowLocalNetwork: cfg.Executor.AllowLocalNetwork,
 		DisableIPv6:       cfg.Executor.DisableIPv6,
+		DisableTelemetry:  cfg.Executor.DisableTelemetry,
 		Target:            cfg.Release(),
 		HostPath:          hostPath,
 	}

@@ -72,6 +72,8 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Executor.AllowLocalNetwork }},
 	{"executor.disable_ipv6", kindBool, "set BUN_FEATURE_FLAG_DISABLE_IPV6=1 (default true)",
 		func(c *Config) any { return &c.Executor.DisableIPv6 }},
+	{"executor.disable_telemetry", kindBool, "set EXECUTOR_DISABLE_UPDATE_CHECK=1, EXECUTOR_DISABLE_ANALYTICS=1 and DO_NOT_TRACK=1 unless executor.env_file sets them (default true)",
+		func(c *Config) any { return &c.Executor.DisableTelemetry }},
 	{"executor.token_file", kindString, "absolute path of a mode-0600 file holding the MCP bearer key handed to Executor (default none)",
 		func(c *Config) any { return &c.Executor.TokenFile }},
 	{"executor.token_env", kindString, "Executor's environment variable that receives the key of executor.token_file (default none)",

@@ -202,6 +202,7 @@ func TestDecodeEachLayer(t *testing.T) {
 	want.Executor.HostPort = 65535
 	want.Executor.AllowLocalNetwork = true
 	want.Executor.DisableIPv6 = false
+	want.Executor.DisableTelemetry = false
 	want.Install.MaxUncompressedBytes = 512 << 20
 	want.Install.KeepBlobs = false
 	want.Install.LockWait = 90 * time.Second
@@ -240,6 +241,7 @@ executor:
   host_port: 65535
   allow_local_network: true
   disable_ipv6: false
+  disable_telemetry: false
   install_on_start: true
   exposure: network
   token_file: /etc/hbx/box.key
@@ -294,6 +296,7 @@ backup:
 		"executor.host_port":             "65535",
 		"executor.allow_local_network":   "true",
 		"executor.disable_ipv6":          "0",
+		"executor.disable_telemetry":     "false",
 		"install.max_uncompressed_bytes": "536870912",
 		"install.keep_blobs":             "FALSE",
 		"install.lock_wait":              "90s",
@@ -631,8 +634,8 @@ func TestParseBytes(t *testing.T) {
 func TestValueAndKeys(t *testing.T) {
 	c := Defaults()
 	keys := Keys()
-	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 47 {
-		t.Errorf("Keys() = %v, want 47 keys from executor.image to backup.health_wait", keys)
+	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 48 {
+		t.Errorf("Keys() = %v, want 48 keys from executor.image to backup.health_wait", keys)
 	}
 	for _, k := range keys {
 		if c.Value(k) == nil {

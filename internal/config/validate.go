@@ -340,7 +340,8 @@ func validateExposure(e *Executor, healthTokenFile string, add func(key, value, 
 // hbxSetEnv are the variables hbx sets in Executor's environment itself
 // (launch.Prepare): executor.token_env may not name one.
 var hbxSetEnv = []string{"EXECUTOR_HOST", "PORT", "EXECUTOR_DATA_DIR", "EXECUTOR_WEB_BASE_URL", "EXECUTOR_ALLOW_LOCAL_NETWORK",
-	"BUN_FEATURE_FLAG_DISABLE_IPV6", "PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "USER", "LOGNAME"}
+	"BUN_FEATURE_FLAG_DISABLE_IPV6", "PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "USER", "LOGNAME",
+	"EXECUTOR_DISABLE_UPDATE_CHECK", "EXECUTOR_DISABLE_ANALYTICS", "DO_NOT_TRACK"}
 
 // validateBackup checks the backup.* keys.
 func validateBackup(ps *collector, c *Config) {

@@ -155,6 +155,8 @@ func TestValidateRules(t *testing.T) {
 			[]string{`executor.token_env: "EXECUTOR_AUTH_TOKEN" needs executor.token_file (the file holding the key it receives)`}},
 		{"token env set by hbx", func(c *Config) { c.Executor.TokenFile, c.Executor.TokenEnv = "/k", "EXECUTOR_HOST" },
 			[]string{`executor.token_env: "EXECUTOR_HOST" is a variable hbx sets for Executor itself (want another name, e.g. EXECUTOR_AUTH_TOKEN)`}},
+		{"token env a telemetry switch", func(c *Config) { c.Executor.TokenFile, c.Executor.TokenEnv = "/k", "DO_NOT_TRACK" },
+			[]string{`executor.token_env: "DO_NOT_TRACK" is a variable hbx sets for Executor itself (want another name, e.g. EXECUTOR_AUTH_TOKEN)`}},
 		{"token env not a name", func(c *Config) { c.Executor.TokenFile, c.Executor.TokenEnv = "/k", "1A=B" },
 			[]string{`executor.token_env: "1A=B" is not an environment variable name (want letters, digits and '_', not starting with a digit)`}},
 
