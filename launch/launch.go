@@ -82,6 +82,11 @@ type Spec struct {
 	// mode 0755 -> 0700"), the existing directories Prepare made 0700
 	// and the user's; the caller logs them.
 	Tightened []string
+	// HandedOver lists, one line each ("<dir>: 12 entries root's ->
+	// 998:998"), the data and state directories that were root's and
+	// whose root-owned entries Prepare gave the payload's user (once: a
+	// box whose Executor ran as root); the caller logs them.
+	HandedOver []string
 	// ExtraFiles are inherited by the payload from fd 3 on (hbx passes
 	// the data directory's lock). Run does not close them.
 	ExtraFiles []*os.File
@@ -115,6 +120,10 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor.user: %w", err)
 	}
+	handed, err := handOverDirs(o, cred)
+	if err != nil {
+		return nil, err
+	}
 	var changed []string
 	dirs, err := prepareDirs(o, cred, &changed)
 	if err != nil {
@@ -133,7 +142,23 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 		PidFile:    filepath.Join(o.StateDir, PidFile),
 		Release:    inst,
 		Tightened:  changed,
+		HandedOver: handed,
 	}, nil
+}
+
+// handOverDirs runs handOver on the data and state directories.
+func handOverDirs(o Options, cred *syscall.Credential) ([]string, error) {
+	var lines []string
+	for _, d := range []struct{ what, path string }{{"data directory", o.DataDir}, {"state directory", o.StateDir}} {
+		line, err := handOver(d.path, cred)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.what, err)
+		}
+		if line != "" {
+			lines = append(lines, line)
+		}
+	}
+	return lines, nil
 }
 
 // programOf resolves argv in inst, or, without inst, the program of the

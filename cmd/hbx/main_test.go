@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/cli"
@@ -22,8 +23,20 @@ import (
 const testImage = "127.0.0.1:5000/hbx/executor:v2@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 
 // writeConfig writes a config file into a fresh temp directory.
+//
+// A body that names no executor.user gets the test's own user (the
+// caller's, as every other path of the test is): the default as root, the
+// system user executor, would be created on the machine running the tests.
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
+	if !strings.Contains(body, "\n  user:") {
+		self := "executor:\n  user: \"" + account.Current() + "\"\n"
+		if rest, ok := strings.CutPrefix(body, "executor:\n"); ok {
+			body = self + rest
+		} else if !strings.Contains(body, "\nexecutor:") {
+			body = self + body
+		}
+	}
 	path := filepath.Join(t.TempDir(), "hbx.yaml")
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)

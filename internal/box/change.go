@@ -226,7 +226,7 @@ func (r Runtime) link(name string) (upgrade.Release, error) {
 
 // Stage installs image with the child manifest pin without activating it.
 func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (upgrade.Release, upgrade.Transfer, error) {
-	opts, err := InstallerOptions(r.box.Config, r.box.Log)
+	opts, err := InstallerOptions(ctx, r.box.Config, r.box.Log)
 	if err != nil {
 		return upgrade.Release{}, upgrade.Transfer{}, err
 	}
@@ -387,6 +387,9 @@ func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
 // waits for the services (unless inSupervisor) judging r's tool set.
 func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release, rt upgrade.Installer) (string, error) {
 	c := d.box.Config
+	if err := EnsureExecutorUser(ctx, c, d.box.Log); err != nil {
+		return "", err
+	}
 	owner, err := d.box.Owner(c.Executor.User)
 	if err != nil {
 		return "", err

@@ -43,8 +43,12 @@ func LaunchOptions(cfg *config.Config, hostPath string) launch.Options {
 // InstallerOptions maps the configuration onto an install request that
 // logs to log. Validation checks the staged programs are executable by
 // executor.user, and install.smoke_command runs as the payload would (see
-// smokeFunc). It fails when executor.user does not exist.
-func InstallerOptions(cfg *config.Config, log *slog.Logger) (installer.Options, error) {
+// smokeFunc). It creates executor.user when it is the dedicated user
+// (EnsureExecutorUser) and fails when it does not exist.
+func InstallerOptions(ctx context.Context, cfg *config.Config, log *slog.Logger) (installer.Options, error) {
+	if err := EnsureExecutorUser(ctx, cfg, log); err != nil {
+		return installer.Options{}, err
+	}
 	runAs, err := account.Lookup(cfg.Executor.User)
 	if err != nil {
 		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
@@ -158,6 +162,24 @@ func CheckHealthNames(only []string) error {
 				return fmt.Errorf("%w: %q (did you mean %q?)", health.ErrUnknownCheck, n, c)
 			}
 		}
+	}
+	return nil
+}
+
+// EnsureExecutorUser creates executor.user when it is account.Dedicated
+// (the default when hbx runs as root) and the user database lacks it
+// (account.EnsureSystemUser), logging that it did. Another missing user
+// is left to the lookups that name it. Errors start with "executor.user: ".
+func EnsureExecutorUser(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	if cfg.Executor.User != account.Dedicated {
+		return nil
+	}
+	created, err := account.EnsureSystemUser(ctx, account.Dedicated)
+	if err != nil {
+		return fmt.Errorf("executor.user: %w", err)
+	}
+	if created {
+		log.Info("created the unprivileged system user Executor runs as", "user", account.Dedicated)
 	}
 	return nil
 }

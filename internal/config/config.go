@@ -281,7 +281,7 @@ func Defaults() Config {
 			RuntimeDir:       "/storage/executor-runtime",
 			DataDir:          "/workspace/executor/data",
 			StateDir:         "/var/lib/hbx/executor",
-			User:             account.Current(),
+			User:             account.Default(),
 			Exposure:         ExposureLoopback,
 			Listen:           "127.0.0.1",
 			Port:             4788,

@@ -56,7 +56,7 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Executor.DataDir }},
 	{"executor.state_dir", kindString, "absolute directory of hbx's state (default /var/lib/hbx/executor)",
 		func(c *Config) any { return &c.Executor.StateDir }},
-	{"executor.user", kindString, "user Executor runs as (default: the user running hbx)",
+	{"executor.user", kindString, "user Executor runs as (default: executor, an unprivileged system user hbx creates, when hbx runs as root; else the user running hbx)",
 		func(c *Config) any { return &c.Executor.User }},
 	{"executor.env_file", kindString, "absolute path of a KEY=value file added to Executor's environment (default none)",
 		func(c *Config) any { return &c.Executor.EnvFile }},
