@@ -299,15 +299,27 @@ func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
 		return err
 	}
 	var failed []string
+	hint := ""
 	for _, c := range rep.Checks {
 		if c.Status == health.Fail {
 			failed = append(failed, fmt.Sprintf("%s (%s)", c.Name, c.Reason))
 		}
+		if tools, ok := health.ListedTools(c.Cause()); ok {
+			hint = toolSetHint(r, tools)
+		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%w: checks failing: %s", health.ErrUnhealthy, strings.Join(failed, "; "))
+		return fmt.Errorf("%w: checks failing: %s%s", health.ErrUnhealthy, strings.Join(failed, "; "), hint)
 	}
 	return err
+}
+
+// toolSetHint tells, after the checks failing, how to pin the tool set
+// r's MCP server lists (tools, its order) instead of the one expected:
+// the flag of hbx upgrade that accepts it.
+func toolSetHint(r upgrade.Release, tools []string) string {
+	return fmt.Sprintf("; the image lists another MCP tool set: if that set is its own, pin it with hbx upgrade --image %s --mcp-tools %s",
+		r.Image, strings.Join(tools, ","))
 }
 
 // PreUpgradeName starts the file name of every pre-upgrade archive.
