@@ -239,7 +239,7 @@ func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (up
 	if err != nil {
 		return upgrade.Release{}, upgrade.Transfer{}, err
 	}
-	return ReleaseOf(res.Release), upgrade.Transfer{Fetched: res.Fetched, Reused: res.Reused, FetchedBytes: res.FetchedBytes, ReusedBytes: res.ReusedBytes}, nil
+	return ReleaseOf(res.Release), upgrade.Transfer{Fetched: res.Fetched, Reused: res.Reused, FetchedBytes: res.FetchedBytes, ReusedBytes: res.ReusedBytes, Location: res.Location}, nil
 }
 
 // Activate makes the staged release manifest names the active one.

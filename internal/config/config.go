@@ -247,6 +247,12 @@ type Registry struct {
 	// over plain HTTP; each must be a loopback IP literal or localhost
 	// (registry.insecure_hosts). Default none.
 	InsecureHosts []string
+	// Mirrors are other locations of the image's repository, each
+	// "PREFIX=LOCATION" (release.ParseMirror), tried in order before the
+	// image's own name as containers' registries.conf mirrors are; the
+	// pinned digests decide what is accepted from any of them
+	// (registry.mirrors). Default none.
+	Mirrors []string
 	// AuthFile is a containers auth.json or docker config.json holding
 	// registry credentials; absolute when set (registry.auth_file).
 	// Default "" (anonymous).
@@ -299,6 +305,7 @@ func Defaults() Config {
 		},
 		Registry: Registry{
 			InsecureHosts: []string{},
+			Mirrors:       []string{},
 			StallTimeout:  30 * time.Second,
 			Retries:       3,
 		},

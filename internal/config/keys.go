@@ -96,6 +96,8 @@ var keySpecs = []keySpec{
 		func(c *Config) any { return &c.Install.MinRate }},
 	{"registry.insecure_hosts", kindList, "loopback registry hosts host[:port] allowed over plain HTTP, comma-separated (default none)",
 		func(c *Config) any { return &c.Registry.InsecureHosts }},
+	{"registry.mirrors", kindList, "other locations of the image's repository, PREFIX=LOCATION, tried in order before its own name; comma-separated (default none)",
+		func(c *Config) any { return &c.Registry.Mirrors }},
 	{"registry.auth_file", kindString, "absolute path of an auth.json or docker config.json (default none)",
 		func(c *Config) any { return &c.Registry.AuthFile }},
 	{"registry.certs_dir", kindString, "absolute directory of per-registry CA certificates, <dir>/<host[:port]>/*.crt (default none)",

@@ -211,6 +211,7 @@ func TestDecodeEachLayer(t *testing.T) {
 	want.Install.Timeout = 0
 	want.Install.MinRate = 1 << 20
 	want.Registry.InsecureHosts = []string{"127.0.0.1:5000", "[::1]:5000", "localhost"}
+	want.Registry.Mirrors = []string{"ghcr.io/rhyssullivan/executor-selfhost=ghcr.io/usefulsoftwareco/executor-selfhost"}
 	want.Registry.AuthFile = "/root/.docker/config.json"
 	want.Registry.StallTimeout = time.Minute
 	want.Registry.Retries = 0
@@ -256,6 +257,7 @@ install:
   min_rate: 1MiB
 registry:
   insecure_hosts: [127.0.0.1:5000, "[::1]:5000", localhost]
+  mirrors: [ghcr.io/rhyssullivan/executor-selfhost=ghcr.io/usefulsoftwareco/executor-selfhost]
   auth_file: /root/.docker/config.json
   certs_dir: /etc/hbx/certs.d
   stall_timeout: 1m
@@ -305,6 +307,7 @@ backup:
 		"install.timeout":                "0",
 		"install.min_rate":               "1048576",
 		"registry.insecure_hosts":        "127.0.0.1:5000,[::1]:5000, localhost",
+		"registry.mirrors":               "ghcr.io/rhyssullivan/executor-selfhost=ghcr.io/usefulsoftwareco/executor-selfhost",
 		"registry.auth_file":             "/root/.docker/config.json",
 		"registry.stall_timeout":         "60s",
 		"registry.retries":               "0",
@@ -634,8 +637,8 @@ func TestParseBytes(t *testing.T) {
 func TestValueAndKeys(t *testing.T) {
 	c := Defaults()
 	keys := Keys()
-	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 48 {
-		t.Errorf("Keys() = %v, want 48 keys from executor.image to backup.health_wait", keys)
+	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 49 {
+		t.Errorf("Keys() = %v, want 49 keys from executor.image to backup.health_wait", keys)
 	}
 	for _, k := range keys {
 		if c.Value(k) == nil {

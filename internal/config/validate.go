@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/internal/names"
+	"github.com/hermesbox/hbx/release"
 )
 
 // ErrInvalid is wrapped by every error that a bad configuration value, key,
@@ -252,6 +253,14 @@ func validateRegistry(ps *collector, r *Registry) {
 	for _, h := range r.InsecureHosts {
 		if !isLoopbackHost(h) {
 			ps.add("registry.insecure_hosts", q(h), "is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)")
+		}
+	}
+	for _, m := range r.Mirrors {
+		if _, err := release.ParseMirror(m); err != nil {
+			var re *release.RuleError
+			if errors.As(err, &re) {
+				ps.add("registry.mirrors", q(m), re.Rule)
+			}
 		}
 	}
 	if r.AuthFile != "" && !filepath.IsAbs(r.AuthFile) {

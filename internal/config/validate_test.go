@@ -189,6 +189,12 @@ func TestValidateRules(t *testing.T) {
 		{"loopback insecure hosts", func(c *Config) {
 			c.Registry.InsecureHosts = []string{"127.0.0.1", "127.0.0.1:5000", "127.1.2.3:1", "localhost", "localhost:65535", "[::1]", "[::1]:5000"}
 		}, nil},
+		{"mirrors", func(c *Config) {
+			c.Registry.Mirrors = []string{"ghcr.io/rhyssullivan/executor-selfhost=ghcr.io/usefulsoftwareco/executor-selfhost", "ghcr.io/a=127.0.0.1:5000/a"}
+		}, nil},
+		{"bad mirror", func(c *Config) { c.Registry.Mirrors = []string{"executor-selfhost"} }, []string{
+			`registry.mirrors: "executor-selfhost" is not PREFIX=LOCATION (want PREFIX=LOCATION, each a fully qualified repository or registry/namespace without tag or digest, e.g. ghcr.io/rhyssullivan/executor-selfhost=ghcr.io/usefulsoftwareco/executor-selfhost)`,
+		}},
 		{"bad insecure hosts", func(c *Config) {
 			c.Registry.InsecureHosts = []string{"ghcr.io", "10.0.0.1:5000", "::1", "[::1]5000", "[127.0.0.1]:5000", "localhost:0", "localhost:", "127.0.0.1:+80", "[::1"}
 		}, []string{
