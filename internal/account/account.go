@@ -128,12 +128,6 @@ func Default() string {
 	return Current()
 }
 
-// IsRoot reports whether name (a user name or a numeric uid) is uid 0.
-func IsRoot(name string) bool {
-	_, uid, _, err := find(name)
-	return err == nil && uid == 0
-}
-
 // ErrNoUseradd: a system user must be created and useradd(8) is not
 // installed.
 var ErrNoUseradd = errors.New("useradd not found")

@@ -144,19 +144,14 @@ func TestEnsureSystemUser(t *testing.T) {
 	}
 }
 
-// TestDefaultAndIsRoot: as root executor.user defaults to the dedicated
-// user, else to the caller; IsRoot knows root by name and by number.
-func TestDefaultAndIsRoot(t *testing.T) {
+// TestDefault: as root executor.user defaults to the dedicated user, else
+// to the caller.
+func TestDefault(t *testing.T) {
 	want := Current()
 	if os.Geteuid() == 0 {
 		want = Dedicated
 	}
 	if got := Default(); got != want {
 		t.Errorf("Default() = %q, want %q", got, want)
-	}
-	for name, want := range map[string]bool{"root": true, "0": true, "nobody": false, "no-such-user-hbx": false} {
-		if got := IsRoot(name); got != want {
-			t.Errorf("IsRoot(%q) = %v, want %v", name, got, want)
-		}
 	}
 }
