@@ -141,7 +141,10 @@ func newBox(t *testing.T, reg *testenv.Registry, ref string, pins map[string]str
 	if pinLines.Len() == 0 {
 		pinLines.WriteString("    {}\n")
 	}
+	// executor.user root: the test's directories are 0700 and root's; the
+	// default as root, the system user executor, is TestExecutorUserE2E's.
 	cfg := fmt.Sprintf(`executor:
+  user: root
   image: %q
   platform: linux/%s
   platform_digests:

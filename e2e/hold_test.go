@@ -40,6 +40,7 @@ func holdBox(t *testing.T, extra string) (cfg, sock string) {
 	dir := t.TempDir()
 	sock = filepath.Join(dir, "run", "hbx.sock")
 	c := fmt.Sprintf(`executor:
+  user: root
   runtime_dir: %s
   data_dir: %s
   state_dir: %s

@@ -16,7 +16,8 @@ import (
 // TestUpgradeMCPToolsE2E: the MCP tool set is a policy pinned with the
 // image. An upgrade from 1.0.0 (execute, resume) to an image that adds
 // `skills` fails its health gate, naming the extra tool, and rolls back
-// without --mcp-tools; with it, the tool set is written as
+// without --mcp-tools, its one error line naming the flag that accepts the
+// new set (--mcp-tools execute,resume,skills); with it, the tool set is written as
 // health.mcp_tools with the pin and checked; hbx rollback puts the file's
 // tool set back. --mcp-tools is refused (exit 2, nothing changed) without
 // health.token_file and while a flag sets health.mcp_tools.
@@ -72,6 +73,9 @@ func TestUpgradeMCPToolsE2E(t *testing.T) {
 		t.Fatalf("hbx upgrade to the skills image without --mcp-tools = %d, want 1, rolled back, naming the extra tool\n%s", r.code, r.stderr)
 	}
 	t.Logf("refused by the gate: %s", lastLine(r.stderr))
+	if last := lastLine(r.stderr); !strings.Contains(last, "rolled back") || !strings.Contains(last, "hbx upgrade --image "+skills+" --mcp-tools "+three) {
+		t.Errorf("the rolled-back upgrade's last line does not name the flag that accepts the new tool set (--mcp-tools %s): %s", three, last)
+	}
 	if b.configuredImage() != v1 || strings.Contains(readFile(t, b.config), "mcp_tools") {
 		t.Errorf("after the rolled-back upgrade the config file is not the old one:\n%s", readFile(t, b.config))
 	}

@@ -107,7 +107,7 @@ func untouchable(t *testing.T, prepare func(b *box, backups string)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg = []byte(strings.Replace(string(cfg), "executor:\n", "executor:\n  user: nobody\n", 1))
+	cfg = []byte(strings.Replace(string(cfg), "  user: root\n", "  user: nobody\n", 1))
 	if err := os.WriteFile(b.config, cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func programsBox(t *testing.T, programs string) (*box, *supervised) {
 	dir := t.TempDir()
 	b := &box{t: t, dir: dir, runtimeDir: filepath.Join(dir, "runtime"), dataDir: filepath.Join(dir, "data"),
 		stateDir: filepath.Join(dir, "state"), config: filepath.Join(dir, "hbx.yaml")}
-	cfg := fmt.Sprintf("executor:\n  runtime_dir: %s\n  data_dir: %s\n  state_dir: %s\n", b.runtimeDir, b.dataDir, b.stateDir)
+	cfg := fmt.Sprintf("executor:\n  user: root\n  runtime_dir: %s\n  data_dir: %s\n  state_dir: %s\n", b.runtimeDir, b.dataDir, b.stateDir)
 	if err := os.WriteFile(b.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

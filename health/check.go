@@ -54,6 +54,16 @@ type Result struct {
 	Status   Status        // Pass, Fail or Skip
 	Reason   string        // one line: what was found, or why it failed or was skipped
 	Duration time.Duration // how long the check took
+	err      error         // the check's error when it failed (Cause)
+}
+
+// Cause is the error that made the check fail (a *ToolsError for
+// mcp-tools listing another set), nil when it passed or was skipped.
+func (r Result) Cause() error {
+	if r.Status != Fail {
+		return nil
+	}
+	return r.err
 }
 
 // MarshalJSON encodes r as {"name", "status", "reason", "duration_ms"},
@@ -223,7 +233,7 @@ var checks = []check{
 			return "", err
 		}
 		if d := CompareTools(got, o.Tools); d != "" {
-			return "", fmt.Errorf("tools/list at %s: %s (the server lists %s; want %s)", u, d, quoteList(got), quoteList(o.Tools))
+			return "", &ToolsError{URL: u, Diff: d, Listed: got, Want: o.Tools}
 		}
 		return fmt.Sprintf("tools/list at %s: %s", u, strings.Join(got, ", ")), nil
 	}},
@@ -436,7 +446,7 @@ func runOne(ctx context.Context, o *Options, c check) Result {
 	case errors.Is(out.err, errSkip):
 		r.Status, r.Reason = Skip, reasonOf(out.err, errSkip)
 	case out.err != nil:
-		r.Status, r.Reason = Fail, reasonOf(out.err, ErrUnhealthy)
+		r.Status, r.Reason, r.err = Fail, reasonOf(out.err, ErrUnhealthy), out.err
 	}
 	return r
 }

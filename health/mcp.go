@@ -85,6 +85,36 @@ func CompareTools(got, want []string) string {
 	return strings.Join(parts, "; ")
 }
 
+// ToolsError is check mcp-tools' failure when tools/list answered with a
+// set other than the expected one: Listed is what the server listed, in
+// its order, Want the expected set, Diff CompareTools' account of the
+// difference.
+type ToolsError struct {
+	URL          string
+	Diff         string
+	Listed, Want []string
+}
+
+func (e *ToolsError) Error() string {
+	return fmt.Sprintf("tools/list at %s: %s (the server lists %s; want %s)", e.URL, e.Diff, quoteList(e.Listed), quoteList(e.Want))
+}
+
+// ListedTools returns the tools a server listed when err (or one it
+// wraps) is a *ToolsError whose list names no tool twice: a set an
+// operator could pin instead (hbx upgrade --mcp-tools).
+func ListedTools(err error) ([]string, bool) {
+	var te *ToolsError
+	if !errors.As(err, &te) || len(te.Listed) == 0 {
+		return nil, false
+	}
+	for i, n := range te.Listed {
+		if slices.Contains(te.Listed[:i], n) {
+			return nil, false
+		}
+	}
+	return te.Listed, true
+}
+
 // bearerTransport adds the key to every request and remembers the last
 // refusal (401 or 403), so an error of the SDK can be explained.
 type bearerTransport struct {

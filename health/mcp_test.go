@@ -3,8 +3,11 @@ package health
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +86,48 @@ func TestCompareTools(t *testing.T) {
 	for _, tt := range tests {
 		if got := CompareTools(tt.got, want); got != tt.want {
 			t.Errorf("CompareTools(%q, %q) = %q, want %q", tt.got, want, got, tt.want)
+		}
+	}
+}
+
+// TestToolsMismatchCause: check mcp-tools against a real MCP server that
+// lists another set fails with a *ToolsError as the Result's Cause, whose
+// listed set ListedTools gives (a set to pin instead); a set listing a
+// name twice, another error and a pass give none.
+func TestToolsMismatchCause(t *testing.T) {
+	const key = "k3y-0f-the-test"
+	u, err := url.Parse(mcpServer(t, key, "execute", "skills", "resume"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(u.Port())
+	run := func(want ...string) Result {
+		t.Helper()
+		opts := Options{Listen: "127.0.0.1", Port: port, Key: NewKey(key), Tools: want, Timeout: 10 * time.Second}
+		rep, err := Run(context.Background(), opts, []string{CheckMCPTools})
+		if err != nil || len(rep.Checks) != 1 {
+			t.Fatalf("Run(mcp-tools) = %v, %v", rep, err)
+		}
+		return rep.Checks[0]
+	}
+	r := run("execute", "resume")
+	listed, ok := ListedTools(r.Cause())
+	if r.Status != Fail || !ok || strings.Join(listed, ",") != "execute,resume,skills" {
+		t.Errorf("mcp-tools expecting execute,resume = %s %q, ListedTools(Cause) = %v, %v; want fail listing execute,resume,skills", r.Status, r.Reason, listed, ok)
+	}
+	if !strings.Contains(r.Reason, `unexpected "skills"`) {
+		t.Errorf("reason %q does not name the extra tool", r.Reason)
+	}
+	if r := run("execute", "resume", "skills"); r.Status != Pass || r.Cause() != nil {
+		t.Errorf("mcp-tools expecting the listed set = %s %q, cause %v; want pass, no cause", r.Status, r.Reason, r.Cause())
+	}
+	for _, err := range []error{
+		&ToolsError{Listed: []string{"execute", "execute"}, Want: []string{"execute"}},
+		errors.New("tools/list: connection refused"),
+		nil,
+	} {
+		if got, ok := ListedTools(fmt.Errorf("gate: %w", err)); ok {
+			t.Errorf("ListedTools(%v) = %v, true; want none", err, got)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -100,6 +101,9 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 		return nil, err
 	}
 	defer c.src.Close()
+	if rm, ok := c.src.(*remote); ok {
+		c.res.Location = rm.location
+	}
 	if c.r, err = resolve(ctx, c.src, ref.Digest(), plat, opts.PlatformDigest); err != nil {
 		return nil, err
 	}
@@ -201,10 +205,73 @@ func openImage(ctx context.Context, opts Options, ref reference.Canonical, log *
 		}
 		return l, nil
 	}
-	r, err := openSource(ctx, ref, opts.Registry, scratch, log)
+	r, err := openRegistry(ctx, ref, opts.Registry, scratch, log)
 	if err != nil {
 		return nil, err
 	}
+	return r, nil
+}
+
+// openRegistry opens ref at the first of its locations
+// (release.Locations over opts.Mirrors: the mirrors in order, the image's
+// own name last) whose registry serves the index ref's digest names, the
+// digest checked here: a location that fails (down, lacks the image,
+// refuses) or serves other bytes is logged and the next is tried. The
+// error, when none answers, is the last location's, naming the others'.
+func openRegistry(ctx context.Context, ref reference.Canonical, opts RegistryOptions, scratch string, log *slog.Logger) (*remote, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	names := release.Locations(ref.Name(), opts.Mirrors)
+	var tried []string
+	for i, name := range names {
+		r, err := openAt(ctx, ref, name, len(names) > 1, opts, scratch, log)
+		if err == nil {
+			if len(names) > 1 {
+				log.Info("image location answered", "location", name, "image", ref.Name(), "tried", len(tried)+1, "of", len(names))
+			}
+			return r, nil
+		}
+		if ctx.Err() != nil || i == len(names)-1 {
+			if len(tried) > 0 {
+				return nil, fmt.Errorf("%w (tried before: %s)", err, strings.Join(tried, "; "))
+			}
+			return nil, err
+		}
+		log.Warn("image location did not answer; trying the next", "location", name, "next", names[i+1], "err", err)
+		tried = append(tried, name+": "+err.Error())
+	}
+	return nil, errors.New("no location to fetch from") // Locations returns at least the name
+}
+
+// openAt opens ref's tag and digest at the repository name and, with
+// check (another location may answer instead), checks the index it
+// serves against ref's digest; resolve checks it anyway.
+func openAt(ctx context.Context, ref reference.Canonical, name string, check bool, opts RegistryOptions, scratch string, log *slog.Logger) (*remote, error) {
+	loc := ref
+	if name != ref.Name() {
+		n, err := reference.ParseNormalizedNamed(name)
+		if err != nil {
+			return nil, fmt.Errorf("mirror location %q: %w", name, err)
+		}
+		if t, ok := ref.(reference.NamedTagged); ok {
+			if n, err = reference.WithTag(n, t.Tag()); err != nil {
+				return nil, fmt.Errorf("mirror location %q: %w", name, err)
+			}
+		}
+		if loc, err = reference.WithDigest(n, ref.Digest()); err != nil {
+			return nil, fmt.Errorf("mirror location %q: %w", name, err)
+		}
+	}
+	r, err := openSource(ctx, loc, opts, scratch, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDigest("index from "+name, r.index, ref.Digest()); check && err != nil {
+		r.Close()
+		return nil, err
+	}
+	r.location = name
 	return r, nil
 }
 

@@ -63,6 +63,12 @@
 //   - Registry inputs come only from Options: no /etc/containers, no
 //     ~/.docker, no credential helpers unless an auth file is given.
 //     With Options.From, no registry at all (see Local images).
+//   - RegistryOptions.Mirrors (registry.mirrors) give the image's
+//     repository other locations, tried in order before its own name
+//     (release.Locations, containers' registries.conf order): a location
+//     that fails or serves an index other than the pinned digest is logged
+//     and the next is tried; the one that answered serves every blob and
+//     is Result.Location.
 //
 // # Validation
 //

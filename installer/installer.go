@@ -113,7 +113,11 @@ type Result struct {
 	// From is Options.From when blobs were read from that local image
 	// (Fetched or Refetched above 0); "" when they came from the registry
 	// or nothing was read.
-	From     string
+	From string
+	// Location is the repository name the image was fetched from when it
+	// came from a registry: the image's own, or the registry.mirrors
+	// location that answered first; "" when nothing was fetched from one.
+	Location string
 	Duration time.Duration
 }
 

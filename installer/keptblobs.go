@@ -69,6 +69,9 @@ func fetchKept(ctx context.Context, opts Options, ref reference.Canonical, plat 
 		return err
 	}
 	defer src.Close()
+	if rm, ok := src.(*remote); ok {
+		res.Location = rm.location
+	}
 	defer func() {
 		// Every error names the local image once (openLocal's do), as a cold install's.
 		if l, ok := src.(*localSource); ok && err != nil {

@@ -25,6 +25,7 @@ import (
 	"go.podman.io/image/v5/types"
 
 	"github.com/hermesbox/hbx/internal/certsdir"
+	"github.com/hermesbox/hbx/release"
 )
 
 // RegistryOptions is how hbx talks to registries.
@@ -55,6 +56,10 @@ type RegistryOptions struct {
 	// Backoff is the wait before the first retry, doubled for each next
 	// one up to maxBackoff; 0 means defaultBackoff.
 	Backoff time.Duration
+	// Mirrors are other locations of the image's repository
+	// (registry.mirrors): openRegistry tries release.Locations in order,
+	// the image's own name last.
+	Mirrors []release.Mirror
 }
 
 // Retry waits: RegistryOptions.Backoff's default and cap.
@@ -198,6 +203,7 @@ type remote struct {
 	open      func(context.Context) (types.ImageSource, error)
 	index     []byte // the top-level manifest, fetched when opening
 	indexType string
+	location  string // the repository name it reads from
 
 	mu     sync.Mutex
 	cur    *handle // nil: the next attempt opens a source

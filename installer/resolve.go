@@ -200,8 +200,27 @@ func pickManifest(ctx context.Context, src types.ImageSource, r *resolved, top [
 	return top, mt, nil
 }
 
+// attestationRef is the annotation buildx gives the attestation manifests
+// (provenance, SBOM) it lists in an index beside the platform children,
+// with the value attestationManifest and the platform unknown/unknown.
+const (
+	attestationRef      = "vnd.docker.reference.type"
+	attestationManifest = "attestation-manifest"
+)
+
+// isAttestation reports whether d is an attestation entry of an index:
+// annotated as one, or of the platform unknown/unknown. It is never an
+// image to install, whatever else it claims.
+func isAttestation(d *v1.Descriptor) bool {
+	if d.Annotations[attestationRef] == attestationManifest {
+		return true
+	}
+	return d.Platform != nil && d.Platform.OS == "unknown" && d.Platform.Architecture == "unknown"
+}
+
 // childFor parses the index and returns the digest of its first manifest
-// for plat, checked against pin when set.
+// for plat, checked against pin when set. Attestation entries
+// (isAttestation) are never picked nor listed as platforms it has.
 func childFor(top []byte, indexDigest digest.Digest, plat Platform, pin digest.Digest) (digest.Digest, error) {
 	var idx v1.Index
 	if err := json.Unmarshal(top, &idx); err != nil {
@@ -211,6 +230,9 @@ func childFor(top []byte, indexDigest digest.Digest, plat Platform, pin digest.D
 	var have []string
 	for i := range idx.Manifests {
 		d := &idx.Manifests[i]
+		if isAttestation(d) {
+			continue
+		}
 		if d.Platform != nil {
 			have = append(have, Platform{d.Platform.OS, d.Platform.Architecture, d.Platform.Variant}.String())
 		}

@@ -99,9 +99,71 @@ func TestCheckArgs(t *testing.T) {
 	}
 }
 
+// TestPrepareHandsOverRootData: a data and state directory that are root's
+// (a box whose Executor ran as root) have their root-owned entries handed
+// over to executor.user once, reported in Spec.HandedOver: files, nested
+// directories, a symlink itself (its target outside stays root's); a
+// regular file with a second link stays root's (it could be a link to a
+// file elsewhere); an entry of another user stays that user's. A second
+// Prepare hands over nothing.
+func TestPrepareHandsOverRootData(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "needs root to chown")
+	}
+	rt := installFake(t, "#!/bin/sh\n", cfg)
+	o := baseOptions(t, rt)
+	o.User = "nobody"
+	outside := filepath.Join(t.TempDir(), "shadow")
+	for _, f := range []string{outside, filepath.Join(o.DataDir, "sub/data.db"), filepath.Join(o.DataDir, "secret.key"), filepath.Join(o.StateDir, "home/.bunrc"), filepath.Join(o.DataDir, "other")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(filepath.Join(o.DataDir, "other"), 1234, 1234); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(o.DataDir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(outside, filepath.Join(o.DataDir, "hard")); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := Prepare(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]uint32{
+		"sub": 65534, "sub/data.db": 65534, "secret.key": 65534, "link": 65534, "other": 1234, "hard": 0,
+		"../state/home/.bunrc": 65534,
+	} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(o.DataDir, p), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != want {
+			t.Errorf("owner of %s = %d, want %d", p, st.Uid, want)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(outside, &st); err != nil || st.Uid != 0 {
+		t.Errorf("owner of the symlink's target outside = %d, %v; want root's still", st.Uid, err)
+	}
+	want := []string{o.DataDir + ": 4 entries root's -> 65534:65534; 1 files with more than one link left root's", o.StateDir + ": "}
+	if len(spec.HandedOver) != 2 || spec.HandedOver[0] != want[0] || !strings.HasPrefix(spec.HandedOver[1], want[1]) {
+		t.Errorf("HandedOver = %q, want %q", spec.HandedOver, want)
+	}
+	if spec, err := Prepare(o); err != nil || len(spec.HandedOver) != 0 {
+		t.Errorf("second Prepare: HandedOver %q, %v; want none", spec.HandedOver, err)
+	}
+}
+
 // TestPrepareTightensDirs: an existing data or state directory that is
 // 0755 and root's (a Docker named volume) becomes 0700 and executor.user's,
-// reported in Spec.Tightened; what is inside is left as it was.
+// reported in Spec.Tightened; what is inside keeps its mode, and a file
+// root's is handed over (TestPrepareHandsOverRootData).
 func TestPrepareTightensDirs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "needs root to chown")
@@ -138,8 +200,8 @@ func TestPrepareTightensDirs(t *testing.T) {
 		t.Errorf("Tightened = %q; want a line for the data and the state directory", spec.Tightened)
 	}
 	st, _ := os.Lstat(inside)
-	if sys := st.Sys().(*syscall.Stat_t); st.Mode().Perm() != 0o644 || sys.Uid != 0 {
-		t.Errorf("a file inside the data directory changed: mode %04o uid %d", st.Mode().Perm(), sys.Uid)
+	if sys := st.Sys().(*syscall.Stat_t); st.Mode().Perm() != 0o644 || sys.Uid != 65534 {
+		t.Errorf("a root file inside the data directory: mode %04o uid %d; want 0644 handed over to 65534", st.Mode().Perm(), sys.Uid)
 	}
 	// Second time: nothing to tighten, nothing reported.
 	spec, err = Prepare(o)

@@ -22,7 +22,8 @@
 //
 // The data and state directories, and the state directory's HOME, TMPDIR
 // and XDG directories (home, tmp, cache, config, data, state), are made
-// 0700 and the payload user's at each Prepare, each directory itself only (never recursively: a chown
+// 0700 and the payload user's at each Prepare, and TMPDIR is emptied
+// (fsat.EmptyDir: nothing inside is followed), each directory itself only (never recursively: a chown
 // through the directory would follow links planted there); what changed
 // is in Spec.Tightened for the caller to log. A symlink in their place is
 // refused.
@@ -55,8 +56,9 @@
 // subreaper, finds those).
 //
 // The environment is exactly the image's Env with hbx's overrides (listen address,
-// port, data directory, base URL, local-network policy, IPv6 switch, HOME,
-// TMPDIR and XDG directories under the state directory), then the
+// port, data directory, base URL, local-network policy, IPv6 switch, the
+// TelemetryOff switches, HOME, TMPDIR and XDG directories under the state
+// directory), then the
 // variables of the env file, then Options.TokenEnv set to the key of
 // Options.TokenFile (the box's MCP key, executor.token_file); nothing of
 // the caller's environment. Values from the env file and the key are

@@ -55,6 +55,7 @@ type Options struct {
 	HostPort          int    // host-side port for EXECUTOR_WEB_BASE_URL
 	AllowLocalNetwork bool   // EXECUTOR_ALLOW_LOCAL_NETWORK
 	DisableIPv6       bool   // BUN_FEATURE_FLAG_DISABLE_IPV6=1
+	DisableTelemetry  bool   // TelemetryOff, unless the env file sets them
 
 	// Target is the configured release (config.Config.Release); the
 	// active one must pass its Check.
@@ -81,6 +82,11 @@ type Spec struct {
 	// mode 0755 -> 0700"), the existing directories Prepare made 0700
 	// and the user's; the caller logs them.
 	Tightened []string
+	// HandedOver lists, one line each ("<dir>: 12 entries root's ->
+	// 998:998"), the data and state directories that were root's and
+	// whose root-owned entries Prepare gave the payload's user (once: a
+	// box whose Executor ran as root); the caller logs them.
+	HandedOver []string
 	// ExtraFiles are inherited by the payload from fd 3 on (hbx passes
 	// the data directory's lock). Run does not close them.
 	ExtraFiles []*os.File
@@ -114,6 +120,10 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor.user: %w", err)
 	}
+	handed, err := handOverDirs(o, cred)
+	if err != nil {
+		return nil, err
+	}
 	var changed []string
 	dirs, err := prepareDirs(o, cred, &changed)
 	if err != nil {
@@ -132,7 +142,23 @@ func prepare(o Options, inst *release.Installed, argv []string) (*Spec, error) {
 		PidFile:    filepath.Join(o.StateDir, PidFile),
 		Release:    inst,
 		Tightened:  changed,
+		HandedOver: handed,
 	}, nil
+}
+
+// handOverDirs runs handOver on the data and state directories.
+func handOverDirs(o Options, cred *syscall.Credential) ([]string, error) {
+	var lines []string
+	for _, d := range []struct{ what, path string }{{"data directory", o.DataDir}, {"state directory", o.StateDir}} {
+		line, err := handOver(d.path, cred)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.what, err)
+		}
+		if line != "" {
+			lines = append(lines, line)
+		}
+	}
+	return lines, nil
 }
 
 // programOf resolves argv in inst, or, without inst, the program of the
@@ -158,7 +184,9 @@ func programOf(o Options, inst *release.Installed, argv []string) (*release.Inst
 
 // prepareDirs makes the data and state directories (and HOME, TMPDIR and
 // the XDG directories inside the state directory) 0700 and cred's,
-// noting each change in changed; dirs maps those variables to their paths.
+// noting each change in changed, and empties TMPDIR (what an earlier run
+// left there, workerd's executor-workerd-<pid>-* directories among it,
+// would otherwise pile up); dirs maps those variables to their paths.
 func prepareDirs(o Options, cred *syscall.Credential, changed *[]string) (dirs map[string]string, err error) {
 	if err := ensureDir(o.DataDir, cred, changed); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -179,13 +207,21 @@ func prepareDirs(o Options, cred *syscall.Credential, changed *[]string) (dirs m
 			return nil, fmt.Errorf("state directory: %w", err)
 		}
 	}
+	if err := fsat.EmptyDir(unix.AT_FDCWD, dirs["TMPDIR"]); err != nil {
+		return nil, fmt.Errorf("state directory: empty TMPDIR: %w", err)
+	}
 	return dirs, nil
 }
 
+// TelemetryOff are the switches that turn off what upstream Executor sends
+// out by default (Options.DisableTelemetry): its npm update check, and
+// from v1.5.37 its anonymous analytics (either of the last two is enough).
+var TelemetryOff = []string{"EXECUTOR_DISABLE_UPDATE_CHECK=1", "EXECUTOR_DISABLE_ANALYTICS=1", "DO_NOT_TRACK=1"}
+
 // payloadEnv is the payload's environment: the image's, then PATH, hbx's
 // overrides (listen address, port, data directory, base URL, local-network
-// policy, IPv6), the state directories, USER and LOGNAME, o.ExtraEnv and
-// last the env file's.
+// policy, IPv6, TelemetryOff), the state directories, USER and LOGNAME,
+// o.ExtraEnv and last the env file's.
 func payloadEnv(o Options, prog *release.Program, dirs map[string]string, cred *syscall.Credential, fileEnv []string) []string {
 	env := newEnv(prog.Env)
 	hostPath := o.HostPath
@@ -200,6 +236,12 @@ func payloadEnv(o Options, prog *release.Program, dirs map[string]string, cred *
 	env.set("EXECUTOR_ALLOW_LOCAL_NETWORK", strconv.FormatBool(o.AllowLocalNetwork))
 	if o.DisableIPv6 {
 		env.set("BUN_FEATURE_FLAG_DISABLE_IPV6", "1")
+	}
+	if o.DisableTelemetry {
+		for _, kv := range TelemetryOff {
+			k, v, _ := strings.Cut(kv, "=")
+			env.set(k, v)
+		}
 	}
 	for k, v := range dirs {
 		env.set(k, v)

@@ -142,6 +142,104 @@ func TestPrepareTokenFile(t *testing.T) {
 	}
 }
 
+// TestPrepareTelemetryOff: with DisableTelemetry the payload gets the
+// three switches that turn off upstream's update check and analytics,
+// over the image's Env; the env file overrides each; without it hbx sets
+// none of them.
+func TestPrepareTelemetryOff(t *testing.T) {
+	img := cfg
+	img.Env = append(append([]string(nil), cfg.Env...), "EXECUTOR_DISABLE_UPDATE_CHECK=0")
+	rt := installFake(t, "#!/bin/sh\n", img)
+	cases := []struct {
+		name    string
+		off     bool
+		envFile string
+		want    map[string]string // "" : unset
+	}{
+		{"default", true, "", map[string]string{"EXECUTOR_DISABLE_UPDATE_CHECK": "1", "EXECUTOR_DISABLE_ANALYTICS": "1", "DO_NOT_TRACK": "1"}},
+		{"env file overrides", true, "DO_NOT_TRACK=0\nEXECUTOR_DISABLE_ANALYTICS=\n",
+			map[string]string{"EXECUTOR_DISABLE_UPDATE_CHECK": "1", "EXECUTOR_DISABLE_ANALYTICS": "", "DO_NOT_TRACK": "0"}},
+		{"off", false, "", map[string]string{"EXECUTOR_DISABLE_UPDATE_CHECK": "0", "EXECUTOR_DISABLE_ANALYTICS": "<unset>", "DO_NOT_TRACK": "<unset>"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := baseOptions(t, rt)
+			o.DisableTelemetry = c.off
+			if c.envFile != "" {
+				o.EnvFile = filepath.Join(t.TempDir(), "executor.env")
+				if err := os.WriteFile(o.EnvFile, []byte(c.envFile), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			spec, err := Prepare(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := envMap(spec.Env)
+			for k, want := range c.want {
+				got, ok := env[k]
+				if !ok {
+					got = "<unset>"
+				}
+				if got != want {
+					t.Errorf("env %s = %q, want %q", k, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestPrepareEmptiesTMPDIR: each Prepare empties the payload's TMPDIR
+// (what a run left there, workerd's directories among it) and keeps it
+// 0700; a symlink left inside is removed, never followed; a symlink in
+// TMPDIR's place is refused and what it points to stays.
+func TestPrepareEmptiesTMPDIR(t *testing.T) {
+	rt := installFake(t, "#!/bin/sh\n", cfg)
+	o := baseOptions(t, rt)
+	if _, err := Prepare(o); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(o.StateDir, "tmp")
+	outside := filepath.Join(t.TempDir(), "keep")
+	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(tmp, "executor-workerd-42-abc/sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "executor-workerd-42-abc/sub/f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(tmp, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prepare(o); err != nil {
+		t.Fatalf("Prepare() again = %v", err)
+	}
+	if left, err := os.ReadDir(tmp); err != nil || len(left) != 0 {
+		t.Errorf("ReadDir(TMPDIR) after Prepare = %v, %v; want empty", left, err)
+	}
+	if st, err := os.Lstat(tmp); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+		t.Errorf("Lstat(TMPDIR) = %v, %v; want a 0700 directory", st, err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("Stat(target of a link in TMPDIR) = %v; want it untouched", err)
+	}
+	if err := os.Remove(tmp); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(outside)
+	if err := os.Symlink(dir, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prepare(o); err == nil || !strings.Contains(err.Error(), "is not a directory") {
+		t.Errorf("Prepare(TMPDIR a symlink) = %v, want it refused", err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("Stat(file behind a symlinked TMPDIR) = %v; want it untouched", err)
+	}
+}
+
 func TestPrepareRefuses(t *testing.T) {
 	rt := installFake(t, "#!/bin/sh\n", cfg)
 	cases := []struct {

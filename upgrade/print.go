@@ -46,14 +46,20 @@ func (r *Result) Fields() map[string]any {
 		"event": "result", "old": r.Old, "new": r.New, "backup": r.Backup, "kept_aside": r.KeptAside,
 		"notes": r.Notes, "recovered": r.Recovered, "interrupted": r.Interrupted, "duration_ms": r.Duration.Milliseconds(),
 		"fetched": t.Fetched, "reused": t.Reused, "fetched_bytes": t.FetchedBytes, "reused_bytes": t.ReusedBytes,
+		"location": t.Location,
 	}
 }
 
 // String is t as hbx upgrade prints it: "fetched 352 B of 42.5 MiB (1
-// layer); reused 3 layers, 42.5 MiB".
+// layer) from ghcr.io/o/executor-selfhost; reused 3 layers, 42.5 MiB"
+// (the location when one answered).
 func (t Transfer) String() string {
-	return fmt.Sprintf("fetched %s of %s (%s); reused %s, %s", units.Bytes(t.FetchedBytes), units.Bytes(t.FetchedBytes+t.ReusedBytes),
-		layers(t.Fetched), layers(t.Reused), units.Bytes(t.ReusedBytes))
+	from := ""
+	if t.Location != "" {
+		from = " from " + t.Location
+	}
+	return fmt.Sprintf("fetched %s of %s (%s)%s; reused %s, %s", units.Bytes(t.FetchedBytes), units.Bytes(t.FetchedBytes+t.ReusedBytes),
+		layers(t.Fetched), from, layers(t.Reused), units.Bytes(t.ReusedBytes))
 }
 
 // layers is "1 layer" or "n layers".

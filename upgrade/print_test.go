@@ -48,6 +48,14 @@ func TestResultText(t *testing.T) {
 		back["fetched_bytes"] != 352.0 || back["reused_bytes"] != float64(85<<19) || back["fetched"] != 1.0 || back["reused"] != 3.0 {
 		t.Errorf("Fields() = %s (%v), want event result, duration_ms 1234, kept_aside, fetched 1 (352 bytes), reused 3 (%d bytes)", b, err, 85<<19)
 	}
+	// The registry location that answered (registry.mirrors) is named.
+	r.Transfer.Location = "ghcr.io/usefulsoftwareco/executor-selfhost"
+	if got, want := r.Transfer.String(), "fetched 352 B of 42.5 MiB (1 layer) from ghcr.io/usefulsoftwareco/executor-selfhost; reused 3 layers, 42.5 MiB"; got != want {
+		t.Errorf("Transfer.String() with a location = %q, want %q", got, want)
+	}
+	if got := r.Fields()["location"]; got != r.Transfer.Location {
+		t.Errorf("Fields()[location] = %v, want %s", got, r.Transfer.Location)
+	}
 	if f := r.InstallFields("img"); f["image"] != "img" || f["manifest_digest"] != r.New.Manifest || f["changed"] != true || f["fetched_bytes"] != int64(352) {
 		t.Errorf("InstallFields(img) = %v", f)
 	}

@@ -165,6 +165,10 @@ type Target struct {
 type Transfer struct {
 	Fetched, Reused           int
 	FetchedBytes, ReusedBytes int64
+	// Location is the repository the image was fetched from (its own
+	// name or the registry.mirrors location that answered); "" when
+	// nothing came from a registry.
+	Location string
 }
 
 // Result says what an upgrade or rollback did.

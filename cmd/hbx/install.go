@@ -81,7 +81,7 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 	if _, set := os.LookupEnv("GOGC"); !set {
 		defer debug.SetGCPercent(debug.SetGCPercent(installGCPercent))
 	}
-	opts, err := box.InstallerOptions(cfg, g.log)
+	opts, err := box.InstallerOptions(cmd.Context(), cfg, g.log)
 	if err != nil {
 		return err
 	}

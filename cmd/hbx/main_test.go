@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/cli"
@@ -22,8 +23,20 @@ import (
 const testImage = "127.0.0.1:5000/hbx/executor:v2@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 
 // writeConfig writes a config file into a fresh temp directory.
+//
+// A body that names no executor.user gets the test's own user (the
+// caller's, as every other path of the test is): the default as root, the
+// system user executor, would be created on the machine running the tests.
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
+	if !strings.Contains(body, "\n  user:") {
+		self := "executor:\n  user: \"" + account.Current() + "\"\n"
+		if rest, ok := strings.CutPrefix(body, "executor:\n"); ok {
+			body = self + rest
+		} else if !strings.Contains(body, "\nexecutor:") {
+			body = self + body
+		}
+	}
 	path := filepath.Join(t.TempDir(), "hbx.yaml")
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
@@ -143,11 +156,12 @@ func TestConfigShowJSON(t *testing.T) {
 		t.Errorf("config show --json has %d keys, want %d", len(got), 1+len(defaults.ShownKeys()))
 	}
 	want := map[string]config.ShownValue{
-		"executor.port":           {Value: float64(4791), Source: "env", Detail: "HBX_EXECUTOR_PORT"},
-		"install.lock_wait":       {Value: "1m0s", Source: "file", Detail: path},
-		"registry.insecure_hosts": {Value: []any{"[::1]:5000"}, Source: "file", Detail: path},
-		"executor.disable_ipv6":   {Value: true, Source: "default"},
-		"config":                  {Value: path, Source: "flag", Detail: "--config"},
+		"executor.port":              {Value: float64(4791), Source: "env", Detail: "HBX_EXECUTOR_PORT"},
+		"install.lock_wait":          {Value: "1m0s", Source: "file", Detail: path},
+		"registry.insecure_hosts":    {Value: []any{"[::1]:5000"}, Source: "file", Detail: path},
+		"executor.disable_ipv6":      {Value: true, Source: "default"},
+		"executor.disable_telemetry": {Value: true, Source: "default"},
+		"config":                     {Value: path, Source: "flag", Detail: "--config"},
 	}
 	for k, w := range want {
 		if diff := cmp.Diff(got[k], w); diff != "" {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/registrytest"
 	"github.com/hermesbox/hbx/internal/testenv"
 )
@@ -202,6 +203,7 @@ func TestCheckTrust(t *testing.T) {
 			keys := map[string]string{
 				"executor.runtime_dir": sec + "/runtime", "executor.data_dir": sec + "/d", "executor.state_dir": sec + "/s",
 				"backup.dir": sec + "/b", "supervisor.socket": sec + "/hbx.sock",
+				"executor.user": account.Current(), // not the default: it would create the user executor here
 			}
 			maps.Copy(keys, c.setup(t, sec))
 			sections := map[string][]string{}

@@ -11,8 +11,9 @@ import (
 // ResultText is the line hbx install prints for res, an install of image:
 // "up to date: ..." when nothing changed (verified: --verify re-hashed
 // every file; with the kept blobs fetched again, layers and documents),
-// else "installed ..." with the duration, blobs fetched (or read from the
-// local image, Result.From) and reused, and the reason. It ends in "\n".
+// else "installed ..." with the duration, blobs fetched (from
+// Result.Location, or read from the local image, Result.From) and reused,
+// and the reason. It ends in "\n". The JSON fields carry "location".
 func ResultText(image string, res *installer.Result, verified bool) string {
 	m := res.Release.Meta
 	if !res.Changed {
@@ -28,12 +29,12 @@ func ResultText(image string, res *installer.Result, verified bool) string {
 			if docs := n - res.Fetched; docs > 0 {
 				what = append(what, units.Count(docs, "document", "documents")+" (index/manifest/config)")
 			}
-			state += fmt.Sprintf(", %s %s again: %s", units.Count(n, "kept blob", "kept blobs"), fetched(res), strings.Join(what, " and "))
+			state += fmt.Sprintf(", %s %s again: %s%s", units.Count(n, "kept blob", "kept blobs"), fetched(res), strings.Join(what, " and "), location(res, ", from "))
 		}
 		return fmt.Sprintf("%s: %s (%s, manifest %s)\n", state, image, m.Platform, m.ManifestDigest)
 	}
-	return fmt.Sprintf("installed %s (%s, manifest %s) in %s: %s %s (%d bytes), %d reused (%d bytes); reason: %s\n",
-		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), units.Count(res.Fetched, "blob", "blobs"), fetched(res), res.FetchedBytes, res.Reused, res.ReusedBytes, res.Reason)
+	return fmt.Sprintf("installed %s (%s, manifest %s) in %s: %s %s%s (%d bytes), %d reused (%d bytes); reason: %s\n",
+		image, m.Platform, m.ManifestDigest, res.Duration.Round(1e6), units.Count(res.Fetched, "blob", "blobs"), fetched(res), location(res, " from "), res.FetchedBytes, res.Reused, res.ReusedBytes, res.Reason)
 }
 
 // fetched is how res got its blobs: "fetched" from a registry, "read from
@@ -45,6 +46,15 @@ func fetched(res *installer.Result) string {
 	return "fetched"
 }
 
+// location is sep and the registry location res's image came from
+// (Result.Location), "" when none.
+func location(res *installer.Result, sep string) string {
+	if res.Location == "" || res.From != "" {
+		return ""
+	}
+	return sep + res.Location
+}
+
 // ResultFields is res, an install of image, as the fields of hbx
 // install's JSON result line (JSON.Result).
 func ResultFields(image string, res *installer.Result) map[string]any {
@@ -53,6 +63,6 @@ func ResultFields(image string, res *installer.Result) map[string]any {
 		"changed": res.Changed, "reason": res.Reason, "image": image,
 		"platform": m.Platform, "index_digest": m.IndexDigest, "manifest_digest": m.ManifestDigest,
 		"fetched": res.Fetched, "reused": res.Reused, "fetched_bytes": res.FetchedBytes, "reused_bytes": res.ReusedBytes,
-		"refetched": res.Refetched, "duration_ms": res.Duration.Milliseconds(),
+		"refetched": res.Refetched, "duration_ms": res.Duration.Milliseconds(), "location": res.Location,
 	}
 }

@@ -33,7 +33,25 @@ func TestResultText(t *testing.T) {
 			t.Errorf("ResultText(changed %v, verified %v, fetched %d, refetched %d, from %q) =\n%q, want\n%q", tt.changed, tt.verified, tt.fetched, tt.refetched, tt.from, got, tt.want)
 		}
 	}
-	res.Fetched, res.From = 3, ""
+	// The registry location that answered (registry.mirrors) is named.
+	res.Location = "ghcr.io/usefulsoftwareco/executor-selfhost"
+	for _, tt := range []struct {
+		changed   bool
+		refetched int
+		want      string
+	}{
+		{true, 0, "installed img (linux/arm64, manifest sha256:22) in 3ms: 3 blobs fetched from ghcr.io/usefulsoftwareco/executor-selfhost (300 bytes), 1 reused (100 bytes); reason: no release active\n"},
+		{false, 4, "up to date, every file verified against files.json, 4 kept blobs fetched again: 3 layers (300 bytes) and 1 document (index/manifest/config), from ghcr.io/usefulsoftwareco/executor-selfhost: img (linux/arm64, manifest sha256:22)\n"},
+	} {
+		res.Changed, res.Fetched, res.Refetched, res.From = tt.changed, 3, tt.refetched, ""
+		if got := ResultText("img", res, true); got != tt.want {
+			t.Errorf("ResultText(location, changed %v) =\n%q, want\n%q", tt.changed, got, tt.want)
+		}
+	}
+	if f := ResultFields("img", res); f["location"] != res.Location {
+		t.Errorf("ResultFields()[location] = %v, want %s", f["location"], res.Location)
+	}
+	res.Fetched, res.From, res.Location = 3, "", ""
 	if f := ResultFields("img", res); f["index_digest"] != rel.Meta.IndexDigest || f["fetched"] != 3 || f["fetched_bytes"] != int64(300) || f["reused_bytes"] != int64(100) || f["duration_ms"] != int64(2) {
 		t.Errorf("ResultFields() = %v", f)
 	}

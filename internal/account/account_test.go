@@ -1,10 +1,18 @@
 package account
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"os/user"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 func TestLookup(t *testing.T) {
@@ -72,5 +80,78 @@ func TestNames(t *testing.T) {
 	}
 	if got := Current(); got != want {
 		t.Errorf("Current() = %q, want %q", got, want)
+	}
+}
+
+// TestEnsureSystemUser: a missing user is created with the real useradd
+// as a system user (uid below 1000, a group of its own, no login shell);
+// two racing calls leave one entry; a second call finds it and creates nothing; a
+// name useradd refuses and a machine without useradd fail naming the user.
+func TestEnsureSystemUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "creating a system user needs root")
+	}
+	if _, err := useradd(); err != nil {
+		testenv.Unavailable(t, err.Error())
+	}
+	name := fmt.Sprintf("hbxt%d", os.Getpid()%1000000)
+	t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	created := make([]bool, 2)
+	for i := range created {
+		wg.Go(func() {
+			c, err := EnsureSystemUser(ctx, name)
+			if err != nil {
+				t.Errorf("EnsureSystemUser(%q) = %v", name, err)
+			}
+			created[i] = c
+		})
+	}
+	wg.Wait()
+	if !created[0] && !created[1] {
+		t.Errorf("two racing EnsureSystemUser() created = %v; want one true at least", created)
+	}
+	for _, db := range []string{"/etc/passwd", "/etc/group"} {
+		b, err := os.ReadFile(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count("\n"+string(b), "\n"+name+":"); n != 1 {
+			t.Errorf("%s lists %q %d times after two racing EnsureSystemUser(), want once", db, name, n)
+		}
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatalf("user.Lookup(%q) after EnsureSystemUser = %v", name, err)
+	}
+	if uid, _ := strconv.Atoi(u.Uid); uid == 0 || uid >= 1000 {
+		t.Errorf("uid of the created user = %d, want a system uid (1-999)", uid)
+	}
+	if g, err := user.LookupGroupId(u.Gid); err != nil || g.Name != name {
+		t.Errorf("primary group of the created user = %v, %v; want a group %q of its own", g, err, name)
+	}
+	if c, err := EnsureSystemUser(ctx, name); c || err != nil {
+		t.Errorf("EnsureSystemUser(existing) = %v, %v; want false, nil", c, err)
+	}
+	if _, err := EnsureSystemUser(ctx, "Bad Name"); err == nil || !strings.Contains(err.Error(), `create system user "Bad Name"`) {
+		t.Errorf("EnsureSystemUser(bad name) = %v, want useradd's refusal naming it", err)
+	}
+	useraddDirs = []string{t.TempDir()}
+	t.Cleanup(func() { useraddDirs = []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} })
+	if _, err := EnsureSystemUser(ctx, name+"x"); !errors.Is(err, ErrNoUseradd) || !strings.Contains(err.Error(), "set executor.user") {
+		t.Errorf("EnsureSystemUser(no useradd) = %v, want ErrNoUseradd with the fix", err)
+	}
+}
+
+// TestDefault: as root executor.user defaults to the dedicated user, else
+// to the caller.
+func TestDefault(t *testing.T) {
+	want := Current()
+	if os.Geteuid() == 0 {
+		want = Dedicated
+	}
+	if got := Default(); got != want {
+		t.Errorf("Default() = %q, want %q", got, want)
 	}
 }

@@ -133,6 +133,9 @@ type RestoreOutcome struct {
 // installer and b's config file. The errors of the hold start with
 // "restore: ", those of the restore with "restore ARCHIVE: ".
 func (b Box) Restore(ctx context.Context, r RestoreRequest) (*RestoreOutcome, error) {
+	if err := EnsureExecutorUser(ctx, b.Config, b.Log); err != nil {
+		return nil, err
+	}
 	owner, err := b.Owner(b.Config.Executor.User)
 	if err != nil {
 		return nil, err

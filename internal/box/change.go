@@ -226,7 +226,7 @@ func (r Runtime) link(name string) (upgrade.Release, error) {
 
 // Stage installs image with the child manifest pin without activating it.
 func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (upgrade.Release, upgrade.Transfer, error) {
-	opts, err := InstallerOptions(r.box.Config, r.box.Log)
+	opts, err := InstallerOptions(ctx, r.box.Config, r.box.Log)
 	if err != nil {
 		return upgrade.Release{}, upgrade.Transfer{}, err
 	}
@@ -239,7 +239,7 @@ func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (up
 	if err != nil {
 		return upgrade.Release{}, upgrade.Transfer{}, err
 	}
-	return ReleaseOf(res.Release), upgrade.Transfer{Fetched: res.Fetched, Reused: res.Reused, FetchedBytes: res.FetchedBytes, ReusedBytes: res.ReusedBytes}, nil
+	return ReleaseOf(res.Release), upgrade.Transfer{Fetched: res.Fetched, Reused: res.Reused, FetchedBytes: res.FetchedBytes, ReusedBytes: res.ReusedBytes, Location: res.Location}, nil
 }
 
 // Activate makes the staged release manifest names the active one.
@@ -299,15 +299,27 @@ func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
 		return err
 	}
 	var failed []string
+	hint := ""
 	for _, c := range rep.Checks {
 		if c.Status == health.Fail {
 			failed = append(failed, fmt.Sprintf("%s (%s)", c.Name, c.Reason))
 		}
+		if tools, ok := health.ListedTools(c.Cause()); ok {
+			hint = toolSetHint(r, tools)
+		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%w: checks failing: %s", health.ErrUnhealthy, strings.Join(failed, "; "))
+		return fmt.Errorf("%w: checks failing: %s%s", health.ErrUnhealthy, strings.Join(failed, "; "), hint)
 	}
 	return err
+}
+
+// toolSetHint tells, after the checks failing, how to pin the tool set
+// r's MCP server lists (tools, its order) instead of the one expected:
+// the flag of hbx upgrade that accepts it.
+func toolSetHint(r upgrade.Release, tools []string) string {
+	return fmt.Sprintf("; the image lists another MCP tool set: if that set is its own, pin it with hbx upgrade --image %s --mcp-tools %s",
+		r.Image, strings.Join(tools, ","))
 }
 
 // PreUpgradeName starts the file name of every pre-upgrade archive.
@@ -387,6 +399,9 @@ func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
 // waits for the services (unless inSupervisor) judging r's tool set.
 func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release, rt upgrade.Installer) (string, error) {
 	c := d.box.Config
+	if err := EnsureExecutorUser(ctx, c, d.box.Log); err != nil {
+		return "", err
+	}
 	owner, err := d.box.Owner(c.Executor.User)
 	if err != nil {
 		return "", err

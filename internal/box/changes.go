@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/launch"
@@ -111,8 +112,14 @@ func PrepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*l
 	if aerr := backup.AwaitedRuntime(lo.DataDir, lo.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) {
 		return nil, aerr
 	}
+	if err := EnsureExecutorUser(ctx, &config.Config{Executor: config.Executor{User: lo.User}}, log); err != nil {
+		return nil, err
+	}
 	spec, err := launch.Prepare(lo)
 	if err == nil {
+		if spec.Credential == nil && os.Geteuid() == 0 {
+			log.Warn("Executor runs as root (executor.user " + lo.User + "): tool code it runs that breaks out owns the box; leave executor.user unset for the unprivileged user " + account.Dedicated)
+		}
 		if err := installer.FixOwnership(ctx, lo.RuntimeDir, time.Minute, log); err != nil {
 			return nil, fmt.Errorf("run executor: %w", err)
 		}
@@ -146,8 +153,12 @@ func PrepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*l
 }
 
 // LogTightened logs, one line each, the data and state directories
-// launch.Prepare made 0700 and executor.user's.
+// launch.Prepare made 0700 and executor.user's, and those whose
+// root-owned entries it handed over to executor.user.
 func LogTightened(log *slog.Logger, spec *launch.Spec) {
+	for _, h := range spec.HandedOver {
+		log.Warn("data of an Executor that ran as root handed over to executor.user", "change", h)
+	}
 	for _, t := range spec.Tightened {
 		log.Warn("directory made private to executor.user", "change", t)
 	}

@@ -163,7 +163,7 @@ type installRuntime struct {
 }
 
 func (r installRuntime) Install(ctx context.Context, image, platform string, manifest digest.Digest) (bool, error) {
-	opts, err := InstallerOptions(r.cfg, r.log)
+	opts, err := InstallerOptions(ctx, r.cfg, r.log)
 	if err != nil {
 		return false, err
 	}

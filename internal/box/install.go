@@ -121,7 +121,7 @@ func (b Box) switchInstall(ctx context.Context, opts installer.Options, inSuperv
 // (pre-change backup, journal), or is refused (GuardedInstall in the
 // supervisor).
 func (b Box) InstallOnStart(ctx context.Context, progress func(string)) error {
-	opts, err := InstallerOptions(b.Config, b.Log)
+	opts, err := InstallerOptions(ctx, b.Config, b.Log)
 	if err != nil {
 		return err
 	}

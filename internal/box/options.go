@@ -34,6 +34,7 @@ func LaunchOptions(cfg *config.Config, hostPath string) launch.Options {
 		HostPort:          cfg.Executor.HostPort,
 		AllowLocalNetwork: cfg.Executor.AllowLocalNetwork,
 		DisableIPv6:       cfg.Executor.DisableIPv6,
+		DisableTelemetry:  cfg.Executor.DisableTelemetry,
 		Target:            cfg.Release(),
 		HostPath:          hostPath,
 	}
@@ -42,11 +43,23 @@ func LaunchOptions(cfg *config.Config, hostPath string) launch.Options {
 // InstallerOptions maps the configuration onto an install request that
 // logs to log. Validation checks the staged programs are executable by
 // executor.user, and install.smoke_command runs as the payload would (see
-// smokeFunc). It fails when executor.user does not exist.
-func InstallerOptions(cfg *config.Config, log *slog.Logger) (installer.Options, error) {
+// smokeFunc). It creates executor.user when it is the dedicated user
+// (EnsureExecutorUser) and fails when it does not exist.
+func InstallerOptions(ctx context.Context, cfg *config.Config, log *slog.Logger) (installer.Options, error) {
+	if err := EnsureExecutorUser(ctx, cfg, log); err != nil {
+		return installer.Options{}, err
+	}
 	runAs, err := account.Lookup(cfg.Executor.User)
 	if err != nil {
 		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
+	}
+	var mirrors []release.Mirror
+	for _, s := range cfg.Registry.Mirrors {
+		m, err := release.ParseMirror(s)
+		if err != nil { // validated by Load
+			return installer.Options{}, fmt.Errorf("registry.mirrors: %w", err)
+		}
+		mirrors = append(mirrors, m)
 	}
 	hostPath := release.DefaultHostPath // as the payload runs: never the caller's PATH
 	return installer.Options{
@@ -68,6 +81,7 @@ func InstallerOptions(cfg *config.Config, log *slog.Logger) (installer.Options, 
 			CertsDir:      cfg.Registry.CertsDir,
 			StallTimeout:  cfg.Registry.StallTimeout,
 			Retries:       cfg.Registry.Retries,
+			Mirrors:       mirrors,
 		},
 		HbxVersion: buildinfo.Version,
 		Logger:     log,
@@ -157,6 +171,24 @@ func CheckHealthNames(only []string) error {
 				return fmt.Errorf("%w: %q (did you mean %q?)", health.ErrUnknownCheck, n, c)
 			}
 		}
+	}
+	return nil
+}
+
+// EnsureExecutorUser creates executor.user when it is account.Dedicated
+// (the default when hbx runs as root) and the user database lacks it
+// (account.EnsureSystemUser), logging that it did. Another missing user
+// is left to the lookups that name it. Errors start with "executor.user: ".
+func EnsureExecutorUser(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	if cfg.Executor.User != account.Dedicated {
+		return nil
+	}
+	created, err := account.EnsureSystemUser(ctx, account.Dedicated)
+	if err != nil {
+		return fmt.Errorf("executor.user: %w", err)
+	}
+	if created {
+		log.Info("created the unprivileged system user Executor runs as", "user", account.Dedicated)
 	}
 	return nil
 }

@@ -187,6 +187,12 @@ type Executor struct {
 	// DisableIPv6 sets BUN_FEATURE_FLAG_DISABLE_IPV6=1 in Executor's
 	// environment (executor.disable_ipv6). Default true.
 	DisableIPv6 bool
+	// DisableTelemetry sets EXECUTOR_DISABLE_UPDATE_CHECK=1,
+	// EXECUTOR_DISABLE_ANALYTICS=1 and DO_NOT_TRACK=1 in Executor's
+	// environment (executor.disable_telemetry), each unless the env file
+	// sets it: upstream checks npm for updates and, from v1.5.37, sends
+	// anonymous analytics by default. Default true.
+	DisableTelemetry bool
 	// TokenFile holds the MCP bearer key handed to Executor, on its first
 	// line; mode 0600 or stricter, absolute when set
 	// (executor.token_file). Read at each start of Executor, never
@@ -241,6 +247,12 @@ type Registry struct {
 	// over plain HTTP; each must be a loopback IP literal or localhost
 	// (registry.insecure_hosts). Default none.
 	InsecureHosts []string
+	// Mirrors are other locations of the image's repository, each
+	// "PREFIX=LOCATION" (release.ParseMirror), tried in order before the
+	// image's own name as containers' registries.conf mirrors are; the
+	// pinned digests decide what is accepted from any of them
+	// (registry.mirrors). Default none.
+	Mirrors []string
 	// AuthFile is a containers auth.json or docker config.json holding
 	// registry credentials; absolute when set (registry.auth_file).
 	// Default "" (anonymous).
@@ -269,18 +281,19 @@ type Registry struct {
 func Defaults() Config {
 	return Config{
 		Executor: Executor{
-			Image:           defaultImage,
-			Platform:        buildinfo.Platform(),
-			PlatformDigests: map[string]string{"linux/arm64": defaultArm64Digest},
-			RuntimeDir:      "/storage/executor-runtime",
-			DataDir:         "/workspace/executor/data",
-			StateDir:        "/var/lib/hbx/executor",
-			User:            account.Current(),
-			Exposure:        ExposureLoopback,
-			Listen:          "127.0.0.1",
-			Port:            4788,
-			HostPort:        4788,
-			DisableIPv6:     true,
+			Image:            defaultImage,
+			Platform:         buildinfo.Platform(),
+			PlatformDigests:  map[string]string{"linux/arm64": defaultArm64Digest},
+			RuntimeDir:       "/storage/executor-runtime",
+			DataDir:          "/workspace/executor/data",
+			StateDir:         "/var/lib/hbx/executor",
+			User:             account.Default(),
+			Exposure:         ExposureLoopback,
+			Listen:           "127.0.0.1",
+			Port:             4788,
+			HostPort:         4788,
+			DisableIPv6:      true,
+			DisableTelemetry: true,
 		},
 		Install: Install{
 			MaxUncompressedBytes: 16 << 30,
@@ -292,6 +305,7 @@ func Defaults() Config {
 		},
 		Registry: Registry{
 			InsecureHosts: []string{},
+			Mirrors:       []string{},
 			StallTimeout:  30 * time.Second,
 			Retries:       3,
 		},

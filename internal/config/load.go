@@ -84,7 +84,7 @@ func Load(opts LoadOptions) (*Config, *Sources, error) {
 		srcs.byKey["executor.platform"] = Source{Kind: SourceDefault}
 	}
 	if cfg.Executor.User == "" && !failed["executor.user"] {
-		cfg.Executor.User = account.Current()
+		cfg.Executor.User = account.Default()
 		srcs.byKey["executor.user"] = Source{Kind: SourceDefault}
 	}
 	progs, progProbs := loadPrograms(fileProgs, srcs, failed)

@@ -202,6 +202,7 @@ func TestDecodeEachLayer(t *testing.T) {
 	want.Executor.HostPort = 65535
 	want.Executor.AllowLocalNetwork = true
 	want.Executor.DisableIPv6 = false
+	want.Executor.DisableTelemetry = false
 	want.Install.MaxUncompressedBytes = 512 << 20
 	want.Install.KeepBlobs = false
 	want.Install.LockWait = 90 * time.Second
@@ -210,6 +211,7 @@ func TestDecodeEachLayer(t *testing.T) {
 	want.Install.Timeout = 0
 	want.Install.MinRate = 1 << 20
 	want.Registry.InsecureHosts = []string{"127.0.0.1:5000", "[::1]:5000", "localhost"}
+	want.Registry.Mirrors = []string{"ghcr.io/rhyssullivan/executor-selfhost=ghcr.io/usefulsoftwareco/executor-selfhost"}
 	want.Registry.AuthFile = "/root/.docker/config.json"
 	want.Registry.StallTimeout = time.Minute
 	want.Registry.Retries = 0
@@ -240,6 +242,7 @@ executor:
   host_port: 65535
   allow_local_network: true
   disable_ipv6: false
+  disable_telemetry: false
   install_on_start: true
   exposure: network
   token_file: /etc/hbx/box.key
@@ -254,6 +257,7 @@ install:
   min_rate: 1MiB
 registry:
   insecure_hosts: [127.0.0.1:5000, "[::1]:5000", localhost]
+  mirrors: [ghcr.io/rhyssullivan/executor-selfhost=ghcr.io/usefulsoftwareco/executor-selfhost]
   auth_file: /root/.docker/config.json
   certs_dir: /etc/hbx/certs.d
   stall_timeout: 1m
@@ -294,6 +298,7 @@ backup:
 		"executor.host_port":             "65535",
 		"executor.allow_local_network":   "true",
 		"executor.disable_ipv6":          "0",
+		"executor.disable_telemetry":     "false",
 		"install.max_uncompressed_bytes": "536870912",
 		"install.keep_blobs":             "FALSE",
 		"install.lock_wait":              "90s",
@@ -302,6 +307,7 @@ backup:
 		"install.timeout":                "0",
 		"install.min_rate":               "1048576",
 		"registry.insecure_hosts":        "127.0.0.1:5000,[::1]:5000, localhost",
+		"registry.mirrors":               "ghcr.io/rhyssullivan/executor-selfhost=ghcr.io/usefulsoftwareco/executor-selfhost",
 		"registry.auth_file":             "/root/.docker/config.json",
 		"registry.stall_timeout":         "60s",
 		"registry.retries":               "0",
@@ -634,8 +640,8 @@ func TestParseBytes(t *testing.T) {
 func TestValueAndKeys(t *testing.T) {
 	c := Defaults()
 	keys := Keys()
-	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 47 {
-		t.Errorf("Keys() = %v, want 47 keys from executor.image to backup.health_wait", keys)
+	if keys[0] != "executor.image" || keys[len(keys)-1] != "backup.health_wait" || len(keys) != 49 {
+		t.Errorf("Keys() = %v, want 49 keys from executor.image to backup.health_wait", keys)
 	}
 	for _, k := range keys {
 		if c.Value(k) == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/internal/names"
+	"github.com/hermesbox/hbx/release"
 )
 
 // ErrInvalid is wrapped by every error that a bad configuration value, key,
@@ -254,6 +255,14 @@ func validateRegistry(ps *collector, r *Registry) {
 			ps.add("registry.insecure_hosts", q(h), "is not a loopback host[:port] (want 127.0.0.0/8, [::1] or localhost)")
 		}
 	}
+	for _, m := range r.Mirrors {
+		if _, err := release.ParseMirror(m); err != nil {
+			var re *release.RuleError
+			if errors.As(err, &re) {
+				ps.add("registry.mirrors", q(m), re.Rule)
+			}
+		}
+	}
 	if r.AuthFile != "" && !filepath.IsAbs(r.AuthFile) {
 		ps.add("registry.auth_file", q(r.AuthFile), ruleNotAbs)
 	}
@@ -340,7 +349,8 @@ func validateExposure(e *Executor, healthTokenFile string, add func(key, value, 
 // hbxSetEnv are the variables hbx sets in Executor's environment itself
 // (launch.Prepare): executor.token_env may not name one.
 var hbxSetEnv = []string{"EXECUTOR_HOST", "PORT", "EXECUTOR_DATA_DIR", "EXECUTOR_WEB_BASE_URL", "EXECUTOR_ALLOW_LOCAL_NETWORK",
-	"BUN_FEATURE_FLAG_DISABLE_IPV6", "PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "USER", "LOGNAME"}
+	"BUN_FEATURE_FLAG_DISABLE_IPV6", "PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "USER", "LOGNAME",
+	"EXECUTOR_DISABLE_UPDATE_CHECK", "EXECUTOR_DISABLE_ANALYTICS", "DO_NOT_TRACK"}
 
 // validateBackup checks the backup.* keys.
 func validateBackup(ps *collector, c *Config) {

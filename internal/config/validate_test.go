@@ -155,6 +155,8 @@ func TestValidateRules(t *testing.T) {
 			[]string{`executor.token_env: "EXECUTOR_AUTH_TOKEN" needs executor.token_file (the file holding the key it receives)`}},
 		{"token env set by hbx", func(c *Config) { c.Executor.TokenFile, c.Executor.TokenEnv = "/k", "EXECUTOR_HOST" },
 			[]string{`executor.token_env: "EXECUTOR_HOST" is a variable hbx sets for Executor itself (want another name, e.g. EXECUTOR_AUTH_TOKEN)`}},
+		{"token env a telemetry switch", func(c *Config) { c.Executor.TokenFile, c.Executor.TokenEnv = "/k", "DO_NOT_TRACK" },
+			[]string{`executor.token_env: "DO_NOT_TRACK" is a variable hbx sets for Executor itself (want another name, e.g. EXECUTOR_AUTH_TOKEN)`}},
 		{"token env not a name", func(c *Config) { c.Executor.TokenFile, c.Executor.TokenEnv = "/k", "1A=B" },
 			[]string{`executor.token_env: "1A=B" is not an environment variable name (want letters, digits and '_', not starting with a digit)`}},
 
@@ -187,6 +189,12 @@ func TestValidateRules(t *testing.T) {
 		{"loopback insecure hosts", func(c *Config) {
 			c.Registry.InsecureHosts = []string{"127.0.0.1", "127.0.0.1:5000", "127.1.2.3:1", "localhost", "localhost:65535", "[::1]", "[::1]:5000"}
 		}, nil},
+		{"mirrors", func(c *Config) {
+			c.Registry.Mirrors = []string{"ghcr.io/rhyssullivan/executor-selfhost=ghcr.io/usefulsoftwareco/executor-selfhost", "ghcr.io/a=127.0.0.1:5000/a"}
+		}, nil},
+		{"bad mirror", func(c *Config) { c.Registry.Mirrors = []string{"executor-selfhost"} }, []string{
+			`registry.mirrors: "executor-selfhost" is not PREFIX=LOCATION (want PREFIX=LOCATION, each a fully qualified repository or registry/namespace without tag or digest, e.g. ghcr.io/rhyssullivan/executor-selfhost=ghcr.io/usefulsoftwareco/executor-selfhost)`,
+		}},
 		{"bad insecure hosts", func(c *Config) {
 			c.Registry.InsecureHosts = []string{"ghcr.io", "10.0.0.1:5000", "::1", "[::1]5000", "[127.0.0.1]:5000", "localhost:0", "localhost:", "127.0.0.1:+80", "[::1"}
 		}, []string{
