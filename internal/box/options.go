@@ -53,14 +53,7 @@ func InstallerOptions(ctx context.Context, cfg *config.Config, log *slog.Logger)
 	if err != nil {
 		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
 	}
-	var mirrors []release.Mirror
-	for _, s := range cfg.Registry.Mirrors {
-		m, err := release.ParseMirror(s)
-		if err != nil { // validated by Load
-			return installer.Options{}, fmt.Errorf("registry.mirrors: %w", err)
-		}
-		mirrors = append(mirrors, m)
-	}
+	mirrors := cfg.RegistryMirrors()
 	hostPath := release.DefaultHostPath // as the payload runs: never the caller's PATH
 	return installer.Options{
 		RunAs:                runAs,
