@@ -109,8 +109,8 @@ elif [[ -x "${PYTHON_BIN}" ]]; then
 elif [[ "$(id -u)" -eq 0 ]]; then
 	echo "testdeps: installing python3 with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq python3 >/dev/null
+	apt_get update -qq
+	apt_get install -y -qq python3 >/dev/null
 	echo "testdeps: installed ${PYTHON_BIN}"
 else
 	echo "testdeps: ${PYTHON_BIN} is missing; as root run: apt-get update && apt-get install -y python3" >&2
