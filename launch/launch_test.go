@@ -338,10 +338,13 @@ func TestRunExitStatusAndSignals(t *testing.T) {
 		}
 	})
 	t.Run("stop on cancel", func(t *testing.T) {
-		// The payload says when its trap is set: a loaded machine may
-		// take long to get there after the pidfile appears.
+		// The payload says when its trap is set and its child runs a
+		// program of its own (a fork that has not exec'd yet still has the
+		// shell's trap and would swallow the SIGTERM, then hold stdout open
+		// for 30s): a loaded machine may take long to get there after the
+		// pidfile appears.
 		trapped := filepath.Join(t.TempDir(), "trapped")
-		rt := installFake(t, "#!/bin/sh\ntrap 'echo stopping; exit 0' TERM\n: > "+trapped+"\nsleep 30 & wait\n", cfg)
+		rt := installFake(t, "#!/bin/sh\ntrap 'echo stopping; exit 0' TERM\nsh -c ': > "+trapped+"; exec sleep 30' &\nwait\n", cfg)
 		spec, err := Prepare(baseOptions(t, rt))
 		if err != nil {
 			t.Fatal(err)
