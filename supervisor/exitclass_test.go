@@ -75,6 +75,10 @@ func TestRestartExitCode(t *testing.T) {
 	p.RestartExitCodes = []int{75}
 	p.StartRetries = 0
 	p.Autorestart = AutorestartFalse
+	// The first two runs exit during start-up, which a loaded machine may
+	// stretch to hundreds of milliseconds: startsecs far above that keeps
+	// them failed starts (the case under test), not exits from RUNNING.
+	p.StartSecs = 3 * time.Second
 	start := time.Now()
 	s := runSupervisor(t, Options{Programs: []Program{p}, BackoffBase: 10 * time.Second})
 	waitState(t, s, "p", 20*time.Second, Running)
