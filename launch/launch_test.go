@@ -338,7 +338,13 @@ func TestRunExitStatusAndSignals(t *testing.T) {
 		}
 	})
 	t.Run("stop on cancel", func(t *testing.T) {
-		rt := installFake(t, "#!/bin/sh\ntrap 'echo stopping; exit 0' TERM\nsleep 30 & wait\n", cfg)
+		// The payload says when its trap is set and its child runs a
+		// program of its own (a fork that has not exec'd yet still has the
+		// shell's trap and would swallow the SIGTERM, then hold stdout open
+		// for 30s): a loaded machine may take long to get there after the
+		// pidfile appears.
+		trapped := filepath.Join(t.TempDir(), "trapped")
+		rt := installFake(t, "#!/bin/sh\ntrap 'echo stopping; exit 0' TERM\nsh -c ': > "+trapped+"; exec sleep 30' &\nwait\n", cfg)
 		spec, err := Prepare(baseOptions(t, rt))
 		if err != nil {
 			t.Fatal(err)
@@ -347,17 +353,17 @@ func TestRunExitStatusAndSignals(t *testing.T) {
 		var out bytes.Buffer
 		done := make(chan error, 1)
 		go func() { done <- Run(ctx, spec, &out, io.Discard, log) }()
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for {
-			if b, err := os.ReadFile(spec.PidFile); err == nil && len(b) > 0 {
+			b, err := os.ReadFile(spec.PidFile)
+			if _, terr := os.Stat(trapped); err == nil && len(b) > 0 && terr == nil {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatal("pidfile never appeared")
+				t.Fatal("pidfile or the payload's trap never appeared")
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond) // let the shell install its trap
 		cancel()
 		select {
 		case err := <-done:

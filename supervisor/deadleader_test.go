@@ -23,7 +23,7 @@ func TestDeadLeaderLeftoversStoppedFast(t *testing.T) {
 	p := helperProgram(t, dir, "tree", "bun-tree", "")
 	p.StopWait = stopWait
 	s := runSupervisor(t, Options{Programs: []Program{p}, LeftoverGrace: grace})
-	first := waitState(t, s, "tree", 5*time.Second, Running)
+	first := waitState(t, s, "tree", 30*time.Second, Running)
 	ps := pids(t, dir) // leader and grandchild
 	if len(ps) != 2 || ps[0] != first.PID {
 		t.Fatalf("pids = %v, want leader %d and its grandchild", ps, first.PID)
@@ -62,7 +62,7 @@ func TestDeadLeaderLeftoversStoppedFast(t *testing.T) {
 		t.Errorf("the old grandchild %d is still alive after the restart", ps[1])
 	}
 	ts := starts(t, dir)
-	for deadline := time.Now().Add(5 * time.Second); len(ts) < 2 && time.Now().Before(deadline); ts = starts(t, dir) {
+	for deadline := time.Now().Add(30 * time.Second); len(ts) < 2 && time.Now().Before(deadline); ts = starts(t, dir) {
 		time.Sleep(5 * time.Millisecond) // the new process records its start as it comes up
 	}
 	if len(ts) != 2 || ts[1].Sub(killed) < grace || took > stopWait/2 {
@@ -81,13 +81,16 @@ func TestDeadLeaderStopAndStartWhileDraining(t *testing.T) {
 			p := helperProgram(t, dir, "tree", "bun-tree", "")
 			p.StopWait = 30 * time.Second
 			p.Autorestart = AutorestartFalse
-			s := runSupervisor(t, Options{Programs: []Program{p}, LeftoverGrace: 500 * time.Millisecond})
-			first := waitState(t, s, "tree", 5*time.Second, Running)
+			// The grandchild ignores SIGTERM, so the group drains for the
+			// whole grace: long enough that the verb below, however slow a
+			// loaded machine is to get to it, is asked while it drains.
+			s := runSupervisor(t, Options{Programs: []Program{p}, LeftoverGrace: 3 * time.Second})
+			first := waitState(t, s, "tree", 30*time.Second, Running)
 			ps := pids(t, dir)
 			if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			st := waitState(t, s, "tree", 5*time.Second, Exited)
+			st := waitState(t, s, "tree", 30*time.Second, Exited)
 			if !strings.Contains(st.Detail, "waiting for process group") {
 				t.Fatalf("status after the kill = %s %q, want the old group draining", st.State, st.Detail)
 			}
@@ -109,7 +112,7 @@ func TestDeadLeaderStopAndStartWhileDraining(t *testing.T) {
 			}
 			want := map[string]int{"stop": 1, "start": 2}[verb]
 			n := len(starts(t, dir))
-			for deadline := time.Now().Add(5 * time.Second); n < want && time.Now().Before(deadline); n = len(starts(t, dir)) {
+			for deadline := time.Now().Add(30 * time.Second); n < want && time.Now().Before(deadline); n = len(starts(t, dir)) {
 				time.Sleep(5 * time.Millisecond) // the new process records its start as it comes up
 			}
 			if n != want {

@@ -75,6 +75,10 @@ func TestRestartExitCode(t *testing.T) {
 	p.RestartExitCodes = []int{75}
 	p.StartRetries = 0
 	p.Autorestart = AutorestartFalse
+	// The first two runs exit during start-up, which a loaded machine may
+	// stretch to hundreds of milliseconds: startsecs far above that keeps
+	// them failed starts (the case under test), not exits from RUNNING.
+	p.StartSecs = 3 * time.Second
 	start := time.Now()
 	s := runSupervisor(t, Options{Programs: []Program{p}, BackoffBase: 10 * time.Second})
 	waitState(t, s, "p", 20*time.Second, Running)
@@ -93,10 +97,21 @@ func TestExitAfterStopIsExpected(t *testing.T) {
 	for _, code := range []string{"78", "75", "1"} {
 		t.Run(code, func(t *testing.T) {
 			dir := progDir(t, "p")
-			p := shProgram(t, dir, "p", `trap 'exit `+code+`' TERM; while :; do sleep 0.05; done`)
+			p := shProgram(t, dir, "p", `trap 'exit `+code+`' TERM; : > "$D/trapped"; while :; do sleep 0.05; done`)
 			p.FatalExitCodes, p.RestartExitCodes = []int{78}, []int{75}
 			s := runSupervisor(t, Options{Programs: []Program{p}})
 			waitState(t, s, "p", 20*time.Second, Running)
+			// RUNNING comes after startsecs, which a loaded machine reaches
+			// before the shell set its trap (the stop would then end it by
+			// SIGTERM, not by the code under test): wait for the trap.
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat(filepath.Join(dir, "trapped")); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the program never set its trap")
+				}
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			if _, err := s.Stop(ctx, "p"); err != nil {

@@ -34,7 +34,7 @@ func TestHoldRestarts(t *testing.T) {
 	b := helperProgram(t, progDir(t, "b"), "b", "sleep", "")
 	b.Autostart = false
 	s := runSupervisor(t, Options{Programs: []Program{a, b}, Socket: sock})
-	waitState(t, s, "a", 10*time.Second, Running)
+	waitState(t, s, "a", 30*time.Second, Running)
 	c, err := Dial(ctx, sock)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,9 @@ func TestWaitRunning(t *testing.T) {
 	a := helperProgram(t, progDir(t, "a"), "a", "sleep", "")
 	a.StartSecs = 300 * time.Millisecond
 	f := helperProgram(t, progDir(t, "f"), "f", "exit", "3")
-	f.StartRetries = 1
+	// It exits at once, which a loaded machine may stretch past a short
+	// startsecs: with a minute it can only fail its starts.
+	f.StartSecs, f.StartRetries = time.Minute, 1
 	idle := helperProgram(t, progDir(t, "idle"), "idle", "sleep", "")
 	idle.Autostart = false
 	s := runSupervisor(t, Options{Programs: []Program{a, f, idle}, Socket: sock})
@@ -104,7 +106,7 @@ func TestProcessProbePID(t *testing.T) {
 	})
 	a.HealthInterval, a.WedgeFailures = 10*time.Millisecond, 3
 	s := runSupervisor(t, Options{Programs: []Program{a}})
-	st := waitState(t, s, "a", 10*time.Second, Running)
+	st := waitState(t, s, "a", 30*time.Second, Running)
 	deadline := time.Now().Add(10 * time.Second)
 	for seen.Load() != int64(st.PID) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

@@ -24,24 +24,28 @@ import (
 //	hold          catch the hold's signals, create HBXTEST_DIR/caught, wait
 //	              for HBXTEST_DIR/go, then hold on "boom" with the held
 //	              file HBXTEST_ARG; exit 7 when the hold returns
-//	run-exit      run HBXTEST_ARG="MS CODE" milliseconds, then exit CODE
-//	crash-once    the first run lives 300ms and exits 1, later runs exit 1 at once
+//	wait-exit     wait until the test creates DIR/go, then exit with status
+//	              HBXTEST_ARG (its RUNNING state lasts until the test ends it)
+//	crash-once    the first run lives until the test creates DIR/go and
+//	              exits 1, later runs exit 1 at once
 //	ignore-term   ignore SIGTERM, start a grandchild that ignores it too,
-//	              record both pids in DIR/pids, sleep
+//	              record both pids in DIR/pids once it does, sleep
 //	bun-tree      as Executor since v1.5.30: start a "workerd" grandchild
 //	              (ignores SIGTERM), record both pids in DIR/pids once it
 //	              ignores it, sleep; on SIGTERM SIGKILL it and exit 0
 //	workerd       ignore SIGTERM, create DIR/workerd-<pid>, sleep
-//	leave-child   start a grandchild that ignores SIGTERM (pid in DIR/pids),
-//	              then exit 1 after 200ms (a crash that leaves a process behind);
+//	leave-child   start a grandchild that ignores SIGTERM (pid in DIR/pids
+//	              once it does), then exit 1 after 200ms (a crash that leaves a process behind);
 //	              later runs record in DIR/check whether the previous
 //	              grandchild was still alive when they started
 //	double-fork   start a child that starts a grandchild and exits at once;
 //	              the orphaned grandchild sleeps; record its pid in DIR/pids
 //	write         write HBXTEST_ARG bytes to stdout, then sleep
-//	leaf          a grandchild: ignore SIGTERM, sleep
+//	leaf          a grandchild: ignore SIGTERM, then create DIR/leaf-<pid>
+//	              (the parents above record a leaf's pid only after that,
+//	              so a test that read it knows SIGTERM is ignored), sleep
 //	setsid-child  start a "leaf" in a session of its own (setsid), record
-//	              "<own pid> <leaf pid>" in DIR/pids, sleep
+//	              "<own pid> <leaf pid>" in DIR/pids once it is ready, sleep
 //	leave-setsid  leave-child, with the grandchild in a session of its own
 //	fork-append   start an "append-leaf" (pid in DIR/pids), sleep
 //	append-leaf   ignore SIGTERM; append "<pid>" to DIR/appends every 2ms;
@@ -96,20 +100,19 @@ func helper(name string) int {
 	case "exit":
 		n, _ := strconv.Atoi(arg)
 		return n
-	case "run-exit":
-		var ms, code int
-		fmt.Sscan(arg, &ms, &code)
-		time.Sleep(time.Duration(ms) * time.Millisecond)
-		return code
+	case "wait-exit":
+		waitFile(dir + "/go")
+		n, _ := strconv.Atoi(arg)
+		return n
 	case "crash-once":
 		b, _ := os.ReadFile(dir + "/starts")
 		if strings.Count(string(b), "\n") == 1 {
-			time.Sleep(300 * time.Millisecond)
+			waitFile(dir + "/go")
 		}
 		return 1
 	case "ignore-term":
 		signal.Ignore(syscall.SIGTERM)
-		c := child("leaf")
+		c := leafReady(dir, child("leaf"))
 		appendLine("pids", fmt.Sprintf("%d %d", os.Getpid(), c.Process.Pid))
 		return forever()
 	case "bun-tree":
@@ -126,9 +129,9 @@ func helper(name string) int {
 		}
 		var c *exec.Cmd
 		if name == "leave-setsid" {
-			c = setsidChild("leaf")
+			c = leafReady(dir, setsidChild("leaf"))
 		} else {
-			c = child("leaf")
+			c = leafReady(dir, child("leaf"))
 		}
 		appendLine("pids", strconv.Itoa(c.Process.Pid))
 		time.Sleep(200 * time.Millisecond)
@@ -138,7 +141,7 @@ func helper(name string) int {
 		c.Wait()
 		return forever()
 	case "double-fork-mid":
-		c := child("leaf")
+		c := leafReady(dir, child("leaf"))
 		appendLine("pids", strconv.Itoa(c.Process.Pid))
 		return 0
 	case "write":
@@ -151,9 +154,10 @@ func helper(name string) int {
 		return forever()
 	case "leaf":
 		signal.Ignore(syscall.SIGTERM)
+		appendLine(fmt.Sprintf("leaf-%d", os.Getpid()), "ready")
 		return forever()
 	case "setsid-child":
-		c := setsidChild("leaf")
+		c := leafReady(dir, setsidChild("leaf"))
 		appendLine("pids", fmt.Sprintf("%d %d", os.Getpid(), c.Process.Pid))
 		return forever()
 	case "fork-append":
@@ -208,6 +212,23 @@ func bunTree(dir string, child func(string) *exec.Cmd, appendLine func(file, lin
 	appendLine("pids", fmt.Sprintf("%d %d", os.Getpid(), c.Process.Pid))
 	<-term
 	return stop()
+}
+
+// waitFile waits (a minute at most: a loaded machine is slow, a lost
+// test is not) until path exists.
+func waitFile(path string) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+}
+
+// leafReady waits until the "leaf" c has created dir/leaf-<pid>, that is,
+// ignores SIGTERM, and returns c.
+func leafReady(dir string, c *exec.Cmd) *exec.Cmd {
+	waitFile(fmt.Sprintf("%s/leaf-%d", dir, c.Process.Pid))
+	return c
 }
 
 // setsidChild starts this binary as helper h in a new session.

@@ -27,7 +27,7 @@ func TestInstallRetriedThenFatal(t *testing.T) {
 	}
 	opts := Options{Programs: []Program{app, dep}, Install: install, InstallProgram: "app", BackoffBase: 20 * time.Millisecond}
 	runSupervisor(t, opts, &s)
-	st := waitState(t, s, "app", 5*time.Second, Fatal)
+	st := waitState(t, s, "app", 30*time.Second, Fatal)
 	if attempts != 3 {
 		t.Errorf("install attempts = %d, want 3 (StartRetries 2 retries)", attempts)
 	}
@@ -37,7 +37,7 @@ func TestInstallRetriedThenFatal(t *testing.T) {
 	if len(starts(t, dir)) != 0 {
 		t.Errorf("app was started after its install failed")
 	}
-	d := waitState(t, s, "dep", 5*time.Second, Starting)
+	d := waitState(t, s, "dep", 30*time.Second, Starting)
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(d.Detail, "waiting for app to be RUNNING (it is FATAL: install failed: ") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -68,8 +68,8 @@ func TestInstallProgressThenStart(t *testing.T) {
 		return nil
 	}
 	runSupervisor(t, Options{Programs: []Program{app, other}, Install: install, InstallProgram: "app", BackoffBase: 20 * time.Millisecond}, &s)
-	waitState(t, s, "app", 5*time.Second, Running)
-	waitState(t, s, "other", 5*time.Second, Running)
+	waitState(t, s, "app", 30*time.Second, Running)
+	waitState(t, s, "other", 30*time.Second, Running)
 	if between.State != Starting || between.Detail != "installing the release" {
 		t.Errorf("app at the second install = %s %q, want STARTING \"installing the release\"", between.State, between.Detail)
 	}
@@ -111,7 +111,7 @@ func TestClaim(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s1.Run(ctx) }()
-	waitState(t, s1, "one", 5*time.Second, Running)
+	waitState(t, s1, "one", 30*time.Second, Running)
 	if _, err := Dial(context.Background(), sock); err != nil {
 		t.Errorf("Dial while Run runs = %v", err)
 	}

@@ -24,7 +24,7 @@ func TestStopStopsEscapedProcess(t *testing.T) {
 	p := helperProgram(t, dir, "escaper", "setsid-child", "")
 	p.StopWait = 500 * time.Millisecond
 	s := runSupervisor(t, Options{Programs: []Program{p}, StateDir: t.TempDir()})
-	waitState(t, s, "escaper", 5*time.Second, Running)
+	waitState(t, s, "escaper", 30*time.Second, Running)
 	ps := pids(t, dir)
 	if len(ps) != 2 {
 		t.Fatalf("pids = %v, want leader and leaf", ps)
@@ -72,8 +72,8 @@ func TestRestartWaitsForEscapedProcess(t *testing.T) {
 			if in := s.Info(); cgroups && in.Cgroups == "" {
 				t.Fatalf("Info() = %+v, want cgroups (this host mounts cgroup v2)", in)
 			}
-			waitState(t, s, "leaky", 5*time.Second, Running)
-			deadline := time.Now().Add(10 * time.Second)
+			waitState(t, s, "leaky", 30*time.Second, Running)
+			deadline := time.Now().Add(30 * time.Second)
 			var check []byte
 			for len(check) == 0 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
@@ -82,7 +82,7 @@ func TestRestartWaitsForEscapedProcess(t *testing.T) {
 			if !strings.Contains(string(check), "alive=false") {
 				t.Errorf("second instance saw the old escaped grandchild: %q", check)
 			}
-			waitState(t, s, "leaky", 10*time.Second, Running)
+			waitState(t, s, "leaky", 30*time.Second, Running)
 		})
 	}
 }
@@ -98,7 +98,7 @@ func TestStateDirOneSupervisor(t *testing.T) {
 	state := t.TempDir()
 	dir := progDir(t, "one")
 	s1 := runSupervisor(t, Options{Programs: []Program{helperProgram(t, dir, "one", "sleep", "")}, StateDir: state})
-	waitState(t, s1, "one", 5*time.Second, Running)
+	waitState(t, s1, "one", 30*time.Second, Running)
 	// RUNNING comes after startsecs, not after the helper's own start
 	// record: wait for the record, so a loaded machine cannot fail this.
 	for deadline := time.Now().Add(10 * time.Second); len(starts(t, dir)) == 0 && time.Now().Before(deadline); {
@@ -355,7 +355,7 @@ func infoOverSocket(t *testing.T, fail bool) {
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	dir := progDir(t, "p")
 	s := runSupervisor(t, Options{Programs: []Program{helperProgram(t, dir, "p", "sleep", "")}, Socket: sock})
-	waitState(t, s, "p", 5*time.Second, Running)
+	waitState(t, s, "p", 30*time.Second, Running)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	c, err := Dial(ctx, sock)
 	if err != nil {
@@ -381,7 +381,7 @@ func infoOverSocket(t *testing.T, fail bool) {
 func TestGroupRecordRemovedWhenGone(t *testing.T) {
 	state, dir := t.TempDir(), progDir(t, "g")
 	s := runSupervisor(t, Options{Programs: []Program{helperProgram(t, dir, "g", "sleep", "")}, StateDir: state})
-	waitState(t, s, "g", 5*time.Second, Running)
+	waitState(t, s, "g", 30*time.Second, Running)
 	rec := filepath.Join(state, "g.group")
 	if _, err := os.Stat(rec); err != nil {
 		t.Fatalf("record of the running program's group: %v", err)

@@ -56,8 +56,8 @@ func TestStartDecidedBeforeShutdownIsRefused(t *testing.T) {
 	blocker.StopWait = time.Minute
 	s := runSupervisor(t, Options{Programs: []Program{late, blocker}})
 
-	waitState(t, s, "late", 5*time.Second, Running)
-	bst := waitState(t, s, "blocker", 5*time.Second, Running)
+	waitState(t, s, "late", 30*time.Second, Running)
+	bst := waitState(t, s, "blocker", 30*time.Second, Running)
 	// Let shutdown finish however the test ends (runs before
 	// runSupervisor's cleanup waits for Run).
 	var unblocked atomic.Bool
@@ -90,7 +90,7 @@ func TestStartDecidedBeforeShutdownIsRefused(t *testing.T) {
 	// Shutdown begins: "late" is stopped (already was), then it waits on
 	// "blocker", which ignores its stop signal.
 	s.Shutdown()
-	waitState(t, s, "blocker", 5*time.Second, Stopping)
+	waitState(t, s, "blocker", 30*time.Second, Stopping)
 	s.mu.Lock()
 	shutting := s.shutting
 	s.mu.Unlock()

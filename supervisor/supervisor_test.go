@@ -134,7 +134,7 @@ func starts(t *testing.T, dir string) []time.Time {
 // pids returns the integers recorded in dir/pids.
 func pids(t *testing.T, dir string) []int {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		b, _ := os.ReadFile(filepath.Join(dir, "pids"))
 		var out []int
@@ -189,7 +189,7 @@ func TestStartOrderAndHealthGate(t *testing.T) {
 
 	// c starts (its priority comes after a's) while a is not healthy; b
 	// waits for a.
-	waitState(t, s, "c", 5*time.Second, Running)
+	waitState(t, s, "c", 30*time.Second, Running)
 	if st := s.Get("a"); st.State != Starting {
 		t.Errorf("a = %s before its probe succeeded, want STARTING", st.State)
 	}
@@ -209,11 +209,13 @@ func TestStartOrderAndHealthGate(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	healthyAt := time.Now()
 	probe.healthy.Store(true)
-	waitState(t, s, "b", 5*time.Second, Running)
+	waitState(t, s, "b", 30*time.Second, Running)
 	// RUNNING comes after startsecs, which a loaded machine may reach
-	// before the helper process wrote its start record: wait for it.
-	for deadline := time.Now().Add(5 * time.Second); len(starts(t, dirB)) == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
+	// before the helper processes wrote their start records: wait for them.
+	for _, d := range []string{dirA, dirB, dirC} {
+		for deadline := time.Now().Add(30 * time.Second); len(starts(t, d)) == 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	sa, sb, sc := starts(t, dirA), starts(t, dirB), starts(t, dirC)
 	if len(sa) != 1 || len(sb) != 1 || len(sc) != 1 {
@@ -237,28 +239,36 @@ func TestStartOrderAndHealthGate(t *testing.T) {
 func TestCrashRestartBackoffFatal(t *testing.T) {
 	dir := progDir(t, "crashy")
 	p := helperProgram(t, dir, "crashy", "crash-once", "")
-	p.StartSecs = 150 * time.Millisecond
+	// The first run lives until told; the later ones exit at once, which
+	// a loaded machine may stretch to hundreds of milliseconds: startsecs
+	// is far above that, so they cannot count as RUNNING.
+	p.StartSecs = 3 * time.Second
 	p.StartRetries = 2
 	s := runSupervisor(t, Options{Programs: []Program{p}, BackoffBase: 50 * time.Millisecond})
 
-	waitState(t, s, "crashy", 5*time.Second, Running)
+	waitState(t, s, "crashy", 30*time.Second, Running)
 	var sawBackoff atomic.Bool
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := s.WaitState(ctx, "crashy", Backoff); err == nil {
 			sawBackoff.Store(true)
 		}
 	}()
-	st := waitState(t, s, "crashy", 10*time.Second, Fatal)
+	crashed := time.Now()
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, s, "crashy", 30*time.Second, Fatal)
 	ts := starts(t, dir)
 	// One run that reached RUNNING, then StartRetries+1 failed starts.
 	if len(ts) != 4 {
 		t.Fatalf("crashy started %d times, want 4", len(ts))
 	}
-	// The first run lived 300ms; the restart came within 1s of its exit.
-	if d := ts[1].Sub(ts[0]) - 300*time.Millisecond; d > time.Second {
-		t.Errorf("restart came %s after the crash, want within 1s", d)
+	// The restart came soon after the crash: no startsecs, no backoff
+	// wait, only a loaded machine's delays.
+	if d := ts[1].Sub(crashed); d > 2*time.Second {
+		t.Errorf("restart came %s after the crash, want within 2s", d)
 	}
 	// Then the delays grow: 50ms, 100ms (each plus the run time, which a
 	// loaded machine can stretch past 50ms: gaps are not compared).
@@ -296,12 +306,16 @@ func TestAutorestart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := progDir(t, "p")
-			p := helperProgram(t, dir, "p", "run-exit", fmt.Sprintf("150 %d", tt.code))
+			p := helperProgram(t, dir, "p", "wait-exit", strconv.Itoa(tt.code))
 			p.Autorestart, p.ExitCodes = tt.autorestart, tt.exitcodes
 			s := runSupervisor(t, Options{Programs: []Program{p}})
-			waitState(t, s, "p", 5*time.Second, Running)
+			waitState(t, s, "p", 30*time.Second, Running)
+			// Exit only now, from RUNNING (not a failed start).
+			if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			if tt.wantRestart {
-				deadline := time.Now().Add(5 * time.Second)
+				deadline := time.Now().Add(30 * time.Second)
 				for len(starts(t, dir)) < 2 {
 					if time.Now().After(deadline) {
 						t.Fatal("not restarted")
@@ -310,8 +324,8 @@ func TestAutorestart(t *testing.T) {
 				}
 				return
 			}
-			st := waitState(t, s, "p", 5*time.Second, Exited)
-			time.Sleep(200 * time.Millisecond)
+			st := waitState(t, s, "p", 30*time.Second, Exited)
+			time.Sleep(500 * time.Millisecond) // time for a wrong restart to show
 			if n := len(starts(t, dir)); n != 1 || s.Get("p").State != Exited {
 				t.Errorf("started %d times, state %s; want 1, EXITED", n, s.Get("p").State)
 			}
@@ -327,12 +341,12 @@ func TestStopKillsIgnoringGroup(t *testing.T) {
 	p := helperProgram(t, dir, "stubborn", "ignore-term", "")
 	p.StopWait = 300 * time.Millisecond
 	s := runSupervisor(t, Options{Programs: []Program{p}})
-	waitState(t, s, "stubborn", 5*time.Second, Running)
+	waitState(t, s, "stubborn", 30*time.Second, Running)
 	ps := pids(t, dir)
 	if len(ps) != 2 {
 		t.Fatalf("pids = %v, want leader and grandchild", ps)
 	}
-	time.Sleep(50 * time.Millisecond) // let the grandchild ignore SIGTERM
+	// The helper records the pids once the grandchild ignores SIGTERM.
 	start := time.Now()
 	res, err := s.Stop(context.Background(), "stubborn")
 	took := time.Since(start)
@@ -343,7 +357,7 @@ func TestStopKillsIgnoringGroup(t *testing.T) {
 		t.Errorf("Stop() took %s, want stopwaitsecs (300ms) and a little", took)
 	}
 	for _, pid := range ps {
-		waitGone(t, pid, 2*time.Second)
+		waitGone(t, pid, 10*time.Second)
 	}
 }
 
@@ -354,7 +368,7 @@ func TestRestartWaitsForOldGroup(t *testing.T) {
 	p.StopWait = 300 * time.Millisecond
 	p.Autorestart = AutorestartTrue
 	s := runSupervisor(t, Options{Programs: []Program{p}})
-	waitState(t, s, "leaky", 5*time.Second, Running)
+	waitState(t, s, "leaky", 30*time.Second, Running)
 	// It crashes after 200ms, leaving a grandchild that ignores SIGTERM;
 	// the restart waits until the grandchild is killed.
 	deadline := time.Now().Add(5 * time.Second)
@@ -376,7 +390,7 @@ func TestDoubleForkReaped(t *testing.T) {
 	dir := progDir(t, "forker")
 	p := helperProgram(t, dir, "forker", "double-fork", "")
 	s := runSupervisor(t, Options{Programs: []Program{p}})
-	waitState(t, s, "forker", 5*time.Second, Running)
+	waitState(t, s, "forker", 30*time.Second, Running)
 	ps := pids(t, dir)
 	if len(ps) != 1 {
 		t.Fatalf("pids = %v", ps)
@@ -396,7 +410,7 @@ func TestDoubleForkReaped(t *testing.T) {
 	if _, err := s.Stop(context.Background(), "forker"); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, ps[0], 2*time.Second)
+	waitGone(t, ps[0], 10*time.Second)
 	if kids := childrenOf(os.Getpid()); len(kids) != 0 {
 		t.Errorf("children after stop = %v", kids)
 	}
@@ -410,15 +424,15 @@ func TestMissingCommandIsFatal(t *testing.T) {
 	nopath := helperProgram(t, dir, "nopath", "sleep", "")
 	nopath.Command = []string{"no-such-command-hbx"}
 	s := runSupervisor(t, Options{Programs: []Program{ok, bad, nopath}})
-	st := waitState(t, s, "bad", 5*time.Second, Fatal)
+	st := waitState(t, s, "bad", 30*time.Second, Fatal)
 	if !strings.Contains(st.Detail, "/nonexistent/hermes: no such file or directory") {
 		t.Errorf("bad detail = %q", st.Detail)
 	}
-	st = waitState(t, s, "nopath", 5*time.Second, Fatal)
+	st = waitState(t, s, "nopath", 30*time.Second, Fatal)
 	if !strings.Contains(st.Detail, `command "no-such-command-hbx" not found on PATH`) {
 		t.Errorf("nopath detail = %q", st.Detail)
 	}
-	waitState(t, s, "ok", 5*time.Second, Running)
+	waitState(t, s, "ok", 30*time.Second, Running)
 }
 
 // briefErr is a Build error with a short form.
@@ -436,7 +450,7 @@ func TestBuildErrorBriefIsFatalDetail(t *testing.T) {
 	p := helperProgram(t, dir, "app", "sleep", "")
 	p.Build = func(context.Context) (*Command, error) { return nil, fmt.Errorf("prepare: %w", briefErr{}) }
 	s := runSupervisor(t, Options{Programs: []Program{p}})
-	st := waitState(t, s, "app", 5*time.Second, Fatal)
+	st := waitState(t, s, "app", 30*time.Second, Fatal)
 	if st.Detail != "awaits runtime X" {
 		t.Errorf("FATAL detail = %q, want the brief %q", st.Detail, "awaits runtime X")
 	}
@@ -449,24 +463,26 @@ func TestWedgedProgramRestarted(t *testing.T) {
 	p := helperProgram(t, dir, "svc", "sleep", "")
 	p.Probe, p.HealthInterval, p.WedgeFailures = probe, 20*time.Millisecond, 3
 	s := runSupervisor(t, Options{Programs: []Program{p}})
-	first := waitState(t, s, "svc", 5*time.Second, Running)
+	first := waitState(t, s, "svc", 30*time.Second, Running)
 	probe.healthy.Store(false)
-	waitState(t, s, "svc", 5*time.Second, Stopping, Starting)
+	waitState(t, s, "svc", 30*time.Second, Stopping, Starting)
 	probe.healthy.Store(true)
-	second := waitState(t, s, "svc", 5*time.Second, Running)
+	second := waitState(t, s, "svc", 30*time.Second, Running)
 	if second.PID == first.PID {
 		t.Errorf("pid %d after the wedge, want a new process", second.PID)
 	}
-	waitGone(t, first.PID, 2*time.Second)
+	waitGone(t, first.PID, 10*time.Second)
 }
 
 func TestHealthWaitExpires(t *testing.T) {
 	dir := progDir(t, "svc")
 	p := helperProgram(t, dir, "svc", "sleep", "")
-	p.Probe, p.HealthWait, p.StartRetries = &flakyProbe{}, 100*time.Millisecond, 1
+	// Long enough for each start to write its start record on a loaded
+	// machine before the expired wait kills it.
+	p.Probe, p.HealthWait, p.StartRetries = &flakyProbe{}, 1500*time.Millisecond, 1
 	s := runSupervisor(t, Options{Programs: []Program{p}})
-	st := waitState(t, s, "svc", 5*time.Second, Fatal)
-	if !strings.Contains(st.Detail, "no healthy answer within 100ms: unhealthy") {
+	st := waitState(t, s, "svc", 30*time.Second, Fatal)
+	if !strings.Contains(st.Detail, "no healthy answer within 1.5s: unhealthy") {
 		t.Errorf("detail = %q", st.Detail)
 	}
 	if n := len(starts(t, dir)); n != 2 {
@@ -479,7 +495,7 @@ func TestLogRotation(t *testing.T) {
 	p := helperProgram(t, dir, "chatty", "write", strconv.Itoa(3<<19)) // 1.5 MiB
 	p.Stdout.MaxBytes, p.Stdout.Backups = 1<<20, 2
 	s := runSupervisor(t, Options{Programs: []Program{p}})
-	waitState(t, s, "chatty", 5*time.Second, Running)
+	waitState(t, s, "chatty", 30*time.Second, Running)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ents, _ := os.ReadDir(dir)
@@ -573,7 +589,11 @@ func TestSocketAPI(t *testing.T) {
 	b := helperProgram(t, dirB, "b", "sleep", "")
 	b.Priority, b.DependsOn = 2, []string{"a"}
 	s := runSupervisor(t, Options{Programs: []Program{a, b}, Socket: sock})
-	waitState(t, s, "b", 5*time.Second, Running)
+	waitState(t, s, "b", 30*time.Second, Running)
+	// RUNNING is startsecs after the spawn, which a loaded machine reaches
+	// before the helper wrote: wait for its output in the log files.
+	waitLogSize(t, filepath.Join(dirA, "a.out.log"), 1000)
+	waitLogSize(t, filepath.Join(dirA, "a.err.log"), int64(len("wrote 1000\n")))
 
 	st, err := os.Stat(sock)
 	if err != nil || st.Mode().Perm() != 0o600 || st.Mode().Type() != os.ModeSocket {
@@ -621,8 +641,8 @@ func TestSocketAPI(t *testing.T) {
 		t.Errorf("Status() while held = %+v, want held", sts)
 	}
 	h.Release() // as if the holder died: the connection closes
-	waitState(t, s, "a", 5*time.Second, Running)
-	waitState(t, s, "b", 5*time.Second, Running)
+	waitState(t, s, "a", 30*time.Second, Running)
+	waitState(t, s, "b", 30*time.Second, Running)
 
 	res, err = c.Restart(ctx, "a")
 	if err != nil || res[0].State != Running || res[0].Error != "" {
@@ -644,6 +664,19 @@ func TestSocketAPI(t *testing.T) {
 			t.Fatal("socket still there after shutdown")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitLogSize waits until the file at path has at least size bytes.
+func waitLogSize(t *testing.T, path string, size int64) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st, err := os.Stat(path); err == nil && st.Size() >= size {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has not reached %d bytes in 30s", path, size)
+		}
 	}
 }
 
