@@ -3,9 +3,15 @@ package supervisor
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Exit-code classes (systemd's RestartForceExitStatus and
@@ -52,6 +58,7 @@ func (p *proc) finishClassed(after afterExit) bool {
 	switch after {
 	case afterFatal:
 		reason := p.detail
+		p.errLine.settle(stderrSettle)
 		if line := p.errLine.String(); line != "" {
 			reason += "; last stderr line: " + line
 		}
@@ -72,6 +79,42 @@ type lastLine struct {
 	mu      sync.Mutex
 	pending []byte // the line being written, not yet ended
 	last    string // the last ended non-blank line
+	written int64  // bytes written to it so far
+
+	// src, when set, is the pipe its bytes are copied from, and read
+	// counts the bytes read from it (countingReader): settle waits until
+	// the pipe is empty and every byte read was written here.
+	src  *os.File
+	read *countingReader
+}
+
+// stderrSettle bounds how long a fatal exit's reason waits for the
+// program's last stderr bytes to pass from the pipe to errLine: the
+// program wrote them before it exited, but the copying goroutine may not
+// have run since.
+const stderrSettle = 500 * time.Millisecond
+
+// settle waits, at most max, until the source pipe holds no unread bytes
+// and every byte read from it was written to l. Without a source it
+// returns at once.
+func (l *lastLine) settle(max time.Duration) {
+	if l.src == nil || l.read == nil {
+		return
+	}
+	rc, err := l.src.SyscallConn()
+	if err != nil {
+		return
+	}
+	for deadline := time.Now().Add(max); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		unread := -1
+		_ = rc.Control(func(fd uintptr) { unread, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+		l.mu.Lock()
+		done := unread == 0 && l.written == l.read.n.Load()
+		l.mu.Unlock()
+		if done || unread < 0 {
+			return
+		}
+	}
 }
 
 // lastLineMax bounds the line kept: a reason shown by hbx status.
@@ -82,6 +125,7 @@ func (l *lastLine) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := len(b)
+	l.written += int64(n)
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
@@ -115,4 +159,16 @@ func appendBounded(dst, b []byte) []byte {
 		b = b[:max(room, 0)]
 	}
 	return append(dst, b...)
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n.Add(int64(n))
+	return n, err
 }

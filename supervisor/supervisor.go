@@ -670,11 +670,14 @@ func (s *Supervisor) openLogs(wg *sync.WaitGroup) ([]io.Closer, error) {
 				p.errW = pw
 			}
 			var dst io.Writer = w
+			var src io.Reader = pr
 			if i == 1 {
 				dst = io.MultiWriter(w, &p.errLine)
+				p.errLine.src, p.errLine.read = pr, &countingReader{r: pr}
+				src = p.errLine.read
 			}
 			wg.Go(func() {
-				if _, err := io.Copy(dst, pr); err != nil {
+				if _, err := io.Copy(dst, src); err != nil {
 					s.log.Warn("copy program output", "program", p.spec.Name, "err", err)
 				}
 				pr.Close()
