@@ -23,7 +23,8 @@
 // The data and state directories, and the state directory's HOME, TMPDIR
 // and XDG directories (home, tmp, cache, config, data, state), are made
 // 0700 and the payload user's at each Prepare, and TMPDIR is emptied
-// (fsat.EmptyDir: nothing inside is followed), each directory itself only (never recursively: a chown
+// (fsat.EmptyDir: nothing inside is followed, a mount point inside is
+// refused and stays with what is in it), each directory itself only (never recursively: a chown
 // through the directory would follow links planted there); what changed
 // is in Spec.Tightened for the caller to log. A symlink in their place is
 // refused.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // Readiness is what a started program must offer before it is RUNNING,
@@ -174,8 +176,15 @@ const jsonMax = 1 << 20
 
 // checkJSONField checks that the JSON object in path has field (dotted)
 // equal to want and was modified within maxAge of now (0: any age).
+// path is in a directory the program's user controls and hbx reads it as
+// root: it is opened without following a symlink at its end and without
+// blocking (regfile.OpenNoFollow), and a symlink, FIFO, device, socket or
+// directory there is not ready ("is not a regular file"), at once.
 func checkJSONField(path, field, want string, maxAge time.Duration, now time.Time) error {
-	f, err := os.Open(path)
+	f, err := regfile.OpenNoFollow(path)
+	if errors.Is(err, regfile.ErrNotRegular) {
+		return fmt.Errorf("state %s is not a regular file", path)
+	}
 	if err != nil {
 		return fmt.Errorf("state %s: %w", path, err)
 	}
@@ -183,9 +192,6 @@ func checkJSONField(path, field, want string, maxAge time.Duration, now time.Tim
 	st, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("state %s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("state %s is not a regular file", path)
 	}
 	if age := now.Sub(st.ModTime()); maxAge > 0 && age > maxAge {
 		return fmt.Errorf("state %s is stale (written %s ago, the bound is %s)", path, age.Round(time.Second), maxAge)

@@ -6,15 +6,21 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // tailFile writes the last n lines of the file at path to w. With a
 // non-nil stop it then follows the file, polling every poll, until stop is
 // closed: appended bytes are written as they come, a rotated file (new
 // inode) is read from its start, a truncated one from its new end. flush
-// is called after each write.
+// is called after each write. path is in a directory the program's user
+// controls and hbx reads it as root: it is opened without following a
+// symlink at its end and without blocking (regfile.OpenNoFollow), so a
+// symlink, FIFO or device there fails at once with regfile.ErrNotRegular
+// (while following, it is skipped like an absent path).
 func tailFile(path string, n int, stop <-chan struct{}, poll time.Duration, w io.Writer, flush func()) error {
-	f, err := os.Open(path)
+	f, err := regfile.OpenNoFollow(path)
 	if err != nil && (stop == nil || !errors.Is(err, os.ErrNotExist)) {
 		return err
 	}
@@ -80,7 +86,7 @@ func (t *tail) poll() error {
 			return err
 		}
 	}
-	st, err := os.Stat(t.path)
+	st, err := os.Lstat(t.path)
 	if err != nil {
 		return nil // rotated away for a moment
 	}
@@ -99,9 +105,9 @@ func (t *tail) poll() error {
 		t.f.Close()
 		t.f = nil
 	}
-	f, err := os.Open(t.path)
+	f, err := regfile.OpenNoFollow(t.path)
 	if err != nil {
-		return nil
+		return nil // absent again, or not a regular file
 	}
 	t.f = f
 	if _, err := io.Copy(t.w, t.f); err != nil {

@@ -75,3 +75,49 @@ func mustWrite(t *testing.T, p string) {
 		t.Fatal(err)
 	}
 }
+
+// TestEmptyDirRefusesMountPoints: a directory below on another mount (a
+// bind mount of another tree on the same filesystem, a tmpfs) is refused
+// with ErrOtherMount and nothing in it goes; the mount point itself stays.
+// EmptyDir of a mount point itself still empties it.
+func TestEmptyDirRefusesMountPoints(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount")
+	}
+	for _, tc := range []struct {
+		name  string
+		mount func(src, dst string) error
+	}{
+		{"bind mount", func(src, dst string) error { return unix.Mount(src, dst, "", unix.MS_BIND, "") }},
+		{"tmpfs", func(_, dst string) error { return unix.Mount("tmpfs", dst, "tmpfs", 0, "mode=0700") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp, victim := t.TempDir(), t.TempDir()
+			mnt := filepath.Join(tmp, "a", "mnt")
+			if err := os.MkdirAll(mnt, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.mount(victim, mnt); err != nil {
+				t.Skipf("mount: %v (no mount privilege here)", err)
+			}
+			t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+			secret := filepath.Join(mnt, "d", "secret")
+			if err := os.Mkdir(filepath.Dir(secret), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			mustWrite(t, secret)
+			if err := EmptyDir(unix.AT_FDCWD, tmp); !errors.Is(err, ErrOtherMount) {
+				t.Errorf("EmptyDir(dir with a mount point below) = %v, want ErrOtherMount", err)
+			}
+			if _, err := os.Stat(secret); err != nil {
+				t.Errorf("Stat(file on the other mount) = %v; want it untouched", err)
+			}
+			if err := EmptyDir(unix.AT_FDCWD, mnt); err != nil {
+				t.Errorf("EmptyDir(the mount point itself) = %v", err)
+			}
+			if left, err := os.ReadDir(mnt); err != nil || len(left) != 0 {
+				t.Errorf("ReadDir(mount point) after EmptyDir = %v, %v; want empty", left, err)
+			}
+		})
+	}
+}

@@ -48,6 +48,9 @@ func OpenNoFollow(path string) (*os.File, error) {
 
 func open(path string, flags int) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY|flags, 0)
+	if errors.Is(err, unix.ENXIO) { // a socket, or a device without its driver
+		return nil, fmt.Errorf("%s is a socket or device: %w (%w)", path, ErrNotRegular, err)
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
