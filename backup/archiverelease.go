@@ -66,7 +66,8 @@ func (p *RestorePlan) Err() error { return p.err }
 //     its image. Its extra paths are not restored (refused unless
 //     DataOnly), every entry of the data directory gets opts.Owner,
 //     whatever owner the archive gave it, and a symlink leading out of
-//     it is refused while staging (not known here: verify does not say).
+//     it is refused while staging (not known here: PlanVerified adds it
+//     for hbx backup verify). It keeps user.* xattrs only (keepXattr).
 //   - opts.AcceptImage that is not the archive's image is refused.
 //
 // Without opts.Runtime no runtime changes and the release rules do not

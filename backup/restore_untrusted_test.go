@@ -128,7 +128,7 @@ func TestRestoreDropsXattrsWrittenInTheTar(t *testing.T) {
 	caps := "\x01\x00\x00\x02\x80\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" // v2, effective, cap_setuid
 	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o700, Format: tar.FormatPAX}))
 	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "tool", Mode: 0o755, Size: 2, Format: tar.FormatPAX, PAXRecords: map[string]string{
-		xattrPrefix + "security.capability": caps,
+		xattrPrefix + "security.capability":    caps,
 		xattrPrefix + "trusted.overlay.opaque": "y",
 		xattrPrefix + "security.selinux":       "system_u:object_r:shadow_t:s0",
 		xattrPrefix + "user.k":                 "v",
@@ -156,7 +156,8 @@ func TestRestoreDropsXattrsWrittenInTheTar(t *testing.T) {
 // TestRestorePlainArchiveSymlinkThroughSymlink: a symlink whose target
 // stays inside lexically but climbs through another symlink is refused
 // from an unauthenticated archive, nothing changed; one that resolves
-// inside is restored.
+// inside is restored. hbx backup verify's plan (PlanVerified) says so
+// beforehand.
 func TestRestorePlainArchiveSymlinkThroughSymlink(t *testing.T) {
 	deep := "a/b/c/d/e/f/g/h"
 	ups := strings.TrimSuffix(strings.Repeat("../", strings.Count(deep, "/")+1), "/")
@@ -170,6 +171,9 @@ func TestRestorePlainArchiveSymlinkThroughSymlink(t *testing.T) {
 		{"loop", [][2]string{{"x", "y"}, {"y", "x"}}, ErrImageRefused},
 		{"stays inside through a symlink", [][2]string{{deep + "/top", ups}, {"ok", deep + "/top/db"}}, nil},
 		{"dangling inside", [][2]string{{"gone", "a/missing"}}, nil},
+		{"climbs lexically from a missing name", [][2]string{{"gone", "missing/../../x"}}, ErrImageRefused},
+		{"climbs back in from a missing name", [][2]string{{"gone", "missing/../db"}}, nil},
+		{"climbs lexically", [][2]string{{"a/up", "../../x"}}, ErrImageRefused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,7 +189,14 @@ func TestRestorePlainArchiveSymlinkThroughSymlink(t *testing.T) {
 			}
 			opts := b.restoreOptions(res.Path)
 			opts.Owner = Owner{65534, 65534}
-			_, err := Restore(context.Background(), opts)
+			vres, err := Verify(context.Background(), res.Path, nil)
+			if err != nil {
+				t.Fatalf("Verify() = %v", err)
+			}
+			if perr := PlanVerified(opts, vres).Err(); !errors.Is(perr, tt.wantErr) || (perr == nil) != (tt.wantErr == nil) {
+				t.Errorf("PlanVerified().Err() = %v, want %v (symlinks out: %q)", perr, tt.wantErr, vres.SymlinksOut)
+			}
+			_, err = Restore(context.Background(), opts)
 			if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
 				t.Fatalf("Restore() = %v, want %v", err, tt.wantErr)
 			}

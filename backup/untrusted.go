@@ -7,6 +7,7 @@ package backup
 // "What an archive may plant".
 
 import (
+	"archive/tar"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -151,4 +152,86 @@ func path2arch(archRoot, rel string) string {
 		return rel
 	}
 	return archRoot + "/" + rel
+}
+
+// linkTree is what Verify knows of an archive's data directory to say
+// which symlinks would resolve out of it: its directories and symlinks
+// by archive path (extra paths left out: an unauthenticated archive does
+// not restore them).
+type linkTree struct {
+	dirs  map[string]bool
+	links map[string]string
+	order []string
+}
+
+// add records hdr (its name the clean archive path).
+func (t *linkTree) add(hdr *tar.Header) {
+	p := hdr.Name
+	if p == PathsPrefix || strings.HasPrefix(p, PathsPrefix+"/") {
+		return
+	}
+	if t.dirs == nil {
+		t.dirs, t.links = map[string]bool{}, map[string]string{}
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		t.dirs[p] = true
+	case tar.TypeSymlink:
+		t.links[p] = hdr.Linkname
+		t.order = append(t.order, p)
+	}
+}
+
+// outside returns the symlinks that would resolve out of the directory or
+// in a loop, as the restore would refuse them (leavesRoot while reading,
+// checkSymlinksBeneath once staged), in archive order.
+func (t *linkTree) outside() []string {
+	var out []string
+	for _, p := range t.order {
+		if leavesRoot(p, t.links[p]) || t.escapes(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// maxLinkFollows is the kernel's limit on symlinks followed in one
+// resolution (MAXSYMLINKS); more is ELOOP.
+const maxLinkFollows = 40
+
+// escapes resolves p component by component, following the tree's
+// symlinks: true when a ".." climbs above the root, a target is
+// absolute, or more than maxLinkFollows symlinks are followed; false when
+// it ends inside or at a name that does not exist.
+func (t *linkTree) escapes(p string) bool {
+	var at []string // the resolved components so far
+	rest := strings.Split(p, "/")
+	for follows := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(at) == 0 {
+				return true
+			}
+			at = at[:len(at)-1]
+			continue
+		}
+		at = append(at, c)
+		cur := strings.Join(at, "/")
+		if target, ok := t.links[cur]; ok {
+			if follows++; follows > maxLinkFollows || strings.HasPrefix(target, "/") {
+				return true
+			}
+			at = at[:len(at)-1]
+			rest = append(strings.Split(target, "/"), rest...)
+			continue
+		}
+		if len(rest) > 0 && !t.dirs[cur] {
+			return false // ENOENT or ENOTDIR: resolves to nothing
+		}
+	}
+	return false
 }
