@@ -56,14 +56,18 @@ func (p *RestorePlan) Err() error { return p.err }
 //   - A restore brings back only a release this box may run: one of
 //     opts.AllowedRepository (executor.image's repository and its
 //     mirrors; nil: opts.Image's repository alone), or exactly the
-//     configured release. Never another, authenticated or not.
+//     configured release. Never another, authenticated or not, and never
+//     from another repository, even with the configured digests. The
+//     configured release (same index digest) is always acted on under the
+//     configured name: install, pin, awaited runtime and hints.
 //   - An archive that is not authenticated cannot change the runtime: its
 //     release must be the configured one (its manifest digest is then not
 //     used, the configured pin is), unless opts.AcceptImage names exactly
 //     its image. Its extra paths are not restored (refused unless
 //     DataOnly), every entry of the data directory gets opts.Owner,
 //     whatever owner the archive gave it, and a symlink leading out of
-//     it is refused while staging (not known here: verify does not say).
+//     it is refused while staging (not known here: PlanVerified adds it
+//     for hbx backup verify). It keeps user.* xattrs only (keepXattr).
 //   - opts.AcceptImage that is not the archive's image is refused.
 //
 // Without opts.Runtime no runtime changes and the release rules do not
@@ -121,15 +125,21 @@ func (p *RestorePlan) planRelease(opts RestoreOptions, m *Manifest, configured r
 		have.ManifestDigest = ""
 	}
 	p.ChangesRuntime = configured.IndexDigest == "" || configured.On(m.Platform).Check(have) != nil
+	if err := opts.allowed(m.Image, configured.Image); err != nil {
+		// Even with the configured digests: the name is where the
+		// installer connects to, as root.
+		p.refuse(err)
+		return
+	}
 	if !p.ChangesRuntime {
+		// The configured release: acted on under the configured name
+		// (the archive may spell it through a mirror, or through any
+		// host it likes).
+		have.Image = configured.Image
 		if !p.Authenticated {
 			have = release.Target{Image: configured.Image, IndexDigest: configured.IndexDigest, Platform: m.Platform, ManifestDigest: configured.On(m.Platform).ManifestDigest}
 		}
 		p.release = &have
-		return
-	}
-	if err := opts.allowed(m.Image, configured.Image); err != nil {
-		p.refuse(err)
 		return
 	}
 	if !p.Authenticated && opts.AcceptImage == "" {

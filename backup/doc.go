@@ -90,6 +90,35 @@
 //     what restores leave beside the data directory are never archived,
 //     even inside an extra path (compared by device and inode).
 //
+// # What an archive may plant
+//
+// Extended attributes (untrusted.go, keepXattr): user.* always; POSIX
+// ACLs (system.posix_acl_access/_default) from an authenticated archive
+// only; security.* (file capabilities, which would make a program the
+// Executor user runs privileged however its owner was remapped; SELinux
+// and other labels, which the host's policy sets) and trusted.* never,
+// like setuid bits. RestoreResult.Notes and the log name what was
+// dropped.
+//
+// Symlinks of an archive that is not authenticated: an absolute target
+// or one whose ".." climb lexically out is refused as the entry is read
+// (leavesRoot). That is not enough: a ".." after a symlink component
+// resolves from where that symlink points (a/top -> ../.., then
+// esc -> a/top/../etc/shadow is lexically inside). So once the tree is
+// staged, and before it is given its owner, every symlink of it is
+// resolved by the kernel beneath the staging root (checkSymlinksBeneath:
+// openat2 RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS): EXDEV (out) and ELOOP
+// (a loop) refuse the archive, nothing changed; ENOENT (a symlink to
+// nothing) is fine. This is checked on the result rather than on the
+// targets' text so that no spelling escapes it; refusing every ".."
+// instead would refuse ordinary trees (node_modules/.bin links), and is
+// only the fallback on kernels without openat2. The walk never follows
+// a symlink and the kernel keeps each resolution beneath the root, so a
+// tree changed under the check cannot make it look outside; a symlink the
+// Executor user adds meanwhile is one it could add to its data directory
+// anyway. Authenticated archives are the box's own and keep their
+// symlinks as they were.
+//
 // # What Restore guarantees
 //
 //   - Nothing live changes until the whole archive has been decrypted,
@@ -108,7 +137,11 @@
 //     authenticated (not decrypted with RestoreOptions.Passphrase) keeps
 //     the configured release unless RestoreOptions.AcceptImage names its
 //     image, restores no extra path, plants no symlink leading out of the
-//     data directory, and every entry of it gets Owner. A manifest whose image, index digest or
+//     data directory, and every entry of it gets Owner. An archive naming
+//     the configured index digest is acted on under the configured name
+//     (install, pin, awaited runtime, hints), and one naming it under a
+//     repository that is not allowed is refused: the name is where root
+//     connects to. A manifest whose image, index digest or
 //     platform contradict each other, one larger than MaxManifestBytes
 //     (Create refuses to write one) and names longer than 4096 bytes are
 //     refused as damaged (ErrCorrupt), before anything changes.

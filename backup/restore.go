@@ -141,12 +141,15 @@ type restoreRoot struct {
 	target string
 	sink   *sink
 	remap  bool // give entries owned like the archive root the Owner
-	// remapAll gives every entry the Owner and refuses symlinks leading
-	// out of the directory (an archive that is not authenticated decides
-	// no owner and plants no path outside).
+	// remapAll gives every entry the Owner, refuses symlinks leading
+	// out of the directory and keeps user.* xattrs only (an archive that
+	// is not authenticated decides no owner, plants no path outside and
+	// no privilege).
 	remapAll bool
 	from     Owner // the archive root's owner, once its entry was read
 	seen     bool  // the archive root's entry was read
+	// dropped counts the xattrs not applied (keepXattr).
+	dropped droppedXattrs
 }
 
 // Restore replaces the data directory (and the archive's extra paths)
@@ -456,6 +459,11 @@ func closeSinks(roots []*restoreRoot, j *journal, owner Owner) error {
 		if err != nil {
 			return fmt.Errorf("extract into %s: %w", j.Roots[i].Staging, err)
 		}
+		if r.remapAll {
+			if err := checkSymlinksBeneath(j.Roots[i].Staging, r.arch); err != nil {
+				return err
+			}
+		}
 		if r.remap {
 			if err := os.Chown(j.Roots[i].Staging, owner.UID, owner.GID); err != nil && os.Geteuid() == 0 {
 				return fmt.Errorf("chown %s: %w", j.Roots[i].Staging, err)
@@ -519,7 +527,11 @@ func (r *restoreRoot) put(hdr *tar.Header, rel string, body io.Reader, owner Own
 		h.Linkname = rel
 	}
 	for k, v := range hdr.PAXRecords {
-		if strings.HasPrefix(k, xattrPrefix) {
+		if name, ok := strings.CutPrefix(k, xattrPrefix); ok {
+			if !keepXattr(name, !r.remapAll) {
+				r.dropped.add(name)
+				continue
+			}
 			if h.PAXRecords == nil {
 				h.PAXRecords = map[string]string{}
 			}

@@ -177,7 +177,13 @@ func (r *restoreRun) stageArchive(ctx context.Context) error {
 		return fmt.Errorf("%w (nothing changed)", ar.explain(err))
 	}
 	r.res.Files, r.res.Entries, r.res.Bytes = ar.Files, ar.Entries, ar.Bytes
-	for _, n := range ar.Notes {
+	notes := append([]string(nil), ar.Notes...)
+	for _, rt := range r.roots {
+		if n := rt.dropped.note(); n != "" {
+			notes = append(notes, rt.target+": "+n)
+		}
+	}
+	for _, n := range notes {
 		r.res.Notes = append(r.res.Notes, n)
 		r.log.Warn(n)
 	}

@@ -10,6 +10,9 @@
 #     run as root;
 #   - skopeo (Debian package skopeo) at /usr/bin/skopeo, for the offline
 #     install tests, installed with apt-get when run as root;
+#   - setcap (Debian package libcap2-bin) at /usr/sbin/setcap, for the
+#     restore tests that give a file a real capability, installed with
+#     apt-get when run as root;
 #   - the real Bun 1.3.14 runtime tarballs for linux/amd64 and linux/arm64,
 #     fetched with `npm pack` into the git-ignored cache .cache/npm/;
 #   - on a host that is not arm64, what the arm64 suite (make e2e-arm64)
@@ -95,6 +98,24 @@ elif [[ "$(id -u)" -eq 0 ]]; then
 	echo "testdeps: installed ${SKOPEO_BIN}"
 else
 	echo "testdeps: ${SKOPEO_BIN} is missing; as root run: apt-get update && apt-get install -y skopeo" >&2
+	exit 1
+fi
+
+# setcap, which gives a file a real capability for the restore tests
+# (a restored archive never keeps one).
+SETCAP_BIN=/usr/sbin/setcap
+if [[ "${demo_only}" == true ]]; then
+	: # the demo restores nothing
+elif [[ -x "${SETCAP_BIN}" ]]; then
+	echo "testdeps: ${SETCAP_BIN} present"
+elif [[ "$(id -u)" -eq 0 ]]; then
+	echo "testdeps: installing libcap2-bin with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt_get update -qq
+	apt_get install -y -qq libcap2-bin >/dev/null
+	echo "testdeps: installed ${SETCAP_BIN}"
+else
+	echo "testdeps: ${SETCAP_BIN} is missing; as root run: apt-get update && apt-get install -y libcap2-bin" >&2
 	exit 1
 fi
 

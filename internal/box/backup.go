@@ -288,7 +288,7 @@ func (b Box) Verify(ctx context.Context, archive string) (*Verified, error) {
 			opts.Owner = owner
 		}
 	}
-	return &Verified{VerifyResult: res, Restore: backup.PlanRestore(opts, res.Manifest, res.Encrypted)}, nil
+	return &Verified{VerifyResult: res, Restore: backup.PlanVerified(opts, res)}, nil
 }
 
 // WriteJSON writes v as one JSON object.
