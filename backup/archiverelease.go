@@ -133,7 +133,7 @@ func (p *RestorePlan) planRelease(opts RestoreOptions, m *Manifest, configured r
 		return
 	}
 	if !p.Authenticated && opts.AcceptImage == "" {
-		p.refuse(fmt.Errorf("%w: the archive is not encrypted with the box's passphrase and names runtime %s, the configuration %s: an unauthenticated archive changes the runtime only when the operator names its image: hbx restore --accept-image %s", ErrImageRefused, m.Image, orNone(configured.Image), m.Image))
+		p.refuse(fmt.Errorf("%w: the archive is not encrypted with the box's passphrase and names runtime %s, the configuration %s: an unauthenticated archive changes the runtime only when the operator names its image: %s", ErrImageRefused, m.Image, orNone(configured.Image), opts.rerun("--accept-image", m.Image)))
 		return
 	}
 	if !p.Authenticated {
