@@ -12,6 +12,7 @@ import (
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/release"
 )
 
 // restoreOptions are the flags of `hbx restore`.
@@ -92,6 +93,11 @@ func newRestoreCommand(g *globals) *cobra.Command {
 			cfg, srcs, err := g.loadConfig(cmd)
 			if err != nil {
 				return err
+			}
+			if o.acceptImage != "" {
+				if _, err := release.ParseImageRef(o.acceptImage); err != nil {
+					return cli.Usagef("restore: --accept-image %s: want the full pinned image reference NAME:TAG@sha256:DIGEST, as the refusal names it (%w)", o.acceptImage, err)
+				}
 			}
 			o.command = restoreCommand(cmd, args[0])
 			return runRestore(cmd.Context(), g, cfg, srcs, args[0], o)
