@@ -334,7 +334,9 @@ func (v *Verified) restoreText(b *strings.Builder) {
 	if p == nil {
 		return
 	}
-	if !p.Authenticated {
+	if p.Authenticated {
+		b.WriteString("  authenticated: encrypted with the box's passphrase\n")
+	} else {
 		b.WriteString("  NOT authenticated: not encrypted with the box's passphrase; anyone could have written it\n")
 	}
 	if p.Refused != "" {
