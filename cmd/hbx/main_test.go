@@ -177,7 +177,7 @@ func TestConfigShowJSON(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
-	good := writeConfig(t, "executor:\n  port: 4790\n")
+	good := writeConfig(t, "executor:\n  port: 4790\n"+hermesAsSelf())
 	unknownKey := writeConfig(t, "executor:\n  prot: 4790\n")
 	badValues := writeConfig(t, "executor:\n  listen: 0.0.0.0\n  port: 0\n")
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
