@@ -104,15 +104,21 @@ func (p *RestorePlan) refuse(err error) {
 func (p *RestorePlan) planRelease(opts RestoreOptions, m *Manifest, configured release.Target) {
 	if m == nil || m.Image == "" {
 		if opts.AcceptImage != "" {
-			p.refuse(fmt.Errorf("%w: --accept-image %s, but the archive names no image (it is restored for the configured release)", ErrInvalid, opts.AcceptImage))
+			p.refuse(fmt.Errorf("%w: --accept-image %s, but the archive names no image (it is restored for the configured release): drop --accept-image", ErrImageRefused, opts.AcceptImage))
 		}
 		return
 	}
 	p.Image = m.Image
 	have := m.Target()
-	if opts.AcceptImage != "" && !sameImage(opts.AcceptImage, m.Image) {
-		p.refuse(fmt.Errorf("%w: --accept-image %s, but the archive names %s", ErrInvalid, opts.AcceptImage, m.Image))
-		return
+	if opts.AcceptImage != "" {
+		if _, err := release.ParseImageRef(opts.AcceptImage); err != nil {
+			p.refuse(fmt.Errorf("%w: --accept-image: %w", ErrInvalid, err))
+			return
+		}
+		if !sameImage(opts.AcceptImage, m.Image) {
+			p.refuse(fmt.Errorf("%w: --accept-image %s is not the archive's image %s", ErrImageRefused, opts.AcceptImage, m.Image))
+			return
+		}
 	}
 	if opts.Runtime == nil {
 		p.release = &have
@@ -143,7 +149,7 @@ func (p *RestorePlan) planRelease(opts RestoreOptions, m *Manifest, configured r
 		return
 	}
 	if !p.Authenticated && opts.AcceptImage == "" {
-		p.refuse(fmt.Errorf("%w: the archive is not encrypted with the box's passphrase and names runtime %s, the configuration %s: an unauthenticated archive changes the runtime only when the operator names its image: hbx restore --accept-image %s", ErrImageRefused, m.Image, orNone(configured.Image), m.Image))
+		p.refuse(fmt.Errorf("%w: the archive is not encrypted with the box's passphrase and names runtime %s, the configuration %s: an unauthenticated archive changes the runtime only when the operator names its image: %s", ErrImageRefused, m.Image, orNone(configured.Image), opts.rerun("--accept-image", m.Image)))
 		return
 	}
 	if !p.Authenticated {

@@ -92,12 +92,15 @@ func TestRestoreArchiveRelease(t *testing.T) {
 		// wantInstall is the image installed ("" none), wantPin the one
 		// pinned ("" none).
 		wantInstall, wantPin string
+		// wantSay is in the error, ARCHIVE replaced by the archive's path.
+		wantSay string
 	}{
 		{name: "plain, another repository", edit: setImage(foreignImage), wantErr: ErrImageRefused},
 		{name: "plain, another repository, accepted", edit: setImage(foreignImage), accept: foreignImage, wantErr: ErrImageRefused},
-		{name: "plain, another release", edit: setImage(sameRepoImage), wantErr: ErrImageRefused},
+		{name: "plain, another release", edit: setImage(sameRepoImage), wantErr: ErrImageRefused, wantSay: ": hbx restore ARCHIVE --accept-image " + sameRepoImage},
 		{name: "plain, another release, accepted", edit: setImage(sameRepoImage), accept: sameRepoImage, wantInstall: sameRepoImage, wantPin: sameRepoImage},
-		{name: "plain, accepted another image", edit: setImage(sameRepoImage), accept: foreignImage, wantErr: ErrInvalid},
+		{name: "plain, accepted another image", edit: setImage(sameRepoImage), accept: foreignImage, wantErr: ErrImageRefused, wantSay: "archive refused: --accept-image " + foreignImage + " is not the archive's image " + sameRepoImage},
+		{name: "plain, accepted a tag only", edit: setImage(sameRepoImage), accept: "registry.example/x:1.2", wantErr: ErrInvalid},
 		{name: "plain, the configured release", edit: setImage(priorImage), wantInstall: priorImage},
 		{name: "encrypted, another repository", encrypted: true, image: foreignImage, wantErr: ErrImageRefused},
 		{name: "encrypted, another release", encrypted: true, image: sameRepoImage, wantInstall: sameRepoImage, wantPin: sameRepoImage},
@@ -135,6 +138,9 @@ func TestRestoreArchiveRelease(t *testing.T) {
 			}
 			if cfg.image != wantPin {
 				t.Errorf("pinned %q, want %q", cfg.image, wantPin)
+			}
+			if say := strings.ReplaceAll(tt.wantSay, "ARCHIVE", ShellWord(res.Path)); err != nil && !strings.Contains(err.Error(), say) {
+				t.Errorf("Restore() = %v, want it saying %q", err, say)
 			}
 			if err != nil {
 				if got := snapshot(t, b.data); strings.Join(got, "\n") != strings.Join(before, "\n") {

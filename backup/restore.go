@@ -95,9 +95,14 @@ type RestoreOptions struct {
 	// runtime, and only to exactly this image (hbx restore
 	// --accept-image).
 	AcceptImage string
-	Logger      *slog.Logger
-	Progress    Progress
-	Now         func() time.Time
+	// Command is the operator's command line, quoted for a shell
+	// (ShellWord), without --accept-image and --without-runtime: a hint
+	// to run the restore again appends the flags it needs to it, so it
+	// runs as printed. "" means hbx restore ARCHIVE (with --data-only).
+	Command  string
+	Logger   *slog.Logger
+	Progress Progress
+	Now      func() time.Time
 }
 
 // RestoreResult is what Restore did.
@@ -724,3 +729,35 @@ func (s *sink) close(cause error) error {
 
 // flushEvery is how many extracted bytes start a background syncfs.
 const flushEvery = 128 << 20
+
+// rerun is the command that runs this restore again with flags added
+// (each quoted): opts.Command, by default hbx restore ARCHIVE.
+func (opts RestoreOptions) rerun(flags ...string) string {
+	cmd := opts.Command
+	if cmd == "" {
+		cmd = "hbx restore " + ShellWord(opts.Archive)
+		if opts.DataOnly {
+			cmd += " --data-only"
+		}
+	}
+	for _, f := range flags {
+		cmd += " " + ShellWord(f)
+	}
+	return cmd
+}
+
+// ShellWord quotes s as one word for a POSIX shell: as it is when it has
+// only characters no shell treats specially, else in single quotes.
+func ShellWord(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%_+=:,./-", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

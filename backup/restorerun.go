@@ -257,7 +257,7 @@ func (r *restoreRun) activateRuntime(ctx context.Context) error {
 		r.goWithout(err)
 	} else if err != nil {
 		if errors.Is(err, ErrRuntimeUnavailable) && !opts.WithoutRuntime {
-			err = fmt.Errorf("%w; to restore the data anyway with the programs left stopped until that runtime is installed, run hbx restore --without-runtime", err)
+			err = fmt.Errorf("%w; to restore the data anyway with the programs left stopped until that runtime is installed, run %s", err, opts.rerun(withoutRuntimeFlags(opts)...))
 		}
 		if _, _, uerr := undo(r.undoCtx, j, opts.Runtime, opts.Config, r.log); uerr != nil {
 			r.staged = true // keep the journal: the next hbx start retries the undo
@@ -392,4 +392,13 @@ func (r *restoreRun) commit() error {
 	}
 	r.prog.Event(Event{Kind: EventCommitted})
 	return nil
+}
+
+// withoutRuntimeFlags are the flags that run the restore of opts again
+// with --without-runtime: the image it accepted, if any, too.
+func withoutRuntimeFlags(opts RestoreOptions) []string {
+	if opts.AcceptImage != "" {
+		return []string{"--accept-image", opts.AcceptImage, "--without-runtime"}
+	}
+	return []string{"--without-runtime"}
 }

@@ -195,7 +195,7 @@ func TestRestoreWithoutRuntimeRefusals(t *testing.T) {
 		wantSay     string // in the error
 	}{
 		{"digest mismatch, no runtime", errors.New("fetch manifest: digest mismatch: the registry served other bytes"), false, true, false, "digest mismatch"},
-		{"unavailable, another release active", unavailable, true, false, false, "hbx restore --without-runtime"},
+		{"unavailable, another release active", unavailable, true, false, false, "run hbx restore ARCHIVE --without-runtime"},
 		{"unavailable, another release active, --without-runtime", unavailable, true, true, true, ""},
 		{"digest mismatch, another release active, --without-runtime", errors.New("digest mismatch"), true, true, false, "restore undone"},
 	} {
@@ -219,7 +219,7 @@ func TestRestoreWithoutRuntimeRefusals(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantSay) {
+			if say := strings.ReplaceAll(tc.wantSay, "ARCHIVE", ShellWord(archive)); err == nil || !strings.Contains(err.Error(), say) {
 				t.Fatalf("Restore() = %v; want a refusal saying %q", err, tc.wantSay)
 			}
 			if !errors.Is(tc.err, ErrRuntimeUnavailable) && strings.Contains(err.Error(), "--without-runtime") {
@@ -435,4 +435,28 @@ func (configuredUnavailable) Install(_ context.Context, image, _ string, _ diges
 		return false, fmt.Errorf("fetch index: %w: dial tcp 127.0.0.1:5000: connect: connection refused", ErrRuntimeUnavailable)
 	}
 	return false, nil
+}
+
+// TestRestoreRerun: the commands hints print run as printed: the
+// operator's command line (or hbx restore ARCHIVE), the flags added, each
+// word quoted for a shell.
+func TestRestoreRerun(t *testing.T) {
+	img := "registry.example/hermes/executor:1.2@sha256:" + strings.Repeat("a", 64)
+	for _, tc := range []struct {
+		name string
+		opts RestoreOptions
+		want string
+	}{
+		{"default", RestoreOptions{Archive: "/srv/b/x.tar.gz"}, "hbx restore /srv/b/x.tar.gz --without-runtime"},
+		{"data only", RestoreOptions{Archive: "x.tar.gz", DataOnly: true}, "hbx restore x.tar.gz --data-only --without-runtime"},
+		{"quoted", RestoreOptions{Archive: "/srv/my backup's.tgz"}, `hbx restore '/srv/my backup'\''s.tgz' --without-runtime`},
+		{"accepted image kept", RestoreOptions{Archive: "a.tgz", AcceptImage: img}, "hbx restore a.tgz --accept-image " + img + " --without-runtime"},
+		{"the operator's command", RestoreOptions{Archive: "a.tgz", Command: "hbx restore a.tgz --config /etc/x.yaml", AcceptImage: img}, "hbx restore a.tgz --config /etc/x.yaml --accept-image " + img + " --without-runtime"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.opts.rerun(withoutRuntimeFlags(tc.opts)...); got != tc.want {
+				t.Errorf("rerun() = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -15,7 +15,7 @@ import (
 // supervisor's user).
 func checkOwnLog(p Program) error {
 	if p.OwnLog == "" {
-		return fmt.Errorf("program %s has no log file of its own (log_file)", p.Name)
+		return NoOwnLog(p.Name)
 	}
 	st, err := os.Lstat(p.OwnLog)
 	switch {
@@ -27,4 +27,14 @@ func checkOwnLog(p Program) error {
 		return fmt.Errorf("log file %s is not a regular file (%s)", p.OwnLog, st.Mode().Type())
 	}
 	return nil
+}
+
+// NoOwnLog is the error for --file on program name, which writes no log
+// of its own: it says what to read instead. The built-in executor never
+// has one (programs.executor.log_file cannot be set).
+func NoOwnLog(name string) error {
+	if name == "executor" {
+		return fmt.Errorf("program executor has no log file of its own (programs.executor.log_file cannot be set): its output is in `hbx logs executor` and `hbx logs executor --stderr`")
+	}
+	return fmt.Errorf("program %s has no log file of its own (programs.%s.log_file is not set): its output is in `hbx logs %s` and `hbx logs %s --stderr`", name, name, name, name)
 }

@@ -12,7 +12,7 @@ import (
 
 // TestLogsOwnFile: Logs with File prints the log a program writes itself
 // (Program.OwnLog); a symbolic link there, a directory, or a program
-// without one is refused with the reason.
+// without one is refused with the reason and what to read instead.
 func TestLogsOwnFile(t *testing.T) {
 	dir := progDir(t, "p")
 	own := filepath.Join(dir, "logs", "gateway.log")
@@ -26,8 +26,9 @@ func TestLogsOwnFile(t *testing.T) {
 	isDir := shProgram(t, progDir(t, "dir"), "dir", `exec sleep 1000`)
 	isDir.OwnLog = dir
 	none := shProgram(t, progDir(t, "none"), "none", `exec sleep 1000`)
+	executor := shProgram(t, progDir(t, "executor"), "executor", `exec sleep 1000`)
 	sock := filepath.Join(socketDir(t), "hbx.sock")
-	runSupervisor(t, Options{Programs: []Program{p, link, isDir, none}, Socket: sock})
+	runSupervisor(t, Options{Programs: []Program{p, link, isDir, none, executor}, Socket: sock})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, sock)
@@ -38,7 +39,8 @@ func TestLogsOwnFile(t *testing.T) {
 		{"p", "two\nthree\n", ""},
 		{"link", "", "is not a regular file"},
 		{"dir", "", "is not a regular file"},
-		{"none", "", "has no log file of its own"},
+		{"none", "", "program none has no log file of its own (programs.none.log_file is not set): its output is in `hbx logs none` and `hbx logs none --stderr`"},
+		{"executor", "", "program executor has no log file of its own (programs.executor.log_file cannot be set): its output is in `hbx logs executor` and `hbx logs executor --stderr`"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

@@ -165,3 +165,11 @@ func lastLines(f *os.File, n int) (int64, error) {
 	}
 	return 0, nil
 }
+
+// WriteLastLines writes the last n lines of f (open for reading) to w,
+// without following it: hbx logs reads a log from disk this way when no
+// supervisor runs.
+func WriteLastLines(f *os.File, n int, w io.Writer) error {
+	t := &tail{f: f, w: w, flush: func() {}}
+	return t.last(n)
+}

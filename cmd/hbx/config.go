@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 )
@@ -47,13 +48,18 @@ reading them: one that exists must be a regular file of mode 0600 or
 stricter, else it is invalid configuration (exit 2). Like every command
 that reads the configuration, it refuses the runtime, data, state and
 backup directories, the secret and config files and hbx's own directory
-when a user other than root could replace them (exit 2).`,
+when a user other than root could replace them (exit 2). An enabled
+program whose user does not exist is printed, then refused as hbx
+supervise would refuse it (exit 2).`,
 		Args: cli.Args(0, 0),
 		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, srcs *config.Sources) error {
 			if err := cfg.CheckSecretFiles(srcs); err != nil {
 				return err
 			}
-			return cfg.Show(g.stdout, srcs, asJSON)
+			if err := cfg.Show(g.stdout, srcs, asJSON); err != nil {
+				return err
+			}
+			return box.CheckProgramUsers(cfg)
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

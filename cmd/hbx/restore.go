@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/release"
 )
 
 // restoreOptions are the flags of `hbx restore`.
@@ -18,6 +22,7 @@ type restoreOptions struct {
 	withoutRuntime bool
 	acceptImage    string
 	json           bool
+	command        string // the command line hints repeat (restoreCommand)
 }
 
 // restoreHelp is hbx restore's --help text.
@@ -89,6 +94,12 @@ func newRestoreCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if o.acceptImage != "" {
+				if _, err := release.ParseImageRef(o.acceptImage); err != nil {
+					return cli.Usagef("restore: --accept-image %s: want the full pinned image reference NAME:TAG@sha256:DIGEST, as the refusal names it (%w)", o.acceptImage, err)
+				}
+			}
+			o.command = restoreCommand(cmd, args[0])
 			return runRestore(cmd.Context(), g, cfg, srcs, args[0], o)
 		},
 	}
@@ -102,7 +113,7 @@ func newRestoreCommand(g *globals) *cobra.Command {
 
 // runRestore restores archive (box.Box.Restore) and prints what happened.
 func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, archive string, o restoreOptions) error {
-	r := box.RestoreRequest{Archive: archive, DataOnly: o.dataOnly, WithoutRuntime: o.withoutRuntime, AcceptImage: o.acceptImage}
+	r := box.RestoreRequest{Archive: archive, DataOnly: o.dataOnly, WithoutRuntime: o.withoutRuntime, AcceptImage: o.acceptImage, Command: o.command}
 	if o.json {
 		r.Progress = box.NewJSONProgress(g.stdout)
 	}
@@ -129,4 +140,24 @@ type notStartedError struct{ image string }
 
 func (e *notStartedError) Error() string {
 	return "restored, not started: the data awaits runtime " + e.image
+}
+
+// restoreCommand is the hbx restore command line cmd runs, quoted for a
+// shell, with every flag set on it but --accept-image and
+// --without-runtime (which the hints that repeat it add as needed).
+func restoreCommand(cmd *cobra.Command, archive string) string {
+	words := []string{"hbx", "restore", backup.ShellWord(archive)}
+	add := func(f *pflag.Flag) {
+		switch {
+		case f.Name == "accept-image" || f.Name == "without-runtime":
+		case f.Value.Type() == "bool" && f.Value.String() == "true":
+			words = append(words, "--"+f.Name)
+		case f.Value.Type() == "bool":
+			words = append(words, "--"+f.Name+"=false")
+		default:
+			words = append(words, "--"+f.Name, backup.ShellWord(f.Value.String()))
+		}
+	}
+	cmd.Flags().Visit(add) // the parsed flags: its own and the inherited ones
+	return strings.Join(words, " ")
 }

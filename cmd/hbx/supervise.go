@@ -96,6 +96,9 @@ func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup b
 		return "", true, err
 	}
 	held = supervisor.HeldPath(cfg.Supervisor.Socket)
+	if err := box.CheckProgramUsers(cfg); err != nil {
+		return held, true, err
+	}
 	// A held file left by a hold that was killed is stale; one a live
 	// hold keeps is its error, not this start's to remove.
 	if err := supervisor.RemoveStaleHeld(held); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,5 +75,34 @@ func TestSuperviseRefusesTypoProgram(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("a refused supervisor created its socket: %v", err)
+	}
+}
+
+// TestProgramUserMissing: an enabled program whose user does not exist is
+// refused by hbx supervise and by hbx config show (which still prints the
+// configuration) with the same one line, exit 2, saying what to do; a
+// disabled one is not.
+func TestProgramUserMissing(t *testing.T) {
+	want := `invalid program: program "hermes": user "no-such-user-hbx": user: unknown user no-such-user-hbx: create the user, or set programs.hermes.enabled: false or another programs.hermes.user`
+	for _, tc := range []struct {
+		name, body string
+		args       []string
+		wantCode   int
+		wantErr    string
+	}{
+		{"supervise", "programs:\n  hermes:\n    user: no-such-user-hbx\n", []string{"supervise"}, 2, want},
+		{"config show", "programs:\n  hermes:\n    user: no-such-user-hbx\n", []string{"config", "show"}, 2, want},
+		{"config show, disabled", "programs:\n  hermes:\n    user: no-such-user-hbx\n    enabled: false\n", []string{"config", "show"}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := writeConfig(t, "supervisor:\n  socket: "+filepath.Join(t.TempDir(), "hbx.sock")+"\n"+tc.body)
+			out, _, code, err := runTest(t, nil, append(tc.args, "--config", cfg)...)
+			if code != tc.wantCode || (tc.wantErr == "") != (err == nil) || err != nil && !strings.HasPrefix(err.Error(), tc.wantErr) || strings.Contains(fmt.Sprint(err), "\n") {
+				t.Fatalf("hbx %q = %d, %v; want %d starting %q", tc.args, code, err, tc.wantCode, tc.wantErr)
+			}
+			if tc.args[0] == "config" && !strings.Contains(out, "programs.hermes.user: no-such-user-hbx") {
+				t.Errorf("hbx config show printed %q, want the configuration", out)
+			}
+		})
 	}
 }

@@ -117,7 +117,10 @@ type RestoreRequest struct {
 	// AcceptImage lets an archive that is not authenticated change the
 	// runtime to exactly this image (backup.RestoreOptions.AcceptImage).
 	AcceptImage string
-	Progress    backup.Progress // nil: none
+	// Command is the command line to repeat in hints
+	// (backup.RestoreOptions.Command); "" is hbx restore ARCHIVE.
+	Command  string
+	Progress backup.Progress // nil: none
 }
 
 // RestoreOutcome is what Box.Restore did.
@@ -142,7 +145,7 @@ func (b Box) Restore(ctx context.Context, r RestoreRequest) (*RestoreOutcome, er
 	}
 	opts := backup.ConfiguredRestoreOptions(b.Config, r.Archive)
 	opts.Passphrase, opts.DataOnly, opts.Owner, opts.Logger = b.passphrase(false), r.DataOnly, owner, b.Log
-	opts.WithoutRuntime, opts.AcceptImage = r.WithoutRuntime, r.AcceptImage
+	opts.WithoutRuntime, opts.AcceptImage, opts.Command = r.WithoutRuntime, r.AcceptImage, r.Command
 	b.restoreRelease(&opts)
 	svc, release, err := b.holdData(ctx, "hbx restore")
 	defer release()
@@ -331,7 +334,9 @@ func (v *Verified) restoreText(b *strings.Builder) {
 	if p == nil {
 		return
 	}
-	if !p.Authenticated {
+	if p.Authenticated {
+		b.WriteString("  authenticated: encrypted with the box's passphrase\n")
+	} else {
 		b.WriteString("  NOT authenticated: not encrypted with the box's passphrase; anyone could have written it\n")
 	}
 	if p.Refused != "" {

@@ -43,7 +43,7 @@ func TestVerifyTextSaysWhatRestoreChanges(t *testing.T) {
 		{"refused", &backup.RestorePlan{Refused: "archive refused: the archive names runtime evil"},
 			[]string{"NOT authenticated", "hbx restore would refuse it: archive refused: the archive names runtime evil"}},
 		{"changes the runtime", &backup.RestorePlan{Authenticated: true, Image: "r:v2@sha256:2", Configured: "r:v1@sha256:1", ChangesRuntime: true, Paths: []string{"/data"}, Owners: "uid 0"},
-			[]string{"would change the runtime: install and pin r:v2@sha256:2 (configured: r:v1@sha256:1)", "would replace: /data", "owners: uid 0"}},
+			[]string{"\n  authenticated: encrypted with the box's passphrase\n", "would change the runtime: install and pin r:v2@sha256:2 (configured: r:v1@sha256:1)", "would replace: /data", "owners: uid 0"}},
 		{"keeps the runtime", &backup.RestorePlan{Image: "r:v1@sha256:1", Paths: []string{"/data"}},
 			[]string{"NOT authenticated", "keeps the runtime: the archive names the configured release"}},
 	} {
@@ -53,8 +53,8 @@ func TestVerifyTextSaysWhatRestoreChanges(t *testing.T) {
 				t.Errorf("%s: verify says %q, want %q", tc.name, text, w)
 			}
 		}
-		if tc.plan.Authenticated && strings.Contains(text, "NOT authenticated") {
-			t.Errorf("%s: verify says %q of an authenticated archive", tc.name, text)
+		if tc.plan.Authenticated == strings.Contains(text, "NOT authenticated") || strings.Count(text, "authenticated") != 1 {
+			t.Errorf("%s: verify says %q; want it to say once whether the archive is authenticated (%v)", tc.name, text, tc.plan.Authenticated)
 		}
 	}
 }

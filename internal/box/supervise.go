@@ -71,10 +71,8 @@ func SuperviseOptions(s Supervise) supervisor.Options {
 
 // program maps one programs.<name> entry.
 func (s Supervise) program(name string, pc config.Program) supervisor.Program {
-	logFile := func(path, suffix string) supervisor.LogFile {
-		if path == "" {
-			path = filepath.Join(s.Config.Supervisor.LogDir, name+suffix)
-		}
+	logs := LogPaths(s.Config, name, pc)
+	logFile := func(path string) supervisor.LogFile {
 		return supervisor.LogFile{Path: path, MaxBytes: pc.LogfileMaxBytes, Backups: pc.LogfileBackups}
 	}
 	p := supervisor.Program{
@@ -90,21 +88,48 @@ func (s Supervise) program(name string, pc config.Program) supervisor.Program {
 		StopSignal:       unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
 		StopWait:         time.Duration(pc.StopWaitSecs) * time.Second,
 		DependsOn:        pc.DependsOn,
-		Stdout:           logFile(pc.StdoutLogfile, ".out.log"),
-		Stderr:           logFile(pc.StderrLogfile, ".err.log"),
+		Stdout:           logFile(logs.Stdout),
+		Stderr:           logFile(logs.Stderr),
 	}
 	if name != config.ExecutorProgram {
 		p.Command, p.User, p.Directory = pc.Command, pc.User, pc.Directory
 		for _, k := range slices.Sorted(maps.Keys(pc.Environment)) {
 			p.Environment = append(p.Environment, k+"="+pc.Environment[k])
 		}
-		p.OwnLog, _ = pc.ExpandReadyPath(pc.LogFile)
+		p.OwnLog = logs.Own
 		if !pc.Ready.IsZero() {
 			p.Probe, p.HealthWait = readiness(pc).Probe(), time.Duration(pc.Ready.Wait)*time.Second
 		}
 		return p
 	}
 	return s.executor(p)
+}
+
+// ProgramLogs are the paths of a program's log files.
+type ProgramLogs struct {
+	// Stdout and Stderr are the files the supervisor writes the program's
+	// output to: programs.<name>.stdout_logfile and stderr_logfile, by
+	// default <supervisor.log_dir>/<name>.out.log and <name>.err.log.
+	Stdout, Stderr string
+	// Own is the log the program writes itself (programs.<name>.log_file,
+	// expanded from its environment); "" when it has none, always for the
+	// built-in executor.
+	Own string
+}
+
+// LogPaths returns the log files of cfg's program name, whose entry is pc.
+func LogPaths(cfg *config.Config, name string, pc config.Program) ProgramLogs {
+	l := ProgramLogs{Stdout: pc.StdoutLogfile, Stderr: pc.StderrLogfile}
+	if l.Stdout == "" {
+		l.Stdout = filepath.Join(cfg.Supervisor.LogDir, name+".out.log")
+	}
+	if l.Stderr == "" {
+		l.Stderr = filepath.Join(cfg.Supervisor.LogDir, name+".err.log")
+	}
+	if name != config.ExecutorProgram {
+		l.Own, _ = pc.ExpandReadyPath(pc.LogFile)
+	}
+	return l
 }
 
 // readiness maps programs.<name>.ready_* (validated by Load), its paths
