@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // fileCaps gives p the file capability cap_setuid+ep with setcap
@@ -19,7 +21,7 @@ import (
 func fileCaps(t *testing.T, p string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("setting file capabilities needs root")
+		testenv.Missing(t, "setting file capabilities needs root")
 	}
 	if out, err := exec.Command("setcap", "cap_setuid+ep", p).CombinedOutput(); err != nil {
 		t.Fatalf("setcap cap_setuid+ep %s: %v: %s", p, err, out)
@@ -118,7 +120,7 @@ func TestRestoreDropsPrivilegedXattrs(t *testing.T) {
 func TestRestoreDropsXattrsWrittenInTheTar(t *testing.T) {
 	requireXattrs(t, t.TempDir())
 	if os.Geteuid() != 0 {
-		t.Skip("writing trusted.* and security.capability needs root")
+		testenv.Missing(t, "writing trusted.* and security.capability needs root")
 	}
 	b := newBox(t)
 	archive := filepath.Join(t.TempDir(), "hand.tar")

@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/internal/regfile"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // untrustedEntry makes, in dir (a directory the program's user controls),
@@ -34,7 +36,7 @@ func untrustedEntry(t *testing.T, dir, kind, content string) string {
 		err = os.Symlink(secret, p)
 	case "device":
 		if os.Geteuid() != 0 {
-			t.Skip("needs root to mknod")
+			testenv.Missing(t, "needs root to mknod")
 		}
 		err = unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3)))
 	case "socket":

@@ -2,11 +2,14 @@ package fsat
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // TestEmptyDir: everything inside goes (files, nested and read-only
@@ -82,7 +85,7 @@ func mustWrite(t *testing.T, p string) {
 // EmptyDir of a mount point itself still empties it.
 func TestEmptyDirRefusesMountPoints(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount")
+		testenv.Missing(t, "needs root to mount")
 	}
 	for _, tc := range []struct {
 		name  string
@@ -98,7 +101,7 @@ func TestEmptyDirRefusesMountPoints(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := tc.mount(victim, mnt); err != nil {
-				t.Skipf("mount: %v (no mount privilege here)", err)
+				testenv.Missing(t, fmt.Sprintf("mount: %v (no mount privilege here)", err))
 			}
 			t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
 			secret := filepath.Join(mnt, "d", "secret")
