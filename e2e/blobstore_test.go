@@ -359,8 +359,12 @@ func TestUpgradeCommandFetchesOnlyChangedLayersE2E(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("hbx upgrade = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	line := fmt.Sprintf("\n  fetched %s of %s (%s); reused %s, %s\n", units.Bytes(newBytes), units.Bytes(newBytes+sharedBytes),
-		layerCount(len(want)-1), layerCount(len(m2.Layers)-len(want)+1), units.Bytes(sharedBytes))
+	// The repository that answered follows the fetched count (the
+	// image's own here: no registry.mirrors).
+	repo, _, _ := strings.Cut(v2ref, "@")
+	repo = repo[:strings.LastIndex(repo, ":")]
+	line := fmt.Sprintf("\n  fetched %s of %s (%s) from %s; reused %s, %s\n", units.Bytes(newBytes), units.Bytes(newBytes+sharedBytes),
+		layerCount(len(want)-1), repo, layerCount(len(m2.Layers)-len(want)+1), units.Bytes(sharedBytes))
 	if !strings.Contains(r.stdout, line) {
 		t.Errorf("hbx upgrade printed\n%s\nwant a line %q", r.stdout, line)
 	}

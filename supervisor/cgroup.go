@@ -225,3 +225,18 @@ func (s *Supervisor) stopCgroupLeftovers(ctx context.Context, p *proc) error {
 	}
 	return nil
 }
+
+// dropCgroup gives up p's cgroup after a spawn into it failed with err
+// (ENOSYS: clone3 with CLONE_INTO_CGROUP is not available, as under
+// qemu-user): p runs without one from now on, found by process group and
+// marker, and Info says so.
+func (p *proc) dropCgroup(err error) {
+	p.s.log.Warn("cannot start a program into its cgroup; running it without one", "program", p.spec.Name, "err", err)
+	p.cg.dir.Close()
+	_ = os.Remove(p.cg.path)
+	p.cg = nil
+	p.s.mu.Lock()
+	p.s.info.Cgroups = ""
+	p.s.info.NoCgroups = fmt.Sprintf("starting a process into a cgroup fails here (clone3: %v): processes are found by process group and marker alone; one that starts a new session and closes its descriptors escapes them", err)
+	p.s.mu.Unlock()
+}

@@ -650,6 +650,13 @@ func (p *proc) spawn(ctx context.Context, now time.Time) {
 	p.cg.into(attr.Sys)
 	ch := make(chan syscall.WaitStatus, 1)
 	pid, err := p.s.reaper.spawn(func() (int, error) { return syscall.ForkExec(cmd.Path, cmd.Args, attr) }, ch)
+	if err != nil && p.cg != nil && errors.Is(err, syscall.ENOSYS) {
+		// No clone3 (qemu-user, old seccomp filters): start it without a
+		// cgroup, found by process group and marker as where there is none.
+		p.dropCgroup(err)
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
+		pid, err = p.s.reaper.spawn(func() (int, error) { return syscall.ForkExec(cmd.Path, cmd.Args, attr) }, ch)
+	}
 	if err != nil {
 		p.toFatal(fmt.Sprintf("spawn %s: %v", cmd.Path, err))
 		return
