@@ -86,6 +86,8 @@ func checkPayload(t *testing.T, b *box, info payloadInfo, hostPid string) {
 		"PATH", "BUN_RUNTIME_TRANSPILER_CACHE_PATH", "BUN_INSTALL_BIN", "EXECUTOR_HOST", "PORT", "EXECUTOR_DATA_DIR", "NODE_ENV",
 		// hbx's settings
 		"EXECUTOR_WEB_BASE_URL", "EXECUTOR_ALLOW_LOCAL_NETWORK", "BUN_FEATURE_FLAG_DISABLE_IPV6",
+		// ... egress off (executor.disable_telemetry)
+		"EXECUTOR_DISABLE_UPDATE_CHECK", "EXECUTOR_DISABLE_ANALYTICS", "DO_NOT_TRACK",
 		"HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "USER", "LOGNAME",
 		// the env file
 		"FROM_ENV_FILE",
