@@ -86,14 +86,21 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 // naming holder.
 func refusal(t *testing.T, what string, r result, holder string) {
 	t.Helper()
+	refusalCode(t, what, r, holder, 1)
+}
+
+// refusalCode is refusal with the exit code want (2: the configuration
+// names a data directory hbx refuses, such as a mount point).
+func refusalCode(t *testing.T, what string, r result, holder string, want int) {
+	t.Helper()
 	var errs []string
 	for _, l := range strings.Split(r.stderr, "\n") {
 		if strings.HasPrefix(l, "hbx: ") && !strings.HasPrefix(l, "hbx: warning: ") {
 			errs = append(errs, l)
 		}
 	}
-	if r.code != 1 || len(errs) != 1 || !strings.Contains(errs[0], holder) {
-		t.Errorf("%s = %d, %q; want exit 1 and one error line naming %s", what, r.code, r.stderr, holder)
+	if r.code != want || len(errs) != 1 || !strings.Contains(errs[0], holder) {
+		t.Errorf("%s = %d, %q; want exit %d and one error line naming %s", what, r.code, r.stderr, want, holder)
 	}
 }
 
@@ -142,7 +149,7 @@ func TestSingleWriterE2E(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("umount", bind).Run() })
 	r = hbxEnv(t, b, []string{"HBX_SUPERVISOR_SOCKET=" + other, fmt.Sprintf("HBX_EXECUTOR_PORT=%d", freePort(t)), "HBX_EXECUTOR_DATA_DIR=" + bind}, 30*time.Second, "supervise")
-	refusal(t, "hbx supervise on a bind mount of the data directory", r, bind+" is the root of a mount")
+	refusalCode(t, "hbx supervise on a bind mount of the data directory", r, bind+" is a mount point", 2)
 	refusal(t, "hbx run executor beside hbx supervise", hbxEnv(t, b, nil, 30*time.Second, "run", "executor"), holder)
 	if n := len(lines(filepath.Join(dir, "escapees"))); n != 1 {
 		t.Errorf("%d appenders started, want 1", n)

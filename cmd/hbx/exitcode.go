@@ -7,6 +7,7 @@ import (
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -43,7 +44,8 @@ const exitCodesHelp = `Exit codes:
 
 // exitCode maps the error run returned to the process exit status: nil to
 // exitOK; config.ErrInvalid, launch.ErrEnvFile, launch.ErrTokenFile,
-// backup.ErrPassphraseFile and usage errors to exitUsage; a
+// backup.ErrPassphraseFile, datalock.ErrMountPoint (executor.data_dir is a
+// mount point) and usage errors to exitUsage; a
 // *supervisor.NotRunningError, *box.ChangePendingError or a held start-up
 // error (hbx status) or a *notStartedError (hbx restore) to
 // exitNotRunning; anything else to exitFailure.
@@ -64,7 +66,8 @@ func exitCode(err error) int {
 	case errors.Is(err, config.ErrInvalid), errors.As(err, &ue),
 		errors.Is(err, supervisor.ErrInvalid), errors.Is(err, supervisor.ErrUnknownProgram),
 		errors.Is(err, backup.ErrInvalid), errors.Is(err, backup.ErrPassphraseFile),
-		errors.Is(err, launch.ErrEnvFile), errors.Is(err, launch.ErrTokenFile):
+		errors.Is(err, launch.ErrEnvFile), errors.Is(err, launch.ErrTokenFile),
+		errors.Is(err, datalock.ErrMountPoint):
 		return exitUsage
 	default:
 		return exitFailure

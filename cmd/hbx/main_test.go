@@ -17,6 +17,7 @@ import (
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -269,7 +270,8 @@ func TestExitCode(t *testing.T) {
 		{&cli.UsageError{Err: context.Canceled}, 2},
 		{context.Canceled, 1},
 		{os.ErrNotExist, 1},
-		{fmt.Errorf("status: %w", &box.ChangePendingError{}), exitNotRunning}, // box.PendingChange: hbx status exits 3
+		{fmt.Errorf("restore: %w: /data is the root of a mount", datalock.ErrMountPoint), 2}, // executor.data_dir set to a mount point
+		{fmt.Errorf("status: %w", &box.ChangePendingError{}), exitNotRunning},                // box.PendingChange: hbx status exits 3
 		{supervisor.NotRunning([]supervisor.Status{{Name: "hermes", State: supervisor.Fatal}}), exitNotRunning},
 	}
 	for _, tt := range tests {

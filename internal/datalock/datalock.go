@@ -63,7 +63,7 @@ func checkIdentity(dataDir string) error {
 	if mnt, err := fsat.IsMountRoot(beside); err != nil {
 		return fmt.Errorf("check data directory: %w", err)
 	} else if mnt {
-		return fmt.Errorf("%w: %s is the root of a mount: another path to the same directory would find another lock, and a restore cannot swap it (mount the volume on its parent)", ErrMountPoint, dataDir)
+		return fmt.Errorf("%w: %s is a mount point (the root of a mount): another path to the same directory would find another lock, and a restore cannot swap it (mount the volume on its parent)", ErrMountPoint, dataDir)
 	}
 	if err := unix.Lstat(beside, &got); err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
 		return fmt.Errorf("check data directory: %s changed while its lock was looked up", dataDir)
