@@ -50,7 +50,7 @@ E2E_ARM64_TESTS := TestInstallAndRun TestSupervise TestHealthE2E TestBackupResto
 empty :=
 space := $(empty) $(empty)
 
-e2e-arm64: cross testdeps ## the lifecycle e2e tests as linux/arm64 under qemu-user (see README "ARM64 under emulation")
+e2e-arm64: cross testdeps ## the lifecycle e2e tests as linux/arm64 under qemu-user (see docs/development.md "ARM64 under emulation")
 	@mkdir -p .run
 	HBXTEST_E2E=1 HBXTEST_PLATFORM=linux/arm64 HBXTEST_BIN=$(CURDIR)/dist/hbx-linux-arm64 \
 		go test -count=1 -timeout 20m -run '^($(subst $(space),|,$(E2E_ARM64_TESTS)))$$' -v ./e2e/ 2>&1 | tee .run/e2e-arm64.log; \
@@ -67,7 +67,7 @@ dockerdeps: ## Docker Engine, Compose and the base image the Docker suite runs o
 docker-stop: ## stop the dockerd that dockerdeps started
 	scripts/dockerdeps.sh stop
 
-e2e-docker: build testdeps dockerdeps ## the Docker-host box (deploy/) on the real engine: see README "Docker host"
+e2e-docker: build testdeps dockerdeps ## the Docker-host box (deploy/) on the real engine: see docs/docker-host.md
 	set -a && eval "$$(scripts/dockerdeps.sh env)" && set +a && \
 		HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -timeout 20m -v ./e2e/docker/
 

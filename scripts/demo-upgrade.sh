@@ -18,9 +18,9 @@ while read -r v; do unset "${v}"; done < <(compgen -v HBX_ || true)
 	echo "demo-upgrade: no .run/demo from make demo: run make demo first" >&2
 	exit 1
 }
-lines="$(sed -n '/^<!-- demo-upgrade: begin -->$/,/^<!-- demo-upgrade: end -->$/p' README.md | sed -e '1,2d' -e '$d' | sed -e '$d')"
+lines="$(sed -n '/^<!-- demo-upgrade: begin -->$/,/^<!-- demo-upgrade: end -->$/p' docs/upgrade.md | sed -e '1,2d' -e '$d' | sed -e '$d')"
 [[ -n "${lines}" ]] || {
-	echo "demo-upgrade: found no demo-upgrade lines in README.md" >&2
+	echo "demo-upgrade: found no demo-upgrade lines in docs/upgrade.md" >&2
 	exit 1
 }
 # Echo each line (set -x), stop at the first failure and, on any exit,

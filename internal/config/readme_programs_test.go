@@ -9,7 +9,7 @@ import (
 // TestREADMEListsEveryProgramKey keeps the README's programs.<name>.* row
 // complete: it names every field of programFields.
 func TestREADMEListsEveryProgramKey(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,11 +20,11 @@ func TestREADMEListsEveryProgramKey(t *testing.T) {
 		}
 	}
 	if row == "" {
-		t.Fatal("README.md has no programs.<name>.* row")
+		t.Fatal("docs/configuration.md has no programs.<name>.* row")
 	}
 	for _, f := range programFieldNames() {
 		if !strings.Contains(row, "`"+f+"`") {
-			t.Errorf("README.md's programs.<name>.* row lacks `%s`", f)
+			t.Errorf("docs/configuration.md's programs.<name>.* row lacks `%s`", f)
 		}
 	}
 }

@@ -12,14 +12,14 @@ import (
 // continues the section of the name before it (`executor.listen` / `port`).
 func readmeKeys(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(b)
 	start := strings.Index(text, "\n## Configuration\n")
 	if start < 0 {
-		t.Fatal("README.md has no ## Configuration section")
+		t.Fatal("docs/configuration.md has no ## Configuration section")
 	}
 	text = text[start+1:]
 	if end := strings.Index(text, "\n## "); end >= 0 {
@@ -50,18 +50,18 @@ func readmeKeys(t *testing.T) map[string]bool {
 	return keys
 }
 
-// TestREADMETableListsEveryKey keeps README.md's configuration table
+// TestREADMETableListsEveryKey keeps docs/configuration.md's configuration table
 // complete: every key of keySpecs has a row.
 func TestREADMETableListsEveryKey(t *testing.T) {
 	keys := readmeKeys(t)
 	for _, s := range keySpecs {
 		if !keys[s.name] {
-			t.Errorf("README.md's configuration table lacks %s", s.name)
+			t.Errorf("docs/configuration.md's configuration table lacks %s", s.name)
 		}
 	}
 	for k := range keys {
 		if _, ok := lookupKey(k); !ok && !strings.HasPrefix(k, "programs.") {
-			t.Errorf("README.md's configuration table names %s, which is not a key", k)
+			t.Errorf("docs/configuration.md's configuration table names %s, which is not a key", k)
 		}
 	}
 }
