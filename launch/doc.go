@@ -8,17 +8,10 @@
 // directory is WorkingDir inside the rootfs.
 //
 // Arguments that are absolute image paths, "/p" or "--flag=/p" alike, are
-// mapped by release.MapArg, first rule that applies: the stream paths
-// /dev/null, /dev/stdin, /dev/stdout and /dev/stderr pass verbatim; under
-// a declared volume to the data directory; under one of
-// release.WritableDirs (/run, /tmp, /var) into <state dir>/root (its
-// directories created, the payload's); existing in the release to the
-// rootfs (read-only), unless it leads through a symlink of the image
-// (resolved inside the rootfs, dangling ones too) under a volume or
-// WritableDirs entry, which maps as the path it leads to (/app/data ->
-// /data to the data directory); anything else is release.ErrArg, which
-// release.CheckArgs reports at install validation. No argument
-// reaches a host path outside the release, data and state directories.
+// mapped by release.MapArg (its comment has the rule; docs/payload.md,
+// "How `hbx run executor` runs the payload", says it for operators);
+// anything it cannot map is release.ErrArg, which release.CheckArgs
+// reports at install validation.
 //
 // The data and state directories, and the state directory's HOME, TMPDIR
 // and XDG directories (home, tmp, cache, config, data, state), are made
@@ -29,12 +22,9 @@
 // is in Spec.Tightened for the caller to log. A symlink in their place is
 // refused.
 //
-// The host's libc and dynamic loader serve the payload: an ELF program's
-// PT_INTERP (/lib64/ld-linux-x86-64.so.2, /lib/ld-linux-aarch64.so.1) and
-// its shared libraries are the host's, not the image's. That is why the
-// payload must be relocatable: Bun is a single binary linked only against
-// glibc, and it finds its scripts relative to the working directory. A
-// payload that needs the image's own /usr/lib will not run this way.
+// The host's libc and dynamic loader serve the payload (an ELF program's
+// PT_INTERP and shared libraries are the host's), so the payload must be
+// relocatable; docs/payload.md says what that asks of an image.
 //
 // PrepareCommand and Smoke run another argv (install.smoke_command) inside
 // a release, active or staged, exactly as the payload would run: same
