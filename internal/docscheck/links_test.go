@@ -1,4 +1,4 @@
-package docslinks
+package docscheck
 
 import (
 	"fmt"
