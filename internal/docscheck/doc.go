@@ -8,6 +8,11 @@
 // (http, https, mailto) are not followed, and text inside code spans and
 // fenced code blocks is not read as links.
 //
+// Paths: a code span that names a path under one of the repository's
+// top-level directories (`e2e/restore_release_test.go`, `internal/datalock`)
+// must name one that exists, so a rename cannot leave the docs pointing at
+// a file that is gone. Generated directories (bin, dist) are not checked.
+//
 // Exit codes: the table under "## Exit codes" in docs/configuration.md
 // names exactly the codes cmd/hbx defines (its exit* integer constants,
 // read from the source with go/parser). What each code means is checked
