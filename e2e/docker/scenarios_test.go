@@ -590,16 +590,18 @@ func TestDockerNoPtrace(t *testing.T) {
 		t.Errorf("hbx health --only listeners:\n%s\nwant it to say it cannot read the open files (permission denied) and name CAP_SYS_PTRACE", out)
 	}
 	t.Logf("listeners without CAP_SYS_PTRACE: %s", strings.TrimSpace(out))
-	// Readiness says the same: the healthcheck's supervisor line.
+	// Readiness says the same: hbx status's executor line. (Docker's
+	// healthcheck, hbx health --wait-start, waits while hbx retries the
+	// start, and shows the line once the executor is FATAL.)
 	deadline = time.Now().Add(2 * time.Minute)
 	for {
-		h := b.health()
-		if n := len(h.Log); n > 0 && strings.Contains(h.Log[n-1].Output, "cannot read pid ") && strings.Contains(h.Log[n-1].Output, "CAP_SYS_PTRACE") {
-			t.Logf("health output: %s", h.Log[n-1].Output)
+		out, _ := b.execErr("executor", "hbx", "status")
+		if strings.Contains(out, "STARTING") && strings.Contains(out, "cannot read pid ") && strings.Contains(out, "CAP_SYS_PTRACE") {
+			t.Logf("hbx status: %s", strings.TrimSpace(out))
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("docker inspect's health output never named the unreadable open files: %+v", h)
+			t.Fatalf("hbx status never named the unreadable open files:\n%s", out)
 		}
 		time.Sleep(time.Second)
 	}
