@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/hermesbox/hbx/internal/buildinfo.Version=$(VERSION) -X github.com/hermesbox/hbx/internal/buildinfo.Commit=$(COMMIT)
 
-.PHONY: all build cross dist e2e-arm64 e2e-docker dockerdeps docker-stop check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
+.PHONY: all build cross dist e2e-arm64 e2e-docker dockerdeps docker-stop docker-demo check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
 
 all: build
 
@@ -70,6 +70,9 @@ docker-stop: ## stop the dockerd that dockerdeps started
 e2e-docker: build testdeps dockerdeps ## the Docker-host box (deploy/) on the real engine: see docs/docker-host.md
 	set -a && eval "$$(scripts/dockerdeps.sh env)" && set +a && \
 		HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -timeout 20m -v ./e2e/docker/
+
+docker-demo: build ## one Docker-host box on the test image, healthy, then the commands to try (scripts/docker-demo.sh; down: scripts/docker-demo.sh down)
+	scripts/docker-demo.sh
 
 check: fmt-check imports vet testdeps test e2e e2e-arm64 e2e-docker ## everything CI runs (testdeps first, so unit tests that use Bun or the registry run too)
 

@@ -478,6 +478,31 @@ func quoteList(names []string) string {
 // finished run (nil when none finished), so a caller bounded by ctx can
 // still say which checks failed and why.
 func Wait(ctx context.Context, opts Options, only []string, d, interval time.Duration) (*Report, error) {
+	return wait(ctx, opts, only, d, interval, func(*Report) bool { return true })
+}
+
+// WaitStart is Wait that retries only while the supervisor is making
+// progress: the supervisor check failed with ErrStarting (a program
+// STARTING or BACKOFF, e.g. installing the release on start). Any other
+// failure, a FATAL program among them, ends it at once, so a container's
+// healthcheck can wait out a first pull and still fail within seconds.
+// Without the supervisor check among only it runs once.
+func WaitStart(ctx context.Context, opts Options, only []string, d, interval time.Duration) (*Report, error) {
+	return wait(ctx, opts, only, d, interval, starting)
+}
+
+// starting reports whether rep's supervisor check failed with ErrStarting.
+func starting(rep *Report) bool {
+	for _, c := range rep.Checks {
+		if c.Name == CheckSupervisor && errors.Is(c.Cause(), ErrStarting) {
+			return true
+		}
+	}
+	return false
+}
+
+// wait is Wait, retrying a failed run only when retry says so.
+func wait(ctx context.Context, opts Options, only []string, d, interval time.Duration, retry func(*Report) bool) (*Report, error) {
 	if interval <= 0 {
 		interval = 500 * time.Millisecond
 	}
@@ -498,7 +523,7 @@ func Wait(ctx context.Context, opts Options, only []string, d, interval time.Dur
 		}
 		prev = rep
 		left := time.Until(deadline)
-		if rep.Status == Pass || left <= 0 {
+		if rep.Status == Pass || left <= 0 || !retry(rep) {
 			return rep, nil
 		}
 		failed := strings.Join(rep.Failed(), ", ")

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -370,5 +371,66 @@ func TestReportTextAndErr(t *testing.T) {
 	}
 	if err := (&Report{Status: Pass, Checks: rep.Checks[:1]}).Err(); err != nil {
 		t.Errorf("Err(pass) = %v, want nil", err)
+	}
+}
+
+// seqSupervisor reports its states in turn, one a call, then the last
+// one for good.
+type seqSupervisor struct {
+	mu     sync.Mutex
+	states []string
+	calls  int
+}
+
+func (s *seqSupervisor) Programs(context.Context) ([]Program, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.states[min(s.calls, len(s.states)-1)]
+	s.calls++
+	pid := 0
+	if st == "RUNNING" {
+		pid = 10
+	}
+	return []Program{{"executor", st, pid, "detail"}}, nil
+}
+
+// TestWaitStart: hbx health --wait-start retries while the supervisor is
+// making progress (STARTING, BACKOFF) and stops at the first other state:
+// a pass once RUNNING, a fail at once on FATAL or STOPPED, never the
+// whole wait; the supervisor check's error is ErrStarting only while
+// starting.
+func TestWaitStart(t *testing.T) {
+	tests := []struct {
+		name      string
+		states    []string
+		want      Status
+		wantCalls int
+	}{
+		{"installing then running", []string{"STARTING", "BACKOFF", "STARTING", "RUNNING"}, Pass, 4},
+		{"installing then fatal", []string{"STARTING", "BACKOFF", "FATAL"}, Fail, 3},
+		{"stopped at once", []string{"STOPPED", "RUNNING"}, Fail, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sup := &seqSupervisor{states: tt.states}
+			start := time.Now()
+			rep, err := WaitStart(context.Background(), Options{Supervisor: sup}, []string{CheckSupervisor}, time.Minute, 10*time.Millisecond)
+			if took := time.Since(start); err != nil || rep.Status != tt.want || sup.calls != tt.wantCalls || took > 30*time.Second {
+				t.Errorf("WaitStart(%v) = %+v, %v after %d calls and %v; want %s after %d calls", tt.states, rep, err, sup.calls, took, tt.want, tt.wantCalls)
+			}
+		})
+	}
+	// Without the supervisor check among the checks: one run.
+	sup := &seqSupervisor{states: []string{"STARTING"}}
+	rep, err := WaitStart(context.Background(), Options{Supervisor: sup, DataDir: filepath.Join(t.TempDir(), "none")}, []string{CheckDataDir}, time.Minute, 10*time.Millisecond)
+	if err != nil || rep.Status != Fail || sup.calls != 0 {
+		t.Errorf("WaitStart(data-dir only) = %+v, %v after %d supervisor calls; want one failed run", rep, err, sup.calls)
+	}
+	// The check's error: ErrStarting while starting, not once one is FATAL.
+	if _, err := checkPrograms([]Program{{"executor", "STARTING", 0, ""}, {"hermes", "BACKOFF", 0, ""}}, nil); !errors.Is(err, ErrStarting) {
+		t.Errorf("checkPrograms(STARTING, BACKOFF) = %v, want ErrStarting", err)
+	}
+	if _, err := checkPrograms([]Program{{"executor", "STARTING", 0, ""}, {"hermes", "FATAL", 0, ""}}, nil); errors.Is(err, ErrStarting) {
+		t.Errorf("checkPrograms(STARTING, FATAL) = %v, want not ErrStarting", err)
 	}
 }

@@ -20,6 +20,19 @@ import (
 // back to the pidfile.
 var ErrNoSupervisor = errors.New("no supervisor is running")
 
+// ErrStarting is wrapped by the supervisor check's error when every
+// program that is not RUNNING is STARTING or BACKOFF: the supervisor is
+// still making progress (installing the release on start, starting or
+// restarting a program), so a later run may pass. WaitStart retries on it.
+var ErrStarting = errors.New("a supervised program is still starting")
+
+// startingError is the supervisor check's error while every program that
+// is not RUNNING is STARTING or BACKOFF; it is ErrStarting for errors.Is.
+type startingError struct{ msg string }
+
+func (e startingError) Error() string        { return e.msg }
+func (e startingError) Is(target error) bool { return target == ErrStarting }
+
 // Supervisor is the running supervisor's view of its programs, as the
 // checks need it. cmd/hbx adapts the supervisor's control client to it.
 type Supervisor interface {
@@ -44,8 +57,10 @@ const stateRunning = "RUNNING"
 // RUNNING.
 func checkPrograms(progs []Program, want []string) (string, error) {
 	var bad, good []string
+	starting := true
 	for _, p := range progs {
 		if p.State != stateRunning {
+			starting = starting && (p.State == "STARTING" || p.State == "BACKOFF")
 			s := p.Name + " " + p.State
 			if p.Detail != "" {
 				s += " (" + p.Detail + ")"
@@ -58,7 +73,11 @@ func checkPrograms(progs []Program, want []string) (string, error) {
 	for _, w := range want {
 		if !slices.ContainsFunc(progs, func(p Program) bool { return p.Name == w }) {
 			bad = append(bad, w+" is configured but not supervised (the supervisor was started with another configuration?)")
+			starting = false
 		}
+	}
+	if len(bad) > 0 && starting {
+		return "", startingError{strings.Join(bad, "; ")}
 	}
 	if len(bad) > 0 {
 		return "", errors.New(strings.Join(bad, "; "))

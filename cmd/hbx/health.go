@@ -22,6 +22,7 @@ type healthOptions struct {
 	only   []string      // check names; empty: all
 	json   bool          // print the report as JSON
 	wait   time.Duration // retry until all pass or this long has passed; 0: once
+	start  bool          // with wait: retry only while a program is STARTING or BACKOFF (--wait-start)
 	stdout io.Writer
 }
 
@@ -70,6 +71,7 @@ Exit status: 0 when no check failed (skips do not fail), 1 when one did,
 	fl := cmd.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON document")
 	fl.DurationVar(&f.wait, "wait", 0, "retry until every check passes or this much time has passed, e.g. 60s (for boot scripts)")
+	fl.DurationVar(&f.waitStart, "wait-start", 0, "retry while a supervised program is STARTING or BACKOFF (installing, starting), up to this long; any other failure, a FATAL program among them, ends it at once (the container healthcheck)")
 	fl.StringSliceVar(&f.only, "only", nil, "run only these checks, comma-separated: "+strings.Join(health.Names(), ","))
 	fl.BoolVar(&f.deep, "deep", false, "release: also re-hash the recorded manifest and config and check the program they name")
 	fl.BoolVar(&f.tokenStdin, "token-stdin", false, "read the MCP bearer key from the first line of standard input")
@@ -79,7 +81,7 @@ Exit status: 0 when no check failed (skips do not fail), 1 when one did,
 // healthFlags are the flags of hbx health.
 type healthFlags struct {
 	asJSON, deep, tokenStdin bool
-	wait                     time.Duration
+	wait, waitStart          time.Duration
 	only                     []string
 }
 
@@ -89,10 +91,16 @@ func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
 	if err != nil {
 		return err
 	}
-	if f.wait < 0 {
-		return cli.Usagef("--wait %s: want a duration of 0 or more", f.wait)
+	if f.wait < 0 || f.waitStart < 0 {
+		return cli.Usagef("--wait %s, --wait-start %s: want durations of 0 or more", f.wait, f.waitStart)
+	}
+	if f.wait > 0 && f.waitStart > 0 {
+		return cli.Usagef("--wait and --wait-start: give one")
 	}
 	opts := healthOptions{checks: box.HealthChecks(cfg, f.deep, g.log), only: f.only, json: f.asJSON, wait: f.wait, stdout: g.stdout}
+	if f.waitStart > 0 {
+		opts.wait, opts.start = f.waitStart, true
+	}
 	if f.tokenStdin {
 		key, err := health.ReadKey(cmd.InOrStdin())
 		if err != nil {
@@ -110,7 +118,11 @@ func runHealth(ctx context.Context, opts healthOptions) error {
 	if err := box.CheckHealthNames(opts.only); err != nil {
 		return cli.Usagef("--only: %w", err)
 	}
-	rep, err := health.Wait(ctx, opts.checks, opts.only, opts.wait, 0) // wait 0: one run
+	wait := health.Wait
+	if opts.start {
+		wait = health.WaitStart
+	}
+	rep, err := wait(ctx, opts.checks, opts.only, opts.wait, 0) // wait 0: one run
 	if errors.Is(err, health.ErrUnknownCheck) {
 		return &cli.UsageError{Err: fmt.Errorf("--only: %w", err)}
 	}

@@ -78,6 +78,8 @@ func TestHealthCommand(t *testing.T) {
 	for _, args := range [][]string{
 		{"--only", "bogus"},
 		{"--wait", "-1s"},
+		{"--wait-start", "-1s"},
+		{"--wait", "1s", "--wait-start", "1s"},
 		{"extra"},
 	} {
 		_, _, code, err := runTest(t, nil, append([]string{"health", "--config", cfg}, args...)...)

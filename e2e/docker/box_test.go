@@ -32,10 +32,9 @@ type box struct {
 
 // boxOptions shape a box's config file and environment.
 type boxOptions struct {
-	config      func(string) string // edits the config file written to the config volume
-	noRegistry  bool                // the executor does not join the registry, and certs.d stays the image's
-	startPeriod string              // HEALTH_START_PERIOD (default 10m)
-	override    string              // a compose file of the box's own (compose.box.yaml, after the registry's)
+	config     func(string) string // edits the config file written to the config volume
+	noRegistry bool                // the executor does not join the registry, and certs.d stays the image's
+	override   string              // a compose file of the box's own (compose.box.yaml, after the registry's)
 }
 
 // newBox writes a box's files (config from deploy/hbx.yaml with the test
@@ -92,10 +91,6 @@ networks:
 `, b.regNet)
 	}
 	mustWrite(t, filepath.Join(b.dir, "compose.test.yaml"), override, 0o644)
-	startPeriod := opts.startPeriod
-	if startPeriod == "" {
-		startPeriod = "10m"
-	}
 	b.env = []string{
 		"BOX=" + b.name,
 		"HOST_PORT=" + strconv.Itoa(b.hostPort),
@@ -103,8 +98,6 @@ networks:
 		"AGENT_IMAGE=" + s.agentImg,
 		"MCP_KEY_FILE=" + filepath.Join(b.dir, "mcp.key"),
 		"BACKUP_PASSPHRASE_FILE=" + filepath.Join(b.dir, "backup.pass"),
-		"HEALTH_INTERVAL=2s",
-		"HEALTH_START_PERIOD=" + startPeriod,
 	}
 	t.Cleanup(func() {
 		if t.Failed() {

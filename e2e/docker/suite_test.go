@@ -21,15 +21,9 @@ package docker
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,37 +239,12 @@ func (s *suite) buildRegistry(ctx context.Context, t *testing.T, work string) er
 		return err
 	}
 
-	caPEM, certPEM, keyPEM, err := makeCerts("registry.hbx.test")
+	img := filepath.Join(dir, "image")
+	caPEM, err := testenv.TLSRegistryContext(img, "registry.hbx.test", s.base)
 	if err != nil {
 		return err
 	}
 	s.caPEM = caPEM
-	img := filepath.Join(dir, "image")
-	if err := copyFile(testenv.RegistryBinary, filepath.Join(img, "registry")); err != nil {
-		return err
-	}
-	files := map[string]string{
-		"cert.pem": string(certPEM),
-		"key.pem":  string(keyPEM),
-		"config.yml": `version: 0.1
-log: {level: warn}
-storage:
-  filesystem: {rootdirectory: /var/lib/registry}
-http:
-  addr: 0.0.0.0:5000
-  tls: {certificate: /etc/registry/cert.pem, key: /etc/registry/key.pem}
-`,
-		"Dockerfile": fmt.Sprintf(`FROM %s
-COPY registry /usr/local/bin/registry
-COPY config.yml cert.pem key.pem /etc/registry/
-ENTRYPOINT ["/usr/local/bin/registry", "serve", "/etc/registry/config.yml"]
-`, s.base),
-	}
-	for name, content := range files {
-		if err := writeFile(filepath.Join(img, name), content); err != nil {
-			return err
-		}
-	}
 	if _, err := run(ctx, img, nil, "build", "-q", "--network", "none", "-t", s.regImg, "."); err != nil {
 		return err
 	}
@@ -291,59 +260,8 @@ ENTRYPOINT ["/usr/local/bin/registry", "serve", "/etc/registry/config.yml"]
 	return nil
 }
 
-// makeCerts returns a fresh CA and a server certificate for host signed by
-// it, PEM-encoded.
-func makeCerts(host string) (caPEM, certPEM, keyPEM []byte, err error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	now := time.Now()
-	ca := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hbx docker suite CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
-}
-
 func writeFile(path, content string) error {
 	return os.WriteFile(path, []byte(content), 0o644)
-}
-
-func copyFile(from, to string) error {
-	b, err := os.ReadFile(from)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(to, b, 0o755)
 }
 
 // sameFile fails unless a and b are the same file: the executor image is

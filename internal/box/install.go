@@ -119,7 +119,8 @@ func (b Box) switchInstall(ctx context.Context, opts installer.Options, inSuperv
 // for b: hbx install's, each layer's status told to progress; under
 // existing data a release change goes through the upgrade path
 // (pre-change backup, journal), or is refused (GuardedInstall in the
-// supervisor).
+// supervisor). A registry it cannot reach gets hbx install's offline
+// hint (OfflineHint).
 func (b Box) InstallOnStart(ctx context.Context, progress func(string)) error {
 	opts, err := InstallerOptions(ctx, b.Config, b.Log)
 	if err != nil {
@@ -127,5 +128,5 @@ func (b Box) InstallOnStart(ctx context.Context, progress func(string)) error {
 	}
 	opts.Progress = installer.LayerStatus(progress)
 	_, err = b.GuardedInstall(ctx, opts, true, nil)
-	return err
+	return OfflineHint(err, "", "hbx install")
 }

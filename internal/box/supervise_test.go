@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -154,5 +156,30 @@ func TestSuperviseOptionsHermes(t *testing.T) {
 	}
 	if diff := cmp.Diff(readiness(cfg.Programs["hermes"]), want); diff != "" {
 		t.Errorf("hermes readiness (-got +want):\n%s", diff)
+	}
+}
+
+// TestInstallOnStartOfflineHint: the install on start of a box whose
+// registry refuses connections ends with hbx install's offline hint, as a
+// plain hbx install does.
+func TestInstallOnStartOfflineHint(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	image := strings.Replace(testImage, "127.0.0.1:5000", closed, 1)
+	path := writeConfig(t, "executor:\n  image: \""+image+"\"\n  install_on_start: true\n  runtime_dir: "+filepath.Join(dir, "runtime")+"\n  data_dir: "+filepath.Join(dir, "data")+
+		"\n  state_dir: "+filepath.Join(dir, "state")+"\nsupervisor:\n  socket: "+filepath.Join(dir, "s.sock")+"\nregistry:\n  insecure_hosts: [\""+closed+"\"]\n")
+	cfg, _, err := config.Load(config.LoadOptions{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Box{Config: cfg, Log: slog.New(slog.DiscardHandler)}
+	const hint = "; offline: hbx install --from FILE (see README Offline install)"
+	if err := b.InstallOnStart(context.Background(), func(string) {}); err == nil || !strings.HasSuffix(err.Error(), hint) {
+		t.Errorf("InstallOnStart(registry refusing connections) = %v, want an error ending %q", err, hint)
 	}
 }

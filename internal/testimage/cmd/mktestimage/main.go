@@ -4,7 +4,8 @@
 // optionally pushes it, for make demo and the benchmark scripts.
 //
 //	mktestimage [-out DIR] [-version V] [-state-format N] [-platforms LIST]
-//	            [-push REF | -registry DIR [-repo NAME:TAG]]
+//	            [-push REF | -registry DIR [-repo NAME:TAG] [-serve=false]]
+//	            [-tls-context DIR -tls-host NAME -base IMAGE]
 //
 // It prints machine-readable key=value lines on stdout:
 //
@@ -17,7 +18,11 @@
 //
 // With -registry it starts the real docker-registry with its state in DIR,
 // pushes to it, prints the lines above and keeps the registry running until
-// SIGINT or SIGTERM. The Bun tarballs come from the repository's .cache/npm
+// SIGINT or SIGTERM (with -serve=false it stops after the push; the
+// registry's storage stays in DIR/storage). -tls-context writes the build
+// context of a TLS registry container for host NAME FROM IMAGE
+// (testenv.TLSRegistryContext; make docker-demo serves DIR/storage with
+// it) and prints tls-context=DIR. The Bun tarballs come from the repository's .cache/npm
 // (scripts/testdeps.sh).
 package main
 
@@ -60,6 +65,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	push := fs.String("push", "", "push to this reference (HOST/REPO:TAG)")
 	registry := fs.String("registry", "", "start a registry with its state in this directory, push to it and serve until signalled")
 	repo := fs.String("repo", "executor-selfhost:test", "repository and tag to push to with -registry")
+	serve := fs.Bool("serve", true, "with -registry: serve until signalled after the push")
+	tlsContext := fs.String("tls-context", "", "write a TLS registry container's build context (registry, CA, certificate) into this directory")
+	tlsHost := fs.String("tls-host", "registry.hbx.test", "with -tls-context: the registry's host name")
+	base := fs.String("base", "hbx-base:bookworm", "with -tls-context: the glibc base image")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,6 +77,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *push != "" && *registry != "" {
 		return errors.New("-push and -registry are exclusive")
+	}
+
+	if *tlsContext != "" {
+		if _, err := testenv.TLSRegistryContext(*tlsContext, *tlsHost, *base); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "tls-context=%s\n", *tlsContext)
 	}
 
 	wd, err := os.Getwd()
@@ -131,7 +147,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if reg == nil {
 		return nil
 	}
-	<-ctx.Done()
+	if *serve {
+		<-ctx.Done()
+	}
 	fmt.Fprintf(stderr, "mktestimage: stopping the registry\n")
 	return reg.Close()
 }
