@@ -81,14 +81,20 @@ func (d Docker) Attach(ctx context.Context, b Box, s Streams, args ...string) er
 	return nil
 }
 
-// Run runs docker ARGS (not compose) and returns its stdout.
-func (d Docker) Run(ctx context.Context, args ...string) (string, error) {
+// dockerCmd builds `docker ARGS`.
+func (d Docker) dockerCmd(ctx context.Context, args ...string) *exec.Cmd {
 	prog := d.Program
 	if prog == "" {
 		prog = "docker"
 	}
 	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Env = d.Environ
+	return cmd
+}
+
+// Run runs docker ARGS (not compose) and returns its stdout.
+func (d Docker) Run(ctx context.Context, args ...string) (string, error) {
+	cmd := d.dockerCmd(ctx, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

@@ -56,41 +56,54 @@ func (d Docker) New(ctx context.Context, o NewOptions) (res NewResult, err error
 	if err != nil {
 		return res, err
 	}
+	err = d.create(ctx, b, o, "hbx box new", func() error {
+		if res.Up, err = d.firstUp(ctx, b, o); err != nil {
+			return err
+		}
+		res.Report = d.Doctor(ctx, b, o.BootWindow)
+		if !res.Report.OK() {
+			return &DoctorError{res.Report}
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("new box %s: %w", o.Name, err)
+	}
+	res.Box, res.Ready = b, time.Since(start)
+	return res, nil
+}
+
+// create makes b's directory (and the root), holds its lock, writes its
+// files and runs fill; when anything fails it removes the project and
+// the directory (and the root when it made it).
+func (d Docker) create(ctx context.Context, b Box, o NewOptions, command string, fill func() error) (err error) {
 	rootMade := false
 	if _, serr := os.Stat(o.Root); errors.Is(serr, os.ErrNotExist) {
 		rootMade = true
 	}
 	if err := os.MkdirAll(o.Root, 0o700); err != nil {
-		return res, fmt.Errorf("new box %s: %w", o.Name, err)
+		return err
 	}
 	if err := os.Mkdir(b.Dir, 0o700); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			err = fmt.Errorf("box %s exists in %s: %w", o.Name, o.Root, ErrInvalid)
 		}
-		return res, fmt.Errorf("new box %s: %w", o.Name, err)
+		return err
 	}
 	defer func() {
 		if err != nil {
 			d.undoNew(b, o.Root, rootMade)
 		}
 	}()
-	l, err := lockBox(ctx, b, "hbx box new")
+	l, err := lockBox(ctx, b, command)
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer l.Unlock()
 	if err := writeBox(b, o); err != nil {
-		return res, fmt.Errorf("new box %s: %w", o.Name, err)
+		return err
 	}
-	if res.Up, err = d.firstUp(ctx, b, o); err != nil {
-		return res, fmt.Errorf("new box %s: %w", o.Name, err)
-	}
-	res.Report = d.Doctor(ctx, b, o.BootWindow)
-	if !res.Report.OK() {
-		return res, fmt.Errorf("new box %s: %w", o.Name, &DoctorError{res.Report})
-	}
-	res.Box, res.Ready = b, time.Since(start)
-	return res, nil
+	return fill()
 }
 
 // checkNew validates o and fills its defaults; nothing is created.
@@ -218,22 +231,30 @@ func mintSecret() (string, error) {
 	return hex.EncodeToString(k), nil
 }
 
-// firstUp creates the containers, copies ConfigDir into the executor's
-// config volume, and starts the box with `up --wait`, bounded by o.Wait.
+// firstUp creates the containers and starts the box with `up --wait`,
+// bounded by o.Wait.
 func (d Docker) firstUp(ctx context.Context, b Box, o NewOptions) (time.Duration, error) {
-	if _, err := d.Compose(ctx, b, "up", "--no-start"); err != nil {
+	if err := d.createContainers(ctx, b, o); err != nil {
 		return 0, err
 	}
-	if o.ConfigDir != "" {
-		id, err := d.container(ctx, b, "executor")
-		if err != nil {
-			return 0, err
-		}
-		if _, err := d.Run(ctx, "cp", filepath.Clean(o.ConfigDir)+"/.", id+":/etc/hbx/"); err != nil {
-			return 0, err
-		}
-	}
 	return d.upWait(ctx, b, o.Wait)
+}
+
+// createContainers runs `up --no-start` and copies ConfigDir into the
+// executor's config volume.
+func (d Docker) createContainers(ctx context.Context, b Box, o NewOptions) error {
+	if _, err := d.Compose(ctx, b, "up", "--no-start"); err != nil {
+		return err
+	}
+	if o.ConfigDir == "" {
+		return nil
+	}
+	id, err := d.container(ctx, b, "executor")
+	if err != nil {
+		return err
+	}
+	_, err = d.Run(ctx, "cp", filepath.Clean(o.ConfigDir)+"/.", id+":/etc/hbx/")
+	return err
 }
 
 // upWait runs `up -d --wait` bounded by wait (Compose's --wait-timeout,

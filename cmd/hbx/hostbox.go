@@ -43,7 +43,8 @@ $XDG_DATA_HOME/hbx/boxes, else ~/.local/share/hbx/boxes.`,
 	cmd.PersistentFlags().StringVar(&o.root, "dir", "", "the box root (default $HBX_BOX_ROOT, else ~/.local/share/hbx/boxes)")
 	cmd.AddCommand(newBoxNewCommand(o), newBoxLsCommand(o), newBoxDoctorCommand(o),
 		newBoxStopCommand(o), newBoxStartCommand(o), newBoxRmCommand(o),
-		newBoxLogsCommand(o), newBoxEnterCommand(o), newBoxRotateCommand(o))
+		newBoxLogsCommand(o), newBoxEnterCommand(o), newBoxRotateCommand(o),
+		newBoxSaveCommand(o), newBoxLoadCommand(o))
 	return cmd
 }
 
@@ -85,11 +86,52 @@ func (o *hostboxOptions) boxRun(fn func(ctx context.Context, args []string) erro
 	}
 }
 
+// newFlags are the flags new and load share.
+type newFlags struct {
+	n        hostbox.NewOptions
+	sets     []string
+	override string
+}
+
+func (nf *newFlags) bind(cmd *cobra.Command, o *hostboxOptions) {
+	f := cmd.Flags()
+	f.IntVar(&nf.n.Port, "port", 0, "the host port (default: the first free one from 4788 that no box of the root holds)")
+	f.StringVar(&nf.n.BindAddress, "bind", "127.0.0.1", "the host address the port is published on")
+	f.StringVar(&nf.n.ExecutorImage, "executor-image", "", "the executor image (default compose.yaml's, hbx-executor:latest)")
+	f.StringVar(&nf.n.AgentImage, "agent-image", "", "the agent image (default $HBX_BOX_AGENT_IMAGE)")
+	f.StringArrayVar(&nf.sets, "set", nil, "another variable of compose.yaml for .env, KEY=VALUE (repeatable)")
+	f.StringVar(&nf.override, "override", "", "a Compose file copied into the box as compose.override.yaml")
+	f.StringVar(&nf.n.ConfigDir, "config-dir", "", "a directory copied into the executor's /etc/hbx before its first start (hbx.yaml, certs.d/)")
+	f.DurationVar(&o.wait, "wait", 5*time.Minute, "how long up waits for the box to be healthy")
+}
+
+// options completes the NewOptions of box name from the flags.
+func (nf *newFlags) options(o *hostboxOptions, name string) (hostbox.NewOptions, error) {
+	n := nf.n
+	n.Root, n.Name, n.Wait = o.root, name, o.wait
+	if n.AgentImage == "" {
+		n.AgentImage = o.getenv("HBX_BOX_AGENT_IMAGE")
+	}
+	for _, s := range nf.sets {
+		v, err := hostbox.ParseVar(s)
+		if err != nil {
+			return n, err
+		}
+		n.Set = append(n.Set, v)
+	}
+	if nf.override != "" {
+		data, err := os.ReadFile(nf.override)
+		if err != nil {
+			return n, cli.Usagef("--override: %w", err)
+		}
+		n.Override = data
+	}
+	return n, nil
+}
+
 // newBoxNewCommand builds `hbx box new`.
 func newBoxNewCommand(o *hostboxOptions) *cobra.Command {
-	var n hostbox.NewOptions
-	var sets []string
-	var override string
+	var nf newFlags
 	cmd := &cobra.Command{
 		Use:   "new NAME",
 		Short: "Make a box directory, start the box and run its doctor",
@@ -101,36 +143,76 @@ DNS label), an existing box or project, or a port in use is refused with
 nothing created; a later failure removes everything new made.`,
 		Args: cli.Args(1, 1),
 		RunE: o.boxRun(func(ctx context.Context, args []string) error {
-			n.Root, n.Name, n.Wait = o.root, args[0], o.wait
-			if n.AgentImage == "" {
-				n.AgentImage = o.getenv("HBX_BOX_AGENT_IMAGE")
-			}
-			for _, s := range sets {
-				v, err := hostbox.ParseVar(s)
-				if err != nil {
-					return err
-				}
-				n.Set = append(n.Set, v)
-			}
-			if override != "" {
-				data, err := os.ReadFile(override)
-				if err != nil {
-					return cli.Usagef("--override: %w", err)
-				}
-				n.Override = data
+			n, err := nf.options(o, args[0])
+			if err != nil {
+				return err
 			}
 			return o.runNew(ctx, n)
 		}),
 	}
-	f := cmd.Flags()
-	f.IntVar(&n.Port, "port", 0, "the host port (default: the first free one from 4788 that no box of the root holds)")
-	f.StringVar(&n.BindAddress, "bind", "127.0.0.1", "the host address the port is published on")
-	f.StringVar(&n.ExecutorImage, "executor-image", "", "the executor image (default compose.yaml's, hbx-executor:latest)")
-	f.StringVar(&n.AgentImage, "agent-image", "", "the agent image (default $HBX_BOX_AGENT_IMAGE)")
-	f.StringArrayVar(&sets, "set", nil, "another variable of compose.yaml for .env, KEY=VALUE (repeatable)")
-	f.StringVar(&override, "override", "", "a Compose file copied into the box as compose.override.yaml")
-	f.StringVar(&n.ConfigDir, "config-dir", "", "a directory copied into the executor's /etc/hbx before its first start (hbx.yaml, certs.d/)")
-	f.DurationVar(&o.wait, "wait", 5*time.Minute, "how long up waits for the box to be healthy")
+	nf.bind(cmd, o)
+	return cmd
+}
+
+// newBoxSaveCommand builds `hbx box save`.
+func newBoxSaveCommand(o *hostboxOptions) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "save NAME",
+		Short: "One archive of the box: Executor's data (a cold hbx backup) and the agent's volume",
+		Long: `Save writes one archive (-o, default ./NAME-<UTC time>.box.tar.gz.gpg, mode
+0600), encrypted with the box's backup.pass like hbx backup's (gpg -d | tar
+-xz reads it): executor.tar.gz.gpg, a cold hbx backup taken in the
+executor, and agent/, the agent's volume, copied while the agent is
+stopped (it is started again after).`,
+		Args: cli.Args(1, 1),
+		RunE: o.boxRun(func(ctx context.Context, args []string) error {
+			if out == "" {
+				out = args[0] + "-" + time.Now().UTC().Format("20060102T150405Z") + ".box.tar.gz.gpg"
+			}
+			res, err := o.docker.Save(ctx, o.root, args[0], out)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(o.stdout, "box %s saved to %s in %v\n", args[0], res.Path, res.Took.Round(100*time.Millisecond))
+			return err
+		}),
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "the archive to write")
+	return cmd
+}
+
+// newBoxLoadCommand builds `hbx box load`.
+func newBoxLoadCommand(o *hostboxOptions) *cobra.Command {
+	var nf newFlags
+	var l hostbox.LoadOptions
+	cmd := &cobra.Command{
+		Use:   "load NAME ARCHIVE",
+		Short: "Make box NAME from an archive of hbx box save, quiesced, with a fresh key",
+		Long: `Load checks the whole archive with --passphrase-file (the saved box's
+backup.pass, which becomes the new box's) before anything changes, then
+makes the box as new does, with a fresh key: the agent's volume as saved,
+Executor's data put back by hbx restore in the executor. The executor runs;
+the agent is created but not started (hbx box start NAME). An existing box
+of the name is refused unless --force, which removes it first.`,
+		Args: cli.Args(2, 2),
+		RunE: o.boxRun(func(ctx context.Context, args []string) error {
+			n, err := nf.options(o, args[0])
+			if err != nil {
+				return err
+			}
+			l.NewOptions, l.Archive = n, args[1]
+			res, err := o.docker.Load(ctx, l)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(o.stdout, "box %s loaded in %v: %s, agent stopped (hbx box start %s)\n", args[0], res.Took.Round(100*time.Millisecond), res.Box.URL(), args[0])
+			return err
+		}),
+	}
+	nf.bind(cmd, o)
+	cmd.Flags().StringVar(&l.PassphraseFile, "passphrase-file", "", "the passphrase the archive was saved with (the saved box's backup.pass)")
+	cmd.Flags().BoolVar(&l.Force, "force", false, "replace an existing box of the name (its containers, volumes and directory)")
 	return cmd
 }
 

@@ -141,6 +141,10 @@ func TestDockerHostBox(t *testing.T) {
 		}
 	})
 
+	t.Run("save, two saves at once, rm, load quiesced with a fresh key", func(t *testing.T) {
+		testSaveLoad(t, h, a)
+	})
+
 	t.Run("a failed new leaves nothing", func(t *testing.T) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -218,4 +222,108 @@ func mustOpen(t *testing.T, root, name string) hostbox.Box {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// testSaveLoad saves box a, removes it and loads it back.
+func testSaveLoad(t *testing.T, h *hostBoxes, a hostbox.Box) {
+	ctx := context.Background()
+	if _, err := run(ctx, a.Dir, nil, "compose", "exec", "-T", "executor", "sh", "-c", "echo exec-a > /workspace/executor/data/marker"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(ctx, a.Dir, nil, "compose", "exec", "-T", "agent", "sh", "-c", "echo agent-a > /workspace/marker"); err != nil {
+		t.Fatal(err)
+	}
+	keep := t.TempDir()
+	pass := filepath.Join(keep, "backup.pass")
+	passData, err := os.ReadFile(a.Path(hostbox.PassFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, pass, string(passData), 0o600)
+	override := filepath.Join(keep, "override.yaml")
+	ov, err := os.ReadFile(a.Path(hostbox.OverrideFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, override, string(ov), 0o644)
+
+	// Two saves at once: the box's lock lets one run; the other is
+	// refused (busy) and leaves no archive, or waits its turn.
+	archives := []string{filepath.Join(keep, "one.box.tar.gz.gpg"), filepath.Join(keep, "two.box.tar.gz.gpg")}
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	results := make([]result, 2)
+	done := make(chan int)
+	start := time.Now()
+	for i := range archives {
+		go func(i int) {
+			o, e, c := h.hbx("", "save", a.Name, "-o", archives[i])
+			results[i] = result{o, e, c}
+			done <- i
+		}(i)
+	}
+	<-done
+	<-done
+	t.Logf("two saves at once: %v; %q %q", time.Since(start).Round(100*time.Millisecond), results[0].out+results[0].errOut, results[1].out+results[1].errOut)
+	var archive string
+	for i, r := range results {
+		if r.code == 0 {
+			archive = archives[i]
+			if st, err := os.Stat(archives[i]); err != nil || st.Mode().Perm() != 0o600 {
+				t.Errorf("archive %s: %v, want mode 0600", archives[i], err)
+			}
+			if got := gpgDecryptTar(t, archives[i], pass, "agent/marker"); got != "agent-a\n" {
+				t.Errorf("host gpg -d | tar -xzO agent/marker = %q", got)
+			}
+			continue
+		}
+		if !strings.Contains(r.errOut, "busy") {
+			t.Errorf("save %d: exit %d %q, want 0 or a busy box", i, r.code, r.errOut)
+		}
+		if _, err := os.Lstat(archives[i]); err == nil {
+			t.Errorf("a refused save left %s", archives[i])
+		}
+	}
+	if archive == "" {
+		t.Fatal("no save succeeded")
+	}
+	loadArgs := func(name string, extra ...string) []string {
+		return append([]string{"load", name, archive, "--passphrase-file", pass, "--executor-image", h.s.execImg, "--agent-image", h.s.agentImg,
+			"--config-dir", h.etc, "--override", override, "--set", "HEALTH_INTERVAL=2s", "--wait", "4m"}, extra...)
+	}
+	if _, errOut, code := h.hbx("", loadArgs(a.Name)...); code != 2 || !strings.Contains(errOut, "--force") {
+		t.Errorf("load onto an existing box: exit %d %q, want 2 naming --force", code, errOut)
+	}
+	wrong := filepath.Join(keep, "wrong.pass")
+	mustWrite(t, wrong, "not the passphrase\n", 0o600)
+	args := loadArgs(h.s.id + "he")
+	args[4] = wrong
+	if _, errOut, code := h.hbx("", args...); code != 2 || !strings.Contains(errOut, "passphrase") {
+		t.Errorf("load with a wrong passphrase: exit %d %q, want 2", code, errOut)
+	}
+	if _, err := os.Lstat(filepath.Join(h.root, h.s.id+"he")); err == nil || projectLeft(t, h.s.id+"he") != "" {
+		t.Errorf("a refused load left something")
+	}
+
+	oldKey := boxKey(t, a)
+	h.mustHbx("rm", a.Name, "--yes")
+	start = time.Now()
+	out := h.mustHbx(loadArgs(a.Name)...)
+	t.Logf("hbx box load: %v: %s", time.Since(start).Round(100*time.Millisecond), strings.TrimSpace(out))
+	b := mustOpen(t, h.root, a.Name)
+	if got, err := run(ctx, b.Dir, nil, "compose", "exec", "-T", "executor", "cat", "/workspace/executor/data/marker"); err != nil || got != "exec-a\n" {
+		t.Errorf("Executor's marker after load = %q %v, want exec-a", got, err)
+	}
+	if ls := h.mustHbx("ls"); !lineHas(ls, b.Name, "partial") {
+		t.Errorf("ls after load:\n%s\nwant the box partial (agent not started)", ls)
+	}
+	if boxKey(t, b) == oldKey || postMCP(t, b, oldKey) != 401 || postMCP(t, b, boxKey(t, b)) != 200 {
+		t.Errorf("after load: want a fresh key, the old one refused and the new one taken")
+	}
+	h.mustHbx("start", b.Name)
+	if got, err := run(ctx, b.Dir, nil, "compose", "exec", "-T", "agent", "cat", "/workspace/marker"); err != nil || got != "agent-a\n" {
+		t.Errorf("the agent's marker after load = %q %v, want agent-a", got, err)
+	}
 }
