@@ -42,11 +42,20 @@ var pgpConfig = &packet.Config{
 var ErrPassphrase = errors.New("wrong passphrase or not a box archive")
 
 // readPassphrase returns the first line of a passphrase file (as gpg
-// --passphrase-file reads it); an empty one is refused.
+// --passphrase-file reads it). A file that cannot be read, is readable by
+// others than its owner, or starts with an empty line is refused
+// (ErrInvalid), as hbx backup refuses its passphrase_file.
 func readPassphrase(file string) ([]byte, error) {
+	st, err := os.Stat(file)
+	if err != nil {
+		return nil, fmt.Errorf("passphrase file: %w (%w)", err, ErrInvalid)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("passphrase file %s has mode %04o: want 0600 or stricter (chmod 600 %s): %w", file, st.Mode().Perm(), file, ErrInvalid)
+	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("read passphrase: %w", err)
+		return nil, fmt.Errorf("passphrase file: %w (%w)", err, ErrInvalid)
 	}
 	line, _, _ := bytes.Cut(data, []byte("\n"))
 	if len(line) == 0 {

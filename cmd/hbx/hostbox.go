@@ -37,7 +37,7 @@ func newHostboxCommand(g *globals) *cobra.Command {
 the docker compose CLI (plain "docker compose ps|logs|exec" work inside
 it). The root is --dir, else $HBX_BOX_ROOT, else
 $XDG_DATA_HOME/hbx/boxes, else ~/.local/share/hbx/boxes.`,
-		Args: cli.Args(0, 0),
+		Args: cobra.ArbitraryArgs, // cli.Group reports unknown subcommands
 		RunE: cli.Group,
 	}
 	cmd.PersistentFlags().StringVar(&o.root, "dir", "", "the box root (default $HBX_BOX_ROOT, else ~/.local/share/hbx/boxes)")
@@ -68,9 +68,10 @@ func (o *hostboxOptions) resolveRoot() error {
 	return boxError(err)
 }
 
-// boxError makes hostbox's refusals of bad input usage errors (exit 2).
+// boxError makes hostbox's refusals of bad input and unknown box names
+// usage errors (exit 2).
 func boxError(err error) error {
-	if err != nil && errors.Is(err, hostbox.ErrInvalid) {
+	if err != nil && (errors.Is(err, hostbox.ErrInvalid) || errors.Is(err, hostbox.ErrNotFound)) {
 		return &cli.UsageError{Err: err}
 	}
 	return err
