@@ -262,10 +262,14 @@ func (d Docker) createContainers(ctx context.Context, b Box, o NewOptions) error
 // holds `up` before --wait applies).
 func (d Docker) upWait(ctx context.Context, b Box, wait time.Duration, extra ...string) (time.Duration, error) {
 	start := time.Now()
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, wait+15*time.Second)
 	defer cancel()
 	args := append([]string{"up", "-d", "--wait", "--wait-timeout", strconv.Itoa(int(wait.Seconds()))}, extra...)
 	if _, err := d.Compose(ctx, b, args...); err != nil {
+		if parent.Err() != nil {
+			return 0, fmt.Errorf("start box %s: interrupted: %w", b.Name, err)
+		}
 		if ctx.Err() != nil {
 			return 0, fmt.Errorf("start box %s: not healthy within %v (hbx box logs %s executor says why): %w", b.Name, wait, b.Name, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -178,6 +179,10 @@ func TestDockerHostBox(t *testing.T) {
 		}
 	})
 
+	t.Run("an interrupted new leaves nothing", func(t *testing.T) {
+		testInterruptedNew(t, h)
+	})
+
 	t.Run("rm asks for the name, then removes containers, volumes and directory", func(t *testing.T) {
 		_, errOut, code := h.hbx("not-the-name\n", "rm", b.Name)
 		if code != 2 || !strings.Contains(errOut, "nothing removed") {
@@ -325,5 +330,49 @@ func testSaveLoad(t *testing.T, h *hostBoxes, a hostbox.Box) {
 	h.mustHbx("start", b.Name)
 	if got, err := run(ctx, b.Dir, nil, "compose", "exec", "-T", "agent", "cat", "/workspace/marker"); err != nil || got != "agent-a\n" {
 		t.Errorf("the agent's marker after load = %q %v, want agent-a", got, err)
+	}
+}
+
+// testInterruptedNew interrupts `hbx box new` (SIGINT, as Ctrl-C) while
+// `up` waits for an executor that cannot become healthy (the default pin,
+// unreachable here), and wants nothing of the box left.
+func testInterruptedNew(t *testing.T, h *hostBoxes) {
+	name := h.s.id + "hf"
+	cmd := exec.Command(os.Getenv("HBXTEST_BIN"), "box", "--dir", h.root, "new", name, "--agent-image", h.s.agentImg, "--executor-image", h.s.execImg, "--wait", "3m")
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for projectLeft(t, name) == "" || !strings.Contains(projectLeft(t, name), "ps:") {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("hbx box new made no containers within 2m: %s", errb.String())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // inside up now
+	start := time.Now()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("interrupted new exited 0")
+		}
+	case <-time.After(3 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("interrupted new did not exit within 3m: %s", errb.String())
+	}
+	t.Logf("interrupted new exited %v after SIGINT: %s", time.Since(start).Round(100*time.Millisecond), strings.TrimSpace(errb.String()))
+	if _, err := os.Lstat(filepath.Join(h.root, name)); err == nil {
+		t.Errorf("an interrupted new left its directory")
+	}
+	if left := projectLeft(t, name); left != "" {
+		t.Errorf("an interrupted new left Docker objects: %s", left)
 	}
 }
