@@ -35,12 +35,21 @@
 //     the containers keeps it.
 //   - Remove deletes volumes only when called; the command asks for the
 //     name to be typed back first.
+//   - Save writes its archive atomically (mode 0600) or not at all; the
+//     agent is started again whether it worked or not. Load opens and
+//     checks the whole archive (passphrase, integrity, entries only under
+//     agent/) before it removes or creates anything.
 //
 // Not guaranteed:
 //   - Two concurrent News in one root may choose the same free port; the
 //     second `up` then fails and that New cleans up after itself.
 //   - A port chosen free at New may be taken by another program later;
 //     start then fails with Compose's error.
+//   - A New or Load killed with SIGKILL cannot clean up: its directory and
+//     whatever `up` made stay (.env and compose.yaml are written before any
+//     container, so `hbx box rm NAME --yes` removes them).
+//   - Save leaves the executor's own hbx backup archive in the box's backup
+//     volume (hbx backup's retention applies there).
 //   - The box's key is the Compose secret file: RotateToken works for a
 //     payload that takes a fixed key (executor.token_file); the
 //     self-hosted Executor mints its keys in its web UI.
