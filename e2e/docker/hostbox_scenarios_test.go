@@ -328,8 +328,11 @@ func testSaveLoad(t *testing.T, h *hostBoxes, a hostbox.Box) {
 		t.Errorf("after load: want a fresh key, the old one refused and the new one taken")
 	}
 	h.mustHbx("start", b.Name)
-	if got, err := run(ctx, b.Dir, nil, "compose", "exec", "-T", "agent", "cat", "/workspace/marker"); err != nil || got != "agent-a\n" {
-		t.Errorf("the agent's marker after load = %q %v, want agent-a", got, err)
+	if got := h.mustHbx("enter", b.Name, "--", "cat", "/workspace/marker"); got != "agent-a\n" {
+		t.Errorf("hbx box enter ... cat the agent's marker after load = %q, want agent-a", got)
+	}
+	if got := h.mustHbx("logs", b.Name, "-n", "20", "executor"); !strings.Contains(got, "executor") {
+		t.Errorf("hbx box logs %s -n 20 executor = %q, want the executor's lines", b.Name, got)
 	}
 }
 
