@@ -8,12 +8,20 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/hermesbox/hbx/internal/buildinfo.Version=$(VERSION) -X github.com/hermesbox/hbx/internal/buildinfo.Commit=$(COMMIT)
 
-.PHONY: all build cross dist e2e-arm64 e2e-docker dockerdeps docker-stop check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
+.PHONY: all build e2e-bin cross dist e2e-arm64 e2e-docker dockerdeps docker-stop check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
 
 all: build
 
 build: ## host binary at bin/hbx
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/hbx ./cmd/hbx
+
+# The e2e suite's binary: the product plus the build tag hbxtest, which
+# arms internal/killpoint (HBXTEST_KILL_AT, HBXTEST_HOLD_AT). Product
+# binaries (build, cross, demo) never carry it.
+TESTTAGS := containers_image_openpgp,hbxtest
+
+e2e-bin: ## host binary with the e2e kill points armed (build tag hbxtest) at bin/hbx-e2e
+	go build -trimpath -tags=$(TESTTAGS) -ldflags '$(LDFLAGS)' -o bin/hbx-e2e ./cmd/hbx
 
 cross: ## static binaries for the two box targets under dist/, and dist/SHA256SUMS of both
 	GOOS=linux GOARCH=arm64 go build -trimpath -ldflags '$(LDFLAGS)' -o dist/hbx-linux-arm64 ./cmd/hbx
@@ -33,19 +41,22 @@ imports: ## goimports grouping: standard library, others, github.com/hermesbox/h
 vet:
 	go vet ./...
 
-test: ## unit tests (everything but e2e/); tests needing the registry or Bun run here too when present
+test: ## unit tests (everything but e2e/), and internal/killpoint again armed; tests needing the registry or Bun run here too when present
 	go test -count=1 $$(go list ./... | grep -v /e2e)
+	go test -count=1 -tags=$(TESTTAGS) ./internal/killpoint/
 
 testdeps: ## registry binary and Bun tarballs the e2e tests need
 	scripts/testdeps.sh
 
-e2e: build testdeps ## end-to-end tests on the real registry and the real Bun
-	HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -timeout 30m -v ./e2e/
+e2e: e2e-bin testdeps ## end-to-end tests on the real registry and the real Bun (bin/hbx-e2e)
+	HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx-e2e go test -count=1 -timeout 30m -v ./e2e/
 
 # The lifecycle tests the arm64 suite runs: the same test code as the
 # amd64 suite, with the arm64 binary under qemu-user (binfmt_misc)
 # installing and running the test image's linux/arm64 child. Each must
-# pass: one renamed, skipped or not run fails the target.
+# pass: one renamed, skipped or not run fails the target. None uses kill
+# points, so the suite runs the shipped dist/ binary itself (a test that
+# needs them fails with a line saying the binary lacks the tag hbxtest).
 E2E_ARM64_TESTS := TestInstallAndRun TestSupervise TestHealthE2E TestBackupRestoreE2E TestUpgradeE2E TestKilledSupervisorE2E TestForkWindowE2E TestVersionE2E
 empty :=
 space := $(empty) $(empty)

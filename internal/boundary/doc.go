@@ -10,4 +10,10 @@
 // verbs), which only cmd/ and e2e/ import. Only cmd/, e2e/ and the
 // composer import verbs. The test reads the import lines of every .go file with
 // go/parser, whatever its build tags (testenv.GoFiles lists them).
+//
+// The product (what cmd/hbx links under the Makefile's build tags, read
+// with go/build) links no test-only package (testenv, registrytest,
+// tartest, testimage, benchimage, bench), and its one package of test
+// hooks, internal/killpoint, imports nothing there: its kill and hold
+// points are armed only by the build tag hbxtest of the e2e build.
 package boundary
