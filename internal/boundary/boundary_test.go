@@ -96,3 +96,15 @@ func TestVerbsImportNoVerb(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIKnowsNoConfig: internal/cli, the rules every command shares,
+// imports no package of the module but internal/suggest (its "did you
+// mean"), so the command-line layer does not depend on the configuration.
+func TestCLIKnowsNoConfig(t *testing.T) {
+	all := imports(t, testenv.RepoRoot(t))
+	for _, pkg := range all["internal/cli"] {
+		if pkg != "internal/suggest" {
+			t.Errorf("internal/cli imports %s: it may import only internal/suggest of the module", pkg)
+		}
+	}
+}
