@@ -31,7 +31,7 @@ type ProgramHold struct {
 }
 
 // Supervisor is the part of a supervisor's control socket Supervised
-// drives. cmd/hbx implements it over supervisor.Client.
+// drives. The composer implements it over supervisor.Client.
 type Supervisor interface {
 	// Status returns every program's state.
 	Status(ctx context.Context) ([]ProgramState, error)

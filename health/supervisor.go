@@ -21,7 +21,7 @@ import (
 var ErrNoSupervisor = errors.New("no supervisor is running")
 
 // Supervisor is the running supervisor's view of its programs, as the
-// checks need it. cmd/hbx adapts the supervisor's control client to it.
+// checks need it. The composer adapts the supervisor's control client to it.
 type Supervisor interface {
 	// Programs returns every supervised program. When no supervisor runs
 	// the error wraps ErrNoSupervisor.

@@ -15,7 +15,7 @@ import (
 // module is the import path of the repository's module.
 const module = "github.com/hermesbox/hbx"
 
-// verbs are the packages that each do one job; cmd/hbx wires them.
+// verbs are the packages that each do one job; cmd/ and the composer wire them.
 var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "launch"}
 
 // composer is the one package besides cmd/ and e2e/ that imports several

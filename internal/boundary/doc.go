@@ -3,8 +3,9 @@
 //
 // The verb packages (installer, supervisor, health, backup, upgrade,
 // launch) each do one job and never import one another, test files
-// included: cmd/hbx wires them together. The shared layers they build on
-// (release, extract and every package under internal/) import no verb
+// included: cmd/hbx and the composer wire them together. The shared
+// layers they build on (release, extract and every package under
+// internal/) import no verb
 // package, so no verb reaches another through them, except the composer
 // internal/box (configuration to verb options, the adapters between
 // verbs), which only cmd/ and e2e/ import. Only cmd/, e2e/ and the

@@ -43,7 +43,7 @@
 // Durations use Go syntax ("30s", "1m30s"); sizes are integers of bytes or
 // integers with a binary suffix ("16GiB", "512MiB").
 //
-// # What it does not do
+// # What it does not guarantee
 //
 // Load checks values, not the world: it does not check that directories or
 // the env file exist, their modes, that the user exists, or that the
