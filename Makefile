@@ -8,9 +8,12 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/hermesbox/hbx/internal/buildinfo.Version=$(VERSION) -X github.com/hermesbox/hbx/internal/buildinfo.Commit=$(COMMIT)
 
-.PHONY: all build e2e-bin cross dist e2e-arm64 e2e-docker dockerdeps docker-stop check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
+.PHONY: all help build e2e-bin cross dist e2e-arm64 e2e-docker dockerdeps docker-stop check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
 
-all: build
+all: build ## the default: build
+
+help: ## this list: each target and what it does
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):[^#]*## (.*)/\1\t\2/' | awk -F'\t' '{ printf "  %-13s %s\n", $$1, $$2 }'
 
 build: ## host binary at bin/hbx
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/hbx ./cmd/hbx
@@ -30,7 +33,7 @@ cross: ## static binaries for the two box targets under dist/, and dist/SHA256SU
 
 dist: cross ## the same: dist/hbx-linux-{amd64,arm64} and dist/SHA256SUMS
 
-fmt-check:
+fmt-check: ## gofmt -l over the tree: fails naming the files that need it
 	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -not -path './.run/*' -print0 | xargs -0 gofmt -l); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -38,7 +41,7 @@ imports: ## goimports grouping: standard library, others, github.com/hermesbox/h
 	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -not -path './.run/*' -print0 | xargs -0 go tool goimports -local github.com/hermesbox/hbx -l) || { echo "goimports failed"; exit 1; }; \
 	if [ -n "$$out" ]; then echo "goimports -local github.com/hermesbox/hbx -w needed:"; echo "$$out"; exit 1; fi
 
-vet:
+vet: ## go vet ./...
 	go vet ./...
 
 test: ## unit tests (everything but e2e/), and internal/killpoint again armed; tests needing the registry or Bun run here too when present
@@ -100,5 +103,5 @@ bench: build testdeps ## figures: install (test image, then the race on the real
 	HBXTEST_BENCH=1 HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -run TestBenchSupervise -v ./e2e/ | grep -E 'BENCH|^(ok|FAIL)'
 
 
-clean:
+clean: ## remove bin/, dist/ and .run/
 	rm -rf bin dist .run
