@@ -8,12 +8,23 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/hermesbox/hbx/internal/buildinfo.Version=$(VERSION) -X github.com/hermesbox/hbx/internal/buildinfo.Commit=$(COMMIT)
 
-.PHONY: all build cross dist e2e-arm64 e2e-docker dockerdeps docker-stop docker-demo check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
+.PHONY: all help build e2e-bin cross dist e2e-arm64 e2e-docker dockerdeps docker-stop docker-demo check fmt-check imports vet test e2e demo demo-upgrade bench testdeps clean
 
-all: build
+all: build ## the default: build
+
+help: ## this list: each target and what it does
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):[^#]*## (.*)/\1\t\2/' | awk -F'\t' '{ printf "  %-13s %s\n", $$1, $$2 }'
 
 build: ## host binary at bin/hbx
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/hbx ./cmd/hbx
+
+# The e2e suite's binary: the product plus the build tag hbxtest, which
+# arms internal/killpoint (HBXTEST_KILL_AT, HBXTEST_HOLD_AT). Product
+# binaries (build, cross, demo) never carry it.
+TESTTAGS := containers_image_openpgp,hbxtest
+
+e2e-bin: ## host binary with the e2e kill points armed (build tag hbxtest) at bin/hbx-e2e
+	go build -trimpath -tags=$(TESTTAGS) -ldflags '$(LDFLAGS)' -o bin/hbx-e2e ./cmd/hbx
 
 cross: ## static binaries for the two box targets under dist/, and dist/SHA256SUMS of both
 	GOOS=linux GOARCH=arm64 go build -trimpath -ldflags '$(LDFLAGS)' -o dist/hbx-linux-arm64 ./cmd/hbx
@@ -22,7 +33,7 @@ cross: ## static binaries for the two box targets under dist/, and dist/SHA256SU
 
 dist: cross ## the same: dist/hbx-linux-{amd64,arm64} and dist/SHA256SUMS
 
-fmt-check:
+fmt-check: ## gofmt -l over the tree: fails naming the files that need it
 	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -not -path './.run/*' -print0 | xargs -0 gofmt -l); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -30,22 +41,25 @@ imports: ## goimports grouping: standard library, others, github.com/hermesbox/h
 	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -not -path './.run/*' -print0 | xargs -0 go tool goimports -local github.com/hermesbox/hbx -l) || { echo "goimports failed"; exit 1; }; \
 	if [ -n "$$out" ]; then echo "goimports -local github.com/hermesbox/hbx -w needed:"; echo "$$out"; exit 1; fi
 
-vet:
+vet: ## go vet ./...
 	go vet ./...
 
-test: ## unit tests (everything but e2e/); tests needing the registry or Bun run here too when present
+test: ## unit tests (everything but e2e/), and internal/killpoint again armed; tests needing the registry or Bun run here too when present
 	go test -count=1 $$(go list ./... | grep -v /e2e)
+	go test -count=1 -tags=$(TESTTAGS) ./internal/killpoint/
 
 testdeps: ## registry binary and Bun tarballs the e2e tests need
 	scripts/testdeps.sh
 
-e2e: build testdeps ## end-to-end tests on the real registry and the real Bun
-	HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -timeout 30m -v ./e2e/
+e2e: e2e-bin testdeps ## end-to-end tests on the real registry and the real Bun (bin/hbx-e2e)
+	HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx-e2e go test -count=1 -timeout 30m -v ./e2e/
 
 # The lifecycle tests the arm64 suite runs: the same test code as the
 # amd64 suite, with the arm64 binary under qemu-user (binfmt_misc)
 # installing and running the test image's linux/arm64 child. Each must
-# pass: one renamed, skipped or not run fails the target.
+# pass: one renamed, skipped or not run fails the target. None uses kill
+# points, so the suite runs the shipped dist/ binary itself (a test that
+# needs them fails with a line saying the binary lacks the tag hbxtest).
 E2E_ARM64_TESTS := TestInstallAndRun TestSupervise TestHealthE2E TestBackupRestoreE2E TestUpgradeE2E TestKilledSupervisorE2E TestForkWindowE2E TestVersionE2E
 empty :=
 space := $(empty) $(empty)
@@ -92,5 +106,5 @@ bench: build testdeps ## figures: install (test image, then the race on the real
 	HBXTEST_BENCH=1 HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx go test -count=1 -run TestBenchSupervise -v ./e2e/ | grep -E 'BENCH|^(ok|FAIL)'
 
 
-clean:
+clean: ## remove bin/, dist/ and .run/
 	rm -rf bin dist .run

@@ -296,9 +296,9 @@
 //
 // # Who owns what
 //
-// This package owns the decisions around a backup or restore; cmd/hbx
-// only fills options and prints. Supervised is Services over a running
-// supervisor (cmd/hbx adapts supervisor.Client to Supervisor): which
+// This package owns the decisions around a backup or restore; the
+// composer only fills options and cmd/hbx prints. Supervised is Services over a running
+// supervisor (the composer adapts supervisor.Client to Supervisor): which
 // programs a hold stops (those STARTING, RUNNING or in BACKOFF just
 // before it), starting the autostart ones the hold did not stop, and the
 // wait until they are RUNNING and the readiness probe passes (failing at
@@ -308,7 +308,7 @@
 // backups and pre-upgrade archives together. The read-ahead of decrypted
 // data is internal/readahead's, shared with the installer.
 //
-// # What it does not do
+// # What it does not guarantee
 //
 // It does not make the box consistent with anything outside the archived
 // directories. Without a supervisor it starts nothing and checks no

@@ -9,7 +9,7 @@ import (
 )
 
 // Services stops and starts again the supervised programs around a backup
-// or a restore. cmd/hbx implements it with the supervisor's client; a nil
+// or a restore. Supervised implements it over the supervisor's client; a nil
 // Services means no supervisor runs, and then nothing may hold files in the
 // archived directories (see IsBusy).
 type Services interface {
@@ -68,7 +68,7 @@ type Hold interface {
 }
 
 // Runtime installs the Executor runtime a restored archive was written by.
-// cmd/hbx implements it with the installer.
+// The composer implements it with the installer.
 type Runtime interface {
 	// Install makes the release of image (name:tag@sha256:..., "" for the
 	// configured image) the active one; manifest, when not "", pins the
@@ -81,7 +81,7 @@ type Runtime interface {
 // configured platform's manifest digest in executor.platform_digests,
 // which the supervisor checks the active release against each time it
 // starts Executor. A restore of an archive written by another release
-// pins that release there, as `hbx upgrade` does. cmd/hbx implements it
+// pins that release there, as `hbx upgrade` does. The composer implements it
 // over the --config file.
 type Config interface {
 	// Pinned returns the image and the platform's manifest digest the

@@ -9,22 +9,16 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/config"
-)
-
-// The program states Supervised reads, as the supervisor spells them.
-const (
-	stateStarting = "STARTING"
-	stateRunning  = "RUNNING"
-	stateBackoff  = "BACKOFF"
-	stateFatal    = "FATAL"
+	"github.com/hermesbox/hbx/internal/supervision"
 )
 
 // ProgramState is one supervised program as the supervisor reports it:
-// its name, its state ("RUNNING", "FATAL", ... as the supervisor spells
-// them) and a detail (why it is in that state; for a hold's result, the
-// error that kept it from stopping, "" when it stopped).
+// its name, its state and a detail (why it is in that state; for a hold's
+// result, the error that kept it from stopping, "" when it stopped).
 type ProgramState struct {
-	Name, State, Detail string
+	Name   string
+	State  supervision.State
+	Detail string
 }
 
 // ProgramHold is a hold on every program, as the supervisor granted it.
@@ -37,7 +31,7 @@ type ProgramHold struct {
 }
 
 // Supervisor is the part of a supervisor's control socket Supervised
-// drives. cmd/hbx implements it over supervisor.Client.
+// drives. The composer implements it over supervisor.Client.
 type Supervisor interface {
 	// Status returns every program's state.
 	Status(ctx context.Context) ([]ProgramState, error)
@@ -47,6 +41,9 @@ type Supervisor interface {
 	// Start starts names; it reports held when the supervisor refused
 	// some because a hold (one just released) still stops them.
 	Start(ctx context.Context, names ...string) (held bool, err error)
+	// WaitRunning waits until names are RUNNING, failing at once on a
+	// FATAL one (supervision.ErrFatal).
+	supervision.RunningWaiter
 }
 
 // Probe is the readiness check Supervised runs once the programs it waits
@@ -72,8 +69,8 @@ type Supervised struct {
 	watch     SupervisedWatch
 	running   []string // what the last hold found running
 
-	// Poll is the time between two status reads while waiting (200ms),
-	// ProbeTimeout bounds one probe (2s) and HeldRetry is the time between
+	// Poll is the time between a failed probe or status read and the
+	// next wait for RUNNING (200ms), ProbeTimeout bounds one probe (2s) and HeldRetry is the time between
 	// two starts refused as held (20ms).
 	Poll, ProbeTimeout, HeldRetry time.Duration
 	// NotRunning is the error (errors.Is) Status returns once no
@@ -149,8 +146,7 @@ func (s *Supervised) Hold(ctx context.Context) (Hold, error) {
 func runningOf(sts []ProgramState) []string {
 	var out []string
 	for _, st := range sts {
-		switch st.State {
-		case stateStarting, stateRunning, stateBackoff:
+		if st.State.HoldRestarts() {
 			out = append(out, st.Name)
 		}
 	}
@@ -204,28 +200,36 @@ func (s *Supervised) WaitRunning(ctx context.Context, names []string) error {
 	return s.waitUp(ctx, names, slices.Contains(names, config.ExecutorProgram))
 }
 
-// waitUp polls the supervisor until every program of names is RUNNING
-// and, with probe, the probe passes. It fails at once when a program is
-// FATAL or no supervisor answers any more (the programs it ran are gone
-// with it), and when ctx ends, saying the last state seen.
+// waitUp waits until every program of names the supervisor runs is
+// RUNNING (the supervisor's own wait, WaitRunning) and, with probe, the
+// probe passes; after a failed probe it waits Poll and again for RUNNING.
+// It fails at once when a program is FATAL or no supervisor answers any
+// more (the programs it ran are gone with it), and when ctx ends, saying
+// what it saw last.
 func (s *Supervised) waitUp(ctx context.Context, names []string, probe bool) error {
 	last := errors.New("not checked yet")
 	for {
 		if s.isGone() {
 			return errSupervisorGone
 		}
-		sts, err := s.sup.Status(ctx)
+		err := s.waitRunning(ctx, names)
 		switch {
 		case s.isGone():
 			return errSupervisorGone
 		case s.NotRunning != nil && errors.Is(err, s.NotRunning):
 			return fmt.Errorf("the supervisor is gone: %w", err)
+		case errors.Is(err, supervision.ErrFatal):
+			return err
+		case err != nil && ctx.Err() == nil:
+			last = err // a read that failed: again after Poll
 		case err != nil:
-			last = err
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), s.lastSeen(ctx, names, err))
+		case !probe:
+			return nil
 		default:
-			if last, err = s.upNow(ctx, sts, names, probe); err != nil {
-				return err
-			}
+			pctx, cancel := context.WithTimeout(ctx, s.ProbeTimeout)
+			last = s.probe.Check(pctx)
+			cancel()
 			if last == nil {
 				return nil
 			}
@@ -239,27 +243,54 @@ func (s *Supervised) waitUp(ctx context.Context, names []string, probe bool) err
 	}
 }
 
-// upNow checks one status read: fatal is a program of names FATAL;
-// otherwise notYet says what is not up yet (nil: all RUNNING and, with
-// probe, the probe passed).
-func (s *Supervised) upNow(ctx context.Context, sts []ProgramState, names []string, probe bool) (notYet, fatal error) {
+// waitRunning waits for the programs of names the supervisor has (a name
+// it does not know is not waited for, as no program of that name can
+// run), until the supervisor is gone at the latest.
+func (s *Supervised) waitRunning(ctx context.Context, names []string) error {
+	sts, err := s.sup.Status(ctx)
+	if err != nil {
+		return err
+	}
+	var known []string
+	for _, n := range names {
+		if slices.ContainsFunc(sts, func(st ProgramState) bool { return st.Name == n }) {
+			known = append(known, n)
+		}
+	}
+	if len(known) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if gone := s.Gone(); gone != nil {
+		go func() {
+			select {
+			case <-gone:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+	}
+	return s.sup.WaitRunning(wctx, known...)
+}
+
+// lastSeen says which program of names was not RUNNING when a wait for
+// RUNNING ran out, by one more status read (bounded by ProbeTimeout,
+// after ctx ended); waitErr when that read fails or all are RUNNING.
+func (s *Supervised) lastSeen(ctx context.Context, names []string, waitErr error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ProbeTimeout)
+	defer cancel()
+	sts, err := s.sup.Status(rctx)
+	if err != nil {
+		return waitErr
+	}
 	for _, n := range names {
 		i := slices.IndexFunc(sts, func(st ProgramState) bool { return st.Name == n })
-		if i < 0 {
-			continue
-		}
-		if st := sts[i]; st.State == stateFatal {
-			return nil, fmt.Errorf("%s is FATAL: %s", n, st.Detail)
-		} else if st.State != stateRunning && notYet == nil {
-			notYet = fmt.Errorf("%s is %s", n, st.State)
+		if i >= 0 && sts[i].State != supervision.Running {
+			return fmt.Errorf("%s is %s", n, sts[i].State)
 		}
 	}
-	if notYet == nil && probe {
-		pctx, cancel := context.WithTimeout(ctx, s.ProbeTimeout)
-		notYet = s.probe.Check(pctx)
-		cancel()
-	}
-	return notYet, nil
+	return waitErr
 }
 
 // supervisedHold is Hold over a ProgramHold.

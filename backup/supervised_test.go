@@ -3,12 +3,16 @@ package backup
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/hermesbox/hbx/internal/supervision"
 )
 
 // fakeSupervisor is a Supervisor whose programs' states the test sets;
@@ -34,7 +38,7 @@ func newFake(states ...ProgramState) *fakeSupervisor {
 	return f
 }
 
-func (f *fakeSupervisor) set(name, state, detail string) {
+func (f *fakeSupervisor) set(name string, state supervision.State, detail string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.states[name] = ProgramState{name, state, detail}
@@ -58,9 +62,9 @@ func (f *fakeSupervisor) HoldAll(context.Context) (ProgramHold, error) {
 	defer f.mu.Unlock()
 	h := ProgramHold{Release: func() error { f.mu.Lock(); f.released++; f.mu.Unlock(); return nil }}
 	for _, n := range f.order {
-		st := ProgramState{Name: n, State: "STOPPED", Detail: f.holdErr[n]}
+		st := ProgramState{Name: n, State: supervision.Stopped, Detail: f.holdErr[n]}
 		if st.Detail != "" {
-			st.State = "STOPPING"
+			st.State = supervision.Stopping
 		}
 		f.states[n] = ProgramState{Name: n, State: st.State}
 		h.Results = append(h.Results, st)
@@ -77,9 +81,41 @@ func (f *fakeSupervisor) Start(_ context.Context, names ...string) (bool, error)
 	}
 	f.started = append(f.started, names)
 	for _, n := range names {
-		f.states[n] = ProgramState{Name: n, State: "RUNNING"}
+		f.states[n] = ProgramState{Name: n, State: supervision.Running}
 	}
 	return false, nil
+}
+
+// WaitRunning waits as the supervisor does: until every name is RUNNING,
+// failing at once on a FATAL one (supervision.ErrFatal), or until ctx
+// ends.
+func (f *fakeSupervisor) WaitRunning(ctx context.Context, names ...string) error {
+	for {
+		sts, err := f.Status(ctx)
+		if err != nil {
+			return err
+		}
+		waiting := ""
+		for _, st := range sts {
+			if !slices.Contains(names, st.Name) {
+				continue
+			}
+			if st.State == supervision.Fatal {
+				return fmt.Errorf("wait for %s to be RUNNING: %w: %s: %s", strings.Join(names, ", "), supervision.ErrFatal, st.Name, st.Detail)
+			}
+			if st.State != supervision.Running && waiting == "" {
+				waiting = st.Name
+			}
+		}
+		if waiting == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s to be RUNNING: %w", strings.Join(names, ", "), ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 type probeFunc func(context.Context) error
@@ -102,8 +138,8 @@ var passes = probeFunc(func(context.Context) error { return nil })
 // TestSupervisedHoldRunning: a hold reports the programs STARTING, RUNNING
 // or in BACKOFF before it as the ones its release starts again.
 func TestSupervisedHoldRunning(t *testing.T) {
-	f := newFake(ProgramState{"executor", "RUNNING", ""}, ProgramState{"hermes", "BACKOFF", ""},
-		ProgramState{"other", "STOPPED", ""}, ProgramState{"late", "STARTING", ""}, ProgramState{"dead", "FATAL", "x"})
+	f := newFake(ProgramState{"executor", supervision.Running, ""}, ProgramState{"hermes", supervision.Backoff, ""},
+		ProgramState{"other", supervision.Stopped, ""}, ProgramState{"late", supervision.Starting, ""}, ProgramState{"dead", supervision.Fatal, "x"})
 	s := fastSupervised(f, passes, nil, nil)
 	h, err := s.Hold(context.Background())
 	if err != nil {
@@ -120,7 +156,7 @@ func TestSupervisedHoldRunning(t *testing.T) {
 // TestSupervisedHoldNotStopped: a program the hold could not stop fails
 // the hold with ErrNotStopped naming it, and the hold is released.
 func TestSupervisedHoldNotStopped(t *testing.T) {
-	f := newFake(ProgramState{"executor", "RUNNING", ""})
+	f := newFake(ProgramState{"executor", supervision.Running, ""})
 	f.holdErr["executor"] = "did not exit"
 	s := fastSupervised(f, passes, nil, nil)
 	_, err := s.Hold(context.Background())
@@ -136,7 +172,7 @@ func TestSupervisedHoldNotStopped(t *testing.T) {
 // programs the hold did not stop, again while the supervisor still
 // refuses them as held, and waits for RUNNING and the probe.
 func TestSupervisedWaitHealthy(t *testing.T) {
-	f := newFake(ProgramState{"executor", "RUNNING", ""}, ProgramState{"hermes", "STOPPED", ""})
+	f := newFake(ProgramState{"executor", supervision.Running, ""}, ProgramState{"hermes", supervision.Stopped, ""})
 	probes := 0
 	probe := probeFunc(func(context.Context) error {
 		if probes++; probes < 3 {
@@ -150,7 +186,7 @@ func TestSupervisedWaitHealthy(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = h.Release()
-	f.set("executor", "RUNNING", "") // the supervisor started what it stopped
+	f.set("executor", supervision.Running, "") // the supervisor started what it stopped
 	f.held = 2
 	if err := s.WaitHealthy(context.Background()); err != nil {
 		t.Fatalf("WaitHealthy() = %v", err)
@@ -170,13 +206,13 @@ func TestSupervisedWaitRunningFails(t *testing.T) {
 	notRunning := errors.New("no supervisor answers")
 	ctx := context.Background()
 
-	f := newFake(ProgramState{"executor", "FATAL", "exited too quickly"})
+	f := newFake(ProgramState{"executor", supervision.Fatal, "exited too quickly"})
 	s := fastSupervised(f, passes, nil, nil)
-	if err := s.WaitRunning(ctx, []string{"executor"}); err == nil || err.Error() != "executor is FATAL: exited too quickly" {
+	if err := s.WaitRunning(ctx, []string{"executor"}); !errors.Is(err, supervision.ErrFatal) || !strings.HasSuffix(err.Error(), "executor: exited too quickly") {
 		t.Errorf("WaitRunning(FATAL) = %v", err)
 	}
 
-	f = newFake(ProgramState{"executor", "RUNNING", ""})
+	f = newFake(ProgramState{"executor", supervision.Running, ""})
 	f.statusErr = notRunning
 	s = fastSupervised(f, passes, nil, nil)
 	s.NotRunning = notRunning
@@ -185,7 +221,7 @@ func TestSupervisedWaitRunningFails(t *testing.T) {
 	}
 
 	w := &fakeWatch{gone: make(chan struct{})}
-	f = newFake(ProgramState{"hermes", "STARTING", ""})
+	f = newFake(ProgramState{"hermes", supervision.Starting, ""})
 	s = fastSupervised(f, passes, nil, w)
 	go func() { time.Sleep(5 * time.Millisecond); close(w.gone) }()
 	if err := s.WaitRunning(ctx, []string{"hermes"}); err != errSupervisorGone || !errors.Is(err, ErrSupervisorGone) {
@@ -195,7 +231,7 @@ func TestSupervisedWaitRunningFails(t *testing.T) {
 		t.Errorf("errSupervisorGone = %q: want what is true (processes may live on until the next hbx supervise), not that they died", msg)
 	}
 
-	f = newFake(ProgramState{"hermes", "STARTING", ""})
+	f = newFake(ProgramState{"hermes", supervision.Starting, ""})
 	s = fastSupervised(f, passes, nil, nil)
 	tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
@@ -204,7 +240,7 @@ func TestSupervisedWaitRunningFails(t *testing.T) {
 	}
 
 	// Executor among the names: the probe must pass too.
-	f = newFake(ProgramState{"executor", "RUNNING", ""})
+	f = newFake(ProgramState{"executor", supervision.Running, ""})
 	s = fastSupervised(f, probeFunc(func(context.Context) error { return errors.New("503") }), nil, nil)
 	tctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()

@@ -10,6 +10,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/internal/testimage"
 )
@@ -73,8 +75,9 @@ func testImage(t *testing.T) *testimage.Image {
 }
 
 // binary is the hbx under test: HBXTEST_BIN, or built once for the
-// platform under test; either way checked to be an executable of that
-// platform that runs here (see platform_test.go).
+// platform under test (with the build tag hbxtest, so its kill points are
+// armed); either way checked to be an executable of that platform that
+// runs here (see platform_test.go).
 func binary(t *testing.T) string {
 	t.Helper()
 	plat := platform(t)
@@ -96,7 +99,7 @@ func binary(t *testing.T) string {
 		hbxBin = filepath.Join(dir, "hbx")
 		cmd := exec.Command("go", "build", "-o", hbxBin, "./cmd/hbx")
 		cmd.Dir = testenv.RepoRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false -tags=containers_image_openpgp", "GOOS=linux", "GOARCH="+strings.TrimPrefix(plat, "linux/"))
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false -tags=containers_image_openpgp,"+killpoint.Tag, "GOOS=linux", "GOARCH="+strings.TrimPrefix(plat, "linux/"))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -105,6 +108,25 @@ func binary(t *testing.T) string {
 		t.Fatal(binErr)
 	}
 	return hbxBin
+}
+
+// requireKillPoints fails the test unless the hbx under test was built
+// with the build tag hbxtest (make e2e-bin): a product binary ignores
+// HBXTEST_KILL_AT and HBXTEST_HOLD_AT, and a test that relies on them
+// would otherwise fail later with a confusing "want killed".
+func requireKillPoints(t *testing.T) {
+	t.Helper()
+	bin := binary(t)
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatalf("read build settings of %s: %v", bin, err)
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), killpoint.Tag) {
+			return
+		}
+	}
+	t.Fatalf("%s was built without the build tag %s, so its kill points (%s, %s) are inert: build it with make e2e-bin (bin/hbx-e2e) or leave HBXTEST_BIN unset", bin, killpoint.Tag, killpoint.Env, killpoint.HoldEnv)
 }
 
 // box is one simulated Hermes Box: its directories and config file.

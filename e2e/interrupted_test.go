@@ -31,6 +31,7 @@ func holdRecovery(t *testing.T) (release func()) {
 // holdRecoveryFile is holdRecovery's file: the hold lasts while it exists.
 func holdRecoveryFile(t *testing.T) string {
 	t.Helper()
+	requireKillPoints(t)
 	gate := filepath.Join(t.TempDir(), "hold")
 	writeFile(t, gate, "", 0o600)
 	t.Setenv(killpoint.HoldEnv, killpoint.SupervisorRecovery+"="+gate)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -36,6 +37,11 @@ func programsBox(t *testing.T, programs string) (*box, *supervised) {
 // --config: the config comes from HBX_CONFIG.
 func (b *box) hbxEnv(env []string, args ...string) result {
 	b.t.Helper()
+	for _, e := range env {
+		if strings.HasPrefix(e, killpoint.Env+"=") || strings.HasPrefix(e, killpoint.HoldEnv+"=") {
+			requireKillPoints(b.t)
+		}
+	}
 	cmd := exec.Command(binary(b.t), args...)
 	cmd.Env = append(cleanEnv(), env...)
 	var out, errb bytes.Buffer

@@ -82,7 +82,7 @@
 //   - Checks only read: nothing on disk, in the supervisor or in Executor
 //     is changed (the MCP session is closed again).
 //
-// # What it does not do
+// # What it does not guarantee
 //
 //   - It does not judge Executor beyond the surface above: a status "ok"
 //     from /api/health is taken at its word.

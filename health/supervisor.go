@@ -34,7 +34,7 @@ func (e startingError) Error() string        { return e.msg }
 func (e startingError) Is(target error) bool { return target == ErrStarting }
 
 // Supervisor is the running supervisor's view of its programs, as the
-// checks need it. cmd/hbx adapts the supervisor's control client to it.
+// checks need it. The composer adapts the supervisor's control client to it.
 type Supervisor interface {
 	// Programs returns every supervised program. When no supervisor runs
 	// the error wraps ErrNoSupervisor.

@@ -15,7 +15,7 @@
 // releases/<hex> complete, current unchanged; release.SwitchCurrent:
 // previous, then current, each one rename) and finish (cleanup).
 //
-// # Guarantees
+// # What it guarantees
 //
 //   - current only ever moves to a complete, validated release: the staged
 //     tree is made durable (one syncfs), renamed into releases/<hex>, and
@@ -239,7 +239,7 @@
 // its complete blobs for the next run, which removes them by this rule
 // once it succeeds.
 //
-// # Not guaranteed
+// # What it does not guarantee
 //
 // The payload runs on the host's libc and dynamic loader (see package
 // launch); a release that validates here can still fail to run if the

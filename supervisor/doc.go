@@ -139,7 +139,7 @@
 //     caught (Signals): TERM, INT and QUIT are a Shutdown, HUP and USR1
 //     reopen the log files, the others are logged and ignored.
 //
-// # What it does not do
+// # What it does not guarantee
 //
 //   - Without Options.StateDir, a descendant that leaves its program's
 //     process group (setsid, setpgid) escapes a program stop (it is

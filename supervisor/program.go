@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/names"
+	"github.com/hermesbox/hbx/internal/supervision"
 )
 
 // Sentinel errors. Errors that carry a program name wrap one of these.
@@ -38,8 +39,9 @@ var (
 	// ErrStartFailed: a start ended FATAL, or the program was stopped
 	// before it became RUNNING.
 	ErrStartFailed = errors.New("start failed")
-	// ErrFatal: a program a wait needs RUNNING is FATAL (WaitRunning).
-	ErrFatal = errors.New("program is FATAL")
+	// ErrFatal: a program a wait needs RUNNING is FATAL (WaitRunning);
+	// the vocabulary's sentinel, so verbs can test for it.
+	ErrFatal = supervision.ErrFatal
 )
 
 // Autorestart says when a program that exited from RUNNING is started

@@ -1,49 +1,19 @@
 package supervisor
 
-import (
-	"fmt"
-	"strings"
-)
+import "github.com/hermesbox/hbx/internal/supervision"
 
-// State is a program's supervisor state, named as supervisord names it.
-type State int
+// State is a program's supervisor state; its names and rules live in
+// internal/supervision so verbs can read them without importing the
+// supervisor.
+type State = supervision.State
 
-// The states of a program. Transitions follow supervisord: STOPPED ->
-// STARTING -> RUNNING -> EXITED or STOPPING; STARTING -> BACKOFF ->
-// STARTING or FATAL; any running state -> STOPPING -> STOPPED.
+// The states of a program (see supervision.State).
 const (
-	Stopped  State = iota // not running; never started or stopped on request
-	Starting              // spawned (or about to be) and not yet RUNNING
-	Running               // up for startsecs (and healthy, with a Probe)
-	Backoff               // a start failed; waiting to retry
-	Stopping              // stopsignal sent; waiting for the group to go
-	Exited                // exited from RUNNING (expectedly or not)
-	Fatal                 // could not be started; given up
+	Stopped  = supervision.Stopped
+	Starting = supervision.Starting
+	Running  = supervision.Running
+	Backoff  = supervision.Backoff
+	Stopping = supervision.Stopping
+	Exited   = supervision.Exited
+	Fatal    = supervision.Fatal
 )
-
-var stateNames = [...]string{"STOPPED", "STARTING", "RUNNING", "BACKOFF", "STOPPING", "EXITED", "FATAL"}
-
-// String returns the upper-case supervisord name, e.g. "RUNNING".
-func (s State) String() string {
-	if s < 0 || int(s) >= len(stateNames) {
-		return fmt.Sprintf("State(%d)", int(s))
-	}
-	return stateNames[s]
-}
-
-// MarshalText encodes s as its name.
-func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
-// UnmarshalText decodes a state name (any case).
-func (s *State) UnmarshalText(b []byte) error {
-	for i, n := range stateNames {
-		if strings.EqualFold(n, string(b)) {
-			*s = State(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown program state %q", b)
-}
-
-// running reports whether a process of the program may be alive.
-func (s State) running() bool { return s == Starting || s == Running || s == Stopping }

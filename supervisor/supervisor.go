@@ -969,8 +969,7 @@ func (s *Supervisor) Hold(ctx context.Context, names ...string) (stopped []Resul
 	s.mu.Lock()
 	for _, n := range list {
 		s.held[n]++
-		switch s.status[n].State {
-		case Starting, Running, Backoff:
+		if s.status[n].State.HoldRestarts() {
 			active = append(active, n)
 		}
 	}

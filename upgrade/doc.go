@@ -157,7 +157,7 @@
 //     <data_dir>.pre-restore-<time>, listed by `hbx backup list`.
 //   - done, rolled-back, aborted: nothing to do.
 //
-// # Not guaranteed
+// # What it does not guarantee
 //
 // A kill between the config write and the activation (or their reverse in
 // a rollback) leaves the config and current naming different releases
@@ -170,7 +170,7 @@
 // change). A holder stopped with SIGSTOP keeps the change, and status
 // and health say it is stopped; nothing undoes it until it goes on or
 // dies. The config file is updated only when it exists on disk; a pin set through
-// HBX_* variables or flags is not changed (cmd/hbx refuses to upgrade
+// HBX_* variables or flags is not changed (CheckPinnable refuses to upgrade
 // then). Only the last completed upgrade can be rolled back: the journal
 // remembers one. Each rollback keeps Options.KeepRolledBack
 // <data_dir>.rolled-back-* copies, newest first, never fewer than its own

@@ -15,7 +15,7 @@ import (
 // module is the import path of the repository's module.
 const module = "github.com/hermesbox/hbx"
 
-// verbs are the packages that each do one job; cmd/hbx wires them.
+// verbs are the packages that each do one job; cmd/ and the composer wire them.
 var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "launch"}
 
 // composer is the one package besides cmd/ and e2e/ that imports several
@@ -93,6 +93,18 @@ func TestVerbsImportNoVerb(t *testing.T) {
 				continue
 			}
 			t.Errorf("%s imports %s: a verb package is imported only by cmd/ and e2e/ (move the shared piece to release/, extract/ or internal/)", dir, pkg)
+		}
+	}
+}
+
+// TestCLIKnowsNoConfig: internal/cli, the rules every command shares,
+// imports no package of the module but internal/suggest (its "did you
+// mean"), so the command-line layer does not depend on the configuration.
+func TestCLIKnowsNoConfig(t *testing.T) {
+	all := imports(t, testenv.RepoRoot(t))
+	for _, pkg := range all["internal/cli"] {
+		if pkg != "internal/suggest" {
+			t.Errorf("internal/cli imports %s: it may import only internal/suggest of the module", pkg)
 		}
 	}
 }

@@ -3,11 +3,18 @@
 //
 // The verb packages (installer, supervisor, health, backup, upgrade,
 // launch) each do one job and never import one another, test files
-// included: cmd/hbx wires them together. The shared layers they build on
-// (release, extract and every package under internal/) import no verb
+// included: cmd/hbx and the composer wire them together. The shared
+// layers they build on (release, extract and every package under
+// internal/) import no verb
 // package, so no verb reaches another through them, except the composer
 // internal/box (configuration to verb options, the adapters between
 // verbs), which only cmd/ and e2e/ import. Only cmd/, e2e/ and the
 // composer import verbs. The test reads the import lines of every .go file with
 // go/parser, whatever its build tags (testenv.GoFiles lists them).
+//
+// The product (what cmd/hbx links under the Makefile's build tags, read
+// with go/build) links no test-only package (testenv, registrytest,
+// tartest, testimage, benchimage, bench), and its one package of test
+// hooks, internal/killpoint, imports nothing there: its kill and hold
+// points are armed only by the build tag hbxtest of the e2e build.
 package boundary

@@ -126,7 +126,7 @@ func (s supervisorSocket) Status(ctx context.Context) ([]backup.ProgramState, er
 	sts, err := s.c.Status(ctx)
 	out := make([]backup.ProgramState, len(sts))
 	for i, st := range sts {
-		out[i] = backup.ProgramState{Name: st.Name, State: st.State.String(), Detail: st.Detail}
+		out[i] = backup.ProgramState{Name: st.Name, State: st.State, Detail: st.Detail}
 	}
 	return out, err
 }
@@ -140,9 +140,14 @@ func (s supervisorSocket) HoldAll(ctx context.Context) (backup.ProgramHold, erro
 	s.watch.WatchHold(h.Done(), released)
 	ph := backup.ProgramHold{Release: func() error { released.Store(true); return h.Release() }}
 	for _, r := range h.Results {
-		ph.Results = append(ph.Results, backup.ProgramState{Name: r.Name, State: r.State.String(), Detail: r.Error})
+		ph.Results = append(ph.Results, backup.ProgramState{Name: r.Name, State: r.State, Detail: r.Error})
 	}
 	return ph, nil
+}
+
+func (s supervisorSocket) WaitRunning(ctx context.Context, names ...string) error {
+	_, err := s.c.WaitRunning(ctx, names...)
+	return err
 }
 
 func (s supervisorSocket) Start(ctx context.Context, names ...string) (bool, error) {

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/suggest"
 )
 
 // UsageError marks a bad command line: unknown command or flag, bad
@@ -82,7 +82,7 @@ func NoArgs(cmd *cobra.Command, args []string) error {
 
 // UnknownCommand is the usage error for name, which is not a subcommand of
 // cmd, with a "did you mean" when a subcommand's name or alias is near
-// (config.Closest). cobra suggests only for commands without an Args
+// (suggest.Closest). cobra suggests only for commands without an Args
 // validator, and hbx's groups have one.
 func UnknownCommand(cmd *cobra.Command, name string) error {
 	var names []string
@@ -91,7 +91,7 @@ func UnknownCommand(cmd *cobra.Command, name string) error {
 			names = append(append(names, c.Name()), c.Aliases...)
 		}
 	}
-	if c := config.Closest(name, names); c != "" {
+	if c := suggest.Closest(name, names); c != "" {
 		return Usagef("unknown command %q for %q (did you mean %q?)", name, cmd.CommandPath(), c)
 	}
 	return Usagef("unknown command %q for %q", name, cmd.CommandPath())
@@ -107,7 +107,7 @@ func FlagError(cmd *cobra.Command, err error) error {
 	}
 	var names []string
 	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	if c := config.Closest(name, names); c != "" {
+	if c := suggest.Closest(name, names); c != "" {
 		return &UsageError{fmt.Errorf("%w (did you mean --%s?)", err, c)}
 	}
 	return &UsageError{err}

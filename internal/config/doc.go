@@ -36,14 +36,14 @@
 // reported together, one Problem each, naming the key, the value, the rule
 // and the value's source. Problems returns them as a list. A mistyped
 // name (file key, program field, program, HBX_* variable) gets a "did you
-// mean" when a known one is within a few edits (Closest).
+// mean" when a known one is within a few edits (internal/suggest).
 //
 // Lists and maps given as strings (environment variables, flags) are
 // comma-separated: "a,b" and "linux/arm64=sha256:...,linux/amd64=sha256:...".
 // Durations use Go syntax ("30s", "1m30s"); sizes are integers of bytes or
 // integers with a binary suffix ("16GiB", "512MiB").
 //
-// # What it does not do
+// # What it does not guarantee
 //
 // Load checks values, not the world: it does not check that directories or
 // the env file exist, their modes, that the user exists, or that the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/regfile"
+	"github.com/hermesbox/hbx/internal/suggest"
 )
 
 // LoadOptions says where Load finds the layers above the defaults.
@@ -240,21 +241,21 @@ func fileValues(v *viper.Viper, src Source) (map[string]rawValue, []*Problem) {
 // key k, or "". A mistyped section is corrected on its own
 // ("program.hermes.command" -> "programs.hermes.command").
 func suggestKey(k string) string {
-	if c := Closest(k, append(Keys(), sections...)); c != "" {
+	if c := suggest.Closest(k, append(Keys(), sections...)); c != "" {
 		return c
 	}
 	sec, rest, ok := strings.Cut(k, ".")
 	if !ok || slices.Contains(sections, sec) {
 		return ""
 	}
-	c := Closest(sec, sections)
+	c := suggest.Closest(sec, sections)
 	if c == "" {
 		return ""
 	}
 	if c == "programs" {
 		return c + "." + rest
 	}
-	return Closest(c+"."+rest, Keys())
+	return suggest.Closest(c+"."+rest, Keys())
 }
 
 // parentMapKey returns the map key k is a subkey of, or "".
@@ -294,7 +295,7 @@ func readEnv(env []string) (map[string]rawValue, []*Problem) {
 	slices.Sort(unknown)
 	var probs []*Problem
 	for _, name := range unknown {
-		hint := didYouMean(name, names)
+		hint := suggest.DidYouMean(name, names)
 		if hint == "" {
 			hint = " (want " + ConfigEnv + " or " + EnvPrefix + "<SECTION>_<KEY>, e.g. " + EnvName("executor.image") + ")"
 		}

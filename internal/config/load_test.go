@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/suggest"
 )
 
 // writeConfig writes a config file into a fresh temp directory.
@@ -683,4 +685,87 @@ func FuzzLoadFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestKeysAreSuggested: a mistyped key or variable gets the known one
+// (suggest.Closest over Keys and EnvName), a nonsense one nothing.
+func TestKeysAreSuggested(t *testing.T) {
+	tests := []struct {
+		s          string
+		candidates []string
+		want       string
+	}{
+		{"executor.imge", Keys(), "executor.image"},
+		{"supervisor.sockt", Keys(), "supervisor.socket"},
+		{"executor.nonsense", Keys(), ""},
+		{"HBX_EXECUTOR_PROT", []string{EnvName("executor.port"), EnvName("executor.image")}, "HBX_EXECUTOR_PORT"},
+	}
+	for _, tt := range tests {
+		if got := suggest.Closest(tt.s, tt.candidates); got != tt.want {
+			t.Errorf("suggest.Closest(%q, Keys) = %q, want %q", tt.s, got, tt.want)
+		}
+	}
+}
+
+func TestConfigEnv(t *testing.T) {
+	fromEnv := writeConfig(t, "executor:\n  port: 4001\n")
+	fromFlag := writeConfig(t, "executor:\n  port: 4002\n")
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	tests := []struct {
+		name     string
+		opts     LoadOptions
+		wantFile File
+		wantPort int
+		wantErr  string
+	}{
+		{"env names the file", LoadOptions{Path: DefaultPath, Env: []string{"HBX_CONFIG=" + fromEnv}},
+			File{fromEnv, Source{SourceEnv, "HBX_CONFIG"}, true}, 4001, ""},
+		{"the last entry wins", LoadOptions{Env: []string{"HBX_CONFIG=" + missing, "HBX_CONFIG=" + fromEnv}},
+			File{fromEnv, Source{SourceEnv, "HBX_CONFIG"}, true}, 4001, ""},
+		{"the flag beats env", LoadOptions{Path: fromFlag, PathExplicit: true, Env: []string{"HBX_CONFIG=" + fromEnv}},
+			File{fromFlag, Source{SourceFlag, "--config"}, true}, 4002, ""},
+		{"empty env is unset", LoadOptions{Path: missing, Env: []string{"HBX_CONFIG="}},
+			File{missing, Source{Kind: SourceDefault}, false}, 4788, ""},
+		{"no env, absent default", LoadOptions{Path: missing},
+			File{missing, Source{Kind: SourceDefault}, false}, 4788, ""},
+		{"a missing env file is an error", LoadOptions{Env: []string{"HBX_CONFIG=" + missing}},
+			File{}, 0, "config file " + missing + " (from env HBX_CONFIG) does not exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, srcs, err := Load(tt.opts)
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Load() = %v, want ErrInvalid containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load() = %v", err)
+			}
+			if diff := cmp.Diff(srcs.File(), tt.wantFile); diff != "" {
+				t.Errorf("File() (-got +want):\n%s", diff)
+			}
+			if cfg.Executor.Port != tt.wantPort {
+				t.Errorf("executor.port = %d, want %d", cfg.Executor.Port, tt.wantPort)
+			}
+		})
+	}
+}
+
+func TestFileString(t *testing.T) {
+	tests := []struct {
+		f    File
+		want string
+	}{
+		{File{"/etc/hbx/hbx.yaml", Source{Kind: SourceDefault}, true}, "config file /etc/hbx/hbx.yaml"},
+		{File{"/x.yaml", Source{SourceEnv, "HBX_CONFIG"}, true}, "config file /x.yaml (from env HBX_CONFIG)"},
+		{File{"/x.yaml", Source{SourceFlag, "--config"}, true}, "config file /x.yaml (from flag --config)"},
+		{File{"/etc/hbx/hbx.yaml", Source{Kind: SourceDefault}, false}, "no config file (/etc/hbx/hbx.yaml is absent), defaults"},
+	}
+	for _, tt := range tests {
+		if got := tt.f.String(); got != tt.want {
+			t.Errorf("%+v.String() = %q, want %q", tt.f, got, tt.want)
+		}
+	}
 }

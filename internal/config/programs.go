@@ -13,6 +13,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/hermesbox/hbx/internal/names"
+	"github.com/hermesbox/hbx/internal/suggest"
 )
 
 // Program is one supervised program (keys programs.<name>.*), with
@@ -325,7 +326,7 @@ func readPrograms(data []byte, src Source) (map[string]fileProgram, []*Problem) 
 		vals := map[string]rawValue{}
 		for _, f := range slices.Sorted(maps.Keys(fields)) {
 			if !slices.Contains(programFieldNames(), f) {
-				probs = append(probs, &Problem{Key: "programs." + name + "." + f, Rule: "unknown key" + didYouMean(f, programFieldNames()), Source: src})
+				probs = append(probs, &Problem{Key: "programs." + name + "." + f, Rule: "unknown key" + suggest.DidYouMean(f, programFieldNames()), Source: src})
 				continue
 			}
 			if fields[f] != nil {
@@ -589,7 +590,7 @@ func validateProgram(ps *collector, c *Config, name string) {
 			dp, ok := c.Programs[d]
 			switch {
 			case !ok:
-				ps.add("programs."+name+".depends_on", strconv.Quote(d), "is not a program"+didYouMean(d, knownPrograms(c)))
+				ps.add("programs."+name+".depends_on", strconv.Quote(d), "is not a program"+suggest.DidYouMean(d, knownPrograms(c)))
 			case !dp.Enabled:
 				ps.add("programs."+name+".depends_on", strconv.Quote(d), "is a disabled program")
 			}
@@ -612,7 +613,7 @@ func validateCommand(ps *collector, c *Config, name string, p Program) {
 	case !slices.Contains(builtinPrograms, name) && len(p.Command) == 0 && !ps.skip[k("command")]:
 		// A typo of a built-in ("hermse") declares a new program: it
 		// needs a command, enabled or not, and gets a suggestion.
-		hint := didYouMean(name, knownPrograms(c))
+		hint := suggest.DidYouMean(name, knownPrograms(c))
 		if hint == "" {
 			hint = " (want programs." + name + ".command)"
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/internal/names"
+	"github.com/hermesbox/hbx/internal/suggest"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -302,7 +303,7 @@ func validateHealth(ps *collector, h *Health) {
 		}
 	default:
 		rule := "is not a readiness (want api-health, mcp-auth or mcp-tools)"
-		if c := Closest(h.Readiness, []string{"api-health", "mcp-auth", "mcp-tools"}); c != "" {
+		if c := suggest.Closest(h.Readiness, []string{"api-health", "mcp-auth", "mcp-tools"}); c != "" {
 			rule = fmt.Sprintf("is not a readiness (did you mean %q?)", c)
 		}
 		ps.add("health.readiness", q(h.Readiness), rule)

@@ -38,7 +38,7 @@
 //     (a bind mount), and checks that the directory beside the lock is the
 //     data directory by device and inode.
 //
-// # What it does not do
+// # What it does not guarantee
 //
 //   - It cannot see processes whose /proc/PID/fd this user may not read
 //     (other users' processes when hbx is not root); such a holder is

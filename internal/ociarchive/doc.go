@@ -9,7 +9,7 @@
 // org.opencontainers.image.ref.name annotation set to the image's tag, and
 // blobs/ holds the blobs Image lists, copied byte for byte from a Store.
 //
-// # Guarantees
+// # What it guarantees
 //
 //   - Every blob is hashed while it is copied and its size checked against
 //     the descriptor first: a blob whose bytes do not hash to its digest
@@ -27,7 +27,7 @@
 //     archive is complete; anything else there (a directory, a symlink, a
 //     device) is refused and left alone.
 //
-// # Not guaranteed
+// # What it does not guarantee
 //
 // A process killed during WriteFile leaves its temporary file in the
 // target's directory (nothing at the target); the next WriteFile to the

@@ -17,7 +17,7 @@
 //   - Stop sends a signal, waits, then sends SIGKILL, and returns only when
 //     every listed process is gone or the kill deadline passed.
 //
-// # What it does not do
+// # What it does not guarantee
 //
 //   - Processes of other users are invisible to a non-root caller (their
 //     /proc/PID/fd cannot be read): run hbx as root to see them.

@@ -1,4 +1,4 @@
-package config
+package suggest
 
 import (
 	"strconv"
@@ -32,9 +32,9 @@ func Closest(s string, candidates []string) string {
 	return best
 }
 
-// didYouMean returns ` (did you mean "x"?)` for the closest candidate to s,
-// or "" when none is close; see Closest.
-func didYouMean(s string, candidates []string) string {
+// DidYouMean returns ` (did you mean "x"?)` for the closest candidate to
+// s, or "" when none is close; see Closest.
+func DidYouMean(s string, candidates []string) string {
 	if c := Closest(s, candidates); c != "" {
 		return " (did you mean " + strconv.Quote(c) + "?)"
 	}
