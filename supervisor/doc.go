@@ -135,6 +135,13 @@
 //     members older than the recorded leader) and every holder of a
 //     marker; it logs each one, and fails if one cannot be stopped.
 //     None of this depends on being a subreaper.
+//   - A program's log files are opened as the supervisor's user (root)
+//     only in a directory whose every ancestor is root's alone (the
+//     supervisor's own user's when it is not root; pathtrust.Check's
+//     rule) and never through a symbolic link as the last component
+//     (O_NOFOLLOW) nor onto a FIFO, socket or device (ErrLogNotRegular):
+//     otherwise Run fails (a *StartError) naming the path and the rule,
+//     and a reopen (SIGHUP) keeps writing the open file.
 //   - With Options.HandleSignals, Run never dies of a signal that can be
 //     caught (Signals): TERM, INT and QUIT are a Shutdown, HUP and USR1
 //     reopen the log files, the others are logged and ignored.

@@ -38,6 +38,10 @@ var (
 	// ErrStartFailed: a start ended FATAL, or the program was stopped
 	// before it became RUNNING.
 	ErrStartFailed = errors.New("start failed")
+	// ErrLogNotRegular: a program's log path names a symbolic link, FIFO,
+	// socket, device or directory, which the supervisor (root) never
+	// opens for writing (openLog).
+	ErrLogNotRegular = errors.New("log is not a regular file")
 	// ErrFatal: a program a wait needs RUNNING is FATAL (WaitRunning).
 	ErrFatal = errors.New("program is FATAL")
 )

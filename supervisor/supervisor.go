@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,9 +18,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/pathtrust"
 	"github.com/hermesbox/hbx/internal/procscan"
 )
 
@@ -692,13 +695,27 @@ func (s *Supervisor) openLogs(wg *sync.WaitGroup) ([]io.Closer, error) {
 }
 
 // openLog opens a log file for appending, rotated by lumberjack when
-// lf.MaxBytes is set.
+// lf.MaxBytes is set. The supervisor writes it as root: its directory
+// and every ancestor must be root's alone (the supervisor's own user's
+// when it is not root; pathtrust.Check's rule), and the file itself must
+// be absent or a regular file, never followed as a symbolic link
+// (O_NOFOLLOW), so no other user can make it append elsewhere.
 func openLog(lf LogFile) (io.WriteCloser, error) {
-	if err := os.MkdirAll(dirOf(lf.Path), 0o755); err != nil {
+	dir := dirOf(lf.Path)
+	if err := pathtrust.Check("log directory", dir, false, ownTrust()); err != nil {
 		return nil, err
 	}
-	if lf.MaxBytes == 0 {
-		return os.OpenFile(lf.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := openAppendNoFollow(lf.Path)
+	if err != nil || lf.MaxBytes == 0 {
+		return f, err
+	}
+	// Checked: a regular file in a directory only trusted users write,
+	// so lumberjack's own opens by path meet the same file.
+	if err := f.Close(); err != nil {
+		return nil, err
 	}
 	const mib = 1 << 20
 	return &lumberjack.Logger{
@@ -706,6 +723,47 @@ func openLog(lf LogFile) (io.WriteCloser, error) {
 		MaxSize:    int((lf.MaxBytes + mib - 1) / mib),
 		MaxBackups: lf.Backups,
 	}, nil
+}
+
+// ownTrust is who may control the supervisor's own files besides root:
+// its user and group when it does not run as root.
+func ownTrust() pathtrust.Trust {
+	var t pathtrust.Trust
+	if uid := os.Geteuid(); uid != 0 {
+		t.UIDs = []uint32{uint32(uid)}
+		t.GIDs = []uint32{uint32(os.Getegid())}
+	}
+	return t
+}
+
+// openAppendNoFollow opens (creating, 0600) path for appending without
+// following a symbolic link as its last component or blocking on a FIFO;
+// anything but a regular file is refused with ErrLogNotRegular.
+func openAppendNoFollow(path string) (*os.File, error) {
+	flags := unix.O_WRONLY | unix.O_APPEND | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+	fd, err := unix.Open(path, flags, 0o600)
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, fmt.Errorf("%w: a symbolic link, which hbx never follows; remove it", ErrLogNotRegular)
+	case errors.Is(err, unix.ENXIO): // a FIFO without a reader, a socket
+		return nil, fmt.Errorf("%w: a FIFO, socket or device; remove it", ErrLogNotRegular)
+	case err != nil:
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: file type %#o; remove it", ErrLogNotRegular, st.Mode&unix.S_IFMT)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 func dirOf(p string) string {
