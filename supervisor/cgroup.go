@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/internal/procscan"
+	"github.com/hermesbox/hbx/internal/progcgroup"
 )
 
 // Cgroups: where a writable cgroup v2 hierarchy is mounted (and a
@@ -37,26 +37,6 @@ type progCgroup struct {
 	dir  *os.File // held open for CgroupFD
 }
 
-// cgroup2Mount returns the mount point of the cgroup v2 hierarchy
-// /proc/self/mountinfo lists first; "" when none.
-func cgroup2Mount(mountinfo string) string {
-	f, err := os.Open(mountinfo)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// "36 25 0:31 / /sys/fs/cgroup/unified rw,... shared:10 - cgroup2 cgroup2 rw"
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		fs, pf := strings.Fields(post), strings.Fields(pre)
-		if ok && len(fs) > 0 && fs[0] == "cgroup2" && len(pf) >= 5 {
-			return pf[4]
-		}
-	}
-	return ""
-}
-
 // openCgroups gives every program a cgroup under the hbx subtree of the
 // cgroup v2 hierarchy, or records in Info.NoCgroups why it cannot (then
 // process groups and markers alone find the programs' processes).
@@ -68,13 +48,13 @@ func (s *Supervisor) openCgroups() {
 		s.info.NoCgroups = reason + ": processes are found by process group and marker alone; one that starts a new session and closes its descriptors escapes them"
 		s.mu.Unlock()
 	}
-	mount := cgroup2Mount("/proc/self/mountinfo")
+	mount := progcgroup.Mount("/proc/self/mountinfo")
 	if mount == "" {
 		why("no cgroup v2 hierarchy is mounted")
 		return
 	}
 	sum := sha256.Sum256([]byte(s.opts.StateDir))
-	tree := filepath.Join(mount, "hbx."+hex.EncodeToString(sum[:6]))
+	tree := filepath.Join(mount, progcgroup.Subtree(hex.EncodeToString(sum[:6])))
 	for _, p := range s.order {
 		path := filepath.Join(tree, p.spec.Name)
 		if err := os.MkdirAll(path, 0o755); err != nil {
