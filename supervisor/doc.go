@@ -154,7 +154,9 @@
 //     a SIGKILL of the supervisor the leader gets SIGKILL (parent-death
 //     signal) but its other descendants survive unseen.
 //   - Without Options.Cgroups, or where no writable cgroup v2 hierarchy
-//     is mounted (Info.NoCgroups says so), a descendant that closes its
+//     is mounted, or the supervisor's own cgroup in it is not writable
+//     (program cgroups live below it, never at the root: Info.NoCgroups
+//     says which), a descendant that closes its
 //     inherited marker descriptor and leaves the process group (Python's
 //     subprocess with start_new_session does both) is invisible; with
 //     cgroups it is a member of the program's cgroup (cgroup.go) and is

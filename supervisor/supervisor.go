@@ -217,6 +217,9 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	if err := s.stopLeftovers(ctx); err != nil {
 		return &StartError{err}
 	}
+	if err := s.recordCgroups(); err != nil {
+		return &StartError{fmt.Errorf("record the programs' cgroups: %w", err)}
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	// Served before the install, so status tells what it is doing;
@@ -540,13 +543,16 @@ func (s *Supervisor) takeState() (release func(), err error) {
 // then SIGKILL after stopwaitsecs. A process that cannot be stopped fails
 // Run: nothing is started beside it.
 func (s *Supervisor) stopLeftovers(ctx context.Context) error {
+	old := s.recordedCgroups()
 	for i := len(s.order) - 1; i >= 0; i-- {
 		p := s.order[i]
 		if p.marker == nil {
 			continue
 		}
-		if err := s.stopCgroupLeftovers(ctx, p); err != nil {
-			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
+		for _, g := range []*progCgroup{p.cg, oldCgroup(old, p.spec.Name)} {
+			if err := s.stopCgroupLeftovers(ctx, p, g); err != nil {
+				return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
+			}
 		}
 		if err := s.stopRecordedGroup(ctx, p); err != nil {
 			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
@@ -558,6 +564,12 @@ func (s *Supervisor) stopLeftovers(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
 		}
+	}
+	if old != "" {
+		for _, p := range s.order {
+			_ = os.Remove(filepath.Join(old, p.spec.Name))
+		}
+		_ = os.Remove(old) // fails while another cgroup is left in it
 	}
 	return nil
 }
