@@ -1079,8 +1079,12 @@ type Status struct {
 	Started  time.Time `json:"started,omitzero"` // when the current process was spawned
 	Held     bool      `json:"held,omitempty"`   // stopped by a hold
 	Detail   string    `json:"detail,omitempty"` // like supervisorctl's description
-	detail   string
-	waiting  string
+	// Unhealthy is, for a RUNNING program with a Probe, the failure of
+	// its last probe (run every HealthInterval while RUNNING: a liveness
+	// check, such as Hermes's state file gone stale); "" once one passes.
+	Unhealthy string `json:"unhealthy,omitempty"`
+	detail    string
+	waiting   string
 	// drainFrom and killAt: since when the processes of waiting have
 	// been signalled, and when they get (or got) SIGKILL; zero when no
 	// termination is under way.
@@ -1141,6 +1145,9 @@ func (s *Supervisor) describe(st Status) Status {
 		st.Detail = fmt.Sprintf("pid %d, %s", st.PID, st.detail)
 	default:
 		st.Detail = st.detail
+	}
+	if st.Unhealthy != "" {
+		st.Detail += "; not live: " + st.Unhealthy
 	}
 	if st.waiting != "" {
 		st.Detail += "; waiting for " + st.waiting + " to exit" + drainTimes(st.drainFrom, st.killAt, time.Now())
