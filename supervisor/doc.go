@@ -46,9 +46,12 @@
 //     is started only when every dependency is RUNNING. A program with a
 //     Probe becomes RUNNING only when it has been up for StartSecs and the
 //     probe has succeeded, within HealthWait (until then its status
-//     detail is the probe's last error, "not ready: ..."); while RUNNING, WedgeFailures
-//     failed probes in a row restart it. Programs stop in descending
-//     priority order; programs of the same priority stop in parallel.
+//     detail is the probe's last error, "not ready: ..."); while RUNNING
+//     the probe runs every HealthInterval as a liveness check: its last
+//     failure is Status.Unhealthy ("not live: ..." in Detail) until one
+//     passes, and WedgeFailures failed probes in a row restart it.
+//     Programs stop in descending priority order; programs of the same
+//     priority stop in parallel.
 //   - A failed start (exit before RUNNING, or no healthy answer in time) is
 //     retried after an exponential backoff (Options.BackoffBase, doubling,
 //     capped at Options.BackoffMax); after StartRetries retries the program
@@ -160,8 +163,10 @@
 //     inherited marker descriptor and leaves the process group (Python's
 //     subprocess with start_new_session does both) is invisible; with
 //     cgroups it is a member of the program's cgroup (cgroup.go) and is
-//     stopped, waited for and found after a supervisor's death like any
-//     other; so are processes of other users when
+//     stopped, waited for, counted by a ReadyLock check and found after a
+//     supervisor's death like any other (the subtree is recorded in the
+//     state directory's "cgroups", so a supervisor started in another
+//     cgroup finds it too); so are processes of other users when
 //     the supervisor is not root (their /proc/PID/fd cannot be read).
 //   - Signals 32, 33 and 34 (reserved for the C library) cannot be caught
 //     by a Go program and still end it; SIGKILL cannot be caught at all.
