@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -359,4 +360,48 @@ func TestHermesBackupE2E(t *testing.T) {
 	if !strings.Contains(glog, fmt.Sprintf("gateway[%d]: running", st.PID)) {
 		t.Errorf("gateway.log = %q, want the gateway back running after the backup", glog)
 	}
+}
+
+// TestHermesStaleStateE2E: while RUNNING, a gateway whose
+// gateway_state.json stops being refreshed (the stand-in's wedged mode;
+// ready_max_age 3 s for the test, 120 s by default) makes hbx health's
+// supervisor check fail, naming the file and its age, and hbx status
+// say it; it passes again once the gateway refreshes its state.
+func TestHermesStaleStateE2E(t *testing.T) {
+	requireE2E(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("TestHermesStaleStateE2E runs as root (make e2e does)")
+	}
+	cfg, sock, home := hermesBox(t, "    ready_max_age: 3\n")
+	superviseWith(t, cfg)
+	hermesStatus(t, sock, 60*time.Second, "RUNNING", func(st supervisor.Status) bool { return st.State == supervisor.Running })
+	health := func() (string, int) {
+		cmd := exec.Command(binary(t), "--config", cfg, "health", "--only", "supervisor")
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return string(out), code
+	}
+	if out, code := health(); code != 0 {
+		t.Fatalf("hbx health --only supervisor = %d:\n%s\nwant 0 while the state is fresh", code, out)
+	}
+	if err := os.WriteFile(filepath.Join(home, "standin-wedged"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(home, "gateway_state.json")
+	st := hermesStatus(t, sock, 60*time.Second, "RUNNING, not live", func(st supervisor.Status) bool { return st.Unhealthy != "" })
+	if st.State != supervisor.Running || !strings.Contains(st.Unhealthy, "state "+state+" is stale (written ") {
+		t.Errorf("hermes = %s %q, unhealthy %q; want RUNNING with the stale state named", st.State, st.Detail, st.Unhealthy)
+	}
+	out, code := health()
+	if code != 1 || !regexp.MustCompile(`hermes RUNNING pid \d+ but not live: state `+regexp.QuoteMeta(state)+` is stale \(written \d+s ago, the bound is 3s\)`).MatchString(out) {
+		t.Errorf("hbx health --only supervisor = %d:\n%s\nwant 1 naming the stale state file and its age", code, out)
+	}
+	if err := os.Remove(filepath.Join(home, "standin-wedged")); err != nil {
+		t.Fatal(err)
+	}
+	hermesStatus(t, sock, 60*time.Second, "live again", func(st supervisor.Status) bool { return st.State == supervisor.Running && st.Unhealthy == "" })
 }

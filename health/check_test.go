@@ -123,7 +123,8 @@ type fakeSupervisor struct {
 func (f fakeSupervisor) Programs(context.Context) ([]Program, error) { return f.progs, f.err }
 
 func TestSupervisorCheck(t *testing.T) {
-	running := []Program{{"executor", "RUNNING", 10, "pid 10, uptime 0:01:00"}, {"hermes", "RUNNING", 11, ""}}
+	running := []Program{{"executor", "RUNNING", 10, "pid 10, uptime 0:01:00", ""}, {"hermes", "RUNNING", 11, "", ""}}
+	stale := "state /workspace/hermes-home/gateway_state.json is stale (written 2m1s ago, the bound is 2m0s)"
 	tests := []struct {
 		name       string
 		sup        Supervisor
@@ -136,10 +137,12 @@ func TestSupervisorCheck(t *testing.T) {
 		{"not running", fakeSupervisor{err: fmt.Errorf("%w (nothing listens on /run/x.sock)", ErrNoSupervisor)}, nil, Skip,
 			"no supervisor is running (nothing listens on /run/x.sock)"},
 		{"broken socket", fakeSupervisor{err: errors.New("talk to supervisor: EOF")}, nil, Fail, "talk to supervisor: EOF"},
-		{"one fatal", fakeSupervisor{progs: []Program{running[0], {"hermes", "FATAL", 0, "command not found"}}}, nil, Fail,
+		{"one fatal", fakeSupervisor{progs: []Program{running[0], {"hermes", "FATAL", 0, "command not found", ""}}}, nil, Fail,
 			"hermes FATAL (command not found)"},
 		{"configured but absent", fakeSupervisor{progs: running[:1]}, []string{"executor", "hermes"}, Fail,
 			"hermes is configured but not supervised"},
+		{"running but its state file stale", fakeSupervisor{progs: []Program{running[0], {"hermes", "RUNNING", 11, "", stale}}}, nil, Fail,
+			"hermes RUNNING pid 11 but not live: " + stale},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,8 +202,8 @@ func TestExecutorPID(t *testing.T) {
 		wantFrom string
 		wantErr  string
 	}{
-		{"supervisor", Options{Supervisor: fakeSupervisor{progs: []Program{{"executor", "RUNNING", 77, ""}}}, ExecutorProgram: "executor"}, 77, "the supervisor", ""},
-		{"supervisor, stopped", Options{Supervisor: fakeSupervisor{progs: []Program{{"executor", "STOPPED", 0, "stopped"}}}, ExecutorProgram: "executor", PidFile: pidfile},
+		{"supervisor", Options{Supervisor: fakeSupervisor{progs: []Program{{"executor", "RUNNING", 77, "", ""}}}, ExecutorProgram: "executor"}, 77, "the supervisor", ""},
+		{"supervisor, stopped", Options{Supervisor: fakeSupervisor{progs: []Program{{"executor", "STOPPED", 0, "stopped", ""}}}, ExecutorProgram: "executor", PidFile: pidfile},
 			0, "", "executor is not running: STOPPED under the supervisor (stopped)"},
 		{"supervisor without it", Options{Supervisor: fakeSupervisor{progs: []Program{}}, ExecutorProgram: "executor"}, 0, "", `the supervisor runs no program "executor"`},
 		{"pidfile", Options{Supervisor: noSup, PidFile: pidfile}, os.Getpid(), "pidfile " + pidfile, ""},
@@ -391,7 +394,7 @@ func (s *seqSupervisor) Programs(context.Context) ([]Program, error) {
 	if st == "RUNNING" {
 		pid = 10
 	}
-	return []Program{{"executor", st, pid, "detail"}}, nil
+	return []Program{{Name: "executor", State: st, PID: pid, Detail: "detail"}}, nil
 }
 
 // TestWaitStart: hbx health --wait-start retries while the supervisor is
@@ -427,10 +430,10 @@ func TestWaitStart(t *testing.T) {
 		t.Errorf("WaitStart(data-dir only) = %+v, %v after %d supervisor calls; want one failed run", rep, err, sup.calls)
 	}
 	// The check's error: ErrStarting while starting, not once one is FATAL.
-	if _, err := checkPrograms([]Program{{"executor", "STARTING", 0, ""}, {"hermes", "BACKOFF", 0, ""}}, nil); !errors.Is(err, ErrStarting) {
+	if _, err := checkPrograms([]Program{{Name: "executor", State: "STARTING"}, {Name: "hermes", State: "BACKOFF"}}, nil); !errors.Is(err, ErrStarting) {
 		t.Errorf("checkPrograms(STARTING, BACKOFF) = %v, want ErrStarting", err)
 	}
-	if _, err := checkPrograms([]Program{{"executor", "STARTING", 0, ""}, {"hermes", "FATAL", 0, ""}}, nil); errors.Is(err, ErrStarting) {
+	if _, err := checkPrograms([]Program{{Name: "executor", State: "STARTING"}, {Name: "hermes", State: "FATAL"}}, nil); errors.Is(err, ErrStarting) {
 		t.Errorf("checkPrograms(STARTING, FATAL) = %v, want not ErrStarting", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -26,6 +27,10 @@ func TestMain(m *testing.M) {
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), "HBXTEST_DAEMON_HOP=", "HBXTEST_LISTEN="+addrs, "HBXTEST_LISTEN_CHILD=", "HBXTEST_LISTEN_DAEMON=")
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if os.Getenv("HBXTEST_DAEMON_SETSID") != "" {
+			// As Python's start_new_session: out of the process group too.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		}
 		if err := cmd.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hermesbox/hbx/internal/progcgroup"
 )
 
 // ErrNotLoopback is wrapped (with ErrUnhealthy) by the error of Listeners
@@ -254,11 +256,19 @@ func socketInodes(proc string, p int, root bool, owner map[uint64]int) error {
 	return nil
 }
 
-// processTree returns pid and every live descendant of it, pid first. It
-// fails when pid does not exist.
+// processTree returns pid and every live descendant of it and member of
+// its process group, pid first; when pid is in a program cgroup of hbx's
+// supervisor (progcgroup), that cgroup's members instead. It fails when
+// pid does not exist.
 func processTree(proc string, pid int) ([]int, error) {
 	if _, err := os.Stat(filepath.Join(proc, strconv.Itoa(pid))); err != nil {
 		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	if members, ok := progcgroup.Members(proc, pid); ok {
+		// In a program cgroup of hbx's supervisor: its members are the
+		// tree, also one that left the process group and was
+		// reparented (a new session), and nothing else is.
+		return members, nil
 	}
 	ents, err := os.ReadDir(proc)
 	if err != nil {

@@ -104,9 +104,15 @@ func TestParseStat(t *testing.T) {
 // listens there too.
 func tree(t *testing.T, addrs, childAddrs string, daemonAddrs ...string) (int, []netip.AddrPort) {
 	t.Helper()
+	return startTree(t, &syscall.SysProcAttr{Setpgid: true}, nil, addrs, childAddrs, daemonAddrs...)
+}
+
+// startTree is tree with the helper's SysProcAttr and more environment.
+func startTree(t *testing.T, sys *syscall.SysProcAttr, env []string, addrs, childAddrs string, daemonAddrs ...string) (int, []netip.AddrPort) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "HBXTEST_LISTEN="+addrs, "HBXTEST_LISTEN_CHILD="+childAddrs, "HBXTEST_LISTEN_DAEMON="+strings.Join(daemonAddrs, ","))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(append(os.Environ(), "HBXTEST_LISTEN="+addrs, "HBXTEST_LISTEN_CHILD="+childAddrs, "HBXTEST_LISTEN_DAEMON="+strings.Join(daemonAddrs, ",")), env...)
+	cmd.SysProcAttr = sys
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

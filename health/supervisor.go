@@ -47,6 +47,10 @@ type Program struct {
 	State  string // supervisord's state name: "RUNNING", "STOPPED", "FATAL", ...
 	PID    int    // the leader's pid; 0 when none runs
 	Detail string // the supervisor's description, e.g. the exit reason
+	// Unhealthy is, for a RUNNING program, why its last liveness probe
+	// failed (Hermes: its state file stale or not "running"); "" when
+	// it passed or the program has none.
+	Unhealthy string
 }
 
 // stateRunning is the state every supervised program must be in.
@@ -54,7 +58,7 @@ const stateRunning = "RUNNING"
 
 // checkPrograms is check supervisor: every program the supervisor runs,
 // and every one of want (the enabled programs of the configuration), is
-// RUNNING.
+// RUNNING, and live (no failure in Unhealthy).
 func checkPrograms(progs []Program, want []string) (string, error) {
 	var bad, good []string
 	starting := true
@@ -66,6 +70,10 @@ func checkPrograms(progs []Program, want []string) (string, error) {
 				s += " (" + p.Detail + ")"
 			}
 			bad = append(bad, s)
+			continue
+		}
+		if p.Unhealthy != "" {
+			bad = append(bad, fmt.Sprintf("%s RUNNING pid %d but not live: %s", p.Name, p.PID, p.Unhealthy))
 			continue
 		}
 		good = append(good, fmt.Sprintf("%s RUNNING pid %d", p.Name, p.PID))

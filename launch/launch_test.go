@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -314,6 +315,72 @@ func TestPrepareRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunReturnsWhileOutputHeld: a payload that exits while a process it
+// left (in its group, or in a session of its own that holds the marker)
+// still holds its stdout makes Run return soon after the exit, with the
+// payload's status, and that process is killed; Run never hangs on it.
+func TestRunReturnsWhileOutputHeld(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		name, spawn string
+		code        int
+	}{
+		{"in its group, exit 0", "sleep 1000 &", 0},
+		{"in its group, exit 3", "sleep 1000 &", 3},
+		{"new session, exit 0", "setsid sleep 1000 &", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pids := filepath.Join(t.TempDir(), "pids")
+			rt := installFake(t, "#!/bin/sh\n"+tc.spawn+"\necho $! > "+pids+"\necho started\nexit "+strconv.Itoa(tc.code)+"\n", cfg)
+			spec, err := Prepare(baseOptions(t, rt))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			done := make(chan error, 1)
+			go func() { done <- Run(context.Background(), spec, &out, io.Discard, log) }()
+			select {
+			case err = <-done:
+			case <-time.After(60 * time.Second):
+				if b, _ := os.ReadFile(pids); len(b) > 0 {
+					if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
+						syscall.Kill(pid, syscall.SIGKILL) // lets the hung Run return
+					}
+				}
+				t.Fatal("Run() still waits 60 s after the payload exited: a process it left holds its stdout")
+			}
+			var ee *ExitError
+			if tc.code == 0 && err != nil || tc.code != 0 && (!errors.As(err, &ee) || ee.Code != tc.code) {
+				t.Errorf("Run() = %v, want exit status %d", err, tc.code)
+			}
+			if !strings.Contains(out.String(), "started") {
+				t.Errorf("payload printed %q", out.String())
+			}
+			b, _ := os.ReadFile(pids)
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if pid <= 0 {
+				t.Fatalf("no pid recorded: %q", b)
+			}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if syscall.Kill(pid, 0) != nil || isZombie(pid) {
+					break
+				}
+				if time.Now().After(deadline) {
+					syscall.Kill(pid, syscall.SIGKILL)
+					t.Fatalf("the process %d the payload left still runs after Run returned", pid)
+				}
+			}
+		})
+	}
+}
+
+// isZombie reports whether pid has exited but is not reaped yet.
+func isZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := strings.LastIndexByte(string(b), ')')
+	return err == nil && i > 0 && len(b) > i+2 && b[i+2] == 'Z'
 }
 
 func TestRunExitStatusAndSignals(t *testing.T) {

@@ -11,12 +11,17 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
 )
 
 // forwarded are the signals Run passes to the payload's process group.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// outputWaitDelay is how long Run waits, once the payload exited, for
+// the processes it left to close its stdout and stderr.
+const outputWaitDelay = 3 * time.Second
 
 // ExitError carries the payload's exit status: its exit code, or 128+N
 // when signal N ended it (the shell's convention).
@@ -28,8 +33,9 @@ func (e *ExitError) Error() string { return fmt.Sprintf("executor exited with st
 // signals to the group, and waits. When ctx ends first, the group gets
 // SIGTERM. When the payload is gone, what it left in its group is killed,
 // and so is any process that left the group (setsid, a daemon) but holds
-// the marker pipe inherited after spec.ExtraFiles. A non-zero exit is an
-// *ExitError.
+// the marker pipe inherited after spec.ExtraFiles. A process it left
+// that still holds stdout or stderr delays Run by outputWaitDelay (3 s)
+// at most, never more. A non-zero exit is an *ExitError.
 func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Logger) error {
 	cmd := &exec.Cmd{
 		Path:   spec.Path,
@@ -43,6 +49,11 @@ func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Lo
 			Credential: spec.Credential,
 			Pdeathsig:  syscall.SIGTERM,
 		},
+		// A process the payload left (a child in its group, one in a
+		// session of its own) may still hold its stdout or stderr: Wait
+		// gives the copy this long after the payload's exit, then closes
+		// the pipes, so Run returns and kills what is left.
+		WaitDelay: outputWaitDelay,
 	}
 	mk, err := newMarker()
 	if err != nil {
@@ -115,6 +126,12 @@ func exitStatus(err error, termSent bool, log *slog.Logger) error {
 			}
 		}
 		return &ExitError{Code: code}
+	}
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// Exit 0, but a process it left held its output past
+		// outputWaitDelay (Run kills it next).
+		log.Warn("executor exited; a process it left still held its output", "status", 0, "waited", outputWaitDelay)
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("wait for executor: %w", err)

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,7 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/procscan"
+	"github.com/hermesbox/hbx/internal/progcgroup"
 )
 
 // Cgroups: where a writable cgroup v2 hierarchy is mounted (and a
@@ -37,29 +38,13 @@ type progCgroup struct {
 	dir  *os.File // held open for CgroupFD
 }
 
-// cgroup2Mount returns the mount point of the cgroup v2 hierarchy
-// /proc/self/mountinfo lists first; "" when none.
-func cgroup2Mount(mountinfo string) string {
-	f, err := os.Open(mountinfo)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// "36 25 0:31 / /sys/fs/cgroup/unified rw,... shared:10 - cgroup2 cgroup2 rw"
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		fs, pf := strings.Fields(post), strings.Fields(pre)
-		if ok && len(fs) > 0 && fs[0] == "cgroup2" && len(pf) >= 5 {
-			return pf[4]
-		}
-	}
-	return ""
-}
-
-// openCgroups gives every program a cgroup under the hbx subtree of the
-// cgroup v2 hierarchy, or records in Info.NoCgroups why it cannot (then
-// process groups and markers alone find the programs' processes).
+// openCgroups gives every program a cgroup under the hbx subtree of
+// hbx's own cgroup (never at the hierarchy's root beside another service
+// manager's tree or a second hbx's), or records in Info.NoCgroups why it
+// cannot (then process groups and markers alone find the programs'
+// processes). The subtree's path is recorded in the state directory
+// (cgroupRecord), so a later supervisor started in another cgroup still
+// finds what this one leaves.
 func (s *Supervisor) openCgroups() {
 	why := func(reason string) {
 		s.closeCgroups()
@@ -68,17 +53,22 @@ func (s *Supervisor) openCgroups() {
 		s.info.NoCgroups = reason + ": processes are found by process group and marker alone; one that starts a new session and closes its descriptors escapes them"
 		s.mu.Unlock()
 	}
-	mount := cgroup2Mount("/proc/self/mountinfo")
+	mount := progcgroup.Mount("/proc/self/mountinfo")
 	if mount == "" {
 		why("no cgroup v2 hierarchy is mounted")
 		return
 	}
-	sum := sha256.Sum256([]byte(s.opts.StateDir))
-	tree := filepath.Join(mount, "hbx."+hex.EncodeToString(sum[:6]))
+	own, ok := progcgroup.Of("/proc", os.Getpid())
+	base := filepath.Join(mount, own)
+	if st, err := os.Stat(base); !ok || err != nil || !st.IsDir() {
+		why(fmt.Sprintf("hbx's own cgroup (%q) is not under %s", own, mount))
+		return
+	}
+	tree := filepath.Join(base, progcgroup.Subtree(s.cgroupID()))
 	for _, p := range s.order {
 		path := filepath.Join(tree, p.spec.Name)
 		if err := os.MkdirAll(path, 0o755); err != nil {
-			why(fmt.Sprintf("cgroup v2 at %s is not writable (%v)", mount, err))
+			why(fmt.Sprintf("hbx's own cgroup %s is not writable (%v)", base, err))
 			return
 		}
 		d, err := os.OpenFile(path, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -92,6 +82,57 @@ func (s *Supervisor) openCgroups() {
 	s.info.Cgroups, s.info.NoCgroups = tree, ""
 	s.mu.Unlock()
 	s.log.Info("programs run in cgroups of their own", "cgroups", tree)
+}
+
+// oldCgroup is program name's cgroup in the subtree tree a previous
+// supervisor recorded; nil for none (tree ""). It is only looked at and
+// signalled, never started into.
+func oldCgroup(tree, name string) *progCgroup {
+	if tree == "" {
+		return nil
+	}
+	return &progCgroup{path: filepath.Join(tree, name)}
+}
+
+// cgroupID is the id of this state directory's subtree of program
+// cgroups: 12 hex digits of its path's SHA-256.
+func (s *Supervisor) cgroupID() string {
+	sum := sha256.Sum256([]byte(s.opts.StateDir))
+	return hex.EncodeToString(sum[:6])
+}
+
+// cgroupRecord is the file recording the subtree of program cgroups of
+// the supervisor that last ran on this state directory.
+func (s *Supervisor) cgroupRecord() string { return filepath.Join(s.opts.StateDir, "cgroups") }
+
+// recordCgroups writes the current subtree (none: "") to cgroupRecord.
+func (s *Supervisor) recordCgroups() error {
+	tree := s.Info().Cgroups
+	if tree == "" {
+		return nil
+	}
+	return atomicfile.WriteFile(s.cgroupRecord(), []byte(tree+"\n"), 0o600)
+}
+
+// recordedCgroups returns the subtree a previous supervisor recorded
+// when it is another than the current one and still exists: a subtree of
+// this state directory's id below the cgroup v2 mount, never anything
+// else the file may name.
+func (s *Supervisor) recordedCgroups() string {
+	b, err := os.ReadFile(s.cgroupRecord())
+	if err != nil {
+		return ""
+	}
+	tree := filepath.Clean(strings.TrimSpace(string(b)))
+	mount := progcgroup.Mount("/proc/self/mountinfo")
+	if mount == "" || tree == s.Info().Cgroups || !strings.HasPrefix(tree, mount+"/") ||
+		filepath.Base(tree) != progcgroup.Subtree(s.cgroupID()) {
+		return ""
+	}
+	if st, err := os.Stat(tree); err != nil || !st.IsDir() {
+		return ""
+	}
+	return tree
 }
 
 // closeCgroups closes the programs' cgroup directories and removes those
@@ -191,8 +232,8 @@ func containsPID(ps []procscan.Process, pid int) bool {
 // cgroup: stopsignal to each member, SIGKILL to every member after
 // stopwaitsecs; each is logged once gone. It fails when members remain 5 s
 // after the SIGKILL.
-func (s *Supervisor) stopCgroupLeftovers(ctx context.Context, p *proc) error {
-	left := p.cg.members()
+func (s *Supervisor) stopCgroupLeftovers(ctx context.Context, p *proc, g *progCgroup) error {
+	left := g.members()
 	if len(left) == 0 {
 		return nil
 	}
@@ -205,18 +246,18 @@ func (s *Supervisor) stopCgroupLeftovers(ctx context.Context, p *proc) error {
 	killAt := time.Now().Add(p.spec.StopWait)
 	giveUp := killAt.Add(5 * time.Second)
 	killed := false
-	for len(p.cg.members()) > 0 {
+	for len(g.members()) > 0 {
 		now := time.Now()
 		if !now.Before(killAt) {
-			p.cg.kill()
+			g.kill()
 			killed = true
 		}
 		if now.After(giveUp) {
-			return errors.New("cgroup " + p.cg.path + " still has members after SIGKILL")
+			return errors.New("cgroup " + g.path + " still has members after SIGKILL")
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("stop cgroup %s: %w", p.cg.path, ctx.Err())
+			return fmt.Errorf("stop cgroup %s: %w", g.path, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -46,9 +46,12 @@
 //     is started only when every dependency is RUNNING. A program with a
 //     Probe becomes RUNNING only when it has been up for StartSecs and the
 //     probe has succeeded, within HealthWait (until then its status
-//     detail is the probe's last error, "not ready: ..."); while RUNNING, WedgeFailures
-//     failed probes in a row restart it. Programs stop in descending
-//     priority order; programs of the same priority stop in parallel.
+//     detail is the probe's last error, "not ready: ..."); while RUNNING
+//     the probe runs every HealthInterval as a liveness check: its last
+//     failure is Status.Unhealthy ("not live: ..." in Detail) until one
+//     passes, and WedgeFailures failed probes in a row restart it.
+//     Programs stop in descending priority order; programs of the same
+//     priority stop in parallel.
 //   - A failed start (exit before RUNNING, or no healthy answer in time) is
 //     retried after an exponential backoff (Options.BackoffBase, doubling,
 //     capped at Options.BackoffMax); after StartRetries retries the program
@@ -135,6 +138,13 @@
 //     members older than the recorded leader) and every holder of a
 //     marker; it logs each one, and fails if one cannot be stopped.
 //     None of this depends on being a subreaper.
+//   - A program's log files are opened as the supervisor's user (root)
+//     only in a directory whose every ancestor is root's alone (the
+//     supervisor's own user's when it is not root; pathtrust.Check's
+//     rule) and never through a symbolic link as the last component
+//     (O_NOFOLLOW) nor onto a FIFO, socket or device (ErrLogNotRegular):
+//     otherwise Run fails (a *StartError) naming the path and the rule,
+//     and a reopen (SIGHUP) keeps writing the open file.
 //   - With Options.HandleSignals, Run never dies of a signal that can be
 //     caught (Signals): TERM, INT and QUIT are a Shutdown, HUP and USR1
 //     reopen the log files, the others are logged and ignored.
@@ -147,12 +157,16 @@
 //     a SIGKILL of the supervisor the leader gets SIGKILL (parent-death
 //     signal) but its other descendants survive unseen.
 //   - Without Options.Cgroups, or where no writable cgroup v2 hierarchy
-//     is mounted (Info.NoCgroups says so), a descendant that closes its
+//     is mounted, or the supervisor's own cgroup in it is not writable
+//     (program cgroups live below it, never at the root: Info.NoCgroups
+//     says which), a descendant that closes its
 //     inherited marker descriptor and leaves the process group (Python's
 //     subprocess with start_new_session does both) is invisible; with
 //     cgroups it is a member of the program's cgroup (cgroup.go) and is
-//     stopped, waited for and found after a supervisor's death like any
-//     other; so are processes of other users when
+//     stopped, waited for, counted by a ReadyLock check and found after a
+//     supervisor's death like any other (the subtree is recorded in the
+//     state directory's "cgroups", so a supervisor started in another
+//     cgroup finds it too); so are processes of other users when
 //     the supervisor is not root (their /proc/PID/fd cannot be read).
 //   - Signals 32, 33 and 34 (reserved for the C library) cannot be caught
 //     by a Go program and still end it; SIGKILL cannot be caught at all.

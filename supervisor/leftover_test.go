@@ -126,6 +126,13 @@ type supervisorProcess struct {
 
 func startSupervisorProcess(t *testing.T, state, dir, prog, logName string, env ...string) *supervisorProcess {
 	t.Helper()
+	return startSupervisorProcessAttr(t, nil, state, dir, prog, logName, env...)
+}
+
+// startSupervisorProcessAttr is startSupervisorProcess with the
+// supervisor process's SysProcAttr (a cgroup to start it in).
+func startSupervisorProcessAttr(t *testing.T, sys *syscall.SysProcAttr, state, dir, prog, logName string, env ...string) *supervisorProcess {
+	t.Helper()
 	logPath := filepath.Join(dir, logName)
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -135,6 +142,7 @@ func startSupervisorProcess(t *testing.T, state, dir, prog, logName string, env 
 	c := exec.Command(os.Args[0])
 	c.Env = append(append(os.Environ(), "HBXTEST_HELPER=supervise", "HBXTEST_STATE="+state, "HBXTEST_DIR="+dir, "HBXTEST_PROG="+prog), env...)
 	c.Stdout, c.Stderr = f, f
+	c.SysProcAttr = sys
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -87,6 +87,7 @@ type proc struct {
 	probeNext      time.Time
 	fails          int
 	lastProbeErr   error
+	unlive         string // the last probe's failure while RUNNING ("": it passed)
 	probeCh        chan probeResult
 	escaped        []procscan.Process // marked processes outside the group, at the last check
 	scannedAt      time.Time          // when escaped was last looked for
@@ -246,7 +247,7 @@ func (p *proc) step(ctx context.Context) {
 		}
 		p.gateStart(now)
 	case Running:
-		if p.pid != 0 && p.after == afterNone && p.spec.Probe != nil && p.spec.WedgeFailures > 0 &&
+		if p.pid != 0 && p.after == afterNone && p.spec.Probe != nil &&
 			!p.probeBusy && !now.Before(p.probeNext) {
 			p.launchProbe(p.healthInterval())
 		}
@@ -372,7 +373,7 @@ func (p *proc) nextWake() time.Time {
 			}
 		}
 	case Running:
-		if p.spec.Probe != nil && p.spec.WedgeFailures > 0 && !p.probeBusy && p.after == afterNone {
+		if p.spec.Probe != nil && !p.probeBusy && p.after == afterNone {
 			at(p.probeNext)
 		}
 	case Backoff:
@@ -803,9 +804,13 @@ func (p *proc) onProbe(r probeResult) {
 			p.setDetail("not ready: " + r.err.Error())
 		}
 	case Running:
+		p.onLiveness(r.err)
 		if r.err == nil {
 			p.fails = 0
 			return
+		}
+		if p.spec.WedgeFailures == 0 {
+			return // no wedge detection: only said in Status
 		}
 		p.fails++
 		p.lastProbeErr = r.err
@@ -819,9 +824,29 @@ func (p *proc) onProbe(r probeResult) {
 	}
 }
 
+// onLiveness records a probe's result while RUNNING in Status.Unhealthy
+// (a failure, "" once one passes), logging each change.
+func (p *proc) onLiveness(err error) {
+	was := p.unlive
+	p.unlive = ""
+	if err != nil {
+		p.unlive = err.Error()
+	}
+	if p.unlive == was {
+		return
+	}
+	if err != nil {
+		p.s.log.Warn("running but not live", "program", p.spec.Name, "pid", p.pid, "err", err)
+	} else {
+		p.s.log.Info("live again", "program", p.spec.Name, "pid", p.pid)
+	}
+	p.publish(false)
+}
+
 func (p *proc) toRunning(now time.Time) {
 	p.backoffN = 0
 	p.fails = 0
+	p.unlive = ""
 	p.probeNext = now.Add(p.healthInterval())
 	p.setState(Running, "")
 	p.s.log.Info("running", "program", p.spec.Name, "pid", p.pid, "after", now.Sub(p.spawnedAt).Round(time.Millisecond))
@@ -895,6 +920,10 @@ func (p *proc) publish(stateChanged bool) {
 		st.Since = time.Now()
 	}
 	st.State, st.PID, st.detail, st.waiting = p.state, p.pid, p.detail, p.waiting
+	st.Unhealthy = ""
+	if p.state == Running {
+		st.Unhealthy = p.unlive
+	}
 	st.drainFrom, st.killAt = time.Time{}, time.Time{}
 	if p.waiting != "" && p.term.active {
 		st.drainFrom, st.killAt = p.term.began, p.term.killAt

@@ -42,6 +42,10 @@ var (
 	// ErrFatal: a program a wait needs RUNNING is FATAL (WaitRunning);
 	// the vocabulary's sentinel, so verbs can test for it.
 	ErrFatal = supervision.ErrFatal
+	// ErrLogNotRegular: a program's log path names a symbolic link, FIFO,
+	// socket, device or directory, which the supervisor (root) never
+	// opens for writing (openLog).
+	ErrLogNotRegular = errors.New("log is not a regular file")
 )
 
 // Autorestart says when a program that exited from RUNNING is started
@@ -167,8 +171,10 @@ type Program struct {
 	// reads it, and refuses a symbolic link or a file that is not regular
 	// there.
 	OwnLog string
-	// Probe, when set, gates RUNNING on a healthy answer and detects a
-	// wedged program (alive, but failing WedgeFailures probes in a row).
+	// Probe, when set, gates RUNNING on a healthy answer; while RUNNING it
+	// runs every HealthInterval, its failure is said in Status.Unhealthy,
+	// and it detects a wedged program (alive, but failing WedgeFailures
+	// probes in a row).
 	Probe Probe
 	// HealthWait is the longest a start waits for the first healthy probe
 	// before it counts as failed; 0 means 60s.
@@ -176,7 +182,7 @@ type Program struct {
 	// HealthInterval is the period of probes while RUNNING; 0 means 5s.
 	HealthInterval time.Duration
 	// WedgeFailures failed probes in a row restart a RUNNING program; 0
-	// disables wedge detection.
+	// disables wedge detection (the failures are only said in Status).
 	WedgeFailures int
 	// ExtraFiles are inherited by every process of the program, after
 	// stdin, stdout, stderr and the marker (Options.StateDir): fd 4 on,

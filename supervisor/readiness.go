@@ -10,12 +10,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hermesbox/hbx/internal/progcgroup"
 	"github.com/hermesbox/hbx/internal/regfile"
 )
 
@@ -131,6 +133,12 @@ func lockHolders(locksFile string, dev, ino uint64) ([]int, error) {
 func inTree(pid, leader int) bool {
 	if leader <= 0 {
 		return false
+	}
+	if members, ok := progcgroup.Members("/proc", leader); ok {
+		// The program's cgroup is its tree: a member that left the
+		// process group and the ppid chain (a new session, reparented)
+		// is the program's; nothing else is.
+		return slices.Contains(members, pid)
 	}
 	for range 64 {
 		if pid == leader {

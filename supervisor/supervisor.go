@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,9 +18,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/pathtrust"
 	"github.com/hermesbox/hbx/internal/procscan"
 )
 
@@ -213,6 +216,9 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	s.becomeSubreaper()
 	if err := s.stopLeftovers(ctx); err != nil {
 		return &StartError{err}
+	}
+	if err := s.recordCgroups(); err != nil {
+		return &StartError{fmt.Errorf("record the programs' cgroups: %w", err)}
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -537,13 +543,16 @@ func (s *Supervisor) takeState() (release func(), err error) {
 // then SIGKILL after stopwaitsecs. A process that cannot be stopped fails
 // Run: nothing is started beside it.
 func (s *Supervisor) stopLeftovers(ctx context.Context) error {
+	old := s.recordedCgroups()
 	for i := len(s.order) - 1; i >= 0; i-- {
 		p := s.order[i]
 		if p.marker == nil {
 			continue
 		}
-		if err := s.stopCgroupLeftovers(ctx, p); err != nil {
-			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
+		for _, g := range []*progCgroup{p.cg, oldCgroup(old, p.spec.Name)} {
+			if err := s.stopCgroupLeftovers(ctx, p, g); err != nil {
+				return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
+			}
 		}
 		if err := s.stopRecordedGroup(ctx, p); err != nil {
 			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
@@ -555,6 +564,12 @@ func (s *Supervisor) stopLeftovers(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
 		}
+	}
+	if old != "" {
+		for _, p := range s.order {
+			_ = os.Remove(filepath.Join(old, p.spec.Name))
+		}
+		_ = os.Remove(old) // fails while another cgroup is left in it
 	}
 	return nil
 }
@@ -692,13 +707,27 @@ func (s *Supervisor) openLogs(wg *sync.WaitGroup) ([]io.Closer, error) {
 }
 
 // openLog opens a log file for appending, rotated by lumberjack when
-// lf.MaxBytes is set.
+// lf.MaxBytes is set. The supervisor writes it as root: its directory
+// and every ancestor must be root's alone (the supervisor's own user's
+// when it is not root; pathtrust.Check's rule), and the file itself must
+// be absent or a regular file, never followed as a symbolic link
+// (O_NOFOLLOW), so no other user can make it append elsewhere.
 func openLog(lf LogFile) (io.WriteCloser, error) {
-	if err := os.MkdirAll(dirOf(lf.Path), 0o755); err != nil {
+	dir := dirOf(lf.Path)
+	if err := pathtrust.Check("log directory", dir, false, ownTrust()); err != nil {
 		return nil, err
 	}
-	if lf.MaxBytes == 0 {
-		return os.OpenFile(lf.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := openAppendNoFollow(lf.Path)
+	if err != nil || lf.MaxBytes == 0 {
+		return f, err
+	}
+	// Checked: a regular file in a directory only trusted users write,
+	// so lumberjack's own opens by path meet the same file.
+	if err := f.Close(); err != nil {
+		return nil, err
 	}
 	const mib = 1 << 20
 	return &lumberjack.Logger{
@@ -706,6 +735,47 @@ func openLog(lf LogFile) (io.WriteCloser, error) {
 		MaxSize:    int((lf.MaxBytes + mib - 1) / mib),
 		MaxBackups: lf.Backups,
 	}, nil
+}
+
+// ownTrust is who may control the supervisor's own files besides root:
+// its user and group when it does not run as root.
+func ownTrust() pathtrust.Trust {
+	var t pathtrust.Trust
+	if uid := os.Geteuid(); uid != 0 {
+		t.UIDs = []uint32{uint32(uid)}
+		t.GIDs = []uint32{uint32(os.Getegid())}
+	}
+	return t
+}
+
+// openAppendNoFollow opens (creating, 0600) path for appending without
+// following a symbolic link as its last component or blocking on a FIFO;
+// anything but a regular file is refused with ErrLogNotRegular.
+func openAppendNoFollow(path string) (*os.File, error) {
+	flags := unix.O_WRONLY | unix.O_APPEND | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+	fd, err := unix.Open(path, flags, 0o600)
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, fmt.Errorf("%w: a symbolic link, which hbx never follows; remove it", ErrLogNotRegular)
+	case errors.Is(err, unix.ENXIO): // a FIFO without a reader, a socket
+		return nil, fmt.Errorf("%w: a FIFO, socket or device; remove it", ErrLogNotRegular)
+	case err != nil:
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: file type %#o; remove it", ErrLogNotRegular, st.Mode&unix.S_IFMT)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 func dirOf(p string) string {
@@ -1008,8 +1078,12 @@ type Status struct {
 	Started  time.Time `json:"started,omitzero"` // when the current process was spawned
 	Held     bool      `json:"held,omitempty"`   // stopped by a hold
 	Detail   string    `json:"detail,omitempty"` // like supervisorctl's description
-	detail   string
-	waiting  string
+	// Unhealthy is, for a RUNNING program with a Probe, the failure of
+	// its last probe (run every HealthInterval while RUNNING: a liveness
+	// check, such as Hermes's state file gone stale); "" once one passes.
+	Unhealthy string `json:"unhealthy,omitempty"`
+	detail    string
+	waiting   string
 	// drainFrom and killAt: since when the processes of waiting have
 	// been signalled, and when they get (or got) SIGKILL; zero when no
 	// termination is under way.
@@ -1070,6 +1144,9 @@ func (s *Supervisor) describe(st Status) Status {
 		st.Detail = fmt.Sprintf("pid %d, %s", st.PID, st.detail)
 	default:
 		st.Detail = st.detail
+	}
+	if st.Unhealthy != "" {
+		st.Detail += "; not live: " + st.Unhealthy
 	}
 	if st.waiting != "" {
 		st.Detail += "; waiting for " + st.waiting + " to exit" + drainTimes(st.drainFrom, st.killAt, time.Now())

@@ -656,3 +656,38 @@ func TestDockerTree(t *testing.T) {
 	}
 	b.noZombies("after kill -9 of the tree's Bun")
 }
+
+// TestDockerNoCgroupFallback: in the executor container hbx cannot make
+// cgroups (the engine mounts no writable cgroup v2 hierarchy there), so
+// the supervised programs run without one: hbx status says so, today's
+// Executor (a workerd child that ignores SIGTERM) still starts healthy,
+// hbx stop leaves none of its processes (process group and marker find
+// them), and it starts again.
+func TestDockerNoCgroupFallback(t *testing.T) {
+	s := requireDocker(t)
+	b := s.newBox(t, "nocg", boxOptions{config: func(c string) string {
+		c = strings.Replace(c, s.refV1, s.refTree, 1)
+		c = strings.Replace(c, s.pinV1, s.pinTree, 1)
+		return strings.Replace(c, "health:\n", "health:\n  mcp_tools: [execute, skills, resume]\n", 1)
+	}})
+	b.upWait()
+	if st := b.inspect("executor", "{{.State.Health.Status}}"); st != "healthy" {
+		t.Fatalf("executor health after up --wait = %q, want healthy", st)
+	}
+	if out := b.exec("executor", "sh", "-c", "hbx status 2>&1"); !strings.Contains(out, "hbx: note: no cgroups: ") || !strings.Contains(out, "processes are found by process group and marker alone") {
+		t.Errorf("hbx status in the executor container:\n%s\nwant the note that programs run without cgroups", out)
+	}
+	bun := "for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = bun ] && echo ${p#/proc/}; done; true"
+	if got := strings.Fields(b.exec("executor", "sh", "-c", bun)); len(got) < 2 {
+		t.Fatalf("bun processes before the stop = %v, want Bun and its workerd", got)
+	}
+	b.exec("executor", "hbx", "stop", "executor")
+	if got := strings.Fields(b.exec("executor", "sh", "-c", bun)); len(got) != 0 {
+		t.Errorf("bun processes after hbx stop executor = %v, want none", got)
+	}
+	b.exec("executor", "hbx", "start", "executor")
+	if out, err := b.execErr("executor", "hbx", "health", "--wait", "120s", "--only", "api-health,supervisor,listeners"); err != nil {
+		t.Errorf("hbx health after hbx start executor:\n%s", out)
+	}
+	b.noZombies("after a stop and start without cgroups")
+}

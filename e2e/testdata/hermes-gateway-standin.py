@@ -11,7 +11,9 @@ with real processes and signals:
 - slow start: STANDIN_START_SECS seconds (default 15) before it is up;
 - then HERMES_HOME/gateway.pid (JSON: pid, start_time), an exclusive flock on
   HERMES_HOME/gateway.lock held for its life, and HERMES_HOME/gateway_state.json
-  saying "gateway_state": "running", rewritten every STANDIN_REFRESH_SECS (5);
+  saying "gateway_state": "running", rewritten every STANDIN_REFRESH_SECS (5)
+  until HERMES_HOME/standin-wedged exists (a wedged gateway: alive, its
+  state file going stale);
 - its own log in HERMES_HOME/logs/gateway.log;
 - SIGINT: a planned stop, state "stopped", exit 0; a bare SIGTERM: an
   unexpected kill, state left "running", exit 1; SIGUSR1: a graceful
@@ -158,7 +160,8 @@ def main(args):
                     return 75
                 log("/restart: not supervised, spawning a detached restart helper")
                 spawn_detached("detached-restart.pid")
-        if time.time() - last >= refresh:
+        wedged = os.path.exists(os.path.join(HOME, "standin-wedged"))
+        if time.time() - last >= refresh and not wedged:
             write_json("gateway_state.json", {"gateway_state": "running", "pid": os.getpid(), "updated_at": time.time()})
             last = time.time()
         time.sleep(0.05)

@@ -373,9 +373,39 @@ func loadPrograms(file map[string]fileProgram, srcs *Sources, failed map[string]
 			}
 			srcs.byKey[key] = rv.src
 		}
-		progs[name] = p
+		progs[name] = withContractEnvironment(name, p)
 	}
 	return progs, probs
+}
+
+// contractEnvironment is what a built-in program's environment always
+// holds, also when programs.<name>.environment replaces the default map:
+// the Hermes gateway must be told it is supervised, or an in-chat
+// /restart or /update spawns a detached helper outside hbx (its
+// contract; MISSION.md "The Hermes gateway's contract").
+var contractEnvironment = map[string]map[string]string{
+	"hermes": {"HERMES_GATEWAY_EXTERNAL_SUPERVISOR": "1"},
+}
+
+// withContractEnvironment returns p with name's contractEnvironment
+// variables added where its environment does not set them (one set to
+// another value is left for validateProgramFields to refuse).
+func withContractEnvironment(name string, p Program) Program {
+	need := contractEnvironment[name]
+	if len(need) == 0 {
+		return p
+	}
+	env := maps.Clone(p.Environment)
+	if env == nil {
+		env = map[string]string{}
+	}
+	for k, v := range need {
+		if _, ok := env[k]; !ok {
+			env[k] = v
+		}
+	}
+	p.Environment = env
+	return p
 }
 
 // decodeArgv accepts a YAML list of strings or a string split like a shell.
@@ -658,6 +688,9 @@ func validateProgramFields(ps *collector, name string, p Program) {
 	for _, e := range slices.Sorted(maps.Keys(p.Environment)) {
 		if !names.EnvVar(e) {
 			ps.add(k("environment"), q(e), "is not an environment variable name")
+		}
+		if v, ok := contractEnvironment[name][e]; ok && p.Environment[e] != v {
+			ps.add(k("environment"), q(e+"="+p.Environment[e]), "must be "+e+"="+v+" for "+name+" (its contract: it must be told it is supervised; leave it out and hbx sets it)")
 		}
 	}
 }

@@ -185,3 +185,42 @@ func TestSplitCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestHermesContractEnvironment: programs.hermes.environment replaces
+// the default map, but HERMES_GATEWAY_EXTERNAL_SUPERVISOR=1 (the
+// gateway's contract) is always in it; set to another value it is one
+// problem naming the key and the rule. Another program gets nothing added.
+func TestHermesContractEnvironment(t *testing.T) {
+	for _, tc := range []struct {
+		name, env string
+		want      map[string]string
+		wantErr   string
+	}{
+		{"default", "", map[string]string{"HOME": "/home/hermes", "HERMES_HOME": "/workspace/hermes-home", "PATH": "/usr/local/bin:/usr/bin:/bin", "HERMES_GATEWAY_EXTERNAL_SUPERVISOR": "1"}, ""},
+		{"replaced", "    environment: {HERMES_HOME: /h}\n", map[string]string{"HERMES_HOME": "/h", "HERMES_GATEWAY_EXTERNAL_SUPERVISOR": "1"}, ""},
+		{"kept", "    environment: [HERMES_HOME=/h, HERMES_GATEWAY_EXTERNAL_SUPERVISOR=1]\n", map[string]string{"HERMES_HOME": "/h", "HERMES_GATEWAY_EXTERNAL_SUPERVISOR": "1"}, ""},
+		{"other value", "    environment: {HERMES_HOME: /h, HERMES_GATEWAY_EXTERNAL_SUPERVISOR: \"0\"}\n", nil,
+			`programs.hermes.environment: "HERMES_GATEWAY_EXTERNAL_SUPERVISOR=0" must be HERMES_GATEWAY_EXTERNAL_SUPERVISOR=1 for hermes (its contract: it must be told it is supervised; leave it out and hbx sets it) [file %s]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, "programs:\n  hermes:\n    enabled: true\n"+tc.env+"  worker:\n    command: w\n    environment: {A: b}\n")
+			cfg, _, err := Load(LoadOptions{Path: path})
+			if tc.wantErr != "" {
+				want := []string{strings.ReplaceAll(tc.wantErr, "%s", path)}
+				if diff := cmp.Diff(problemLines(err), want); diff != "" {
+					t.Errorf("Load() problems (-got +want):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load() = %v", err)
+			}
+			if diff := cmp.Diff(cfg.Programs["hermes"].Environment, tc.want); diff != "" {
+				t.Errorf("Programs[hermes].Environment (-got +want):\n%s", diff)
+			}
+			if diff := cmp.Diff(cfg.Programs["worker"].Environment, map[string]string{"A": "b"}); diff != "" {
+				t.Errorf("Programs[worker].Environment (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
