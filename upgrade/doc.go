@@ -7,8 +7,7 @@
 // the decisions between them: the steps (change.go, rollback.go), the
 // release a rollback's restore reuses in place (current kept, previous
 // activated without network, else Runtime.Install with that release
-// pinned), the config file pin (ConfigFile, CheckPinnable), the tool set
-// and the checks that gate a release (ToolsIn, Pinned, GateChecks), and
+// pinned), the tool set recorded with each release (Target.WithTools), and
 // the running supervisor's watch for changes whose command died
 // (ChangeWatch). That the supervisor went away is package
 // internal/supervisorwatch's (ErrSupervisorGone is its ErrGone).

@@ -5,7 +5,6 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 
-	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -28,7 +27,7 @@ type inPlace struct {
 
 // Install implements Installer; see inPlace.
 func (p inPlace) Install(ctx context.Context, image, platform string, manifest digest.Digest) (bool, error) {
-	if ref, err := config.ParseImageRef(image); err == nil {
+	if ref, err := release.ParseImageRef(image); err == nil {
 		match := func(r Release) bool {
 			return release.Target{IndexDigest: ref.Digest, Platform: platform, ManifestDigest: manifest}.Check(release.Target{IndexDigest: r.Index, Platform: r.Platform, ManifestDigest: r.Manifest}) == nil
 		}

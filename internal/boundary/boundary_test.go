@@ -96,3 +96,36 @@ func TestVerbsImportNoVerb(t *testing.T) {
 		}
 	}
 }
+
+// configFree are the packages whose product code never imports
+// internal/config: each takes options, and the composer (internal/box,
+// with the config file's pin in internal/pinfile) maps the configuration
+// onto them. Their tests may load a configuration to cross-check a rule.
+var configFree = append(slices.Clone(verbs), "extract", "release")
+
+// TestVerbsImportNoConfig: no verb package's product code imports
+// internal/config.
+func TestVerbsImportNoConfig(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	fset := token.NewFileSet()
+	for _, dir := range configFree {
+		files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("package %s/ has no .go files under %s (%v): renamed? update configFree", dir, root, err)
+		}
+		for _, p := range files {
+			if strings.HasSuffix(p, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatalf("read imports: %v", err)
+			}
+			for _, spec := range f.Imports {
+				if path, _ := strconv.Unquote(spec.Path.Value); path == module+"/internal/config" {
+					t.Errorf("%s imports internal/config: a verb takes options; map the configuration in the composer (%s)", filepath.ToSlash(p[len(root)+1:]), composer)
+				}
+			}
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/pinfile"
 	"github.com/hermesbox/hbx/internal/units"
 )
 
@@ -42,9 +43,9 @@ type BackupOutcome struct {
 // nil when Create returned a result, also with an error (its Skipped
 // entries are worth a warning).
 func (b Box) Backup(ctx context.Context, r BackupRequest) (*BackupOutcome, error) {
-	opts := backup.ConfiguredOptions(b.Config)
+	opts := backupOptions(b.Config)
 	opts.Encrypt, opts.HbxVersion, opts.Logger = !r.NoEncrypt, buildinfo.Version, b.Log
-	opts.Runtime, opts.Config = installRuntime{cfg: b.Config, log: b.Log}, restorePinner{path: b.ConfigPath, cfg: b.Config}
+	opts.Runtime, opts.Config = installRuntime{cfg: b.Config, log: b.Log}, pinfile.File{Path: b.ConfigPath, Config: b.Config}
 	if !r.NoEncrypt {
 		p, err := b.passphrase(true)()
 		if err != nil {
@@ -143,7 +144,7 @@ func (b Box) Restore(ctx context.Context, r RestoreRequest) (*RestoreOutcome, er
 	if err != nil {
 		return nil, err
 	}
-	opts := backup.ConfiguredRestoreOptions(b.Config, r.Archive)
+	opts := restoreOptions(b.Config, r.Archive)
 	opts.Passphrase, opts.DataOnly, opts.Owner, opts.Logger = b.passphrase(false), r.DataOnly, owner, b.Log
 	opts.WithoutRuntime, opts.AcceptImage, opts.Command = r.WithoutRuntime, r.AcceptImage, r.Command
 	b.restoreRelease(&opts)
@@ -265,7 +266,7 @@ func (l *BackupListing) WriteText(w io.Writer) error {
 // installer, the config file's pin, the box's repositories.
 func (b Box) restoreRelease(opts *backup.RestoreOptions) {
 	opts.Runtime = installRuntime{cfg: b.Config, log: b.Log, from: b.From}
-	opts.Config = restorePinner{path: b.ConfigPath, cfg: b.Config, srcs: b.Sources}
+	opts.Config = pinfile.File{Path: b.ConfigPath, Config: b.Config, Sources: b.Sources}
 	opts.AllowedRepository = b.Config.RepositoryAllowed
 }
 
@@ -284,7 +285,7 @@ func (b Box) Verify(ctx context.Context, archive string) (*Verified, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup verify: %s: %w", archive, err)
 	}
-	opts := backup.ConfiguredRestoreOptions(b.Config, archive)
+	opts := restoreOptions(b.Config, archive)
 	b.restoreRelease(&opts)
 	if b.Owner != nil {
 		if owner, err := b.Owner(b.Config.Executor.User); err == nil {

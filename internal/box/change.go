@@ -24,6 +24,7 @@ import (
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/pinfile"
 	"github.com/hermesbox/hbx/internal/supervisorwatch"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
@@ -112,7 +113,7 @@ func (b Box) UpgradeOptions() upgrade.Options {
 		HealthWait:     cfg.Backup.HealthWait,
 		Runtime:        Runtime{box: b},
 		Data:           &Data{box: b},
-		Config:         upgrade.ConfigFile{Path: b.ConfigPath, Cfg: cfg},
+		Config:         releasePin{pinfile.File{Path: b.ConfigPath, Config: cfg}},
 		Logger:         b.Log,
 	}
 }
@@ -127,11 +128,11 @@ func (b Box) UpgradeOptions() upgrade.Options {
 func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, step func(string)) (opts upgrade.Options, unlock func(), err error) {
 	cfg := b.Config
 	unlock = func() {}
-	over := upgrade.ToolsOverridden(b.Sources)
+	over := pinfile.File{Sources: b.Sources}.ToolsOverridden()
 	opts = b.UpgradeOptions()
 	opts.LockWait = cfg.Backup.LockWait
 	opts.Data = &Data{box: b, pass: pass, toolsOverridden: over}
-	opts.Config = upgrade.ConfigFile{Path: b.ConfigPath, Cfg: cfg, Sources: b.Sources}
+	opts.Config = releasePin{pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: b.Sources}}
 	opts.Step = step
 	svc, err := b.Dial(ctx, cfg)
 	if err != nil {
@@ -156,9 +157,11 @@ func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, ste
 // the pre-upgrade backup, ChangeOptions as "hbx upgrade" (step, when not
 // nil, is told each step), then upgrade.Upgrade.
 func (b Box) Upgrade(ctx context.Context, t upgrade.Target, tools []string, step func(string)) (*upgrade.Result, error) {
-	if err := t.WithTools(b.ConfigPath, tools); err != nil {
+	current, err := pinfile.File{Path: b.ConfigPath}.Tools()
+	if err != nil {
 		return nil, err
 	}
+	t.WithTools(tools, current)
 	pass, err := b.passphrase(false)()
 	if err != nil {
 		return nil, fmt.Errorf("pre-upgrade backup: %w", err)
@@ -251,7 +254,7 @@ func (r Runtime) Activate(ctx context.Context, manifest digest.Digest) error {
 // Install installs like `hbx install` with pinned as the configured
 // release (upgrade.Runtime).
 func (r Runtime) Install(ctx context.Context, pinned upgrade.Release, image, platform string, manifest digest.Digest) (bool, error) {
-	return r.box.RestoreRuntime(upgrade.Pinned(r.box.Config, pinned)).Install(ctx, image, platform, manifest)
+	return r.box.RestoreRuntime(withPin(r.box.Config, pinned)).Install(ctx, image, platform, manifest)
 }
 
 // Services is upgrade.Services over the supervisor and the checks of
@@ -277,8 +280,8 @@ func (s *Services) Gone() <-chan struct{} { return s.svc.Gone() }
 // and release (pinned to r), and mcp-tools (the tool set pinned with r)
 // when a key is configured.
 func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
-	c := upgrade.Pinned(s.box.Config, r)
-	c.Health.MCPTools = upgrade.ToolsIn(s.box.Config, r, s.toolsOverridden)
+	c := withPin(s.box.Config, r)
+	c.Health.MCPTools = toolsIn(s.box.Config, r, s.toolsOverridden)
 	// The readiness wait judges r's tool set too (health.readiness
 	// mcp-tools).
 	saved := s.svc.SetProbe(supervisor.ProbeFunc(ReadinessProbe(c)))
@@ -294,7 +297,7 @@ func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
 	checks := HealthChecks(c, false, s.box.Log)
 	// The change that waits is the one its journal records as unfinished.
 	checks.Release.Change = nil
-	rep, err := health.Wait(ctx, checks, upgrade.GateChecks(c), left, 0)
+	rep, err := health.Wait(ctx, checks, gateChecks(c), left, 0)
 	if err != nil && rep == nil {
 		return err
 	}
@@ -416,7 +419,7 @@ func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release, r
 		// The wait after the restore judges r's tool set (health.readiness
 		// mcp-tools), which the rollback pinned with it.
 		wc := *c
-		wc.Health.MCPTools = upgrade.ToolsIn(c, r, d.toolsOverridden)
+		wc.Health.MCPTools = toolsIn(c, r, d.toolsOverridden)
 		svc, err := d.box.Dial(ctx, &wc)
 		if err != nil {
 			return "", err

@@ -25,6 +25,7 @@ import (
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/internal/pinfile"
 	"github.com/hermesbox/hbx/internal/supervisorwatch"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -47,7 +48,7 @@ func New(cfg *config.Config, srcs *config.Sources, configPath string, log *slog.
 		return lockUnsupervised(ctx, c, log, nil, command)
 	}
 	b.RestoreRuntime = func(c *config.Config) backup.Runtime { return installRuntime{cfg: c, log: log} }
-	b.RestorePin = func(c *config.Config) backup.Config { return restorePinner{path: configPath, cfg: c} }
+	b.RestorePin = func(c *config.Config) backup.Config { return pinfile.File{Path: configPath, Config: c} }
 	b.RecoverRestore = func(ctx context.Context, c *config.Config, srcs *config.Sources, svc Supervised) error {
 		s, _ := svc.(*SupervisorServices)
 		return b.With(c).recoverRestoreFor(ctx, srcs, s)
@@ -190,22 +191,6 @@ func (r installRuntime) Install(ctx context.Context, image, platform string, man
 	return res.Changed, nil
 }
 
-// restorePinner is backup.Config over the config file at path
-// (backup.ConfigFile).
-type restorePinner struct {
-	path string
-	cfg  *config.Config
-	srcs *config.Sources // nil: not known (recovery)
-}
-
-func (p restorePinner) file() backup.ConfigFile {
-	return backup.ConfigFile{Path: p.path, Config: p.cfg, Sources: p.srcs}
-}
-
-func (p restorePinner) Pinned() (string, digest.Digest, error)  { return p.file().Pinned() }
-func (p restorePinner) CanPin() error                           { return p.file().CanPin() }
-func (p restorePinner) Pin(image string, m digest.Digest) error { return p.file().Pin(image, m) }
-
 // LockData takes the data directory's lock (internal/datalock) for
 // command. With stopLeftovers, processes that a dead owner left holding it
 // (a supervisor or hbx run executor killed with SIGKILL) get the executor
@@ -314,7 +299,7 @@ func (b Box) recoverOptions(srcs *config.Sources, svc *SupervisorServices) backu
 		DataDir:    cfg.Executor.DataDir,
 		RuntimeDir: cfg.Executor.RuntimeDir,
 		Runtime:    installRuntime{cfg: cfg, log: b.Log},
-		Config:     restorePinner{path: b.ConfigPath, cfg: cfg, srcs: srcs},
+		Config:     pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: srcs},
 		Logger:     b.Log,
 	}
 	if svc != nil {
