@@ -5,9 +5,10 @@
 // once (Runtime: the installer; Services: the supervisor and the health
 // checks; Data: backup and restore), so it imports none of them. It owns
 // the decisions between them: the steps (change.go, rollback.go), the
-// release a rollback's restore reuses in place (current kept, previous
-// activated without network, else Runtime.Install with that release
-// pinned), the tool set recorded with each release (Target.WithTools), and
+// release a rollback's restore brings back (Data.Restore, which the
+// installer reactivates in place when current or previous holds it:
+// installer.Reactivate), the tool set recorded with each release
+// (Target.WithTools), and
 // the running supervisor's watch for changes whose command died
 // (ChangeWatch). That the supervisor went away is package
 // internal/supervisorwatch's (ErrSupervisorGone is its ErrGone).

@@ -87,22 +87,18 @@ func (f *fake) Recorded(string) (digest.Digest, digest.Digest, error) {
 	}
 	return f.prev.Index, f.prev.Manifest, f.failCheck
 }
-func (f *fake) Install(_ context.Context, _ Release, image, _ string, m digest.Digest) (bool, error) {
-	short := ""
-	if m != "" {
-		short = m.Encoded()[:4]
-	}
-	f.calls = append(f.calls, "install "+short)
-	return true, nil
-}
-func (f *fake) Restore(ctx context.Context, archive string, r Release, rt Installer) (string, error) {
+func (f *fake) Restore(ctx context.Context, archive string, r Release) (string, error) {
 	f.calls = append(f.calls, "restore "+r.Manifest.Encoded()[:4])
 	f.ctxErrs = append(f.ctxErrs, ctx.Err())
 	if f.failRestore != nil {
 		return "", f.failRestore
 	}
-	if _, err := rt.Install(ctx, r.Image, r.Platform, r.Manifest); err != nil {
-		return "", err
+	// As the composer's restore does: previous holds r, so it is
+	// reactivated in place.
+	if f.prev.Manifest == r.Manifest {
+		if err := f.Activate(ctx, r.Manifest); err != nil {
+			return "", err
+		}
 	}
 	aside := f.dataDir + ".pre-restore-x"
 	if err := os.MkdirAll(aside, 0o700); err != nil {

@@ -251,10 +251,26 @@ func (r Runtime) Activate(ctx context.Context, manifest digest.Digest) error {
 	return installer.Activate(ctx, c.Executor.RuntimeDir, manifest, c.Install.LockWait)
 }
 
-// Install installs like `hbx install` with pinned as the configured
-// release (upgrade.Runtime).
-func (r Runtime) Install(ctx context.Context, pinned upgrade.Release, image, platform string, manifest digest.Digest) (bool, error) {
-	return r.box.RestoreRuntime(withPin(r.box.Config, pinned)).Install(ctx, image, platform, manifest)
+// reactivating is the backup.Runtime of a rollback's restore: a release
+// the runtime directory holds as current or previous is reactivated in
+// place with no network (installer.Reactivate); any other is installed
+// by install (hbx install's, with the rollback's release pinned).
+type reactivating struct {
+	install    backup.Runtime
+	runtimeDir string
+	wait       time.Duration // for the runtime directory's lock
+}
+
+// Install implements backup.Runtime; see reactivating.
+func (r reactivating) Install(ctx context.Context, image, platform string, manifest digest.Digest) (bool, error) {
+	if ref, err := release.ParseImageRef(image); err == nil {
+		want := release.Target{Image: image, IndexDigest: ref.Digest, Platform: platform, ManifestDigest: manifest}
+		held, changed, err := installer.Reactivate(ctx, r.runtimeDir, want, r.wait)
+		if held || err != nil {
+			return changed, err
+		}
+	}
+	return r.install.Install(ctx, image, platform, manifest)
 }
 
 // Services is upgrade.Services over the supervisor and the checks of
@@ -398,9 +414,10 @@ func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
 	return "", "", errors.New("the archive has no summary file (.json) to check its digests against")
 }
 
-// Restore restores archive with r's runtime installed through rt, and
-// waits for the services (unless inSupervisor) judging r's tool set.
-func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release, rt upgrade.Installer) (string, error) {
+// Restore restores archive with r's runtime reactivated in place or
+// installed (reactivating), and waits for the services (unless
+// inSupervisor) judging r's tool set.
+func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release) (string, error) {
 	c := d.box.Config
 	if err := EnsureExecutorUser(ctx, c, d.box.Log); err != nil {
 		return "", err
@@ -413,7 +430,8 @@ func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release, r
 		Archive: archive, Passphrase: d.passphrase, DataDir: c.Executor.DataDir, RuntimeDir: c.Executor.RuntimeDir,
 		StateDir: c.Executor.StateDir, BackupDir: c.Backup.Dir, AllowedPaths: c.Backup.Paths, Owner: owner,
 		KeepPreRestore: max(c.Backup.KeepPreRestore, 1), HealthWait: c.Backup.HealthWait, LockWait: c.Backup.LockWait,
-		Runtime: rt, Image: r.Image, Platform: r.Platform, Logger: d.box.Log, AllowedRepository: c.RepositoryAllowed,
+		Runtime: reactivating{install: d.box.RestoreRuntime(withPin(c, r)), runtimeDir: c.Executor.RuntimeDir, wait: c.Install.LockWait},
+		Image:   r.Image, Platform: r.Platform, Logger: d.box.Log, AllowedRepository: c.RepositoryAllowed,
 	}
 	if !d.inSupervisor {
 		// The wait after the restore judges r's tool set (health.readiness
