@@ -22,6 +22,11 @@ var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "
 // verbs: it composes the box from the configuration for cmd/hbx.
 const composer = "internal/box"
 
+// renderer renders the verbs' results for cmd/hbx (internal/ui): like the
+// composer it reads verb packages' types and is imported only by cmd/ and
+// e2e/.
+const renderer = "internal/ui"
+
 // imports returns, for each package directory under root (relative,
 // slash-separated), the module-relative paths of the module's packages its
 // .go files import, test files included (testenv.GoFiles lists them).
@@ -60,8 +65,8 @@ func top(pkg string) string {
 
 // TestVerbsImportNoVerb: no verb package imports another verb package, and
 // no shared layer (release, extract, internal/...) imports a verb package,
-// except the composer (internal/box). Only cmd/ and e2e/ wire verbs
-// together, and only they import the composer.
+// except the composer (internal/box) and the renderer (internal/ui). Only
+// cmd/ and e2e/ wire verbs together, and only they import those two.
 func TestVerbsImportNoVerb(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	all := imports(t, root)
@@ -81,11 +86,11 @@ func TestVerbsImportNoVerb(t *testing.T) {
 			continue
 		}
 		for _, pkg := range all[dir] {
-			if pkg == composer && dir != composer {
-				t.Errorf("%s imports %s: the composer is imported only by cmd/ and e2e/", dir, pkg)
+			if (pkg == composer || pkg == renderer) && pkg != dir {
+				t.Errorf("%s imports %s: the composer and the renderer are imported only by cmd/ and e2e/", dir, pkg)
 			}
 		}
-		if dir == composer {
+		if dir == composer || dir == renderer {
 			continue
 		}
 		for _, pkg := range all[dir] {

@@ -21,7 +21,7 @@
 // the supervisor's services over its socket (DialServices), the data
 // lock (LockData; without a supervisor, a backup or restore takes it),
 // the installer for an archive's release and the config file's pin, and
-// render their results (Text, WriteJSON); Box.RecoverInterruptedRestore
+// return their results for internal/ui to render; Box.RecoverInterruptedRestore
 // is hbx supervise's restore recovery. The installer adapter marks the
 // failures that mean "could not get the image" (network, registry, 404;
 // never a failure to read a --from file, which the operator named) with
