@@ -180,8 +180,8 @@
 // <data_dir>.pre-restore-<time>, which a later restore may prune
 // (backup.keep_pre_restore).
 //
-// It prints nothing: Result.Text and InstallText return the lines hbx
-// upgrade, rollback and install print, Fields and InstallFields their
-// JSON result line; both say what staging fetched and reused
-// (Result.Transfer, from Runtime.Stage).
+// It prints nothing and renders nothing: a Result (with what staging
+// fetched and reused, Result.Transfer, from Runtime.Stage) is rendered by
+// internal/ui (ChangeText, ChangeFields, InstallChangeText,
+// InstallChangeFields).
 package upgrade

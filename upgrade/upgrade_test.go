@@ -525,3 +525,17 @@ func TestRollbackRecoversInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestUpgradeCarriesTransfer: the result of an upgrade carries what
+// staging the new release fetched and reused, as Runtime.Stage said.
+func TestUpgradeCarriesTransfer(t *testing.T) {
+	f, opts := newFake(t)
+	f.transfer = Transfer{Fetched: 1, Reused: 2, FetchedBytes: 10, ReusedBytes: 90}
+	res, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Transfer != f.transfer {
+		t.Errorf("Upgrade() transfer = %+v, want %+v", res.Transfer, f.transfer)
+	}
+}
