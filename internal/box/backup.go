@@ -97,7 +97,7 @@ type RestoreOutcome struct {
 // installer and b's config file. The errors of the hold start with
 // "restore: ", those of the restore with "restore ARCHIVE: ".
 func (b Box) Restore(ctx context.Context, r RestoreRequest) (*RestoreOutcome, error) {
-	if err := EnsureExecutorUser(ctx, b.Config, b.Log); err != nil {
+	if err := ensureExecutorUser(ctx, b.Config, b.Log); err != nil {
 		return nil, err
 	}
 	owner, err := b.Owner(b.Config.Executor.User)
@@ -137,7 +137,7 @@ type BackupListing struct {
 // BackupList lists b's archives and kept copies; errors start with
 // "backup list: ".
 func (b Box) BackupList() (*BackupListing, error) {
-	list, err := backup.ListKinds(b.Config.Backup.Dir, b.Config.Backup.Name, PreUpgradeName)
+	list, err := backup.ListKinds(b.Config.Backup.Dir, b.Config.Backup.Name, preUpgradeName)
 	if err != nil {
 		return nil, fmt.Errorf("backup list: %w", err)
 	}

@@ -95,8 +95,8 @@ func (b Box) With(cfg *config.Config) Box {
 	return b
 }
 
-// ReleaseOf describes an installed release for package upgrade.
-func ReleaseOf(inst *release.Installed) upgrade.Release {
+// releaseOf describes an installed release for package upgrade.
+func releaseOf(inst *release.Installed) upgrade.Release {
 	m := inst.Meta
 	return upgrade.Release{Image: m.Image, Platform: m.Platform, Index: m.IndexDigest, Manifest: m.ManifestDigest}
 }
@@ -118,14 +118,14 @@ func (b Box) UpgradeOptions() upgrade.Options {
 	}
 }
 
-// ChangeOptions composes the installer, supervisor, health checks,
+// changeOptions composes the installer, supervisor, health checks,
 // backup and config file for `hbx upgrade` and `hbx rollback`. pass is
 // the backup passphrase (nil: asked when needed); command names the
 // caller in the lock (e.g. "hbx upgrade"); step, when not nil, is told
 // each step. When no supervisor answers, the data directory's lock is
 // taken and unlock releases it; unlock is never nil. An interrupted
 // restore is undone first.
-func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, step func(string)) (opts upgrade.Options, unlock func(), err error) {
+func (b Box) changeOptions(ctx context.Context, pass []byte, command string, step func(string)) (opts upgrade.Options, unlock func(), err error) {
 	cfg := b.Config
 	unlock = func() {}
 	over := pinfile.File{Sources: b.Sources}.ToolsOverridden()
@@ -154,7 +154,7 @@ func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, ste
 
 // Upgrade moves b to t as hbx upgrade does: t.WithTools (tools: the
 // tool set to pin with the release, nil: none asked), the passphrase of
-// the pre-upgrade backup, ChangeOptions as "hbx upgrade" (step, when not
+// the pre-upgrade backup, changeOptions as "hbx upgrade" (step, when not
 // nil, is told each step), then upgrade.Upgrade.
 func (b Box) Upgrade(ctx context.Context, t upgrade.Target, tools []string, step func(string)) (*upgrade.Result, error) {
 	current, err := pinfile.File{Path: b.ConfigPath}.Tools()
@@ -166,7 +166,7 @@ func (b Box) Upgrade(ctx context.Context, t upgrade.Target, tools []string, step
 	if err != nil {
 		return nil, fmt.Errorf("pre-upgrade backup: %w", err)
 	}
-	opts, unlock, err := b.ChangeOptions(ctx, pass, "hbx upgrade", step)
+	opts, unlock, err := b.changeOptions(ctx, pass, "hbx upgrade", step)
 	if err != nil {
 		return nil, err
 	}
@@ -175,10 +175,10 @@ func (b Box) Upgrade(ctx context.Context, t upgrade.Target, tools []string, step
 }
 
 // Rollback undoes the last release change as hbx rollback does:
-// ChangeOptions as "hbx rollback" (step, when not nil, is told each
+// changeOptions as "hbx rollback" (step, when not nil, is told each
 // step), then upgrade.Rollback.
 func (b Box) Rollback(ctx context.Context, step func(string)) (*upgrade.Result, error) {
-	opts, unlock, err := b.ChangeOptions(ctx, nil, "hbx rollback", step)
+	opts, unlock, err := b.changeOptions(ctx, nil, "hbx rollback", step)
 	if err != nil {
 		return nil, err
 	}
@@ -186,11 +186,11 @@ func (b Box) Rollback(ctx context.Context, step func(string)) (*upgrade.Result, 
 	return upgrade.Rollback(ctx, opts)
 }
 
-// RecoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
+// recoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
 // supervise` starts the programs (no supervisor runs yet), or, with
 // running, from the running supervisor (its change watch), through it.
 // It logs what it did and returns whether it failed.
-func (b Box) RecoverUpgrade(ctx context.Context, running bool) bool {
+func (b Box) recoverUpgrade(ctx context.Context, running bool) bool {
 	msg, err := upgrade.Recover(ctx, b.UpgradeOptions())
 	switch {
 	case err != nil && running:
@@ -224,7 +224,7 @@ func (r Runtime) link(name string) (upgrade.Release, error) {
 	if err != nil {
 		return upgrade.Release{}, err
 	}
-	return ReleaseOf(inst), nil
+	return releaseOf(inst), nil
 }
 
 // Stage installs image with the child manifest pin without activating it.
@@ -242,7 +242,7 @@ func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (up
 	if err != nil {
 		return upgrade.Release{}, upgrade.Transfer{}, err
 	}
-	return ReleaseOf(res.Release), upgrade.Transfer{Fetched: res.Fetched, Reused: res.Reused, FetchedBytes: res.FetchedBytes, ReusedBytes: res.ReusedBytes, Location: res.Location}, nil
+	return releaseOf(res.Release), upgrade.Transfer{Fetched: res.Fetched, Reused: res.Reused, FetchedBytes: res.FetchedBytes, ReusedBytes: res.ReusedBytes, Location: res.Location}, nil
 }
 
 // Activate makes the staged release manifest names the active one.
@@ -300,7 +300,7 @@ func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
 	c.Health.MCPTools = toolsIn(s.box.Config, r, s.toolsOverridden)
 	// The readiness wait judges r's tool set too (health.readiness
 	// mcp-tools).
-	saved := s.svc.SetProbe(supervisor.ProbeFunc(ReadinessProbe(c)))
+	saved := s.svc.SetProbe(supervisor.ProbeFunc(readinessProbe(c)))
 	err := s.svc.WaitHealthy(ctx)
 	s.svc.SetProbe(saved)
 	if err != nil {
@@ -341,8 +341,8 @@ func toolSetHint(r upgrade.Release, tools []string) string {
 		r.Image, strings.Join(tools, ","))
 }
 
-// PreUpgradeName starts the file name of every pre-upgrade archive.
-const PreUpgradeName = "pre-upgrade"
+// preUpgradeName starts the file name of every pre-upgrade archive.
+const preUpgradeName = "pre-upgrade"
 
 // Data is upgrade.Data over package backup.
 type Data struct {
@@ -387,7 +387,7 @@ func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 	c := d.box.Config
 	res, err := backup.Create(ctx, backup.Options{
 		DataDir: c.Executor.DataDir, Paths: c.Backup.Paths, RuntimeDir: c.Executor.RuntimeDir, StateDir: c.Executor.StateDir,
-		Dir: c.Backup.Dir, Name: PreUpgradeName, Keep: c.Backup.Keep, Compression: backup.Compression(c.Backup.Compression),
+		Dir: c.Backup.Dir, Name: preUpgradeName, Keep: c.Backup.Keep, Compression: backup.Compression(c.Backup.Compression),
 		Encrypt: true, Passphrase: pass, Image: r.Image, Platform: r.Platform, PlatformDigest: r.Manifest,
 		HbxVersion: buildinfo.Version, LockWait: c.Backup.LockWait, Services: heldServices{}, Logger: d.box.Log,
 	})
@@ -399,7 +399,7 @@ func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 
 // Recorded returns the digests archive's summary records.
 func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
-	infos, err := backup.List(d.box.Config.Backup.Dir, PreUpgradeName)
+	infos, err := backup.List(d.box.Config.Backup.Dir, preUpgradeName)
 	if err != nil {
 		return "", "", err
 	}
@@ -419,7 +419,7 @@ func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
 // inSupervisor) judging r's tool set.
 func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release) (string, error) {
 	c := d.box.Config
-	if err := EnsureExecutorUser(ctx, c, d.box.Log); err != nil {
+	if err := ensureExecutorUser(ctx, c, d.box.Log); err != nil {
 		return "", err
 	}
 	owner, err := d.box.Owner(c.Executor.User)
@@ -459,10 +459,10 @@ func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release) (
 func (b Box) Watched() upgrade.WatchedBox { return watchedBox{b} }
 
 // ChangeWatch is hbx supervise's watch for a release change or restore
-// whose command died (every ChangeWatchInterval), each round over the
+// whose command died (every changeWatchInterval), each round over the
 // configuration reload reads (b's when it fails).
 func (b Box) ChangeWatch(reload func() (*config.Config, error)) upgrade.ChangeWatch {
-	return upgrade.ChangeWatch{Interval: ChangeWatchInterval, Logger: b.Log, Box: func() upgrade.WatchedBox {
+	return upgrade.ChangeWatch{Interval: changeWatchInterval, Logger: b.Log, Box: func() upgrade.WatchedBox {
 		if c, err := reload(); err == nil {
 			return b.With(c).Watched()
 		}
@@ -470,11 +470,11 @@ func (b Box) ChangeWatch(reload func() (*config.Config, error)) upgrade.ChangeWa
 	}}
 }
 
-// WatchSupervisor opens a supervisorwatch.Watch on c: a followed,
+// watchSupervisor opens a supervisorwatch.Watch on c: a followed,
 // discarded log stream of program, which the supervisor ends only when it
 // exits or the watch closes it. When program is "" the watch never
 // reports the supervisor gone.
-func WatchSupervisor(c *supervisor.Client, program string) *supervisorwatch.Watch {
+func watchSupervisor(c *supervisor.Client, program string) *supervisorwatch.Watch {
 	if program == "" {
 		return supervisorwatch.Follow(nil)
 	}
@@ -489,7 +489,7 @@ func (w watchedBox) Pending() error { return PendingChange(w.b.Config) }
 func (w watchedBox) Holder() (lock.Holder, bool) {
 	return upgrade.LockHolder(w.b.Config.Executor.RuntimeDir)
 }
-func (w watchedBox) RecoverChange(ctx context.Context) bool { return w.b.RecoverUpgrade(ctx, true) }
+func (w watchedBox) RecoverChange(ctx context.Context) bool { return w.b.recoverUpgrade(ctx, true) }
 
 // RecoverRestore undoes an interrupted restore through the running
 // supervisor, then waits (backup.health_wait) for the programs that

@@ -36,9 +36,9 @@ import (
 // runtime, pin and recovery. terminal opens the controlling terminal for
 // a passphrase prompt (backup.PassphraseSource).
 func New(cfg *config.Config, srcs *config.Sources, configPath string, log *slog.Logger, terminal func() (backup.Terminal, func(), error)) Box {
-	b := Box{Config: cfg, Sources: srcs, ConfigPath: configPath, Log: log, Hooks: Hooks{Terminal: terminal, Owner: LookupOwner}}
+	b := Box{Config: cfg, Sources: srcs, ConfigPath: configPath, Log: log, Hooks: Hooks{Terminal: terminal, Owner: lookupOwner}}
 	b.Dial = func(ctx context.Context, c *config.Config) (Supervised, error) {
-		svc, err := DialServices(ctx, c, log)
+		svc, err := dialServices(ctx, c, log)
 		if svc == nil {
 			return nil, err
 		}
@@ -63,9 +63,9 @@ func (b Box) passphrase(confirm bool) backup.PassphraseFunc {
 	return backup.PassphraseSource(b.Config.Backup.PassphraseFile, confirm, b.Terminal)
 }
 
-// LookupOwner resolves executor.user to a numeric owner; errors wrap
+// lookupOwner resolves executor.user to a numeric owner; errors wrap
 // config.ErrInvalid.
-func LookupOwner(name string) (backup.Owner, error) {
+func lookupOwner(name string) (backup.Owner, error) {
 	uid, gid, err := account.IDs(name)
 	if err != nil {
 		return backup.Owner{}, fmt.Errorf("%w: executor.user: %w", config.ErrInvalid, err)
@@ -73,9 +73,9 @@ func LookupOwner(name string) (backup.Owner, error) {
 	return backup.Owner{UID: uid, GID: gid}, nil
 }
 
-// DialServices returns the supervisor on cfg's socket as backup.Services,
+// dialServices returns the supervisor on cfg's socket as backup.Services,
 // or nil (and no error) when none runs.
-func DialServices(ctx context.Context, cfg *config.Config, log *slog.Logger) (*SupervisorServices, error) {
+func dialServices(ctx context.Context, cfg *config.Config, log *slog.Logger) (*SupervisorServices, error) {
 	c, err := supervisor.Dial(ctx, cfg.Supervisor.Socket)
 	if errors.Is(err, supervisor.ErrNotRunning) {
 		log.Info("no supervisor runs", "socket", cfg.Supervisor.Socket)
@@ -93,8 +93,8 @@ func DialServices(ctx context.Context, cfg *config.Config, log *slog.Logger) (*S
 	if len(sts) > 0 {
 		watched = sts[0].Name
 	}
-	sock := supervisorSocket{c: c, watch: WatchSupervisor(c, watched)}
-	s := &SupervisorServices{probe: supervisor.ProbeFunc(ReadinessProbe(cfg))}
+	sock := supervisorSocket{c: c, watch: watchSupervisor(c, watched)}
+	s := &SupervisorServices{probe: supervisor.ProbeFunc(readinessProbe(cfg))}
 	s.Supervised = backup.NewSupervised(sock, s, auto, sock.watch)
 	s.NotRunning = supervisor.ErrNotRunning
 	return s, nil
@@ -248,7 +248,7 @@ func SupervisorStateDir(cfg *config.Config) string {
 // lock (lockUnsupervised). release closes the one or the other and is
 // never nil.
 func (b Box) holdData(ctx context.Context, command string) (svc *SupervisorServices, release func(), err error) {
-	svc, err = DialServices(ctx, b.Config, b.Log)
+	svc, err = dialServices(ctx, b.Config, b.Log)
 	if err != nil {
 		return nil, func() {}, err
 	}

@@ -31,7 +31,7 @@ func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSuper
 	cfg := b.Config
 	in := installer.GuardInput{DataDir: cfg.Executor.DataDir, CanBackUp: cfg.Backup.PassphraseFile != ""}
 	if !inSupervisor {
-		in.Runs = func() (string, error) { return PayloadRuns(ctx, cfg) }
+		in.Runs = func() (string, error) { return payloadRuns(ctx, cfg) }
 	}
 	if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) && !awaitsImage(cfg, opts.Image) {
 		return nil, fmt.Errorf("%w to %s: %w", installer.ErrChangeRefused, opts.Image, aerr)
