@@ -32,11 +32,8 @@
 // a supervisor: NoSupervisorStatus) and hbx health, until its release is
 // active (hbx install of it is a plain install; its failure names the
 // image). OfflineHint adds to an install or upgrade that reached no
-// registry how to go on with --from. Box.Export writes the
-// active release's image from the blob store as an OCI archive
-// (internal/ociarchive) under the runtime directory's lock (exclusive:
-// installs, upgrades and backups wait), refusing before it writes when
-// one of the release's blobs is missing.
+// registry how to go on with --from. `hbx export` is package
+// internal/export's; the box maps its options (ExportOptions, KeptDirs).
 //
 // It is the one package besides cmd/ and e2e/ allowed to import several
 // verb packages (internal/boundary's test names it); no verb package and

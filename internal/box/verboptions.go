@@ -1,12 +1,14 @@
 package box
 
 import (
+	"log/slog"
 	"maps"
 
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/export"
 	"github.com/hermesbox/hbx/internal/pinfile"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -109,4 +111,20 @@ func (p releasePin) Pin(r upgrade.Release) (string, error) {
 		tools = config.PinTools{Names: r.MCPTools.Names}
 	}
 	return p.PinRelease(r.Image, r.Manifest, tools)
+}
+
+// ExportOptions are export.Export's options as cfg sets them: the runtime
+// directory, its lock wait (install.lock_wait) and install.keep_blobs;
+// log is told of a wait for the lock.
+func ExportOptions(cfg *config.Config, log *slog.Logger) export.Options {
+	return export.Options{RuntimeDir: cfg.Executor.RuntimeDir, LockWait: cfg.Install.LockWait, KeepBlobs: cfg.Install.KeepBlobs, Logger: log}
+}
+
+// KeptDirs are the directories hbx keeps, by config key, where
+// export.CheckTarget refuses an export FILE.
+func KeptDirs(cfg *config.Config) []export.Dir {
+	return []export.Dir{
+		{Key: "executor.runtime_dir", Dir: cfg.Executor.RuntimeDir}, {Key: "executor.data_dir", Dir: cfg.Executor.DataDir},
+		{Key: "executor.state_dir", Dir: cfg.Executor.StateDir}, {Key: "backup.dir", Dir: cfg.Backup.Dir},
+	}
 }
