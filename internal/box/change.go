@@ -384,13 +384,10 @@ func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c := d.box.Config
-	res, err := backup.Create(ctx, backup.Options{
-		DataDir: c.Executor.DataDir, Paths: c.Backup.Paths, RuntimeDir: c.Executor.RuntimeDir, StateDir: c.Executor.StateDir,
-		Dir: c.Backup.Dir, Name: preUpgradeName, Keep: c.Backup.Keep, Compression: backup.Compression(c.Backup.Compression),
-		Encrypt: true, Passphrase: pass, Image: r.Image, Platform: r.Platform, PlatformDigest: r.Manifest,
-		HbxVersion: buildinfo.Version, LockWait: c.Backup.LockWait, Services: heldServices{}, Logger: d.box.Log,
-	})
+	opts := backupOptions(d.box.Config)
+	opts.Name, opts.Passphrase, opts.Image, opts.Platform, opts.PlatformDigest = preUpgradeName, pass, r.Image, r.Platform, r.Manifest
+	opts.HbxVersion, opts.Services, opts.Logger = buildinfo.Version, heldServices{}, d.box.Log
+	res, err := backup.Create(ctx, opts)
 	if err != nil {
 		return "", err
 	}
@@ -426,13 +423,9 @@ func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release) (
 	if err != nil {
 		return "", err
 	}
-	opts := backup.RestoreOptions{
-		Archive: archive, Passphrase: d.passphrase, DataDir: c.Executor.DataDir, RuntimeDir: c.Executor.RuntimeDir,
-		StateDir: c.Executor.StateDir, BackupDir: c.Backup.Dir, AllowedPaths: c.Backup.Paths, Owner: owner,
-		KeepPreRestore: max(c.Backup.KeepPreRestore, 1), HealthWait: c.Backup.HealthWait, LockWait: c.Backup.LockWait,
-		Runtime: reactivating{install: d.box.RestoreRuntime(withPin(c, r)), runtimeDir: c.Executor.RuntimeDir, wait: c.Install.LockWait},
-		Image:   r.Image, Platform: r.Platform, Logger: d.box.Log, AllowedRepository: c.RepositoryAllowed,
-	}
+	opts := restoreOptions(c, archive)
+	opts.Passphrase, opts.Owner, opts.KeepPreRestore, opts.Image, opts.Platform, opts.Logger = d.passphrase, owner, max(c.Backup.KeepPreRestore, 1), r.Image, r.Platform, d.box.Log
+	opts.Runtime = reactivating{install: d.box.RestoreRuntime(withPin(c, r)), runtimeDir: c.Executor.RuntimeDir, wait: c.Install.LockWait}
 	if !d.inSupervisor {
 		// The wait after the restore judges r's tool set (health.readiness
 		// mcp-tools), which the rollback pinned with it.
@@ -509,7 +502,8 @@ func (w watchedBox) RecoverRestore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := backup.RecoverOptions{DataDir: c.Executor.DataDir, RuntimeDir: c.Executor.RuntimeDir, Runtime: b.RestoreRuntime(c), Config: b.RestorePin(c), Logger: b.Log}
+	opts := recoverOptions(c)
+	opts.Runtime, opts.Config, opts.Logger = b.RestoreRuntime(c), b.RestorePin(c), b.Log
 	if svc != nil {
 		opts.Services = svc
 		defer svc.Close()

@@ -295,13 +295,9 @@ func (b Box) RecoverInterruptedRestore(ctx context.Context) error {
 // known; svc: the running supervisor, nil when none runs).
 func (b Box) recoverOptions(srcs *config.Sources, svc *SupervisorServices) backup.RecoverOptions {
 	cfg := b.Config
-	opts := backup.RecoverOptions{
-		DataDir:    cfg.Executor.DataDir,
-		RuntimeDir: cfg.Executor.RuntimeDir,
-		Runtime:    installRuntime{cfg: cfg, log: b.Log},
-		Config:     pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: srcs},
-		Logger:     b.Log,
-	}
+	opts := recoverOptions(cfg)
+	opts.Runtime, opts.Logger = installRuntime{cfg: cfg, log: b.Log}, b.Log
+	opts.Config = pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: srcs}
 	if svc != nil {
 		opts.Services = svc
 	}

@@ -62,6 +62,13 @@ func restoreOptions(cfg *config.Config, archive string) backup.RestoreOptions {
 	}
 }
 
+// recoverOptions are backup.Recover's options as cfg sets them: the data
+// and runtime directories. The caller adds the runtime, config, services
+// and logger.
+func recoverOptions(cfg *config.Config) backup.RecoverOptions {
+	return backup.RecoverOptions{DataDir: cfg.Executor.DataDir, RuntimeDir: cfg.Executor.RuntimeDir}
+}
+
 // toolsIn is the MCP tool set in force once r is pinned: r's (the default
 // when r pins none), or cfg's when r records none or an HBX_* variable or
 // a flag sets health.mcp_tools (overridden).
