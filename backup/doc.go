@@ -302,9 +302,10 @@
 // programs a hold stops (those STARTING, RUNNING or in BACKOFF just
 // before it), starting the autostart ones the hold did not stop, and the
 // wait until they are RUNNING and the readiness probe passes (failing at
-// once on FATAL or a supervisor gone). ConfiguredOptions and
-// ConfiguredRestoreOptions turn the configuration into options;
-// ConfigFile pins a restored release in the config file; ListKinds lists
+// once on FATAL or a supervisor gone). The package never reads the
+// configuration: the composer (internal/box) maps it onto Options and
+// RestoreOptions, and Config (internal/pinfile.File) pins a restored
+// release in the config file; ListKinds lists
 // backups and pre-upgrade archives together. The read-ahead of decrypted
 // data is internal/readahead's, shared with the installer.
 //

@@ -86,7 +86,7 @@ type RestoreOptions struct {
 	// AllowedRepository reports whether the box may run images of a
 	// repository (release.ImageRef.Name): the only repositories whose
 	// releases a restore brings back besides Image's (PlanRestore).
-	// ConfiguredRestoreOptions sets config.Config.RepositoryAllowed; nil
+	// The composer sets config.Config.RepositoryAllowed; nil
 	// allows Image's repository alone.
 	AllowedRepository func(name string) bool
 	// AcceptImage is the image (name:tag@sha256:...) the operator accepts

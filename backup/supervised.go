@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/names"
 	"github.com/hermesbox/hbx/internal/supervision"
 )
 
@@ -193,11 +193,11 @@ func (s *Supervised) startHeld(ctx context.Context, names []string) error {
 	}
 }
 
-// WaitRunning starts nothing: it waits until every program of names is
+// WaitRunning starts nothing: it waits until every program of progs is
 // RUNNING and, when Executor is among them, the probe
 // passes.
-func (s *Supervised) WaitRunning(ctx context.Context, names []string) error {
-	return s.waitUp(ctx, names, slices.Contains(names, config.ExecutorProgram))
+func (s *Supervised) WaitRunning(ctx context.Context, progs []string) error {
+	return s.waitUp(ctx, progs, slices.Contains(progs, names.ExecutorProgram))
 }
 
 // waitUp waits until every program of names the supervisor runs is

@@ -5,10 +5,10 @@
 // once (Runtime: the installer; Services: the supervisor and the health
 // checks; Data: backup and restore), so it imports none of them. It owns
 // the decisions between them: the steps (change.go, rollback.go), the
-// release a rollback's restore reuses in place (current kept, previous
-// activated without network, else Runtime.Install with that release
-// pinned), the config file pin (ConfigFile, CheckPinnable), the tool set
-// and the checks that gate a release (ToolsIn, Pinned, GateChecks), and
+// release a rollback's restore brings back (Data.Restore, which the
+// installer reactivates in place when current or previous holds it:
+// installer.Reactivate), the tool set recorded with each release
+// (Target.WithTools), and
 // the running supervisor's watch for changes whose command died
 // (ChangeWatch). That the supervisor went away is package
 // internal/supervisorwatch's (ErrSupervisorGone is its ErrGone).
@@ -180,8 +180,8 @@
 // <data_dir>.pre-restore-<time>, which a later restore may prune
 // (backup.keep_pre_restore).
 //
-// It prints nothing: Result.Text and InstallText return the lines hbx
-// upgrade, rollback and install print, Fields and InstallFields their
-// JSON result line; both say what staging fetched and reused
-// (Result.Transfer, from Runtime.Stage).
+// It prints nothing and renders nothing: a Result (with what staging
+// fetched and reused, Result.Transfer, from Runtime.Stage) is rendered by
+// internal/ui (ChangeText, ChangeFields, InstallChangeText,
+// InstallChangeFields).
 package upgrade

@@ -127,7 +127,7 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 	if note != "" {
 		res.Notes = append(res.Notes, note)
 	}
-	aside, err := opts.Data.Restore(ctx, j.Backup, j.Old, inPlace{rt: opts.Runtime, r: j.Old})
+	aside, err := opts.Data.Restore(ctx, j.Backup, j.Old)
 	if err != nil {
 		return nil, fmt.Errorf("restore the pre-upgrade backup %s: %w", j.Backup, err)
 	}

@@ -3,9 +3,6 @@ package upgrade
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -92,21 +89,16 @@ func TestParseTools(t *testing.T) {
 }
 
 // TestTargetWithTools: the tool set asked for goes with the new release,
-// the config file's current one with the old; a missing file is an error.
+// the config file's current one with the old; none asked leaves MCPTools
+// nil.
 func TestTargetWithTools(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "hbx.yaml")
-	if err := os.WriteFile(path, []byte("health:\n  mcp_tools: [execute, resume]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	var tg Target
-	if err := tg.WithTools(path, []string{"execute"}); err != nil || tg.MCPTools == nil || !cmp.Equal(tg.MCPTools.Names, []string{"execute"}) || tg.Current == nil || !cmp.Equal(tg.Current.Names, []string{"execute", "resume"}) {
-		t.Errorf("WithTools(execute) = %v; MCPTools %v, Current %v", err, tg.MCPTools, tg.Current)
+	tg.WithTools([]string{"execute"}, []string{"execute", "resume"})
+	if tg.MCPTools == nil || !cmp.Equal(tg.MCPTools.Names, []string{"execute"}) || tg.Current == nil || !cmp.Equal(tg.Current.Names, []string{"execute", "resume"}) {
+		t.Errorf("WithTools(execute) = MCPTools %v, Current %v", tg.MCPTools, tg.Current)
 	}
 	tg = Target{}
-	if err := tg.WithTools(path, nil); err != nil || tg.MCPTools != nil {
-		t.Errorf("WithTools(nil) = %v, MCPTools %v; want none asked", err, tg.MCPTools)
-	}
-	if err := tg.WithTools(filepath.Join(t.TempDir(), "none.yaml"), nil); err == nil || !strings.HasPrefix(err.Error(), "read health.mcp_tools: ") {
-		t.Errorf("WithTools(missing file) = %v, want a read error", err)
+	if tg.WithTools(nil, nil); tg.MCPTools != nil || tg.Current == nil {
+		t.Errorf("WithTools(nil) = MCPTools %v, Current %v; want none asked, the current set recorded", tg.MCPTools, tg.Current)
 	}
 }

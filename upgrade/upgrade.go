@@ -52,12 +52,6 @@ type Runtime interface {
 	// Activate makes the published release of manifest the active one
 	// (previous := the old current). ctx carries the held lock.
 	Activate(ctx context.Context, manifest digest.Digest) error
-	// Install installs the release image names for platform (pinned to
-	// manifest when not "") as `hbx install` would with pinned as the
-	// configured release, for a rollback's restore when neither current
-	// nor previous holds it; it reports whether the active release
-	// changed. ctx carries the held lock.
-	Install(ctx context.Context, pinned Release, image, platform string, manifest digest.Digest) (changed bool, err error)
 }
 
 // Hold keeps the services stopped until Release.
@@ -103,11 +97,11 @@ type Data interface {
 	// summary.
 	Recorded(archive string) (index, manifest digest.Digest, err error)
 	// Restore replaces the data with archive's and makes r the active
-	// release through rt (which reuses current or previous when either
-	// holds r), stopping the services, unless none run, then starting
-	// them and waiting for health. It returns where the replaced data is
-	// kept ("" when there was none).
-	Restore(ctx context.Context, archive string, r Release, rt Installer) (string, error)
+	// release (reactivated in place when current or previous holds it,
+	// installed with r pinned otherwise), stopping the services, unless
+	// none run, then starting them and waiting for health. It returns
+	// where the replaced data is kept ("" when there was none).
+	Restore(ctx context.Context, archive string, r Release) (string, error)
 }
 
 // Config pins a release in the config file hbx was started with.

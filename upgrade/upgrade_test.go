@@ -87,22 +87,18 @@ func (f *fake) Recorded(string) (digest.Digest, digest.Digest, error) {
 	}
 	return f.prev.Index, f.prev.Manifest, f.failCheck
 }
-func (f *fake) Install(_ context.Context, _ Release, image, _ string, m digest.Digest) (bool, error) {
-	short := ""
-	if m != "" {
-		short = m.Encoded()[:4]
-	}
-	f.calls = append(f.calls, "install "+short)
-	return true, nil
-}
-func (f *fake) Restore(ctx context.Context, archive string, r Release, rt Installer) (string, error) {
+func (f *fake) Restore(ctx context.Context, archive string, r Release) (string, error) {
 	f.calls = append(f.calls, "restore "+r.Manifest.Encoded()[:4])
 	f.ctxErrs = append(f.ctxErrs, ctx.Err())
 	if f.failRestore != nil {
 		return "", f.failRestore
 	}
-	if _, err := rt.Install(ctx, r.Image, r.Platform, r.Manifest); err != nil {
-		return "", err
+	// As the composer's restore does: previous holds r, so it is
+	// reactivated in place.
+	if f.prev.Manifest == r.Manifest {
+		if err := f.Activate(ctx, r.Manifest); err != nil {
+			return "", err
+		}
 	}
 	aside := f.dataDir + ".pre-restore-x"
 	if err := os.MkdirAll(aside, 0o700); err != nil {
@@ -527,5 +523,19 @@ func TestRollbackRecoversInterrupted(t *testing.T) {
 				t.Errorf("second Rollback() = %v (journal %+v), want it to say the recovery undid the change and where the data is kept", err, j)
 			}
 		})
+	}
+}
+
+// TestUpgradeCarriesTransfer: the result of an upgrade carries what
+// staging the new release fetched and reused, as Runtime.Stage said.
+func TestUpgradeCarriesTransfer(t *testing.T) {
+	f, opts := newFake(t)
+	f.transfer = Transfer{Fetched: 1, Reused: 2, FetchedBytes: 10, ReusedBytes: 90}
+	res, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Transfer != f.transfer {
+		t.Errorf("Upgrade() transfer = %+v, want %+v", res.Transfer, f.transfer)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/ui"
 )
 
 // backupOptions are the flags of `hbx backup`.
@@ -85,7 +86,7 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 	}
 	r := box.BackupRequest{NoEncrypt: o.noEncrypt}
 	if o.json {
-		r.Progress = box.NewJSONProgress(g.stdout)
+		r.Progress = ui.NewJSONProgress(g.stdout)
 	}
 	res, err := g.box(cfg, nil).Backup(ctx, r)
 	if res != nil {
@@ -97,9 +98,9 @@ func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOpti
 		return err
 	}
 	if o.json {
-		return res.WriteJSON(g.stdout)
+		return ui.BackupJSON(g.stdout, res.Result)
 	}
-	_, err = io.WriteString(g.stdout, res.Text())
+	_, err = io.WriteString(g.stdout, ui.BackupText(res.Result, res.Supervised))
 	return err
 }
 
@@ -146,9 +147,9 @@ func runBackupList(w io.Writer, cfg *config.Config, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		return l.WriteJSON(w)
+		return ui.ListJSON(w, l.Archives, l.Kept)
 	}
-	return l.WriteText(w)
+	return ui.ListText(w, l.Archives, l.Kept)
 }
 
 // newBackupVerifyCommand builds `hbx backup verify`.
@@ -190,9 +191,9 @@ func runBackupVerify(ctx context.Context, g *globals, cfg *config.Config, archiv
 		return err
 	}
 	if asJSON {
-		return res.WriteJSON(g.stdout)
+		return ui.VerifyJSON(g.stdout, res.VerifyResult, res.Restore)
 	}
-	_, err = io.WriteString(g.stdout, res.Text())
+	_, err = io.WriteString(g.stdout, ui.VerifyText(res.VerifyResult, res.Restore))
 	return err
 }
 

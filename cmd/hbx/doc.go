@@ -8,9 +8,9 @@
 // its help. The rules every command shares (usage errors, argument
 // checks, "did you mean", the --log-level logger) are internal/cli's;
 // each result is rendered by the package that owns it (supervisor.Table,
-// health.Report.Text, upgrade.Result.Text, progress.ResultText, the
-// backup side's box.BackupOutcome, RestoreOutcome, BackupListing and
-// Verified), and this package picks text or JSON. What the configuration
+// health.Report.Text, progress.ResultText; the backup side's, status's
+// and a release change's results are internal/ui's), and this package
+// picks text or JSON. docs/architecture.md says where each kind of change goes. What the configuration
 // means to each domain package (their options) and the adapters between
 // them (the supervisor's services, the data lock, the restore's runtime
 // and pin) live in internal/box; this package gives the box the one thing

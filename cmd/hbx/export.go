@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -12,7 +11,8 @@ import (
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/internal/units"
+	"github.com/hermesbox/hbx/internal/export"
+	"github.com/hermesbox/hbx/internal/ui"
 )
 
 type exportOptions struct {
@@ -53,7 +53,7 @@ setting install.keep_blobs: true if it is off.`,
 		Args: cli.Args(1, 1),
 		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, srcs *config.Sources) error {
 			o.file = args[0]
-			return runExport(cmd.Context(), g, g.box(cfg, srcs), o)
+			return runExport(cmd.Context(), g, cfg, o)
 		}),
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as a JSON line")
@@ -62,14 +62,14 @@ setting install.keep_blobs: true if it is off.`,
 
 // runExport exports the active release and prints what was written: on
 // stdout, or on stderr when the archive goes to stdout.
-func runExport(ctx context.Context, g *globals, b box.Box, o exportOptions) error {
+func runExport(ctx context.Context, g *globals, cfg *config.Config, o exportOptions) error {
 	if o.file == "-" && progress.IsTerminal(g.stdout) {
 		return cli.Usagef("export: refuse to write an archive to a terminal: redirect stdout or name a FILE")
 	}
-	if err := b.CheckExportTarget(o.file); err != nil {
+	if err := export.CheckTarget(o.file, box.KeptDirs(cfg)); err != nil {
 		return cli.Usagef("export: %w", err)
 	}
-	res, err := b.Export(ctx, o.file, g.stdout)
+	res, err := export.Export(ctx, box.ExportOptions(cfg, g.log), o.file, g.stdout)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
@@ -77,19 +77,9 @@ func runExport(ctx context.Context, g *globals, b box.Box, o exportOptions) erro
 	if o.file == "-" {
 		out = g.stderr
 	}
-	return printExport(out, res, o.json)
-}
-
-// printExport prints an export's result as a line of text or JSON.
-func printExport(w io.Writer, res *box.ExportResult, asJSON bool) error {
-	if asJSON {
-		return json.NewEncoder(w).Encode(map[string]any{
-			"file": res.Path, "image": res.Image, "tag": res.Tag, "platform": res.Platform,
-			"index_digest": res.Index, "manifest_digest": res.Manifest,
-			"blobs": res.Blobs, "blob_bytes": res.BlobBytes, "bytes": res.Bytes,
-		})
+	if o.json {
+		return ui.ExportJSON(out, res)
 	}
-	_, err := fmt.Fprintf(w, "exported %s (%s, manifest %s) to %s: %s, %s (%d bytes)\n",
-		res.Image, res.Platform, res.Manifest, res.Path, units.Count(res.Blobs, "blob", "blobs"), units.Bytes(res.Bytes), res.Bytes)
+	_, err = io.WriteString(out, ui.ExportText(res))
 	return err
 }

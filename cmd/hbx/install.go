@@ -15,6 +15,7 @@ import (
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/ui"
 	"github.com/hermesbox/hbx/internal/units"
 )
 
@@ -150,9 +151,9 @@ func (out *installOutput) print(res *box.InstallOutcome) error {
 	image := out.cfg.Executor.Image
 	switch {
 	case res.Switch != nil && out.json != nil:
-		return out.json.Result(res.Switch.InstallFields(image))
+		return out.json.Result(ui.InstallChangeFields(res.Switch, image))
 	case res.Switch != nil:
-		_, err := io.WriteString(out.g.stdout, res.Switch.InstallText())
+		_, err := io.WriteString(out.g.stdout, ui.InstallChangeText(res.Switch))
 		return err
 	case out.json != nil:
 		return out.json.Result(progress.ResultFields(image, res.Result))

@@ -12,6 +12,7 @@ import (
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/ui"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -115,7 +116,7 @@ func newRestoreCommand(g *globals) *cobra.Command {
 func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, archive string, o restoreOptions) error {
 	r := box.RestoreRequest{Archive: archive, DataOnly: o.dataOnly, WithoutRuntime: o.withoutRuntime, AcceptImage: o.acceptImage, Command: o.command}
 	if o.json {
-		r.Progress = box.NewJSONProgress(g.stdout)
+		r.Progress = ui.NewJSONProgress(g.stdout)
 	}
 	b := g.box(cfg, srcs)
 	b.From = o.from
@@ -124,9 +125,9 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 		return err
 	}
 	if o.json {
-		err = res.WriteJSON(g.stdout)
+		err = ui.RestoreJSON(g.stdout, res.RestoreResult)
 	} else {
-		_, err = io.WriteString(g.stdout, res.Text())
+		_, err = io.WriteString(g.stdout, ui.RestoreText(res.RestoreResult, res.Archive, res.ConfigPath))
 	}
 	if err == nil && res.WithoutRuntime != "" {
 		return &notStartedError{res.WithoutRuntime}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/ui"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -57,8 +58,8 @@ func runRollback(ctx context.Context, o changeOpts) error {
 // "rolled back"): upgrade.Result's Text, or its Fields as a JSON line.
 func printChange(w io.Writer, verb string, res *upgrade.Result, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(res.Fields())
+		return json.NewEncoder(w).Encode(ui.ChangeFields(res))
 	}
-	_, err := io.WriteString(w, res.Text(verb))
+	_, err := io.WriteString(w, ui.ChangeText(res, verb))
 	return err
 }

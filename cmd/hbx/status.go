@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/ui"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -85,14 +85,12 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 		return err
 	}
 	if opts.json {
-		enc := json.NewEncoder(opts.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep.Programs); err != nil {
+		if err := ui.StatusJSON(opts.stdout, rep.Programs); err != nil {
 			return err
 		}
 		return rep.Err()
 	}
-	if _, err := io.WriteString(opts.stdout, rep.Text()); err != nil {
+	if _, err := io.WriteString(opts.stdout, ui.StatusText(rep.Programs, rep.Change, rep.Note)); err != nil {
 		return err
 	}
 	return rep.ErrAfterText()

@@ -11,6 +11,7 @@ import (
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/pinfile"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -120,7 +121,7 @@ type changeOpts struct {
 // runUpgrade upgrades to t, pinning tools with it unless nil, and prints
 // old → new.
 func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []string) error {
-	if err := upgrade.CheckPinnable(o.g.configPath, o.cfg, o.srcs, tools); err != nil {
+	if err := (pinfile.File{Path: o.g.configPath, Config: o.cfg, Sources: o.srcs}).CheckUpgrade(tools); err != nil {
 		return cli.Usagef("upgrade: %w", err)
 	}
 	b := o.g.box(o.cfg, o.srcs)

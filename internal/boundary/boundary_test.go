@@ -22,6 +22,11 @@ var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "
 // verbs: it composes the box from the configuration for cmd/hbx.
 const composer = "internal/box"
 
+// renderer renders the verbs' results for cmd/hbx (internal/ui): like the
+// composer it reads verb packages' types and is imported only by cmd/ and
+// e2e/.
+const renderer = "internal/ui"
+
 // imports returns, for each package directory under root (relative,
 // slash-separated), the module-relative paths of the module's packages its
 // .go files import, test files included (testenv.GoFiles lists them).
@@ -60,8 +65,8 @@ func top(pkg string) string {
 
 // TestVerbsImportNoVerb: no verb package imports another verb package, and
 // no shared layer (release, extract, internal/...) imports a verb package,
-// except the composer (internal/box). Only cmd/ and e2e/ wire verbs
-// together, and only they import the composer.
+// except the composer (internal/box) and the renderer (internal/ui). Only
+// cmd/ and e2e/ wire verbs together, and only they import those two.
 func TestVerbsImportNoVerb(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	all := imports(t, root)
@@ -81,11 +86,11 @@ func TestVerbsImportNoVerb(t *testing.T) {
 			continue
 		}
 		for _, pkg := range all[dir] {
-			if pkg == composer && dir != composer {
-				t.Errorf("%s imports %s: the composer is imported only by cmd/ and e2e/", dir, pkg)
+			if (pkg == composer || pkg == renderer) && pkg != dir {
+				t.Errorf("%s imports %s: the composer and the renderer are imported only by cmd/ and e2e/", dir, pkg)
 			}
 		}
-		if dir == composer {
+		if dir == composer || dir == renderer {
 			continue
 		}
 		for _, pkg := range all[dir] {
@@ -105,6 +110,39 @@ func TestCLIKnowsNoConfig(t *testing.T) {
 	for _, pkg := range all["internal/cli"] {
 		if pkg != "internal/suggest" {
 			t.Errorf("internal/cli imports %s: it may import only internal/suggest of the module", pkg)
+		}
+	}
+}
+
+// configFree are the packages whose product code never imports
+// internal/config: each takes options, and the composer (internal/box,
+// with the config file's pin in internal/pinfile) maps the configuration
+// onto them. Their tests may load a configuration to cross-check a rule.
+var configFree = append(slices.Clone(verbs), "extract", "release")
+
+// TestVerbsImportNoConfig: no verb package's product code imports
+// internal/config.
+func TestVerbsImportNoConfig(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	fset := token.NewFileSet()
+	for _, dir := range configFree {
+		files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("package %s/ has no .go files under %s (%v): renamed? update configFree", dir, root, err)
+		}
+		for _, p := range files {
+			if strings.HasSuffix(p, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatalf("read imports: %v", err)
+			}
+			for _, spec := range f.Imports {
+				if path, _ := strconv.Unquote(spec.Path.Value); path == module+"/internal/config" {
+					t.Errorf("%s imports internal/config: a verb takes options; map the configuration in the composer (%s)", filepath.ToSlash(p[len(root)+1:]), composer)
+				}
+			}
 		}
 	}
 }

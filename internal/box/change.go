@@ -24,6 +24,7 @@ import (
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/pinfile"
 	"github.com/hermesbox/hbx/internal/supervisorwatch"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
@@ -94,8 +95,8 @@ func (b Box) With(cfg *config.Config) Box {
 	return b
 }
 
-// ReleaseOf describes an installed release for package upgrade.
-func ReleaseOf(inst *release.Installed) upgrade.Release {
+// releaseOf describes an installed release for package upgrade.
+func releaseOf(inst *release.Installed) upgrade.Release {
 	m := inst.Meta
 	return upgrade.Release{Image: m.Image, Platform: m.Platform, Index: m.IndexDigest, Manifest: m.ManifestDigest}
 }
@@ -112,26 +113,26 @@ func (b Box) UpgradeOptions() upgrade.Options {
 		HealthWait:     cfg.Backup.HealthWait,
 		Runtime:        Runtime{box: b},
 		Data:           &Data{box: b},
-		Config:         upgrade.ConfigFile{Path: b.ConfigPath, Cfg: cfg},
+		Config:         releasePin{pinfile.File{Path: b.ConfigPath, Config: cfg}},
 		Logger:         b.Log,
 	}
 }
 
-// ChangeOptions composes the installer, supervisor, health checks,
+// changeOptions composes the installer, supervisor, health checks,
 // backup and config file for `hbx upgrade` and `hbx rollback`. pass is
 // the backup passphrase (nil: asked when needed); command names the
 // caller in the lock (e.g. "hbx upgrade"); step, when not nil, is told
 // each step. When no supervisor answers, the data directory's lock is
 // taken and unlock releases it; unlock is never nil. An interrupted
 // restore is undone first.
-func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, step func(string)) (opts upgrade.Options, unlock func(), err error) {
+func (b Box) changeOptions(ctx context.Context, pass []byte, command string, step func(string)) (opts upgrade.Options, unlock func(), err error) {
 	cfg := b.Config
 	unlock = func() {}
-	over := upgrade.ToolsOverridden(b.Sources)
+	over := pinfile.File{Sources: b.Sources}.ToolsOverridden()
 	opts = b.UpgradeOptions()
 	opts.LockWait = cfg.Backup.LockWait
 	opts.Data = &Data{box: b, pass: pass, toolsOverridden: over}
-	opts.Config = upgrade.ConfigFile{Path: b.ConfigPath, Cfg: cfg, Sources: b.Sources}
+	opts.Config = releasePin{pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: b.Sources}}
 	opts.Step = step
 	svc, err := b.Dial(ctx, cfg)
 	if err != nil {
@@ -153,17 +154,19 @@ func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, ste
 
 // Upgrade moves b to t as hbx upgrade does: t.WithTools (tools: the
 // tool set to pin with the release, nil: none asked), the passphrase of
-// the pre-upgrade backup, ChangeOptions as "hbx upgrade" (step, when not
+// the pre-upgrade backup, changeOptions as "hbx upgrade" (step, when not
 // nil, is told each step), then upgrade.Upgrade.
 func (b Box) Upgrade(ctx context.Context, t upgrade.Target, tools []string, step func(string)) (*upgrade.Result, error) {
-	if err := t.WithTools(b.ConfigPath, tools); err != nil {
+	current, err := pinfile.File{Path: b.ConfigPath}.Tools()
+	if err != nil {
 		return nil, err
 	}
+	t.WithTools(tools, current)
 	pass, err := b.passphrase(false)()
 	if err != nil {
 		return nil, fmt.Errorf("pre-upgrade backup: %w", err)
 	}
-	opts, unlock, err := b.ChangeOptions(ctx, pass, "hbx upgrade", step)
+	opts, unlock, err := b.changeOptions(ctx, pass, "hbx upgrade", step)
 	if err != nil {
 		return nil, err
 	}
@@ -172,10 +175,10 @@ func (b Box) Upgrade(ctx context.Context, t upgrade.Target, tools []string, step
 }
 
 // Rollback undoes the last release change as hbx rollback does:
-// ChangeOptions as "hbx rollback" (step, when not nil, is told each
+// changeOptions as "hbx rollback" (step, when not nil, is told each
 // step), then upgrade.Rollback.
 func (b Box) Rollback(ctx context.Context, step func(string)) (*upgrade.Result, error) {
-	opts, unlock, err := b.ChangeOptions(ctx, nil, "hbx rollback", step)
+	opts, unlock, err := b.changeOptions(ctx, nil, "hbx rollback", step)
 	if err != nil {
 		return nil, err
 	}
@@ -183,11 +186,11 @@ func (b Box) Rollback(ctx context.Context, step func(string)) (*upgrade.Result, 
 	return upgrade.Rollback(ctx, opts)
 }
 
-// RecoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
+// recoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
 // supervise` starts the programs (no supervisor runs yet), or, with
 // running, from the running supervisor (its change watch), through it.
 // It logs what it did and returns whether it failed.
-func (b Box) RecoverUpgrade(ctx context.Context, running bool) bool {
+func (b Box) recoverUpgrade(ctx context.Context, running bool) bool {
 	msg, err := upgrade.Recover(ctx, b.UpgradeOptions())
 	switch {
 	case err != nil && running:
@@ -221,7 +224,7 @@ func (r Runtime) link(name string) (upgrade.Release, error) {
 	if err != nil {
 		return upgrade.Release{}, err
 	}
-	return ReleaseOf(inst), nil
+	return releaseOf(inst), nil
 }
 
 // Stage installs image with the child manifest pin without activating it.
@@ -239,7 +242,7 @@ func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (up
 	if err != nil {
 		return upgrade.Release{}, upgrade.Transfer{}, err
 	}
-	return ReleaseOf(res.Release), upgrade.Transfer{Fetched: res.Fetched, Reused: res.Reused, FetchedBytes: res.FetchedBytes, ReusedBytes: res.ReusedBytes, Location: res.Location}, nil
+	return releaseOf(res.Release), upgrade.Transfer{Fetched: res.Fetched, Reused: res.Reused, FetchedBytes: res.FetchedBytes, ReusedBytes: res.ReusedBytes, Location: res.Location}, nil
 }
 
 // Activate makes the staged release manifest names the active one.
@@ -248,10 +251,26 @@ func (r Runtime) Activate(ctx context.Context, manifest digest.Digest) error {
 	return installer.Activate(ctx, c.Executor.RuntimeDir, manifest, c.Install.LockWait)
 }
 
-// Install installs like `hbx install` with pinned as the configured
-// release (upgrade.Runtime).
-func (r Runtime) Install(ctx context.Context, pinned upgrade.Release, image, platform string, manifest digest.Digest) (bool, error) {
-	return r.box.RestoreRuntime(upgrade.Pinned(r.box.Config, pinned)).Install(ctx, image, platform, manifest)
+// reactivating is the backup.Runtime of a rollback's restore: a release
+// the runtime directory holds as current or previous is reactivated in
+// place with no network (installer.Reactivate); any other is installed
+// by install (hbx install's, with the rollback's release pinned).
+type reactivating struct {
+	install    backup.Runtime
+	runtimeDir string
+	wait       time.Duration // for the runtime directory's lock
+}
+
+// Install implements backup.Runtime; see reactivating.
+func (r reactivating) Install(ctx context.Context, image, platform string, manifest digest.Digest) (bool, error) {
+	if ref, err := release.ParseImageRef(image); err == nil {
+		want := release.Target{Image: image, IndexDigest: ref.Digest, Platform: platform, ManifestDigest: manifest}
+		held, changed, err := installer.Reactivate(ctx, r.runtimeDir, want, r.wait)
+		if held || err != nil {
+			return changed, err
+		}
+	}
+	return r.install.Install(ctx, image, platform, manifest)
 }
 
 // Services is upgrade.Services over the supervisor and the checks of
@@ -277,11 +296,11 @@ func (s *Services) Gone() <-chan struct{} { return s.svc.Gone() }
 // and release (pinned to r), and mcp-tools (the tool set pinned with r)
 // when a key is configured.
 func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
-	c := upgrade.Pinned(s.box.Config, r)
-	c.Health.MCPTools = upgrade.ToolsIn(s.box.Config, r, s.toolsOverridden)
+	c := withPin(s.box.Config, r)
+	c.Health.MCPTools = toolsIn(s.box.Config, r, s.toolsOverridden)
 	// The readiness wait judges r's tool set too (health.readiness
 	// mcp-tools).
-	saved := s.svc.SetProbe(supervisor.ProbeFunc(ReadinessProbe(c)))
+	saved := s.svc.SetProbe(supervisor.ProbeFunc(readinessProbe(c)))
 	err := s.svc.WaitHealthy(ctx)
 	s.svc.SetProbe(saved)
 	if err != nil {
@@ -294,7 +313,7 @@ func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
 	checks := HealthChecks(c, false, s.box.Log)
 	// The change that waits is the one its journal records as unfinished.
 	checks.Release.Change = nil
-	rep, err := health.Wait(ctx, checks, upgrade.GateChecks(c), left, 0)
+	rep, err := health.Wait(ctx, checks, gateChecks(c), left, 0)
 	if err != nil && rep == nil {
 		return err
 	}
@@ -322,8 +341,8 @@ func toolSetHint(r upgrade.Release, tools []string) string {
 		r.Image, strings.Join(tools, ","))
 }
 
-// PreUpgradeName starts the file name of every pre-upgrade archive.
-const PreUpgradeName = "pre-upgrade"
+// preUpgradeName starts the file name of every pre-upgrade archive.
+const preUpgradeName = "pre-upgrade"
 
 // Data is upgrade.Data over package backup.
 type Data struct {
@@ -365,13 +384,10 @@ func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c := d.box.Config
-	res, err := backup.Create(ctx, backup.Options{
-		DataDir: c.Executor.DataDir, Paths: c.Backup.Paths, RuntimeDir: c.Executor.RuntimeDir, StateDir: c.Executor.StateDir,
-		Dir: c.Backup.Dir, Name: PreUpgradeName, Keep: c.Backup.Keep, Compression: backup.Compression(c.Backup.Compression),
-		Encrypt: true, Passphrase: pass, Image: r.Image, Platform: r.Platform, PlatformDigest: r.Manifest,
-		HbxVersion: buildinfo.Version, LockWait: c.Backup.LockWait, Services: heldServices{}, Logger: d.box.Log,
-	})
+	opts := backupOptions(d.box.Config)
+	opts.Name, opts.Passphrase, opts.Image, opts.Platform, opts.PlatformDigest = preUpgradeName, pass, r.Image, r.Platform, r.Manifest
+	opts.HbxVersion, opts.Services, opts.Logger = buildinfo.Version, heldServices{}, d.box.Log
+	res, err := backup.Create(ctx, opts)
 	if err != nil {
 		return "", err
 	}
@@ -380,7 +396,7 @@ func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 
 // Recorded returns the digests archive's summary records.
 func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
-	infos, err := backup.List(d.box.Config.Backup.Dir, PreUpgradeName)
+	infos, err := backup.List(d.box.Config.Backup.Dir, preUpgradeName)
 	if err != nil {
 		return "", "", err
 	}
@@ -395,28 +411,26 @@ func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
 	return "", "", errors.New("the archive has no summary file (.json) to check its digests against")
 }
 
-// Restore restores archive with r's runtime installed through rt, and
-// waits for the services (unless inSupervisor) judging r's tool set.
-func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release, rt upgrade.Installer) (string, error) {
+// Restore restores archive with r's runtime reactivated in place or
+// installed (reactivating), and waits for the services (unless
+// inSupervisor) judging r's tool set.
+func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release) (string, error) {
 	c := d.box.Config
-	if err := EnsureExecutorUser(ctx, c, d.box.Log); err != nil {
+	if err := ensureExecutorUser(ctx, c, d.box.Log); err != nil {
 		return "", err
 	}
 	owner, err := d.box.Owner(c.Executor.User)
 	if err != nil {
 		return "", err
 	}
-	opts := backup.RestoreOptions{
-		Archive: archive, Passphrase: d.passphrase, DataDir: c.Executor.DataDir, RuntimeDir: c.Executor.RuntimeDir,
-		StateDir: c.Executor.StateDir, BackupDir: c.Backup.Dir, AllowedPaths: c.Backup.Paths, Owner: owner,
-		KeepPreRestore: max(c.Backup.KeepPreRestore, 1), HealthWait: c.Backup.HealthWait, LockWait: c.Backup.LockWait,
-		Runtime: rt, Image: r.Image, Platform: r.Platform, Logger: d.box.Log, AllowedRepository: c.RepositoryAllowed,
-	}
+	opts := restoreOptions(c, archive)
+	opts.Passphrase, opts.Owner, opts.KeepPreRestore, opts.Image, opts.Platform, opts.Logger = d.passphrase, owner, max(c.Backup.KeepPreRestore, 1), r.Image, r.Platform, d.box.Log
+	opts.Runtime = reactivating{install: d.box.RestoreRuntime(withPin(c, r)), runtimeDir: c.Executor.RuntimeDir, wait: c.Install.LockWait}
 	if !d.inSupervisor {
 		// The wait after the restore judges r's tool set (health.readiness
 		// mcp-tools), which the rollback pinned with it.
 		wc := *c
-		wc.Health.MCPTools = upgrade.ToolsIn(c, r, d.toolsOverridden)
+		wc.Health.MCPTools = toolsIn(c, r, d.toolsOverridden)
 		svc, err := d.box.Dial(ctx, &wc)
 		if err != nil {
 			return "", err
@@ -438,10 +452,10 @@ func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release, r
 func (b Box) Watched() upgrade.WatchedBox { return watchedBox{b} }
 
 // ChangeWatch is hbx supervise's watch for a release change or restore
-// whose command died (every ChangeWatchInterval), each round over the
+// whose command died (every changeWatchInterval), each round over the
 // configuration reload reads (b's when it fails).
 func (b Box) ChangeWatch(reload func() (*config.Config, error)) upgrade.ChangeWatch {
-	return upgrade.ChangeWatch{Interval: ChangeWatchInterval, Logger: b.Log, Box: func() upgrade.WatchedBox {
+	return upgrade.ChangeWatch{Interval: changeWatchInterval, Logger: b.Log, Box: func() upgrade.WatchedBox {
 		if c, err := reload(); err == nil {
 			return b.With(c).Watched()
 		}
@@ -449,11 +463,11 @@ func (b Box) ChangeWatch(reload func() (*config.Config, error)) upgrade.ChangeWa
 	}}
 }
 
-// WatchSupervisor opens a supervisorwatch.Watch on c: a followed,
+// watchSupervisor opens a supervisorwatch.Watch on c: a followed,
 // discarded log stream of program, which the supervisor ends only when it
 // exits or the watch closes it. When program is "" the watch never
 // reports the supervisor gone.
-func WatchSupervisor(c *supervisor.Client, program string) *supervisorwatch.Watch {
+func watchSupervisor(c *supervisor.Client, program string) *supervisorwatch.Watch {
 	if program == "" {
 		return supervisorwatch.Follow(nil)
 	}
@@ -468,7 +482,7 @@ func (w watchedBox) Pending() error { return PendingChange(w.b.Config) }
 func (w watchedBox) Holder() (lock.Holder, bool) {
 	return upgrade.LockHolder(w.b.Config.Executor.RuntimeDir)
 }
-func (w watchedBox) RecoverChange(ctx context.Context) bool { return w.b.RecoverUpgrade(ctx, true) }
+func (w watchedBox) RecoverChange(ctx context.Context) bool { return w.b.recoverUpgrade(ctx, true) }
 
 // RecoverRestore undoes an interrupted restore through the running
 // supervisor, then waits (backup.health_wait) for the programs that
@@ -488,7 +502,8 @@ func (w watchedBox) RecoverRestore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := backup.RecoverOptions{DataDir: c.Executor.DataDir, RuntimeDir: c.Executor.RuntimeDir, Runtime: b.RestoreRuntime(c), Config: b.RestorePin(c), Logger: b.Log}
+	opts := recoverOptions(c)
+	opts.Runtime, opts.Config, opts.Logger = b.RestoreRuntime(c), b.RestorePin(c), b.Log
 	if svc != nil {
 		opts.Services = svc
 		defer svc.Close()

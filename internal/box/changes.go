@@ -86,19 +86,19 @@ func PendingChange(cfg *config.Config) error {
 	return &ChangePendingError{msg: j.PendingNote(rt, holder, held)}
 }
 
-// ChangeWatchInterval is how often a running supervisor looks for a
+// changeWatchInterval is how often a running supervisor looks for a
 // release change or restore whose command died.
-const ChangeWatchInterval = time.Second
+const changeWatchInterval = time.Second
 
 // ErrUpgradeInterrupted: the executor cannot start because an upgrade is
-// half done (PrepareLaunch).
+// half done (prepareLaunch).
 var ErrUpgradeInterrupted = errors.New("an upgrade is half done")
 
 // ErrRestoreInterrupted: the executor cannot start because a restore is
-// half done (PrepareLaunch).
+// half done (prepareLaunch).
 var ErrRestoreInterrupted = errors.New("a restore is half done")
 
-// PrepareLaunch is launch.Prepare, except that where Prepare says "run
+// prepareLaunch is launch.Prepare, except that where Prepare says "run
 // `hbx install` first" while a restore is half done (<data_dir>.restore.json
 // in phase staging or swapping) or an upgrade is (upgrade.json in a phase
 // other than done, rolled-back or aborted), the error names the interrupted
@@ -108,11 +108,11 @@ var ErrRestoreInterrupted = errors.New("a restore is half done")
 // (installer.FixOwnership). On data restored without its runtime
 // (backup.AwaitedRuntime) nothing starts until that release is active: the
 // error, wrapping backup.ErrRuntimeAwaited, names it.
-func PrepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*launch.Spec, error) {
+func prepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*launch.Spec, error) {
 	if aerr := backup.AwaitedRuntime(lo.DataDir, lo.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) {
 		return nil, aerr
 	}
-	if err := EnsureExecutorUser(ctx, &config.Config{Executor: config.Executor{User: lo.User}}, log); err != nil {
+	if err := ensureExecutorUser(ctx, &config.Config{Executor: config.Executor{User: lo.User}}, log); err != nil {
 		return nil, err
 	}
 	spec, err := launch.Prepare(lo)
@@ -152,10 +152,10 @@ func PrepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*l
 		ErrUpgradeInterrupted, by, j.Old.Image, j.New.Image, j.Phase, filepath.Join(lo.RuntimeDir, upgrade.JournalFile), cause)
 }
 
-// LogTightened logs, one line each, the data and state directories
+// logTightened logs, one line each, the data and state directories
 // launch.Prepare made 0700 and executor.user's, and those whose
 // root-owned entries it handed over to executor.user.
-func LogTightened(log *slog.Logger, spec *launch.Spec) {
+func logTightened(log *slog.Logger, spec *launch.Spec) {
 	for _, h := range spec.HandedOver {
 		log.Warn("data of an Executor that ran as root handed over to executor.user", "change", h)
 	}
@@ -165,25 +165,25 @@ func LogTightened(log *slog.Logger, spec *launch.Spec) {
 }
 
 // RunExecutor runs cfg's active release in the foreground (hbx run
-// executor): PrepareLaunch, LogTightened, then launch.Run with held (the
+// executor): prepareLaunch, logTightened, then launch.Run with held (the
 // data directory's lock) inherited as the payload's fd 3; the payload's
 // exit status comes back as launch.Run's *launch.ExitError.
 func RunExecutor(ctx context.Context, cfg *config.Config, held *os.File, stdout, stderr io.Writer, log *slog.Logger) error {
-	spec, err := PrepareLaunch(ctx, LaunchOptions(cfg, release.DefaultHostPath), log)
+	spec, err := prepareLaunch(ctx, launchOptions(cfg, release.DefaultHostPath), log)
 	if err != nil {
 		return err
 	}
-	LogTightened(log, spec)
+	logTightened(log, spec)
 	spec.ExtraFiles = []*os.File{held}
 	return launch.Run(ctx, spec, stdout, stderr, log)
 }
 
-// PayloadRuns says what runs on cfg's data directory, "" when nothing.
+// payloadRuns says what runs on cfg's data directory, "" when nothing.
 // A supervisor on the configured socket holds the data lock for its whole
 // life, so when one answers its executor's state decides (anything but
 // STOPPED, EXITED or FATAL runs); otherwise the data lock does (hbx run
 // executor, a supervisor on another socket, leftovers of a dead one).
-func PayloadRuns(ctx context.Context, cfg *config.Config) (string, error) {
+func payloadRuns(ctx context.Context, cfg *config.Config) (string, error) {
 	c, err := supervisor.Dial(ctx, cfg.Supervisor.Socket)
 	if errors.Is(err, supervisor.ErrNotRunning) {
 		if err := datalock.Check(cfg.Executor.DataDir); errors.Is(err, datalock.ErrBusy) {

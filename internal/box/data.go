@@ -25,6 +25,7 @@ import (
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/internal/pinfile"
 	"github.com/hermesbox/hbx/internal/supervisorwatch"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -35,9 +36,9 @@ import (
 // runtime, pin and recovery. terminal opens the controlling terminal for
 // a passphrase prompt (backup.PassphraseSource).
 func New(cfg *config.Config, srcs *config.Sources, configPath string, log *slog.Logger, terminal func() (backup.Terminal, func(), error)) Box {
-	b := Box{Config: cfg, Sources: srcs, ConfigPath: configPath, Log: log, Hooks: Hooks{Terminal: terminal, Owner: LookupOwner}}
+	b := Box{Config: cfg, Sources: srcs, ConfigPath: configPath, Log: log, Hooks: Hooks{Terminal: terminal, Owner: lookupOwner}}
 	b.Dial = func(ctx context.Context, c *config.Config) (Supervised, error) {
-		svc, err := DialServices(ctx, c, log)
+		svc, err := dialServices(ctx, c, log)
 		if svc == nil {
 			return nil, err
 		}
@@ -47,7 +48,7 @@ func New(cfg *config.Config, srcs *config.Sources, configPath string, log *slog.
 		return lockUnsupervised(ctx, c, log, nil, command)
 	}
 	b.RestoreRuntime = func(c *config.Config) backup.Runtime { return installRuntime{cfg: c, log: log} }
-	b.RestorePin = func(c *config.Config) backup.Config { return restorePinner{path: configPath, cfg: c} }
+	b.RestorePin = func(c *config.Config) backup.Config { return pinfile.File{Path: configPath, Config: c} }
 	b.RecoverRestore = func(ctx context.Context, c *config.Config, srcs *config.Sources, svc Supervised) error {
 		s, _ := svc.(*SupervisorServices)
 		return b.With(c).recoverRestoreFor(ctx, srcs, s)
@@ -62,9 +63,9 @@ func (b Box) passphrase(confirm bool) backup.PassphraseFunc {
 	return backup.PassphraseSource(b.Config.Backup.PassphraseFile, confirm, b.Terminal)
 }
 
-// LookupOwner resolves executor.user to a numeric owner; errors wrap
+// lookupOwner resolves executor.user to a numeric owner; errors wrap
 // config.ErrInvalid.
-func LookupOwner(name string) (backup.Owner, error) {
+func lookupOwner(name string) (backup.Owner, error) {
 	uid, gid, err := account.IDs(name)
 	if err != nil {
 		return backup.Owner{}, fmt.Errorf("%w: executor.user: %w", config.ErrInvalid, err)
@@ -72,9 +73,9 @@ func LookupOwner(name string) (backup.Owner, error) {
 	return backup.Owner{UID: uid, GID: gid}, nil
 }
 
-// DialServices returns the supervisor on cfg's socket as backup.Services,
+// dialServices returns the supervisor on cfg's socket as backup.Services,
 // or nil (and no error) when none runs.
-func DialServices(ctx context.Context, cfg *config.Config, log *slog.Logger) (*SupervisorServices, error) {
+func dialServices(ctx context.Context, cfg *config.Config, log *slog.Logger) (*SupervisorServices, error) {
 	c, err := supervisor.Dial(ctx, cfg.Supervisor.Socket)
 	if errors.Is(err, supervisor.ErrNotRunning) {
 		log.Info("no supervisor runs", "socket", cfg.Supervisor.Socket)
@@ -92,8 +93,8 @@ func DialServices(ctx context.Context, cfg *config.Config, log *slog.Logger) (*S
 	if len(sts) > 0 {
 		watched = sts[0].Name
 	}
-	sock := supervisorSocket{c: c, watch: WatchSupervisor(c, watched)}
-	s := &SupervisorServices{probe: supervisor.ProbeFunc(ReadinessProbe(cfg))}
+	sock := supervisorSocket{c: c, watch: watchSupervisor(c, watched)}
+	s := &SupervisorServices{probe: supervisor.ProbeFunc(readinessProbe(cfg))}
 	s.Supervised = backup.NewSupervised(sock, s, auto, sock.watch)
 	s.NotRunning = supervisor.ErrNotRunning
 	return s, nil
@@ -195,22 +196,6 @@ func (r installRuntime) Install(ctx context.Context, image, platform string, man
 	return res.Changed, nil
 }
 
-// restorePinner is backup.Config over the config file at path
-// (backup.ConfigFile).
-type restorePinner struct {
-	path string
-	cfg  *config.Config
-	srcs *config.Sources // nil: not known (recovery)
-}
-
-func (p restorePinner) file() backup.ConfigFile {
-	return backup.ConfigFile{Path: p.path, Config: p.cfg, Sources: p.srcs}
-}
-
-func (p restorePinner) Pinned() (string, digest.Digest, error)  { return p.file().Pinned() }
-func (p restorePinner) CanPin() error                           { return p.file().CanPin() }
-func (p restorePinner) Pin(image string, m digest.Digest) error { return p.file().Pin(image, m) }
-
 // LockData takes the data directory's lock (internal/datalock) for
 // command. With stopLeftovers, processes that a dead owner left holding it
 // (a supervisor or hbx run executor killed with SIGKILL) get the executor
@@ -268,7 +253,7 @@ func SupervisorStateDir(cfg *config.Config) string {
 // lock (lockUnsupervised). release closes the one or the other and is
 // never nil.
 func (b Box) holdData(ctx context.Context, command string) (svc *SupervisorServices, release func(), err error) {
-	svc, err = DialServices(ctx, b.Config, b.Log)
+	svc, err = dialServices(ctx, b.Config, b.Log)
 	if err != nil {
 		return nil, func() {}, err
 	}
@@ -315,13 +300,9 @@ func (b Box) RecoverInterruptedRestore(ctx context.Context) error {
 // known; svc: the running supervisor, nil when none runs).
 func (b Box) recoverOptions(srcs *config.Sources, svc *SupervisorServices) backup.RecoverOptions {
 	cfg := b.Config
-	opts := backup.RecoverOptions{
-		DataDir:    cfg.Executor.DataDir,
-		RuntimeDir: cfg.Executor.RuntimeDir,
-		Runtime:    installRuntime{cfg: cfg, log: b.Log},
-		Config:     restorePinner{path: b.ConfigPath, cfg: cfg, srcs: srcs},
-		Logger:     b.Log,
-	}
+	opts := recoverOptions(cfg)
+	opts.Runtime, opts.Logger = installRuntime{cfg: cfg, log: b.Log}, b.Log
+	opts.Config = pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: srcs}
 	if svc != nil {
 		opts.Services = svc
 	}

@@ -2,15 +2,15 @@
 // internal/config onto each verb package's options (installer, launch,
 // health, supervisor, upgrade) and holds the adapters that join one verb
 // to another: the executor's supervised program is launch's spec and
-// health's probe (SuperviseOptions); a release change fills upgrade's
+// health's probe (superviseOptions); a release change fills upgrade's
 // Runtime, Services and Data with the installer, the supervisor's
-// services and backup (Box.ChangeOptions, Box.UpgradeOptions,
-// Box.RecoverUpgrade, Box.Watched); an install that would change the
+// services and backup (Box.changeOptions, Box.UpgradeOptions,
+// Box.recoverUpgrade, Box.Watched); an install that would change the
 // active release under existing data goes through upgrade.Switch
 // (Box.GuardedInstall, as installer.Guard decides); the journals of
 // upgrade and backup decide what `hbx status`, `hbx health` and `hbx run
 // executor` say while a change is half done (PendingChange,
-// PrepareLaunch, Status, NoSupervisorStatus: exit 3 with no supervisor
+// prepareLaunch, Status, NoSupervisorStatus: exit 3 with no supervisor
 // too); it runs the executor in the foreground
 // (RunExecutor) and the supervisor's start-up as named steps
 // (Box.Supervise: programs checked, data lock, the supervisor's own
@@ -18,10 +18,10 @@
 // names against what the supervisor and health know (CheckSupervised,
 // CheckHealthNames). The backup side is here too: Box.Backup,
 // Box.Restore, Box.BackupList and Box.Verify compose package backup with
-// the supervisor's services over its socket (DialServices), the data
+// the supervisor's services over its socket (dialServices), the data
 // lock (LockData; without a supervisor, a backup or restore takes it),
 // the installer for an archive's release and the config file's pin, and
-// render their results (Text, WriteJSON); Box.RecoverInterruptedRestore
+// return their results for internal/ui to render; Box.RecoverInterruptedRestore
 // is hbx supervise's restore recovery. The installer adapter marks the
 // failures that mean "could not get the image" (network, registry, 404;
 // never a failure to read a --from file, which the operator named) with
@@ -32,11 +32,8 @@
 // a supervisor: NoSupervisorStatus) and hbx health, until its release is
 // active (hbx install of it is a plain install; its failure names the
 // image). OfflineHint adds to an install or upgrade that reached no
-// registry how to go on with --from. Box.Export writes the
-// active release's image from the blob store as an OCI archive
-// (internal/ociarchive) under the runtime directory's lock (exclusive:
-// installs, upgrades and backups wait), refusing before it writes when
-// one of the release's blobs is missing.
+// registry how to go on with --from. `hbx export` is package
+// internal/export's; the box maps its options (ExportOptions, KeptDirs).
 //
 // It is the one package besides cmd/ and e2e/ allowed to import several
 // verb packages (internal/boundary's test names it); no verb package and
@@ -50,8 +47,8 @@
 // Guarantees: the options it returns are the configuration's values (the
 // image digest and platform pin of executor.image and
 // executor.platform_digests, the enabled programs in config order, the
-// environment without HBX_* variables); PendingChange and PrepareLaunch
-// read the journals and change nothing on disk; ChangeOptions' unlock is
+// environment without HBX_* variables); PendingChange and prepareLaunch
+// read the journals and change nothing on disk; changeOptions' unlock is
 // never nil and is already called when it fails. The adapters decide
 // nothing of a change: its steps, crash windows and recovery are
 // upgrade's and backup's.

@@ -15,16 +15,16 @@ import (
 	"github.com/hermesbox/hbx/supervisor"
 )
 
-// ExternalSupervisorFlag is the flag newer Hermes releases take to be
+// externalSupervisorFlag is the flag newer Hermes releases take to be
 // told they run under a supervisor (with HERMES_GATEWAY_EXTERNAL_SUPERVISOR
 // in their environment, which every release reads).
-const ExternalSupervisorFlag = "--external-supervisor"
+const externalSupervisorFlag = "--external-supervisor"
 
 // helpProbeWait bounds the `gateway run --help` probe (Python starts
 // slowly on a busy box).
 const helpProbeWait = 30 * time.Second
 
-// withExternalSupervisorFlag appends ExternalSupervisorFlag to the
+// withExternalSupervisorFlag appends externalSupervisorFlag to the
 // command of each program that runs `... gateway run` without it when
 // that Hermes lists the flag: `<command> gateway run --help` is run once,
 // before the supervisor starts (its reaper would take the probe's exit
@@ -34,18 +34,18 @@ const helpProbeWait = 30 * time.Second
 func withExternalSupervisorFlag(ctx context.Context, progs []supervisor.Program, log *slog.Logger) {
 	for i := range progs {
 		p := &progs[i]
-		if p.Build != nil || !isGatewayRun(p.Command) || slices.Contains(p.Command, ExternalSupervisorFlag) {
+		if p.Build != nil || !isGatewayRun(p.Command) || slices.Contains(p.Command, externalSupervisorFlag) {
 			continue
 		}
 		has, err := helpNamesFlag(ctx, *p)
 		switch {
 		case err != nil:
-			log.Warn("probe the Hermes gateway for "+ExternalSupervisorFlag+"; starting it without the flag", "program", p.Name, "err", err)
+			log.Warn("probe the Hermes gateway for "+externalSupervisorFlag+"; starting it without the flag", "program", p.Name, "err", err)
 		case has:
-			p.Command = append(slices.Clone(p.Command), ExternalSupervisorFlag)
-			log.Info("the installed Hermes takes "+ExternalSupervisorFlag+": added", "program", p.Name)
+			p.Command = append(slices.Clone(p.Command), externalSupervisorFlag)
+			log.Info("the installed Hermes takes "+externalSupervisorFlag+": added", "program", p.Name)
 		default:
-			log.Info("the installed Hermes has no "+ExternalSupervisorFlag+" (older release): HERMES_GATEWAY_EXTERNAL_SUPERVISOR alone tells it", "program", p.Name)
+			log.Info("the installed Hermes has no "+externalSupervisorFlag+" (older release): HERMES_GATEWAY_EXTERNAL_SUPERVISOR alone tells it", "program", p.Name)
 		}
 	}
 }
@@ -56,7 +56,7 @@ func isGatewayRun(argv []string) bool {
 }
 
 // helpNamesFlag runs `<argv0> gateway run --help` as p's user and reports
-// whether its output names ExternalSupervisorFlag.
+// whether its output names externalSupervisorFlag.
 func helpNamesFlag(ctx context.Context, p supervisor.Program) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, helpProbeWait)
 	defer cancel()
@@ -76,7 +76,7 @@ func helpNamesFlag(ctx context.Context, p supervisor.Program) (bool, error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
 	out, err := cmd.CombinedOutput()
-	if strings.Contains(string(out), ExternalSupervisorFlag) {
+	if strings.Contains(string(out), externalSupervisorFlag) {
 		return true, nil
 	}
 	return false, err

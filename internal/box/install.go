@@ -7,6 +7,7 @@ import (
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/pinfile"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -30,7 +31,7 @@ func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSuper
 	cfg := b.Config
 	in := installer.GuardInput{DataDir: cfg.Executor.DataDir, CanBackUp: cfg.Backup.PassphraseFile != ""}
 	if !inSupervisor {
-		in.Runs = func() (string, error) { return PayloadRuns(ctx, cfg) }
+		in.Runs = func() (string, error) { return payloadRuns(ctx, cfg) }
 	}
 	if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) && !awaitsImage(cfg, opts.Image) {
 		return nil, fmt.Errorf("%w to %s: %w", installer.ErrChangeRefused, opts.Image, aerr)
@@ -83,7 +84,7 @@ func (b Box) switchInstall(ctx context.Context, opts installer.Options, inSuperv
 	uo.LockWait, uo.Logger, uo.Step = cfg.Backup.LockWait, log, step
 	uo.Runtime = Runtime{box: b, progress: opts.Progress, log: log}
 	uo.Data = &Data{box: b, pass: pass, inSupervisor: inSupervisor}
-	uo.Config = upgrade.ConfigFile{Path: b.ConfigPath, Cfg: cfg, Sources: b.Sources}
+	uo.Config = releasePin{pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: b.Sources}}
 	if !inSupervisor {
 		// A supervisor may run with Executor stopped: hold every program
 		// stopped across the change, so none starts half-way.

@@ -18,9 +18,9 @@ import (
 	"github.com/hermesbox/hbx/supervisor"
 )
 
-// LaunchOptions maps the configuration onto the payload's run options;
+// launchOptions maps the configuration onto the payload's run options;
 // hostPath is the PATH the payload gets.
-func LaunchOptions(cfg *config.Config, hostPath string) launch.Options {
+func launchOptions(cfg *config.Config, hostPath string) launch.Options {
 	return launch.Options{
 		RuntimeDir:        cfg.Executor.RuntimeDir,
 		DataDir:           cfg.Executor.DataDir,
@@ -44,9 +44,9 @@ func LaunchOptions(cfg *config.Config, hostPath string) launch.Options {
 // logs to log. Validation checks the staged programs are executable by
 // executor.user, and install.smoke_command runs as the payload would (see
 // smokeFunc). It creates executor.user when it is the dedicated user
-// (EnsureExecutorUser) and fails when it does not exist.
+// (ensureExecutorUser) and fails when it does not exist.
 func InstallerOptions(ctx context.Context, cfg *config.Config, log *slog.Logger) (installer.Options, error) {
-	if err := EnsureExecutorUser(ctx, cfg, log); err != nil {
+	if err := ensureExecutorUser(ctx, cfg, log); err != nil {
 		return installer.Options{}, err
 	}
 	runAs, err := account.Lookup(cfg.Executor.User)
@@ -91,7 +91,7 @@ func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 		return nil
 	}
 	return func(ctx context.Context, inst *release.Installed) error {
-		o := LaunchOptions(cfg, hostPath)
+		o := launchOptions(cfg, hostPath)
 		o.Listen = smokeListen(cfg) // never exposed, whatever executor.exposure
 		return launch.SmokeScratch(ctx, o, inst, argv, cfg.Install.ValidateTimeout)
 	}
@@ -168,11 +168,11 @@ func CheckHealthNames(only []string) error {
 	return nil
 }
 
-// EnsureExecutorUser creates executor.user when it is account.Dedicated
+// ensureExecutorUser creates executor.user when it is account.Dedicated
 // (the default when hbx runs as root) and the user database lacks it
 // (account.EnsureSystemUser), logging that it did. Another missing user
 // is left to the lookups that name it. Errors start with "executor.user: ".
-func EnsureExecutorUser(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+func ensureExecutorUser(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if cfg.Executor.User != account.Dedicated {
 		return nil
 	}

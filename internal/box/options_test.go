@@ -83,7 +83,7 @@ func TestExecutorProbeReadiness(t *testing.T) {
 	self := func() int { return os.Getpid() }
 	cfg := config.Defaults()
 	cfg.Executor.Listen, cfg.Executor.Port = "127.0.0.1", addr.Port
-	if err := ExecutorProbe(&cfg).CheckProcess(t.Context(), self()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), "401 Unauthorized") {
+	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), "401 Unauthorized") {
 		t.Errorf("probe without a key = %v, want 401", err)
 	}
 	keyFile := filepath.Join(t.TempDir(), "mcp.key")
@@ -91,21 +91,21 @@ func TestExecutorProbeReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Health.TokenFile = keyFile
-	if err := ExecutorProbe(&cfg).CheckProcess(t.Context(), self()); err != nil {
+	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); err != nil {
 		t.Errorf("probe with health.token_file = %v, want nil", err)
 	}
 	degraded.Store(true)
-	if err := ExecutorProbe(&cfg).CheckProcess(t.Context(), self()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), `status "degraded"`) || strings.Contains(err.Error(), "the-key") {
+	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), `status "degraded"`) || strings.Contains(err.Error(), "the-key") {
 		t.Errorf("probe of a degraded server = %v, want the status named", err)
 	}
 	cfg.Health.Readiness = "mcp-auth" // the 401 challenge, whatever /api/health says
-	if err := ExecutorProbe(&cfg).CheckProcess(t.Context(), self()); err != nil {
+	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); err != nil {
 		t.Errorf("probe with readiness mcp-auth = %v, want nil", err)
 	}
 	// A key file that cannot be read: no key is sent, and a failure says
 	// why; a payload that needs no key passes (TestExecutorProbe).
 	cfg.Health.Readiness, cfg.Health.TokenFile = "api-health", filepath.Join(t.TempDir(), "gone.key")
-	if err := ExecutorProbe(&cfg).CheckProcess(t.Context(), self()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), "401 Unauthorized (no key sent:") || !strings.Contains(err.Error(), "gone.key") {
+	if err := executorProbe(&cfg).CheckProcess(t.Context(), self()); !errors.Is(err, health.ErrUnhealthy) || !strings.Contains(err.Error(), "401 Unauthorized (no key sent:") || !strings.Contains(err.Error(), "gone.key") {
 		t.Errorf("probe with a missing key file = %v, want 401 saying no key was sent and why", err)
 	}
 }

@@ -50,9 +50,9 @@ func CheckProgramNames(cfg *config.Config, known, names []string, allowAll bool)
 	return &programNameError{strings.Join(msgs, "; ")}
 }
 
-// SupervisedNames returns the names of the programs the supervisor behind c
+// supervisedNames returns the names of the programs the supervisor behind c
 // runs, in its order.
-func SupervisedNames(ctx context.Context, c *supervisor.Client) ([]string, error) {
+func supervisedNames(ctx context.Context, c *supervisor.Client) ([]string, error) {
 	sts, err := c.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -74,10 +74,10 @@ func programOf(cfg *config.Config, name string) (config.Program, bool) {
 }
 
 // CheckSupervised is CheckProgramNames against the programs the
-// supervisor behind c runs (SupervisedNames): the hints hbx status gives,
+// supervisor behind c runs (supervisedNames): the hints hbx status gives,
 // before a command acts on names.
 func CheckSupervised(ctx context.Context, c *supervisor.Client, cfg *config.Config, names []string, allowAll bool) error {
-	known, err := SupervisedNames(ctx, c)
+	known, err := supervisedNames(ctx, c)
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error
 	// ignored.
 	ctx, early := supervisor.HandleEarlySignals(ctx, b.Log)
 	defer early.Stop()
-	opts := SuperviseOptions(Supervise{Config: b.Config, Reload: r.Reload, Log: b.Log, Install: b.InstallOnStart})
+	opts := superviseOptions(Supervise{Config: b.Config, Reload: r.Reload, Log: b.Log, Install: b.InstallOnStart})
 	opts.StateDir = r.StateDir
 	opts.HandleSignals = true
 	opts.Cgroups = true
@@ -77,7 +77,7 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error
 	if err := r.RecoverRestore(ctx); err != nil {
 		return false, fmt.Errorf("supervise: %w", err)
 	}
-	b.RecoverUpgrade(ctx, false)
+	b.recoverUpgrade(ctx, false)
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("supervise: stopped before any program started: %w", err)
 	}

@@ -60,18 +60,6 @@ func Status(ctx context.Context, c *supervisor.Client, cfg *config.Config, names
 	return rep, nil
 }
 
-// Text is the report as hbx status prints it: supervisor.Table, then
-// "release change: ..." or "note: ..." on a line of its own.
-func (r *StatusReport) Text() string {
-	s := supervisor.Table(r.Programs)
-	if r.Change != nil {
-		s += fmt.Sprintf("release change: %v\n", r.Change)
-	} else if r.Note != "" {
-		s += fmt.Sprintf("note: %s\n", r.Note)
-	}
-	return s
-}
-
 // Err is the report's failure, one line: the programs not RUNNING
 // (*supervisor.NotRunningError) and the pending change
 // (*ChangePendingError) together, either, or nil.
@@ -79,7 +67,7 @@ func (r *StatusReport) Err() error {
 	return r.err(r.Change)
 }
 
-// ErrAfterText is Err for printing after Text, which names the pending
+// ErrAfterText is Err for printing after the text (ui.StatusText), which names the pending
 // change in full already: a change with a brief form (data restored
 // without its runtime: "release change: restored data awaits runtime
 // IMAGE") is given in that form, still a *ChangePendingError; the others

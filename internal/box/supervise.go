@@ -21,7 +21,7 @@ import (
 	"github.com/hermesbox/hbx/supervisor"
 )
 
-// Supervise is what SuperviseOptions maps onto the supervisor's options.
+// Supervise is what superviseOptions maps onto the supervisor's options.
 type Supervise struct {
 	// Config is the configuration read at start.
 	Config *config.Config
@@ -36,12 +36,12 @@ type Supervise struct {
 	Install func(ctx context.Context, progress func(string)) error
 }
 
-// SuperviseOptions maps the configuration onto the supervisor's options:
+// superviseOptions maps the configuration onto the supervisor's options:
 // the enabled programs in config order, each with a clean environment
 // (supervisor.Options.Env is nil: nothing of hbx's own environment), the executor built from the
 // active release at each start and gated by its health probe, the
 // install on start when executor.install_on_start is set.
-func SuperviseOptions(s Supervise) supervisor.Options {
+func superviseOptions(s Supervise) supervisor.Options {
 	cfg := s.Config
 	// No Env: a program's environment is its own, never hbx's.
 	opts := supervisor.Options{Socket: cfg.Supervisor.Socket, Logger: s.Log}
@@ -154,21 +154,21 @@ func (s Supervise) executor(p supervisor.Program) supervisor.Program {
 	// the probe checks the one read with the pin at the last start.
 	var tools atomic.Pointer[[]string]
 	p.Build = func(ctx context.Context) (*supervisor.Command, error) {
-		lo := LaunchOptions(cfg, hostPath)
+		lo := launchOptions(cfg, hostPath)
 		if s.Reload != nil {
 			if fresh, err := s.Reload(); err != nil {
 				log.Warn("re-read the configuration for the executor's pin; keeping the one read at start", "err", err)
 			} else {
-				flo := LaunchOptions(fresh, hostPath)
+				flo := launchOptions(fresh, hostPath)
 				lo.Target = flo.Target
 				tools.Store(&fresh.Health.MCPTools)
 			}
 		}
-		spec, err := PrepareLaunch(ctx, lo, log)
+		spec, err := prepareLaunch(ctx, lo, log)
 		if err != nil {
 			return nil, err
 		}
-		LogTightened(log, spec)
+		logTightened(log, spec)
 		return &supervisor.Command{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Credential: spec.Credential}, nil
 	}
 	p.Probe = executorProbeTools(cfg, func() []string {
@@ -183,7 +183,7 @@ func (s Supervise) executor(p supervisor.Program) supervisor.Program {
 	return p
 }
 
-// ExecutorProbe is the executor's readiness and wedge probe, the code of
+// executorProbe is the executor's readiness and wedge probe, the code of
 // checks of `hbx health`: the readiness check health.readiness names
 // (api-health by default: GET /api/health on its listen address answers
 // 200 with status "ok", with the bearer key of health.token_file when
@@ -192,11 +192,11 @@ func (s Supervise) executor(p supervisor.Program) supervisor.Program {
 // listen address and port among them. So an Executor that listens on
 // 0.0.0.0 never becomes RUNNING, and is restarted when it starts to while
 // running.
-func ExecutorProbe(cfg *config.Config) supervisor.ProcessProbe {
+func executorProbe(cfg *config.Config) supervisor.ProcessProbe {
 	return executorProbeTools(cfg, nil)
 }
 
-// executorProbeTools is ExecutorProbe whose readiness check mcp-tools
+// executorProbeTools is executorProbe whose readiness check mcp-tools
 // expects the names tools returns at each call (cfg's when tools is nil).
 func executorProbeTools(cfg *config.Config, tools func() []string) supervisor.ProcessProbe {
 	probe, err := health.ReadyProcess(HealthChecks(cfg, false, nil), cfg.Health.Readiness, tools)
@@ -206,10 +206,10 @@ func executorProbeTools(cfg *config.Config, tools func() []string) supervisor.Pr
 	return supervisor.ProcessProbeFunc(probe)
 }
 
-// ReadinessProbe is the check health.readiness names, with the options of
+// readinessProbe is the check health.readiness names, with the options of
 // `hbx health` (the key file is read at each call); its error wraps
 // health.ErrUnhealthy.
-func ReadinessProbe(cfg *config.Config) func(context.Context) error {
+func readinessProbe(cfg *config.Config) func(context.Context) error {
 	ready, err := health.Ready(HealthChecks(cfg, false, nil), cfg.Health.Readiness)
 	if err != nil { // validated by Load
 		return func(context.Context) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) }

@@ -38,7 +38,7 @@ programs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := SuperviseOptions(Supervise{Config: cfg})
+	opts := superviseOptions(Supervise{Config: cfg})
 	if opts.Env != nil {
 		t.Errorf("Env = %q, want nil (nothing of hbx's own environment)", opts.Env)
 	}
@@ -80,7 +80,7 @@ func TestInstallOnStartNoRetry(t *testing.T) {
 		{bad, true},
 		{errors.New("install: fetch index: dial tcp: no such host"), false},
 	} {
-		opts := SuperviseOptions(Supervise{Config: cfg, Install: func(context.Context, func(string)) error { return tc.err }})
+		opts := superviseOptions(Supervise{Config: cfg, Install: func(context.Context, func(string)) error { return tc.err }})
 		if opts.Install == nil {
 			t.Fatal("no install hook with executor.install_on_start")
 		}
@@ -113,7 +113,7 @@ func TestSuperviseRecoverRefusalReleasesClaim(t *testing.T) {
 	if ran || !errors.Is(err, refused) {
 		t.Fatalf("Supervise() = %v, %v; want false and the recovery's refusal", ran, err)
 	}
-	opts := SuperviseOptions(Supervise{Config: cfg, Log: b.Log})
+	opts := superviseOptions(Supervise{Config: cfg, Log: b.Log})
 	opts.StateDir = state
 	s, err := supervisor.New(opts)
 	if err != nil {
@@ -134,7 +134,7 @@ func TestSuperviseOptionsHermes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := SuperviseOptions(Supervise{Config: cfg})
+	opts := superviseOptions(Supervise{Config: cfg})
 	if len(opts.Programs) != 1 || opts.Programs[0].Name != "hermes" {
 		t.Fatalf("Programs = %+v, want hermes", opts.Programs)
 	}

@@ -99,8 +99,8 @@ type Program struct {
 }
 
 // ExecutorProgram is the name of the built-in program that runs the active
-// release.
-const ExecutorProgram = "executor"
+// release (names.ExecutorProgram).
+const ExecutorProgram = names.ExecutorProgram
 
 // executorFixed are the fields of the built-in executor set by executor.*.
 var executorFixed = []string{"command", "user", "directory", "environment", "log_file",

@@ -8,6 +8,10 @@ package names
 
 import "strings"
 
+// ExecutorProgram is the name of the built-in supervised program that runs
+// the active release; internal/config names it config.ExecutorProgram.
+const ExecutorProgram = "executor"
+
 // Program reports whether s may name a supervised program: 1-64
 // characters of lowercase letters, digits, '-' and '_', starting with a
 // letter or digit, and not "all" (the control commands' word for every

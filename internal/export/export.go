@@ -1,13 +1,20 @@
-package box
+// Package export writes the active release's image as an OCI archive
+// (`hbx export`): the index, the installed platform's manifest, its config
+// and its layers, bit-identical from the runtime directory's blob store,
+// under the runtime directory's lock. It takes Options, never the
+// configuration (internal/box maps it: box.ExportOptions, box.KeptDirs).
+package export
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	digest "github.com/opencontainers/go-digest"
 
@@ -15,8 +22,18 @@ import (
 	"github.com/hermesbox/hbx/release"
 )
 
-// ExportResult is what Export wrote.
-type ExportResult struct {
+// Options say where the release is and how to wait for it.
+type Options struct {
+	RuntimeDir string        // executor.runtime_dir
+	LockWait   time.Duration // how long to wait for the runtime directory's lock
+	// KeepBlobs says install.keep_blobs is on: the hints for a missing
+	// blob then do not ask to turn it on.
+	KeepBlobs bool
+	Logger    *slog.Logger // nil: no log
+}
+
+// Result is what Export wrote.
+type Result struct {
 	Path     string // the archive's path; "-" for the writer
 	Image    string // the active release's image reference (name:tag@digest)
 	Tag      string // the archive's ref.name
@@ -61,13 +78,13 @@ func withKeepBlobs(keep bool, hint string) string {
 // fails its digest is an error naming it and how to fetch it again (hbx
 // install --verify, --from FILE offline; turning install.keep_blobs on
 // first only when it is off, missing or damaged).
-func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *ExportResult, err error) {
-	dir := b.Config.Executor.RuntimeDir
+func Export(ctx context.Context, o Options, path string, stdout io.Writer) (res *Result, err error) {
+	dir := o.RuntimeDir
 	cur, err := release.Current(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read the active release: %w (run hbx install)", err)
 	}
-	lk, err := release.LockExisting(ctx, dir, "hbx export", b.Config.Install.LockWait, b.Log)
+	lk, err := release.LockExisting(ctx, dir, "hbx export", o.LockWait, o.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +103,7 @@ func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *Ex
 		return nil, fmt.Errorf("active release's image: %w", err)
 	}
 	store := ociarchive.Dir(filepath.Join(dir, release.BlobsDir))
-	keep := b.Config.Install.KeepBlobs
+	keep := o.KeepBlobs
 	if err := checkKept(store, m, keep); err != nil {
 		return nil, err
 	}
@@ -97,7 +114,7 @@ func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *Ex
 	if err := matchesRelease(img, m); err != nil {
 		return nil, err
 	}
-	res = &ExportResult{Path: path, Image: m.Image, Tag: ref.Tag, Platform: m.Platform, Index: m.IndexDigest, Manifest: m.ManifestDigest}
+	res = &Result{Path: path, Image: m.Image, Tag: ref.Tag, Platform: m.Platform, Index: m.IndexDigest, Manifest: m.ManifestDigest}
 	if path == "-" {
 		res.Stats, err = ociarchive.Write(ctx, stdout, img, store)
 	} else {
@@ -109,28 +126,28 @@ func (b Box) Export(ctx context.Context, path string, stdout io.Writer) (res *Ex
 	return res, nil
 }
 
-// CheckExportTarget refuses an export FILE inside a directory hbx keeps
-// (executor.runtime_dir, executor.data_dir, executor.state_dir,
-// backup.dir, symlinks resolved as far as they exist): an export there
+// Dir is a directory hbx keeps, named by its config key.
+type Dir struct{ Key, Dir string }
+
+// CheckTarget refuses an export FILE inside one of kept (hbx's:
+// executor.runtime_dir, executor.data_dir, executor.state_dir,
+// backup.dir; "" entries are skipped; symlinks resolved as far as they
+// exist): an export there
 // would write over a kept blob, current/release.json, a lock, the
 // payload's data or a backup. "-" (stdout) is fine. The error names the
 // file and the directory's key.
-func (b Box) CheckExportTarget(path string) error {
+func CheckTarget(path string, kept []Dir) error {
 	if path == "-" {
 		return nil
 	}
 	target := resolveExisting(path)
-	c := b.Config
-	for _, d := range []struct{ key, dir string }{
-		{"executor.runtime_dir", c.Executor.RuntimeDir}, {"executor.data_dir", c.Executor.DataDir},
-		{"executor.state_dir", c.Executor.StateDir}, {"backup.dir", c.Backup.Dir},
-	} {
-		if d.dir == "" {
+	for _, d := range kept {
+		if d.Dir == "" {
 			continue
 		}
-		dir := resolveExisting(d.dir)
+		dir := resolveExisting(d.Dir)
 		if target == dir || strings.HasPrefix(target, dir+string(filepath.Separator)) {
-			return fmt.Errorf("%s is inside %s %s: an export is written outside the directories hbx keeps", path, d.key, d.dir)
+			return fmt.Errorf("%s is inside %s %s: an export is written outside the directories hbx keeps", path, d.Key, d.Dir)
 		}
 	}
 	return nil

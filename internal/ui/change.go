@@ -1,4 +1,4 @@
-package upgrade
+package ui
 
 import (
 	"fmt"
@@ -6,15 +6,16 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/units"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
-// Text renders r as hbx upgrade (verb "upgraded") and hbx rollback
+// ChangeText renders r as hbx upgrade (verb "upgraded") and hbx rollback
 // ("rolled back") print it: old → new with the duration, the manifests,
 // what staging fetched and reused (when it moved any layer), the backup, where replaced data is kept and a recovery done first, then
 // one line per note; for an interrupted change whose recovery was the
 // whole rollback, the recovery and what is active instead. Each line ends
 // in "\n".
-func (r *Result) Text(verb string) string {
+func ChangeText(r *upgrade.Result, verb string) string {
 	var b strings.Builder
 	if r.Interrupted {
 		// The recovery of an interrupted change was the whole rollback.
@@ -24,7 +25,7 @@ func (r *Result) Text(verb string) string {
 		fmt.Fprintf(&b, "%s %s → %s in %s\n", verb, r.Old.Image, r.New.Image, r.Duration.Round(time.Millisecond))
 		fmt.Fprintf(&b, "  manifest %s → %s\n", r.Old.Manifest, r.New.Manifest)
 		if t := r.Transfer; t.Fetched+t.Reused > 0 {
-			fmt.Fprintf(&b, "  %s\n", t)
+			fmt.Fprintf(&b, "  %s\n", TransferText(t))
 		}
 		for _, l := range [][2]string{{"  pre-upgrade backup: ", r.Backup}, {"  the replaced data is kept in ", r.KeptAside}, {"  first ", r.Recovered}} {
 			if l[1] != "" {
@@ -36,11 +37,11 @@ func (r *Result) Text(verb string) string {
 	return b.String()
 }
 
-// Fields is r as the JSON result line of hbx upgrade and rollback:
+// ChangeFields is r as the JSON result line of hbx upgrade and rollback:
 // "event": "result", old, new, backup, kept_aside, notes, recovered,
 // interrupted, duration_ms, and Transfer's counts as fetched, reused,
 // fetched_bytes and reused_bytes (0 for a rollback).
-func (r *Result) Fields() map[string]any {
+func ChangeFields(r *upgrade.Result) map[string]any {
 	t := r.Transfer
 	return map[string]any{
 		"event": "result", "old": r.Old, "new": r.New, "backup": r.Backup, "kept_aside": r.KeptAside,
@@ -50,10 +51,10 @@ func (r *Result) Fields() map[string]any {
 	}
 }
 
-// String is t as hbx upgrade prints it: "fetched 352 B of 42.5 MiB (1
+// TransferText is t as hbx upgrade prints it: "fetched 352 B of 42.5 MiB (1
 // layer) from ghcr.io/o/executor-selfhost; reused 3 layers, 42.5 MiB"
 // (the location when one answered).
-func (t Transfer) String() string {
+func TransferText(t upgrade.Transfer) string {
 	from := ""
 	if t.Location != "" {
 		from = " from " + t.Location
@@ -70,13 +71,13 @@ func layers(n int) string {
 	return fmt.Sprintf("%d layers", n)
 }
 
-// InstallText renders r, a release change hbx install made over existing
+// InstallChangeText renders r, a release change hbx install made over existing
 // data (with a pre-change backup), as hbx install prints it.
-func (r *Result) InstallText() string {
+func InstallChangeText(r *upgrade.Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "installed %s (%s, manifest %s) in %s, replacing %s over existing data\n", r.New.Image, r.New.Platform, r.New.Manifest, r.Duration.Round(time.Millisecond), r.Old.Image)
 	if t := r.Transfer; t.Fetched+t.Reused > 0 {
-		fmt.Fprintf(&b, "  %s\n", t)
+		fmt.Fprintf(&b, "  %s\n", TransferText(t))
 	}
 	fmt.Fprintf(&b, "  pre-change backup: %s (hbx rollback undoes this change)\n", r.Backup)
 	if r.Recovered != "" {
@@ -86,10 +87,10 @@ func (r *Result) InstallText() string {
 	return b.String()
 }
 
-// InstallFields is r as the fields of hbx install's JSON result line
+// InstallChangeFields is r as the fields of hbx install's JSON result line
 // (image: the configured executor.image), for a release change over
 // existing data.
-func (r *Result) InstallFields(image string) map[string]any {
+func InstallChangeFields(r *upgrade.Result, image string) map[string]any {
 	return map[string]any{
 		"changed": true, "reason": "release change over existing data, with a pre-change backup", "image": image,
 		"platform": r.New.Platform, "index_digest": r.New.Index, "manifest_digest": r.New.Manifest,

@@ -1,4 +1,4 @@
-package box
+package export
 
 import (
 	"context"
@@ -13,16 +13,15 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/ociarchive"
 	"github.com/hermesbox/hbx/release"
 )
 
-// exportBox is a box whose runtime directory holds an active release
-// (release.json only, no rootfs) and its blobs: index, manifest, config
-// and two layers. It returns the box and the release's record.
-func exportBox(t *testing.T) (Box, release.Meta) {
+// exportBox is Options over a runtime directory that holds an active
+// release (release.json only, no rootfs) and its blobs: index, manifest,
+// config and two layers. It returns them and the release's record.
+func exportBox(t *testing.T) (Options, release.Meta) {
 	t.Helper()
 	dir := t.TempDir()
 	put := func(b []byte) v1.Descriptor {
@@ -64,9 +63,7 @@ func exportBox(t *testing.T) (Box, release.Meta) {
 	if err := os.Symlink(filepath.Join(release.ReleasesDir, man.Digest.Encoded()), filepath.Join(dir, release.CurrentLink)); err != nil {
 		t.Fatal(err)
 	}
-	c := &config.Config{}
-	c.Executor.RuntimeDir = dir
-	return Box{Config: c}, m
+	return Options{RuntimeDir: dir}, m
 }
 
 // TestExport: the archive holds the release's five blobs under its tag;
@@ -77,7 +74,7 @@ func exportBox(t *testing.T) (Box, release.Meta) {
 func TestExport(t *testing.T) {
 	b, m := exportBox(t)
 	out := filepath.Join(t.TempDir(), "image.tar")
-	res, err := b.Export(context.Background(), out, nil)
+	res, err := Export(context.Background(), b, out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,35 +100,35 @@ func TestExport(t *testing.T) {
 		}
 	}
 	os.Remove(out)
-	lk, err := release.LockRuntime(context.Background(), b.Config.Executor.RuntimeDir, "hbx install", 0, nil)
+	lk, err := release.LockRuntime(context.Background(), b.RuntimeDir, "hbx install", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.Export(context.Background(), out, nil)
+	_, err = Export(context.Background(), b, out, nil)
 	absent("lock held", err, "hbx install")
 	if !lock.IsLocked(err) {
 		t.Errorf("Export(lock held) = %v, want a lock error naming the holder", err)
 	}
 	lk.Unlock()
 
-	layer := filepath.Join(b.Config.Executor.RuntimeDir, release.BlobsDir, "sha256", m.Layers[1].Encoded())
+	layer := filepath.Join(b.RuntimeDir, release.BlobsDir, "sha256", m.Layers[1].Encoded())
 	saved, _ := os.ReadFile(layer)
 	os.Remove(layer)
-	_, err = b.Export(context.Background(), out, nil)
+	_, err = Export(context.Background(), b, out, nil)
 	absent("layer missing", err, "layer 2 "+m.Layers[1].String()+" is missing", "set install.keep_blobs: true and run hbx install --verify",
 		"hbx install --verify --from FILE offline")
 	if !errors.Is(err, ociarchive.ErrMissing) {
 		t.Errorf("Export(layer missing) = %v, want ErrMissing", err)
 	}
 	// With install.keep_blobs already on, the hint does not ask for it.
-	b.Config.Install.KeepBlobs = true
-	_, err = b.Export(context.Background(), out, nil)
+	b.KeepBlobs = true
+	_, err = Export(context.Background(), b, out, nil)
 	absent("layer missing, keep_blobs on", err, "layer 2 "+m.Layers[1].String()+" is missing",
 		"run hbx install --verify to fetch them again (or hbx install --verify --from FILE offline)")
 	if strings.Contains(err.Error(), "keep_blobs") {
 		t.Errorf("Export(layer missing, keep_blobs on) = %v, want no keep_blobs advice", err)
 	}
-	b.Config.Install.KeepBlobs = false
+	b.KeepBlobs = false
 	os.WriteFile(layer, saved, 0o600)
 
 	// A damaged layer: --verify fetches it again only with
@@ -139,36 +136,36 @@ func TestExport(t *testing.T) {
 	bad := append([]byte(nil), saved...)
 	bad[0] ^= 0xff
 	os.WriteFile(layer, bad, 0o600)
-	_, err = b.Export(context.Background(), out, nil)
+	_, err = Export(context.Background(), b, out, nil)
 	absent("layer damaged", err, m.Layers[1].String(), "set install.keep_blobs: true and run hbx install --verify",
 		"hbx install --verify --from FILE offline")
 	if !errors.Is(err, ociarchive.ErrDigestMismatch) {
 		t.Errorf("Export(layer damaged) = %v, want ErrDigestMismatch", err)
 	}
-	b.Config.Install.KeepBlobs = true
-	_, err = b.Export(context.Background(), out, nil)
+	b.KeepBlobs = true
+	_, err = Export(context.Background(), b, out, nil)
 	absent("layer damaged, keep_blobs on", err, "run hbx install --verify to fetch it again (or hbx install --verify --from FILE offline)")
 	if strings.Contains(err.Error(), "keep_blobs") {
 		t.Errorf("Export(layer damaged, keep_blobs on) = %v, want no keep_blobs advice", err)
 	}
-	b.Config.Install.KeepBlobs = false
+	b.KeepBlobs = false
 	os.WriteFile(layer, saved, 0o600)
 
 	// Every blob missing, of a release naming a layer twice: counted once.
-	blobs := filepath.Join(b.Config.Executor.RuntimeDir, release.BlobsDir)
+	blobs := filepath.Join(b.RuntimeDir, release.BlobsDir)
 	os.Rename(blobs, blobs+".away")
 	twice := m
 	twice.Layers = append([]digest.Digest{m.Layers[0]}, m.Layers...)
 	twiceJSON, _ := json.Marshal(twice)
-	cur, _ := release.Current(b.Config.Executor.RuntimeDir)
+	cur, _ := release.Current(b.RuntimeDir)
 	os.WriteFile(filepath.Join(cur.Dir, release.MetaFile), twiceJSON, 0o644)
-	_, err = b.Export(context.Background(), out, nil)
+	_, err = Export(context.Background(), b, out, nil)
 	absent("every blob missing", err, "index "+m.IndexDigest.String()+" is missing", "(and 4 more of its 5)")
 	os.Rename(blobs+".away", blobs)
 
 	m.Layers[0], m.Layers[1] = m.Layers[1], m.Layers[0]
 	relJSON, _ := json.Marshal(m)
 	os.WriteFile(filepath.Join(cur.Dir, release.MetaFile), relJSON, 0o644)
-	_, err = b.Export(context.Background(), out, nil)
+	_, err = Export(context.Background(), b, out, nil)
 	absent("layers disagree", err, "names other blobs than release.json records")
 }

@@ -1,21 +1,22 @@
-package upgrade
+package ui
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/upgrade"
 )
 
-// TestResultText: what hbx upgrade, rollback and install print for a
+// TestChangeText: what hbx upgrade, rollback and install print for a
 // release change, line by line.
-func TestResultText(t *testing.T) {
-	r := &Result{
-		Old:    Release{Image: "r/x:v1@sha256:aa", Platform: "linux/amd64", Manifest: "sha256:11"},
-		New:    Release{Image: "r/x:v2@sha256:bb", Platform: "linux/amd64", Index: "sha256:bb", Manifest: "sha256:22"},
+func TestChangeText(t *testing.T) {
+	r := &upgrade.Result{
+		Old:    upgrade.Release{Image: "r/x:v1@sha256:aa", Platform: "linux/amd64", Manifest: "sha256:11"},
+		New:    upgrade.Release{Image: "r/x:v2@sha256:bb", Platform: "linux/amd64", Index: "sha256:bb", Manifest: "sha256:22"},
 		Backup: "/b/pre-upgrade-1.tar.zst.age", Recovered: "recovered an interrupted upgrade", Notes: []string{"n1"},
 		Duration: 1234567 * time.Microsecond,
-		Transfer: Transfer{Fetched: 1, Reused: 3, FetchedBytes: 352, ReusedBytes: 85 << 19},
+		Transfer: upgrade.Transfer{Fetched: 1, Reused: 3, FetchedBytes: 352, ReusedBytes: 85 << 19},
 	}
 	want := "upgraded r/x:v1@sha256:aa → r/x:v2@sha256:bb in 1.235s\n" +
 		"  manifest sha256:11 → sha256:22\n" +
@@ -23,7 +24,7 @@ func TestResultText(t *testing.T) {
 		"  pre-upgrade backup: /b/pre-upgrade-1.tar.zst.age\n" +
 		"  first recovered an interrupted upgrade\n" +
 		"  note: n1\n"
-	if got := r.Text("upgraded"); got != want {
+	if got := ChangeText(r, "upgraded"); got != want {
 		t.Errorf("Text(upgraded) =\n%s, want\n%s", got, want)
 	}
 	want = "installed r/x:v2@sha256:bb (linux/amd64, manifest sha256:22) in 1.235s, replacing r/x:v1@sha256:aa over existing data\n" +
@@ -31,15 +32,15 @@ func TestResultText(t *testing.T) {
 		"  pre-change backup: /b/pre-upgrade-1.tar.zst.age (hbx rollback undoes this change)\n" +
 		"  first recovered an interrupted upgrade\n" +
 		"  note: n1\n"
-	if got := r.InstallText(); got != want {
+	if got := InstallChangeText(r); got != want {
 		t.Errorf("InstallText() =\n%s, want\n%s", got, want)
 	}
-	in := &Result{New: r.New, Recovered: "rolled the interrupted upgrade back", Interrupted: true, KeptAside: "/d.rolled-back"}
+	in := &upgrade.Result{New: r.New, Recovered: "rolled the interrupted upgrade back", Interrupted: true, KeptAside: "/d.rolled-back"}
 	want = "rolled the interrupted upgrade back\n  r/x:v2@sha256:bb is active; nothing more to roll back\n"
-	if got := in.Text("rolled back"); got != want {
+	if got := ChangeText(in, "rolled back"); got != want {
 		t.Errorf("Text(interrupted) =\n%s, want\n%s", got, want)
 	}
-	b, err := json.Marshal(r.Fields())
+	b, err := json.Marshal(ChangeFields(r))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,27 +51,13 @@ func TestResultText(t *testing.T) {
 	}
 	// The registry location that answered (registry.mirrors) is named.
 	r.Transfer.Location = "ghcr.io/usefulsoftwareco/executor-selfhost"
-	if got, want := r.Transfer.String(), "fetched 352 B of 42.5 MiB (1 layer) from ghcr.io/usefulsoftwareco/executor-selfhost; reused 3 layers, 42.5 MiB"; got != want {
+	if got, want := TransferText(r.Transfer), "fetched 352 B of 42.5 MiB (1 layer) from ghcr.io/usefulsoftwareco/executor-selfhost; reused 3 layers, 42.5 MiB"; got != want {
 		t.Errorf("Transfer.String() with a location = %q, want %q", got, want)
 	}
-	if got := r.Fields()["location"]; got != r.Transfer.Location {
+	if got := ChangeFields(r)["location"]; got != r.Transfer.Location {
 		t.Errorf("Fields()[location] = %v, want %s", got, r.Transfer.Location)
 	}
-	if f := r.InstallFields("img"); f["image"] != "img" || f["manifest_digest"] != r.New.Manifest || f["changed"] != true || f["fetched_bytes"] != int64(352) {
+	if f := InstallChangeFields(r, "img"); f["image"] != "img" || f["manifest_digest"] != r.New.Manifest || f["changed"] != true || f["fetched_bytes"] != int64(352) {
 		t.Errorf("InstallFields(img) = %v", f)
-	}
-}
-
-// TestUpgradeCarriesTransfer: the result of an upgrade carries what
-// staging the new release fetched and reused, as Runtime.Stage said.
-func TestUpgradeCarriesTransfer(t *testing.T) {
-	f, opts := newFake(t)
-	f.transfer = Transfer{Fetched: 1, Reused: 2, FetchedBytes: 10, ReusedBytes: 90}
-	res, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Transfer != f.transfer {
-		t.Errorf("Upgrade() transfer = %+v, want %+v", res.Transfer, f.transfer)
 	}
 }

@@ -1,4 +1,4 @@
-package box
+package ui
 
 import (
 	"strings"
@@ -15,9 +15,9 @@ func TestBackupTextCounts(t *testing.T) {
 		n          int
 		file, entr string
 	}{{0, "0 files", "0 entries"}, {1, "1 file ", "1 entry,"}, {2, "2 files", "2 entries"}} {
-		made := (&BackupOutcome{Result: &backup.Result{Path: "/b/a.tar.gz.gpg", Files: tc.n, Encrypted: true, Duration: time.Second}}).Text()
-		restored := (&RestoreOutcome{RestoreResult: &backup.RestoreResult{Files: tc.n}, Archive: "/b/a.tar.gz.gpg"}).Text()
-		verified := (&Verified{VerifyResult: &backup.VerifyResult{Path: "/b/a.tar.gz.gpg", Entries: tc.n, Files: tc.n}}).Text()
+		made := BackupText(&backup.Result{Path: "/b/a.tar.gz.gpg", Files: tc.n, Encrypted: true, Duration: time.Second}, false)
+		restored := RestoreText(&backup.RestoreResult{Files: tc.n}, "/b/a.tar.gz.gpg", "")
+		verified := VerifyText(&backup.VerifyResult{Path: "/b/a.tar.gz.gpg", Entries: tc.n, Files: tc.n}, nil)
 		for what, text := range map[string]string{"backup": made, "restore": restored, "verify": verified} {
 			if !strings.Contains(text, tc.file) {
 				t.Errorf("%s of %d files says %q, want %q", what, tc.n, text, tc.file)
@@ -47,7 +47,7 @@ func TestVerifyTextSaysWhatRestoreChanges(t *testing.T) {
 		{"keeps the runtime", &backup.RestorePlan{Image: "r:v1@sha256:1", Paths: []string{"/data"}},
 			[]string{"NOT authenticated", "keeps the runtime: the archive names the configured release"}},
 	} {
-		text := (&Verified{VerifyResult: vr, Restore: tc.plan}).Text()
+		text := VerifyText(vr, tc.plan)
 		for _, w := range tc.want {
 			if !strings.Contains(text, w) {
 				t.Errorf("%s: verify says %q, want %q", tc.name, text, w)
