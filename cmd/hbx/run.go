@@ -8,6 +8,7 @@ import (
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/suggest"
 )
 
 // newRunCommand builds `hbx run executor`.
@@ -47,7 +48,7 @@ holds it.`,
 func runProgramArg(_ *cobra.Command, args []string) error {
 	if len(args) == 1 && args[0] != "executor" {
 		hint := ""
-		if c := config.Closest(args[0], []string{"executor"}); c != "" {
+		if c := suggest.Closest(args[0], []string{"executor"}); c != "" {
 			hint = fmt.Sprintf("; did you mean %q?", c)
 		}
 		return cli.Usagef("run: no such program: %q (hbx run runs executor only%s)", args[0], hint)

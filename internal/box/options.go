@@ -13,6 +13,7 @@ import (
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/suggest"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
@@ -160,7 +161,7 @@ func (s SupervisorPrograms) Programs(ctx context.Context) ([]health.Program, err
 func CheckHealthNames(only []string) error {
 	for _, n := range only {
 		if !slices.Contains(health.Names(), n) {
-			if c := config.Closest(n, health.Names()); c != "" {
+			if c := suggest.Closest(n, health.Names()); c != "" {
 				return fmt.Errorf("%w: %q (did you mean %q?)", health.ErrUnknownCheck, n, c)
 			}
 		}

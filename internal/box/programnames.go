@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/suggest"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -39,7 +40,7 @@ func CheckProgramNames(cfg *config.Config, known, names []string, allowAll bool)
 			continue
 		}
 		hint := ""
-		if c := config.Closest(n, known); c != "" {
+		if c := suggest.Closest(n, known); c != "" {
 			hint = fmt.Sprintf("; did you mean %q?", c)
 		}
 		msgs = append(msgs, fmt.Sprintf("%v: %q (programs: %s%s)", supervisor.ErrUnknownProgram, n, strings.Join(known, ", "), hint))
