@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -44,7 +45,7 @@ $XDG_DATA_HOME/hbx/boxes, else ~/.local/share/hbx/boxes.`,
 	cmd.AddCommand(newBoxNewCommand(o), newBoxLsCommand(o), newBoxDoctorCommand(o),
 		newBoxStopCommand(o), newBoxStartCommand(o), newBoxRmCommand(o),
 		newBoxLogsCommand(o), newBoxEnterCommand(o), newBoxRotateCommand(o),
-		newBoxSaveCommand(o), newBoxLoadCommand(o))
+		newBoxSaveCommand(o), newBoxLoadCommand(o), newBoxConfigCommand(o))
 	return cmd
 }
 
@@ -419,4 +420,54 @@ func newBoxRotateCommand(o *hostboxOptions) *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&o.wait, "wait", 5*time.Minute, "how long to wait for the box to be healthy")
 	return cmd
+}
+
+// newBoxConfigCommand builds `hbx box config`.
+func newBoxConfigCommand(o *hostboxOptions) *cobra.Command {
+	var edit bool
+	cmd := &cobra.Command{
+		Use:   "config NAME",
+		Short: "Print the box's hbx.yaml, or edit it (--edit): checked by hbx, switched in, executor restarted",
+		Long: `Config prints the executor's /etc/hbx/hbx.yaml of box NAME. With --edit
+it opens a copy in $VISUAL, else $EDITOR, else vi; when the file changed,
+the executor's own hbx checks it (hbx config show: a refusal exits 2 and
+changes nothing), it replaces the file in one rename, and the executor is
+restarted and waited for (--wait). The executor must be running.`,
+		Args: cli.Args(1, 1),
+		RunE: o.boxRun(func(ctx context.Context, args []string) error {
+			if !edit {
+				data, err := o.docker.Config(ctx, o.root, args[0])
+				if err != nil {
+					return err
+				}
+				_, err = o.stdout.Write(data)
+				return err
+			}
+			res, err := o.docker.EditConfig(ctx, o.root, args[0], o.runEditor, o.wait)
+			if err != nil {
+				return err
+			}
+			if !res.Changed {
+				_, err = fmt.Fprintf(o.stdout, "box %s: config unchanged\n", args[0])
+				return err
+			}
+			_, err = fmt.Fprintf(o.stdout, "box %s: config checked, switched in, executor healthy in %v\n", args[0], res.Took.Round(100*time.Millisecond))
+			return err
+		}),
+	}
+	cmd.Flags().BoolVar(&edit, "edit", false, "edit the file in $VISUAL/$EDITOR, then check, switch in and restart")
+	cmd.Flags().DurationVar(&o.wait, "wait", 5*time.Minute, "how long to wait for the executor to be healthy after an edit")
+	return cmd
+}
+
+// runEditor runs the operator's editor on path on the terminal.
+func (o *hostboxOptions) runEditor(path string) error {
+	argv := hostbox.EditorCommand(o.getenv, path)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = o.docker.Environ
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, o.stdout, o.stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("run the editor (%s): %w", argv[2], err)
+	}
+	return nil
 }

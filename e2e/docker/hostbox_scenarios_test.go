@@ -120,6 +120,33 @@ func TestDockerHostBox(t *testing.T) {
 		}
 	})
 
+	t.Run("config: printed, a refused edit changes nothing, a good one is switched in", func(t *testing.T) {
+		before := h.mustHbx("config", b.Name)
+		if !strings.Contains(before, "install_on_start: true") {
+			t.Fatalf("hbx box config %s printed:\n%s", b.Name, before)
+		}
+		// A key hbx does not know: refused by the executor's own hbx, exit 2.
+		_, errOut, code := h.hbxEnv([]string{"VISUAL=", "EDITOR=sed -i '1i nonsense_key: 1'"}, "", "config", "--edit", b.Name)
+		if code != 2 || !strings.Contains(errOut, "nonsense_key") {
+			t.Errorf("config --edit with an unknown key: exit %d, stderr %q; want 2 naming the key", code, errOut)
+		}
+		if now := h.mustHbx("config", b.Name); now != before {
+			t.Errorf("a refused edit changed the file:\n%s", now)
+		}
+		// Unchanged: nothing written, no restart.
+		if out := h.mustHbxEnv([]string{"VISUAL=", "EDITOR=true"}, "config", "--edit", b.Name); !strings.Contains(out, "unchanged") {
+			t.Errorf("config --edit with no change: %q", out)
+		}
+		out := h.mustHbxEnv([]string{"VISUAL=", "EDITOR=sed -i '$a # edited by the test'"}, "config", "--edit", b.Name)
+		t.Logf("%s", strings.TrimSpace(out))
+		if now := h.mustHbx("config", b.Name); now != before+"# edited by the test\n" {
+			t.Errorf("after the edit the file is:\n%s", now)
+		}
+		if code := postMCP(t, b, boxKey(t, b)); code != 200 {
+			t.Errorf("after the edit's restart, with the key: %d, want 200", code)
+		}
+	})
+
 	t.Run("rotate-token", func(t *testing.T) {
 		old := boxKey(t, a)
 		out := h.mustHbx("rotate-token", a.Name)

@@ -46,10 +46,17 @@ func (s *suite) hostBoxes(t *testing.T) *hostBoxes {
 // exit code.
 func (h *hostBoxes) hbx(stdin string, args ...string) (string, string, int) {
 	h.t.Helper()
+	return h.hbxEnv(nil, stdin, args...)
+}
+
+// hbxEnv is hbx with env added to the test's environment.
+func (h *hostBoxes) hbxEnv(env []string, stdin string, args ...string) (string, string, int) {
+	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Getenv("HBXTEST_BIN"), append([]string{"box", "--dir", h.root}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -60,6 +67,16 @@ func (h *hostBoxes) hbx(stdin string, args ...string) (string, string, int) {
 		h.t.Fatalf("hbx box %s: %v", strings.Join(args, " "), err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// mustHbxEnv is hbxEnv that fails the test unless it exits 0.
+func (h *hostBoxes) mustHbxEnv(env []string, args ...string) string {
+	h.t.Helper()
+	out, errOut, code := h.hbxEnv(env, "", args...)
+	if code != 0 {
+		h.t.Fatalf("hbx box %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
 }
 
 // mustHbx is hbx that fails the test unless it exits 0.
