@@ -110,22 +110,11 @@ func newBackupListCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the archives in backup.dir, newest first",
-		Long: `List prints one line per archive of backup.dir named after backup.name
-or pre-upgrade (hbx upgrade's), newest first: creation time (UTC), kind ("backup" or "pre-upgrade"), size, file count, the
-image digest the data was written by (the child manifest digest, else the
-index digest), and the path. Then one line per copy of replaced data kept
-beside executor.data_dir, newest first: kind "pre-restore" (the data a
-restore replaced) or "rolled-back" (the data a rollback replaced, written
-by the release the upgrade moved to). backup.keep_pre_restore bounds each
-kind (a rollback always keeps its newest copy). --json prints one JSON
-array of both, each with its "kind".
-
-A kept copy is a directory, not an archive: to bring one back, stop the
-programs (hbx stop all), move executor.data_dir aside and the copy into
-its place (mv), and start them (hbx start all). For a rolled-back copy,
-first make the release that wrote it active and configured again
-(hbx upgrade --image that release; upgrade.json in the runtime directory
-names the last one as "new"), then swap.`,
+		Long: `List prints one line per archive of backup.dir (backup.name's and
+pre-upgrade ones), then one line per copy of replaced data kept beside
+executor.data_dir (pre-restore, rolled-back), each newest first; --json
+prints one JSON array of both, each with its "kind". What each column
+means and how to bring a kept copy back: docs/backup.md#listing-backups.`,
 		Args: cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
