@@ -97,19 +97,40 @@ type changeOpts struct {
 	from string // hbx upgrade --from: stage from this OCI layout or archive
 }
 
-// runUpgrade upgrades to t, pinning tools with it unless nil, and prints
-// old → new.
+// runUpgrade moves the box to t as hbx upgrade does, pinning tools with
+// it unless nil: the passphrase of the pre-upgrade backup, the change's
+// options as "hbx upgrade" (box.ChangeOptions), then upgrade.Upgrade; it
+// prints old → new.
 func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []string) error {
 	if err := (pinfile.File{Path: o.g.configPath, Config: o.cfg, Sources: o.srcs}).CheckUpgrade(tools); err != nil {
 		return cli.Usagef("upgrade: %w", err)
 	}
-	b := o.g.box(o.cfg, o.srcs)
-	b.From = o.from
-	res, err := b.Upgrade(ctx, t, tools, o.step())
+	res, err := upgradeTo(ctx, o, t, tools)
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", box.OfflineHint(err, o.from, "hbx upgrade"))
 	}
 	return printChange(o.g.stdout, "upgraded", res, o.json)
+}
+
+// upgradeTo composes and runs the upgrade of runUpgrade.
+func upgradeTo(ctx context.Context, o changeOpts, t upgrade.Target, tools []string) (*upgrade.Result, error) {
+	b := o.g.box(o.cfg, o.srcs)
+	b.From = o.from
+	current, err := pinfile.File{Path: b.ConfigPath}.Tools()
+	if err != nil {
+		return nil, err
+	}
+	t.WithTools(tools, current)
+	pass, err := b.Passphrase(false)()
+	if err != nil {
+		return nil, fmt.Errorf("pre-upgrade backup: %w", err)
+	}
+	opts, unlock, err := b.ChangeOptions(ctx, pass, "hbx upgrade", o.step())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return upgrade.Upgrade(ctx, opts, t)
 }
 
 // step tells each step of an upgrade or rollback as a JSON line
