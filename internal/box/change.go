@@ -413,9 +413,9 @@ func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release) (
 	return res.Restored[c.Executor.DataDir], nil
 }
 
-// Watched is upgrade.WatchedBox over b, the configuration of one round
+// watched is upgrade.WatchedBox over b, the configuration of one round
 // of hbx supervise's change watch.
-func (b Box) Watched() upgrade.WatchedBox { return watchedBox{b} }
+func (b Box) watched() upgrade.WatchedBox { return watchedBox{b} }
 
 // ChangeWatch is hbx supervise's watch for a release change or restore
 // whose command died (every changeWatchInterval), each round over the
@@ -423,9 +423,9 @@ func (b Box) Watched() upgrade.WatchedBox { return watchedBox{b} }
 func (b Box) ChangeWatch(reload func() (*config.Config, error)) upgrade.ChangeWatch {
 	return upgrade.ChangeWatch{Interval: changeWatchInterval, Logger: b.Log, Box: func() upgrade.WatchedBox {
 		if c, err := reload(); err == nil {
-			return b.With(c).Watched()
+			return b.With(c).watched()
 		}
-		return b.Watched()
+		return b.watched()
 	}}
 }
 

@@ -5,7 +5,7 @@
 // health's probe (superviseOptions); a release change fills upgrade's
 // Runtime, Services and Data with the installer, the supervisor's
 // services and backup (Box.ChangeOptions, Box.UpgradeOptions,
-// Box.recoverUpgrade, Box.Watched); an install that would change the
+// Box.recoverUpgrade, Box.ChangeWatch); an install that would change the
 // active release under existing data goes through upgrade.Switch
 // (Box.GuardedInstall, as installer.Guard decides); the journals of
 // upgrade and backup decide what `hbx status`, `hbx health` and `hbx run
