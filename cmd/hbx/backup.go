@@ -79,28 +79,49 @@ result ({"event": "result", "path": ..., "size": ..., "files": ...}).`,
 	return cmd
 }
 
-// runBackup makes one archive (box.Box.Backup) and prints where it is.
+// runBackup makes one archive as hbx backup does: the passphrase
+// (confirmed on a terminal) unless --no-encrypt, the data held (the
+// running supervisor's hold, else the data lock as "hbx backup"), then
+// backup.Create; it prints where the archive is. Skipped entries get a
+// warning also when Create failed.
 func runBackup(ctx context.Context, g *globals, cfg *config.Config, o backupOptions) error {
 	if o.noEncrypt {
 		fmt.Fprintln(g.stderr, "hbx: warning: --no-encrypt: the archive will hold Executor's database and encryption keys in plaintext")
 	}
-	r := box.BackupRequest{NoEncrypt: o.noEncrypt}
-	if o.json {
-		r.Progress = ui.NewJSONProgress(g.stdout)
+	b := g.box(cfg, nil)
+	opts := b.BackupOptions()
+	opts.Encrypt = !o.noEncrypt
+	if opts.Encrypt {
+		p, err := b.Passphrase(true)()
+		if err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		opts.Passphrase = p
 	}
-	res, err := g.box(cfg, nil).Backup(ctx, r)
+	svc, release, err := b.HoldData(ctx, "hbx backup")
+	defer release()
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if svc != nil {
+		opts.Services = svc
+	}
+	if o.json {
+		opts.Progress = ui.NewJSONProgress(g.stdout)
+	}
+	res, err := backup.Create(ctx, opts)
 	if res != nil {
 		for _, s := range res.Skipped {
 			fmt.Fprintf(g.stderr, "hbx: warning: not archived: %s\n", s)
 		}
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("backup: %w", err)
 	}
 	if o.json {
-		return ui.BackupJSON(g.stdout, res.Result)
+		return ui.BackupJSON(g.stdout, res)
 	}
-	_, err = io.WriteString(g.stdout, ui.BackupText(res.Result, res.Supervised))
+	_, err = io.WriteString(g.stdout, ui.BackupText(res, svc != nil))
 	return err
 }
 
@@ -110,22 +131,11 @@ func newBackupListCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the archives in backup.dir, newest first",
-		Long: `List prints one line per archive of backup.dir named after backup.name
-or pre-upgrade (hbx upgrade's), newest first: creation time (UTC), kind ("backup" or "pre-upgrade"), size, file count, the
-image digest the data was written by (the child manifest digest, else the
-index digest), and the path. Then one line per copy of replaced data kept
-beside executor.data_dir, newest first: kind "pre-restore" (the data a
-restore replaced) or "rolled-back" (the data a rollback replaced, written
-by the release the upgrade moved to). backup.keep_pre_restore bounds each
-kind (a rollback always keeps its newest copy). --json prints one JSON
-array of both, each with its "kind".
-
-A kept copy is a directory, not an archive: to bring one back, stop the
-programs (hbx stop all), move executor.data_dir aside and the copy into
-its place (mv), and start them (hbx start all). For a rolled-back copy,
-first make the release that wrote it active and configured again
-(hbx upgrade --image that release; upgrade.json in the runtime directory
-names the last one as "new"), then swap.`,
+		Long: `List prints one line per archive of backup.dir (backup.name's and
+pre-upgrade ones), then one line per copy of replaced data kept beside
+executor.data_dir (pre-restore, rolled-back), each newest first; --json
+prints one JSON array of both, each with its "kind". What each column
+means and how to bring a kept copy back: docs/backup.md#listing-backups.`,
 		Args: cli.Args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)
@@ -139,17 +149,22 @@ names the last one as "new"), then swap.`,
 	return cmd
 }
 
-// runBackupList prints the archives of backup.dir and the kept copies of
-// replaced data, newest first.
+// runBackupList prints the archives of backup.dir (backup.name's and
+// pre-upgrade ones) and the kept copies of replaced data beside
+// executor.data_dir, each newest first.
 func runBackupList(w io.Writer, cfg *config.Config, asJSON bool) error {
-	l, err := box.Box{Config: cfg}.BackupList()
+	list, err := backup.ListKinds(cfg.Backup.Dir, cfg.Backup.Name, box.PreUpgradeName)
 	if err != nil {
-		return err
+		return fmt.Errorf("backup list: %w", err)
+	}
+	kept, err := backup.ListKept(cfg.Executor.DataDir)
+	if err != nil {
+		return fmt.Errorf("backup list: %w", err)
 	}
 	if asJSON {
-		return ui.ListJSON(w, l.Archives, l.Kept)
+		return ui.ListJSON(w, list, kept)
 	}
-	return ui.ListText(w, l.Archives, l.Kept)
+	return ui.ListText(w, list, kept)
 }
 
 // newBackupVerifyCommand builds `hbx backup verify`.
@@ -183,17 +198,24 @@ authenticated (encrypted with the box's passphrase).`,
 	return cmd
 }
 
-// runBackupVerify checks archive against its manifest and prints what it
-// found.
+// runBackupVerify checks archive against its manifest (backup.Verify) and
+// prints what it found and what hbx restore of it would change
+// (backup.PlanVerified).
 func runBackupVerify(ctx context.Context, g *globals, cfg *config.Config, archive string, asJSON bool) error {
-	res, err := g.box(cfg, nil).Verify(ctx, archive)
+	b := g.box(cfg, nil)
+	res, err := backup.Verify(ctx, archive, b.Passphrase(false))
 	if err != nil {
-		return err
+		return fmt.Errorf("backup verify: %s: %w", archive, err)
 	}
+	opts := b.RestoreOptions(archive)
+	if owner, err := b.Owner(cfg.Executor.User); err == nil {
+		opts.Owner = owner
+	}
+	plan := backup.PlanVerified(opts, res)
 	if asJSON {
-		return ui.VerifyJSON(g.stdout, res.VerifyResult, res.Restore)
+		return ui.VerifyJSON(g.stdout, res, plan)
 	}
-	_, err = io.WriteString(g.stdout, ui.VerifyText(res.VerifyResult, res.Restore))
+	_, err = io.WriteString(g.stdout, ui.VerifyText(res, plan))
 	return err
 }
 

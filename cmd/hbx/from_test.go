@@ -46,7 +46,7 @@ func TestInstallOfflineHint(t *testing.T) {
 	dir := t.TempDir()
 	path := writeConfig(t, "executor:\n  image: \""+image+"\"\n  runtime_dir: "+filepath.Join(dir, "runtime")+"\n  data_dir: "+filepath.Join(dir, "data")+
 		"\n  state_dir: "+filepath.Join(dir, "state")+"\nsupervisor:\n  socket: "+filepath.Join(dir, "s.sock")+"\nregistry:\n  insecure_hosts: [\""+closed+"\"]\n")
-	const hint = "; offline: hbx install --from FILE (see README Offline install)"
+	const hint = "; offline: hbx install --from FILE (see docs/install.md#offline-install)"
 	_, _, code, err := runTest(t, nil, "--config", path, "install")
 	if code != exitFailure || err == nil || !strings.HasSuffix(err.Error(), hint) || strings.Count(err.Error(), "offline:") != 1 {
 		t.Errorf("hbx install, registry refusing connections = %v (exit %d), want exit 1 ending %q", err, code, hint)

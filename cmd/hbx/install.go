@@ -36,29 +36,15 @@ func newInstallCommand(g *globals) *cobra.Command {
 executor.platform (checked against executor.platform_digests when pinned),
 fetches and verifies every blob, applies the layers into a staged release and
 activates it atomically. When the active release already matches, it does
-nothing and makes no network request; a release that previous names is
-reactivated in place, without a download.
+nothing and makes no network request (docs/install.md#how-hbx-install-works).
 
-The active release changes under existing data only the way hbx upgrade
-changes it. While Executor runs (the supervisor reports it, or the data
-directory's lock is held), install refuses to replace the active release
-with another and points to hbx upgrade; a no-op and a --verify repair of
-the same release go ahead. When nothing runs but the data directory has
-entries, install stages the new release, takes a pre-change backup (as
-hbx upgrade does; backup.passphrase_file is required, or it refuses),
-records the change in <runtime_dir>/upgrade.json and activates it, so hbx
-rollback can undo it. A first install (no release, or no data) is plain.
-
-A download is bounded by install.timeout plus the image's size at
-install.min_rate. Ctrl-C (or that deadline) activates nothing; complete
-blobs are kept for the next run.
+Over existing data it changes the active release only the way hbx upgrade
+does, and refuses while Executor runs (docs/install.md#under-existing-data).
+A download is bounded in time (docs/install.md#bounds).
 
 --from PATH reads the image from an OCI image layout directory or an OCI
-archive file (skopeo copy --all ... oci:DIR:TAG or oci-archive:FILE:TAG,
-or hbx export FILE) instead of the registry, with no network request:
-still the image executor.image's digest names, every digest checked as
-from a registry. An archive is read in place (never unpacked), regular
-files only.`,
+archive file instead of the registry, with no network request
+(docs/install.md#offline-install).`,
 		Args: cli.Args(0, 0),
 		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, srcs *config.Sources) error {
 			return runInstall(cmd, g, cfg, srcs, o)
@@ -74,8 +60,8 @@ files only.`,
 // installGCPercent is the Go collector's GOGC during `hbx install`, unless
 // GOGC is set: what is live is the install's fixed buffers plus about 100
 // bytes per file of the image, so the heap may grow 25% over it between
-// collections, not 100%, and peak memory barely moves with the image (the
-// README's Benchmarks, "Memory", has the measured figures).
+// collections, not 100%, and peak memory barely moves with the image
+// (docs/benchmarks.md#memory has the measured figures).
 const installGCPercent = 25
 
 func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config.Sources, o installOptions) (err error) {

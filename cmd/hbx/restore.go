@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 
@@ -9,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hermesbox/hbx/backup"
-	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/ui"
@@ -112,22 +112,40 @@ func newRestoreCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// runRestore restores archive (box.Box.Restore) and prints what happened.
+// runRestore replaces the data with archive's as hbx restore does: the
+// owner (executor.user), the data held (the running supervisor's hold,
+// else the data lock as "hbx restore"), then backup.Restore with the
+// installer (reading from --from) and the config file; it prints what
+// happened. The errors of the hold start with "restore: ", those of the
+// restore with "restore ARCHIVE: ".
 func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, archive string, o restoreOptions) error {
-	r := box.RestoreRequest{Archive: archive, DataOnly: o.dataOnly, WithoutRuntime: o.withoutRuntime, AcceptImage: o.acceptImage, Command: o.command}
-	if o.json {
-		r.Progress = ui.NewJSONProgress(g.stdout)
-	}
 	b := g.box(cfg, srcs)
 	b.From = o.from
-	res, err := b.Restore(ctx, r)
+	owner, err := b.DataOwner(ctx)
 	if err != nil {
 		return err
 	}
+	opts := b.RestoreOptions(archive)
+	opts.Owner, opts.DataOnly, opts.WithoutRuntime, opts.AcceptImage, opts.Command = owner, o.dataOnly, o.withoutRuntime, o.acceptImage, o.command
+	svc, release, err := b.HoldData(ctx, "hbx restore")
+	defer release()
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if svc != nil {
+		opts.Services = svc
+	}
 	if o.json {
-		err = ui.RestoreJSON(g.stdout, res.RestoreResult)
+		opts.Progress = ui.NewJSONProgress(g.stdout)
+	}
+	res, err := backup.Restore(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("restore %s: %w", archive, err)
+	}
+	if o.json {
+		err = ui.RestoreJSON(g.stdout, res)
 	} else {
-		_, err = io.WriteString(g.stdout, ui.RestoreText(res.RestoreResult, res.Archive, res.ConfigPath))
+		_, err = io.WriteString(g.stdout, ui.RestoreText(res, archive, b.ConfigPath))
 	}
 	if err == nil && res.WithoutRuntime != "" {
 		return &notStartedError{res.WithoutRuntime}

@@ -45,9 +45,16 @@ meanwhile is kept.`,
 	return cmd
 }
 
-// runRollback rolls the last upgrade back and prints new → old.
+// runRollback undoes the last release change as hbx rollback does: the
+// change's options as "hbx rollback" (box.ChangeOptions), then
+// upgrade.Rollback; it prints new → old.
 func runRollback(ctx context.Context, o changeOpts) error {
-	res, err := o.g.box(o.cfg, o.srcs).Rollback(ctx, o.step())
+	opts, unlock, err := o.g.box(o.cfg, o.srcs).ChangeOptions(ctx, nil, "hbx rollback", o.step())
+	if err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	defer unlock()
+	res, err := upgrade.Rollback(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}

@@ -31,35 +31,14 @@ func newUpgradeCommand(g *globals) *cobra.Command {
 		Use:   "upgrade --image REF [--platform-digest DIGEST] [--mcp-tools NAMES] [--from PATH]",
 		Short: "Move to a new pinned Executor release, backed up, health-checked, rolled back on failure",
 		Long: `Upgrade moves the box to the image REF (name:tag@sha256:<64 hex>, the
-rules of executor.image), with hbx supervise running:
-
-  1. refuse a REF without tag or full digest, or one equal to the active
-     release, before anything happens;
-  2. stage the new release beside the active one (pull, verify, extract,
-     validate) while the services keep running;
-  3. stop the services and take a cold backup of the data, named
-     pre-upgrade-<time> in backup.dir, recording the old digests;
-  4. pin the new release in the config file, activate it, start the
-     services and wait (backup.health_wait) for the health checks
-     api-health, mcp-auth, supervisor and release (and mcp-tools when
-     health.token_file is set);
-  5. on any failure after step 4 began: roll back (see hbx rollback) and
-     exit 1 saying what failed.
+rules of executor.image), with hbx supervise running: it stages the new
+release, takes a pre-upgrade backup, pins and activates it, waits for the
+health checks and rolls back on failure (docs/upgrade.md#upgrade; an
+interrupted one: docs/upgrade.md#crash-recovery).
 
 --mcp-tools execute,resume,skills pins the MCP tool set of the new image
-with it: written as health.mcp_tools into the config file in the same
-write as the pin, checked by the health gate (mcp-tools), and put back as
-it was by a rollback. It needs health.token_file (the gate lists the tools
-with the key) and is refused while an HBX_* variable or a flag sets
-health.mcp_tools. Without it the config file's tool set stays.
-
-Each step is recorded in <runtime_dir>/upgrade.json, so an interrupted
-upgrade is finished or undone by the next hbx supervise, upgrade or
-rollback. The config file keeps its comments. Without a config file on
-disk, or with executor.image or executor.platform_digests set by an HBX_*
-variable or a flag, the upgrade is refused (the supervisor reads the pin
-from the file at each start). --json prints one JSON line per step and the
-result.
+with it (docs/upgrade.md#the-mcp-tool-set). --json prints one JSON line
+per step and the result.
 
 --from PATH stages REF from an OCI image layout directory or OCI archive
 instead of the registry (as hbx install --from), checked by REF's digests.`,
@@ -118,19 +97,40 @@ type changeOpts struct {
 	from string // hbx upgrade --from: stage from this OCI layout or archive
 }
 
-// runUpgrade upgrades to t, pinning tools with it unless nil, and prints
-// old → new.
+// runUpgrade moves the box to t as hbx upgrade does, pinning tools with
+// it unless nil: the passphrase of the pre-upgrade backup, the change's
+// options as "hbx upgrade" (box.ChangeOptions), then upgrade.Upgrade; it
+// prints old → new.
 func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []string) error {
 	if err := (pinfile.File{Path: o.g.configPath, Config: o.cfg, Sources: o.srcs}).CheckUpgrade(tools); err != nil {
 		return cli.Usagef("upgrade: %w", err)
 	}
-	b := o.g.box(o.cfg, o.srcs)
-	b.From = o.from
-	res, err := b.Upgrade(ctx, t, tools, o.step())
+	res, err := upgradeTo(ctx, o, t, tools)
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", box.OfflineHint(err, o.from, "hbx upgrade"))
 	}
 	return printChange(o.g.stdout, "upgraded", res, o.json)
+}
+
+// upgradeTo composes and runs the upgrade of runUpgrade.
+func upgradeTo(ctx context.Context, o changeOpts, t upgrade.Target, tools []string) (*upgrade.Result, error) {
+	b := o.g.box(o.cfg, o.srcs)
+	b.From = o.from
+	current, err := pinfile.File{Path: b.ConfigPath}.Tools()
+	if err != nil {
+		return nil, err
+	}
+	t.WithTools(tools, current)
+	pass, err := b.Passphrase(false)()
+	if err != nil {
+		return nil, fmt.Errorf("pre-upgrade backup: %w", err)
+	}
+	opts, unlock, err := b.ChangeOptions(ctx, pass, "hbx upgrade", o.step())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return upgrade.Upgrade(ctx, opts, t)
 }
 
 // step tells each step of an upgrade or rollback as a JSON line

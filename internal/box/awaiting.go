@@ -66,13 +66,13 @@ func registryUnreachable(err error) bool {
 
 // OfflineHint adds to the error of an install or upgrade from the registry
 // (from "") that found no registry reachable how to go on without one:
-// "offline: CMD --from FILE (see README Offline install)". Other errors,
+// "offline: CMD --from FILE (see docs/install.md#offline-install)". Other errors,
 // and those of --from, are returned as they are.
 func OfflineHint(err error, from, cmd string) error {
 	if err == nil || from != "" || !registryUnreachable(err) {
 		return err
 	}
-	return fmt.Errorf("%w; offline: %s --from FILE (see README Offline install)", err, cmd)
+	return fmt.Errorf("%w; offline: %s --from FILE (see docs/install.md#offline-install)", err, cmd)
 }
 
 // wrapUnavailable marks an install error that means "could not get the

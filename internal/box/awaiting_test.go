@@ -59,7 +59,7 @@ func TestRuntimeUnavailable(t *testing.T) {
 func TestOfflineHint(t *testing.T) {
 	dns := &net.DNSError{Err: "no such host", Name: "registry.example", IsNotFound: true}
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-	const hint = "; offline: hbx install --from FILE (see README Offline install)"
+	const hint = "; offline: hbx install --from FILE (see docs/install.md#offline-install)"
 	for _, tc := range []struct {
 		name string
 		err  error

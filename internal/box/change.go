@@ -118,14 +118,14 @@ func (b Box) UpgradeOptions() upgrade.Options {
 	}
 }
 
-// changeOptions composes the installer, supervisor, health checks,
+// ChangeOptions composes the installer, supervisor, health checks,
 // backup and config file for `hbx upgrade` and `hbx rollback`. pass is
 // the backup passphrase (nil: asked when needed); command names the
 // caller in the lock (e.g. "hbx upgrade"); step, when not nil, is told
 // each step. When no supervisor answers, the data directory's lock is
 // taken and unlock releases it; unlock is never nil. An interrupted
 // restore is undone first.
-func (b Box) changeOptions(ctx context.Context, pass []byte, command string, step func(string)) (opts upgrade.Options, unlock func(), err error) {
+func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, step func(string)) (opts upgrade.Options, unlock func(), err error) {
 	cfg := b.Config
 	unlock = func() {}
 	over := pinfile.File{Sources: b.Sources}.ToolsOverridden()
@@ -150,40 +150,6 @@ func (b Box) changeOptions(ctx context.Context, pass []byte, command string, ste
 		return opts, func() {}, err
 	}
 	return opts, unlock, nil
-}
-
-// Upgrade moves b to t as hbx upgrade does: t.WithTools (tools: the
-// tool set to pin with the release, nil: none asked), the passphrase of
-// the pre-upgrade backup, changeOptions as "hbx upgrade" (step, when not
-// nil, is told each step), then upgrade.Upgrade.
-func (b Box) Upgrade(ctx context.Context, t upgrade.Target, tools []string, step func(string)) (*upgrade.Result, error) {
-	current, err := pinfile.File{Path: b.ConfigPath}.Tools()
-	if err != nil {
-		return nil, err
-	}
-	t.WithTools(tools, current)
-	pass, err := b.passphrase(false)()
-	if err != nil {
-		return nil, fmt.Errorf("pre-upgrade backup: %w", err)
-	}
-	opts, unlock, err := b.changeOptions(ctx, pass, "hbx upgrade", step)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	return upgrade.Upgrade(ctx, opts, t)
-}
-
-// Rollback undoes the last release change as hbx rollback does:
-// changeOptions as "hbx rollback" (step, when not nil, is told each
-// step), then upgrade.Rollback.
-func (b Box) Rollback(ctx context.Context, step func(string)) (*upgrade.Result, error) {
-	opts, unlock, err := b.changeOptions(ctx, nil, "hbx rollback", step)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	return upgrade.Rollback(ctx, opts)
 }
 
 // recoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
@@ -341,8 +307,8 @@ func toolSetHint(r upgrade.Release, tools []string) string {
 		r.Image, strings.Join(tools, ","))
 }
 
-// preUpgradeName starts the file name of every pre-upgrade archive.
-const preUpgradeName = "pre-upgrade"
+// PreUpgradeName starts the file name of every pre-upgrade archive.
+const PreUpgradeName = "pre-upgrade"
 
 // Data is upgrade.Data over package backup.
 type Data struct {
@@ -369,7 +335,7 @@ func (d *Data) passphrase() ([]byte, error) {
 	if d.pass != nil {
 		return d.pass, nil
 	}
-	p, err := d.box.passphrase(false)()
+	p, err := d.box.Passphrase(false)()
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +351,7 @@ func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 		return "", err
 	}
 	opts := backupOptions(d.box.Config)
-	opts.Name, opts.Passphrase, opts.Image, opts.Platform, opts.PlatformDigest = preUpgradeName, pass, r.Image, r.Platform, r.Manifest
+	opts.Name, opts.Passphrase, opts.Image, opts.Platform, opts.PlatformDigest = PreUpgradeName, pass, r.Image, r.Platform, r.Manifest
 	opts.HbxVersion, opts.Services, opts.Logger = buildinfo.Version, heldServices{}, d.box.Log
 	res, err := backup.Create(ctx, opts)
 	if err != nil {
@@ -396,7 +362,7 @@ func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 
 // Recorded returns the digests archive's summary records.
 func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
-	infos, err := backup.List(d.box.Config.Backup.Dir, preUpgradeName)
+	infos, err := backup.List(d.box.Config.Backup.Dir, PreUpgradeName)
 	if err != nil {
 		return "", "", err
 	}
@@ -447,9 +413,9 @@ func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release) (
 	return res.Restored[c.Executor.DataDir], nil
 }
 
-// Watched is upgrade.WatchedBox over b, the configuration of one round
+// watched is upgrade.WatchedBox over b, the configuration of one round
 // of hbx supervise's change watch.
-func (b Box) Watched() upgrade.WatchedBox { return watchedBox{b} }
+func (b Box) watched() upgrade.WatchedBox { return watchedBox{b} }
 
 // ChangeWatch is hbx supervise's watch for a release change or restore
 // whose command died (every changeWatchInterval), each round over the
@@ -457,9 +423,9 @@ func (b Box) Watched() upgrade.WatchedBox { return watchedBox{b} }
 func (b Box) ChangeWatch(reload func() (*config.Config, error)) upgrade.ChangeWatch {
 	return upgrade.ChangeWatch{Interval: changeWatchInterval, Logger: b.Log, Box: func() upgrade.WatchedBox {
 		if c, err := reload(); err == nil {
-			return b.With(c).Watched()
+			return b.With(c).watched()
 		}
-		return b.Watched()
+		return b.watched()
 	}}
 }
 

@@ -60,9 +60,9 @@ func testBox(t *testing.T, svc Supervised, calls *[]string) Box {
 func TestChangeOptions(t *testing.T) {
 	var calls []string
 	b := testBox(t, nil, &calls)
-	opts, unlock, err := b.changeOptions(t.Context(), nil, "hbx rollback", nil)
+	opts, unlock, err := b.ChangeOptions(t.Context(), nil, "hbx rollback", nil)
 	if err != nil || opts.Services != nil || opts.Runtime == nil || opts.Data == nil {
-		t.Fatalf("changeOptions without a supervisor = %+v, %v", opts, err)
+		t.Fatalf("ChangeOptions without a supervisor = %+v, %v", opts, err)
 	}
 	unlock()
 	if want := []string{"dial", "lock hbx rollback", "recover-restore", "unlock"}; !slices.Equal(calls, want) {
@@ -71,9 +71,9 @@ func TestChangeOptions(t *testing.T) {
 
 	calls = nil
 	b = testBox(t, &stubSupervised{}, &calls)
-	opts, unlock, err = b.changeOptions(t.Context(), nil, "hbx upgrade", nil)
+	opts, unlock, err = b.ChangeOptions(t.Context(), nil, "hbx upgrade", nil)
 	if err != nil || opts.Services == nil {
-		t.Fatalf("changeOptions with a supervisor = %+v, %v; want its services", opts, err)
+		t.Fatalf("ChangeOptions with a supervisor = %+v, %v; want its services", opts, err)
 	}
 	unlock()
 	if want := []string{"dial", "recover-restore"}; !slices.Equal(calls, want) {
@@ -84,9 +84,9 @@ func TestChangeOptions(t *testing.T) {
 	b = testBox(t, nil, &calls)
 	failed := errors.New("restore journal unreadable")
 	b.RecoverRestore = func(context.Context, *config.Config, *config.Sources, Supervised) error { return failed }
-	_, unlock, err = b.changeOptions(t.Context(), nil, "hbx upgrade", nil)
+	_, unlock, err = b.ChangeOptions(t.Context(), nil, "hbx upgrade", nil)
 	if !errors.Is(err, failed) || unlock == nil {
-		t.Fatalf("changeOptions with a failed restore recovery = %v (unlock nil: %t)", err, unlock == nil)
+		t.Fatalf("ChangeOptions with a failed restore recovery = %v (unlock nil: %t)", err, unlock == nil)
 	}
 	unlock()
 	if want := []string{"dial", "lock hbx upgrade", "unlock"}; !slices.Equal(calls, want) {

@@ -56,10 +56,10 @@ func New(cfg *config.Config, srcs *config.Sources, configPath string, log *slog.
 	return b
 }
 
-// passphrase is the archives' passphrase source (backup.PassphraseSource):
+// Passphrase is the archives' passphrase source (backup.PassphraseSource):
 // backup.passphrase_file, else a prompt on b.Terminal (twice with
 // confirm).
-func (b Box) passphrase(confirm bool) backup.PassphraseFunc {
+func (b Box) Passphrase(confirm bool) backup.PassphraseFunc {
 	return backup.PassphraseSource(b.Config.Backup.PassphraseFile, confirm, b.Terminal)
 }
 
@@ -248,11 +248,11 @@ func SupervisorStateDir(cfg *config.Config) string {
 	return filepath.Join(filepath.Dir(d), "."+filepath.Base(d)+".supervisor")
 }
 
-// holdData makes the data safe to read or replace for command: the
+// HoldData makes the data safe to read or replace for command: the
 // running supervisor (its holds keep the programs stopped), else the data
 // lock (lockUnsupervised). release closes the one or the other and is
 // never nil.
-func (b Box) holdData(ctx context.Context, command string) (svc *SupervisorServices, release func(), err error) {
+func (b Box) HoldData(ctx context.Context, command string) (svc *SupervisorServices, release func(), err error) {
 	svc, err = dialServices(ctx, b.Config, b.Log)
 	if err != nil {
 		return nil, func() {}, err

@@ -4,8 +4,8 @@
 // to another: the executor's supervised program is launch's spec and
 // health's probe (superviseOptions); a release change fills upgrade's
 // Runtime, Services and Data with the installer, the supervisor's
-// services and backup (Box.changeOptions, Box.UpgradeOptions,
-// Box.recoverUpgrade, Box.Watched); an install that would change the
+// services and backup (Box.ChangeOptions, Box.UpgradeOptions,
+// Box.recoverUpgrade, Box.ChangeWatch); an install that would change the
 // active release under existing data goes through upgrade.Switch
 // (Box.GuardedInstall, as installer.Guard decides); the journals of
 // upgrade and backup decide what `hbx status`, `hbx health` and `hbx run
@@ -16,12 +16,14 @@
 // (Box.Supervise: programs checked, data lock, the supervisor's own
 // locks, recovery, change watch, run), and checks program and check
 // names against what the supervisor and health know (CheckSupervised,
-// CheckHealthNames). The backup side is here too: Box.Backup,
-// Box.Restore, Box.BackupList and Box.Verify compose package backup with
-// the supervisor's services over its socket (dialServices), the data
+// CheckHealthNames). The backup side is here too: Box.BackupOptions,
+// Box.RestoreOptions, Box.DataOwner and Box.HoldData give cmd/hbx what it
+// composes `hbx backup`, `hbx restore` and `hbx backup verify` from: the
+// supervisor's services over its socket (dialServices), the data
 // lock (LockData; without a supervisor, a backup or restore takes it),
-// the installer for an archive's release and the config file's pin, and
-// return their results for internal/ui to render; Box.RecoverInterruptedRestore
+// the installer for an archive's release and the config file's pin;
+// Box.ChangeOptions is what `hbx upgrade` and `hbx rollback` call
+// package upgrade with. Box.RecoverInterruptedRestore
 // is hbx supervise's restore recovery. The installer adapter marks the
 // failures that mean "could not get the image" (network, registry, 404;
 // never a failure to read a --from file, which the operator named) with
@@ -48,7 +50,7 @@
 // image digest and platform pin of executor.image and
 // executor.platform_digests, the enabled programs in config order, the
 // environment without HBX_* variables); PendingChange and prepareLaunch
-// read the journals and change nothing on disk; changeOptions' unlock is
+// read the journals and change nothing on disk; ChangeOptions' unlock is
 // never nil and is already called when it fails. The adapters decide
 // nothing of a change: its steps, crash windows and recovery are
 // upgrade's and backup's.

@@ -68,7 +68,7 @@ func (b Box) GuardedInstall(ctx context.Context, opts installer.Options, inSuper
 func (b Box) switchInstall(ctx context.Context, opts installer.Options, inSupervisor bool, step func(string)) (*InstallOutcome, error) {
 	cfg := b.Config
 	b.From = opts.From // the stage reads the image where opts says
-	pass, err := b.passphrase(false)()
+	pass, err := b.Passphrase(false)()
 	if err != nil {
 		return nil, fmt.Errorf("pre-change backup: %w", err)
 	}

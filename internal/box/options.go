@@ -116,7 +116,7 @@ func HealthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Option
 		},
 		DataDir:         cfg.Executor.DataDir,
 		DataDirOwner:    cfg.Executor.User,
-		Supervisor:      SupervisorPrograms{Socket: cfg.Supervisor.Socket},
+		Supervisor:      supervisorPrograms{Socket: cfg.Supervisor.Socket},
 		Programs:        cfg.EnabledPrograms(),
 		ExecutorProgram: config.ExecutorProgram,
 		PidFile:         filepath.Join(cfg.Executor.StateDir, launch.PidFile),
@@ -124,15 +124,15 @@ func HealthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Option
 	}
 }
 
-// SupervisorPrograms is the supervisor's control client on Socket seen
+// supervisorPrograms is the supervisor's control client on Socket seen
 // as a health.Supervisor.
-type SupervisorPrograms struct{ Socket string }
+type supervisorPrograms struct{ Socket string }
 
 // Programs dials the supervisor and returns its programs' states. When
 // nothing listens on the socket it fails with the start-up error that a
 // live `hbx supervise --hold-on-error` holds on (a *supervisor.HeldError),
 // else wraps health.ErrNoSupervisor.
-func (s SupervisorPrograms) Programs(ctx context.Context) ([]health.Program, error) {
+func (s supervisorPrograms) Programs(ctx context.Context) ([]health.Program, error) {
 	c, err := supervisor.Dial(ctx, s.Socket)
 	if errors.Is(err, supervisor.ErrNotRunning) {
 		if herr := supervisor.CheckHeld(s.Socket); herr != nil {

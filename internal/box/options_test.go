@@ -53,7 +53,7 @@ programs:
 			},
 		},
 		DataDir: "/workspace/executor/data", DataDirOwner: "1000",
-		Supervisor: SupervisorPrograms{Socket: "/run/hbx/hbx.sock"}, Programs: []string{"executor", "worker"},
+		Supervisor: supervisorPrograms{Socket: "/run/hbx/hbx.sock"}, Programs: []string{"executor", "worker"},
 		ExecutorProgram: "executor", PidFile: "/var/lib/hbx/executor/executor.pid",
 	}
 	if diff := cmp.Diff(o, want, cmp.AllowUnexported(health.Key{})); diff != "" {

@@ -178,7 +178,7 @@ func TestInstallOnStartOfflineHint(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := Box{Config: cfg, Log: slog.New(slog.DiscardHandler)}
-	const hint = "; offline: hbx install --from FILE (see README Offline install)"
+	const hint = "; offline: hbx install --from FILE (see docs/install.md#offline-install)"
 	if err := b.InstallOnStart(context.Background(), func(string) {}); err == nil || !strings.HasSuffix(err.Error(), hint) {
 		t.Errorf("InstallOnStart(registry refusing connections) = %v, want an error ending %q", err, hint)
 	}
