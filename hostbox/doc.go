@@ -25,7 +25,8 @@
 // Guarantees:
 //   - Bad input to New (a name that is not a DNS label, a box or Compose
 //     project that exists, a port in use or claimed by another box of the
-//     root, a bad --set) is refused before anything is created.
+//     root, a --set of COMPOSE_*, DOCKER_* or a variable new writes, a
+//     value .env cannot hold literally) is refused before anything is created.
 //   - A New that fails later (up, the doctor, an interrupt) removes what it
 //     made: the containers, networks and volumes of the project and the
 //     box directory, lock file included.

@@ -152,8 +152,8 @@ func (d Docker) checkNew(ctx context.Context, o *NewOptions) (Box, error) {
 		if err := ValidateVar(v); err != nil {
 			return Box{}, err
 		}
-		if v.Key == "BOX" || v.Key == "HOST_PORT" || v.Key == "MCP_KEY_FILE" || v.Key == "BACKUP_PASSPHRASE_FILE" {
-			return Box{}, fmt.Errorf("variable %s: hbx box new sets it: %w", v.Key, ErrInvalid)
+		if err := CheckSetVar(v); err != nil {
+			return Box{}, err
 		}
 		b.Env = b.Env.Set(v.Key, v.Value)
 	}

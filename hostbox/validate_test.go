@@ -49,6 +49,12 @@ func TestParseVarRefusesWhatEnvCannotHold(t *testing.T) {
 		"A=it's":             false,
 		"A=two\nlines":       false,
 		"A=nul\x00":          false,
+		"A=in\\side":         true,
+		// Compose reads \' as an escaped quote: a value ending in a
+		// backslash would swallow the next line and let a later value
+		// define variables of its own.
+		"A=x\\":   false,
+		"A=x\\\\": false,
 	} {
 		_, err := ParseVar(in)
 		if ok != (err == nil) {
@@ -56,6 +62,37 @@ func TestParseVarRefusesWhatEnvCannotHold(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, ErrInvalid) {
 			t.Errorf("ParseVar(%q) = %v, want ErrInvalid", in, err)
+		}
+	}
+}
+
+// TestSetRefusesComposeAndDockerVariables: Compose reads COMPOSE_* from a
+// project's .env (COMPOSE_PROJECT_NAME=hbx-bob makes box alice act on bob's
+// containers and volumes, COMPOSE_FILE swaps the compose file), so new's
+// --set must not write them, nor the variables new sets itself.
+func TestSetRefusesComposeAndDockerVariables(t *testing.T) {
+	for v, ok := range map[string]bool{
+		"HEALTH_INTERVAL=2s":           true,
+		"AGENT_IMAGE=x:1":              true,
+		"BIND_ADDRESS=127.0.0.2":       true,
+		"COMPOSE_PROJECT_NAME=hbx-bob": false,
+		"COMPOSE_FILE=/etc/evil.yaml":  false,
+		"COMPOSE_PROFILES=x":           false,
+		"DOCKER_HOST=tcp://x:2375":     false,
+		"BOX=bob":                      false,
+		"HOST_PORT=1":                  false,
+		"MCP_KEY_FILE=/etc/shadow":     false,
+		"BACKUP_PASSPHRASE_FILE=/x":    false,
+	} {
+		pv, err := ParseVar(v)
+		if err == nil {
+			err = CheckSetVar(pv)
+		}
+		if ok != (err == nil) {
+			t.Errorf("CheckSetVar(%q) = %v, want ok=%v", v, err, ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("CheckSetVar(%q) = %v, want ErrInvalid", v, err)
 		}
 	}
 }
