@@ -38,8 +38,8 @@
 //     name to be typed back first.
 //   - Save writes its archive atomically (mode 0600) or not at all; the
 //     agent is started again whether it worked or not. Load opens and
-//     checks the whole archive (passphrase, integrity, entries only under
-//     agent/) before it removes or creates anything.
+//     checks the whole archive (passphrase, integrity, entries and hard
+//     links' targets only under agent/, no device nodes) before it removes or creates anything.
 //
 // Not guaranteed:
 //   - Two concurrent News in one root may choose the same free port; the

@@ -116,7 +116,7 @@ func unpackSaved(archive string, pass []byte, dir string) error {
 			}
 			continue
 		}
-		if h.Name, err = rename(h.Name, savedAgent, "workspace"); err != nil {
+		if err := renameEntry(h, savedAgent, "workspace"); err != nil {
 			return err
 		}
 		if err := tw.WriteHeader(h); err != nil {
