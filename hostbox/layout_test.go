@@ -9,7 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/hermesbox/hbx/internal/pathtrust"
 )
 
 func TestDefaultRootOrder(t *testing.T) {
@@ -128,6 +131,9 @@ func TestNewRefusesBadInputCreatingNothing(t *testing.T) {
 		"port range":     func(o *NewOptions) { o.Port = 70000 },
 		"bad variable":   func(o *NewOptions) { o.Set = []Var{{"X", "it's"}} },
 		"reserved var":   func(o *NewOptions) { o.Set = []Var{{"HOST_PORT", "1"}} },
+		"compose var":    func(o *NewOptions) { o.Set = []Var{{"COMPOSE_PROJECT_NAME", "hbx-bob"}} },
+		"agent image":    func(o *NewOptions) { o.AgentImage = `agent:1\` },
+		"executor image": func(o *NewOptions) { o.ExecutorImage = "x\ny" },
 		"config dir":     func(o *NewOptions) { o.ConfigDir = filepath.Join(parent, "nope") },
 	} {
 		o := base
@@ -163,5 +169,65 @@ func TestNewWithoutDockerCreatesNothing(t *testing.T) {
 	}
 	if _, serr := os.Lstat(root); !errors.Is(serr, os.ErrNotExist) {
 		t.Errorf("the root exists after a failed New (%v)", serr)
+	}
+}
+
+// TestBoxRootOthersControlIsRefused: a box root or box directory that
+// another user owns or may write (a world-writable root lets anyone
+// rename a box away and put a directory of their own, with its own
+// compose.yaml and .env, in its place) is refused by New, Open and List
+// before hbx box reads or runs anything there.
+func TestBoxRootOthersControlIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to another uid needs root")
+	}
+	const other = 4242
+	for name, setup := range map[string]func(t *testing.T, root string){
+		"root world-writable": func(t *testing.T, root string) { chmod(t, root, 0o777) },
+		"root of another uid": func(t *testing.T, root string) { chown(t, root, other) },
+		"root group-writable": func(t *testing.T, root string) { chownGroup(t, root, other); chmod(t, root, 0o770) },
+		"dir of another uid":  func(t *testing.T, root string) { chown(t, filepath.Join(root, "alice"), other) },
+		"dir world-writable":  func(t *testing.T, root string) { chmod(t, filepath.Join(root, "alice"), 0o777) },
+	} {
+		root := filepath.Join(t.TempDir(), "boxes")
+		writeTestBox(t, root, "alice", "BOX=alice\nHOST_PORT=4788\n")
+		setup(t, root)
+		if _, err := Open(root, "alice"); !errors.Is(err, ErrInvalid) || !errors.Is(err, pathtrust.ErrUntrusted) {
+			t.Errorf("%s: Open = %v, want ErrInvalid and ErrUntrusted", name, err)
+		}
+		if strings.HasPrefix(name, "root") {
+			if _, err := List(root); !errors.Is(err, pathtrust.ErrUntrusted) {
+				t.Errorf("%s: List = %v, want ErrUntrusted", name, err)
+			}
+			d := Docker{Program: filepath.Join(root, "no-docker")}
+			_, err := d.New(context.Background(), NewOptions{Root: root, Name: "bob", AgentImage: "agent:1"})
+			if !errors.Is(err, ErrInvalid) || !errors.Is(err, pathtrust.ErrUntrusted) {
+				t.Errorf("%s: New = %v, want ErrInvalid and ErrUntrusted", name, err)
+			}
+			if _, err := os.Lstat(filepath.Join(root, "bob")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: New made bob (%v)", name, err)
+			}
+		}
+	}
+}
+
+func chmod(t *testing.T, p string, m os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(p, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chown(t *testing.T, p string, uid int) {
+	t.Helper()
+	if err := os.Chown(p, uid, -1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chownGroup(t *testing.T, p string, gid int) {
+	t.Helper()
+	if err := os.Chown(p, -1, gid); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -120,6 +120,9 @@ func (d Docker) checkNew(ctx context.Context, o *NewOptions) (Box, error) {
 	if o.Wait <= 0 {
 		o.Wait = 5 * time.Minute
 	}
+	if err := checkTrusted("box root", o.Root); err != nil {
+		return Box{}, err
+	}
 	b := Box{Name: o.Name, Dir: filepath.Join(o.Root, o.Name)}
 	if _, err := os.Lstat(b.Dir); err == nil {
 		return Box{}, fmt.Errorf("box %s exists in %s: %w", o.Name, o.Root, ErrInvalid)
@@ -141,23 +144,38 @@ func (d Docker) checkNew(ctx context.Context, o *NewOptions) (Box, error) {
 	if err != nil {
 		return Box{}, fmt.Errorf("new box %s: %w", o.Name, err)
 	}
-	b.Env = Env{{"BOX", o.Name}, {"HOST_PORT", strconv.Itoa(o.Port)}, {"BIND_ADDRESS", o.BindAddress}}
-	if o.ExecutorImage != "" {
-		b.Env = b.Env.Set("EXECUTOR_IMAGE", o.ExecutorImage)
-	}
-	b.Env = b.Env.Set("AGENT_IMAGE", o.AgentImage)
-	b.Env = b.Env.Set("MCP_KEY_FILE", b.Path(KeyFile))
-	b.Env = b.Env.Set("BACKUP_PASSPHRASE_FILE", b.Path(PassFile))
-	for _, v := range o.Set {
-		if err := ValidateVar(v); err != nil {
-			return Box{}, err
-		}
-		if err := CheckSetVar(v); err != nil {
-			return Box{}, err
-		}
-		b.Env = b.Env.Set(v.Key, v.Value)
+	if b.Env, err = newEnv(b, *o); err != nil {
+		return Box{}, err
 	}
 	return b, d.checkProject(ctx, b)
+}
+
+// newEnv is the .env of new box b from o (ports chosen): refused, wrapping
+// ErrInvalid, when a --set is one CheckSetVar refuses or a value is one
+// .env cannot hold (ValidateVar).
+func newEnv(b Box, o NewOptions) (Env, error) {
+	e := Env{{"BOX", o.Name}, {"HOST_PORT", strconv.Itoa(o.Port)}, {"BIND_ADDRESS", o.BindAddress}}
+	if o.ExecutorImage != "" {
+		e = e.Set("EXECUTOR_IMAGE", o.ExecutorImage)
+	}
+	e = e.Set("AGENT_IMAGE", o.AgentImage)
+	e = e.Set("MCP_KEY_FILE", b.Path(KeyFile))
+	e = e.Set("BACKUP_PASSPHRASE_FILE", b.Path(PassFile))
+	for _, v := range o.Set {
+		if err := ValidateVar(v); err != nil {
+			return nil, err
+		}
+		if err := CheckSetVar(v); err != nil {
+			return nil, err
+		}
+		e = e.Set(v.Key, v.Value)
+	}
+	for _, v := range e {
+		if err := ValidateVar(v); err != nil {
+			return nil, fmt.Errorf("new box %s: %w", o.Name, err)
+		}
+	}
+	return e, nil
 }
 
 // checkProject refuses a name whose Compose project has containers or
