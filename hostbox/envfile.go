@@ -70,8 +70,9 @@ func ValidateVar(v Var) error {
 }
 
 // newSets are the variables hbx box new writes itself from its flags and
-// the box directory; --set cannot replace them.
-var newSets = []string{"BOX", "HOST_PORT", "MCP_KEY_FILE", "BACKUP_PASSPHRASE_FILE"}
+// the box directory; --set cannot replace them (BIND_ADDRESS is --bind:
+// the port is checked free on that address).
+var newSets = []string{"BOX", "HOST_PORT", "BIND_ADDRESS", "MCP_KEY_FILE", "BACKUP_PASSPHRASE_FILE"}
 
 // CheckSetVar refuses a --set variable that new writes itself (newSets)
 // or that Compose or the docker CLI read as their own settings from a

@@ -5,6 +5,7 @@ package hostbox
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,13 +60,17 @@ func (b Box) Port() int {
 	return p
 }
 
-// URL is where the host reaches the box's executor.
+// URL is where the host reaches the box's executor (a wildcard
+// BIND_ADDRESS through its family's loopback).
 func (b Box) URL() string {
 	addr := b.Env.Get("BIND_ADDRESS")
-	if addr == "" || addr == "0.0.0.0" {
+	switch addr {
+	case "", "0.0.0.0":
 		addr = "127.0.0.1"
+	case "::":
+		addr = "::1"
 	}
-	return fmt.Sprintf("http://%s:%d/", addr, b.Port())
+	return "http://" + net.JoinHostPort(addr, strconv.Itoa(b.Port())) + "/"
 }
 
 // Path is a file of the box directory.

@@ -132,6 +132,8 @@ func TestNewRefusesBadInputCreatingNothing(t *testing.T) {
 		"bad variable":   func(o *NewOptions) { o.Set = []Var{{"X", "it's"}} },
 		"reserved var":   func(o *NewOptions) { o.Set = []Var{{"HOST_PORT", "1"}} },
 		"compose var":    func(o *NewOptions) { o.Set = []Var{{"COMPOSE_PROJECT_NAME", "hbx-bob"}} },
+		"bind name":      func(o *NewOptions) { o.BindAddress = "localhost" },
+		"bind brackets":  func(o *NewOptions) { o.BindAddress = "[::1]" },
 		"agent image":    func(o *NewOptions) { o.AgentImage = `agent:1\` },
 		"executor image": func(o *NewOptions) { o.ExecutorImage = "x\ny" },
 		"config dir":     func(o *NewOptions) { o.ConfigDir = filepath.Join(parent, "nope") },

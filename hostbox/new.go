@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -116,6 +117,9 @@ func (d Docker) checkNew(ctx context.Context, o *NewOptions) (Box, error) {
 	}
 	if o.BindAddress == "" {
 		o.BindAddress = "127.0.0.1"
+	}
+	if net.ParseIP(o.BindAddress) == nil {
+		return Box{}, fmt.Errorf("new box %s: bind address %q: want an IP address such as 127.0.0.1 or ::1 (Compose publishes the port on an address, not a name): %w", o.Name, o.BindAddress, ErrInvalid)
 	}
 	if o.Wait <= 0 {
 		o.Wait = 5 * time.Minute

@@ -74,7 +74,7 @@ func TestSetRefusesComposeAndDockerVariables(t *testing.T) {
 	for v, ok := range map[string]bool{
 		"HEALTH_INTERVAL=2s":           true,
 		"AGENT_IMAGE=x:1":              true,
-		"BIND_ADDRESS=127.0.0.2":       true,
+		"BIND_ADDRESS=0.0.0.0":         false, // --bind: the port is checked there
 		"COMPOSE_PROJECT_NAME=hbx-bob": false,
 		"COMPOSE_FILE=/etc/evil.yaml":  false,
 		"COMPOSE_PROFILES=x":           false,
@@ -162,5 +162,23 @@ func TestParsePSReadsBothShapes(t *testing.T) {
 	}
 	if _, err := parsePS([]byte("{oops")); err == nil {
 		t.Error("parsePS of garbage: want an error")
+	}
+}
+
+// TestBoxURLForEveryBindAddress: the URL the doctor and rotate-token
+// probe is a valid one for an IPv6 address too, and a wildcard address
+// is reached through its family's loopback.
+func TestBoxURLForEveryBindAddress(t *testing.T) {
+	for addr, want := range map[string]string{
+		"":          "http://127.0.0.1:4788/",
+		"127.0.0.2": "http://127.0.0.2:4788/",
+		"0.0.0.0":   "http://127.0.0.1:4788/",
+		"::1":       "http://[::1]:4788/",
+		"::":        "http://[::1]:4788/",
+	} {
+		b := Box{Env: Env{{"HOST_PORT", "4788"}, {"BIND_ADDRESS", addr}}}
+		if got := b.URL(); got != want {
+			t.Errorf("URL with BIND_ADDRESS=%q = %s, want %s", addr, got, want)
+		}
 	}
 }
