@@ -5,10 +5,12 @@ package hostbox
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -243,6 +245,41 @@ func TestReadPassphraseRefusesWhatIsNotAFile(t *testing.T) {
 				w.Close()
 			}
 			t.Errorf("%s: readPassphrase blocked for a minute", name)
+		}
+	}
+}
+
+// TestSaveRefusesAnOutputInTheBoxRoot: an archive written into a box
+// directory (`hbx box save` run from inside it, as plain `docker compose`
+// invites) would be deleted by the `hbx box rm` a save usually precedes;
+// Save refuses any output under the root, before the box is touched.
+func TestSaveRefusesAnOutputInTheBoxRoot(t *testing.T) {
+	parent := t.TempDir()
+	root := filepath.Join(parent, "boxes")
+	writeTestBox(t, root, "alice", "BOX=alice\nHOST_PORT=4788\n")
+	if err := os.WriteFile(filepath.Join(root, "alice", PassFile), []byte("pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(parent, "link")
+	if err := os.Symlink(filepath.Join(root, "alice"), link); err != nil {
+		t.Fatal(err)
+	}
+	d := Docker{Program: filepath.Join(parent, "no-docker")}
+	for name, out := range map[string]string{
+		"in the box":        filepath.Join(root, "alice", "alice.box.tar.gz.gpg"),
+		"in the root":       filepath.Join(root, "alice.box.tar.gz.gpg"),
+		"through a symlink": filepath.Join(link, "a.gpg"),
+	} {
+		if _, err := d.Save(context.Background(), root, "alice", out); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Save = %v, want ErrInvalid", name, err)
+		}
+	}
+	for _, dir := range []string{root, filepath.Join(root, "alice")} {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.Contains(e.Name(), "gpg") {
+				t.Errorf("a refused save left %s in %s", e.Name(), dir)
+			}
 		}
 	}
 }

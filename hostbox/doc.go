@@ -36,7 +36,8 @@
 //     the containers keeps it.
 //   - Remove deletes volumes only when called; the command asks for the
 //     name to be typed back first.
-//   - Save writes its archive atomically (mode 0600) or not at all; the
+//   - Save writes its archive atomically (mode 0600) or not at all, never
+//     under the box root (hbx box rm would delete it with the box); the
 //     agent is started again whether it worked or not. Load opens and
 //     checks the whole archive (passphrase, integrity, entries and hard
 //     links' targets only under agent/, no device nodes) before it removes or creates anything.
@@ -49,6 +50,8 @@
 //   - A New or Load killed with SIGKILL cannot clean up: its directory and
 //     whatever `up` made stay (.env and compose.yaml are written before any
 //     container, so `hbx box rm NAME --yes` removes them).
+//   - A Save killed with SIGKILL leaves the agent stopped (hbx box start
+//     starts it) and atomicfile's .tmp- file beside the output.
 //   - Save leaves the executor's own hbx backup archive in the box's backup
 //     volume (hbx backup's retention applies there).
 //   - The box's key is the Compose secret file: RotateToken works for a
