@@ -233,3 +233,54 @@ func chownGroup(t *testing.T, p string, gid int) {
 		t.Fatal(err)
 	}
 }
+
+// TestNewClaimsItsPortUnderTheRootLock: two News in one root that chose
+// the same free port: the one that writes its box second sees the
+// first's .env under the root's flock and chooses again (or, for a port
+// given with --port, is refused, making nothing), so two boxes never
+// hold one port.
+func TestNewClaimsItsPortUnderTheRootLock(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "boxes")
+	d := Docker{Program: filepath.Join(root, "no-docker")}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const port = 4788
+	newBox := func(name string) Box {
+		b := Box{Name: name, Dir: filepath.Join(root, name)}
+		b.Env = Env{{"BOX", name}, {"HOST_PORT", strconv.Itoa(port)}}
+		return b
+	}
+	// The first New holds the root while it writes alice's .env.
+	unlock, err := lockRoot(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	bob := newBox("bob")
+	o := NewOptions{Root: root, Name: "bob", BindAddress: "127.0.0.1", portChosen: true}
+	go func() {
+		done <- d.create(context.Background(), &bob, o, "test", func() error { return nil })
+	}()
+	writeTestBox(t, root, "alice", "BOX=alice\nHOST_PORT=4788\n")
+	unlock()
+	if err := <-done; err != nil {
+		t.Fatalf("create(bob) = %v", err)
+	}
+	got, err := Open(root, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Port() == port || bob.Port() != got.Port() {
+		t.Errorf("bob's .env holds port %d (the caller's box says %d), want one other than alice's %d", got.Port(), bob.Port(), port)
+	}
+
+	carol := newBox("carol")
+	o = NewOptions{Root: root, Name: "carol", BindAddress: "127.0.0.1"}
+	if err := d.create(context.Background(), &carol, o, "test", func() error { return nil }); !errors.Is(err, ErrInvalid) {
+		t.Errorf("create(carol) on alice's --port = %v, want ErrInvalid", err)
+	}
+	if _, err := os.Lstat(carol.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused create made %s (%v)", carol.Dir, err)
+	}
+}

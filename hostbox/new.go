@@ -32,6 +32,8 @@ type NewOptions struct {
 	ConfigDir     string        // copied into the executor's /etc/hbx before its first start; "": the image's
 	Wait          time.Duration // bound of `up --wait`; 0 is 5 minutes
 	BootWindow    time.Duration // the doctor's host probe retries this long
+
+	portChosen bool // Port was 0: checkNew chose it, claimPort may again
 }
 
 // NewResult is what New made.
@@ -57,7 +59,7 @@ func (d Docker) New(ctx context.Context, o NewOptions) (res NewResult, err error
 	if err != nil {
 		return res, err
 	}
-	err = d.create(ctx, b, o, "hbx box new", func() error {
+	err = d.create(ctx, &b, o, "hbx box new", func() error {
 		if res.Up, err = d.firstUp(ctx, b, o); err != nil {
 			return err
 		}
@@ -76,13 +78,28 @@ func (d Docker) New(ctx context.Context, o NewOptions) (res NewResult, err error
 
 // create makes b's directory (and the root), holds its lock, writes its
 // files and runs fill; when anything fails it removes the project and
-// the directory (and the root when it made it).
-func (d Docker) create(ctx context.Context, b Box, o NewOptions, command string, fill func() error) (err error) {
+// the directory (and the root when it made it). The port is claimed
+// under the root's flock (claimPort): a second New in the root waits
+// until this one's .env names its port.
+func (d Docker) create(ctx context.Context, b *Box, o NewOptions, command string, fill func() error) (err error) {
 	rootMade := false
 	if _, serr := os.Stat(o.Root); errors.Is(serr, os.ErrNotExist) {
 		rootMade = true
 	}
 	if err := os.MkdirAll(o.Root, 0o700); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil && rootMade {
+			_ = os.Remove(o.Root) // fails, as it should, unless empty
+		}
+	}()
+	unlockRoot, err := lockRoot(ctx, o.Root)
+	if err != nil {
+		return err
+	}
+	defer unlockRoot()
+	if err := claimPort(b, o); err != nil {
 		return err
 	}
 	if err := os.Mkdir(b.Dir, 0o700); err != nil {
@@ -93,17 +110,18 @@ func (d Docker) create(ctx context.Context, b Box, o NewOptions, command string,
 	}
 	defer func() {
 		if err != nil {
-			d.undoNew(b, o.Root, rootMade)
+			d.undoNew(*b, o.Root, rootMade)
 		}
 	}()
-	l, err := lockBox(ctx, b, command)
+	l, err := lockBox(ctx, *b, command)
 	if err != nil {
 		return err
 	}
 	defer l.Unlock()
-	if err := writeBox(b, o); err != nil {
+	if err := writeBox(*b, o); err != nil {
 		return err
 	}
+	unlockRoot()
 	return fill()
 }
 
@@ -141,6 +159,7 @@ func (d Docker) checkNew(ctx context.Context, o *NewOptions) (Box, error) {
 		return Box{}, err
 	}
 	if o.Port == 0 {
+		o.portChosen = true
 		o.Port, err = ChoosePort(o.BindAddress, others)
 	} else {
 		err = CheckPort(o.BindAddress, o.Port, others)
