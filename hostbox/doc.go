@@ -34,6 +34,9 @@
 //     (internal/lock, a flock: released when the holder dies, never stale).
 //   - The host port is chosen once, at New, and kept in .env: recreating
 //     the containers keeps it.
+//   - Two News (or Loads) in one root claim ports one at a time under the
+//     root directory's flock: the second sees the first's .env and chooses
+//     another port (a --port the first took is refused).
 //   - Remove deletes volumes only when called; the command asks for the
 //     name to be typed back first.
 //   - Save writes its archive atomically (mode 0600) or not at all, never
@@ -43,8 +46,6 @@
 //     links' targets only under agent/, no device nodes) before it removes or creates anything.
 //
 // Not guaranteed:
-//   - Two concurrent News in one root may choose the same free port; the
-//     second `up` then fails and that New cleans up after itself.
 //   - A port chosen free at New may be taken by another program later;
 //     start then fails with Compose's error.
 //   - A New or Load killed with SIGKILL cannot clean up: its directory and
