@@ -49,6 +49,10 @@ type Box struct {
 	Name string
 	Dir  string // absolute
 	Env  Env
+	// Broken, set only by List, is why the directory is not a readable
+	// box (its .env malformed, naming another box, or unreadable); Env
+	// then holds what could be read of it.
+	Broken string
 }
 
 // Project is the box's Compose project name (compose.yaml's name:).
@@ -122,7 +126,8 @@ func Open(root, name string) (Box, error) {
 }
 
 // List reads every box under root, sorted by name; directories that are
-// not boxes (no valid name or no .env) are skipped. A missing root is an
+// not boxes (no valid name or no .env) are skipped, and one Open refuses
+// is listed with Broken set. A missing root is an
 // empty list; a root that another user could write is refused
 // (checkTrusted).
 func List(root string) ([]Box, error) {
@@ -146,7 +151,12 @@ func List(root string) ([]Box, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			// One box copied or edited by hand must not hide the
+			// others from ls, nor its port from new.
+			b = Box{Name: e.Name(), Dir: filepath.Join(root, e.Name()), Broken: err.Error()}
+			if data, rerr := os.ReadFile(b.Path(EnvFile)); rerr == nil {
+				b.Env, _ = ParseEnv(data)
+			}
 		}
 		out = append(out, b)
 	}

@@ -74,6 +74,25 @@ func TestOpenAndList(t *testing.T) {
 	if _, err := Open(root, "mallory"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Open of a .env naming another box = %v, want ErrInvalid", err)
 	}
+	// A copied box (its .env names another) and a malformed one: List
+	// still lists every box, those two marked broken, their ports kept.
+	writeTestBox(t, root, "mangled", "GARBAGE\n")
+	boxes, err = List(root)
+	if err != nil {
+		t.Fatalf("List with broken boxes = %v", err)
+	}
+	broken := map[string]Box{}
+	for _, b := range boxes {
+		if b.Broken != "" {
+			broken[b.Name] = b
+		}
+	}
+	if len(boxes) != 4 || len(broken) != 2 || broken["mallory"].Broken == "" || broken["mangled"].Broken == "" {
+		t.Errorf("List = %+v, want alice, bob, and mallory and mangled broken", boxes)
+	}
+	if st := (Docker{Program: "false"}).status(context.Background(), broken["mallory"]); !strings.HasPrefix(st.State, "broken: ") {
+		t.Errorf("status of a broken box = %q, want broken: ...", st.State)
+	}
 	if boxes, err := List(filepath.Join(root, "missing")); err != nil || len(boxes) != 0 {
 		t.Errorf("List(missing root) = %v, %v; want none", boxes, err)
 	}
