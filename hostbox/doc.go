@@ -51,6 +51,9 @@
 //   - A New or Load killed with SIGKILL cannot clean up: its directory and
 //     whatever `up` made stay (.env and compose.yaml are written before any
 //     container, so `hbx box rm NAME --yes` removes them).
+//   - A RotateToken killed before the recreate leaves the new key in
+//     mcp.key and the old one in both containers (the doctor's key gate
+//     fails); RotateToken run again recovers.
 //   - A Save killed with SIGKILL leaves the agent stopped (hbx box start
 //     starts it) and atomicfile's .tmp- file beside the output.
 //   - Save leaves the executor's own hbx backup archive in the box's backup
