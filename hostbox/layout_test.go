@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/hermesbox/hbx/internal/pathtrust"
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 func TestDefaultRootOrder(t *testing.T) {
@@ -200,7 +201,7 @@ func TestNewWithoutDockerCreatesNothing(t *testing.T) {
 // before hbx box reads or runs anything there.
 func TestBoxRootOthersControlIsRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("chown to another uid needs root")
+		testenv.Missing(t, "chown to another uid needs root")
 	}
 	const other = 4242
 	for name, setup := range map[string]func(t *testing.T, root string){
