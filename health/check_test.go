@@ -436,4 +436,10 @@ func TestWaitStart(t *testing.T) {
 	if _, err := checkPrograms([]Program{{Name: "executor", State: "STARTING"}, {Name: "hermes", State: "FATAL"}}, nil); errors.Is(err, ErrStarting) {
 		t.Errorf("checkPrograms(STARTING, FATAL) = %v, want not ErrStarting", err)
 	}
+	// A RUNNING program whose liveness probe fails is not progress: a
+	// --wait-start must not wait on it because another one is starting.
+	notLive := []Program{{Name: "executor", State: "BACKOFF"}, {Name: "hermes", State: "RUNNING", PID: 7, Unhealthy: "state file is stale"}}
+	if _, err := checkPrograms(notLive, nil); err == nil || errors.Is(err, ErrStarting) {
+		t.Errorf("checkPrograms(BACKOFF, RUNNING not live) = %v, want a failure that is not ErrStarting", err)
+	}
 }

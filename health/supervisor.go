@@ -74,6 +74,7 @@ func checkPrograms(progs []Program, want []string) (string, error) {
 		}
 		if p.Unhealthy != "" {
 			bad = append(bad, fmt.Sprintf("%s RUNNING pid %d but not live: %s", p.Name, p.PID, p.Unhealthy))
+			starting = false // not progress: waiting would not mend it
 			continue
 		}
 		good = append(good, fmt.Sprintf("%s RUNNING pid %d", p.Name, p.PID))

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"strings"
 	"time"
@@ -19,6 +18,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/ProtonMail/go-crypto/openpgp/s2k"
+
+	"github.com/hermesbox/hbx/internal/regfile"
 )
 
 // Entries of a saved box archive (gpg -d | tar -xz): the executor's own
@@ -41,21 +42,22 @@ var pgpConfig = &packet.Config{
 // ErrPassphrase: the archive does not open with the passphrase given.
 var ErrPassphrase = errors.New("wrong passphrase or not a box archive")
 
+// maxPassphraseFile bounds what readPassphrase reads (hbx backup writes a
+// 65-byte line).
+const maxPassphraseFile = 64 << 10
+
 // readPassphrase returns the first line of a passphrase file (as gpg
-// --passphrase-file reads it). A file that cannot be read, is readable by
-// others than its owner, or starts with an empty line is refused
-// (ErrInvalid), as hbx backup refuses its passphrase_file.
+// --passphrase-file reads it). A file that cannot be read, is not a
+// regular file (a FIFO would block the read for ever), is larger than
+// 64 KiB, is readable by others than its owner, or starts with an empty
+// line is refused (ErrInvalid), as hbx backup refuses its passphrase_file.
 func readPassphrase(file string) ([]byte, error) {
-	st, err := os.Stat(file)
+	data, mode, err := regfile.ReadPrivate(file, maxPassphraseFile)
 	if err != nil {
 		return nil, fmt.Errorf("passphrase file: %w (%w)", err, ErrInvalid)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("passphrase file %s has mode %04o: want 0600 or stricter (chmod 600 %s): %w", file, st.Mode().Perm(), file, ErrInvalid)
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("passphrase file: %w (%w)", err, ErrInvalid)
+	if mode&0o077 != 0 {
+		return nil, fmt.Errorf("passphrase file %s has mode %04o: want 0600 or stricter (chmod 600 %s): %w", file, mode, file, ErrInvalid)
 	}
 	line, _, _ := bytes.Cut(data, []byte("\n"))
 	if len(line) == 0 {
@@ -109,7 +111,8 @@ func unseal(r io.Reader, pass []byte) (tr *tar.Reader, rest io.Reader, err error
 }
 
 // copyEntries copies every entry of tr into tw, the leading path element
-// from replaced by to (entries outside from are refused).
+// from replaced by to, a hard link's target too (renameEntry: entries or
+// link targets outside from and device nodes are refused).
 func copyEntries(tw *tar.Writer, tr *tar.Reader, from, to string) error {
 	for {
 		h, err := tr.Next()
@@ -119,11 +122,9 @@ func copyEntries(tw *tar.Writer, tr *tar.Reader, from, to string) error {
 		if err != nil {
 			return fmt.Errorf("read tar: %w", err)
 		}
-		name, err := rename(h.Name, from, to)
-		if err != nil {
+		if err := renameEntry(h, from, to); err != nil {
 			return err
 		}
-		h.Name = name
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
@@ -131,6 +132,25 @@ func copyEntries(tw *tar.Writer, tr *tar.Reader, from, to string) error {
 			return err
 		}
 	}
+}
+
+// renameEntry renames h from under from to under to (rename), a hard
+// link's target too, and refuses device nodes (dockerd would make them as
+// root in the agent's filesystem).
+func renameEntry(h *tar.Header, from, to string) error {
+	var err error
+	if h.Typeflag == tar.TypeChar || h.Typeflag == tar.TypeBlock {
+		return fmt.Errorf("archive entry %q: a device node: %w", h.Name, ErrInvalid)
+	}
+	if h.Name, err = rename(h.Name, from, to); err != nil {
+		return err
+	}
+	if h.Typeflag == tar.TypeLink {
+		if h.Linkname, err = rename(h.Linkname, from, to); err != nil {
+			return fmt.Errorf("hard link %s: %w", h.Name, err)
+		}
+	}
+	return nil
 }
 
 // rename replaces the first element from of a clean relative tar name by

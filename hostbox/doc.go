@@ -25,7 +25,8 @@
 // Guarantees:
 //   - Bad input to New (a name that is not a DNS label, a box or Compose
 //     project that exists, a port in use or claimed by another box of the
-//     root, a bad --set) is refused before anything is created.
+//     root, a --set of COMPOSE_*, DOCKER_* or a variable new writes, a
+//     value .env cannot hold literally) is refused before anything is created.
 //   - A New that fails later (up, the doctor, an interrupt) removes what it
 //     made: the containers, networks and volumes of the project and the
 //     box directory, lock file included.
@@ -33,21 +34,28 @@
 //     (internal/lock, a flock: released when the holder dies, never stale).
 //   - The host port is chosen once, at New, and kept in .env: recreating
 //     the containers keeps it.
+//   - Two News (or Loads) in one root claim ports one at a time under the
+//     root directory's flock: the second sees the first's .env and chooses
+//     another port (a --port the first took is refused).
 //   - Remove deletes volumes only when called; the command asks for the
 //     name to be typed back first.
-//   - Save writes its archive atomically (mode 0600) or not at all; the
+//   - Save writes its archive atomically (mode 0600) or not at all, never
+//     under the box root (hbx box rm would delete it with the box); the
 //     agent is started again whether it worked or not. Load opens and
-//     checks the whole archive (passphrase, integrity, entries only under
-//     agent/) before it removes or creates anything.
+//     checks the whole archive (passphrase, integrity, entries and hard
+//     links' targets only under agent/, no device nodes) before it removes or creates anything.
 //
 // Not guaranteed:
-//   - Two concurrent News in one root may choose the same free port; the
-//     second `up` then fails and that New cleans up after itself.
 //   - A port chosen free at New may be taken by another program later;
 //     start then fails with Compose's error.
 //   - A New or Load killed with SIGKILL cannot clean up: its directory and
 //     whatever `up` made stay (.env and compose.yaml are written before any
 //     container, so `hbx box rm NAME --yes` removes them).
+//   - A RotateToken killed before the recreate leaves the new key in
+//     mcp.key and the old one in both containers (the doctor's key gate
+//     fails); RotateToken run again recovers.
+//   - A Save killed with SIGKILL leaves the agent stopped (hbx box start
+//     starts it) and atomicfile's .tmp- file beside the output.
 //   - Save leaves the executor's own hbx backup archive in the box's backup
 //     volume (hbx backup's retention applies there).
 //   - The box's key is the Compose secret file: RotateToken works for a

@@ -4,6 +4,7 @@ package hostbox
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -51,15 +52,39 @@ func validKey(k string) bool {
 }
 
 // ValidateVar accepts a variable .env can hold literally: an upper-case
-// name, a value without a newline, NUL or single quote (values are written
-// single-quoted, which Compose reads without interpolation). Errors wrap
-// ErrInvalid.
+// name, a value without a newline, NUL or single quote and not ending in
+// a backslash (values are written single-quoted, which Compose reads
+// without interpolation, but it reads \' as an escaped quote: the value
+// would run on into the next line). Errors wrap ErrInvalid.
 func ValidateVar(v Var) error {
 	if !validKey(v.Key) {
 		return fmt.Errorf("variable %q: want a name of A-Z, 0-9 and '_', not starting with a digit: %w", v.Key, ErrInvalid)
 	}
 	if strings.ContainsAny(v.Value, "'\n\r\x00") {
 		return fmt.Errorf("variable %s: its value holds a quote, newline or NUL, which .env cannot hold literally: %w", v.Key, ErrInvalid)
+	}
+	if strings.HasSuffix(v.Value, `\`) {
+		return fmt.Errorf("variable %s: its value ends in a backslash, which Compose would read with the closing quote as an escaped quote: %w", v.Key, ErrInvalid)
+	}
+	return nil
+}
+
+// newSets are the variables hbx box new writes itself from its flags and
+// the box directory; --set cannot replace them (BIND_ADDRESS is --bind:
+// the port is checked free on that address).
+var newSets = []string{"BOX", "HOST_PORT", "BIND_ADDRESS", "MCP_KEY_FILE", "BACKUP_PASSPHRASE_FILE"}
+
+// CheckSetVar refuses a --set variable that new writes itself (newSets)
+// or that Compose or the docker CLI read as their own settings from a
+// project's .env (COMPOSE_*, DOCKER_*: COMPOSE_PROJECT_NAME would point
+// the box at another project's containers and volumes, COMPOSE_FILE at
+// another compose file). Errors wrap ErrInvalid.
+func CheckSetVar(v Var) error {
+	if slices.Contains(newSets, v.Key) {
+		return fmt.Errorf("variable %s: hbx box new sets it: %w", v.Key, ErrInvalid)
+	}
+	if strings.HasPrefix(v.Key, "COMPOSE_") || strings.HasPrefix(v.Key, "DOCKER_") {
+		return fmt.Errorf("variable %s: Compose and the docker CLI read COMPOSE_* and DOCKER_* from .env as their own settings; a box's .env does not set them: %w", v.Key, ErrInvalid)
 	}
 	return nil
 }

@@ -5,10 +5,13 @@ package hostbox
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/hermesbox/hbx/internal/pathtrust"
 )
 
 // RootEnv names the environment variable that overrides DefaultRoot.
@@ -46,6 +49,10 @@ type Box struct {
 	Name string
 	Dir  string // absolute
 	Env  Env
+	// Broken, set only by List, is why the directory is not a readable
+	// box (its .env malformed, naming another box, or unreadable); Env
+	// then holds what could be read of it.
+	Broken string
 }
 
 // Project is the box's Compose project name (compose.yaml's name:).
@@ -57,28 +64,51 @@ func (b Box) Port() int {
 	return p
 }
 
-// URL is where the host reaches the box's executor.
+// URL is where the host reaches the box's executor (a wildcard
+// BIND_ADDRESS through its family's loopback).
 func (b Box) URL() string {
 	addr := b.Env.Get("BIND_ADDRESS")
-	if addr == "" || addr == "0.0.0.0" {
+	switch addr {
+	case "", "0.0.0.0":
 		addr = "127.0.0.1"
+	case "::":
+		addr = "::1"
 	}
-	return fmt.Sprintf("http://%s:%d/", addr, b.Port())
+	return "http://" + net.JoinHostPort(addr, strconv.Itoa(b.Port())) + "/"
 }
 
 // Path is a file of the box directory.
 func (b Box) Path(name string) string { return filepath.Join(b.Dir, name) }
 
+// checkTrusted refuses p (a box root or box directory; what names it)
+// when it or an ancestor is owned by, or writable by, a user other than
+// the one running hbx box and root (pathtrust.Check, with hbx box's own
+// user trusted): that user could rename a box away and put a directory
+// of their own in its place, with a compose.yaml and .env that hbx box
+// would run docker on. A missing path passes (New makes it). Errors wrap
+// pathtrust.ErrUntrusted and ErrInvalid.
+func checkTrusted(what, p string) error {
+	t := pathtrust.Trust{UIDs: []uint32{uint32(os.Geteuid())}}
+	if err := pathtrust.Check(what, p, false, t); err != nil {
+		return fmt.Errorf("%w (%w)", err, ErrInvalid)
+	}
+	return nil
+}
+
 // ErrNotFound: no box of that name under the root.
 var ErrNotFound = errors.New("no such box")
 
 // Open reads the box name under root. A missing directory or .env wraps
-// ErrNotFound.
+// ErrNotFound; a box directory that another user could replace
+// (checkTrusted) is refused.
 func Open(root, name string) (Box, error) {
 	if err := ValidateName(name); err != nil {
 		return Box{}, err
 	}
 	b := Box{Name: name, Dir: filepath.Join(root, name)}
+	if err := checkTrusted("box directory", b.Dir); err != nil {
+		return Box{}, err
+	}
 	data, err := os.ReadFile(b.Path(EnvFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return Box{}, fmt.Errorf("box %s: %w under %s (hbx box ls lists them)", name, ErrNotFound, root)
@@ -96,9 +126,14 @@ func Open(root, name string) (Box, error) {
 }
 
 // List reads every box under root, sorted by name; directories that are
-// not boxes (no valid name or no .env) are skipped. A missing root is an
-// empty list.
+// not boxes (no valid name or no .env) are skipped, and one Open refuses
+// is listed with Broken set. A missing root is an
+// empty list; a root that another user could write is refused
+// (checkTrusted).
 func List(root string) ([]Box, error) {
+	if err := checkTrusted("box root", root); err != nil {
+		return nil, err
+	}
 	ents, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -116,7 +151,12 @@ func List(root string) ([]Box, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			// One box copied or edited by hand must not hide the
+			// others from ls, nor its port from new.
+			b = Box{Name: e.Name(), Dir: filepath.Join(root, e.Name()), Broken: err.Error()}
+			if data, rerr := os.ReadFile(b.Path(EnvFile)); rerr == nil {
+				b.Env, _ = ParseEnv(data)
+			}
 		}
 		out = append(out, b)
 	}

@@ -9,7 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/hermesbox/hbx/internal/pathtrust"
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 func TestDefaultRootOrder(t *testing.T) {
@@ -71,6 +75,25 @@ func TestOpenAndList(t *testing.T) {
 	if _, err := Open(root, "mallory"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Open of a .env naming another box = %v, want ErrInvalid", err)
 	}
+	// A copied box (its .env names another) and a malformed one: List
+	// still lists every box, those two marked broken, their ports kept.
+	writeTestBox(t, root, "mangled", "GARBAGE\n")
+	boxes, err = List(root)
+	if err != nil {
+		t.Fatalf("List with broken boxes = %v", err)
+	}
+	broken := map[string]Box{}
+	for _, b := range boxes {
+		if b.Broken != "" {
+			broken[b.Name] = b
+		}
+	}
+	if len(boxes) != 4 || len(broken) != 2 || broken["mallory"].Broken == "" || broken["mangled"].Broken == "" {
+		t.Errorf("List = %+v, want alice, bob, and mallory and mangled broken", boxes)
+	}
+	if st := (Docker{Program: "false"}).status(context.Background(), broken["mallory"]); !strings.HasPrefix(st.State, "broken: ") {
+		t.Errorf("status of a broken box = %q, want broken: ...", st.State)
+	}
 	if boxes, err := List(filepath.Join(root, "missing")); err != nil || len(boxes) != 0 {
 		t.Errorf("List(missing root) = %v, %v; want none", boxes, err)
 	}
@@ -128,6 +151,11 @@ func TestNewRefusesBadInputCreatingNothing(t *testing.T) {
 		"port range":     func(o *NewOptions) { o.Port = 70000 },
 		"bad variable":   func(o *NewOptions) { o.Set = []Var{{"X", "it's"}} },
 		"reserved var":   func(o *NewOptions) { o.Set = []Var{{"HOST_PORT", "1"}} },
+		"compose var":    func(o *NewOptions) { o.Set = []Var{{"COMPOSE_PROJECT_NAME", "hbx-bob"}} },
+		"bind name":      func(o *NewOptions) { o.BindAddress = "localhost" },
+		"bind brackets":  func(o *NewOptions) { o.BindAddress = "[::1]" },
+		"agent image":    func(o *NewOptions) { o.AgentImage = `agent:1\` },
+		"executor image": func(o *NewOptions) { o.ExecutorImage = "x\ny" },
 		"config dir":     func(o *NewOptions) { o.ConfigDir = filepath.Join(parent, "nope") },
 	} {
 		o := base
@@ -163,5 +191,116 @@ func TestNewWithoutDockerCreatesNothing(t *testing.T) {
 	}
 	if _, serr := os.Lstat(root); !errors.Is(serr, os.ErrNotExist) {
 		t.Errorf("the root exists after a failed New (%v)", serr)
+	}
+}
+
+// TestBoxRootOthersControlIsRefused: a box root or box directory that
+// another user owns or may write (a world-writable root lets anyone
+// rename a box away and put a directory of their own, with its own
+// compose.yaml and .env, in its place) is refused by New, Open and List
+// before hbx box reads or runs anything there.
+func TestBoxRootOthersControlIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "chown to another uid needs root")
+	}
+	const other = 4242
+	for name, setup := range map[string]func(t *testing.T, root string){
+		"root world-writable": func(t *testing.T, root string) { chmod(t, root, 0o777) },
+		"root of another uid": func(t *testing.T, root string) { chown(t, root, other) },
+		"root group-writable": func(t *testing.T, root string) { chownGroup(t, root, other); chmod(t, root, 0o770) },
+		"dir of another uid":  func(t *testing.T, root string) { chown(t, filepath.Join(root, "alice"), other) },
+		"dir world-writable":  func(t *testing.T, root string) { chmod(t, filepath.Join(root, "alice"), 0o777) },
+	} {
+		root := filepath.Join(t.TempDir(), "boxes")
+		writeTestBox(t, root, "alice", "BOX=alice\nHOST_PORT=4788\n")
+		setup(t, root)
+		if _, err := Open(root, "alice"); !errors.Is(err, ErrInvalid) || !errors.Is(err, pathtrust.ErrUntrusted) {
+			t.Errorf("%s: Open = %v, want ErrInvalid and ErrUntrusted", name, err)
+		}
+		if strings.HasPrefix(name, "root") {
+			if _, err := List(root); !errors.Is(err, pathtrust.ErrUntrusted) {
+				t.Errorf("%s: List = %v, want ErrUntrusted", name, err)
+			}
+			d := Docker{Program: filepath.Join(root, "no-docker")}
+			_, err := d.New(context.Background(), NewOptions{Root: root, Name: "bob", AgentImage: "agent:1"})
+			if !errors.Is(err, ErrInvalid) || !errors.Is(err, pathtrust.ErrUntrusted) {
+				t.Errorf("%s: New = %v, want ErrInvalid and ErrUntrusted", name, err)
+			}
+			if _, err := os.Lstat(filepath.Join(root, "bob")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: New made bob (%v)", name, err)
+			}
+		}
+	}
+}
+
+func chmod(t *testing.T, p string, m os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(p, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chown(t *testing.T, p string, uid int) {
+	t.Helper()
+	if err := os.Chown(p, uid, -1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chownGroup(t *testing.T, p string, gid int) {
+	t.Helper()
+	if err := os.Chown(p, -1, gid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNewClaimsItsPortUnderTheRootLock: two News in one root that chose
+// the same free port: the one that writes its box second sees the
+// first's .env under the root's flock and chooses again (or, for a port
+// given with --port, is refused, making nothing), so two boxes never
+// hold one port.
+func TestNewClaimsItsPortUnderTheRootLock(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "boxes")
+	d := Docker{Program: filepath.Join(root, "no-docker")}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const port = 4788
+	newBox := func(name string) Box {
+		b := Box{Name: name, Dir: filepath.Join(root, name)}
+		b.Env = Env{{"BOX", name}, {"HOST_PORT", strconv.Itoa(port)}}
+		return b
+	}
+	// The first New holds the root while it writes alice's .env.
+	unlock, err := lockRoot(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	bob := newBox("bob")
+	o := NewOptions{Root: root, Name: "bob", BindAddress: "127.0.0.1", portChosen: true}
+	go func() {
+		done <- d.create(context.Background(), &bob, o, "test", func() error { return nil })
+	}()
+	writeTestBox(t, root, "alice", "BOX=alice\nHOST_PORT=4788\n")
+	unlock()
+	if err := <-done; err != nil {
+		t.Fatalf("create(bob) = %v", err)
+	}
+	got, err := Open(root, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Port() == port || bob.Port() != got.Port() {
+		t.Errorf("bob's .env holds port %d (the caller's box says %d), want one other than alice's %d", got.Port(), bob.Port(), port)
+	}
+
+	carol := newBox("carol")
+	o = NewOptions{Root: root, Name: "carol", BindAddress: "127.0.0.1"}
+	if err := d.create(context.Background(), &carol, o, "test", func() error { return nil }); !errors.Is(err, ErrInvalid) {
+		t.Errorf("create(carol) on alice's --port = %v, want ErrInvalid", err)
+	}
+	if _, err := os.Lstat(carol.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused create made %s (%v)", carol.Dir, err)
 	}
 }

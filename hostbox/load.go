@@ -69,7 +69,7 @@ func (d Docker) Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 	if err != nil {
 		return LoadResult{}, err
 	}
-	err = d.create(ctx, b, o.NewOptions, "hbx box load", func() error {
+	err = d.create(ctx, &b, o.NewOptions, "hbx box load", func() error {
 		if err := atomicfile.WriteFile(b.Path(PassFile), append(pass, '\n'), 0o600); err != nil {
 			return err
 		}
@@ -116,7 +116,7 @@ func unpackSaved(archive string, pass []byte, dir string) error {
 			}
 			continue
 		}
-		if h.Name, err = rename(h.Name, savedAgent, "workspace"); err != nil {
+		if err := renameEntry(h, savedAgent, "workspace"); err != nil {
 			return err
 		}
 		if err := tw.WriteHeader(h); err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,6 +32,8 @@ type NewOptions struct {
 	ConfigDir     string        // copied into the executor's /etc/hbx before its first start; "": the image's
 	Wait          time.Duration // bound of `up --wait`; 0 is 5 minutes
 	BootWindow    time.Duration // the doctor's host probe retries this long
+
+	portChosen bool // Port was 0: checkNew chose it, claimPort may again
 }
 
 // NewResult is what New made.
@@ -56,7 +59,7 @@ func (d Docker) New(ctx context.Context, o NewOptions) (res NewResult, err error
 	if err != nil {
 		return res, err
 	}
-	err = d.create(ctx, b, o, "hbx box new", func() error {
+	err = d.create(ctx, &b, o, "hbx box new", func() error {
 		if res.Up, err = d.firstUp(ctx, b, o); err != nil {
 			return err
 		}
@@ -75,13 +78,28 @@ func (d Docker) New(ctx context.Context, o NewOptions) (res NewResult, err error
 
 // create makes b's directory (and the root), holds its lock, writes its
 // files and runs fill; when anything fails it removes the project and
-// the directory (and the root when it made it).
-func (d Docker) create(ctx context.Context, b Box, o NewOptions, command string, fill func() error) (err error) {
+// the directory (and the root when it made it). The port is claimed
+// under the root's flock (claimPort): a second New in the root waits
+// until this one's .env names its port.
+func (d Docker) create(ctx context.Context, b *Box, o NewOptions, command string, fill func() error) (err error) {
 	rootMade := false
 	if _, serr := os.Stat(o.Root); errors.Is(serr, os.ErrNotExist) {
 		rootMade = true
 	}
 	if err := os.MkdirAll(o.Root, 0o700); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil && rootMade {
+			_ = os.Remove(o.Root) // fails, as it should, unless empty
+		}
+	}()
+	unlockRoot, err := lockRoot(ctx, o.Root)
+	if err != nil {
+		return err
+	}
+	defer unlockRoot()
+	if err := claimPort(b, o); err != nil {
 		return err
 	}
 	if err := os.Mkdir(b.Dir, 0o700); err != nil {
@@ -92,17 +110,18 @@ func (d Docker) create(ctx context.Context, b Box, o NewOptions, command string,
 	}
 	defer func() {
 		if err != nil {
-			d.undoNew(b, o.Root, rootMade)
+			d.undoNew(*b, o.Root, rootMade)
 		}
 	}()
-	l, err := lockBox(ctx, b, command)
+	l, err := lockBox(ctx, *b, command)
 	if err != nil {
 		return err
 	}
 	defer l.Unlock()
-	if err := writeBox(b, o); err != nil {
+	if err := writeBox(*b, o); err != nil {
 		return err
 	}
+	unlockRoot()
 	return fill()
 }
 
@@ -117,8 +136,14 @@ func (d Docker) checkNew(ctx context.Context, o *NewOptions) (Box, error) {
 	if o.BindAddress == "" {
 		o.BindAddress = "127.0.0.1"
 	}
+	if net.ParseIP(o.BindAddress) == nil {
+		return Box{}, fmt.Errorf("new box %s: bind address %q: want an IP address such as 127.0.0.1 or ::1 (Compose publishes the port on an address, not a name): %w", o.Name, o.BindAddress, ErrInvalid)
+	}
 	if o.Wait <= 0 {
 		o.Wait = 5 * time.Minute
+	}
+	if err := checkTrusted("box root", o.Root); err != nil {
+		return Box{}, err
 	}
 	b := Box{Name: o.Name, Dir: filepath.Join(o.Root, o.Name)}
 	if _, err := os.Lstat(b.Dir); err == nil {
@@ -134,6 +159,7 @@ func (d Docker) checkNew(ctx context.Context, o *NewOptions) (Box, error) {
 		return Box{}, err
 	}
 	if o.Port == 0 {
+		o.portChosen = true
 		o.Port, err = ChoosePort(o.BindAddress, others)
 	} else {
 		err = CheckPort(o.BindAddress, o.Port, others)
@@ -141,23 +167,38 @@ func (d Docker) checkNew(ctx context.Context, o *NewOptions) (Box, error) {
 	if err != nil {
 		return Box{}, fmt.Errorf("new box %s: %w", o.Name, err)
 	}
-	b.Env = Env{{"BOX", o.Name}, {"HOST_PORT", strconv.Itoa(o.Port)}, {"BIND_ADDRESS", o.BindAddress}}
-	if o.ExecutorImage != "" {
-		b.Env = b.Env.Set("EXECUTOR_IMAGE", o.ExecutorImage)
-	}
-	b.Env = b.Env.Set("AGENT_IMAGE", o.AgentImage)
-	b.Env = b.Env.Set("MCP_KEY_FILE", b.Path(KeyFile))
-	b.Env = b.Env.Set("BACKUP_PASSPHRASE_FILE", b.Path(PassFile))
-	for _, v := range o.Set {
-		if err := ValidateVar(v); err != nil {
-			return Box{}, err
-		}
-		if v.Key == "BOX" || v.Key == "HOST_PORT" || v.Key == "MCP_KEY_FILE" || v.Key == "BACKUP_PASSPHRASE_FILE" {
-			return Box{}, fmt.Errorf("variable %s: hbx box new sets it: %w", v.Key, ErrInvalid)
-		}
-		b.Env = b.Env.Set(v.Key, v.Value)
+	if b.Env, err = newEnv(b, *o); err != nil {
+		return Box{}, err
 	}
 	return b, d.checkProject(ctx, b)
+}
+
+// newEnv is the .env of new box b from o (ports chosen): refused, wrapping
+// ErrInvalid, when a --set is one CheckSetVar refuses or a value is one
+// .env cannot hold (ValidateVar).
+func newEnv(b Box, o NewOptions) (Env, error) {
+	e := Env{{"BOX", o.Name}, {"HOST_PORT", strconv.Itoa(o.Port)}, {"BIND_ADDRESS", o.BindAddress}}
+	if o.ExecutorImage != "" {
+		e = e.Set("EXECUTOR_IMAGE", o.ExecutorImage)
+	}
+	e = e.Set("AGENT_IMAGE", o.AgentImage)
+	e = e.Set("MCP_KEY_FILE", b.Path(KeyFile))
+	e = e.Set("BACKUP_PASSPHRASE_FILE", b.Path(PassFile))
+	for _, v := range o.Set {
+		if err := ValidateVar(v); err != nil {
+			return nil, err
+		}
+		if err := CheckSetVar(v); err != nil {
+			return nil, err
+		}
+		e = e.Set(v.Key, v.Value)
+	}
+	for _, v := range e {
+		if err := ValidateVar(v); err != nil {
+			return nil, fmt.Errorf("new box %s: %w", o.Name, err)
+		}
+	}
+	return e, nil
 }
 
 // checkProject refuses a name whose Compose project has containers or

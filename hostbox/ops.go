@@ -60,7 +60,7 @@ func parsePS(data []byte) (map[string]Service, error) {
 // Status is one line of hbx box ls.
 type Status struct {
 	Box    Box
-	State  string // running, stopped, partial, absent (no containers), or the error
+	State  string // running, stopped, partial, absent (no containers), "broken: " and why Open refused it, or the error
 	Health string // the executor's health, or "-"
 }
 
@@ -79,6 +79,10 @@ func (d Docker) Statuses(ctx context.Context, root string) ([]Status, error) {
 
 func (d Docker) status(ctx context.Context, b Box) Status {
 	st := Status{Box: b, Health: "-"}
+	if b.Broken != "" {
+		st.State = "broken: " + b.Broken
+		return st
+	}
 	svcs, err := d.Services(ctx, b)
 	if err != nil {
 		st.State = "unknown: " + err.Error()

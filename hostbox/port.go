@@ -3,9 +3,16 @@
 package hostbox
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // FirstPort is where ChoosePort starts: Executor's own port; the boxes of
@@ -52,4 +59,57 @@ func ChoosePort(addr string, boxes []Box) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("choose a port on %s: none free from %d to %d", addr, FirstPort, lastPort)
+}
+
+// rootLockWait bounds how long a New waits for another New of the root
+// to write its .env (a few file writes; a busy machine gets a minute).
+const rootLockWait = time.Minute
+
+// lockRoot takes the flock of the root directory itself (no lock file:
+// none is left behind, and a New that made the root can remove it), and
+// returns its idempotent release. It waits up to rootLockWait.
+func lockRoot(ctx context.Context, root string) (func(), error) {
+	f, err := os.Open(root)
+	if err != nil {
+		return nil, fmt.Errorf("lock the box root: %w", err)
+	}
+	deadline := time.Now().Add(rootLockWait)
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return sync.OnceFunc(func() { f.Close() }), nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) || ctx.Err() != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock the box root %s (another hbx box new or load is writing a box there): %w", root, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// claimPort checks again, under the root's lock, that no box of the
+// root holds b's port (another New may have claimed it since checkNew
+// chose it): a chosen port is chosen again, one given with --port is
+// refused (ErrInvalid).
+func claimPort(b *Box, o NewOptions) error {
+	others, err := List(o.Root)
+	if err != nil {
+		return err
+	}
+	name, taken := claimed(others)[b.Port()]
+	if !taken {
+		return nil
+	}
+	if !o.portChosen {
+		return fmt.Errorf("new box %s: port %d: box %s holds it: %w", o.Name, b.Port(), name, ErrInvalid)
+	}
+	p, err := ChoosePort(o.BindAddress, others)
+	if err != nil {
+		return fmt.Errorf("new box %s: %w", o.Name, err)
+	}
+	b.Env = b.Env.Set("HOST_PORT", strconv.Itoa(p))
+	return nil
 }

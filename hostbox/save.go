@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -29,6 +30,9 @@ type SaveResult struct {
 // whether the save worked or not.
 func (d Docker) Save(ctx context.Context, root, name, out string) (SaveResult, error) {
 	res := SaveResult{Path: out}
+	if err := checkOutside(root, out); err != nil {
+		return res, fmt.Errorf("save box %s: %w", name, err)
+	}
 	took, err := d.locked(ctx, root, name, "hbx box save", func(b Box) error {
 		pass, err := readPassphrase(b.Path(PassFile))
 		if err != nil {
@@ -63,6 +67,37 @@ func (d Docker) Save(ctx context.Context, root, name, out string) (SaveResult, e
 		return res, fmt.Errorf("save box %s: %w", name, err)
 	}
 	return res, nil
+}
+
+// checkOutside refuses an output path under the box root, as written or
+// with its directory's symlinks resolved: hbx box rm, which a save often
+// precedes, deletes the box directory with whatever is in it. Errors wrap
+// ErrInvalid.
+func checkOutside(root, out string) error {
+	dir, err := filepath.Abs(filepath.Dir(out))
+	if err != nil {
+		return err
+	}
+	dirs := []string{dir}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dirs = append(dirs, real)
+	}
+	absRoot, err := filepath.Abs(root)
+	if err != nil {
+		return err
+	}
+	roots := []string{absRoot}
+	if real, err := filepath.EvalSymlinks(root); err == nil {
+		roots = append(roots, real)
+	}
+	for _, d := range dirs {
+		for _, r := range roots {
+			if d == r || strings.HasPrefix(d, r+string(filepath.Separator)) {
+				return fmt.Errorf("output %s is in the box root %s, where hbx box rm would delete it with the box: write it elsewhere (-o): %w", out, root, ErrInvalid)
+			}
+		}
+	}
+	return nil
 }
 
 // writeSaved writes the sealed archive: the executor's archive, then the

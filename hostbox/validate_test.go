@@ -49,6 +49,12 @@ func TestParseVarRefusesWhatEnvCannotHold(t *testing.T) {
 		"A=it's":             false,
 		"A=two\nlines":       false,
 		"A=nul\x00":          false,
+		"A=in\\side":         true,
+		// Compose reads \' as an escaped quote: a value ending in a
+		// backslash would swallow the next line and let a later value
+		// define variables of its own.
+		"A=x\\":   false,
+		"A=x\\\\": false,
 	} {
 		_, err := ParseVar(in)
 		if ok != (err == nil) {
@@ -56,6 +62,37 @@ func TestParseVarRefusesWhatEnvCannotHold(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, ErrInvalid) {
 			t.Errorf("ParseVar(%q) = %v, want ErrInvalid", in, err)
+		}
+	}
+}
+
+// TestSetRefusesComposeAndDockerVariables: Compose reads COMPOSE_* from a
+// project's .env (COMPOSE_PROJECT_NAME=hbx-bob makes box alice act on bob's
+// containers and volumes, COMPOSE_FILE swaps the compose file), so new's
+// --set must not write them, nor the variables new sets itself.
+func TestSetRefusesComposeAndDockerVariables(t *testing.T) {
+	for v, ok := range map[string]bool{
+		"HEALTH_INTERVAL=2s":           true,
+		"AGENT_IMAGE=x:1":              true,
+		"BIND_ADDRESS=0.0.0.0":         false, // --bind: the port is checked there
+		"COMPOSE_PROJECT_NAME=hbx-bob": false,
+		"COMPOSE_FILE=/etc/evil.yaml":  false,
+		"COMPOSE_PROFILES=x":           false,
+		"DOCKER_HOST=tcp://x:2375":     false,
+		"BOX=bob":                      false,
+		"HOST_PORT=1":                  false,
+		"MCP_KEY_FILE=/etc/shadow":     false,
+		"BACKUP_PASSPHRASE_FILE=/x":    false,
+	} {
+		pv, err := ParseVar(v)
+		if err == nil {
+			err = CheckSetVar(pv)
+		}
+		if ok != (err == nil) {
+			t.Errorf("CheckSetVar(%q) = %v, want ok=%v", v, err, ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("CheckSetVar(%q) = %v, want ErrInvalid", v, err)
 		}
 	}
 }
@@ -125,5 +162,23 @@ func TestParsePSReadsBothShapes(t *testing.T) {
 	}
 	if _, err := parsePS([]byte("{oops")); err == nil {
 		t.Error("parsePS of garbage: want an error")
+	}
+}
+
+// TestBoxURLForEveryBindAddress: the URL the doctor and rotate-token
+// probe is a valid one for an IPv6 address too, and a wildcard address
+// is reached through its family's loopback.
+func TestBoxURLForEveryBindAddress(t *testing.T) {
+	for addr, want := range map[string]string{
+		"":          "http://127.0.0.1:4788/",
+		"127.0.0.2": "http://127.0.0.2:4788/",
+		"0.0.0.0":   "http://127.0.0.1:4788/",
+		"::1":       "http://[::1]:4788/",
+		"::":        "http://[::1]:4788/",
+	} {
+		b := Box{Env: Env{{"HOST_PORT", "4788"}, {"BIND_ADDRESS", addr}}}
+		if got := b.URL(); got != want {
+			t.Errorf("URL with BIND_ADDRESS=%q = %s, want %s", addr, got, want)
+		}
 	}
 }
