@@ -129,11 +129,15 @@ func tryNext(t *testing.T, clone, out string) {
 			env = append(env, kv)
 		}
 	}
+	// A file, not standard input: docker compose exec reads its stdin.
+	file := filepath.Join(t.TempDir(), "trynext.sh")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-ex")
+	cmd := exec.CommandContext(ctx, "bash", "-ex", file)
 	cmd.Dir, cmd.Env = clone, env
-	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 	began := time.Now()
 	got, err := cmd.CombinedOutput()
 	t.Logf("MEASURE the Try next lines (doctor, stop/start, save, load, rm, down): %v", time.Since(began).Round(time.Millisecond))
