@@ -45,19 +45,29 @@ step() { printf '\n==> %s\n' "$*"; }
 now_ms() { echo $((${EPOCHREALTIME/[.,]/} / 1000)); }
 secs() { printf '%d.%01d s' $(($1 / 1000)) $(($1 % 1000 / 100)); }
 
-# down removes the demo's box (containers and volumes), registry and files.
+# down removes the demo's box and the NAME-copy that "Try next" loads
+# (containers and volumes), the registry and the files.
 down() {
-	if [[ -f "${box}/.env" ]]; then
-		(cd "${box}" && docker compose down -v --timeout 45 >/dev/null 2>&1) || true
-	fi
+	local b
+	for b in "${box}-copy" "${box}"; do
+		if [[ -f "${b}/.env" ]]; then
+			(cd "${b}" && docker compose down -v --timeout 45 >/dev/null 2>&1) || true
+		fi
+	done
 	docker rm -f -v "${regnet}" >/dev/null 2>&1 || true
 	docker network rm "${regnet}" >/dev/null 2>&1 || true
-	rm -rf "${box}" "${run_dir}/${name}"
+	rm -rf "${box}-copy" "${box}" "${run_dir}/${name}" "${run_dir}/${name}.box.tar.gz.gpg"
 }
 
+# engine_line is the "Try next" line that points docker at the engine used:
+# the caller's own when DOCKER_HOST answered (dockerdeps.sh env of this
+# checkout names another socket), else this checkout's.
+# shellcheck disable=SC2016 # expanded by the operator's shell
+engine_line='set -a; eval "$(scripts/dockerdeps.sh env)"; set +a'
 engine() {
 	if [[ -n "${DOCKER_HOST:-}" ]] && docker version >/dev/null 2>&1; then
 		echo "    using the engine at ${DOCKER_HOST}"
+		engine_line="export DOCKER_HOST=${DOCKER_HOST}${DOCKER_CONFIG:+ DOCKER_CONFIG=${DOCKER_CONFIG}}"
 		return
 	fi
 	scripts/dockerdeps.sh | sed 's/^/    /'
@@ -160,9 +170,13 @@ up=$(($(now_ms) - t1))
 echo "    healthy in $(secs "${up}") (make docker-demo: $(secs $(($(now_ms) - t0))))"
 
 step "Try next"
+rel="${box#"${repo_root}/"}"
+saved="${run_dir}/${name}.box.tar.gz.gpg"
+again=""
+[[ "${name}" == demo ]] || again="DEMO_NAME=${name} "
 cat <<EOF
-    set -a; eval "\$(scripts/dockerdeps.sh env)"; set +a    # the engine, for docker
-    cd ${box#"${repo_root}/"}                      # plain docker compose works here
+    ${engine_line}    # the engine, for docker
+    cd ${rel}                      # plain docker compose works here
     docker compose ps
     docker compose exec executor hbx health
     curl -s http://127.0.0.1:${port}/api/health
@@ -172,8 +186,12 @@ cat <<EOF
     bin/hbx box ls
     bin/hbx box doctor ${name}
     bin/hbx box stop ${name} && bin/hbx box start ${name}
-    bin/hbx box save ${name}
-    scripts/docker-demo.sh down                    # remove it all
+    bin/hbx box save ${name} -o ${saved}
+    bin/hbx box load ${name}-copy ${saved} --passphrase-file ${rel}/backup.pass \\
+      --executor-image hbx-${name}-executor --agent-image hbx-${name}-agent \\
+      --config-dir ${rel}/etc --override ${rel}/compose.override.yaml
+    bin/hbx box rm ${name}-copy --yes
+    ${again}scripts/docker-demo.sh down                    # remove it all
 EOF
 echo
 echo "docker-demo: OK"

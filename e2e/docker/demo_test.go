@@ -17,8 +17,10 @@ import (
 // .cache the repository's (a warm cache, as in every worktree): the box
 // comes up healthy, the script prints the hbx box commands to try, plain
 // docker compose works in the box directory, the placeholder agent stops
-// on SIGTERM within 5 s, and `docker-demo.sh down` leaves no container,
-// volume or network of the demo behind.
+// on SIGTERM within 5 s, the "Try next" lines it prints all succeed as
+// written in a shell without the caller's DOCKER_HOST or DEMO_NAME (its
+// engine line, box save and load, and its own down line), and that down
+// leaves no container, volume or network of the demo behind.
 func TestDockerDemo(t *testing.T) {
 	s := requireDocker(t)
 	clone := filepath.Join(t.TempDir(), "hbx")
@@ -54,15 +56,7 @@ func TestDockerDemo(t *testing.T) {
 		if out, err := script(5*time.Minute, "down"); err != nil {
 			t.Errorf("docker-demo.sh down: %v\n%s", err, out)
 		}
-		for _, what := range [][]string{
-			{"ps", "-a", "-q", "--filter", "label=com.docker.compose.project=hbx-" + name},
-			{"volume", "ls", "-q", "--filter", "label=com.docker.compose.project=hbx-" + name},
-			{"network", "ls", "-q", "--filter", "name=hbx-" + name},
-		} {
-			if out, err := run(context.Background(), "", nil, what...); err != nil || strings.TrimSpace(out) != "" {
-				t.Errorf("after docker-demo.sh down, docker %s: %q, %v; want nothing", strings.Join(what, " "), out, err)
-			}
-		}
+		demoLeftovers(t, "docker-demo.sh down", name)
 		run(context.Background(), "", nil, "image", "rm", "-f", "hbx-"+name+"-executor", "hbx-"+name+"-agent", "hbx-"+name+"-registry")
 	})
 
@@ -104,5 +98,68 @@ func TestDockerDemo(t *testing.T) {
 	t.Logf("MEASURE docker compose stop agent (placeholder sleep infinity): %v, exit %s", took.Round(time.Millisecond), strings.TrimSpace(code))
 	if strings.TrimSpace(code) == "137" || took > 9*time.Second {
 		t.Errorf("docker compose stop agent: exit %s after %v, want it ended by SIGTERM, not SIGKILL after the 10s timeout (init: true)", strings.TrimSpace(code), took)
+	}
+	compose("up", "-d", "--wait", "agent")
+	tryNext(t, clone, out)
+	demoLeftovers(t, "the printed down line", name)
+}
+
+// tryNext runs the lines make docker-demo printed under "Try next" (its
+// output out), but the $EDITOR one, as one bash -e script in the clone, as
+// an operator pastes them into a new shell: without the suite's DOCKER_HOST
+// and DOCKER_CONFIG, DEMO_NAME or HBX_BOX_ROOT.
+func tryNext(t *testing.T, clone, out string) {
+	t.Helper()
+	_, after, ok := strings.Cut(out, "==> Try next\n")
+	block, _, ok2 := strings.Cut(after, "\ndocker-demo: OK")
+	if !ok || !ok2 {
+		t.Fatalf("make docker-demo's output has no Try next block:\n%s", tail(out))
+	}
+	var lines []string
+	for _, l := range strings.Split(block, "\n") {
+		if l = strings.TrimPrefix(l, "    "); l != "" && !strings.Contains(l, "$EDITOR") {
+			lines = append(lines, l)
+		}
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "DOCKER_HOST", "DOCKER_CONFIG", "DEMO_NAME", "HBX_BOX_ROOT":
+		default:
+			env = append(env, kv)
+		}
+	}
+	// A file, not standard input: docker compose exec reads its stdin.
+	file := filepath.Join(t.TempDir(), "trynext.sh")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-ex", file)
+	cmd.Dir, cmd.Env = clone, env
+	began := time.Now()
+	got, err := cmd.CombinedOutput()
+	t.Logf("MEASURE the Try next lines (doctor, stop/start, save, load, rm, down): %v", time.Since(began).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("the Try next lines of make docker-demo, pasted into a new shell: %v\n%s", err, tail(string(got)))
+	}
+}
+
+// demoLeftovers fails t for each container, volume or network of the demo
+// NAME (its box or the NAME-copy box the Try next lines load) left behind
+// after what (a down).
+func demoLeftovers(t *testing.T, what, name string) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"ps", "-a", "-q", "--filter", "label=com.docker.compose.project=hbx-" + name},
+		{"ps", "-a", "-q", "--filter", "label=com.docker.compose.project=hbx-" + name + "-copy"},
+		{"volume", "ls", "-q", "--filter", "label=com.docker.compose.project=hbx-" + name},
+		{"volume", "ls", "-q", "--filter", "label=com.docker.compose.project=hbx-" + name + "-copy"},
+		{"network", "ls", "-q", "--filter", "name=hbx-" + name},
+	} {
+		if out, err := run(context.Background(), "", nil, args...); err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("after %s, docker %s: %q, %v; want nothing", what, strings.Join(args, " "), out, err)
+		}
 	}
 }
