@@ -52,6 +52,9 @@ const maxPassphraseFile = 64 << 10
 // 64 KiB, is readable by others than its owner, or starts with an empty
 // line is refused (ErrInvalid), as hbx backup refuses its passphrase_file.
 func readPassphrase(file string) ([]byte, error) {
+	if file == "" {
+		return nil, fmt.Errorf("--passphrase-file is required: the file holding the passphrase the archive was saved with (the saved box's backup.pass): %w", ErrInvalid)
+	}
 	data, mode, err := regfile.ReadPrivate(file, maxPassphraseFile)
 	if err != nil {
 		return nil, fmt.Errorf("passphrase file: %w (%w)", err, ErrInvalid)

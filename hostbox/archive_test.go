@@ -247,6 +247,10 @@ func TestReadPassphraseRefusesWhatIsNotAFile(t *testing.T) {
 			t.Errorf("%s: readPassphrase blocked for a minute", name)
 		}
 	}
+	// No --passphrase-file at all: say the flag, not "stat : no such file".
+	if _, err := readPassphrase(""); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "--passphrase-file is required") {
+		t.Errorf(`readPassphrase("") = %v, want ErrInvalid naming --passphrase-file`, err)
+	}
 }
 
 // TestSaveRefusesAnOutputInTheBoxRoot: an archive written into a box
