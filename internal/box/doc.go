@@ -14,9 +14,9 @@
 // too); it runs the executor in the foreground
 // (RunExecutor) and the supervisor's start-up as named steps
 // (Box.Supervise: programs checked, data lock, the supervisor's own
-// locks, recovery, change watch, run), and checks program and check
-// names against what the supervisor and health know (CheckSupervised,
-// CheckHealthNames). The backup side is here too: Box.BackupOptions,
+// locks, recovery, change watch, run), and checks check names against
+// what health knows (CheckHealthNames; program names are
+// internal/programname's). The backup side is here too: Box.BackupOptions,
 // Box.RestoreOptions, Box.DataOwner and Box.HoldData give cmd/hbx what it
 // composes `hbx backup`, `hbx restore` and `hbx backup verify` from: the
 // supervisor's services over its socket (dialServices), the data

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/programname"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -24,7 +25,7 @@ type StatusReport struct {
 // empty or "all"), in the order asked, noting on note (nil: nowhere) a
 // supervisor that is not a child subreaper, and reads cfg's pending change
 // and recovery note (cfg may be nil: neither). An unknown name is
-// CheckProgramNames's error.
+// programname.Check's error.
 func Status(ctx context.Context, c *supervisor.Client, cfg *config.Config, names []string, note io.Writer) (*StatusReport, error) {
 	all, err := c.Status(ctx)
 	if err != nil {
@@ -44,7 +45,7 @@ func Status(ctx context.Context, c *supervisor.Client, cfg *config.Config, names
 		for i, s := range all {
 			known[i] = s.Name
 		}
-		if err := CheckProgramNames(cfg, known, names, false); err != nil {
+		if err := programname.Check(cfg, known, names, false); err != nil {
 			return nil, err
 		}
 		rep.Programs = nil
