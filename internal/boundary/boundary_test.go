@@ -21,8 +21,10 @@ var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "
 // composers are the packages besides cmd/ and e2e/ that import verbs:
 // internal/box composes the box from the configuration for cmd/hbx;
 // internal/programname checks program names against the supervisor's.
+// internal/pending says what a half-done release change or restore means
+// for hbx status and hbx health.
 // A composer is imported only by cmd/, e2e/ and another composer.
-var composers = []string{"internal/box", "internal/programname"}
+var composers = []string{"internal/box", "internal/programname", "internal/pending"}
 
 // renderer renders the verbs' results for cmd/hbx (internal/ui): like the
 // composer it reads verb packages' types and is imported only by cmd/ and
