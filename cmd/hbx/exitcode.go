@@ -4,10 +4,10 @@ import (
 	"errors"
 
 	"github.com/hermesbox/hbx/backup"
-	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/internal/pending"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -46,14 +46,14 @@ const exitCodesHelp = `Exit codes:
 // exitOK; config.ErrInvalid, launch.ErrEnvFile, launch.ErrTokenFile,
 // backup.ErrPassphraseFile, datalock.ErrMountPoint (executor.data_dir is a
 // mount point) and usage errors to exitUsage; a
-// *supervisor.NotRunningError, *box.ChangePendingError or a held start-up
+// *supervisor.NotRunningError, *pending.ChangeError or a held start-up
 // error (hbx status) or a *notStartedError (hbx restore) to
 // exitNotRunning; anything else to exitFailure.
 func exitCode(err error) int {
 	var ue *cli.UsageError
 	var xe *launch.ExitError
 	var nr *supervisor.NotRunningError
-	var cp *box.ChangePendingError
+	var cp *pending.ChangeError
 	var hs *heldStatusError
 	var ns *notStartedError
 	switch {

@@ -15,6 +15,7 @@ import (
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/pathtrust"
+	"github.com/hermesbox/hbx/internal/programname"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -71,7 +72,7 @@ func runLogs(ctx context.Context, opts logsOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := box.CheckSupervised(ctx, c, opts.cfg, []string{opts.req.Name}, false); err != nil {
+	if err := programname.CheckSupervised(ctx, c, opts.cfg, []string{opts.req.Name}, false); err != nil {
 		return fmt.Errorf("logs: %w", err)
 	}
 	if err := c.Logs(ctx, opts.req, opts.stdout); err != nil {
@@ -95,7 +96,7 @@ func logsFromDisk(opts logsOptions, notRunning error) error {
 		if opts.cfg != nil {
 			known = slices.Sorted(maps.Keys(opts.cfg.Programs))
 		}
-		return fmt.Errorf("logs: %w (%w)", box.CheckProgramNames(opts.cfg, known, []string{name}, false), notRunning)
+		return fmt.Errorf("logs: %w (%w)", programname.Check(opts.cfg, known, []string{name}, false), notRunning)
 	}
 	if opts.req.Follow {
 		return fmt.Errorf("logs: -f follows the log through the supervisor: %w; without -f, hbx logs prints the file on disk", notRunning)

@@ -13,11 +13,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/hermesbox/hbx/internal/account"
-	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/internal/pending"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -271,7 +271,7 @@ func TestExitCode(t *testing.T) {
 		{context.Canceled, 1},
 		{os.ErrNotExist, 1},
 		{fmt.Errorf("restore: %w: /data is the root of a mount", datalock.ErrMountPoint), 2}, // executor.data_dir set to a mount point
-		{fmt.Errorf("status: %w", &box.ChangePendingError{}), exitNotRunning},                // box.PendingChange: hbx status exits 3
+		{fmt.Errorf("status: %w", &pending.ChangeError{}), exitNotRunning},                   // pending.Change: hbx status exits 3
 		{supervisor.NotRunning([]supervisor.Status{{Name: "hermes", State: supervisor.Fatal}}), exitNotRunning},
 	}
 	for _, tt := range tests {

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/programname"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -60,7 +60,7 @@ func runControl(ctx context.Context, opts controlOptions) error {
 	}
 	// The supervisor refuses unknown names too; asking first gives the
 	// same hints as hbx status.
-	if err := box.CheckSupervised(ctx, c, opts.cfg, opts.names, true); err != nil {
+	if err := programname.CheckSupervised(ctx, c, opts.cfg, opts.names, true); err != nil {
 		return fmt.Errorf("%s: %w", opts.verb, err)
 	}
 	res, err := c.Control(ctx, opts.verb, opts.names...)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/pending"
 	"github.com/hermesbox/hbx/internal/ui"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -78,9 +78,9 @@ func runStatus(ctx context.Context, opts statusOptions) error {
 		return &heldStatusError{err}
 	}
 	if err != nil {
-		return box.NoSupervisorStatus(opts.cfg, err)
+		return pending.NoSupervisorStatus(opts.cfg, err)
 	}
-	rep, err := box.Status(ctx, c, opts.cfg, opts.names, opts.stderr)
+	rep, err := pending.Status(ctx, c, opts.cfg, opts.names, opts.stderr)
 	if err != nil {
 		return err
 	}

@@ -18,9 +18,13 @@ const module = "github.com/hermesbox/hbx"
 // verbs are the packages that each do one job; cmd/ and the composer wire them.
 var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "launch"}
 
-// composer is the one package besides cmd/ and e2e/ that imports several
-// verbs: it composes the box from the configuration for cmd/hbx.
-const composer = "internal/box"
+// composers are the packages besides cmd/ and e2e/ that import verbs:
+// internal/box composes the box from the configuration for cmd/hbx;
+// internal/programname checks program names against the supervisor's.
+// internal/pending says what a half-done release change or restore means
+// for hbx status and hbx health.
+// A composer is imported only by cmd/, e2e/ and another composer.
+var composers = []string{"internal/box", "internal/programname", "internal/pending"}
 
 // renderer renders the verbs' results for cmd/hbx (internal/ui): like the
 // composer it reads verb packages' types and is imported only by cmd/ and
@@ -65,14 +69,20 @@ func top(pkg string) string {
 
 // TestVerbsImportNoVerb: no verb package imports another verb package, and
 // no shared layer (release, extract, internal/...) imports a verb package,
-// except the composer (internal/box) and the renderer (internal/ui). Only
-// cmd/ and e2e/ wire verbs together, and only they import those two.
+// except the composers (composers) and the renderer (internal/ui). Only
+// cmd/ and e2e/ wire verbs together, and only they import those (a
+// composer may import another composer).
 func TestVerbsImportNoVerb(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	all := imports(t, root)
 	for _, v := range verbs {
 		if _, ok := all[v]; !ok {
 			t.Errorf("verb package %s/ not found under %s (renamed? update verbs)", v, root)
+		}
+	}
+	for _, c := range composers {
+		if _, ok := all[c]; !ok {
+			t.Errorf("composer %s/ not found under %s (renamed? update composers)", c, root)
 		}
 	}
 	dirs := make([]string, 0, len(all))
@@ -86,11 +96,14 @@ func TestVerbsImportNoVerb(t *testing.T) {
 			continue
 		}
 		for _, pkg := range all[dir] {
-			if (pkg == composer || pkg == renderer) && pkg != dir {
-				t.Errorf("%s imports %s: the composer and the renderer are imported only by cmd/ and e2e/", dir, pkg)
+			if pkg == dir || slices.Contains(composers, pkg) && slices.Contains(composers, dir) {
+				continue
+			}
+			if slices.Contains(composers, pkg) || pkg == renderer {
+				t.Errorf("%s imports %s: the composers and the renderer are imported only by cmd/ and e2e/", dir, pkg)
 			}
 		}
-		if dir == composer || dir == renderer {
+		if slices.Contains(composers, dir) || dir == renderer {
 			continue
 		}
 		for _, pkg := range all[dir] {
@@ -115,7 +128,7 @@ func TestCLIKnowsNoConfig(t *testing.T) {
 }
 
 // configFree are the packages whose product code never imports
-// internal/config: each takes options, and the composer (internal/box,
+// internal/config: each takes options, and the composers (internal/box,
 // with the config file's pin in internal/pinfile) maps the configuration
 // onto them. Their tests may load a configuration to cross-check a rule.
 var configFree = append(slices.Clone(verbs), "extract", "release")
@@ -140,7 +153,7 @@ func TestVerbsImportNoConfig(t *testing.T) {
 			}
 			for _, spec := range f.Imports {
 				if path, _ := strconv.Unquote(spec.Path.Value); path == module+"/internal/config" {
-					t.Errorf("%s imports internal/config: a verb takes options; map the configuration in the composer (%s)", filepath.ToSlash(p[len(root)+1:]), composer)
+					t.Errorf("%s imports internal/config: a verb takes options; map the configuration in a composer (%s)", filepath.ToSlash(p[len(root)+1:]), strings.Join(composers, ", "))
 				}
 			}
 		}

@@ -3,13 +3,15 @@
 //
 // The verb packages (installer, supervisor, health, backup, upgrade,
 // launch) each do one job and never import one another, test files
-// included: cmd/hbx and the composer wire them together. The shared
+// included: cmd/hbx and the composers wire them together. The shared
 // layers they build on (release, extract and every package under
 // internal/) import no verb
-// package, so no verb reaches another through them, except the composer
-// internal/box (configuration to verb options, the adapters between
-// verbs), which only cmd/ and e2e/ import. Only cmd/, e2e/ and the
-// composer import verbs. The test reads the import lines of every .go file with
+// package, so no verb reaches another through them, except the composers
+// (the test's list: internal/box, configuration to verb options and the
+// adapters between verbs; internal/programname, program names checked
+// against the supervisor's; internal/pending, what a half-done change
+// means for hbx status and health), which only cmd/, e2e/ and another composer
+// import. Only cmd/, e2e/ and the composers import verbs. The test reads the import lines of every .go file with
 // go/parser, whatever its build tags (testenv.GoFiles lists them).
 //
 // The product (what cmd/hbx links under the Makefile's build tags, read

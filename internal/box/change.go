@@ -24,6 +24,7 @@ import (
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/pending"
 	"github.com/hermesbox/hbx/internal/pinfile"
 	"github.com/hermesbox/hbx/internal/supervisorwatch"
 	"github.com/hermesbox/hbx/release"
@@ -444,7 +445,7 @@ func watchSupervisor(c *supervisor.Client, program string) *supervisorwatch.Watc
 
 type watchedBox struct{ b Box }
 
-func (w watchedBox) Pending() error { return PendingChange(w.b.Config) }
+func (w watchedBox) Pending() error { return pending.Change(w.b.Config) }
 func (w watchedBox) Holder() (lock.Holder, bool) {
 	return upgrade.LockHolder(w.b.Config.Executor.RuntimeDir)
 }

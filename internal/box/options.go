@@ -13,6 +13,7 @@ import (
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/pending"
 	"github.com/hermesbox/hbx/internal/suggest"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
@@ -112,7 +113,7 @@ func HealthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Option
 			RuntimeDir: cfg.Executor.RuntimeDir,
 			Target:     cfg.Release(),
 			Deep:       deep,
-			Change:     func() error { return PendingChange(cfg) },
+			Change:     func() error { return pending.Change(cfg) },
 		},
 		DataDir:         cfg.Executor.DataDir,
 		DataDirOwner:    cfg.Executor.User,

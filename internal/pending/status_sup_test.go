@@ -1,4 +1,4 @@
-package box
+package pending
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/programname"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -73,17 +74,17 @@ func TestStatusAndCheckSupervised(t *testing.T) {
 	if _, err := Status(ctx, c, nil, []string{"hermse"}, nil); !errors.Is(err, supervisor.ErrUnknownProgram) || !strings.Contains(err.Error(), want) {
 		t.Errorf("Status(hermse) = %v, want %q", err, want)
 	}
-	if err := CheckSupervised(ctx, c, nil, []string{"hermse"}, true); !errors.Is(err, supervisor.ErrUnknownProgram) || !strings.Contains(err.Error(), want) {
-		t.Errorf("CheckSupervised(hermse) = %v, want %q", err, want)
+	if err := programname.CheckSupervised(ctx, c, nil, []string{"hermse"}, true); !errors.Is(err, supervisor.ErrUnknownProgram) || !strings.Contains(err.Error(), want) {
+		t.Errorf("programname.CheckSupervised(hermse) = %v, want %q", err, want)
 	}
 	cfg := &config.Config{Programs: map[string]config.Program{"worker": {Enabled: false}}}
-	if err := CheckSupervised(ctx, c, cfg, []string{"worker"}, false); err == nil || !strings.Contains(err.Error(), `program "worker" is disabled`) {
-		t.Errorf("CheckSupervised(disabled worker) = %v, want it named disabled", err)
+	if err := programname.CheckSupervised(ctx, c, cfg, []string{"worker"}, false); err == nil || !strings.Contains(err.Error(), `program "worker" is disabled`) {
+		t.Errorf("programname.CheckSupervised(disabled worker) = %v, want it named disabled", err)
 	}
-	if err := CheckSupervised(ctx, c, nil, []string{"all", "executor"}, true); err != nil {
-		t.Errorf("CheckSupervised(all, executor) = %v, want nil", err)
+	if err := programname.CheckSupervised(ctx, c, nil, []string{"all", "executor"}, true); err != nil {
+		t.Errorf("programname.CheckSupervised(all, executor) = %v, want nil", err)
 	}
-	if err := CheckSupervised(ctx, c, nil, []string{"all"}, false); err == nil {
-		t.Error("CheckSupervised(all, not allowed) = nil, want an unknown program")
+	if err := programname.CheckSupervised(ctx, c, nil, []string{"all"}, false); err == nil {
+		t.Error("programname.CheckSupervised(all, not allowed) = nil, want an unknown program")
 	}
 }

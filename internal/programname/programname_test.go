@@ -1,4 +1,4 @@
-package box
+package programname
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ func TestCheckProgramNames(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Programs["hermes"] = config.Program{Enabled: false}
 	known := []string{"executor", "worker"}
-	if err := CheckProgramNames(&cfg, known, []string{"worker", "all"}, true); err != nil {
+	if err := Check(&cfg, known, []string{"worker", "all"}, true); err != nil {
 		t.Errorf("known names and all (allowed) = %v, want nil", err)
 	}
 	tests := []struct {
@@ -30,13 +30,13 @@ func TestCheckProgramNames(t *testing.T) {
 		{[]string{"hermes", "zzz"}, `program "hermes" is disabled (programs.hermes.enabled: false); no such program: "zzz" (programs: executor, worker)`},
 	}
 	for _, tt := range tests {
-		err := CheckProgramNames(&cfg, known, tt.names, false)
+		err := Check(&cfg, known, tt.names, false)
 		if !errors.Is(err, supervisor.ErrUnknownProgram) || err.Error() != tt.want {
-			t.Errorf("CheckProgramNames(%q) = %v, want %q wrapping ErrUnknownProgram", tt.names, err, tt.want)
+			t.Errorf("Check(%q) = %v, want %q wrapping ErrUnknownProgram", tt.names, err, tt.want)
 		}
 	}
 	// Without a configuration, a name is only unknown.
-	if err := CheckProgramNames(nil, known, []string{"hermes"}, false); err == nil || err.Error() != `no such program: "hermes" (programs: executor, worker)` {
-		t.Errorf("CheckProgramNames(nil cfg) = %v", err)
+	if err := Check(nil, known, []string{"hermes"}, false); err == nil || err.Error() != `no such program: "hermes" (programs: executor, worker)` {
+		t.Errorf("Check(nil cfg) = %v", err)
 	}
 }

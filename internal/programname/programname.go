@@ -1,4 +1,4 @@
-package box
+package programname
 
 import (
 	"context"
@@ -22,14 +22,14 @@ func (e *programNameError) Error() string { return e.msg }
 // Unwrap returns supervisor.ErrUnknownProgram.
 func (e *programNameError) Unwrap() error { return supervisor.ErrUnknownProgram }
 
-// CheckProgramNames returns nil when the supervisor runs a program of every
+// Check returns nil when the supervisor runs a program of every
 // name in names ("all" counts when allowAll), else an error for each name
 // it does not, joined with "; ": a program cfg disables is named as such
 // (`program "hermes" is disabled (programs.hermes.enabled: false)`), any
 // other name gets the supervisor's programs and a "did you mean" when one
 // is near. known lists the supervisor's programs. The error wraps
 // supervisor.ErrUnknownProgram.
-func CheckProgramNames(cfg *config.Config, known, names []string, allowAll bool) error {
+func Check(cfg *config.Config, known, names []string, allowAll bool) error {
 	var msgs []string
 	for _, n := range names {
 		if slices.Contains(known, n) || allowAll && n == "all" {
@@ -74,7 +74,7 @@ func programOf(cfg *config.Config, name string) (config.Program, bool) {
 	return p, ok
 }
 
-// CheckSupervised is CheckProgramNames against the programs the
+// CheckSupervised is Check against the programs the
 // supervisor behind c runs (supervisedNames): the hints hbx status gives,
 // before a command acts on names.
 func CheckSupervised(ctx context.Context, c *supervisor.Client, cfg *config.Config, names []string, allowAll bool) error {
@@ -82,5 +82,5 @@ func CheckSupervised(ctx context.Context, c *supervisor.Client, cfg *config.Conf
 	if err != nil {
 		return err
 	}
-	return CheckProgramNames(cfg, known, names, allowAll)
+	return Check(cfg, known, names, allowAll)
 }

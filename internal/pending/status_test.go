@@ -1,4 +1,4 @@
-package box
+package pending
 
 import (
 	"errors"
@@ -12,10 +12,10 @@ import (
 // internal/ui's TestStatusText).
 func TestStatusReport(t *testing.T) {
 	list := []supervisor.Status{{Name: "executor", State: supervisor.Running, Detail: "pid 1"}, {Name: "hermes", State: supervisor.Fatal}}
-	change := &ChangePendingError{msg: "upgrade to x interrupted"}
+	change := &ChangeError{msg: "upgrade to x interrupted"}
 	rep := &StatusReport{Programs: list, Change: change, Note: "ignored"}
 	var nr *supervisor.NotRunningError
-	var cp *ChangePendingError
+	var cp *ChangeError
 	if err := rep.Err(); !errors.As(err, &nr) || !errors.As(err, &cp) || err.Error() != "not running: hermes (FATAL); "+change.Error() {
 		t.Errorf("Err(both) = %v, want not running and the change", err)
 	}
@@ -27,7 +27,7 @@ func TestStatusReport(t *testing.T) {
 		t.Errorf("Err(change only) = %v, want the change", rep.Err())
 	}
 	// After Text, the error names the change briefly, still exit 3.
-	awaited := &ChangePendingError{msg: "a long message naming IMAGE and what to run", brief: "restored data awaits runtime IMAGE"}
+	awaited := &ChangeError{msg: "a long message naming IMAGE and what to run", brief: "restored data awaits runtime IMAGE"}
 	rep = &StatusReport{Programs: list, Change: awaited}
 	if err := rep.ErrAfterText(); !errors.As(err, &nr) || !errors.As(err, &cp) ||
 		err.Error() != "not running: hermes (FATAL); release change: restored data awaits runtime IMAGE" {

@@ -1,4 +1,4 @@
-package box
+package pending
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/programname"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -16,7 +17,7 @@ import (
 // release change half done or, failing that, a recovery's note.
 type StatusReport struct {
 	Programs []supervisor.Status
-	Change   error  // PendingChange's error; nil when none (or no configuration)
+	Change   error  // Change's error; nil when none (or no configuration)
 	Note     string // upgrade.RecoveryNote; "" when Change is set or there is none
 }
 
@@ -24,7 +25,7 @@ type StatusReport struct {
 // empty or "all"), in the order asked, noting on note (nil: nowhere) a
 // supervisor that is not a child subreaper, and reads cfg's pending change
 // and recovery note (cfg may be nil: neither). An unknown name is
-// CheckProgramNames's error.
+// programname.Check's error.
 func Status(ctx context.Context, c *supervisor.Client, cfg *config.Config, names []string, note io.Writer) (*StatusReport, error) {
 	all, err := c.Status(ctx)
 	if err != nil {
@@ -44,7 +45,7 @@ func Status(ctx context.Context, c *supervisor.Client, cfg *config.Config, names
 		for i, s := range all {
 			known[i] = s.Name
 		}
-		if err := CheckProgramNames(cfg, known, names, false); err != nil {
+		if err := programname.Check(cfg, known, names, false); err != nil {
 			return nil, err
 		}
 		rep.Programs = nil
@@ -53,7 +54,7 @@ func Status(ctx context.Context, c *supervisor.Client, cfg *config.Config, names
 		}
 	}
 	if cfg != nil {
-		if rep.Change = PendingChange(cfg); rep.Change == nil {
+		if rep.Change = Change(cfg); rep.Change == nil {
 			rep.Note = upgrade.RecoveryNote(cfg.Executor.RuntimeDir)
 		}
 	}
@@ -62,7 +63,7 @@ func Status(ctx context.Context, c *supervisor.Client, cfg *config.Config, names
 
 // Err is the report's failure, one line: the programs not RUNNING
 // (*supervisor.NotRunningError) and the pending change
-// (*ChangePendingError) together, either, or nil.
+// (*ChangeError) together, either, or nil.
 func (r *StatusReport) Err() error {
 	return r.err(r.Change)
 }
@@ -70,14 +71,14 @@ func (r *StatusReport) Err() error {
 // ErrAfterText is Err for printing after the text (ui.StatusText), which names the pending
 // change in full already: a change with a brief form (data restored
 // without its runtime: "release change: restored data awaits runtime
-// IMAGE") is given in that form, still a *ChangePendingError; the others
+// IMAGE") is given in that form, still a *ChangeError; the others
 // (shorter, and naming the command to run) in full, as Err.
 func (r *StatusReport) ErrAfterText() error {
-	var cp *ChangePendingError
+	var cp *ChangeError
 	if !errors.As(r.Change, &cp) || cp.brief == "" {
 		return r.Err()
 	}
-	return r.err(&ChangePendingError{msg: "release change: " + cp.Brief(), brief: cp.brief})
+	return r.err(&ChangeError{msg: "release change: " + cp.Brief(), brief: cp.brief})
 }
 
 func (r *StatusReport) err(change error) error {
@@ -93,15 +94,15 @@ func (r *StatusReport) err(change error) error {
 
 // NoSupervisorStatus is hbx status's error when no supervisor answers
 // (dialErr wraps supervisor.ErrNotRunning): with a release change half
-// done, or data restored without its runtime (PendingChange), that
+// done, or data restored without its runtime (Change), that
 // change (naming the image awaited and what to run) and the socket, in
-// one line, a *ChangePendingError (exit 3: the box is not running, and
+// one line, a *ChangeError (exit 3: the box is not running, and
 // why); else dialErr. cfg nil: dialErr.
 func NoSupervisorStatus(cfg *config.Config, dialErr error) error {
 	if cfg == nil || !errors.Is(dialErr, supervisor.ErrNotRunning) {
 		return dialErr
 	}
-	if cerr := PendingChange(cfg); cerr != nil {
+	if cerr := Change(cfg); cerr != nil {
 		return fmt.Errorf("%w; no supervisor is running on %s", cerr, cfg.Supervisor.Socket)
 	}
 	return dialErr
