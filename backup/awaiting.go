@@ -12,7 +12,7 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 
-	"github.com/hermesbox/hbx/internal/keptcopy"
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -119,7 +119,7 @@ func resumeNotStarted(ctx context.Context, o recoverOptions, j *journal) (string
 		how = "was installed (executor.install_on_start)"
 	}
 	for _, r := range j.Roots {
-		if _, err := keptcopy.Prune(r.Target, preRestoreInfix, j.Keep); err != nil {
+		if _, err := datadir.Prune(r.Target, datadir.PreRestore, j.Keep); err != nil {
 			o.log.Warn("prune pre-restore copies", "err", err)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
-	"github.com/hermesbox/hbx/internal/keptcopy"
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/lock"
 )
 
@@ -150,7 +150,7 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 // Crash window: a kill before the rename leaves aside as the restore's
 // <DataDir>.pre-restore-<time>, listed by `hbx backup list`.
 func keepRolledBack(opts Options, aside string, res *Result) error {
-	kept := fmt.Sprintf("%s%s%s", opts.DataDir, rolledBackInfix, opts.Now().UTC().Format("20060102T150405Z"))
+	kept := datadir.RolledBack.Path(opts.DataDir, datadir.Stamp(opts.Now()))
 	if err := os.Rename(aside, kept); err != nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("the replaced data stays in %s: %v", aside, err))
 		kept = aside
@@ -162,7 +162,7 @@ func keepRolledBack(opts Options, aside string, res *Result) error {
 		opts.Logger.Info("replaced data kept as a rolled-back copy", "from", aside, "to", kept)
 	}
 	res.KeptAside = kept
-	pruned, err := keptcopy.Prune(opts.DataDir, rolledBackInfix, max(opts.KeepRolledBack, 1))
+	pruned, err := datadir.Prune(opts.DataDir, datadir.RolledBack, max(opts.KeepRolledBack, 1))
 	for _, p := range pruned {
 		res.Notes = append(res.Notes, fmt.Sprintf("removed the older rolled-back copy %s (backup.keep_pre_restore)", p))
 	}
@@ -171,9 +171,6 @@ func keepRolledBack(opts Options, aside string, res *Result) error {
 	}
 	return nil
 }
-
-// rolledBackInfix names the copies a rollback keeps: <data_dir>.rolled-back-<UTC time>.
-const rolledBackInfix = ".rolled-back-"
 
 // Recover finishes or undoes an upgrade or rollback that was interrupted;
 // see the package doc. It returns what it did, "" when nothing. While
