@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/datadir"
+	"github.com/hermesbox/hbx/release"
 
 	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
@@ -75,10 +76,9 @@ type journal struct {
 // journalAwait is the release restored data waits for: the archive's
 // image (name:tag@sha256:index), its platform and child manifest digest.
 type journalAwait struct {
-	Image    string        `json:"image"`
-	Index    digest.Digest `json:"index_digest,omitempty"`
-	Platform string        `json:"platform,omitempty"`
-	Manifest digest.Digest `json:"manifest_digest,omitempty"`
+	// Target is the awaited release (its JSON fields image,
+	// index_digest, platform, manifest_digest).
+	release.Target
 	// Configured: the archive names no release (a plain tar), so this is
 	// the configured one it was restored for, not one that wrote it.
 	Configured bool `json:"configured,omitempty"`
