@@ -12,7 +12,7 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 
-	"github.com/hermesbox/hbx/internal/keptcopy"
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -87,7 +87,7 @@ func awaitMet(runtimeDir string, a *journalAwait) bool {
 	if err != nil {
 		return false
 	}
-	want := release.Target{Image: a.Image, IndexDigest: a.Index, Platform: a.Platform, ManifestDigest: a.Manifest}
+	want := a.Target
 	if want.On(cur.Meta.Platform).Check(cur.Meta.Target()) != nil {
 		return false
 	}
@@ -113,13 +113,13 @@ func resumeNotStarted(ctx context.Context, o recoverOptions, j *journal) (string
 		if err := awaitPinned(o, j); err != nil {
 			return "", err
 		}
-		if _, err := o.runtime.Install(ctx, a.Image, a.Platform, a.Manifest); err != nil {
+		if _, err := o.runtime.Install(ctx, a.Image, a.Platform, a.ManifestDigest); err != nil {
 			return "", fmt.Errorf("install %s, the runtime of the data restored from %s: %w", a.Image, j.Archive, err)
 		}
 		how = "was installed (executor.install_on_start)"
 	}
 	for _, r := range j.Roots {
-		if _, err := keptcopy.Prune(r.Target, preRestoreInfix, j.Keep); err != nil {
+		if _, err := datadir.Prune(r.Target, datadir.PreRestore, j.Keep); err != nil {
 			o.log.Warn("prune pre-restore copies", "err", err)
 		}
 	}
@@ -150,9 +150,9 @@ func awaitPinned(o recoverOptions, j *journal) error {
 	_, pinned, _ := strings.Cut(img, "@")
 	_, awaited, _ := strings.Cut(a.Image, "@")
 	sameImage := img == a.Image || pinned != "" && pinned == awaited // one index digest, however the name is spelled
-	if !sameImage || man != "" && a.Manifest != "" && man != a.Manifest {
+	if !sameImage || man != "" && a.ManifestDigest != "" && man != a.ManifestDigest {
 		return fmt.Errorf("restore journal %s awaits %s (manifest %s) but the config file pins %s (manifest %s): not installing a release the configuration does not pin; check the journal and the config file by hand",
-			journalPath(o.dataDir), a.Image, a.Manifest, img, man)
+			journalPath(o.dataDir), a.Image, a.ManifestDigest, img, man)
 	}
 	return nil
 }
@@ -180,18 +180,18 @@ func (r *restoreRun) mayGoWithout(err error) bool {
 // for); nil when neither is known.
 func (r *restoreRun) awaited() *journalAwait {
 	if m := r.m; m != nil && m.Image != "" {
-		return &journalAwait{Image: m.Image, Index: m.IndexDigest, Platform: m.Platform, Manifest: m.ManifestDigest}
+		return &journalAwait{Target: m.Target()}
 	}
 	if r.opts.Image == "" {
 		return nil
 	}
-	a := &journalAwait{Image: r.opts.Image, Platform: r.opts.Platform, Configured: true}
+	a := &journalAwait{Target: release.Target{Image: r.opts.Image, Platform: r.opts.Platform}, Configured: true}
 	if _, d, ok := strings.Cut(r.opts.Image, "@"); ok {
-		a.Index = digest.Digest(d)
+		a.IndexDigest = digest.Digest(d)
 	}
 	if r.opts.Config != nil {
 		if img, man, err := r.opts.Config.Pinned(); err == nil && img == r.opts.Image {
-			a.Manifest = man
+			a.ManifestDigest = man
 		}
 	}
 	return a

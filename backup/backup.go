@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/regfile"
 	"github.com/hermesbox/hbx/internal/units"
@@ -604,7 +605,7 @@ func exclusions(dataDir string, paths []string, runtimeDir, stateDir, dir string
 			continue
 		}
 		for _, e := range ents {
-			if n := e.Name(); strings.HasPrefix(n, base+preRestoreInfix) || strings.HasPrefix(n, base+stagingInfix) || n == base+journalSuffix {
+			if n := e.Name(); datadir.LeftByRestore(base, n) {
 				add(filepath.Join(parent, n), "left by a restore")
 			}
 		}

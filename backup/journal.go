@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermesbox/hbx/internal/keptcopy"
+	"github.com/hermesbox/hbx/internal/datadir"
+	"github.com/hermesbox/hbx/release"
 
 	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
@@ -19,13 +20,6 @@ import (
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	journalfile "github.com/hermesbox/hbx/internal/journal"
 	"github.com/hermesbox/hbx/internal/lock"
-)
-
-// Names beside a restored directory T.
-const (
-	stagingInfix    = ".restore-"     // T.restore-<ts>: the archive extracted, before the swap
-	preRestoreInfix = ".pre-restore-" // T.pre-restore-<ts>: T as it was before the restore
-	journalSuffix   = ".restore.json" // <data_dir>.restore.json: the journal
 )
 
 // Journal phases.
@@ -82,10 +76,9 @@ type journal struct {
 // journalAwait is the release restored data waits for: the archive's
 // image (name:tag@sha256:index), its platform and child manifest digest.
 type journalAwait struct {
-	Image    string        `json:"image"`
-	Index    digest.Digest `json:"index_digest,omitempty"`
-	Platform string        `json:"platform,omitempty"`
-	Manifest digest.Digest `json:"manifest_digest,omitempty"`
+	// Target is the awaited release (its JSON fields image,
+	// index_digest, platform, manifest_digest).
+	release.Target
 	// Configured: the archive names no release (a plain tar), so this is
 	// the configured one it was restored for, not one that wrote it.
 	Configured bool `json:"configured,omitempty"`
@@ -144,7 +137,7 @@ func (id *fileID) UnmarshalJSON(b []byte) error {
 const journalFormat = 1
 
 // journalPath is the journal of the data directory dataDir.
-func journalPath(dataDir string) string { return dataDir + journalSuffix }
+func journalPath(dataDir string) string { return datadir.Journal(dataDir) }
 
 // journalFile is the restore journal of dataDir (internal/journal).
 func journalFile(dataDir string) journalfile.File {
@@ -318,7 +311,7 @@ func recoverLocked(ctx context.Context, o recoverOptions) (string, error) {
 // that changed nothing live: no service needs stopping.
 func removeStaged(o recoverOptions, j *journal) (string, error) {
 	for _, r := range j.Roots {
-		if err := keptcopy.RemoveTree(r.Staging); err != nil {
+		if err := datadir.RemoveTree(r.Staging); err != nil {
 			return "", err
 		}
 	}
@@ -372,7 +365,7 @@ func undoInterrupted(ctx context.Context, o recoverOptions, j *journal) (string,
 // and removes its journal.
 func finishCommitted(o recoverOptions, j *journal) (string, error) {
 	for _, r := range j.Roots {
-		if _, err := keptcopy.Prune(r.Target, preRestoreInfix, j.Keep); err != nil {
+		if _, err := datadir.Prune(r.Target, datadir.PreRestore, j.Keep); err != nil {
 			o.log.Warn("prune pre-restore copies", "err", err)
 		}
 	}
@@ -462,7 +455,7 @@ func undoRoot(r journalRoot, log *slog.Logger) (bool, error) {
 				return false, fmt.Errorf("move restored %s aside: %w", r.Target, err)
 			}
 			log.Info("restore undone", "target", r.Target)
-			return true, keptcopy.RemoveTree(r.Staging)
+			return true, datadir.RemoveTree(r.Staging)
 		}
 		oldAt := ""
 		for _, p := range []string{r.Staging, r.Old} {
@@ -477,7 +470,7 @@ func undoRoot(r journalRoot, log *slog.Logger) (bool, error) {
 			return false, fmt.Errorf("swap %s back: %w", r.Target, err)
 		}
 		log.Info("restore undone", "target", r.Target, "restored tree removed from", oldAt)
-		return true, keptcopy.RemoveTree(oldAt)
+		return true, datadir.RemoveTree(oldAt)
 	case !exists && r.Existed:
 		// Not swapped, but the live tree is missing: it can only be at Old
 		// or Staging if a swap half-happened, which rename cannot do.
@@ -486,11 +479,11 @@ func undoRoot(r journalRoot, log *slog.Logger) (bool, error) {
 		// Not swapped (or an undo already swapped back): the staging tree,
 		// and a restored tree an earlier undo left at Old, are ours.
 		if id, ok, err := statID(r.Old); err == nil && ok && id == r.StagingID {
-			if err := keptcopy.RemoveTree(r.Old); err != nil {
+			if err := datadir.RemoveTree(r.Old); err != nil {
 				return false, err
 			}
 		}
-		return false, keptcopy.RemoveTree(r.Staging)
+		return false, datadir.RemoveTree(r.Staging)
 	}
 }
 

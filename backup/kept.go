@@ -9,17 +9,20 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/datadir"
 )
 
-// Kinds of copies of replaced data kept beside the data directory.
+// Kinds of copies of replaced data kept beside the data directory; their
+// names are internal/datadir's.
 const (
-	// KindPreRestore: <data_dir>.pre-restore-<UTC time>[-N], the data a
-	// restore replaced (RestoreOptions.KeepPreRestore copies are kept).
-	KindPreRestore = "pre-restore"
-	// KindRolledBack: <data_dir>.rolled-back-<UTC time>, the data a
-	// rollback replaced: what the newer release wrote (package upgrade
-	// names and prunes them).
-	KindRolledBack = "rolled-back"
+	// KindPreRestore: datadir.PreRestore, the data a restore replaced
+	// (RestoreOptions.KeepPreRestore copies are kept).
+	KindPreRestore = string(datadir.PreRestore)
+	// KindRolledBack: datadir.RolledBack, the data a rollback replaced:
+	// what the newer release wrote (package upgrade names and prunes
+	// them).
+	KindRolledBack = string(datadir.RolledBack)
 )
 
 // Kept is one copy of replaced data kept beside the data directory.
@@ -49,17 +52,12 @@ func ListKept(dataDir string) ([]Kept, error) {
 		if !e.IsDir() {
 			continue
 		}
-		for _, kind := range []string{KindPreRestore, KindRolledBack} {
-			rest, ok := strings.CutPrefix(e.Name(), base+"."+kind+"-")
+		for _, kind := range datadir.Kept {
+			t, ok := kind.Created(base, e.Name())
 			if !ok {
 				continue
 			}
-			ts, _, _ := strings.Cut(rest, "-")
-			t, err := time.Parse(timeLayout, ts)
-			if err != nil {
-				continue
-			}
-			k := Kept{Path: filepath.Join(parent, e.Name()), Kind: kind, Created: t}
+			k := Kept{Path: filepath.Join(parent, e.Name()), Kind: string(kind), Created: t}
 			werr := filepath.WalkDir(k.Path, func(_ string, d fs.DirEntry, err error) error {
 				if err != nil {
 					return err

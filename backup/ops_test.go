@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/tartest"
 	"github.com/hermesbox/hbx/internal/testenv"
@@ -168,7 +169,7 @@ func TestExtraPaths(t *testing.T) {
 	if diff := cmp.Diff(withoutRoot(snapshot(t, hermes)), withoutRoot(wantHermes)); diff != "" {
 		t.Errorf("restored extra path (-got +want):\n%s", diff)
 	}
-	if old := rr.Restored[hermes]; !strings.HasPrefix(old, hermes+preRestoreInfix) {
+	if old := rr.Restored[hermes]; !strings.HasPrefix(old, datadir.PreRestore.Path(hermes, "")) {
 		t.Errorf("Restored[%s] = %q, want its pre-restore copy", hermes, old)
 	}
 
@@ -292,7 +293,7 @@ func TestRestoreThroughSymlink(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(real, "a")); string(got) != "archived" {
 		t.Errorf("a = %q after restore, want archived", got)
 	}
-	if old := rr.Restored[real]; !strings.HasPrefix(old, real+preRestoreInfix) {
+	if old := rr.Restored[real]; !strings.HasPrefix(old, datadir.PreRestore.Path(real, "")) {
 		t.Errorf("Restored = %v, want %s replaced", rr.Restored, real)
 	}
 }

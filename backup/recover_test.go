@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	digest "github.com/opencontainers/go-digest"
 
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/lock"
 )
 
@@ -53,7 +54,7 @@ func TestRecover(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBox(t)
-			staging, old := b.data+stagingInfix+ts, b.data+preRestoreInfix+ts
+			staging, old := datadir.Staging.Path(b.data, ts), datadir.PreRestore.Path(b.data, ts)
 			write(t, b.data, "db 0600 old database", "keys/ 0700", "keys/k 0600 old key")
 			oldTree := snapshot(t, b.data)
 			must(t, os.Mkdir(staging, 0o700))
@@ -68,7 +69,7 @@ func TestRecover(t *testing.T) {
 				must(t, os.RemoveAll(b.data))
 			}
 			// An older pre-restore copy, for pruning.
-			must(t, os.Mkdir(b.data+preRestoreInfix+"20250101T000000Z", 0o700))
+			must(t, os.Mkdir(datadir.PreRestore.Path(b.data, "20250101T000000Z"), 0o700))
 			must(t, j.write(b.data))
 			tc.layout(t, b.data, staging, old)
 
@@ -96,9 +97,9 @@ func TestRecover(t *testing.T) {
 			}
 			switch {
 			case tc.phase == phaseCommitted:
-				want = append(want, "data"+preRestoreInfix+ts) // Keep 1: the older copy is pruned
+				want = append(want, datadir.PreRestore.Path("data", ts)) // Keep 1: the older copy is pruned
 			default:
-				want = append(want, "data"+preRestoreInfix+"20250101T000000Z")
+				want = append(want, datadir.PreRestore.Path("data", "20250101T000000Z"))
 			}
 			if diff := cmp.Diff(listing(t, filepath.Dir(b.data)), want); diff != "" {
 				t.Errorf("beside the data directory (-got +want):\n%s", diff)
@@ -114,7 +115,7 @@ func TestRecover(t *testing.T) {
 // (a restore still running), Recover touches nothing.
 func TestRecoverLeavesARunningRestore(t *testing.T) {
 	b := newBox(t)
-	j := &journal{Format: 1, Phase: phaseStaging, Roots: []journalRoot{{Target: b.data, Staging: b.data + stagingInfix + "x"}}}
+	j := &journal{Format: 1, Phase: phaseStaging, Roots: []journalRoot{{Target: b.data, Staging: datadir.Staging.Path(b.data, "x")}}}
 	must(t, os.Mkdir(j.Roots[0].Staging, 0o700))
 	must(t, j.write(b.data))
 	lk, err := lock.Acquire(context.Background(), filepath.Join(b.runtime, LockFile), "hbx restore", 0, nil)
@@ -181,7 +182,7 @@ func TestRecoverRuntimeAndPin(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBox(t)
 			const ts = "20260101T000000Z"
-			staging, old := b.data+stagingInfix+ts, b.data+preRestoreInfix+ts
+			staging, old := datadir.Staging.Path(b.data, ts), datadir.PreRestore.Path(b.data, ts)
 			write(t, b.data, "db 0600 old database")
 			oldTree := snapshot(t, b.data)
 			must(t, os.Mkdir(staging, 0o700))
@@ -232,7 +233,7 @@ func TestRecoverRuntimeAndPin(t *testing.T) {
 func TestRecoverWithoutRuntimeKeepsJournal(t *testing.T) {
 	b := newBox(t)
 	const ts = "20260101T000000Z"
-	staging, old := b.data+stagingInfix+ts, b.data+preRestoreInfix+ts
+	staging, old := datadir.Staging.Path(b.data, ts), datadir.PreRestore.Path(b.data, ts)
 	write(t, b.data, "db 0600 old database")
 	oldTree := snapshot(t, b.data)
 	must(t, os.Mkdir(staging, 0o700))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hermesbox/hbx/extract"
 	"github.com/hermesbox/hbx/internal/atomicfile"
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
@@ -325,7 +326,7 @@ func freshNames(target, ts string) journalRoot {
 		if seq > 0 {
 			sfx = fmt.Sprintf("%s-%d", ts, seq)
 		}
-		r := journalRoot{Target: target, Staging: target + stagingInfix + sfx, Old: target + preRestoreInfix + sfx}
+		r := journalRoot{Target: target, Staging: datadir.Staging.Path(target, sfx), Old: datadir.PreRestore.Path(target, sfx)}
 		_, e1 := os.Lstat(r.Staging)
 		_, e2 := os.Lstat(r.Old)
 		if os.IsNotExist(e1) && os.IsNotExist(e2) {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
-	"github.com/hermesbox/hbx/internal/keptcopy"
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
 )
@@ -137,7 +137,7 @@ func (r *restoreRun) openAndPlan() (err error) {
 // writeStagingJournal records the staging and pre-restore names of every
 // root before anything is created.
 func (r *restoreRun) writeStagingJournal() error {
-	ts := r.now().UTC().Format(timeLayout)
+	ts := datadir.Stamp(r.now())
 	r.j = &journal{Phase: phaseStaging, Started: r.now().UTC(), PID: os.Getpid(), Archive: r.opts.Archive, Keep: r.opts.KeepPreRestore}
 	// Over a restore "not started" (Recover left it): kept as Prior, put
 	// back should this restore not take effect.
@@ -160,7 +160,7 @@ func (r *restoreRun) writeStagingJournal() error {
 func (r *restoreRun) removeStagingOnFailure(err *error) {
 	if *err != nil && !r.staged {
 		for _, jr := range r.j.Roots {
-			_ = keptcopy.RemoveTree(jr.Staging)
+			_ = datadir.RemoveTree(jr.Staging)
 		}
 		_ = endJournal(r.opts.DataDir, r.j)
 	}
@@ -378,7 +378,7 @@ func (r *restoreRun) commit() error {
 		return err
 	}
 	for _, jr := range r.j.Roots {
-		pruned, perr := keptcopy.Prune(jr.Target, preRestoreInfix, r.opts.KeepPreRestore)
+		pruned, perr := datadir.Prune(jr.Target, datadir.PreRestore, r.opts.KeepPreRestore)
 		r.res.Pruned = append(r.res.Pruned, pruned...)
 		if perr != nil {
 			r.log.Warn("prune pre-restore copies", "err", perr)

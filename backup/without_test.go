@@ -134,7 +134,7 @@ func TestRestoreWithoutRuntime(t *testing.T) {
 	if err != nil || j == nil {
 		t.Fatalf("journal = %v, %v; want one", j, err)
 	}
-	want := &journalAwait{Image: image, Index: archIndex, Platform: "linux/amd64", Manifest: archManifest}
+	want := &journalAwait{Target: release.Target{Image: image, IndexDigest: archIndex, Platform: "linux/amd64", ManifestDigest: archManifest}}
 	if j.Phase != phaseNotStarted || !cmp.Equal(j.Awaiting, want) {
 		t.Errorf("journal phase %q awaiting %+v; want %q %+v", j.Phase, j.Awaiting, phaseNotStarted, want)
 	}
@@ -328,9 +328,9 @@ func TestRestoreOverNotStarted(t *testing.T) {
 func TestRecoverRefusesTamperedAwaited(t *testing.T) {
 	for name, tamper := range map[string]func(a *journalAwait){
 		"image": func(a *journalAwait) {
-			a.Image, a.Index = "127.0.0.1:5000/other:v9@sha256:"+strings.Repeat("c", 64), digest.Digest("sha256:"+strings.Repeat("c", 64))
+			a.Image, a.IndexDigest = "127.0.0.1:5000/other:v9@sha256:"+strings.Repeat("c", 64), digest.Digest("sha256:"+strings.Repeat("c", 64))
 		},
-		"manifest": func(a *journalAwait) { a.Manifest = digest.FromString("another manifest") },
+		"manifest": func(a *journalAwait) { a.ManifestDigest = digest.FromString("another manifest") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			b, archive, archived, _ := withoutRuntimeBox(t)
@@ -405,7 +405,7 @@ func TestRestorePlainArchiveWithoutRuntime(t *testing.T) {
 				t.Errorf("db after Restore = %q, %v; want the archived one", got, err)
 			}
 			j, err := readJournal(b.data)
-			want := &journalAwait{Image: image, Index: archIndex, Platform: "linux/amd64", Manifest: archManifest, Configured: true}
+			want := &journalAwait{Target: release.Target{Image: image, IndexDigest: archIndex, Platform: "linux/amd64", ManifestDigest: archManifest}, Configured: true}
 			if err != nil || j == nil || j.Phase != phaseNotStarted || !cmp.Equal(j.Awaiting, want) {
 				t.Fatalf("journal = %+v, %v; want phase %q awaiting %+v", j, err, phaseNotStarted, want)
 			}

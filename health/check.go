@@ -94,21 +94,6 @@ func (r *Report) Err() error {
 	return fmt.Errorf("%w: %s", ErrFailed, strings.Join(r.Failed(), ", "))
 }
 
-// Text renders r one line per check: status, name (padded to the longest
-// name), duration in milliseconds (padded to 5 digits) and reason, each
-// line ending in "\n".
-func (r *Report) Text() string {
-	width := 0
-	for _, c := range r.Checks {
-		width = max(width, len(c.Name))
-	}
-	var b strings.Builder
-	for _, c := range r.Checks {
-		fmt.Fprintf(&b, "%-4s  %-*s  %5dms  %s\n", c.Status, width, c.Name, c.Duration.Milliseconds(), c.Reason)
-	}
-	return b.String()
-}
-
 // Failed returns the names of the failed checks, in order.
 func (r *Report) Failed() []string {
 	var out []string

@@ -21,6 +21,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/supervision"
 )
 
 func TestDataDir(t *testing.T) {
@@ -123,7 +125,7 @@ type fakeSupervisor struct {
 func (f fakeSupervisor) Programs(context.Context) ([]Program, error) { return f.progs, f.err }
 
 func TestSupervisorCheck(t *testing.T) {
-	running := []Program{{"executor", "RUNNING", 10, "pid 10, uptime 0:01:00", ""}, {"hermes", "RUNNING", 11, "", ""}}
+	running := []Program{{"executor", supervision.Running, 10, "pid 10, uptime 0:01:00", ""}, {"hermes", supervision.Running, 11, "", ""}}
 	stale := "state /workspace/hermes-home/gateway_state.json is stale (written 2m1s ago, the bound is 2m0s)"
 	tests := []struct {
 		name       string
@@ -137,11 +139,11 @@ func TestSupervisorCheck(t *testing.T) {
 		{"not running", fakeSupervisor{err: fmt.Errorf("%w (nothing listens on /run/x.sock)", ErrNoSupervisor)}, nil, Skip,
 			"no supervisor is running (nothing listens on /run/x.sock)"},
 		{"broken socket", fakeSupervisor{err: errors.New("talk to supervisor: EOF")}, nil, Fail, "talk to supervisor: EOF"},
-		{"one fatal", fakeSupervisor{progs: []Program{running[0], {"hermes", "FATAL", 0, "command not found", ""}}}, nil, Fail,
+		{"one fatal", fakeSupervisor{progs: []Program{running[0], {"hermes", supervision.Fatal, 0, "command not found", ""}}}, nil, Fail,
 			"hermes FATAL (command not found)"},
 		{"configured but absent", fakeSupervisor{progs: running[:1]}, []string{"executor", "hermes"}, Fail,
 			"hermes is configured but not supervised"},
-		{"running but its state file stale", fakeSupervisor{progs: []Program{running[0], {"hermes", "RUNNING", 11, "", stale}}}, nil, Fail,
+		{"running but its state file stale", fakeSupervisor{progs: []Program{running[0], {"hermes", supervision.Running, 11, "", stale}}}, nil, Fail,
 			"hermes RUNNING pid 11 but not live: " + stale},
 	}
 	for _, tt := range tests {
@@ -202,8 +204,8 @@ func TestExecutorPID(t *testing.T) {
 		wantFrom string
 		wantErr  string
 	}{
-		{"supervisor", Options{Supervisor: fakeSupervisor{progs: []Program{{"executor", "RUNNING", 77, "", ""}}}, ExecutorProgram: "executor"}, 77, "the supervisor", ""},
-		{"supervisor, stopped", Options{Supervisor: fakeSupervisor{progs: []Program{{"executor", "STOPPED", 0, "stopped", ""}}}, ExecutorProgram: "executor", PidFile: pidfile},
+		{"supervisor", Options{Supervisor: fakeSupervisor{progs: []Program{{"executor", supervision.Running, 77, "", ""}}}, ExecutorProgram: "executor"}, 77, "the supervisor", ""},
+		{"supervisor, stopped", Options{Supervisor: fakeSupervisor{progs: []Program{{"executor", supervision.Stopped, 0, "stopped", ""}}}, ExecutorProgram: "executor", PidFile: pidfile},
 			0, "", "executor is not running: STOPPED under the supervisor (stopped)"},
 		{"supervisor without it", Options{Supervisor: fakeSupervisor{progs: []Program{}}, ExecutorProgram: "executor"}, 0, "", `the supervisor runs no program "executor"`},
 		{"pidfile", Options{Supervisor: noSup, PidFile: pidfile}, os.Getpid(), "pidfile " + pidfile, ""},
@@ -355,20 +357,13 @@ func TestReadKeyFileFIFO(t *testing.T) {
 	}
 }
 
-// TestReportTextAndErr: hbx health's lines (status, padded name,
-// duration, reason) and its failure naming the failed checks.
-func TestReportTextAndErr(t *testing.T) {
+// TestReportErr: a report's failure names the failed checks.
+func TestReportErr(t *testing.T) {
 	rep := &Report{Status: Fail, Checks: []Result{
 		{Name: CheckAPIHealth, Status: Pass, Duration: 12 * time.Millisecond, Reason: "200, status ok"},
 		{Name: CheckRelease, Status: Fail, Duration: 3 * time.Millisecond, Reason: "not the configured image"},
 		{Name: CheckMCPTools, Status: Skip, Reason: "no key"},
 	}}
-	want := "pass  api-health     12ms  200, status ok\n" +
-		"fail  release         3ms  not the configured image\n" +
-		"skip  mcp-tools       0ms  no key\n"
-	if got := rep.Text(); got != want {
-		t.Errorf("Text() =\n%q, want\n%q", got, want)
-	}
 	if err := rep.Err(); !errors.Is(err, ErrFailed) || err.Error() != "failed: release" {
 		t.Errorf("Err() = %v, want ErrFailed naming release", err)
 	}
@@ -381,7 +376,7 @@ func TestReportTextAndErr(t *testing.T) {
 // one for good.
 type seqSupervisor struct {
 	mu     sync.Mutex
-	states []string
+	states []supervision.State
 	calls  int
 }
 
@@ -391,7 +386,7 @@ func (s *seqSupervisor) Programs(context.Context) ([]Program, error) {
 	st := s.states[min(s.calls, len(s.states)-1)]
 	s.calls++
 	pid := 0
-	if st == "RUNNING" {
+	if st == supervision.Running {
 		pid = 10
 	}
 	return []Program{{Name: "executor", State: st, PID: pid, Detail: "detail"}}, nil
@@ -405,13 +400,13 @@ func (s *seqSupervisor) Programs(context.Context) ([]Program, error) {
 func TestWaitStart(t *testing.T) {
 	tests := []struct {
 		name      string
-		states    []string
+		states    []supervision.State
 		want      Status
 		wantCalls int
 	}{
-		{"installing then running", []string{"STARTING", "BACKOFF", "STARTING", "RUNNING"}, Pass, 4},
-		{"installing then fatal", []string{"STARTING", "BACKOFF", "FATAL"}, Fail, 3},
-		{"stopped at once", []string{"STOPPED", "RUNNING"}, Fail, 1},
+		{"installing then running", []supervision.State{supervision.Starting, supervision.Backoff, supervision.Starting, supervision.Running}, Pass, 4},
+		{"installing then fatal", []supervision.State{supervision.Starting, supervision.Backoff, supervision.Fatal}, Fail, 3},
+		{"stopped at once", []supervision.State{supervision.Stopped, supervision.Running}, Fail, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -424,21 +419,21 @@ func TestWaitStart(t *testing.T) {
 		})
 	}
 	// Without the supervisor check among the checks: one run.
-	sup := &seqSupervisor{states: []string{"STARTING"}}
+	sup := &seqSupervisor{states: []supervision.State{supervision.Starting}}
 	rep, err := WaitStart(context.Background(), Options{Supervisor: sup, DataDir: filepath.Join(t.TempDir(), "none")}, []string{CheckDataDir}, time.Minute, 10*time.Millisecond)
 	if err != nil || rep.Status != Fail || sup.calls != 0 {
 		t.Errorf("WaitStart(data-dir only) = %+v, %v after %d supervisor calls; want one failed run", rep, err, sup.calls)
 	}
 	// The check's error: ErrStarting while starting, not once one is FATAL.
-	if _, err := checkPrograms([]Program{{Name: "executor", State: "STARTING"}, {Name: "hermes", State: "BACKOFF"}}, nil); !errors.Is(err, ErrStarting) {
+	if _, err := checkPrograms([]Program{{Name: "executor", State: supervision.Starting}, {Name: "hermes", State: supervision.Backoff}}, nil); !errors.Is(err, ErrStarting) {
 		t.Errorf("checkPrograms(STARTING, BACKOFF) = %v, want ErrStarting", err)
 	}
-	if _, err := checkPrograms([]Program{{Name: "executor", State: "STARTING"}, {Name: "hermes", State: "FATAL"}}, nil); errors.Is(err, ErrStarting) {
+	if _, err := checkPrograms([]Program{{Name: "executor", State: supervision.Starting}, {Name: "hermes", State: supervision.Fatal}}, nil); errors.Is(err, ErrStarting) {
 		t.Errorf("checkPrograms(STARTING, FATAL) = %v, want not ErrStarting", err)
 	}
 	// A RUNNING program whose liveness probe fails is not progress: a
 	// --wait-start must not wait on it because another one is starting.
-	notLive := []Program{{Name: "executor", State: "BACKOFF"}, {Name: "hermes", State: "RUNNING", PID: 7, Unhealthy: "state file is stale"}}
+	notLive := []Program{{Name: "executor", State: supervision.Backoff}, {Name: "hermes", State: supervision.Running, PID: 7, Unhealthy: "state file is stale"}}
 	if _, err := checkPrograms(notLive, nil); err == nil || errors.Is(err, ErrStarting) {
 		t.Errorf("checkPrograms(BACKOFF, RUNNING not live) = %v, want a failure that is not ErrStarting", err)
 	}

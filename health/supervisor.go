@@ -13,6 +13,7 @@ import (
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/internal/procscan"
 	"github.com/hermesbox/hbx/internal/regfile"
+	"github.com/hermesbox/hbx/internal/supervision"
 )
 
 // ErrNoSupervisor is wrapped by a Supervisor's error when no supervisor
@@ -44,17 +45,14 @@ type Supervisor interface {
 // Program is one supervised program as the supervisor reports it.
 type Program struct {
 	Name   string
-	State  string // supervisord's state name: "RUNNING", "STOPPED", "FATAL", ...
-	PID    int    // the leader's pid; 0 when none runs
-	Detail string // the supervisor's description, e.g. the exit reason
+	State  supervision.State // RUNNING, STOPPED, FATAL, ... (internal/supervision)
+	PID    int               // the leader's pid; 0 when none runs
+	Detail string            // the supervisor's description, e.g. the exit reason
 	// Unhealthy is, for a RUNNING program, why its last liveness probe
 	// failed (Hermes: its state file stale or not "running"); "" when
 	// it passed or the program has none.
 	Unhealthy string
 }
-
-// stateRunning is the state every supervised program must be in.
-const stateRunning = "RUNNING"
 
 // checkPrograms is check supervisor: every program the supervisor runs,
 // and every one of want (the enabled programs of the configuration), is
@@ -63,9 +61,9 @@ func checkPrograms(progs []Program, want []string) (string, error) {
 	var bad, good []string
 	starting := true
 	for _, p := range progs {
-		if p.State != stateRunning {
-			starting = starting && (p.State == "STARTING" || p.State == "BACKOFF")
-			s := p.Name + " " + p.State
+		if p.State != supervision.Running {
+			starting = starting && (p.State == supervision.Starting || p.State == supervision.Backoff)
+			s := p.Name + " " + p.State.String()
 			if p.Detail != "" {
 				s += " (" + p.Detail + ")"
 			}

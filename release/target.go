@@ -10,20 +10,38 @@ import (
 // child manifest is installed, and that manifest's digest when it is
 // pinned. Install, run, health, backup and upgrade all name a release
 // with it; config.Config.Release hands out the configured one and
-// Meta.Target the one a release records. Check is its only comparison.
+// Meta.Target the one a release records; upgrade's journal and a
+// restore's awaited runtime record it as it is (its JSON fields:
+// image, index_digest, platform, manifest_digest). Equal says whether two
+// name the same release, Check why an installed one is not the
+// configured one, String names it for people.
 type Target struct {
 	// Image is the reference as configured or recorded
 	// (name:tag@sha256:<64 hex>); it is carried, not compared: the index
 	// digest pins it.
-	Image string
+	Image string `json:"image"`
 	// IndexDigest is the digest of the image index (or of the single
 	// manifest) Image pins.
-	IndexDigest digest.Digest
+	IndexDigest digest.Digest `json:"index_digest,omitempty"`
 	// Platform is os/arch[/variant].
-	Platform string
+	Platform string `json:"platform,omitempty"`
 	// ManifestDigest is the child manifest of Platform; "" when it is not
 	// pinned (the index digest alone then names the release).
-	ManifestDigest digest.Digest
+	ManifestDigest digest.Digest `json:"manifest_digest,omitempty"`
+}
+
+// Equal reports whether t and o are the same release: the same index
+// digest and the same manifest digest (a manifest digest names one
+// platform's manifest, so the platform follows). Image is not compared:
+// the index digest pins it, however the name is spelled.
+func (t Target) Equal(o Target) bool {
+	return t.IndexDigest == o.IndexDigest && t.ManifestDigest == o.ManifestDigest
+}
+
+// String is "image (platform manifest digest)", as messages and
+// journals' readers name a release.
+func (t Target) String() string {
+	return fmt.Sprintf("%s (%s manifest %s)", t.Image, t.Platform, t.ManifestDigest)
 }
 
 // Target returns the release m records.

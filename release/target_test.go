@@ -1,6 +1,7 @@
 package release
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -66,5 +67,41 @@ func TestTargetCheckSays(t *testing.T) {
 	m := Meta{Image: "x:1@" + a.String(), IndexDigest: a, Platform: "linux/arm64", ManifestDigest: b}
 	if got := m.Target(); got != (Target{Image: m.Image, IndexDigest: a, Platform: "linux/arm64", ManifestDigest: b}) {
 		t.Errorf("Target() = %+v", got)
+	}
+}
+
+// TestTargetEqualAndString: two targets name the same release when their
+// index and manifest digests agree, whatever the image's spelling;
+// String names it for people; the JSON field names are the ones upgrade's
+// journal and a restore's journal have always written.
+func TestTargetEqualAndString(t *testing.T) {
+	a := Target{Image: "r/e:v1@sha256:aa", IndexDigest: "sha256:aa", Platform: "linux/amd64", ManifestDigest: "sha256:11"}
+	for _, tc := range []struct {
+		name string
+		b    Target
+		want bool
+	}{
+		{"itself", a, true},
+		{"another spelling of the image", Target{Image: "registry/r/e@sha256:aa", IndexDigest: "sha256:aa", Platform: "linux/amd64", ManifestDigest: "sha256:11"}, true},
+		{"another index", Target{Image: a.Image, IndexDigest: "sha256:bb", Platform: a.Platform, ManifestDigest: a.ManifestDigest}, false},
+		{"another manifest", Target{Image: a.Image, IndexDigest: a.IndexDigest, Platform: a.Platform, ManifestDigest: "sha256:22"}, false},
+		{"no manifest", Target{Image: a.Image, IndexDigest: a.IndexDigest, Platform: a.Platform}, false},
+	} {
+		if got := a.Equal(tc.b); got != tc.want {
+			t.Errorf("%s: Equal(%v) = %v, want %v", tc.name, tc.b, got, tc.want)
+		}
+		if got := tc.b.Equal(a); got != tc.want {
+			t.Errorf("%s: reversed Equal = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got, want := a.String(), "r/e:v1@sha256:aa (linux/amd64 manifest sha256:11)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), `{"image":"r/e:v1@sha256:aa","index_digest":"sha256:aa","platform":"linux/amd64","manifest_digest":"sha256:11"}`; got != want {
+		t.Errorf("json.Marshal(Target) = %s, want %s", got, want)
 	}
 }

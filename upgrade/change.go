@@ -85,7 +85,7 @@ func (c *changeRun) readActive(ctx context.Context) (err error) {
 		return fmt.Errorf("read the active release: %w", err)
 	}
 	c.res.Old = c.old
-	if c.old.Index == c.t.Index && (c.t.Pin == "" || c.old.Manifest == c.t.Pin) {
+	if c.old.IndexDigest == c.t.Index && (c.t.Pin == "" || c.old.ManifestDigest == c.t.Pin) {
 		return fmt.Errorf("%w: %s", ErrSameRelease, c.old)
 	}
 	return nil
@@ -100,7 +100,7 @@ func (c *changeRun) stage(ctx context.Context, by string) (err error) {
 	if c.nr, c.res.Transfer, err = c.opts.Runtime.Stage(ctx, c.t.Image, c.t.Pin); err != nil {
 		return fmt.Errorf("stage %s: %w", c.t.Image, err)
 	}
-	if c.nr.Same(c.old) {
+	if c.nr.Equal(c.old.Target) {
 		return fmt.Errorf("%w: %s", ErrSameRelease, c.old)
 	}
 	c.old.MCPTools, c.nr.MCPTools = c.t.Current, c.t.Current
@@ -109,7 +109,7 @@ func (c *changeRun) stage(ctx context.Context, by string) (err error) {
 	}
 	c.res.Old, c.res.New = c.old, c.nr
 	c.j = &Journal{Old: c.old, New: c.nr, Started: c.opts.Now().UTC(), By: by}
-	if prior, err := ReadJournal(c.opts.RuntimeDir); err == nil && prior != nil && prior.Phase == PhaseDone && prior.New.Same(c.old) {
+	if prior, err := ReadJournal(c.opts.RuntimeDir); err == nil && prior != nil && prior.Phase == PhaseDone && prior.New.Equal(c.old.Target) {
 		prior.Prior = nil
 		c.j.Prior = prior
 	}
@@ -240,7 +240,7 @@ func (c *changeRun) activate() error {
 	if note != "" {
 		c.res.Notes = append(c.res.Notes, note)
 	}
-	if err := c.opts.Runtime.Activate(c.undoCtx, c.nr.Manifest); err != nil {
+	if err := c.opts.Runtime.Activate(c.undoCtx, c.nr.ManifestDigest); err != nil {
 		return c.fail(fmt.Errorf("activate: %w", err))
 	}
 	c.held = false

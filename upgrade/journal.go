@@ -5,9 +5,8 @@ import (
 	"path/filepath"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
-
 	"github.com/hermesbox/hbx/internal/journal"
+	"github.com/hermesbox/hbx/release"
 )
 
 // JournalFile is the upgrade journal's name in the runtime directory.
@@ -29,10 +28,10 @@ const (
 
 // Release names one installed release.
 type Release struct {
-	Image    string        `json:"image"` // name:tag@sha256:...
-	Platform string        `json:"platform"`
-	Index    digest.Digest `json:"index_digest"`
-	Manifest digest.Digest `json:"manifest_digest"`
+	// Target is the release (release.Target's JSON fields: image,
+	// index_digest, platform, manifest_digest); its String and Equal
+	// name and compare releases.
+	release.Target
 	// MCPTools is the MCP tool set pinned with the release
 	// (health.mcp_tools in the config file); nil when not recorded
 	// (journals of earlier versions, a release read from disk): Pin then
@@ -46,14 +45,6 @@ type Tools struct {
 	// health.mcp_tools (its default applies).
 	Names []string `json:"names"`
 }
-
-// String is "image (manifest)".
-func (r Release) String() string {
-	return fmt.Sprintf("%s (%s manifest %s)", r.Image, r.Platform, r.Manifest)
-}
-
-// Same reports whether r and o are the same release (index and manifest).
-func (r Release) Same(o Release) bool { return r.Index == o.Index && r.Manifest == o.Manifest }
 
 // Journal is upgrade.json (internal/journal's shape: "format" first).
 type Journal struct {

@@ -21,7 +21,7 @@ func TestRolledBackCopiesPruned(t *testing.T) {
 		opts.Now = func() time.Time { now = now.Add(time.Minute); return now }
 		var kept []string
 		for range 4 {
-			if _, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index}); err != nil {
+			if _, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest}); err != nil {
 				t.Fatal(err)
 			}
 			res, err := Rollback(context.Background(), opts)
@@ -72,7 +72,7 @@ func TestSupervisorGone(t *testing.T) {
 		g := &goneFake{fake: f, gone: make(chan struct{}), during: during}
 		opts.Services, opts.Data, opts.HealthWait = g, g, time.Hour
 		start := time.Now()
-		_, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index})
+		_, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest})
 		if !errors.Is(err, ErrSupervisorGone) || !strings.Contains(err.Error(), "start hbx supervise") || time.Since(start) > 10*time.Second {
 			t.Fatalf("%s: Upgrade() = %v after %s, want ErrSupervisorGone at once", during, err, time.Since(start))
 		}
@@ -86,7 +86,7 @@ func TestSupervisorGone(t *testing.T) {
 				t.Errorf("backup: error %v, journal %s; want stopped before activation, aborted", err, j.Phase)
 			}
 		case "health":
-			if !errors.Is(err, ErrRolledBack) || j.Phase != PhaseRolledBack || !f.cur.Same(oldRel) {
+			if !errors.Is(err, ErrRolledBack) || j.Phase != PhaseRolledBack || !f.cur.Equal(oldRel.Target) {
 				t.Errorf("health: error %v, journal %s, active %s; want rolled back to the old release", err, j.Phase, f.cur)
 			}
 		}

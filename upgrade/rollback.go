@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
-	"github.com/hermesbox/hbx/internal/keptcopy"
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/release"
 )
 
 // Rollback reactivates the release previous names and restores the
@@ -39,7 +40,7 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	cur, curErr := opts.Runtime.Active()
 	// A change interrupted before this command was undone by the recovery
 	// just now: that was the rollback asked for.
-	if recovered != "" && j != nil && curErr == nil && (j.Phase == PhaseRolledBack || j.Phase == PhaseAborted) && cur.Same(j.Old) {
+	if recovered != "" && j != nil && curErr == nil && (j.Phase == PhaseRolledBack || j.Phase == PhaseAborted) && cur.Equal(j.Old.Target) {
 		return &Result{Old: j.New, New: j.Old, Backup: j.Backup, KeptAside: j.KeptAside, Recovered: recovered, Interrupted: true, Duration: time.Since(start)}, nil
 	}
 	if err := rollbackable(opts.RuntimeDir, j, cur, curErr); err != nil {
@@ -66,7 +67,7 @@ func rollbackable(runtimeDir string, j *Journal, cur Release, curErr error) erro
 	}
 	// What the journal leaves active: the new release after a completed
 	// change, the old one after a rollback or an abort.
-	expected := j != nil && curErr == nil && (j.Phase == PhaseDone && cur.Same(j.New) || j.Phase != PhaseDone && cur.Same(j.Old))
+	expected := j != nil && curErr == nil && (j.Phase == PhaseDone && cur.Equal(j.New.Target) || j.Phase != PhaseDone && cur.Equal(j.Old.Target))
 	switch {
 	case j == nil:
 		return fmt.Errorf("%w: none was recorded in %s (%s)", ErrNoUpgrade, runtimeDir, active)
@@ -95,12 +96,12 @@ func checkPreUpgrade(opts Options, j *Journal) error {
 	if err != nil {
 		return fmt.Errorf("%w: previous: %w", ErrNoUpgrade, err)
 	}
-	if !prev.Same(j.Old) {
+	if !prev.Equal(j.Old.Target) {
 		return fmt.Errorf("%w: previous is %s, the pre-upgrade backup was made for %s", ErrMismatch, prev, j.Old)
 	}
 	index, manifest, err := opts.Data.Recorded(j.Backup)
-	if err == nil && (index != j.Old.Index || manifest != j.Old.Manifest) {
-		err = fmt.Errorf("the archive records index %s manifest %s, previous is index %s manifest %s", index, manifest, j.Old.Index, j.Old.Manifest)
+	if err == nil && !(release.Target{IndexDigest: index, ManifestDigest: manifest}).Equal(j.Old.Target) {
+		err = fmt.Errorf("the archive records index %s manifest %s, previous is index %s manifest %s", index, manifest, j.Old.IndexDigest, j.Old.ManifestDigest)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: pre-upgrade backup %s: %w", ErrMismatch, j.Backup, err)
@@ -150,7 +151,7 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 // Crash window: a kill before the rename leaves aside as the restore's
 // <DataDir>.pre-restore-<time>, listed by `hbx backup list`.
 func keepRolledBack(opts Options, aside string, res *Result) error {
-	kept := fmt.Sprintf("%s%s%s", opts.DataDir, rolledBackInfix, opts.Now().UTC().Format("20060102T150405Z"))
+	kept := datadir.RolledBack.Path(opts.DataDir, datadir.Stamp(opts.Now()))
 	if err := os.Rename(aside, kept); err != nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("the replaced data stays in %s: %v", aside, err))
 		kept = aside
@@ -162,7 +163,7 @@ func keepRolledBack(opts Options, aside string, res *Result) error {
 		opts.Logger.Info("replaced data kept as a rolled-back copy", "from", aside, "to", kept)
 	}
 	res.KeptAside = kept
-	pruned, err := keptcopy.Prune(opts.DataDir, rolledBackInfix, max(opts.KeepRolledBack, 1))
+	pruned, err := datadir.Prune(opts.DataDir, datadir.RolledBack, max(opts.KeepRolledBack, 1))
 	for _, p := range pruned {
 		res.Notes = append(res.Notes, fmt.Sprintf("removed the older rolled-back copy %s (backup.keep_pre_restore)", p))
 	}
@@ -171,9 +172,6 @@ func keepRolledBack(opts Options, aside string, res *Result) error {
 	}
 	return nil
 }
-
-// rolledBackInfix names the copies a rollback keeps: <data_dir>.rolled-back-<UTC time>.
-const rolledBackInfix = ".rolled-back-"
 
 // Recover finishes or undoes an upgrade or rollback that was interrupted;
 // see the package doc. It returns what it did, "" when nothing. While

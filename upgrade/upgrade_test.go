@@ -14,11 +14,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/release"
 )
 
 var (
-	oldRel = Release{Image: "r/e:v1@" + string(digest.FromString("i1")), Platform: "linux/amd64", Index: digest.FromString("i1"), Manifest: digest.FromString("m1")}
-	newRel = Release{Image: "r/e:v2@" + string(digest.FromString("i2")), Platform: "linux/amd64", Index: digest.FromString("i2"), Manifest: digest.FromString("m2")}
+	oldRel = Release{Target: release.Target{Image: "r/e:v1@" + string(digest.FromString("i1")), Platform: "linux/amd64", IndexDigest: digest.FromString("i1"), ManifestDigest: digest.FromString("m1")}}
+	newRel = Release{Target: release.Target{Image: "r/e:v2@" + string(digest.FromString("i2")), Platform: "linux/amd64", IndexDigest: digest.FromString("i2"), ManifestDigest: digest.FromString("m2")}}
 )
 
 // fake is every interface of Options, recording calls in order.
@@ -46,7 +48,7 @@ func (f *fake) Active() (Release, error)   { return f.cur, nil }
 func (f *fake) Previous() (Release, error) { return f.prev, nil }
 func (f *fake) Stage(_ context.Context, image string, _ digest.Digest) (Release, Transfer, error) {
 	f.calls = append(f.calls, "stage")
-	if f.staged.Index != "" {
+	if f.staged.IndexDigest != "" {
 		return f.staged, f.transfer, f.failStage
 	}
 	return newRel, f.transfer, f.failStage
@@ -56,11 +58,11 @@ func (f *fake) Activate(_ context.Context, m digest.Digest) error {
 	if f.failActivate != nil {
 		return f.failActivate
 	}
-	if m == f.prev.Manifest {
+	if m == f.prev.ManifestDigest {
 		f.cur, f.prev = f.prev, f.cur
 	} else {
 		f.prev, f.cur = f.cur, newRel
-		if f.staged.Index != "" {
+		if f.staged.IndexDigest != "" {
 			f.cur = f.staged
 		}
 	}
@@ -82,21 +84,21 @@ func (f *fake) Backup(context.Context, Release) (string, error) {
 	return "/backups/pre-upgrade-x.tar.gz.gpg", f.failBackup
 }
 func (f *fake) Recorded(string) (digest.Digest, digest.Digest, error) {
-	if f.recorded.Index != "" {
-		return f.recorded.Index, f.recorded.Manifest, f.failCheck
+	if f.recorded.IndexDigest != "" {
+		return f.recorded.IndexDigest, f.recorded.ManifestDigest, f.failCheck
 	}
-	return f.prev.Index, f.prev.Manifest, f.failCheck
+	return f.prev.IndexDigest, f.prev.ManifestDigest, f.failCheck
 }
 func (f *fake) Restore(ctx context.Context, archive string, r Release) (string, error) {
-	f.calls = append(f.calls, "restore "+r.Manifest.Encoded()[:4])
+	f.calls = append(f.calls, "restore "+r.ManifestDigest.Encoded()[:4])
 	f.ctxErrs = append(f.ctxErrs, ctx.Err())
 	if f.failRestore != nil {
 		return "", f.failRestore
 	}
 	// As the composer's restore does: previous holds r, so it is
 	// reactivated in place.
-	if f.prev.Manifest == r.Manifest {
-		if err := f.Activate(ctx, r.Manifest); err != nil {
+	if f.prev.ManifestDigest == r.ManifestDigest {
+		if err := f.Activate(ctx, r.ManifestDigest); err != nil {
 			return "", err
 		}
 	}
@@ -107,7 +109,7 @@ func (f *fake) Restore(ctx context.Context, archive string, r Release) (string, 
 	return aside, nil
 }
 func (f *fake) Pin(r Release) (string, error) {
-	f.calls = append(f.calls, "pin "+r.Manifest.Encoded()[:4])
+	f.calls = append(f.calls, "pin "+r.ManifestDigest.Encoded()[:4])
 	return "", nil
 }
 
@@ -123,8 +125,8 @@ func newFake(t *testing.T) (*fake, Options) {
 }
 
 var (
-	m1 = oldRel.Manifest.Encoded()[:4]
-	m2 = newRel.Manifest.Encoded()[:4]
+	m1 = oldRel.ManifestDigest.Encoded()[:4]
+	m2 = newRel.ManifestDigest.Encoded()[:4]
 )
 
 func TestUpgrade(t *testing.T) {
@@ -140,14 +142,14 @@ func TestUpgrade(t *testing.T) {
 	}{
 		{
 			name:      "healthy",
-			target:    Target{Image: newRel.Image, Index: newRel.Index},
+			target:    Target{Image: newRel.Image, Index: newRel.IndexDigest},
 			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "wait"},
 			wantPhase: PhaseDone, wantCur: newRel,
 		},
 		{
 			name:      "unhealthy rolls back",
 			setup:     func(f *fake, _ *Options) { f.failHealth = boom },
-			target:    Target{Image: newRel.Image, Index: newRel.Index},
+			target:    Target{Image: newRel.Image, Index: newRel.IndexDigest},
 			wantErr:   ErrRolledBack,
 			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "wait", "pin " + m1, "restore " + m1, "activate " + m1},
 			wantPhase: PhaseRolledBack, wantCur: oldRel,
@@ -155,7 +157,7 @@ func TestUpgrade(t *testing.T) {
 		{
 			name:      "activation fails rolls back",
 			setup:     func(f *fake, _ *Options) { f.failActivate = boom },
-			target:    Target{Image: newRel.Image, Index: newRel.Index},
+			target:    Target{Image: newRel.Image, Index: newRel.IndexDigest},
 			wantErr:   ErrRolledBack,
 			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "pin " + m1, "restore " + m1},
 			wantPhase: PhaseRolledBack, wantCur: oldRel,
@@ -163,7 +165,7 @@ func TestUpgrade(t *testing.T) {
 		{
 			name:      "backup fails aborts",
 			setup:     func(f *fake, _ *Options) { f.failBackup = boom },
-			target:    Target{Image: newRel.Image, Index: newRel.Index},
+			target:    Target{Image: newRel.Image, Index: newRel.IndexDigest},
 			wantErr:   boom,
 			wantCalls: []string{"stage", "hold", "backup", "release", "wait"},
 			wantPhase: PhaseAborted, wantCur: oldRel,
@@ -171,20 +173,20 @@ func TestUpgrade(t *testing.T) {
 		{
 			name:      "staging fails changes nothing",
 			setup:     func(f *fake, _ *Options) { f.failStage = boom },
-			target:    Target{Image: newRel.Image, Index: newRel.Index},
+			target:    Target{Image: newRel.Image, Index: newRel.IndexDigest},
 			wantErr:   boom,
 			wantCalls: []string{"stage"},
 			wantCur:   oldRel,
 		},
 		{
 			name:    "same release",
-			target:  Target{Image: oldRel.Image, Index: oldRel.Index},
+			target:  Target{Image: oldRel.Image, Index: oldRel.IndexDigest},
 			wantErr: ErrSameRelease, wantCur: oldRel,
 		},
 		{
 			name:    "no supervisor",
 			setup:   func(_ *fake, o *Options) { o.Services = nil },
-			target:  Target{Image: newRel.Image, Index: newRel.Index},
+			target:  Target{Image: newRel.Image, Index: newRel.IndexDigest},
 			wantErr: ErrNoSupervisor, wantCur: oldRel,
 		},
 	} {
@@ -211,7 +213,7 @@ func TestUpgrade(t *testing.T) {
 			if phase != tc.wantPhase {
 				t.Errorf("journal phase = %q, want %q", phase, tc.wantPhase)
 			}
-			if !f.cur.Same(tc.wantCur) {
+			if !f.cur.Equal(tc.wantCur.Target) {
 				t.Errorf("active = %s, want %s", f.cur, tc.wantCur)
 			}
 			if tc.wantPhase == PhaseRolledBack {
@@ -228,20 +230,20 @@ func TestUpgrade(t *testing.T) {
 func TestAbortKeepsPriorUpgrade(t *testing.T) {
 	f, opts := newFake(t)
 	ctx := context.Background()
-	if _, err := Upgrade(ctx, opts, Target{Image: newRel.Image, Index: newRel.Index}); err != nil {
+	if _, err := Upgrade(ctx, opts, Target{Image: newRel.Image, Index: newRel.IndexDigest}); err != nil {
 		t.Fatal(err)
 	}
 	f.failBackup = errors.New("disk full")
-	f.staged = Release{Image: "r/e:v3@" + string(digest.FromString("i3")), Platform: "linux/amd64", Index: digest.FromString("i3"), Manifest: digest.FromString("m3")}
+	f.staged = Release{Target: release.Target{Image: "r/e:v3@" + string(digest.FromString("i3")), Platform: "linux/amd64", IndexDigest: digest.FromString("i3"), ManifestDigest: digest.FromString("m3")}}
 	f.calls = nil
-	if _, err := Upgrade(ctx, opts, Target{Image: f.staged.Image, Index: f.staged.Index}); err == nil || !strings.Contains(err.Error(), "disk full") {
+	if _, err := Upgrade(ctx, opts, Target{Image: f.staged.Image, Index: f.staged.IndexDigest}); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Upgrade() with a failing backup = %v, want the backup's error", err)
 	}
 	if diff := cmp.Diff(f.calls, []string{"stage", "hold", "backup", "release", "wait"}); diff != "" {
 		t.Errorf("calls (-got +want):\n%s", diff)
 	}
 	j, _ := ReadJournal(opts.RuntimeDir)
-	if j == nil || j.Phase != PhaseDone || !j.New.Same(newRel) {
+	if j == nil || j.Phase != PhaseDone || !j.New.Equal(newRel.Target) {
 		t.Fatalf("journal after the aborted upgrade = %+v, want the completed one back", j)
 	}
 	f.failBackup = nil
@@ -260,14 +262,14 @@ func TestRollback(t *testing.T) {
 		{name: "after a good upgrade"},
 		{name: "no upgrade", setup: func(_ *fake, o *Options) { os.Remove(journalPath(o.RuntimeDir)) }, wantErr: ErrNoUpgrade},
 		{name: "previous is another release", setup: func(f *fake, _ *Options) {
-			f.prev = Release{Image: "x", Index: digest.FromString("x"), Manifest: digest.FromString("y")}
+			f.prev = Release{Target: release.Target{Image: "x", IndexDigest: digest.FromString("x"), ManifestDigest: digest.FromString("y")}}
 		}, wantErr: ErrMismatch},
 		{name: "archive missing", setup: func(f *fake, _ *Options) { f.failCheck = errors.New("no such file") }, wantErr: ErrMismatch},
-		{name: "archive does not match", setup: func(f *fake, _ *Options) { f.recorded = newRel }, wantErr: ErrMismatch, wantMsg: "the archive records index " + string(newRel.Index)},
+		{name: "archive does not match", setup: func(f *fake, _ *Options) { f.recorded = newRel }, wantErr: ErrMismatch, wantMsg: "the archive records index " + string(newRel.IndexDigest)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, opts := newFake(t)
-			if _, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index}); err != nil {
+			if _, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.setup != nil {
@@ -286,7 +288,7 @@ func TestRollback(t *testing.T) {
 				}
 				return
 			}
-			if !f.cur.Same(oldRel) || !strings.Contains(res.KeptAside, ".rolled-back-") {
+			if !f.cur.Equal(oldRel.Target) || !strings.Contains(res.KeptAside, ".rolled-back-") {
 				t.Errorf("after Rollback: active %s, kept aside %q", f.cur, res.KeptAside)
 			}
 			// The restore logged the copy under its pre-restore name; the
@@ -351,7 +353,7 @@ func TestSwitch(t *testing.T) {
 		} else {
 			opts.Services = nil
 		}
-		res, err := Switch(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index})
+		res, err := Switch(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest})
 		if err != nil {
 			t.Fatalf("Switch() = %v", err)
 		}
@@ -366,7 +368,7 @@ func TestSwitch(t *testing.T) {
 		if _, err := Rollback(context.Background(), opts); err != nil {
 			t.Fatalf("Rollback() after Switch = %v", err)
 		}
-		if !f.cur.Same(oldRel) {
+		if !f.cur.Equal(oldRel.Target) {
 			t.Errorf("after Rollback: active %s, want %s", f.cur, oldRel)
 		}
 	}
@@ -377,7 +379,7 @@ func TestSwitch(t *testing.T) {
 // so and names what the journal does record, instead of blaming the
 // recorded upgrade.
 func TestRollbackSaysWhatIsRecorded(t *testing.T) {
-	other := Release{Image: "r/e:v3@" + string(digest.FromString("i3")), Platform: "linux/amd64", Index: digest.FromString("i3"), Manifest: digest.FromString("m3")}
+	other := Release{Target: release.Target{Image: "r/e:v3@" + string(digest.FromString("i3")), Platform: "linux/amd64", IndexDigest: digest.FromString("i3"), ManifestDigest: digest.FromString("m3")}}
 	for _, tc := range []struct {
 		name      string
 		rollback  bool // roll the recorded upgrade back first
@@ -397,7 +399,7 @@ func TestRollbackSaysWhatIsRecorded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, opts := newFake(t)
-			if _, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index}); err != nil {
+			if _, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.rollback {
@@ -437,11 +439,11 @@ func TestInterruptedChangeIsUndone(t *testing.T) {
 		f.failBackup = context.Canceled
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := Switch(ctx, opts, Target{Image: newRel.Image, Index: newRel.Index})
+		_, err := Switch(ctx, opts, Target{Image: newRel.Image, Index: newRel.IndexDigest})
 		if err == nil || !strings.Contains(err.Error(), "no supervisor runs") {
 			t.Fatalf("Switch() = %v, want the backup's failure saying no supervisor runs", err)
 		}
-		if !f.cur.Same(oldRel) {
+		if !f.cur.Equal(oldRel.Target) {
 			t.Errorf("active %s after a failed Switch, want %s", f.cur, oldRel)
 		}
 		if j, err := ReadJournal(opts.RuntimeDir); err != nil || j == nil || j.Phase != PhaseAborted {
@@ -461,11 +463,11 @@ func TestInterruptedChangeIsUndone(t *testing.T) {
 				f.failHealth = errors.New("executor is FATAL")
 				want = oldRel
 			}
-			_, err := Upgrade(ctx, opts, Target{Image: newRel.Image, Index: newRel.Index})
+			_, err := Upgrade(ctx, opts, Target{Image: newRel.Image, Index: newRel.IndexDigest})
 			if sick != errors.Is(err, ErrRolledBack) || !sick && err != nil {
 				t.Fatalf("Upgrade() = %v, want rolled back: %v", err, sick)
 			}
-			if !f.cur.Same(want) {
+			if !f.cur.Equal(want.Target) {
 				t.Errorf("active %s after an interrupted upgrade, want %s", f.cur, want)
 			}
 			for i, e := range f.ctxErrs {
@@ -498,7 +500,7 @@ func TestRollbackRecoversInterrupted(t *testing.T) {
 		t.Run(string(tc.phase), func(t *testing.T) {
 			f, opts := newFake(t)
 			f.cur, f.prev = tc.cur, oldRel
-			if tc.cur.Same(oldRel) {
+			if tc.cur.Equal(oldRel.Target) {
 				f.prev = Release{}
 			}
 			os.MkdirAll(opts.RuntimeDir, 0o755)
@@ -510,7 +512,7 @@ func TestRollbackRecoversInterrupted(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Rollback() = %v, want the recovery as the rollback", err)
 			}
-			if !res.Interrupted || !strings.Contains(res.Recovered, tc.wantSays) || !res.New.Same(oldRel) || !f.cur.Same(oldRel) {
+			if !res.Interrupted || !strings.Contains(res.Recovered, tc.wantSays) || !res.New.Equal(oldRel.Target) || !f.cur.Equal(oldRel.Target) {
 				t.Errorf("Rollback() = %+v (active %s), want Interrupted, Recovered saying %q, on %s", res, f.cur, tc.wantSays, oldRel)
 			}
 			_, err = Rollback(context.Background(), opts)
@@ -531,7 +533,7 @@ func TestRollbackRecoversInterrupted(t *testing.T) {
 func TestUpgradeCarriesTransfer(t *testing.T) {
 	f, opts := newFake(t)
 	f.transfer = Transfer{Fetched: 1, Reused: 2, FetchedBytes: 10, ReusedBytes: 90}
-	res, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.Index})
+	res, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,8 @@
 // a runX(ctx, opts) function that tests call directly, its printing and
 // its help. The rules every command shares (usage errors, argument
 // checks, "did you mean", the --log-level logger) are internal/cli's;
-// each result is rendered by the package that owns it (supervisor.Table,
-// health.Report.Text, progress.ResultText; the backup side's, status's
-// and a release change's results are internal/ui's), and this package
-// picks text or JSON. docs/architecture.md says where each kind of change goes. What the configuration
+// each result is rendered by internal/ui (supervisor.Table inside
+// status's), and this package picks text or JSON. docs/architecture.md says where each kind of change goes. What the configuration
 // means to each domain package (their options) and the adapters between
 // them (the supervisor's services, the data lock, the restore's runtime
 // and pin) live in internal/box; this package gives the box the one thing

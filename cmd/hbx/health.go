@@ -14,6 +14,7 @@ import (
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
+	"github.com/hermesbox/hbx/internal/ui"
 )
 
 // healthOptions are the inputs of runHealth.
@@ -134,7 +135,7 @@ func runHealth(ctx context.Context, opts healthOptions) error {
 		enc.SetIndent("", "  ")
 		err = enc.Encode(rep)
 	} else {
-		_, err = io.WriteString(opts.stdout, rep.Text())
+		_, err = io.WriteString(opts.stdout, ui.HealthText(rep))
 	}
 	if err != nil {
 		return err

@@ -142,8 +142,8 @@ func (out *installOutput) print(res *box.InstallOutcome) error {
 		_, err := io.WriteString(out.g.stdout, ui.InstallChangeText(res.Switch))
 		return err
 	case out.json != nil:
-		return out.json.Result(progress.ResultFields(image, res.Result))
+		return out.json.Result(ui.InstallFields(image, res.Result))
 	}
-	_, _ = io.WriteString(out.g.stdout, progress.ResultText(image, res.Result, out.o.verify))
+	_, _ = io.WriteString(out.g.stdout, ui.InstallText(image, res.Result, out.o.verify))
 	return nil
 }

@@ -19,4 +19,9 @@
 // tartest, testimage, benchimage, bench), and its one package of test
 // hooks, internal/killpoint, imports nothing there: its kill and hold
 // points are armed only by the build tag hbxtest of the e2e build.
+//
+// The names beside a data directory (its lock, the restore's journal and
+// staging, the pre-restore and rolled-back copies) are spelled only in
+// internal/datadir: no other product code holds a string literal that
+// starts like one.
 package boundary

@@ -99,7 +99,7 @@ func (b Box) With(cfg *config.Config) Box {
 // releaseOf describes an installed release for package upgrade.
 func releaseOf(inst *release.Installed) upgrade.Release {
 	m := inst.Meta
-	return upgrade.Release{Image: m.Image, Platform: m.Platform, Index: m.IndexDigest, Manifest: m.ManifestDigest}
+	return upgrade.Release{Target: m.Target()}
 }
 
 // UpgradeOptions are the upgrade.Options every change shares: the
@@ -352,7 +352,7 @@ func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 		return "", err
 	}
 	opts := backupOptions(d.box.Config)
-	opts.Name, opts.Passphrase, opts.Image, opts.Platform, opts.PlatformDigest = PreUpgradeName, pass, r.Image, r.Platform, r.Manifest
+	opts.Name, opts.Passphrase, opts.Image, opts.Platform, opts.PlatformDigest = PreUpgradeName, pass, r.Image, r.Platform, r.ManifestDigest
 	opts.HbxVersion, opts.Services, opts.Logger = buildinfo.Version, heldServices{}, d.box.Log
 	res, err := backup.Create(ctx, opts)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -103,7 +104,7 @@ func TestServicesWaitHealthyRestoresProbe(t *testing.T) {
 	svc := &stubSupervised{probe: own, wait: errors.New("executor is FATAL")}
 	b := testBox(t, svc, &calls)
 	s := &Services{svc: svc, box: b}
-	if err := s.WaitHealthy(t.Context(), upgrade.Release{Image: b.Config.Executor.Image}); err == nil || err.Error() != "executor is FATAL" {
+	if err := s.WaitHealthy(t.Context(), upgrade.Release{Target: release.Target{Image: b.Config.Executor.Image}}); err == nil || err.Error() != "executor is FATAL" {
 		t.Fatalf("WaitHealthy = %v, want the supervisor's wait error", err)
 	}
 	if len(svc.probes) != 2 || svc.probes[1] == nil {

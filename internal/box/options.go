@@ -150,7 +150,7 @@ func (s supervisorPrograms) Programs(ctx context.Context) ([]health.Program, err
 	}
 	out := make([]health.Program, len(sts))
 	for i, st := range sts {
-		out[i] = health.Program{Name: st.Name, State: st.State.String(), PID: st.PID, Detail: st.Detail, Unhealthy: st.Unhealthy}
+		out[i] = health.Program{Name: st.Name, State: st.State, PID: st.PID, Detail: st.Detail, Unhealthy: st.Unhealthy}
 	}
 	return out, nil
 }

@@ -91,7 +91,7 @@ func withPin(cfg *config.Config, r upgrade.Release) *config.Config {
 	if c.Executor.PlatformDigests == nil {
 		c.Executor.PlatformDigests = map[string]string{}
 	}
-	c.Executor.PlatformDigests[cfg.PinKey()] = r.Manifest.String()
+	c.Executor.PlatformDigests[cfg.PinKey()] = r.ManifestDigest.String()
 	return &c
 }
 
@@ -117,7 +117,7 @@ func (p releasePin) Pin(r upgrade.Release) (string, error) {
 	if r.MCPTools != nil {
 		tools = config.PinTools{Names: r.MCPTools.Names}
 	}
-	return p.PinRelease(r.Image, r.Manifest, tools)
+	return p.PinRelease(r.Image, r.ManifestDigest, tools)
 }
 
 // ExportOptions are export.Export's options as cfg sets them: the runtime

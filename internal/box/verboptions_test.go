@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -52,8 +53,8 @@ func TestBackupRestoreOptions(t *testing.T) {
 
 // testOldRel and testNewRel are two releases of one image.
 var (
-	testOldRel = upgrade.Release{Image: "r/e:v1@" + string(digest.FromString("i1")), Platform: "linux/amd64", Index: digest.FromString("i1"), Manifest: digest.FromString("m1")}
-	testNewRel = upgrade.Release{Image: "r/e:v2@" + string(digest.FromString("i2")), Platform: "linux/amd64", Index: digest.FromString("i2"), Manifest: digest.FromString("m2")}
+	testOldRel = upgrade.Release{Target: release.Target{Image: "r/e:v1@" + string(digest.FromString("i1")), Platform: "linux/amd64", IndexDigest: digest.FromString("i1"), ManifestDigest: digest.FromString("m1")}}
+	testNewRel = upgrade.Release{Target: release.Target{Image: "r/e:v2@" + string(digest.FromString("i2")), Platform: "linux/amd64", IndexDigest: digest.FromString("i2"), ManifestDigest: digest.FromString("m2")}}
 )
 
 // TestGateChecks: the checks that gate a change, mcp-tools only with a
@@ -99,10 +100,10 @@ func TestToolsInAndPinned(t *testing.T) {
 		}
 	}
 	p := withPin(c, testNewRel)
-	if p.Executor.Image != testNewRel.Image || p.Executor.PlatformDigests[c.PinKey()] != testNewRel.Manifest.String() {
-		t.Errorf("Pinned = %s %v, want %s pinned to %s", p.Executor.Image, p.Executor.PlatformDigests, testNewRel.Image, testNewRel.Manifest)
+	if p.Executor.Image != testNewRel.Image || p.Executor.PlatformDigests[c.PinKey()] != testNewRel.ManifestDigest.String() {
+		t.Errorf("Pinned = %s %v, want %s pinned to %s", p.Executor.Image, p.Executor.PlatformDigests, testNewRel.Image, testNewRel.ManifestDigest)
 	}
-	if c.Executor.Image == testNewRel.Image || c.Executor.PlatformDigests[c.PinKey()] == testNewRel.Manifest.String() {
+	if c.Executor.Image == testNewRel.Image || c.Executor.PlatformDigests[c.PinKey()] == testNewRel.ManifestDigest.String() {
 		t.Errorf("Pinned changed cfg")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/fsat"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/procscan"
@@ -26,15 +27,15 @@ var ErrBusy = errors.New("data directory in use")
 // is the root of a mount.
 var ErrMountPoint = errors.New("data directory is a mount point")
 
-// Path returns the lock file of dataDir: beside it, named after it,
-// "/workspace/executor/data" -> "/workspace/executor/.data.lock". An
+// Path returns the lock file of dataDir: beside it, named after it
+// (datadir.Lock), "/workspace/executor/data" ->
+// "/workspace/executor/.data.lock". An
 // existing dataDir is resolved first (symlinks followed), so every path
 // that reaches the directory through symlinks names one lock; one reached
 // through a bind mount of the directory itself is a mount point, which
 // Acquire refuses (issue 25 item 5).
 func Path(dataDir string) string {
-	d := resolve(dataDir)
-	return filepath.Join(filepath.Dir(d), "."+filepath.Base(d)+".lock")
+	return datadir.Lock(resolve(dataDir))
 }
 
 // resolve returns dataDir cleaned, with its symlinks resolved when it
@@ -72,7 +73,7 @@ func checkIdentity(dataDir string) error {
 }
 
 // ownerPath is the owner lock beside Path.
-func ownerPath(dataDir string) string { return Path(dataDir) + ".owner" }
+func ownerPath(dataDir string) string { return datadir.LockOwner(resolve(dataDir)) }
 
 // BusyError says who holds a data directory's lock.
 type BusyError struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -39,7 +40,7 @@ func TestPendingChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	j := upgrade.Journal{Phase: upgrade.PhaseActivating, Old: upgrade.Release{Image: "ex:v1@sha256:a"}, New: upgrade.Release{Image: "ex:v2@sha256:b"}, Updated: time.Now()}
+	j := upgrade.Journal{Phase: upgrade.PhaseActivating, Old: upgrade.Release{Target: release.Target{Image: "ex:v1@sha256:a"}}, New: upgrade.Release{Target: release.Target{Image: "ex:v2@sha256:b"}}, Updated: time.Now()}
 	writeJournal(j)
 	// A stale holder record: the process that wrote it is gone.
 	if err := os.WriteFile(filepath.Join(cfg.Executor.RuntimeDir, upgrade.LockFile), []byte(`{"pid":2147483000,"command":"hbx upgrade"}`+"\n"), 0o600); err != nil {
@@ -97,7 +98,7 @@ func TestPendingChangeReusedPID(t *testing.T) {
 	if err := os.MkdirAll(cfg.Executor.RuntimeDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	j := upgrade.Journal{Phase: upgrade.PhaseActivating, Old: upgrade.Release{Image: "ex:v1@sha256:a"}, New: upgrade.Release{Image: "ex:v2@sha256:b"}, Updated: time.Now()}
+	j := upgrade.Journal{Phase: upgrade.PhaseActivating, Old: upgrade.Release{Target: release.Target{Image: "ex:v1@sha256:a"}}, New: upgrade.Release{Target: release.Target{Image: "ex:v2@sha256:b"}}, Updated: time.Now()}
 	b, _ := json.Marshal(j)
 	if err := os.WriteFile(filepath.Join(cfg.Executor.RuntimeDir, upgrade.JournalFile), b, 0o600); err != nil {
 		t.Fatal(err)

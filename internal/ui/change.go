@@ -23,7 +23,7 @@ func ChangeText(r *upgrade.Result, verb string) string {
 		fmt.Fprintf(&b, "  %s is active; nothing more to roll back\n", r.New.Image)
 	} else {
 		fmt.Fprintf(&b, "%s %s → %s in %s\n", verb, r.Old.Image, r.New.Image, r.Duration.Round(time.Millisecond))
-		fmt.Fprintf(&b, "  manifest %s → %s\n", r.Old.Manifest, r.New.Manifest)
+		fmt.Fprintf(&b, "  manifest %s → %s\n", r.Old.ManifestDigest, r.New.ManifestDigest)
 		if t := r.Transfer; t.Fetched+t.Reused > 0 {
 			fmt.Fprintf(&b, "  %s\n", TransferText(t))
 		}
@@ -75,7 +75,7 @@ func layers(n int) string {
 // data (with a pre-change backup), as hbx install prints it.
 func InstallChangeText(r *upgrade.Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "installed %s (%s, manifest %s) in %s, replacing %s over existing data\n", r.New.Image, r.New.Platform, r.New.Manifest, r.Duration.Round(time.Millisecond), r.Old.Image)
+	fmt.Fprintf(&b, "installed %s (%s, manifest %s) in %s, replacing %s over existing data\n", r.New.Image, r.New.Platform, r.New.ManifestDigest, r.Duration.Round(time.Millisecond), r.Old.Image)
 	if t := r.Transfer; t.Fetched+t.Reused > 0 {
 		fmt.Fprintf(&b, "  %s\n", TransferText(t))
 	}
@@ -93,7 +93,7 @@ func InstallChangeText(r *upgrade.Result) string {
 func InstallChangeFields(r *upgrade.Result, image string) map[string]any {
 	return map[string]any{
 		"changed": true, "reason": "release change over existing data, with a pre-change backup", "image": image,
-		"platform": r.New.Platform, "index_digest": r.New.Index, "manifest_digest": r.New.Manifest,
+		"platform": r.New.Platform, "index_digest": r.New.IndexDigest, "manifest_digest": r.New.ManifestDigest,
 		"old": r.Old, "new": r.New, "backup": r.Backup, "notes": r.Notes, "recovered": r.Recovered,
 		"duration_ms": r.Duration.Milliseconds(), "fetched": r.Transfer.Fetched, "reused": r.Transfer.Reused,
 		"fetched_bytes": r.Transfer.FetchedBytes, "reused_bytes": r.Transfer.ReusedBytes,

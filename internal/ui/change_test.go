@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -12,8 +13,8 @@ import (
 // release change, line by line.
 func TestChangeText(t *testing.T) {
 	r := &upgrade.Result{
-		Old:    upgrade.Release{Image: "r/x:v1@sha256:aa", Platform: "linux/amd64", Manifest: "sha256:11"},
-		New:    upgrade.Release{Image: "r/x:v2@sha256:bb", Platform: "linux/amd64", Index: "sha256:bb", Manifest: "sha256:22"},
+		Old:    upgrade.Release{Target: release.Target{Image: "r/x:v1@sha256:aa", Platform: "linux/amd64", ManifestDigest: "sha256:11"}},
+		New:    upgrade.Release{Target: release.Target{Image: "r/x:v2@sha256:bb", Platform: "linux/amd64", IndexDigest: "sha256:bb", ManifestDigest: "sha256:22"}},
 		Backup: "/b/pre-upgrade-1.tar.zst.age", Recovered: "recovered an interrupted upgrade", Notes: []string{"n1"},
 		Duration: 1234567 * time.Microsecond,
 		Transfer: upgrade.Transfer{Fetched: 1, Reused: 3, FetchedBytes: 352, ReusedBytes: 85 << 19},
@@ -57,7 +58,7 @@ func TestChangeText(t *testing.T) {
 	if got := ChangeFields(r)["location"]; got != r.Transfer.Location {
 		t.Errorf("Fields()[location] = %v, want %s", got, r.Transfer.Location)
 	}
-	if f := InstallChangeFields(r, "img"); f["image"] != "img" || f["manifest_digest"] != r.New.Manifest || f["changed"] != true || f["fetched_bytes"] != int64(352) {
+	if f := InstallChangeFields(r, "img"); f["image"] != "img" || f["manifest_digest"] != r.New.ManifestDigest || f["changed"] != true || f["fetched_bytes"] != int64(352) {
 		t.Errorf("InstallFields(img) = %v", f)
 	}
 }

@@ -1,9 +1,4 @@
-// Package keptcopy prunes and removes the copies of a directory that hbx
-// sets aside beside it: <dir><infix><UTC time>, such as
-// /workspace/executor/data.pre-restore-20261201T101500Z (a restore) and
-// data.rolled-back-... (a rollback). Time stamps sort as text, so the
-// newest copies are the last names in order.
-package keptcopy
+package datadir
 
 import (
 	"fmt"
@@ -11,14 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 )
 
-// Prune removes all but the keep newest directories named
-// <dir><infix>* beside dir (keep < 0 counts as 0) and returns the paths
-// removed, oldest first. It stops at the first copy it cannot remove and
-// returns what it removed so far with the error.
-func Prune(dir, infix string, keep int) ([]string, error) {
+// Prune removes all but the keep newest directories of kind k beside dir
+// (keep < 0 counts as 0) and returns the paths removed, oldest first. It
+// stops at the first copy it cannot remove and returns what it removed so
+// far with the error.
+func Prune(dir string, k Kind, keep int) ([]string, error) {
 	parent, base := filepath.Split(dir)
 	ents, err := os.ReadDir(parent)
 	if err != nil {
@@ -26,7 +20,7 @@ func Prune(dir, infix string, keep int) ([]string, error) {
 	}
 	var copies []string
 	for _, e := range ents {
-		if e.IsDir() && strings.HasPrefix(e.Name(), base+infix) {
+		if e.IsDir() && k.Of(base, e.Name()) {
 			copies = append(copies, e.Name())
 		}
 	}

@@ -1,4 +1,4 @@
-package keptcopy
+package datadir
 
 import (
 	"os"
@@ -32,7 +32,7 @@ func TestPrune(t *testing.T) {
 				os.Mkdir(filepath.Join(root, n), 0o700)
 			}
 		}
-		removed, err := Prune(data, ".pre-restore-", keep)
+		removed, err := Prune(data, PreRestore, keep)
 		if err != nil {
 			t.Fatalf("Prune(keep %d) = %v", keep, err)
 		}

@@ -1,4 +1,4 @@
-package progress
+package ui
 
 import (
 	"testing"
@@ -8,9 +8,9 @@ import (
 	"github.com/hermesbox/hbx/release"
 )
 
-// TestResultText: hbx install's result line, unchanged (with and without
+// TestInstallText: hbx install's result line, unchanged (with and without
 // --verify, and with kept blobs fetched again) and installed.
-func TestResultText(t *testing.T) {
+func TestInstallText(t *testing.T) {
 	rel := &release.Installed{Meta: release.Meta{Platform: "linux/arm64", ManifestDigest: "sha256:22", IndexDigest: "sha256:bb"}}
 	res := &installer.Result{Release: rel, Reason: "no release active", Changed: true, Fetched: 3, Reused: 1, FetchedBytes: 300, ReusedBytes: 100, Duration: 2500 * time.Microsecond}
 	for _, tt := range []struct {
@@ -29,8 +29,8 @@ func TestResultText(t *testing.T) {
 		{false, true, 0, 1, "", "up to date, every file verified against files.json, 1 kept blob fetched again: 1 document (index/manifest/config): img (linux/arm64, manifest sha256:22)\n"},
 	} {
 		res.Changed, res.Fetched, res.Refetched, res.From = tt.changed, tt.fetched, tt.refetched, tt.from
-		if got := ResultText("img", res, tt.verified); got != tt.want {
-			t.Errorf("ResultText(changed %v, verified %v, fetched %d, refetched %d, from %q) =\n%q, want\n%q", tt.changed, tt.verified, tt.fetched, tt.refetched, tt.from, got, tt.want)
+		if got := InstallText("img", res, tt.verified); got != tt.want {
+			t.Errorf("InstallText(changed %v, verified %v, fetched %d, refetched %d, from %q) =\n%q, want\n%q", tt.changed, tt.verified, tt.fetched, tt.refetched, tt.from, got, tt.want)
 		}
 	}
 	// The registry location that answered (registry.mirrors) is named.
@@ -44,15 +44,15 @@ func TestResultText(t *testing.T) {
 		{false, 4, "up to date, every file verified against files.json, 4 kept blobs fetched again: 3 layers (300 bytes) and 1 document (index/manifest/config), from ghcr.io/usefulsoftwareco/executor-selfhost: img (linux/arm64, manifest sha256:22)\n"},
 	} {
 		res.Changed, res.Fetched, res.Refetched, res.From = tt.changed, 3, tt.refetched, ""
-		if got := ResultText("img", res, true); got != tt.want {
-			t.Errorf("ResultText(location, changed %v) =\n%q, want\n%q", tt.changed, got, tt.want)
+		if got := InstallText("img", res, true); got != tt.want {
+			t.Errorf("InstallText(location, changed %v) =\n%q, want\n%q", tt.changed, got, tt.want)
 		}
 	}
-	if f := ResultFields("img", res); f["location"] != res.Location {
-		t.Errorf("ResultFields()[location] = %v, want %s", f["location"], res.Location)
+	if f := InstallFields("img", res); f["location"] != res.Location {
+		t.Errorf("InstallFields()[location] = %v, want %s", f["location"], res.Location)
 	}
 	res.Fetched, res.From, res.Location = 3, "", ""
-	if f := ResultFields("img", res); f["index_digest"] != rel.Meta.IndexDigest || f["fetched"] != 3 || f["fetched_bytes"] != int64(300) || f["reused_bytes"] != int64(100) || f["duration_ms"] != int64(2) {
-		t.Errorf("ResultFields() = %v", f)
+	if f := InstallFields("img", res); f["index_digest"] != rel.Meta.IndexDigest || f["fetched"] != 3 || f["fetched_bytes"] != int64(300) || f["reused_bytes"] != int64(100) || f["duration_ms"] != int64(2) {
+		t.Errorf("InstallFields() = %v", f)
 	}
 }
