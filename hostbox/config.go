@@ -10,11 +10,18 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
 )
 
 // ConfigPath is the executor's configuration file inside its container
 // (deploy/Dockerfile's HBX_CONFIG, on the box's config volume).
 const ConfigPath = "/etc/hbx/hbx.yaml"
+
+// ConfigBeforeEdit is the file in a box directory that holds the
+// executor's configuration as it was before the last EditConfig that
+// changed it (mode 0600).
+const ConfigBeforeEdit = "hbx.yaml.before-edit"
 
 // configCandidate is where EditConfig puts an edited file to be checked:
 // the same directory (the same volume) as ConfigPath, so the switch is
@@ -60,6 +67,8 @@ type ConfigEdit struct {
 // CANDIDATE config show`: the same rules hbx supervise applies, with the
 // container's paths and users), switches it in with one rename inside
 // the volume and restarts the executor, waiting up to wait for health.
+// The file as it was is kept in the box directory as ConfigBeforeEdit
+// before the switch, and a failure after it names that file.
 //
 // The executor must be running (a FATAL executor is: hbx stays PID 1);
 // otherwise it fails before edit runs. A candidate hbx refuses is
@@ -85,14 +94,20 @@ func (d Docker) EditConfig(ctx context.Context, root, name string, edit func(pat
 		}
 		res.Changed = true
 		start := time.Now()
+		// The file as it was stays in the box directory: a config hbx
+		// accepts may still not come up healthy (a pin it cannot pull).
+		before := b.Path(ConfigBeforeEdit)
+		if err := atomicfile.WriteFile(before, old, 0o600); err != nil {
+			return fmt.Errorf("edit the config of box %s: keep the file as it was: %w", b.Name, err)
+		}
 		if err := d.switchConfig(ctx, b, edited); err != nil {
 			return err
 		}
 		if _, err := d.Compose(ctx, b, "restart", "executor"); err != nil {
-			return fmt.Errorf("restart the executor of box %s after its config changed: %w", b.Name, err)
+			return fmt.Errorf("restart the executor of box %s after its config changed (the file before the edit: %s): %w", b.Name, before, err)
 		}
 		if _, err := d.upWait(ctx, b, wait); err != nil {
-			return err
+			return fmt.Errorf("edited config of box %s in force, the file before the edit in %s: %w", b.Name, before, err)
 		}
 		res.Took = time.Since(start)
 		return nil
@@ -138,9 +153,9 @@ func editCopy(old []byte, edit func(path string) error) ([]byte, error) {
 	return os.ReadFile(p)
 }
 
-// switchConfig copies data into the executor as configCandidate (root's,
-// mode 0644, as the image's own file), has hbx check it, and renames it
-// over ConfigPath; a refused candidate is removed.
+// switchConfig copies data into the executor as configCandidate (mode
+// 0644, as the image's own file), has hbx check it, and renames it over
+// ConfigPath; a refused candidate is removed.
 func (d Docker) switchConfig(ctx context.Context, b Box, data []byte) error {
 	dir, err := os.MkdirTemp("", "hbx-box-config-")
 	if err != nil {
@@ -157,12 +172,8 @@ func (d Docker) switchConfig(ctx context.Context, b Box, data []byte) error {
 	if _, err := d.Compose(ctx, b, "cp", local, "executor:"+configCandidate); err != nil {
 		return fmt.Errorf("edit the config of box %s: %w", b.Name, err)
 	}
-	// docker cp makes the file root's in the container; hbx refuses a
-	// config file another user could replace, so say it plainly.
-	if _, err := d.Compose(ctx, b, "exec", "-T", "executor", "chown", "0:0", configCandidate); err != nil {
-		d.dropCandidate(b)
-		return fmt.Errorf("edit the config of box %s: %w", b.Name, err)
-	}
+	// docker cp makes the file root's in the container; the check below
+	// refuses it otherwise (hbx's trusted-path rule), as it would at start.
 	if _, err := d.Compose(ctx, b, "exec", "-T", "executor", "hbx", "--config", configCandidate, "config", "show"); err != nil {
 		d.dropCandidate(b)
 		return fmt.Errorf("edit the config of box %s: hbx refuses the edited file, the one in force is unchanged: %w: %w", b.Name, err, ErrInvalid)

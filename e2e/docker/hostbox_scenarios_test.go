@@ -106,6 +106,12 @@ func TestDockerHostBox(t *testing.T) {
 		if out := h.mustHbx("ls"); !lineHas(out, b.Name, "stopped") {
 			t.Errorf("ls after stop:\n%s", out)
 		}
+		// An edit needs the running executor's own hbx to check the file:
+		// refused before the editor runs (exit 2), nothing written.
+		_, errOut, code := h.hbxEnv([]string{"VISUAL=", "EDITOR=false"}, "", "config", "--edit", b.Name)
+		if code != 2 || !strings.Contains(errOut, "not running") {
+			t.Errorf("config --edit of a stopped box: exit %d, stderr %q; want 2 saying the executor is not running", code, errOut)
+		}
 		start = time.Now()
 		h.mustHbx("start", b.Name)
 		started := time.Since(start)
@@ -141,6 +147,9 @@ func TestDockerHostBox(t *testing.T) {
 		t.Logf("%s", strings.TrimSpace(out))
 		if now := h.mustHbx("config", b.Name); now != before+"# edited by the test\n" {
 			t.Errorf("after the edit the file is:\n%s", now)
+		}
+		if kept, err := os.ReadFile(filepath.Join(b.Dir, hostbox.ConfigBeforeEdit)); err != nil || string(kept) != before {
+			t.Errorf("%s after the edit: %q, %v; want the file as it was", hostbox.ConfigBeforeEdit, kept, err)
 		}
 		if code := postMCP(t, b, boxKey(t, b)); code != 200 {
 			t.Errorf("after the edit's restart, with the key: %d, want 200", code)
