@@ -3,7 +3,6 @@ package backup
 import (
 	"bufio"
 	"bytes"
-	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -13,39 +12,13 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
-	"github.com/ProtonMail/go-crypto/openpgp/s2k"
 
+	"github.com/hermesbox/hbx/internal/pgpsym"
 	"github.com/hermesbox/hbx/internal/regfile"
 )
 
-func init() {
-	// GnuPG 2.4 encrypts with a v5 Symmetric-Key Encrypted Session Key
-	// packet and an OCB AEAD Encrypted Data packet (LibrePGP); go-crypto
-	// parses v5 packets only when this is off (its "v5" build tag). hbx
-	// only decrypts with passphrases, so enabling v5 keys and signatures
-	// alongside changes nothing else it does.
-	packet.V5Disabled = false
-}
-
-// s2kCount is the iteration count of the S2K: the largest OpenPGP can
-// encode (65011712 bytes hashed), what gpg picks on fast machines.
-const s2kCount = 65011712
-
-// writeConfig writes what Debian's gpg 2.2 and every later gpg read: a v4
-// Symmetric-Key Encrypted Session Key packet (AES-256, iterated and salted
-// SHA-256 S2K) and a v1 Symmetrically Encrypted Integrity Protected Data
-// packet (MDC), no OpenPGP compression (the tar stream is compressed).
-var writeConfig = &packet.Config{
-	DefaultCipher:          packet.CipherAES256,
-	DefaultHash:            crypto.SHA256,
-	DefaultCompressionAlgo: packet.CompressionNone,
-	S2KConfig:              &s2k.Config{S2KMode: s2k.IteratedSaltedS2K, Hash: crypto.SHA256, S2KCount: s2kCount},
-}
-
-// readConfig refuses messages without integrity protection (the default;
-// spelled out).
-var readConfig = &packet.Config{InsecureAllowUnauthenticatedMessages: false}
+// The OpenPGP profile (what is written, what is read) is internal/pgpsym's;
+// hbx box save writes its archives with the same one.
 
 // encrypt returns a writer whose output, written to w, is an OpenPGP
 // message encrypted with passphrase. Close finishes the message (the MDC)
@@ -55,11 +28,7 @@ func encrypt(w io.Writer, passphrase []byte, name string, mtime time.Time) (io.W
 	if len(passphrase) == 0 {
 		return nil, ErrNoPassphrase
 	}
-	pw, err := openpgp.SymmetricallyEncrypt(w, passphrase, &openpgp.FileHints{IsBinary: true, FileName: name, ModTime: mtime}, writeConfig)
-	if err != nil {
-		return nil, fmt.Errorf("start encryption: %w", err)
-	}
-	return pw, nil
+	return pgpsym.Encrypt(w, passphrase, name, mtime)
 }
 
 // isOpenPGP reports whether head starts an OpenPGP message, binary or
@@ -107,7 +76,7 @@ func decrypt(r *bufio.Reader, pass func() ([]byte, error)) (io.Reader, error) {
 		}
 		return p, nil
 	}
-	md, err := openpgp.ReadMessage(in, nil, prompt, readConfig)
+	md, err := openpgp.ReadMessage(in, nil, prompt, pgpsym.ReadConfig)
 	switch {
 	case err == nil:
 	case askErr != nil:

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -16,9 +15,8 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
-	"github.com/ProtonMail/go-crypto/openpgp/s2k"
 
+	"github.com/hermesbox/hbx/internal/pgpsym"
 	"github.com/hermesbox/hbx/internal/regfile"
 )
 
@@ -28,16 +26,6 @@ const (
 	savedExecutor = "executor.tar.gz.gpg"
 	savedAgent    = "agent" // the agent volume's /workspace, renamed
 )
-
-// pgpConfig is what hbx backup writes (backup/crypt.go): AES-256, an
-// iterated and salted SHA-256 S2K, integrity protection, no OpenPGP
-// compression; every gpg from 2.2 reads it.
-var pgpConfig = &packet.Config{
-	DefaultCipher:          packet.CipherAES256,
-	DefaultHash:            crypto.SHA256,
-	DefaultCompressionAlgo: packet.CompressionNone,
-	S2KConfig:              &s2k.Config{S2KMode: s2k.IteratedSaltedS2K, Hash: crypto.SHA256, S2KCount: 65011712},
-}
 
 // ErrPassphrase: the archive does not open with the passphrase given.
 var ErrPassphrase = errors.New("wrong passphrase or not a box archive")
@@ -78,9 +66,9 @@ type sealWriter struct {
 }
 
 func seal(w io.Writer, pass []byte) (*sealWriter, error) {
-	enc, err := openpgp.SymmetricallyEncrypt(w, pass, &openpgp.FileHints{IsBinary: true, ModTime: time.Now()}, pgpConfig)
+	enc, err := pgpsym.Encrypt(w, pass, "", time.Now())
 	if err != nil {
-		return nil, fmt.Errorf("start encryption: %w", err)
+		return nil, err
 	}
 	gz := gzip.NewWriter(enc)
 	return &sealWriter{Writer: tar.NewWriter(gz), gz: gz, enc: enc}, nil
@@ -102,7 +90,7 @@ func unseal(r io.Reader, pass []byte) (tr *tar.Reader, rest io.Reader, err error
 		tried = true
 		return pass, nil
 	}
-	md, err := openpgp.ReadMessage(r, nil, prompt, &packet.Config{})
+	md, err := openpgp.ReadMessage(r, nil, prompt, pgpsym.ReadConfig)
 	if err != nil {
 		return nil, nil, fmt.Errorf("decrypt: %w (%w)", ErrPassphrase, ErrInvalid)
 	}
