@@ -554,7 +554,7 @@ func TestNewRejects(t *testing.T) {
 	for _, want := range []string{
 		`program "all": bad name`, `program "Bad": bad name`, `program "x": empty command`,
 		`program "y": negative stopwaitsecs -1s`, `dependency cycle w -> z -> w`,
-		`program "v": depends on "nope", which is not a program`, `program "u": user "no-such-user-hbx": user: unknown user no-such-user-hbx`,
+		`program "v": depends on "nope", which is not a program`, `program "u": user "no-such-user-hbx": not in the user database`,
 		`program "t": autorestart "sometimes"`,
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -83,7 +83,7 @@ func TestSuperviseRefusesTypoProgram(t *testing.T) {
 // configuration) with the same one line, exit 2, saying what to do; a
 // disabled one is not.
 func TestProgramUserMissing(t *testing.T) {
-	want := `invalid program: program "hermes": user "no-such-user-hbx": user: unknown user no-such-user-hbx: create the user, or set programs.hermes.enabled: false or another programs.hermes.user`
+	want := `invalid program: program "hermes": user "no-such-user-hbx": not in the user database: create the user, or set programs.hermes.enabled: false or another programs.hermes.user`
 	for _, tc := range []struct {
 		name, body string
 		args       []string

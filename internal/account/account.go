@@ -19,6 +19,10 @@ import (
 	"syscall"
 )
 
+// ErrUnknownUser: the user database (/etc/passwd, through os/user) does
+// not list the name or uid.
+var ErrUnknownUser = errors.New("not in the user database")
+
 // Lookup resolves name (a user name or a numeric uid) to the credential to
 // switch to: uid, primary gid and supplementary groups. It returns nil when
 // name is "" or the current effective user (no switch needed). Switching to
@@ -72,7 +76,12 @@ func find(name string) (u *user.User, uid, gid int, err error) {
 	} else {
 		u, err = user.Lookup(name)
 	}
-	if err != nil {
+	var unknownName user.UnknownUserError
+	var unknownID user.UnknownUserIdError
+	switch {
+	case errors.As(err, &unknownName), errors.As(err, &unknownID):
+		return nil, 0, 0, fmt.Errorf("user %q: %w", name, ErrUnknownUser)
+	case err != nil:
 		return nil, 0, 0, fmt.Errorf("user %q: %w", name, err)
 	}
 	if uid, err = strconv.Atoi(u.Uid); err != nil {

@@ -22,8 +22,11 @@ func TestLookup(t *testing.T) {
 	if c, err := Lookup(strconv.Itoa(os.Geteuid())); c != nil || err != nil {
 		t.Errorf("Lookup(self) = %v, %v; want nil, nil (no switch)", c, err)
 	}
-	if _, err := Lookup("no-such-user-hbx"); err == nil || !strings.Contains(err.Error(), `user "no-such-user-hbx"`) {
-		t.Errorf("Lookup(unknown) = %v, want an error naming the user", err)
+	for _, name := range []string{"no-such-user-hbx", "4000123"} {
+		want := `user "` + name + `": not in the user database`
+		if _, err := Lookup(name); err == nil || err.Error() != want || !errors.Is(err, ErrUnknownUser) {
+			t.Errorf("Lookup(%q) = %v, want %q (ErrUnknownUser)", name, err, want)
+		}
 	}
 	if os.Geteuid() == 0 {
 		c, err := Lookup("nobody")
