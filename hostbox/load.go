@@ -25,16 +25,20 @@ type LoadOptions struct {
 	Force          bool
 }
 
-// LoadResult is what Load made.
+// LoadResult is what Load made. Replaced is the archive the replaced box
+// was saved to (its passphrase in Replaced + ".pass"), "" when Load
+// replaced nothing.
 type LoadResult struct {
-	Box  Box
-	Took time.Duration
+	Box      Box
+	Took     time.Duration
+	Replaced string
 }
 
 // Load makes box o.Name from an archive of Save: the archive is opened and
 // checked whole first (a wrong passphrase or a damaged archive changes
-// nothing); an existing box is refused unless Force, which removes it
-// (containers, volumes, directory) only then. The new box has a fresh
+// nothing); an existing box is refused unless Force, which saves it
+// beside the archive (keepReplaced) and then removes it (containers,
+// volumes, directory); a box that cannot be saved is not replaced. The new box has a fresh
 // key, the archive's passphrase as backup.pass, the agent's volume as
 // saved, and Executor's data put back by hbx restore in the executor. It
 // arrives quiesced: the executor runs, the agent is created but not
@@ -60,14 +64,18 @@ func (d Docker) Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 	if err := unpackSaved(o.Archive, pass, tmp); err != nil {
 		return LoadResult{}, fmt.Errorf("load box %s from %s: %w", o.Name, o.Archive, err)
 	}
+	var replaced string
 	if oerr == nil {
-		if _, err := d.Remove(ctx, o.Root, o.Name); err != nil {
+		if replaced, err = d.keepReplaced(ctx, o, start); err != nil {
 			return LoadResult{}, err
+		}
+		if _, err := d.Remove(ctx, o.Root, o.Name); err != nil {
+			return LoadResult{Replaced: replaced}, err
 		}
 	}
 	b, err := d.checkNew(ctx, &o.NewOptions)
 	if err != nil {
-		return LoadResult{}, err
+		return LoadResult{Replaced: replaced}, err
 	}
 	err = d.create(ctx, &b, o.NewOptions, "hbx box load", func() error {
 		if err := atomicfile.WriteFile(b.Path(PassFile), append(pass, '\n'), 0o600); err != nil {
@@ -76,9 +84,42 @@ func (d Docker) Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 		return d.loadInto(ctx, b, o.NewOptions, tmp)
 	})
 	if err != nil {
-		return LoadResult{}, fmt.Errorf("load box %s: %w", o.Name, err)
+		return LoadResult{Replaced: replaced}, fmt.Errorf("load box %s: %w", o.Name, err)
 	}
-	return LoadResult{Box: b, Took: time.Since(start)}, nil
+	return LoadResult{Box: b, Took: time.Since(start), Replaced: replaced}, nil
+}
+
+// keepReplaced saves the box Load --force is about to replace with Save,
+// beside the archive being loaded, as NAME-replaced-<UTC time>.tar.gz.gpg
+// with its passphrase in the same name + ".pass" (mode 0600): the box's
+// own backup.pass goes with its directory. It returns the archive's
+// path. A box that cannot be saved (stopped, broken) is not replaced:
+// the error says to start it or remove it with hbx box rm first, and the
+// passphrase file is removed again.
+func (d Docker) keepReplaced(ctx context.Context, o LoadOptions, now time.Time) (string, error) {
+	dir, err := filepath.Abs(filepath.Dir(o.Archive))
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, o.Name+"-replaced-"+now.UTC().Format("20060102T150405Z")+".tar.gz.gpg")
+	old, err := Open(o.Root, o.Name)
+	if err != nil {
+		return "", err
+	}
+	if err := checkOutside(o.Root, out); err != nil {
+		return "", fmt.Errorf("load box %s --force: save the box it replaces: %w", o.Name, err)
+	}
+	pass, err := readPassphrase(old.Path(PassFile))
+	if err != nil {
+		return "", fmt.Errorf("load box %s --force: the box it replaces: %w", o.Name, err)
+	}
+	if err := atomicfile.WriteFile(out+".pass", append(pass, '\n'), 0o600); err != nil {
+		return "", fmt.Errorf("load box %s --force: %w", o.Name, err)
+	}
+	if _, err := d.Save(ctx, o.Root, o.Name, out); err != nil {
+		return "", errors.Join(fmt.Errorf("load box %s --force: the box it replaces could not be saved first, so it stays (start it with hbx box start, or remove it with hbx box rm, then load again): %w", o.Name, err), os.Remove(out+".pass"))
+	}
+	return out, nil
 }
 
 // unpackSaved decrypts archive into dir: executor.tar.gz.gpg and

@@ -196,7 +196,9 @@ backup.pass, which becomes the new box's) before anything changes, then
 makes the box as new does, with a fresh key: the agent's volume as saved,
 Executor's data put back by hbx restore in the executor. The executor runs;
 the agent is created but not started (hbx box start NAME). An existing box
-of the name is refused unless --force, which removes it first.`,
+of the name is refused unless --force, which first saves it beside ARCHIVE
+(NAME-replaced-<time>.tar.gz.gpg, its passphrase in the same name + .pass)
+and then removes it; a box that cannot be saved is not replaced.`,
 		Args: cli.Args(2, 2),
 		RunE: o.boxRun(func(ctx context.Context, args []string) error {
 			n, err := nf.options(o, args[0])
@@ -205,6 +207,9 @@ of the name is refused unless --force, which removes it first.`,
 			}
 			l.NewOptions, l.Archive = n, args[1]
 			res, err := o.docker.Load(ctx, l)
+			if res.Replaced != "" {
+				fmt.Fprintf(o.stdout, "the box it replaces was saved to %s (passphrase: %s.pass)\n", res.Replaced, res.Replaced)
+			}
 			if err != nil {
 				return err
 			}
@@ -214,7 +219,7 @@ of the name is refused unless --force, which removes it first.`,
 	}
 	nf.bind(cmd, o)
 	cmd.Flags().StringVar(&l.PassphraseFile, "passphrase-file", "", "the passphrase the archive was saved with (the saved box's backup.pass)")
-	cmd.Flags().BoolVar(&l.Force, "force", false, "replace an existing box of the name (its containers, volumes and directory)")
+	cmd.Flags().BoolVar(&l.Force, "force", false, "replace an existing box of the name, saving it beside ARCHIVE first")
 	return cmd
 }
 

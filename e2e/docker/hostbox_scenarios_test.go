@@ -370,6 +370,40 @@ func testSaveLoad(t *testing.T, h *hostBoxes, a hostbox.Box) {
 	if got := h.mustHbx("logs", b.Name, "-n", "20", "executor"); !strings.Contains(got, "executor") {
 		t.Errorf("hbx box logs %s -n 20 executor = %q, want the executor's lines", b.Name, got)
 	}
+	testLoadForce(t, h, b, filepath.Dir(archive), loadArgs(b.Name, "--force"))
+}
+
+// testLoadForce: load --force saves the box it replaces beside the
+// archive (with its passphrase) before removing it, and does not replace
+// a box it cannot save (a stopped one), leaving it as it was.
+func testLoadForce(t *testing.T, h *hostBoxes, b hostbox.Box, dir string, args []string) {
+	replaced := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, b.Name+"-replaced-*"))
+		return m
+	}
+	key := boxKey(t, b)
+	h.mustHbx("stop", b.Name)
+	if _, errOut, code := h.hbx("", args...); code == 0 || !strings.Contains(errOut, "could not be saved first") {
+		t.Errorf("load --force over a stopped box: exit %d %q, want a refusal saying it could not be saved first", code, errOut)
+	}
+	if _, err := hostbox.Open(h.root, b.Name); err != nil || boxKey(t, b) != key || len(replaced()) != 0 {
+		t.Errorf("a refused load --force changed the box or left %v (open: %v)", replaced(), err)
+	}
+	h.mustHbx("start", b.Name)
+	out := h.mustHbx(args...)
+	got := replaced()
+	if len(got) != 2 || !strings.Contains(out, "saved to "+got[0]) {
+		t.Fatalf("load --force printed %q and left %v, want the replaced box's archive and its .pass", out, got)
+	}
+	for _, f := range got {
+		if st, err := os.Stat(f); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want mode 0600", f, st.Mode(), err)
+		}
+	}
+	nb := mustOpen(t, h.root, b.Name)
+	if boxKey(t, nb) == key || postMCP(t, nb, boxKey(t, nb)) != 200 {
+		t.Errorf("after load --force: want a fresh key that the executor takes")
+	}
 }
 
 // testInterruptedNew interrupts `hbx box new` (SIGINT, as Ctrl-C) while
