@@ -17,13 +17,13 @@ import (
 	"github.com/hermesbox/hbx/internal/pathtrust"
 	"github.com/hermesbox/hbx/internal/programname"
 	"github.com/hermesbox/hbx/internal/regfile"
+	"github.com/hermesbox/hbx/internal/supervisorclient"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
 // logsOptions are the inputs of runLogs.
 type logsOptions struct {
-	socket string
-	cfg    *config.Config // names disabled programs in errors; may be nil
+	cfg    *config.Config // its supervisor.socket; names disabled programs in errors
 	req    supervisor.LogsRequest
 	stdout io.Writer
 	stderr io.Writer // the note that the files come from disk
@@ -52,7 +52,7 @@ only the supervisor follows a log across rotations.`,
 			if o.req.Stderr && o.req.File {
 				return cli.Usagef("--stderr and --file: want one log")
 			}
-			o.socket, o.cfg, o.req.Name, o.stdout, o.stderr = cfg.Supervisor.Socket, cfg, args[0], g.stdout, g.stderr
+			o.cfg, o.req.Name, o.stdout, o.stderr = cfg, args[0], g.stdout, g.stderr
 			return runLogs(cmd.Context(), o)
 		}),
 	}
@@ -65,7 +65,7 @@ only the supervisor follows a log across rotations.`,
 
 // runLogs copies the log to opts.stdout.
 func runLogs(ctx context.Context, opts logsOptions) error {
-	c, err := supervisor.DialHeld(ctx, opts.socket)
+	c, err := supervisorclient.Dial(ctx, opts.cfg)
 	if errors.Is(err, supervisor.ErrNotRunning) {
 		return logsFromDisk(opts, err)
 	}

@@ -10,7 +10,8 @@
 // (the test's list: internal/box, configuration to verb options and the
 // adapters between verbs; internal/programname, program names checked
 // against the supervisor's; internal/pending, what a half-done change
-// means for hbx status and health), which only cmd/, e2e/ and another composer
+// means for hbx status and health; internal/supervisorclient, the running
+// supervisor's client for the commands), which only cmd/, e2e/ and another composer
 // import. Only cmd/, e2e/ and the composers import verbs. The test reads the import lines of every .go file with
 // go/parser, whatever its build tags (testenv.GoFiles lists them).
 //

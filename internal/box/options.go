@@ -2,7 +2,6 @@ package box
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -15,9 +14,9 @@ import (
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/pending"
 	"github.com/hermesbox/hbx/internal/suggest"
+	"github.com/hermesbox/hbx/internal/supervisorclient"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
-	"github.com/hermesbox/hbx/supervisor"
 )
 
 // launchOptions maps the configuration onto the payload's run options;
@@ -117,42 +116,12 @@ func HealthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Option
 		},
 		DataDir:         cfg.Executor.DataDir,
 		DataDirOwner:    cfg.Executor.User,
-		Supervisor:      supervisorPrograms{Socket: cfg.Supervisor.Socket},
+		Supervisor:      supervisorclient.Programs{Socket: cfg.Supervisor.Socket},
 		Programs:        cfg.EnabledPrograms(),
 		ExecutorProgram: config.ExecutorProgram,
 		PidFile:         filepath.Join(cfg.Executor.StateDir, launch.PidFile),
 		Logger:          log,
 	}
-}
-
-// supervisorPrograms is the supervisor's control client on Socket seen
-// as a health.Supervisor.
-type supervisorPrograms struct{ Socket string }
-
-// Programs dials the supervisor and returns its programs' states. When
-// nothing listens on the socket it fails with the start-up error that a
-// live `hbx supervise --hold-on-error` holds on (a *supervisor.HeldError),
-// else wraps health.ErrNoSupervisor.
-func (s supervisorPrograms) Programs(ctx context.Context) ([]health.Program, error) {
-	c, err := supervisor.Dial(ctx, s.Socket)
-	if errors.Is(err, supervisor.ErrNotRunning) {
-		if herr := supervisor.CheckHeld(s.Socket); herr != nil {
-			return nil, herr
-		}
-		return nil, fmt.Errorf("%w (nothing listens on %s)", health.ErrNoSupervisor, s.Socket)
-	}
-	if err != nil {
-		return nil, err
-	}
-	sts, err := c.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("supervisor status: %w", err)
-	}
-	out := make([]health.Program, len(sts))
-	for i, st := range sts {
-		out[i] = health.Program{Name: st.Name, State: st.State, PID: st.PID, Detail: st.Detail, Unhealthy: st.Unhealthy}
-	}
-	return out, nil
 }
 
 // CheckHealthNames refuses a name in only (hbx health --only) that is no

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/supervisorclient"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -53,7 +54,7 @@ programs:
 			},
 		},
 		DataDir: "/workspace/executor/data", DataDirOwner: "1000",
-		Supervisor: supervisorPrograms{Socket: "/run/hbx/hbx.sock"}, Programs: []string{"executor", "worker"},
+		Supervisor: supervisorclient.Programs{Socket: "/run/hbx/hbx.sock"}, Programs: []string{"executor", "worker"},
 		ExecutorProgram: "executor", PidFile: "/var/lib/hbx/executor/executor.pid",
 	}
 	if diff := cmp.Diff(o, want, cmp.AllowUnexported(health.Key{})); diff != "" {
