@@ -18,7 +18,6 @@ import (
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
@@ -206,7 +205,7 @@ func LockData(ctx context.Context, cfg *config.Config, log *slog.Logger, command
 	l, err := datalock.Acquire(ctx, cfg.Executor.DataDir, datalock.Options{
 		Command:       command,
 		StopLeftovers: stopLeftovers,
-		StopSignal:    unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
+		StopSignal:    pc.StopSignalNum(),
 		StopWait:      time.Duration(pc.StopWaitSecs) * time.Second,
 	})
 	if err != nil {

@@ -8,11 +8,8 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/certsdir"
@@ -85,7 +82,7 @@ func (s Supervise) program(name string, pc config.Program) supervisor.Program {
 		FatalExitCodes:   pc.FatalExitCodes,
 		StartSecs:        time.Duration(pc.StartSecs) * time.Second,
 		StartRetries:     pc.StartRetries,
-		StopSignal:       unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
+		StopSignal:       pc.StopSignalNum(),
 		StopWait:         time.Duration(pc.StopWaitSecs) * time.Second,
 		DependsOn:        pc.DependsOn,
 		Stdout:           logFile(logs.Stdout),
