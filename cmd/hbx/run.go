@@ -8,7 +8,9 @@ import (
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/executorrun"
 	"github.com/hermesbox/hbx/internal/suggest"
+	"github.com/hermesbox/hbx/release"
 )
 
 // newRunCommand builds `hbx run executor`.
@@ -38,7 +40,7 @@ holds it.`,
 				return fmt.Errorf("run executor: %w", err)
 			}
 			defer dl.Release()
-			return box.RunExecutor(cmd.Context(), cfg, dl.File(), g.stdout, g.stderr, g.log)
+			return executorrun.Run(cmd.Context(), box.LaunchOptions(cfg, release.DefaultHostPath), dl.File(), g.stdout, g.stderr, g.log)
 		}),
 	}
 }

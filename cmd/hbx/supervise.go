@@ -11,6 +11,7 @@ import (
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/internal/supervise"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -114,12 +115,12 @@ func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup b
 	return held, !ran, err
 }
 
-// runSupervise runs the supervisor until a stop signal (box.Supervise),
+// runSupervise runs the supervisor until a stop signal (supervise.Supervise),
 // with this command's data lock and restore recovery; ran is true once
 // the supervisor's Run started.
 func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) (ran bool, err error) {
 	b := g.box(cfg, nil)
-	return b.Supervise(ctx, box.SuperviseRun{
+	return supervise.Supervise(ctx, b, supervise.Run{
 		Reload: reload, StateDir: box.SupervisorStateDir(cfg),
 		LockData: func(ctx context.Context) (*datalock.Lock, error) {
 			return box.LockData(ctx, cfg, g.log, "hbx supervise", true)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/executorrun"
 	"github.com/hermesbox/hbx/internal/pinfile"
 )
 
@@ -42,7 +43,7 @@ func (b Box) RestoreOptions(archive string) backup.RestoreOptions {
 // DataOwner is the owner restored data gets: executor.user, created first
 // when it is the dedicated user (account.Dedicated) and missing.
 func (b Box) DataOwner(ctx context.Context) (backup.Owner, error) {
-	if err := ensureExecutorUser(ctx, b.Config, b.Log); err != nil {
+	if err := executorrun.EnsureUser(ctx, b.Config.Executor.User, b.Log); err != nil {
 		return backup.Owner{}, err
 	}
 	return b.Owner(b.Config.Executor.User)

@@ -23,6 +23,7 @@ import (
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/executorrun"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/pending"
 	"github.com/hermesbox/hbx/internal/pinfile"
@@ -73,6 +74,10 @@ type Hooks struct {
 	RecoverRestore func(ctx context.Context, cfg *config.Config, srcs *config.Sources, svc Supervised) error
 }
 
+// changeWatchInterval is how often a running supervisor looks for a
+// release change or restore whose command died.
+const changeWatchInterval = time.Second
+
 // Box is one box's configuration and the command layer's hooks; its
 // methods compose the verbs for a release change.
 type Box struct {
@@ -83,8 +88,8 @@ type Box struct {
 	// From, when not "", is the OCI image layout directory or OCI
 	// archive that the releases b stages (hbx upgrade --from) and a
 	// restore's runtime step installs (hbx restore --from) are read from
-	// instead of the registry (installer.Options.From). GuardedInstall
-	// takes its opts.From instead.
+	// instead of the registry (installer.Options.From). SwitchOptions
+	// sets it from the guarded install's opts.From.
 	From string
 	Hooks
 }
@@ -128,21 +133,15 @@ func (b Box) UpgradeOptions() upgrade.Options {
 // restore is undone first.
 func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, step func(string)) (opts upgrade.Options, unlock func(), err error) {
 	cfg := b.Config
-	unlock = func() {}
 	over := pinfile.File{Sources: b.Sources}.ToolsOverridden()
 	opts = b.UpgradeOptions()
 	opts.LockWait = cfg.Backup.LockWait
 	opts.Data = &Data{box: b, pass: pass, toolsOverridden: over}
 	opts.Config = releasePin{pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: b.Sources}}
 	opts.Step = step
-	svc, err := b.Dial(ctx, cfg)
+	svc, unlock, err := b.HoldForChange(ctx, &opts, command, over)
 	if err != nil {
 		return opts, unlock, err
-	}
-	if svc != nil {
-		opts.Services = &Services{svc: svc, box: b, toolsOverridden: over}
-	} else if unlock, err = b.LockUnsupervised(ctx, cfg, command); err != nil {
-		return opts, func() {}, err
 	}
 	// An interrupted restore is undone first, its runtime and pin too, so
 	// the upgrade or rollback reads the release the data belongs to.
@@ -153,11 +152,54 @@ func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, ste
 	return opts, unlock, nil
 }
 
-// recoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
+// HoldForChange makes the data safe for a release change by command:
+// the running supervisor fills opts.Services (the change holds every
+// program stopped through it; svc is that supervisor), or, when none
+// answers, the data directory's lock is taken (svc is nil) and unlock
+// gives it back. unlock is never nil. toolsOverridden: an HBX_* variable
+// or a flag sets health.mcp_tools.
+func (b Box) HoldForChange(ctx context.Context, opts *upgrade.Options, command string, toolsOverridden bool) (svc Supervised, unlock func(), err error) {
+	svc, err = b.Dial(ctx, b.Config)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	if svc != nil {
+		opts.Services = &Services{svc: svc, box: b, toolsOverridden: toolsOverridden}
+		return svc, func() {}, nil
+	}
+	unlock, err = b.LockUnsupervised(ctx, b.Config, command)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	return nil, unlock, nil
+}
+
+// SwitchOptions are the upgrade.Options of an install that changes the
+// active release over existing data (upgrade.Switch): UpgradeOptions
+// with the stage reading from from (an OCI layout or archive; "": the
+// registry) and telling progress, log for the change's logs (nil:
+// b.Log), pass for the pre-change backup, the config file's pin with
+// b.Sources, and inSupervisor (the caller is hbx supervise's install on
+// start, before its programs run: the restore of a rollback does not dial
+// it). step, when not nil, is told each step.
+func (b Box) SwitchOptions(from string, pass []byte, progress installer.Progress, log *slog.Logger, inSupervisor bool, step func(string)) upgrade.Options {
+	if log == nil {
+		log = b.Log
+	}
+	b.From = from
+	uo := b.UpgradeOptions()
+	uo.LockWait, uo.Logger, uo.Step = b.Config.Backup.LockWait, log, step
+	uo.Runtime = Runtime{box: b, progress: progress, log: log}
+	uo.Data = &Data{box: b, pass: pass, inSupervisor: inSupervisor}
+	uo.Config = releasePin{pinfile.File{Path: b.ConfigPath, Config: b.Config, Sources: b.Sources}}
+	return uo
+}
+
+// RecoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
 // supervise` starts the programs (no supervisor runs yet), or, with
 // running, from the running supervisor (its change watch), through it.
 // It logs what it did and returns whether it failed.
-func (b Box) recoverUpgrade(ctx context.Context, running bool) bool {
+func (b Box) RecoverUpgrade(ctx context.Context, running bool) bool {
 	msg, err := upgrade.Recover(ctx, b.UpgradeOptions())
 	switch {
 	case err != nil && running:
@@ -383,7 +425,7 @@ func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
 // inSupervisor) judging r's tool set.
 func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release) (string, error) {
 	c := d.box.Config
-	if err := ensureExecutorUser(ctx, c, d.box.Log); err != nil {
+	if err := executorrun.EnsureUser(ctx, c.Executor.User, d.box.Log); err != nil {
 		return "", err
 	}
 	owner, err := d.box.Owner(c.Executor.User)
@@ -449,7 +491,7 @@ func (w watchedBox) Pending() error { return pending.Change(w.b.Config) }
 func (w watchedBox) Holder() (lock.Holder, bool) {
 	return upgrade.LockHolder(w.b.Config.Executor.RuntimeDir)
 }
-func (w watchedBox) RecoverChange(ctx context.Context) bool { return w.b.recoverUpgrade(ctx, true) }
+func (w watchedBox) RecoverChange(ctx context.Context) bool { return w.b.RecoverUpgrade(ctx, true) }
 
 // RecoverRestore undoes an interrupted restore through the running
 // supervisor, then waits (backup.health_wait) for the programs that

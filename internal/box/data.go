@@ -317,7 +317,7 @@ func (b Box) recoverRestoreFor(ctx context.Context, srcs *config.Sources, svc *S
 	}
 	// No other release may be installed on data restored without its
 	// runtime; that runtime itself installs as a plain install
-	// (GuardedInstall).
+	// (internal/guardedinstall).
 	if err := backup.AwaitedRuntime(b.Config.Executor.DataDir, b.Config.Executor.RuntimeDir); errors.Is(err, backup.ErrRuntimeAwaited) {
 		return fmt.Errorf("refuse to change the release: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/executorrun"
 	"github.com/hermesbox/hbx/internal/pending"
 	"github.com/hermesbox/hbx/internal/suggest"
 	"github.com/hermesbox/hbx/internal/supervisorclient"
@@ -19,9 +20,10 @@ import (
 	"github.com/hermesbox/hbx/release"
 )
 
-// launchOptions maps the configuration onto the payload's run options;
-// hostPath is the PATH the payload gets.
-func launchOptions(cfg *config.Config, hostPath string) launch.Options {
+// LaunchOptions maps the configuration onto the payload's run options;
+// hostPath is the PATH the payload gets (release.DefaultHostPath: never
+// the caller's).
+func LaunchOptions(cfg *config.Config, hostPath string) launch.Options {
 	return launch.Options{
 		RuntimeDir:        cfg.Executor.RuntimeDir,
 		DataDir:           cfg.Executor.DataDir,
@@ -45,9 +47,9 @@ func launchOptions(cfg *config.Config, hostPath string) launch.Options {
 // logs to log. Validation checks the staged programs are executable by
 // executor.user, and install.smoke_command runs as the payload would (see
 // smokeFunc). It creates executor.user when it is the dedicated user
-// (ensureExecutorUser) and fails when it does not exist.
+// (executorrun.EnsureUser) and fails when it does not exist.
 func InstallerOptions(ctx context.Context, cfg *config.Config, log *slog.Logger) (installer.Options, error) {
-	if err := ensureExecutorUser(ctx, cfg, log); err != nil {
+	if err := executorrun.EnsureUser(ctx, cfg.Executor.User, log); err != nil {
 		return installer.Options{}, err
 	}
 	runAs, err := account.Lookup(cfg.Executor.User)
@@ -92,7 +94,7 @@ func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 		return nil
 	}
 	return func(ctx context.Context, inst *release.Installed) error {
-		o := launchOptions(cfg, hostPath)
+		o := LaunchOptions(cfg, hostPath)
 		o.Listen = smokeListen(cfg) // never exposed, whatever executor.exposure
 		return launch.SmokeScratch(ctx, o, inst, argv, cfg.Install.ValidateTimeout)
 	}
@@ -135,24 +137,6 @@ func CheckHealthNames(only []string) error {
 				return fmt.Errorf("%w: %q (did you mean %q?)", health.ErrUnknownCheck, n, c)
 			}
 		}
-	}
-	return nil
-}
-
-// ensureExecutorUser creates executor.user when it is account.Dedicated
-// (the default when hbx runs as root) and the user database lacks it
-// (account.EnsureSystemUser), logging that it did. Another missing user
-// is left to the lookups that name it. Errors start with "executor.user: ".
-func ensureExecutorUser(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	if cfg.Executor.User != account.Dedicated {
-		return nil
-	}
-	created, err := account.EnsureSystemUser(ctx, account.Dedicated)
-	if err != nil {
-		return fmt.Errorf("executor.user: %w", err)
-	}
-	if created {
-		log.Info("created the unprivileged system user Executor runs as", "user", account.Dedicated)
 	}
 	return nil
 }

@@ -14,11 +14,12 @@ import (
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/certsdir"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/executorrun"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
-// Supervise is what superviseOptions maps onto the supervisor's options.
+// Supervise is what SuperviseOptions maps onto the supervisor's options.
 type Supervise struct {
 	// Config is the configuration read at start.
 	Config *config.Config
@@ -33,12 +34,12 @@ type Supervise struct {
 	Install func(ctx context.Context, progress func(string)) error
 }
 
-// superviseOptions maps the configuration onto the supervisor's options:
+// SuperviseOptions maps the configuration onto the supervisor's options:
 // the enabled programs in config order, each with a clean environment
 // (supervisor.Options.Env is nil: nothing of hbx's own environment), the executor built from the
 // active release at each start and gated by its health probe, the
 // install on start when executor.install_on_start is set.
-func superviseOptions(s Supervise) supervisor.Options {
+func SuperviseOptions(s Supervise) supervisor.Options {
 	cfg := s.Config
 	// No Env: a program's environment is its own, never hbx's.
 	opts := supervisor.Options{Socket: cfg.Supervisor.Socket, Logger: s.Log}
@@ -151,21 +152,21 @@ func (s Supervise) executor(p supervisor.Program) supervisor.Program {
 	// the probe checks the one read with the pin at the last start.
 	var tools atomic.Pointer[[]string]
 	p.Build = func(ctx context.Context) (*supervisor.Command, error) {
-		lo := launchOptions(cfg, hostPath)
+		lo := LaunchOptions(cfg, hostPath)
 		if s.Reload != nil {
 			if fresh, err := s.Reload(); err != nil {
 				log.Warn("re-read the configuration for the executor's pin; keeping the one read at start", "err", err)
 			} else {
-				flo := launchOptions(fresh, hostPath)
+				flo := LaunchOptions(fresh, hostPath)
 				lo.Target = flo.Target
 				tools.Store(&fresh.Health.MCPTools)
 			}
 		}
-		spec, err := prepareLaunch(ctx, lo, log)
+		spec, err := executorrun.Prepare(ctx, lo, log)
 		if err != nil {
 			return nil, err
 		}
-		logTightened(log, spec)
+		executorrun.LogTightened(log, spec)
 		return &supervisor.Command{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Credential: spec.Credential}, nil
 	}
 	p.Probe = executorProbeTools(cfg, func() []string {
