@@ -8,6 +8,8 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/installer"
@@ -69,7 +71,7 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 	if _, set := os.LookupEnv("GOGC"); !set {
 		defer debug.SetGCPercent(debug.SetGCPercent(installGCPercent))
 	}
-	opts, err := box.InstallerOptions(cmd.Context(), cfg, g.log)
+	opts, err := verbopts.Installer(cmd.Context(), cfg, g.log)
 	if err != nil {
 		return err
 	}

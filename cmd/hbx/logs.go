@@ -9,9 +9,10 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/pathtrust"
@@ -101,7 +102,7 @@ func logsFromDisk(opts logsOptions, notRunning error) error {
 	if opts.req.Follow {
 		return fmt.Errorf("logs: -f follows the log through the supervisor: %w; without -f, hbx logs prints the file on disk", notRunning)
 	}
-	paths := box.LogPaths(opts.cfg, name, pc)
+	paths := verbopts.LogPaths(opts.cfg, name, pc)
 	path := paths.Stdout
 	switch {
 	case opts.req.File && paths.Own == "":

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/box"
@@ -40,7 +42,7 @@ holds it.`,
 				return fmt.Errorf("run executor: %w", err)
 			}
 			defer dl.Release()
-			return executorrun.Run(cmd.Context(), box.LaunchOptions(cfg, release.DefaultHostPath), dl.File(), g.stdout, g.stderr, g.log)
+			return executorrun.Run(cmd.Context(), verbopts.Launch(cfg, release.DefaultHostPath), dl.File(), g.stdout, g.stderr, g.log)
 		}),
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/box"
@@ -97,7 +99,7 @@ func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup b
 		return "", true, err
 	}
 	held = supervisor.HeldPath(cfg.Supervisor.Socket)
-	if err := box.CheckProgramUsers(cfg); err != nil {
+	if err := verbopts.CheckProgramUsers(cfg); err != nil {
 		return held, true, err
 	}
 	// A held file left by a hold that was killed is stale; one a live

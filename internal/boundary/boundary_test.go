@@ -24,8 +24,9 @@ var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "
 // and never climbs back into the layer that called it.
 // internal/supervise is hbx supervise's start-up;
 // internal/guardedinstall is hbx install (and the install on start) under
-// existing data; internal/box maps the configuration onto the verbs'
-// options and holds the adapters between verbs; internal/executorrun
+// existing data; internal/box holds the adapters between verbs;
+// internal/verbopts maps the configuration onto each verb's options;
+// internal/executorrun
 // prepares the executor's launch and runs it in the foreground;
 // internal/pending says what a half-done release change or restore means
 // for hbx status and hbx health; internal/programname checks program
@@ -33,7 +34,7 @@ var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "
 // commands get the running supervisor's client.
 // A composer is imported only by cmd/, e2e/ and another composer.
 var composers = []string{
-	"internal/supervise", "internal/guardedinstall", "internal/box", "internal/executorrun",
+	"internal/supervise", "internal/guardedinstall", "internal/box", "internal/verbopts", "internal/executorrun",
 	"internal/pending", "internal/programname", "internal/supervisorclient",
 }
 
@@ -155,9 +156,9 @@ func TestCLIKnowsNoConfig(t *testing.T) {
 }
 
 // configFree are the packages whose product code never imports
-// internal/config: each takes options, and the composers (internal/box,
-// with the config file's pin in internal/pinfile) maps the configuration
-// onto them. Their tests may load a configuration to cross-check a rule.
+// internal/config: each takes options, and the composers
+// (internal/verbopts, with the config file's pin in internal/pinfile) map
+// the configuration onto them. Their tests may load a configuration to cross-check a rule.
 var configFree = append(slices.Clone(verbs), "extract", "release")
 
 // TestVerbsImportNoConfig: no verb package's product code imports

@@ -9,8 +9,8 @@
 // package, so no verb reaches another through them, except the composers
 // (the test's list, top-down: internal/supervise, hbx supervise's
 // start-up; internal/guardedinstall, an install under existing data;
-// internal/box, configuration to verb options and the adapters between
-// verbs; internal/executorrun, the executor's launch; internal/pending,
+// internal/box, the adapters between verbs; internal/verbopts,
+// configuration to each verb's options; internal/executorrun, the executor's launch; internal/pending,
 // what a half-done change means for hbx status and health;
 // internal/programname, program names checked against the supervisor's;
 // internal/supervisorclient, the running supervisor's client for the

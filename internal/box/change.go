@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/backup"
@@ -94,9 +96,9 @@ type Box struct {
 	Hooks
 }
 
-// With is b for another configuration of the same box (a re-read one,
+// with is b for another configuration of the same box (a re-read one,
 // or one with a release pinned).
-func (b Box) With(cfg *config.Config) Box {
+func (b Box) with(cfg *config.Config) Box {
 	b.Config = cfg
 	return b
 }
@@ -117,8 +119,8 @@ func (b Box) UpgradeOptions() upgrade.Options {
 		DataDir:        cfg.Executor.DataDir,
 		KeepRolledBack: cfg.Backup.KeepPreRestore,
 		HealthWait:     cfg.Backup.HealthWait,
-		Runtime:        Runtime{box: b},
-		Data:           &Data{box: b},
+		Runtime:        installerRuntime{box: b},
+		Data:           &changeData{box: b},
 		Config:         releasePin{pinfile.File{Path: b.ConfigPath, Config: cfg}},
 		Logger:         b.Log,
 	}
@@ -136,7 +138,7 @@ func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, ste
 	over := pinfile.File{Sources: b.Sources}.ToolsOverridden()
 	opts = b.UpgradeOptions()
 	opts.LockWait = cfg.Backup.LockWait
-	opts.Data = &Data{box: b, pass: pass, toolsOverridden: over}
+	opts.Data = &changeData{box: b, pass: pass, toolsOverridden: over}
 	opts.Config = releasePin{pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: b.Sources}}
 	opts.Step = step
 	svc, unlock, err := b.HoldForChange(ctx, &opts, command, over)
@@ -164,7 +166,7 @@ func (b Box) HoldForChange(ctx context.Context, opts *upgrade.Options, command s
 		return nil, func() {}, err
 	}
 	if svc != nil {
-		opts.Services = &Services{svc: svc, box: b, toolsOverridden: toolsOverridden}
+		opts.Services = &changeServices{svc: svc, box: b, toolsOverridden: toolsOverridden}
 		return svc, func() {}, nil
 	}
 	unlock, err = b.LockUnsupervised(ctx, b.Config, command)
@@ -189,8 +191,8 @@ func (b Box) SwitchOptions(from string, pass []byte, progress installer.Progress
 	b.From = from
 	uo := b.UpgradeOptions()
 	uo.LockWait, uo.Logger, uo.Step = b.Config.Backup.LockWait, log, step
-	uo.Runtime = Runtime{box: b, progress: progress, log: log}
-	uo.Data = &Data{box: b, pass: pass, inSupervisor: inSupervisor}
+	uo.Runtime = installerRuntime{box: b, progress: progress, log: log}
+	uo.Data = &changeData{box: b, pass: pass, inSupervisor: inSupervisor}
 	uo.Config = releasePin{pinfile.File{Path: b.ConfigPath, Config: b.Config, Sources: b.Sources}}
 	return uo
 }
@@ -214,21 +216,21 @@ func (b Box) RecoverUpgrade(ctx context.Context, running bool) bool {
 	return err != nil
 }
 
-// Runtime is upgrade.Runtime over the installer; progress and log, when
+// installerRuntime is upgrade.Runtime over the installer; progress and log, when
 // set, go to Stage's install.
-type Runtime struct {
+type installerRuntime struct {
 	box      Box
 	progress installer.Progress
 	log      *slog.Logger
 }
 
 // Active is the release `current` names.
-func (r Runtime) Active() (upgrade.Release, error) { return r.link(release.CurrentLink) }
+func (r installerRuntime) Active() (upgrade.Release, error) { return r.link(release.CurrentLink) }
 
 // Previous is the release `previous` names.
-func (r Runtime) Previous() (upgrade.Release, error) { return r.link(release.PreviousLink) }
+func (r installerRuntime) Previous() (upgrade.Release, error) { return r.link(release.PreviousLink) }
 
-func (r Runtime) link(name string) (upgrade.Release, error) {
+func (r installerRuntime) link(name string) (upgrade.Release, error) {
 	inst, err := release.Link(r.box.Config.Executor.RuntimeDir, name)
 	if err != nil {
 		return upgrade.Release{}, err
@@ -237,8 +239,8 @@ func (r Runtime) link(name string) (upgrade.Release, error) {
 }
 
 // Stage installs image with the child manifest pin without activating it.
-func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (upgrade.Release, upgrade.Transfer, error) {
-	opts, err := InstallerOptions(ctx, r.box.Config, r.box.Log)
+func (r installerRuntime) Stage(ctx context.Context, image string, pin digest.Digest) (upgrade.Release, upgrade.Transfer, error) {
+	opts, err := verbopts.Installer(ctx, r.box.Config, r.box.Log)
 	if err != nil {
 		return upgrade.Release{}, upgrade.Transfer{}, err
 	}
@@ -255,7 +257,7 @@ func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (up
 }
 
 // Activate makes the staged release manifest names the active one.
-func (r Runtime) Activate(ctx context.Context, manifest digest.Digest) error {
+func (r installerRuntime) Activate(ctx context.Context, manifest digest.Digest) error {
 	c := r.box.Config
 	return installer.Activate(ctx, c.Executor.RuntimeDir, manifest, c.Install.LockWait)
 }
@@ -282,9 +284,9 @@ func (r reactivating) Install(ctx context.Context, image, platform string, manif
 	return r.install.Install(ctx, image, platform, manifest)
 }
 
-// Services is upgrade.Services over the supervisor and the checks of
+// changeServices is upgrade.Services over the supervisor and the checks of
 // `hbx health`.
-type Services struct {
+type changeServices struct {
 	svc Supervised
 	box Box
 	// toolsOverridden: an HBX_* variable or a flag sets health.mcp_tools,
@@ -293,23 +295,23 @@ type Services struct {
 }
 
 // Hold stops every program and keeps them stopped until released.
-func (s *Services) Hold(ctx context.Context) (upgrade.Hold, error) {
+func (s *changeServices) Hold(ctx context.Context) (upgrade.Hold, error) {
 	return s.svc.Hold(ctx)
 }
 
 // Gone is closed once the supervisor is gone (upgrade.Watcher).
-func (s *Services) Gone() <-chan struct{} { return s.svc.Gone() }
+func (s *changeServices) Gone() <-chan struct{} { return s.svc.Gone() }
 
 // WaitHealthy waits for the programs, then for the checks
 // health.readiness names (api-health by default), mcp-auth, supervisor
 // and release (pinned to r), and mcp-tools (the tool set pinned with r)
 // when a key is configured.
-func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
+func (s *changeServices) WaitHealthy(ctx context.Context, r upgrade.Release) error {
 	c := withPin(s.box.Config, r)
 	c.Health.MCPTools = toolsIn(s.box.Config, r, s.toolsOverridden)
 	// The readiness wait judges r's tool set too (health.readiness
 	// mcp-tools).
-	saved := s.svc.SetProbe(supervisor.ProbeFunc(readinessProbe(c)))
+	saved := s.svc.SetProbe(supervisor.ProbeFunc(verbopts.ReadinessProbe(c)))
 	err := s.svc.WaitHealthy(ctx)
 	s.svc.SetProbe(saved)
 	if err != nil {
@@ -319,7 +321,7 @@ func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
 	if d, ok := ctx.Deadline(); ok {
 		left = time.Until(d)
 	}
-	checks := HealthChecks(c, false, s.box.Log)
+	checks := verbopts.Health(c, false, s.box.Log)
 	// The change that waits is the one its journal records as unfinished.
 	checks.Release.Change = nil
 	rep, err := health.Wait(ctx, checks, gateChecks(c), left, 0)
@@ -353,8 +355,8 @@ func toolSetHint(r upgrade.Release, tools []string) string {
 // PreUpgradeName starts the file name of every pre-upgrade archive.
 const PreUpgradeName = "pre-upgrade"
 
-// Data is upgrade.Data over package backup.
-type Data struct {
+// changeData is upgrade.Data over package backup.
+type changeData struct {
 	box  Box
 	pass []byte
 	// toolsOverridden: an HBX_* variable or a flag sets health.mcp_tools.
@@ -374,7 +376,7 @@ func (heldServices) Hold(context.Context) (backup.Hold, error)   { return nil, n
 func (heldServices) WaitHealthy(context.Context) error           { return nil }
 func (heldServices) WaitRunning(context.Context, []string) error { return nil }
 
-func (d *Data) passphrase() ([]byte, error) {
+func (d *changeData) passphrase() ([]byte, error) {
 	if d.pass != nil {
 		return d.pass, nil
 	}
@@ -388,12 +390,12 @@ func (d *Data) passphrase() ([]byte, error) {
 
 // Backup takes the pre-upgrade backup of r's data while the upgrade
 // holds the programs stopped; it returns the archive's path.
-func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
+func (d *changeData) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 	pass, err := d.passphrase()
 	if err != nil {
 		return "", err
 	}
-	opts := backupOptions(d.box.Config)
+	opts := verbopts.Backup(d.box.Config)
 	opts.Name, opts.Passphrase, opts.Image, opts.Platform, opts.PlatformDigest = PreUpgradeName, pass, r.Image, r.Platform, r.ManifestDigest
 	opts.HbxVersion, opts.Services, opts.Logger = buildinfo.Version, heldServices{}, d.box.Log
 	res, err := backup.Create(ctx, opts)
@@ -404,7 +406,7 @@ func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 }
 
 // Recorded returns the digests archive's summary records.
-func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
+func (d *changeData) Recorded(archive string) (digest.Digest, digest.Digest, error) {
 	infos, err := backup.List(d.box.Config.Backup.Dir, PreUpgradeName)
 	if err != nil {
 		return "", "", err
@@ -423,7 +425,7 @@ func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
 // Restore restores archive with r's runtime reactivated in place or
 // installed (reactivating), and waits for the services (unless
 // inSupervisor) judging r's tool set.
-func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release) (string, error) {
+func (d *changeData) Restore(ctx context.Context, archive string, r upgrade.Release) (string, error) {
 	c := d.box.Config
 	if err := executorrun.EnsureUser(ctx, c.Executor.User, d.box.Log); err != nil {
 		return "", err
@@ -432,7 +434,7 @@ func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release) (
 	if err != nil {
 		return "", err
 	}
-	opts := restoreOptions(c, archive)
+	opts := verbopts.Restore(c, archive)
 	opts.Passphrase, opts.Owner, opts.KeepPreRestore, opts.Image, opts.Platform, opts.Logger = d.passphrase, owner, max(c.Backup.KeepPreRestore, 1), r.Image, r.Platform, d.box.Log
 	opts.Runtime = reactivating{install: d.box.RestoreRuntime(withPin(c, r)), runtimeDir: c.Executor.RuntimeDir, wait: c.Install.LockWait}
 	if !d.inSupervisor {
@@ -466,7 +468,7 @@ func (b Box) watched() upgrade.WatchedBox { return watchedBox{b} }
 func (b Box) ChangeWatch(reload func() (*config.Config, error)) upgrade.ChangeWatch {
 	return upgrade.ChangeWatch{Interval: changeWatchInterval, Logger: b.Log, Box: func() upgrade.WatchedBox {
 		if c, err := reload(); err == nil {
-			return b.With(c).watched()
+			return b.with(c).watched()
 		}
 		return b.watched()
 	}}
@@ -511,7 +513,7 @@ func (w watchedBox) RecoverRestore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := recoverOptions(c)
+	opts := verbopts.Recover(c)
 	opts.Runtime, opts.Config, opts.Logger = b.RestoreRuntime(c), b.RestorePin(c), b.Log
 	if svc != nil {
 		opts.Services = svc

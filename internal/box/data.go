@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/backup"
@@ -50,7 +52,7 @@ func New(cfg *config.Config, srcs *config.Sources, configPath string, log *slog.
 	b.RestorePin = func(c *config.Config) backup.Config { return pinfile.File{Path: configPath, Config: c} }
 	b.RecoverRestore = func(ctx context.Context, c *config.Config, srcs *config.Sources, svc Supervised) error {
 		s, _ := svc.(*SupervisorServices)
-		return b.With(c).recoverRestoreFor(ctx, srcs, s)
+		return b.with(c).recoverRestoreFor(ctx, srcs, s)
 	}
 	return b
 }
@@ -93,7 +95,7 @@ func dialServices(ctx context.Context, cfg *config.Config, log *slog.Logger) (*S
 		watched = sts[0].Name
 	}
 	sock := supervisorSocket{c: c, watch: watchSupervisor(c, watched)}
-	s := &SupervisorServices{probe: supervisor.ProbeFunc(readinessProbe(cfg))}
+	s := &SupervisorServices{probe: supervisor.ProbeFunc(verbopts.ReadinessProbe(cfg))}
 	s.Supervised = backup.NewSupervised(sock, s, auto, sock.watch)
 	s.NotRunning = supervisor.ErrNotRunning
 	return s, nil
@@ -168,7 +170,7 @@ type installRuntime struct {
 }
 
 func (r installRuntime) Install(ctx context.Context, image, platform string, manifest digest.Digest) (bool, error) {
-	opts, err := InstallerOptions(ctx, r.cfg, r.log)
+	opts, err := verbopts.Installer(ctx, r.cfg, r.log)
 	if err != nil {
 		return false, err
 	}
@@ -299,7 +301,7 @@ func (b Box) RecoverInterruptedRestore(ctx context.Context) error {
 // known; svc: the running supervisor, nil when none runs).
 func (b Box) recoverOptions(srcs *config.Sources, svc *SupervisorServices) backup.RecoverOptions {
 	cfg := b.Config
-	opts := recoverOptions(cfg)
+	opts := verbopts.Recover(cfg)
 	opts.Runtime, opts.Logger = installRuntime{cfg: cfg, log: b.Log}, b.Log
 	opts.Config = pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: srcs}
 	if svc != nil {

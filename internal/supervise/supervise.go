@@ -20,6 +20,8 @@ import (
 	"os"
 	"slices"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
@@ -31,7 +33,7 @@ import (
 // Run is what hbx supervise runs with besides the box: the pieces the
 // command layer owns.
 type Run struct {
-	// Reload reads the configuration again (see box.Supervise.Reload; the
+	// Reload reads the configuration again (see verbopts.Supervise.Reload; the
 	// change watch reads each round's box from it too).
 	Reload func() (*config.Config, error)
 	// StateDir is the supervisor's state directory (its lock and the
@@ -63,7 +65,7 @@ func Supervise(ctx context.Context, b box.Box, r Run) (ran bool, err error) {
 	// ignored.
 	ctx, early := supervisor.HandleEarlySignals(ctx, b.Log)
 	defer early.Stop()
-	opts := box.SuperviseOptions(box.Supervise{Config: b.Config, Reload: r.Reload, Log: b.Log, Install: InstallOnStart(b)})
+	opts := verbopts.Supervisor(verbopts.Supervise{Config: b.Config, Reload: r.Reload, Log: b.Log, Install: InstallOnStart(b)})
 	opts.StateDir = r.StateDir
 	opts.HandleSignals = true
 	opts.Cgroups = true
@@ -134,14 +136,14 @@ func lockExecutorData(ctx context.Context, lock func(context.Context) (*datalock
 }
 
 // InstallOnStart is the supervisor's install on start
-// (box.Supervise.Install) for b: hbx install's, each layer's status told
+// (verbopts.Supervise.Install) for b: hbx install's, each layer's status told
 // to progress; under existing data a release change goes through the
 // upgrade path (pre-change backup, journal), or is refused
 // (guardedinstall.Install in the supervisor). A registry it cannot reach
 // gets hbx install's offline hint (box.OfflineHint).
 func InstallOnStart(b box.Box) func(ctx context.Context, progress func(string)) error {
 	return func(ctx context.Context, progress func(string)) error {
-		opts, err := box.InstallerOptions(ctx, b.Config, b.Log)
+		opts, err := verbopts.Installer(ctx, b.Config, b.Log)
 		if err != nil {
 			return err
 		}

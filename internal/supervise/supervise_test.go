@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
@@ -38,7 +40,7 @@ func TestSuperviseRecoverRefusalReleasesClaim(t *testing.T) {
 	if ran || !errors.Is(err, refused) {
 		t.Fatalf("Supervise() = %v, %v; want false and the recovery's refusal", ran, err)
 	}
-	opts := box.SuperviseOptions(box.Supervise{Config: cfg, Log: b.Log})
+	opts := verbopts.Supervisor(verbopts.Supervise{Config: cfg, Log: b.Log})
 	opts.StateDir = state
 	s, err := supervisor.New(opts)
 	if err != nil {

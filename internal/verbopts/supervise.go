@@ -1,4 +1,4 @@
-package box
+package verbopts
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/hermesbox/hbx/supervisor"
 )
 
-// Supervise is what SuperviseOptions maps onto the supervisor's options.
+// Supervise is what Supervisor maps onto the supervisor's options.
 type Supervise struct {
 	// Config is the configuration read at start.
 	Config *config.Config
@@ -34,12 +34,12 @@ type Supervise struct {
 	Install func(ctx context.Context, progress func(string)) error
 }
 
-// SuperviseOptions maps the configuration onto the supervisor's options:
+// Supervisor maps the configuration onto the supervisor's options:
 // the enabled programs in config order, each with a clean environment
 // (supervisor.Options.Env is nil: nothing of hbx's own environment), the executor built from the
 // active release at each start and gated by its health probe, the
 // install on start when executor.install_on_start is set.
-func SuperviseOptions(s Supervise) supervisor.Options {
+func Supervisor(s Supervise) supervisor.Options {
 	cfg := s.Config
 	// No Env: a program's environment is its own, never hbx's.
 	opts := supervisor.Options{Socket: cfg.Supervisor.Socket, Logger: s.Log}
@@ -152,12 +152,12 @@ func (s Supervise) executor(p supervisor.Program) supervisor.Program {
 	// the probe checks the one read with the pin at the last start.
 	var tools atomic.Pointer[[]string]
 	p.Build = func(ctx context.Context) (*supervisor.Command, error) {
-		lo := LaunchOptions(cfg, hostPath)
+		lo := Launch(cfg, hostPath)
 		if s.Reload != nil {
 			if fresh, err := s.Reload(); err != nil {
 				log.Warn("re-read the configuration for the executor's pin; keeping the one read at start", "err", err)
 			} else {
-				flo := LaunchOptions(fresh, hostPath)
+				flo := Launch(fresh, hostPath)
 				lo.Target = flo.Target
 				tools.Store(&fresh.Health.MCPTools)
 			}
@@ -197,18 +197,18 @@ func executorProbe(cfg *config.Config) supervisor.ProcessProbe {
 // executorProbeTools is executorProbe whose readiness check mcp-tools
 // expects the names tools returns at each call (cfg's when tools is nil).
 func executorProbeTools(cfg *config.Config, tools func() []string) supervisor.ProcessProbe {
-	probe, err := health.ReadyProcess(HealthChecks(cfg, false, nil), cfg.Health.Readiness, tools)
+	probe, err := health.ReadyProcess(Health(cfg, false, nil), cfg.Health.Readiness, tools)
 	if err != nil { // validated by Load
 		return supervisor.ProcessProbeFunc(func(context.Context, int) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) })
 	}
 	return supervisor.ProcessProbeFunc(probe)
 }
 
-// readinessProbe is the check health.readiness names, with the options of
+// ReadinessProbe is the check health.readiness names, with the options of
 // `hbx health` (the key file is read at each call); its error wraps
 // health.ErrUnhealthy.
-func readinessProbe(cfg *config.Config) func(context.Context) error {
-	ready, err := health.Ready(HealthChecks(cfg, false, nil), cfg.Health.Readiness)
+func ReadinessProbe(cfg *config.Config) func(context.Context) error {
+	ready, err := health.Ready(Health(cfg, false, nil), cfg.Health.Readiness)
 	if err != nil { // validated by Load
 		return func(context.Context) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) }
 	}

@@ -1,4 +1,4 @@
-package box
+package verbopts
 
 import (
 	"context"
@@ -34,7 +34,7 @@ programs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := SuperviseOptions(Supervise{Config: cfg})
+	opts := Supervisor(Supervise{Config: cfg})
 	if opts.Env != nil {
 		t.Errorf("Env = %q, want nil (nothing of hbx's own environment)", opts.Env)
 	}
@@ -76,7 +76,7 @@ func TestInstallOnStartNoRetry(t *testing.T) {
 		{bad, true},
 		{errors.New("install: fetch index: dial tcp: no such host"), false},
 	} {
-		opts := SuperviseOptions(Supervise{Config: cfg, Install: func(context.Context, func(string)) error { return tc.err }})
+		opts := Supervisor(Supervise{Config: cfg, Install: func(context.Context, func(string)) error { return tc.err }})
 		if opts.Install == nil {
 			t.Fatal("no install hook with executor.install_on_start")
 		}
@@ -97,7 +97,7 @@ func TestSuperviseOptionsHermes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := SuperviseOptions(Supervise{Config: cfg})
+	opts := Supervisor(Supervise{Config: cfg})
 	if len(opts.Programs) != 1 || opts.Programs[0].Name != "hermes" {
 		t.Fatalf("Programs = %+v, want hermes", opts.Programs)
 	}

@@ -1,4 +1,4 @@
-package box
+package verbopts
 
 import (
 	"errors"
@@ -39,9 +39,9 @@ programs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := HealthChecks(cfg, true, nil)
+	o := Health(cfg, true, nil)
 	if o.Release.Change == nil || o.Release.Change() != nil {
-		t.Errorf("HealthChecks().Release.Change is nil or fails without journals")
+		t.Errorf("Health().Release.Change is nil or fails without journals")
 	}
 	o.Release.Change = nil
 	want := health.Options{
@@ -58,7 +58,7 @@ programs:
 		ExecutorProgram: "executor", PidFile: "/var/lib/hbx/executor/executor.pid",
 	}
 	if diff := cmp.Diff(o, want, cmp.AllowUnexported(health.Key{})); diff != "" {
-		t.Errorf("HealthChecks() (-got +want):\n%s", diff)
+		t.Errorf("Health() (-got +want):\n%s", diff)
 	}
 }
 

@@ -1,4 +1,4 @@
-package box
+package verbopts
 
 import (
 	"context"
@@ -20,10 +20,10 @@ import (
 	"github.com/hermesbox/hbx/release"
 )
 
-// LaunchOptions maps the configuration onto the payload's run options;
+// Launch maps the configuration onto the payload's run options;
 // hostPath is the PATH the payload gets (release.DefaultHostPath: never
 // the caller's).
-func LaunchOptions(cfg *config.Config, hostPath string) launch.Options {
+func Launch(cfg *config.Config, hostPath string) launch.Options {
 	return launch.Options{
 		RuntimeDir:        cfg.Executor.RuntimeDir,
 		DataDir:           cfg.Executor.DataDir,
@@ -43,12 +43,12 @@ func LaunchOptions(cfg *config.Config, hostPath string) launch.Options {
 	}
 }
 
-// InstallerOptions maps the configuration onto an install request that
+// Installer maps the configuration onto an install request that
 // logs to log. Validation checks the staged programs are executable by
 // executor.user, and install.smoke_command runs as the payload would (see
 // smokeFunc). It creates executor.user when it is the dedicated user
 // (executorrun.EnsureUser) and fails when it does not exist.
-func InstallerOptions(ctx context.Context, cfg *config.Config, log *slog.Logger) (installer.Options, error) {
+func Installer(ctx context.Context, cfg *config.Config, log *slog.Logger) (installer.Options, error) {
 	if err := executorrun.EnsureUser(ctx, cfg.Executor.User, log); err != nil {
 		return installer.Options{}, err
 	}
@@ -94,15 +94,15 @@ func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 		return nil
 	}
 	return func(ctx context.Context, inst *release.Installed) error {
-		o := LaunchOptions(cfg, hostPath)
+		o := Launch(cfg, hostPath)
 		o.Listen = smokeListen(cfg) // never exposed, whatever executor.exposure
 		return launch.SmokeScratch(ctx, o, inst, argv, cfg.Install.ValidateTimeout)
 	}
 }
 
-// HealthChecks maps the configuration onto the checks' options; deep
+// Health maps the configuration onto the checks' options; deep
 // re-hashes the release (check release), log receives the checks' logs.
-func HealthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Options {
+func Health(cfg *config.Config, deep bool, log *slog.Logger) health.Options {
 	return health.Options{
 		Listen:  cfg.Executor.Listen,
 		Port:    cfg.Executor.Port,
