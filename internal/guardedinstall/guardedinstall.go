@@ -105,7 +105,7 @@ func switchInstall(ctx context.Context, b box.Box, opts installer.Options, inSup
 		from = cur.Meta.Image
 	}
 	uo.Logger.Info("changing the active release over existing data, with a pre-change backup", "from", from, "to", opts.Image, "data", cfg.Executor.DataDir)
-	sw, err := upgrade.Switch(ctx, uo, upgrade.Target{Image: opts.Image, Index: ref.Digest(), Pin: opts.PlatformDigest})
+	sw, err := upgrade.Switch(ctx, uo, upgrade.Target{Target: release.Target{Image: opts.Image, IndexDigest: ref.Digest(), ManifestDigest: opts.PlatformDigest}})
 	if err != nil {
 		return nil, err
 	}
