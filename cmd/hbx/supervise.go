@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hermesbox/hbx/internal/datadir"
+
 	"github.com/hermesbox/hbx/internal/verbopts"
 
 	"github.com/spf13/cobra"
@@ -123,7 +125,7 @@ func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup b
 func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) (ran bool, err error) {
 	b := g.box(cfg, nil)
 	return supervise.Supervise(ctx, b, supervise.Run{
-		Reload: reload, StateDir: box.SupervisorStateDir(cfg),
+		Reload: reload, StateDir: datadir.SupervisorState(cfg.Executor.DataDir),
 		LockData: func(ctx context.Context) (*datalock.Lock, error) {
 			return box.LockData(ctx, cfg, g.log, "hbx supervise", true)
 		},

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -238,15 +237,6 @@ func lockUnsupervised(ctx context.Context, cfg *config.Config, log *slog.Logger,
 			log.Warn("release the data lock", "err", err)
 		}
 	}, nil
-}
-
-// SupervisorStateDir is the supervisor's own state (its lock, one marker
-// file per program) for cfg: beside the data directory, like its lock, so
-// there is one per box whatever the socket: /workspace/executor/data ->
-// /workspace/executor/.data.supervisor.
-func SupervisorStateDir(cfg *config.Config) string {
-	d := filepath.Clean(cfg.Executor.DataDir)
-	return filepath.Join(filepath.Dir(d), "."+filepath.Base(d)+".supervisor")
 }
 
 // HoldData makes the data safe to read or replace for command: the
