@@ -214,7 +214,7 @@
 //     manifest installs nothing and fails), and leaves it otherwise;
 //     AwaitedRuntime (an *AwaitedError naming the image) is what the
 //     commands that would start or change a release on that data check
-//     (internal/box: hbx supervise, the executor's launch, hbx install of
+//     (internal/supervise, internal/executorrun, internal/guardedinstall: hbx supervise, the executor's launch, hbx install of
 //     another release, hbx upgrade, hbx rollback, hbx status). A kill
 //     before the journal says "not-started" leaves an ordinary
 //     unconfirmed restore, undone by the next recovery. A restore begun
@@ -303,7 +303,7 @@
 // before it), starting the autostart ones the hold did not stop, and the
 // wait until they are RUNNING and the readiness probe passes (failing at
 // once on FATAL or a supervisor gone). The package never reads the
-// configuration: the composer (internal/box) maps it onto Options and
+// configuration: the composer (internal/verbopts) maps it onto Options and
 // RestoreOptions, and Config (internal/pinfile.File) pins a restored
 // release in the config file; ListKinds lists
 // backups and pre-upgrade archives together. The read-ahead of decrypted

@@ -19,7 +19,7 @@
 //   - supervisor: every supervised program is RUNNING; skipped when no
 //     supervisor runs ([Supervisor]), failed with its error when `hbx
 //     supervise --hold-on-error` holds on a start-up error instead
-//     (internal/box's adapter reads supervisor.CheckHeld).
+//     (internal/supervisorclient's adapter reads supervisor.CheckHeld).
 //   - release: the active release is the configured one (ReleaseWant's
 //     release.Target, compared by release.Target.Check); with Deep, its
 //     manifest and config re-hash to the recorded digests ([Release]).

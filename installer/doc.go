@@ -32,7 +32,7 @@
 //     returned as the staged release.
 //   - With KeepRelease, an active release that is not the configured one is
 //     never replaced (ErrReleaseChange), checked under the lock; callers
-//     that decided a change is safe (internal/box: nothing runs, no data, or a
+//     that decided a change is safe (internal/guardedinstall: nothing runs, no data, or a
 //     pre-change backup) leave it off.
 //   - A cold install is bounded by Timeout, extended to Timeout + the
 //     image's compressed size at MinRate once the manifest is known, from
@@ -91,7 +91,7 @@
 // file is a regular file Options.RunAs may execute by its mode bits, in
 // directories it may all search; "env" with no program after its options
 // and assignments is refused (it would exec the script itself again,
-// endlessly). Then Options.Smoke, when set, runs (internal/box:
+// endlessly). Then Options.Smoke, when set, runs (internal/verbopts:
 // install.smoke_command through launch, on a scratch data directory,
 // bounded by install.validate_timeout); its error refuses the release as
 // worded.

@@ -173,8 +173,8 @@
 //   - Log rotation (natefinch/lumberjack) works in whole MiB; a
 //     LogFile.MaxBytes that is not a multiple of 1 MiB is rounded up, and 0
 //     means no rotation. Backups 0 keeps every rotated file.
-//   - It does not read configuration; internal/box maps the config onto Program
-//     values.
+//   - It does not read configuration; internal/verbopts maps the config onto
+//     Program values.
 //   - It prints nothing: Table and ControlText return the text hbx status
 //     and start/stop/restart print, supervisorctl's layout.
 package supervisor

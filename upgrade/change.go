@@ -85,7 +85,7 @@ func (c *changeRun) readActive(ctx context.Context) (err error) {
 		return fmt.Errorf("read the active release: %w", err)
 	}
 	c.res.Old = c.old
-	if c.old.IndexDigest == c.t.Index && (c.t.Pin == "" || c.old.ManifestDigest == c.t.Pin) {
+	if c.old.IndexDigest == c.t.IndexDigest && (c.t.ManifestDigest == "" || c.old.ManifestDigest == c.t.ManifestDigest) {
 		return fmt.Errorf("%w: %s", ErrSameRelease, c.old)
 	}
 	return nil
@@ -97,7 +97,7 @@ func (c *changeRun) readActive(ctx context.Context) (err error) {
 func (c *changeRun) stage(ctx context.Context, by string) (err error) {
 	c.opts.Step("staging")
 	c.opts.Logger.Info("staging the new release beside the active one", "image", c.t.Image)
-	if c.nr, c.res.Transfer, err = c.opts.Runtime.Stage(ctx, c.t.Image, c.t.Pin); err != nil {
+	if c.nr, c.res.Transfer, err = c.opts.Runtime.Stage(ctx, c.t.Image, c.t.ManifestDigest); err != nil {
 		return fmt.Errorf("stage %s: %w", c.t.Image, err)
 	}
 	if c.nr.Equal(c.old.Target) {

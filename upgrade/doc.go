@@ -58,7 +58,7 @@
 // # Switch (hbx install under existing data)
 //
 // Switch runs the same steps for a release change asked by `hbx install`
-// while Executor does not run (internal/box checked: the supervisor reports it
+// while Executor does not run (internal/guardedinstall checked: the supervisor reports it
 // STOPPED, EXITED or FATAL, or none runs, and the data directory's lock is
 // free): stage, cold pre-change backup, journal (By "hbx install"), pin,
 // activate. Services may be nil; when set, the programs are held stopped

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/release"
 )
 
 // TestRolledBackCopiesPruned: each rollback keeps the data it replaced as
@@ -21,7 +23,7 @@ func TestRolledBackCopiesPruned(t *testing.T) {
 		opts.Now = func() time.Time { now = now.Add(time.Minute); return now }
 		var kept []string
 		for range 4 {
-			if _, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest}); err != nil {
+			if _, err := Upgrade(context.Background(), opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}}); err != nil {
 				t.Fatal(err)
 			}
 			res, err := Rollback(context.Background(), opts)
@@ -72,7 +74,7 @@ func TestSupervisorGone(t *testing.T) {
 		g := &goneFake{fake: f, gone: make(chan struct{}), during: during}
 		opts.Services, opts.Data, opts.HealthWait = g, g, time.Hour
 		start := time.Now()
-		_, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest})
+		_, err := Upgrade(context.Background(), opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}})
 		if !errors.Is(err, ErrSupervisorGone) || !strings.Contains(err.Error(), "start hbx supervise") || time.Since(start) > 10*time.Second {
 			t.Fatalf("%s: Upgrade() = %v after %s, want ErrSupervisorGone at once", during, err, time.Since(start))
 		}

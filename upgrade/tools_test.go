@@ -44,7 +44,7 @@ func TestToolsPinnedWithRelease(t *testing.T) {
 			c := &toolsConfig{fake: f}
 			opts.Config = c
 			f.failHealth = tc.failHealth
-			tc.target.Image, tc.target.Index = newRel.Image, newRel.IndexDigest
+			tc.target.Image, tc.target.IndexDigest = newRel.Image, newRel.IndexDigest
 			res, err := Upgrade(context.Background(), opts, tc.target)
 			if (err != nil) != (tc.failHealth != nil) {
 				t.Fatalf("Upgrade() = %v", err)

@@ -138,11 +138,12 @@ type Options struct {
 	Now  func() time.Time
 }
 
-// Target is the release to upgrade to.
+// Target is the release to upgrade to: a release.Target (Image, validated
+// by the caller; IndexDigest, the reference's digest; ManifestDigest, the
+// platform's manifest, "" when not pinned; Platform is not used: the
+// runtime stages the configured one) and the tool sets to pin with it.
 type Target struct {
-	Image string        // name:tag@sha256:..., validated by the caller
-	Index digest.Digest // the reference's digest
-	Pin   digest.Digest // the platform's manifest digest, "" when not pinned
+	release.Target
 	// MCPTools is the tool set to pin with the new release; nil keeps
 	// Current's.
 	MCPTools *Tools

@@ -142,14 +142,14 @@ func TestUpgrade(t *testing.T) {
 	}{
 		{
 			name:      "healthy",
-			target:    Target{Image: newRel.Image, Index: newRel.IndexDigest},
+			target:    Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}},
 			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "wait"},
 			wantPhase: PhaseDone, wantCur: newRel,
 		},
 		{
 			name:      "unhealthy rolls back",
 			setup:     func(f *fake, _ *Options) { f.failHealth = boom },
-			target:    Target{Image: newRel.Image, Index: newRel.IndexDigest},
+			target:    Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}},
 			wantErr:   ErrRolledBack,
 			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "wait", "pin " + m1, "restore " + m1, "activate " + m1},
 			wantPhase: PhaseRolledBack, wantCur: oldRel,
@@ -157,7 +157,7 @@ func TestUpgrade(t *testing.T) {
 		{
 			name:      "activation fails rolls back",
 			setup:     func(f *fake, _ *Options) { f.failActivate = boom },
-			target:    Target{Image: newRel.Image, Index: newRel.IndexDigest},
+			target:    Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}},
 			wantErr:   ErrRolledBack,
 			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "pin " + m1, "restore " + m1},
 			wantPhase: PhaseRolledBack, wantCur: oldRel,
@@ -165,7 +165,7 @@ func TestUpgrade(t *testing.T) {
 		{
 			name:      "backup fails aborts",
 			setup:     func(f *fake, _ *Options) { f.failBackup = boom },
-			target:    Target{Image: newRel.Image, Index: newRel.IndexDigest},
+			target:    Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}},
 			wantErr:   boom,
 			wantCalls: []string{"stage", "hold", "backup", "release", "wait"},
 			wantPhase: PhaseAborted, wantCur: oldRel,
@@ -173,20 +173,20 @@ func TestUpgrade(t *testing.T) {
 		{
 			name:      "staging fails changes nothing",
 			setup:     func(f *fake, _ *Options) { f.failStage = boom },
-			target:    Target{Image: newRel.Image, Index: newRel.IndexDigest},
+			target:    Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}},
 			wantErr:   boom,
 			wantCalls: []string{"stage"},
 			wantCur:   oldRel,
 		},
 		{
 			name:    "same release",
-			target:  Target{Image: oldRel.Image, Index: oldRel.IndexDigest},
+			target:  Target{Target: release.Target{Image: oldRel.Image, IndexDigest: oldRel.IndexDigest}},
 			wantErr: ErrSameRelease, wantCur: oldRel,
 		},
 		{
 			name:    "no supervisor",
 			setup:   func(_ *fake, o *Options) { o.Services = nil },
-			target:  Target{Image: newRel.Image, Index: newRel.IndexDigest},
+			target:  Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}},
 			wantErr: ErrNoSupervisor, wantCur: oldRel,
 		},
 	} {
@@ -230,13 +230,13 @@ func TestUpgrade(t *testing.T) {
 func TestAbortKeepsPriorUpgrade(t *testing.T) {
 	f, opts := newFake(t)
 	ctx := context.Background()
-	if _, err := Upgrade(ctx, opts, Target{Image: newRel.Image, Index: newRel.IndexDigest}); err != nil {
+	if _, err := Upgrade(ctx, opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}}); err != nil {
 		t.Fatal(err)
 	}
 	f.failBackup = errors.New("disk full")
 	f.staged = Release{Target: release.Target{Image: "r/e:v3@" + string(digest.FromString("i3")), Platform: "linux/amd64", IndexDigest: digest.FromString("i3"), ManifestDigest: digest.FromString("m3")}}
 	f.calls = nil
-	if _, err := Upgrade(ctx, opts, Target{Image: f.staged.Image, Index: f.staged.IndexDigest}); err == nil || !strings.Contains(err.Error(), "disk full") {
+	if _, err := Upgrade(ctx, opts, Target{Target: release.Target{Image: f.staged.Image, IndexDigest: f.staged.IndexDigest}}); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Upgrade() with a failing backup = %v, want the backup's error", err)
 	}
 	if diff := cmp.Diff(f.calls, []string{"stage", "hold", "backup", "release", "wait"}); diff != "" {
@@ -269,7 +269,7 @@ func TestRollback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, opts := newFake(t)
-			if _, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest}); err != nil {
+			if _, err := Upgrade(context.Background(), opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.setup != nil {
@@ -353,7 +353,7 @@ func TestSwitch(t *testing.T) {
 		} else {
 			opts.Services = nil
 		}
-		res, err := Switch(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest})
+		res, err := Switch(context.Background(), opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}})
 		if err != nil {
 			t.Fatalf("Switch() = %v", err)
 		}
@@ -399,7 +399,7 @@ func TestRollbackSaysWhatIsRecorded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, opts := newFake(t)
-			if _, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest}); err != nil {
+			if _, err := Upgrade(context.Background(), opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.rollback {
@@ -439,7 +439,7 @@ func TestInterruptedChangeIsUndone(t *testing.T) {
 		f.failBackup = context.Canceled
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := Switch(ctx, opts, Target{Image: newRel.Image, Index: newRel.IndexDigest})
+		_, err := Switch(ctx, opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}})
 		if err == nil || !strings.Contains(err.Error(), "no supervisor runs") {
 			t.Fatalf("Switch() = %v, want the backup's failure saying no supervisor runs", err)
 		}
@@ -463,7 +463,7 @@ func TestInterruptedChangeIsUndone(t *testing.T) {
 				f.failHealth = errors.New("executor is FATAL")
 				want = oldRel
 			}
-			_, err := Upgrade(ctx, opts, Target{Image: newRel.Image, Index: newRel.IndexDigest})
+			_, err := Upgrade(ctx, opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}})
 			if sick != errors.Is(err, ErrRolledBack) || !sick && err != nil {
 				t.Fatalf("Upgrade() = %v, want rolled back: %v", err, sick)
 			}
@@ -533,7 +533,7 @@ func TestRollbackRecoversInterrupted(t *testing.T) {
 func TestUpgradeCarriesTransfer(t *testing.T) {
 	f, opts := newFake(t)
 	f.transfer = Transfer{Fetched: 1, Reused: 2, FetchedBytes: 10, ReusedBytes: 90}
-	res, err := Upgrade(context.Background(), opts, Target{Image: newRel.Image, Index: newRel.IndexDigest})
+	res, err := Upgrade(context.Background(), opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}})
 	if err != nil {
 		t.Fatal(err)
 	}

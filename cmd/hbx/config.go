@@ -3,7 +3,8 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 )
@@ -59,7 +60,7 @@ supervise would refuse it (exit 2).`,
 			if err := cfg.Show(g.stdout, srcs, asJSON); err != nil {
 				return err
 			}
-			return box.CheckProgramUsers(cfg)
+			return verbopts.CheckProgramUsers(cfg)
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

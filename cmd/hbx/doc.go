@@ -9,9 +9,11 @@
 // checks, "did you mean", the --log-level logger) are internal/cli's;
 // each result is rendered by internal/ui (supervisor.Table inside
 // status's), and this package picks text or JSON. docs/architecture.md says where each kind of change goes. What the configuration
-// means to each domain package (their options) and the adapters between
-// them (the supervisor's services, the data lock, the restore's runtime
-// and pin) live in internal/box; this package gives the box the one thing
+// means to each domain package (their options) is internal/verbopts',
+// the adapters between them (the supervisor's services, the data lock,
+// the restore's runtime and pin) internal/box's, hbx supervise's start-up
+// internal/supervise's, hbx install under existing data
+// internal/guardedinstall's; this package gives the box the one thing
 // that needs the terminal, the passphrase prompt (root.go's g.box,
 // backup.go's openTTY), and calls it. Loading the
 // configuration also refuses, as invalid configuration, the paths it names

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/installer/progress"
-	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/export"
@@ -66,10 +67,10 @@ func runExport(ctx context.Context, g *globals, cfg *config.Config, o exportOpti
 	if o.file == "-" && progress.IsTerminal(g.stdout) {
 		return cli.Usagef("export: refuse to write an archive to a terminal: redirect stdout or name a FILE")
 	}
-	if err := export.CheckTarget(o.file, box.KeptDirs(cfg)); err != nil {
+	if err := export.CheckTarget(o.file, verbopts.KeptDirs(cfg)); err != nil {
 		return cli.Usagef("export: %w", err)
 	}
-	res, err := export.Export(ctx, box.ExportOptions(cfg, g.log), o.file, g.stdout)
+	res, err := export.Export(ctx, verbopts.Export(cfg, g.log), o.file, g.stdout)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

@@ -9,10 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/health"
-	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/ui"
 )
@@ -98,7 +99,7 @@ func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
 	if f.wait > 0 && f.waitStart > 0 {
 		return cli.Usagef("--wait and --wait-start: give one")
 	}
-	opts := healthOptions{checks: box.HealthChecks(cfg, f.deep, g.log), only: f.only, json: f.asJSON, wait: f.wait, stdout: g.stdout}
+	opts := healthOptions{checks: verbopts.Health(cfg, f.deep, g.log), only: f.only, json: f.asJSON, wait: f.wait, stdout: g.stdout}
 	if f.waitStart > 0 {
 		opts.wait, opts.start = f.waitStart, true
 	}
@@ -116,7 +117,7 @@ func (f *healthFlags) run(cmd *cobra.Command, g *globals) error {
 // prints the report. A failed check makes the error wrap health.ErrFailed;
 // an unknown check name is a usage error.
 func runHealth(ctx context.Context, opts healthOptions) error {
-	if err := box.CheckHealthNames(opts.only); err != nil {
+	if err := verbopts.CheckHealthNames(opts.only); err != nil {
 		return cli.Usagef("--only: %w", err)
 	}
 	wait := health.Wait

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/hermesbox/hbx/health"
-	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
 )
 
@@ -102,7 +103,7 @@ func TestHealthTokenStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	opts := healthOptions{checks: box.HealthChecks(c, false, nil), only: []string{"mcp-tools"}, stdout: &out}
+	opts := healthOptions{checks: verbopts.Health(c, false, nil), only: []string{"mcp-tools"}, stdout: &out}
 	if err := runHealth(t.Context(), opts); err != nil || !strings.HasPrefix(out.String(), "skip  mcp-tools") || !strings.Contains(out.String(), "--token-stdin") {
 		t.Errorf("runHealth(no key) = %v\n%s; want a skip naming --token-stdin", err, out.String())
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/installer"
@@ -15,6 +17,7 @@ import (
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/guardedinstall"
 	"github.com/hermesbox/hbx/internal/ui"
 	"github.com/hermesbox/hbx/internal/units"
 )
@@ -68,7 +71,7 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 	if _, set := os.LookupEnv("GOGC"); !set {
 		defer debug.SetGCPercent(debug.SetGCPercent(installGCPercent))
 	}
-	opts, err := box.InstallerOptions(cmd.Context(), cfg, g.log)
+	opts, err := verbopts.Installer(cmd.Context(), cfg, g.log)
 	if err != nil {
 		return err
 	}
@@ -79,7 +82,7 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 		return err
 	}
 	defer func() { finish(err) }()
-	res, err := g.box(cfg, srcs).GuardedInstall(cmd.Context(), opts, false, out.step)
+	res, err := guardedinstall.Install(cmd.Context(), g.box(cfg, srcs), opts, false, out.step)
 	if err != nil {
 		if errors.Is(err, installer.ErrTimeout) {
 			err = fmt.Errorf("%w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
@@ -133,7 +136,7 @@ func (out *installOutput) progress(opts *installer.Options) (finish func(error),
 
 // print prints the result: a release change made over existing data, or
 // a plain install's.
-func (out *installOutput) print(res *box.InstallOutcome) error {
+func (out *installOutput) print(res *guardedinstall.Outcome) error {
 	image := out.cfg.Executor.Image
 	switch {
 	case res.Switch != nil && out.json != nil:

@@ -9,21 +9,22 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/pathtrust"
 	"github.com/hermesbox/hbx/internal/programname"
 	"github.com/hermesbox/hbx/internal/regfile"
+	"github.com/hermesbox/hbx/internal/supervisorclient"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
 // logsOptions are the inputs of runLogs.
 type logsOptions struct {
-	socket string
-	cfg    *config.Config // names disabled programs in errors; may be nil
+	cfg    *config.Config // its supervisor.socket; names disabled programs in errors
 	req    supervisor.LogsRequest
 	stdout io.Writer
 	stderr io.Writer // the note that the files come from disk
@@ -52,7 +53,7 @@ only the supervisor follows a log across rotations.`,
 			if o.req.Stderr && o.req.File {
 				return cli.Usagef("--stderr and --file: want one log")
 			}
-			o.socket, o.cfg, o.req.Name, o.stdout, o.stderr = cfg.Supervisor.Socket, cfg, args[0], g.stdout, g.stderr
+			o.cfg, o.req.Name, o.stdout, o.stderr = cfg, args[0], g.stdout, g.stderr
 			return runLogs(cmd.Context(), o)
 		}),
 	}
@@ -65,7 +66,7 @@ only the supervisor follows a log across rotations.`,
 
 // runLogs copies the log to opts.stdout.
 func runLogs(ctx context.Context, opts logsOptions) error {
-	c, err := supervisor.DialHeld(ctx, opts.socket)
+	c, err := supervisorclient.Dial(ctx, opts.cfg)
 	if errors.Is(err, supervisor.ErrNotRunning) {
 		return logsFromDisk(opts, err)
 	}
@@ -101,7 +102,7 @@ func logsFromDisk(opts logsOptions, notRunning error) error {
 	if opts.req.Follow {
 		return fmt.Errorf("logs: -f follows the log through the supervisor: %w; without -f, hbx logs prints the file on disk", notRunning)
 	}
-	paths := box.LogPaths(opts.cfg, name, pc)
+	paths := verbopts.LogPaths(opts.cfg, name, pc)
 	path := paths.Stdout
 	switch {
 	case opts.req.File && paths.Own == "":

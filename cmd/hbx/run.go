@@ -3,12 +3,16 @@ package main
 import (
 	"fmt"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/executorrun"
 	"github.com/hermesbox/hbx/internal/suggest"
+	"github.com/hermesbox/hbx/release"
 )
 
 // newRunCommand builds `hbx run executor`.
@@ -38,7 +42,7 @@ holds it.`,
 				return fmt.Errorf("run executor: %w", err)
 			}
 			defer dl.Release()
-			return box.RunExecutor(cmd.Context(), cfg, dl.File(), g.stdout, g.stderr, g.log)
+			return executorrun.Run(cmd.Context(), verbopts.Launch(cfg, release.DefaultHostPath), dl.File(), g.stdout, g.stderr, g.log)
 		}),
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/supervisor"
+	"github.com/hermesbox/hbx/internal/supervisorclient"
 )
 
 // newShutdownCommand builds `hbx shutdown`.
@@ -19,15 +19,15 @@ func newShutdownCommand(g *globals) *cobra.Command {
 		Short: "Stop every supervised program and the supervisor",
 		Args:  cli.Args(0, 0),
 		RunE: g.configured(func(cmd *cobra.Command, _ []string, cfg *config.Config, _ *config.Sources) error {
-			return runShutdown(cmd.Context(), cfg.Supervisor.Socket, g.stdout)
+			return runShutdown(cmd.Context(), cfg, g.stdout)
 		}),
 	}
 }
 
-// runShutdown asks the supervisor at socket to stop everything and exit,
+// runShutdown asks the supervisor on cfg's socket to stop everything and exit,
 // and returns once every program is stopped.
-func runShutdown(ctx context.Context, socket string, stdout io.Writer) error {
-	c, err := supervisor.DialHeld(ctx, socket)
+func runShutdown(ctx context.Context, cfg *config.Config, stdout io.Writer) error {
+	c, err := supervisorclient.Dial(ctx, cfg)
 	if err != nil {
 		return err
 	}

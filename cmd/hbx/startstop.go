@@ -10,13 +10,13 @@ import (
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/programname"
+	"github.com/hermesbox/hbx/internal/supervisorclient"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
 // controlOptions are the inputs of runControl.
 type controlOptions struct {
-	socket string
-	cfg    *config.Config // names disabled programs in errors; may be nil
+	cfg    *config.Config // its supervisor.socket; names disabled programs in errors
 	verb   string         // "start", "stop" or "restart"
 	names  []string
 	stdout io.Writer
@@ -30,7 +30,7 @@ func newControlCommand(g *globals, verb, short, long string) *cobra.Command {
 		Long:  long,
 		Args:  cli.Args(1, -1),
 		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, _ *config.Sources) error {
-			return runControl(cmd.Context(), controlOptions{socket: cfg.Supervisor.Socket, cfg: cfg, verb: verb, names: args, stdout: g.stdout})
+			return runControl(cmd.Context(), controlOptions{cfg: cfg, verb: verb, names: args, stdout: g.stdout})
 		}),
 	}
 }
@@ -54,7 +54,7 @@ only after its old process group is gone.`),
 // runControl asks the supervisor to start, stop or restart opts.names and
 // prints one line per program.
 func runControl(ctx context.Context, opts controlOptions) error {
-	c, err := supervisor.DialHeld(ctx, opts.socket)
+	c, err := supervisorclient.Dial(ctx, opts.cfg)
 	if err != nil {
 		return err
 	}

@@ -9,14 +9,14 @@ import (
 
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/pending"
+	"github.com/hermesbox/hbx/internal/supervisorclient"
 	"github.com/hermesbox/hbx/internal/ui"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
 // statusOptions are the inputs of runStatus.
 type statusOptions struct {
-	socket string
-	cfg    *config.Config // names disabled programs in errors; may be nil
+	cfg    *config.Config // its supervisor.socket; names disabled programs in errors
 	names  []string       // empty: all
 	json   bool
 	stdout io.Writer
@@ -55,7 +55,7 @@ After the list it says when an upgrade, rollback or restore is half done
 after the recovery of an interrupted upgrade rolled it back, where the
 data written meanwhile is kept.`,
 		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, _ *config.Sources) error {
-			return runStatus(cmd.Context(), statusOptions{socket: cfg.Supervisor.Socket, cfg: cfg, names: args, json: asJSON, stdout: g.stdout, stderr: g.stderr})
+			return runStatus(cmd.Context(), statusOptions{cfg: cfg, names: args, json: asJSON, stdout: g.stdout, stderr: g.stderr})
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -73,7 +73,7 @@ func (e *heldStatusError) Unwrap() error { return e.err }
 
 // runStatus prints the status of opts.names (all when empty).
 func runStatus(ctx context.Context, opts statusOptions) error {
-	c, err := supervisor.DialHeld(ctx, opts.socket)
+	c, err := supervisorclient.Dial(ctx, opts.cfg)
 	if errors.Is(err, supervisor.ErrHolding) {
 		return &heldStatusError{err}
 	}

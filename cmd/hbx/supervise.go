@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hermesbox/hbx/internal/datadir"
+
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/spf13/cobra"
 
 	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/internal/supervise"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -96,7 +101,7 @@ func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup b
 		return "", true, err
 	}
 	held = supervisor.HeldPath(cfg.Supervisor.Socket)
-	if err := box.CheckProgramUsers(cfg); err != nil {
+	if err := verbopts.CheckProgramUsers(cfg); err != nil {
 		return held, true, err
 	}
 	// A held file left by a hold that was killed is stale; one a live
@@ -114,13 +119,13 @@ func runSuperviseCommand(cmd *cobra.Command, g *globals) (held string, startup b
 	return held, !ran, err
 }
 
-// runSupervise runs the supervisor until a stop signal (box.Supervise),
+// runSupervise runs the supervisor until a stop signal (supervise.Supervise),
 // with this command's data lock and restore recovery; ran is true once
 // the supervisor's Run started.
 func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload func() (*config.Config, error)) (ran bool, err error) {
 	b := g.box(cfg, nil)
-	return b.Supervise(ctx, box.SuperviseRun{
-		Reload: reload, StateDir: box.SupervisorStateDir(cfg),
+	return supervise.Supervise(ctx, b, supervise.Run{
+		Reload: reload, StateDir: datadir.SupervisorState(cfg.Executor.DataDir),
 		LockData: func(ctx context.Context) (*datalock.Lock, error) {
 			return box.LockData(ctx, cfg, g.log, "hbx supervise", true)
 		},

@@ -12,6 +12,7 @@ import (
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/pinfile"
+	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -73,10 +74,10 @@ func (o upgradeFlags) target(withTools bool) (t upgrade.Target, tools []string, 
 	if err != nil {
 		return t, nil, &cli.UsageError{Err: fmt.Errorf("--image: %w", err)}
 	}
-	t = upgrade.Target{Image: o.image, Index: ref.Digest}
+	t = upgrade.Target{Target: release.Target{Image: o.image, IndexDigest: ref.Digest}}
 	if o.platformDigest != "" {
-		t.Pin = digest.Digest(o.platformDigest)
-		if err := t.Pin.Validate(); err != nil || t.Pin.Algorithm() != digest.SHA256 {
+		t.ManifestDigest = digest.Digest(o.platformDigest)
+		if err := t.ManifestDigest.Validate(); err != nil || t.ManifestDigest.Algorithm() != digest.SHA256 {
 			return t, nil, cli.Usagef("--platform-digest %q: want sha256:<64 hex>", o.platformDigest)
 		}
 	}

@@ -18,13 +18,25 @@ const module = "github.com/hermesbox/hbx"
 // verbs are the packages that each do one job; cmd/ and the composer wire them.
 var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "launch"}
 
-// composers are the packages besides cmd/ and e2e/ that import verbs:
-// internal/box composes the box from the configuration for cmd/hbx;
-// internal/programname checks program names against the supervisor's.
+// composers are the packages besides cmd/ and e2e/ that import verbs,
+// top-down: a composer imports only composers after it in this list
+// (TestComposersImportDownward), so a flow reads from the command down
+// and never climbs back into the layer that called it.
+// internal/supervise is hbx supervise's start-up;
+// internal/guardedinstall is hbx install (and the install on start) under
+// existing data; internal/box holds the adapters between verbs;
+// internal/verbopts maps the configuration onto each verb's options;
+// internal/executorrun
+// prepares the executor's launch and runs it in the foreground;
 // internal/pending says what a half-done release change or restore means
-// for hbx status and hbx health.
+// for hbx status and hbx health; internal/programname checks program
+// names against the supervisor's; internal/supervisorclient is where the
+// commands get the running supervisor's client.
 // A composer is imported only by cmd/, e2e/ and another composer.
-var composers = []string{"internal/box", "internal/programname", "internal/pending"}
+var composers = []string{
+	"internal/supervise", "internal/guardedinstall", "internal/box", "internal/verbopts", "internal/executorrun",
+	"internal/pending", "internal/programname", "internal/supervisorclient",
+}
 
 // renderer renders the verbs' results for cmd/hbx (internal/ui): like the
 // composer it reads verb packages' types and is imported only by cmd/ and
@@ -115,6 +127,22 @@ func TestVerbsImportNoVerb(t *testing.T) {
 	}
 }
 
+// TestComposersImportDownward: a composer imports only the composers
+// after it in composers, test files included, so no flow climbs back
+// into the layer that called it (the supervisor's start-up calls the
+// guarded install, which fills upgrade's options with the box's adapters;
+// none of those calls back up).
+func TestComposersImportDownward(t *testing.T) {
+	all := imports(t, testenv.RepoRoot(t))
+	for i, c := range composers {
+		for _, pkg := range all[c] {
+			if j := slices.Index(composers, pkg); j >= 0 && j <= i && pkg != c {
+				t.Errorf("%s imports %s: a composer imports only the composers below it (%s)", c, pkg, strings.Join(composers[i+1:], ", "))
+			}
+		}
+	}
+}
+
 // TestCLIKnowsNoConfig: internal/cli, the rules every command shares,
 // imports no package of the module but internal/suggest (its "did you
 // mean"), so the command-line layer does not depend on the configuration.
@@ -128,9 +156,9 @@ func TestCLIKnowsNoConfig(t *testing.T) {
 }
 
 // configFree are the packages whose product code never imports
-// internal/config: each takes options, and the composers (internal/box,
-// with the config file's pin in internal/pinfile) maps the configuration
-// onto them. Their tests may load a configuration to cross-check a rule.
+// internal/config: each takes options, and the composers
+// (internal/verbopts, with the config file's pin in internal/pinfile) map
+// the configuration onto them. Their tests may load a configuration to cross-check a rule.
 var configFree = append(slices.Clone(verbs), "extract", "release")
 
 // TestVerbsImportNoConfig: no verb package's product code imports

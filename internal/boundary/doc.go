@@ -7,10 +7,14 @@
 // layers they build on (release, extract and every package under
 // internal/) import no verb
 // package, so no verb reaches another through them, except the composers
-// (the test's list: internal/box, configuration to verb options and the
-// adapters between verbs; internal/programname, program names checked
-// against the supervisor's; internal/pending, what a half-done change
-// means for hbx status and health), which only cmd/, e2e/ and another composer
+// (the test's list, top-down: internal/supervise, hbx supervise's
+// start-up; internal/guardedinstall, an install under existing data;
+// internal/box, the adapters between verbs; internal/verbopts,
+// configuration to each verb's options; internal/executorrun, the executor's launch; internal/pending,
+// what a half-done change means for hbx status and health;
+// internal/programname, program names checked against the supervisor's;
+// internal/supervisorclient, the running supervisor's client for the
+// commands), which only cmd/, e2e/ and a composer above them
 // import. Only cmd/, e2e/ and the composers import verbs. The test reads the import lines of every .go file with
 // go/parser, whatever its build tags (testenv.GoFiles lists them).
 //

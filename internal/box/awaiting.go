@@ -84,9 +84,9 @@ func wrapUnavailable(err error) error {
 	return err
 }
 
-// awaited is the *backup.AwaitedError of cfg's data when it was restored
+// Awaited is the *backup.AwaitedError of cfg's data when it was restored
 // without its runtime and that runtime is not active; nil otherwise.
-func awaited(cfg *config.Config) *backup.AwaitedError {
+func Awaited(cfg *config.Config) *backup.AwaitedError {
 	var ae *backup.AwaitedError
 	if !errors.As(backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir), &ae) {
 		return nil
@@ -94,10 +94,10 @@ func awaited(cfg *config.Config) *backup.AwaitedError {
 	return ae
 }
 
-// awaitsImage reports whether cfg's data was restored without its runtime
+// AwaitsImage reports whether cfg's data was restored without its runtime
 // and waits for image (compared by index digest, else by reference).
-func awaitsImage(cfg *config.Config, image string) bool {
-	ae := awaited(cfg)
+func AwaitsImage(cfg *config.Config, image string) bool {
+	ae := Awaited(cfg)
 	if ae == nil {
 		return false
 	}

@@ -9,8 +9,11 @@ package box
 import (
 	"context"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/internal/buildinfo"
+	"github.com/hermesbox/hbx/internal/executorrun"
 	"github.com/hermesbox/hbx/internal/pinfile"
 )
 
@@ -19,7 +22,7 @@ import (
 // the installer and the config file's pin. Encryption, the passphrase,
 // the services and progress are the caller's.
 func (b Box) BackupOptions() backup.Options {
-	opts := backupOptions(b.Config)
+	opts := verbopts.Backup(b.Config)
 	opts.HbxVersion, opts.Logger = buildinfo.Version, b.Log
 	opts.Runtime, opts.Config = installRuntime{cfg: b.Config, log: b.Log}, pinfile.File{Path: b.ConfigPath, Config: b.Config}
 	return opts
@@ -31,7 +34,7 @@ func (b Box) BackupOptions() backup.Options {
 // reading from b.From, the config file's pin with b.Sources, the allowed
 // repositories). The owner, the services and the flags are the caller's.
 func (b Box) RestoreOptions(archive string) backup.RestoreOptions {
-	opts := restoreOptions(b.Config, archive)
+	opts := verbopts.Restore(b.Config, archive)
 	opts.Passphrase, opts.Logger = b.Passphrase(false), b.Log
 	opts.Runtime = installRuntime{cfg: b.Config, log: b.Log, from: b.From}
 	opts.Config = pinfile.File{Path: b.ConfigPath, Config: b.Config, Sources: b.Sources}
@@ -42,7 +45,7 @@ func (b Box) RestoreOptions(archive string) backup.RestoreOptions {
 // DataOwner is the owner restored data gets: executor.user, created first
 // when it is the dedicated user (account.Dedicated) and missing.
 func (b Box) DataOwner(ctx context.Context) (backup.Owner, error) {
-	if err := ensureExecutorUser(ctx, b.Config, b.Log); err != nil {
+	if err := executorrun.EnsureUser(ctx, b.Config.Executor.User, b.Log); err != nil {
 		return backup.Owner{}, err
 	}
 	return b.Owner(b.Config.Executor.User)

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/backup"
@@ -23,6 +25,7 @@ import (
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/executorrun"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/pending"
 	"github.com/hermesbox/hbx/internal/pinfile"
@@ -73,6 +76,10 @@ type Hooks struct {
 	RecoverRestore func(ctx context.Context, cfg *config.Config, srcs *config.Sources, svc Supervised) error
 }
 
+// changeWatchInterval is how often a running supervisor looks for a
+// release change or restore whose command died.
+const changeWatchInterval = time.Second
+
 // Box is one box's configuration and the command layer's hooks; its
 // methods compose the verbs for a release change.
 type Box struct {
@@ -83,15 +90,15 @@ type Box struct {
 	// From, when not "", is the OCI image layout directory or OCI
 	// archive that the releases b stages (hbx upgrade --from) and a
 	// restore's runtime step installs (hbx restore --from) are read from
-	// instead of the registry (installer.Options.From). GuardedInstall
-	// takes its opts.From instead.
+	// instead of the registry (installer.Options.From). SwitchOptions
+	// sets it from the guarded install's opts.From.
 	From string
 	Hooks
 }
 
-// With is b for another configuration of the same box (a re-read one,
+// with is b for another configuration of the same box (a re-read one,
 // or one with a release pinned).
-func (b Box) With(cfg *config.Config) Box {
+func (b Box) with(cfg *config.Config) Box {
 	b.Config = cfg
 	return b
 }
@@ -112,8 +119,8 @@ func (b Box) UpgradeOptions() upgrade.Options {
 		DataDir:        cfg.Executor.DataDir,
 		KeepRolledBack: cfg.Backup.KeepPreRestore,
 		HealthWait:     cfg.Backup.HealthWait,
-		Runtime:        Runtime{box: b},
-		Data:           &Data{box: b},
+		Runtime:        installerRuntime{box: b},
+		Data:           &changeData{box: b},
 		Config:         releasePin{pinfile.File{Path: b.ConfigPath, Config: cfg}},
 		Logger:         b.Log,
 	}
@@ -128,21 +135,15 @@ func (b Box) UpgradeOptions() upgrade.Options {
 // restore is undone first.
 func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, step func(string)) (opts upgrade.Options, unlock func(), err error) {
 	cfg := b.Config
-	unlock = func() {}
 	over := pinfile.File{Sources: b.Sources}.ToolsOverridden()
 	opts = b.UpgradeOptions()
 	opts.LockWait = cfg.Backup.LockWait
-	opts.Data = &Data{box: b, pass: pass, toolsOverridden: over}
+	opts.Data = &changeData{box: b, pass: pass, toolsOverridden: over}
 	opts.Config = releasePin{pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: b.Sources}}
 	opts.Step = step
-	svc, err := b.Dial(ctx, cfg)
+	svc, unlock, err := b.HoldForChange(ctx, &opts, command, over)
 	if err != nil {
 		return opts, unlock, err
-	}
-	if svc != nil {
-		opts.Services = &Services{svc: svc, box: b, toolsOverridden: over}
-	} else if unlock, err = b.LockUnsupervised(ctx, cfg, command); err != nil {
-		return opts, func() {}, err
 	}
 	// An interrupted restore is undone first, its runtime and pin too, so
 	// the upgrade or rollback reads the release the data belongs to.
@@ -153,11 +154,54 @@ func (b Box) ChangeOptions(ctx context.Context, pass []byte, command string, ste
 	return opts, unlock, nil
 }
 
-// recoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
+// HoldForChange makes the data safe for a release change by command:
+// the running supervisor fills opts.Services (the change holds every
+// program stopped through it; svc is that supervisor), or, when none
+// answers, the data directory's lock is taken (svc is nil) and unlock
+// gives it back. unlock is never nil. toolsOverridden: an HBX_* variable
+// or a flag sets health.mcp_tools.
+func (b Box) HoldForChange(ctx context.Context, opts *upgrade.Options, command string, toolsOverridden bool) (svc Supervised, unlock func(), err error) {
+	svc, err = b.Dial(ctx, b.Config)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	if svc != nil {
+		opts.Services = &changeServices{svc: svc, box: b, toolsOverridden: toolsOverridden}
+		return svc, func() {}, nil
+	}
+	unlock, err = b.LockUnsupervised(ctx, b.Config, command)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	return nil, unlock, nil
+}
+
+// SwitchOptions are the upgrade.Options of an install that changes the
+// active release over existing data (upgrade.Switch): UpgradeOptions
+// with the stage reading from from (an OCI layout or archive; "": the
+// registry) and telling progress, log for the change's logs (nil:
+// b.Log), pass for the pre-change backup, the config file's pin with
+// b.Sources, and inSupervisor (the caller is hbx supervise's install on
+// start, before its programs run: the restore of a rollback does not dial
+// it). step, when not nil, is told each step.
+func (b Box) SwitchOptions(from string, pass []byte, progress installer.Progress, log *slog.Logger, inSupervisor bool, step func(string)) upgrade.Options {
+	if log == nil {
+		log = b.Log
+	}
+	b.From = from
+	uo := b.UpgradeOptions()
+	uo.LockWait, uo.Logger, uo.Step = b.Config.Backup.LockWait, log, step
+	uo.Runtime = installerRuntime{box: b, progress: progress, log: log}
+	uo.Data = &changeData{box: b, pass: pass, inSupervisor: inSupervisor}
+	uo.Config = releasePin{pinfile.File{Path: b.ConfigPath, Config: b.Config, Sources: b.Sources}}
+	return uo
+}
+
+// RecoverUpgrade finishes or undoes an interrupted upgrade: before `hbx
 // supervise` starts the programs (no supervisor runs yet), or, with
 // running, from the running supervisor (its change watch), through it.
 // It logs what it did and returns whether it failed.
-func (b Box) recoverUpgrade(ctx context.Context, running bool) bool {
+func (b Box) RecoverUpgrade(ctx context.Context, running bool) bool {
 	msg, err := upgrade.Recover(ctx, b.UpgradeOptions())
 	switch {
 	case err != nil && running:
@@ -172,21 +216,21 @@ func (b Box) recoverUpgrade(ctx context.Context, running bool) bool {
 	return err != nil
 }
 
-// Runtime is upgrade.Runtime over the installer; progress and log, when
+// installerRuntime is upgrade.Runtime over the installer; progress and log, when
 // set, go to Stage's install.
-type Runtime struct {
+type installerRuntime struct {
 	box      Box
 	progress installer.Progress
 	log      *slog.Logger
 }
 
 // Active is the release `current` names.
-func (r Runtime) Active() (upgrade.Release, error) { return r.link(release.CurrentLink) }
+func (r installerRuntime) Active() (upgrade.Release, error) { return r.link(release.CurrentLink) }
 
 // Previous is the release `previous` names.
-func (r Runtime) Previous() (upgrade.Release, error) { return r.link(release.PreviousLink) }
+func (r installerRuntime) Previous() (upgrade.Release, error) { return r.link(release.PreviousLink) }
 
-func (r Runtime) link(name string) (upgrade.Release, error) {
+func (r installerRuntime) link(name string) (upgrade.Release, error) {
 	inst, err := release.Link(r.box.Config.Executor.RuntimeDir, name)
 	if err != nil {
 		return upgrade.Release{}, err
@@ -195,8 +239,8 @@ func (r Runtime) link(name string) (upgrade.Release, error) {
 }
 
 // Stage installs image with the child manifest pin without activating it.
-func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (upgrade.Release, upgrade.Transfer, error) {
-	opts, err := InstallerOptions(ctx, r.box.Config, r.box.Log)
+func (r installerRuntime) Stage(ctx context.Context, image string, pin digest.Digest) (upgrade.Release, upgrade.Transfer, error) {
+	opts, err := verbopts.Installer(ctx, r.box.Config, r.box.Log)
 	if err != nil {
 		return upgrade.Release{}, upgrade.Transfer{}, err
 	}
@@ -213,7 +257,7 @@ func (r Runtime) Stage(ctx context.Context, image string, pin digest.Digest) (up
 }
 
 // Activate makes the staged release manifest names the active one.
-func (r Runtime) Activate(ctx context.Context, manifest digest.Digest) error {
+func (r installerRuntime) Activate(ctx context.Context, manifest digest.Digest) error {
 	c := r.box.Config
 	return installer.Activate(ctx, c.Executor.RuntimeDir, manifest, c.Install.LockWait)
 }
@@ -240,9 +284,9 @@ func (r reactivating) Install(ctx context.Context, image, platform string, manif
 	return r.install.Install(ctx, image, platform, manifest)
 }
 
-// Services is upgrade.Services over the supervisor and the checks of
+// changeServices is upgrade.Services over the supervisor and the checks of
 // `hbx health`.
-type Services struct {
+type changeServices struct {
 	svc Supervised
 	box Box
 	// toolsOverridden: an HBX_* variable or a flag sets health.mcp_tools,
@@ -251,23 +295,23 @@ type Services struct {
 }
 
 // Hold stops every program and keeps them stopped until released.
-func (s *Services) Hold(ctx context.Context) (upgrade.Hold, error) {
+func (s *changeServices) Hold(ctx context.Context) (upgrade.Hold, error) {
 	return s.svc.Hold(ctx)
 }
 
 // Gone is closed once the supervisor is gone (upgrade.Watcher).
-func (s *Services) Gone() <-chan struct{} { return s.svc.Gone() }
+func (s *changeServices) Gone() <-chan struct{} { return s.svc.Gone() }
 
 // WaitHealthy waits for the programs, then for the checks
 // health.readiness names (api-health by default), mcp-auth, supervisor
 // and release (pinned to r), and mcp-tools (the tool set pinned with r)
 // when a key is configured.
-func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
+func (s *changeServices) WaitHealthy(ctx context.Context, r upgrade.Release) error {
 	c := withPin(s.box.Config, r)
 	c.Health.MCPTools = toolsIn(s.box.Config, r, s.toolsOverridden)
 	// The readiness wait judges r's tool set too (health.readiness
 	// mcp-tools).
-	saved := s.svc.SetProbe(supervisor.ProbeFunc(readinessProbe(c)))
+	saved := s.svc.SetProbe(supervisor.ProbeFunc(verbopts.ReadinessProbe(c)))
 	err := s.svc.WaitHealthy(ctx)
 	s.svc.SetProbe(saved)
 	if err != nil {
@@ -277,7 +321,7 @@ func (s *Services) WaitHealthy(ctx context.Context, r upgrade.Release) error {
 	if d, ok := ctx.Deadline(); ok {
 		left = time.Until(d)
 	}
-	checks := HealthChecks(c, false, s.box.Log)
+	checks := verbopts.Health(c, false, s.box.Log)
 	// The change that waits is the one its journal records as unfinished.
 	checks.Release.Change = nil
 	rep, err := health.Wait(ctx, checks, gateChecks(c), left, 0)
@@ -311,8 +355,8 @@ func toolSetHint(r upgrade.Release, tools []string) string {
 // PreUpgradeName starts the file name of every pre-upgrade archive.
 const PreUpgradeName = "pre-upgrade"
 
-// Data is upgrade.Data over package backup.
-type Data struct {
+// changeData is upgrade.Data over package backup.
+type changeData struct {
 	box  Box
 	pass []byte
 	// toolsOverridden: an HBX_* variable or a flag sets health.mcp_tools.
@@ -332,7 +376,7 @@ func (heldServices) Hold(context.Context) (backup.Hold, error)   { return nil, n
 func (heldServices) WaitHealthy(context.Context) error           { return nil }
 func (heldServices) WaitRunning(context.Context, []string) error { return nil }
 
-func (d *Data) passphrase() ([]byte, error) {
+func (d *changeData) passphrase() ([]byte, error) {
 	if d.pass != nil {
 		return d.pass, nil
 	}
@@ -346,12 +390,12 @@ func (d *Data) passphrase() ([]byte, error) {
 
 // Backup takes the pre-upgrade backup of r's data while the upgrade
 // holds the programs stopped; it returns the archive's path.
-func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
+func (d *changeData) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 	pass, err := d.passphrase()
 	if err != nil {
 		return "", err
 	}
-	opts := backupOptions(d.box.Config)
+	opts := verbopts.Backup(d.box.Config)
 	opts.Name, opts.Passphrase, opts.Image, opts.Platform, opts.PlatformDigest = PreUpgradeName, pass, r.Image, r.Platform, r.ManifestDigest
 	opts.HbxVersion, opts.Services, opts.Logger = buildinfo.Version, heldServices{}, d.box.Log
 	res, err := backup.Create(ctx, opts)
@@ -362,7 +406,7 @@ func (d *Data) Backup(ctx context.Context, r upgrade.Release) (string, error) {
 }
 
 // Recorded returns the digests archive's summary records.
-func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
+func (d *changeData) Recorded(archive string) (digest.Digest, digest.Digest, error) {
 	infos, err := backup.List(d.box.Config.Backup.Dir, PreUpgradeName)
 	if err != nil {
 		return "", "", err
@@ -381,16 +425,16 @@ func (d *Data) Recorded(archive string) (digest.Digest, digest.Digest, error) {
 // Restore restores archive with r's runtime reactivated in place or
 // installed (reactivating), and waits for the services (unless
 // inSupervisor) judging r's tool set.
-func (d *Data) Restore(ctx context.Context, archive string, r upgrade.Release) (string, error) {
+func (d *changeData) Restore(ctx context.Context, archive string, r upgrade.Release) (string, error) {
 	c := d.box.Config
-	if err := ensureExecutorUser(ctx, c, d.box.Log); err != nil {
+	if err := executorrun.EnsureUser(ctx, c.Executor.User, d.box.Log); err != nil {
 		return "", err
 	}
 	owner, err := d.box.Owner(c.Executor.User)
 	if err != nil {
 		return "", err
 	}
-	opts := restoreOptions(c, archive)
+	opts := verbopts.Restore(c, archive)
 	opts.Passphrase, opts.Owner, opts.KeepPreRestore, opts.Image, opts.Platform, opts.Logger = d.passphrase, owner, max(c.Backup.KeepPreRestore, 1), r.Image, r.Platform, d.box.Log
 	opts.Runtime = reactivating{install: d.box.RestoreRuntime(withPin(c, r)), runtimeDir: c.Executor.RuntimeDir, wait: c.Install.LockWait}
 	if !d.inSupervisor {
@@ -424,7 +468,7 @@ func (b Box) watched() upgrade.WatchedBox { return watchedBox{b} }
 func (b Box) ChangeWatch(reload func() (*config.Config, error)) upgrade.ChangeWatch {
 	return upgrade.ChangeWatch{Interval: changeWatchInterval, Logger: b.Log, Box: func() upgrade.WatchedBox {
 		if c, err := reload(); err == nil {
-			return b.With(c).watched()
+			return b.with(c).watched()
 		}
 		return b.watched()
 	}}
@@ -449,7 +493,7 @@ func (w watchedBox) Pending() error { return pending.Change(w.b.Config) }
 func (w watchedBox) Holder() (lock.Holder, bool) {
 	return upgrade.LockHolder(w.b.Config.Executor.RuntimeDir)
 }
-func (w watchedBox) RecoverChange(ctx context.Context) bool { return w.b.recoverUpgrade(ctx, true) }
+func (w watchedBox) RecoverChange(ctx context.Context) bool { return w.b.RecoverUpgrade(ctx, true) }
 
 // RecoverRestore undoes an interrupted restore through the running
 // supervisor, then waits (backup.health_wait) for the programs that
@@ -469,7 +513,7 @@ func (w watchedBox) RecoverRestore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := recoverOptions(c)
+	opts := verbopts.Recover(c)
 	opts.Runtime, opts.Config, opts.Logger = b.RestoreRuntime(c), b.RestorePin(c), b.Log
 	if svc != nil {
 		opts.Services = svc

@@ -103,7 +103,7 @@ func TestServicesWaitHealthyRestoresProbe(t *testing.T) {
 	own := supervisor.ProbeFunc(func(context.Context) error { return nil })
 	svc := &stubSupervised{probe: own, wait: errors.New("executor is FATAL")}
 	b := testBox(t, svc, &calls)
-	s := &Services{svc: svc, box: b}
+	s := &changeServices{svc: svc, box: b}
 	if err := s.WaitHealthy(t.Context(), upgrade.Release{Target: release.Target{Image: b.Config.Executor.Image}}); err == nil || err.Error() != "executor is FATAL" {
 		t.Fatalf("WaitHealthy = %v, want the supervisor's wait error", err)
 	}

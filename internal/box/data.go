@@ -11,14 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
 	digest "github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
@@ -51,7 +51,7 @@ func New(cfg *config.Config, srcs *config.Sources, configPath string, log *slog.
 	b.RestorePin = func(c *config.Config) backup.Config { return pinfile.File{Path: configPath, Config: c} }
 	b.RecoverRestore = func(ctx context.Context, c *config.Config, srcs *config.Sources, svc Supervised) error {
 		s, _ := svc.(*SupervisorServices)
-		return b.With(c).recoverRestoreFor(ctx, srcs, s)
+		return b.with(c).recoverRestoreFor(ctx, srcs, s)
 	}
 	return b
 }
@@ -94,7 +94,7 @@ func dialServices(ctx context.Context, cfg *config.Config, log *slog.Logger) (*S
 		watched = sts[0].Name
 	}
 	sock := supervisorSocket{c: c, watch: watchSupervisor(c, watched)}
-	s := &SupervisorServices{probe: supervisor.ProbeFunc(readinessProbe(cfg))}
+	s := &SupervisorServices{probe: supervisor.ProbeFunc(verbopts.ReadinessProbe(cfg))}
 	s.Supervised = backup.NewSupervised(sock, s, auto, sock.watch)
 	s.NotRunning = supervisor.ErrNotRunning
 	return s, nil
@@ -169,7 +169,7 @@ type installRuntime struct {
 }
 
 func (r installRuntime) Install(ctx context.Context, image, platform string, manifest digest.Digest) (bool, error) {
-	opts, err := InstallerOptions(ctx, r.cfg, r.log)
+	opts, err := verbopts.Installer(ctx, r.cfg, r.log)
 	if err != nil {
 		return false, err
 	}
@@ -206,7 +206,7 @@ func LockData(ctx context.Context, cfg *config.Config, log *slog.Logger, command
 	l, err := datalock.Acquire(ctx, cfg.Executor.DataDir, datalock.Options{
 		Command:       command,
 		StopLeftovers: stopLeftovers,
-		StopSignal:    unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
+		StopSignal:    pc.StopSignalNum(),
 		StopWait:      time.Duration(pc.StopWaitSecs) * time.Second,
 	})
 	if err != nil {
@@ -237,15 +237,6 @@ func lockUnsupervised(ctx context.Context, cfg *config.Config, log *slog.Logger,
 			log.Warn("release the data lock", "err", err)
 		}
 	}, nil
-}
-
-// SupervisorStateDir is the supervisor's own state (its lock, one marker
-// file per program) for cfg: beside the data directory, like its lock, so
-// there is one per box whatever the socket: /workspace/executor/data ->
-// /workspace/executor/.data.supervisor.
-func SupervisorStateDir(cfg *config.Config) string {
-	d := filepath.Clean(cfg.Executor.DataDir)
-	return filepath.Join(filepath.Dir(d), "."+filepath.Base(d)+".supervisor")
 }
 
 // HoldData makes the data safe to read or replace for command: the
@@ -300,7 +291,7 @@ func (b Box) RecoverInterruptedRestore(ctx context.Context) error {
 // known; svc: the running supervisor, nil when none runs).
 func (b Box) recoverOptions(srcs *config.Sources, svc *SupervisorServices) backup.RecoverOptions {
 	cfg := b.Config
-	opts := recoverOptions(cfg)
+	opts := verbopts.Recover(cfg)
 	opts.Runtime, opts.Logger = installRuntime{cfg: cfg, log: b.Log}, b.Log
 	opts.Config = pinfile.File{Path: b.ConfigPath, Config: cfg, Sources: srcs}
 	if svc != nil {
@@ -318,7 +309,7 @@ func (b Box) recoverRestoreFor(ctx context.Context, srcs *config.Sources, svc *S
 	}
 	// No other release may be installed on data restored without its
 	// runtime; that runtime itself installs as a plain install
-	// (GuardedInstall).
+	// (internal/guardedinstall).
 	if err := backup.AwaitedRuntime(b.Config.Executor.DataDir, b.Config.Executor.RuntimeDir); errors.Is(err, backup.ErrRuntimeAwaited) {
 		return fmt.Errorf("refuse to change the release: %w", err)
 	}

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	yaml "go.yaml.in/yaml/v3"
 
@@ -547,6 +550,22 @@ func decodeIntList(raw any) (any, string) {
 // stopSignals are the signal names supervisord accepts for stopsignal.
 var stopSignals = []string{"TERM", "HUP", "INT", "QUIT", "KILL", "USR1", "USR2"}
 
+// stopSignalName is a stopsignal value as stopSignals spells it: upper
+// case, without "SIG" ("sigint" and "INT" are both "INT").
+func stopSignalName(v string) string { return strings.TrimPrefix(strings.ToUpper(v), "SIG") }
+
+// StopSignalNum is StopSignal as the signal to send, however it is
+// spelled ("TERM", "sigterm", "SIGTERM"); 0 (which the supervisor and the
+// data lock read as SIGTERM) for a name not in stopSignals, which Load
+// refuses.
+func (p Program) StopSignalNum() syscall.Signal {
+	n := stopSignalName(p.StopSignal)
+	if !slices.Contains(stopSignals, n) {
+		return 0
+	}
+	return unix.SignalNum("SIG" + n)
+}
+
 // validatePrograms checks the supervisor.* keys and every program.
 func validatePrograms(c *Config, srcs *Sources, skip map[string]bool) []*Problem {
 	ps := &collector{srcs: srcs, skip: skip}
@@ -671,7 +690,7 @@ func validateProgramFields(ps *collector, name string, p Program) {
 			ps.add(k(f.name), strconv.Itoa(f.v), ruleNegative)
 		}
 	}
-	if !slices.Contains(stopSignals, strings.TrimPrefix(strings.ToUpper(p.StopSignal), "SIG")) {
+	if !slices.Contains(stopSignals, stopSignalName(p.StopSignal)) {
 		ps.add(k("stopsignal"), q(p.StopSignal), "is not a signal name (want TERM, HUP, INT, QUIT, KILL, USR1 or USR2)")
 	}
 	for _, f := range []struct{ name, v string }{{"directory", p.Directory}, {"stdout_logfile", p.StdoutLogfile}, {"stderr_logfile", p.StderrLogfile}} {

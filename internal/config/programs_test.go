@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -222,5 +223,22 @@ func TestHermesContractEnvironment(t *testing.T) {
 				t.Errorf("Programs[worker].Environment (-got +want):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestStopSignalNum: programs.<name>.stopsignal is one signal however it
+// is spelled; a name Load refuses is 0 (SIGTERM to the supervisor and the
+// data lock).
+func TestStopSignalNum(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want syscall.Signal
+	}{
+		{"TERM", syscall.SIGTERM}, {"sigint", syscall.SIGINT}, {"SIGUSR1", syscall.SIGUSR1}, {"Hup", syscall.SIGHUP},
+		{"KILL", syscall.SIGKILL}, {"bogus", 0}, {"", 0}, {"SIGSTOP", 0},
+	} {
+		if got := (Program{StopSignal: tc.in}).StopSignalNum(); got != tc.want {
+			t.Errorf("StopSignalNum(%q) = %v, want %v", tc.in, got, tc.want)
+		}
 	}
 }

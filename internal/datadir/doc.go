@@ -1,7 +1,8 @@
 // Package datadir is the one home of the names hbx gives to what it keeps
 // beside a data directory (executor.data_dir) and beside each other
 // directory a restore replaces (backup.paths): the lock, the restore's
-// journal and staging, the pre-restore and rolled-back copies. Every
+// journal and staging, the pre-restore and rolled-back copies, the
+// supervisor's state directory. Every
 // package that makes, finds or excludes one of these names reads it from
 // here; internal/boundary's test keeps their spellings out of other
 // packages' code.
@@ -10,6 +11,7 @@
 //
 //	/workspace/executor/.data.lock                       Lock(D): the data lock (internal/datalock)
 //	/workspace/executor/.data.lock.owner                 LockOwner(D): its owner lock
+//	/workspace/executor/.data.supervisor                 SupervisorState(D): the supervisor's own state
 //	/workspace/executor/data.restore.json                Journal(D): an unfinished restore's journal
 //	/workspace/executor/data.restore-<stamp>[-N]         Staging: the archive extracted, before the swap
 //	/workspace/executor/data.pre-restore-<stamp>[-N]     PreRestore: D as a restore found it

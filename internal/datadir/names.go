@@ -14,6 +14,15 @@ func Lock(dir string) string {
 	return filepath.Join(filepath.Dir(d), "."+filepath.Base(d)+".lock")
 }
 
+// SupervisorState returns the supervisor's own state directory for the
+// data directory dir (its lock, one marker file per program): beside it,
+// like its lock, so there is one per box whatever the socket,
+// "/w/data" -> "/w/.data.supervisor".
+func SupervisorState(dir string) string {
+	d := filepath.Clean(dir)
+	return filepath.Join(filepath.Dir(d), "."+filepath.Base(d)+".supervisor")
+}
+
 // LockOwner returns the owner lock of dir: Lock(dir) + ".owner".
 func LockOwner(dir string) string { return Lock(dir) + ".owner" }
 

@@ -18,6 +18,8 @@ func TestNames(t *testing.T) {
 	for _, tc := range []struct{ name, got, want string }{
 		{"Lock", datadir.Lock(d), "/workspace/executor/.data.lock"},
 		{"Lock(trailing slash)", datadir.Lock(d + "/"), "/workspace/executor/.data.lock"},
+		{"SupervisorState", datadir.SupervisorState(d), "/workspace/executor/.data.supervisor"},
+		{"SupervisorState(trailing slash)", datadir.SupervisorState(d + "/"), "/workspace/executor/.data.supervisor"},
 		{"LockOwner", datadir.LockOwner(d), "/workspace/executor/.data.lock.owner"},
 		{"Journal", datadir.Journal(d), "/workspace/executor/data.restore.json"},
 		{"Staging", datadir.Staging.Path(d, "20261201T101500Z"), "/workspace/executor/data.restore-20261201T101500Z"},

@@ -2,7 +2,8 @@
 // (`hbx export`): the index, the installed platform's manifest, its config
 // and its layers, bit-identical from the runtime directory's blob store,
 // under the runtime directory's lock. It takes Options, never the
-// configuration (internal/box maps it: box.ExportOptions, box.KeptDirs).
+// configuration (internal/verbopts maps it: verbopts.Export,
+// verbopts.KeptDirs).
 package export
 
 import (

@@ -1,4 +1,4 @@
-package box
+package verbopts
 
 import (
 	"context"
@@ -8,20 +8,18 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/certsdir"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/executorrun"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
-// Supervise is what superviseOptions maps onto the supervisor's options.
+// Supervise is what Supervisor maps onto the supervisor's options.
 type Supervise struct {
 	// Config is the configuration read at start.
 	Config *config.Config
@@ -36,12 +34,12 @@ type Supervise struct {
 	Install func(ctx context.Context, progress func(string)) error
 }
 
-// superviseOptions maps the configuration onto the supervisor's options:
+// Supervisor maps the configuration onto the supervisor's options:
 // the enabled programs in config order, each with a clean environment
 // (supervisor.Options.Env is nil: nothing of hbx's own environment), the executor built from the
 // active release at each start and gated by its health probe, the
 // install on start when executor.install_on_start is set.
-func superviseOptions(s Supervise) supervisor.Options {
+func Supervisor(s Supervise) supervisor.Options {
 	cfg := s.Config
 	// No Env: a program's environment is its own, never hbx's.
 	opts := supervisor.Options{Socket: cfg.Supervisor.Socket, Logger: s.Log}
@@ -85,7 +83,7 @@ func (s Supervise) program(name string, pc config.Program) supervisor.Program {
 		FatalExitCodes:   pc.FatalExitCodes,
 		StartSecs:        time.Duration(pc.StartSecs) * time.Second,
 		StartRetries:     pc.StartRetries,
-		StopSignal:       unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(pc.StopSignal), "SIG")),
+		StopSignal:       pc.StopSignalNum(),
 		StopWait:         time.Duration(pc.StopWaitSecs) * time.Second,
 		DependsOn:        pc.DependsOn,
 		Stdout:           logFile(logs.Stdout),
@@ -154,21 +152,21 @@ func (s Supervise) executor(p supervisor.Program) supervisor.Program {
 	// the probe checks the one read with the pin at the last start.
 	var tools atomic.Pointer[[]string]
 	p.Build = func(ctx context.Context) (*supervisor.Command, error) {
-		lo := launchOptions(cfg, hostPath)
+		lo := Launch(cfg, hostPath)
 		if s.Reload != nil {
 			if fresh, err := s.Reload(); err != nil {
 				log.Warn("re-read the configuration for the executor's pin; keeping the one read at start", "err", err)
 			} else {
-				flo := launchOptions(fresh, hostPath)
+				flo := Launch(fresh, hostPath)
 				lo.Target = flo.Target
 				tools.Store(&fresh.Health.MCPTools)
 			}
 		}
-		spec, err := prepareLaunch(ctx, lo, log)
+		spec, err := executorrun.Prepare(ctx, lo, log)
 		if err != nil {
 			return nil, err
 		}
-		logTightened(log, spec)
+		executorrun.LogTightened(log, spec)
 		return &supervisor.Command{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Credential: spec.Credential}, nil
 	}
 	p.Probe = executorProbeTools(cfg, func() []string {
@@ -199,18 +197,18 @@ func executorProbe(cfg *config.Config) supervisor.ProcessProbe {
 // executorProbeTools is executorProbe whose readiness check mcp-tools
 // expects the names tools returns at each call (cfg's when tools is nil).
 func executorProbeTools(cfg *config.Config, tools func() []string) supervisor.ProcessProbe {
-	probe, err := health.ReadyProcess(HealthChecks(cfg, false, nil), cfg.Health.Readiness, tools)
+	probe, err := health.ReadyProcess(Health(cfg, false, nil), cfg.Health.Readiness, tools)
 	if err != nil { // validated by Load
 		return supervisor.ProcessProbeFunc(func(context.Context, int) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) })
 	}
 	return supervisor.ProcessProbeFunc(probe)
 }
 
-// readinessProbe is the check health.readiness names, with the options of
+// ReadinessProbe is the check health.readiness names, with the options of
 // `hbx health` (the key file is read at each call); its error wraps
 // health.ErrUnhealthy.
-func readinessProbe(cfg *config.Config) func(context.Context) error {
-	ready, err := health.Ready(HealthChecks(cfg, false, nil), cfg.Health.Readiness)
+func ReadinessProbe(cfg *config.Config) func(context.Context) error {
+	ready, err := health.Ready(Health(cfg, false, nil), cfg.Health.Readiness)
 	if err != nil { // validated by Load
 		return func(context.Context) error { return fmt.Errorf("%w: %w", health.ErrUnhealthy, err) }
 	}

@@ -1,4 +1,4 @@
-package box
+package executorrun
 
 import (
 	"context"
@@ -14,39 +14,39 @@ import (
 	"github.com/hermesbox/hbx/launch"
 )
 
-// TestPrepareLaunchNamesHalfDoneRestore: where the executor cannot start
+// TestPrepareNamesHalfDoneRestore: where the executor cannot start
 // because the active release is not the configured one while a restore
 // is half done (its journal in phase swapping), the reason names the
 // restore, its journal and the commands that undo it, never "run `hbx
 // install` first" (issue 12: install follows the pin, not the data).
-func TestPrepareLaunchNamesHalfDoneRestore(t *testing.T) {
+func TestPrepareNamesHalfDoneRestore(t *testing.T) {
 	dir := t.TempDir()
 	lo := launch.Options{RuntimeDir: filepath.Join(dir, "runtime"), DataDir: filepath.Join(dir, "data"), StateDir: filepath.Join(dir, "state")}
 	if err := os.MkdirAll(lo.RuntimeDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := prepareLaunch(context.Background(), lo, slog.New(slog.DiscardHandler)); !errors.Is(err, launch.ErrNotInstalled) || errors.Is(err, ErrRestoreInterrupted) {
-		t.Fatalf("prepareLaunch without a release or journal = %v, want only ErrNotInstalled", err)
+	if _, err := Prepare(context.Background(), lo, slog.New(slog.DiscardHandler)); !errors.Is(err, launch.ErrNotInstalled) || errors.Is(err, ErrRestoreInterrupted) {
+		t.Fatalf("Prepare without a release or journal = %v, want only ErrNotInstalled", err)
 	}
 	j := map[string]any{"format": 1, "phase": "swapping", "started": time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), "pid": 1, "archive": "/backups/x.tar.zst.gpg"}
 	b, _ := json.Marshal(j)
 	if err := os.WriteFile(lo.DataDir+".restore.json", b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := prepareLaunch(context.Background(), lo, slog.New(slog.DiscardHandler))
+	_, err := Prepare(context.Background(), lo, slog.New(slog.DiscardHandler))
 	if !errors.Is(err, ErrRestoreInterrupted) {
-		t.Fatalf("prepareLaunch with a half-done restore = %v, want ErrRestoreInterrupted", err)
+		t.Fatalf("Prepare with a half-done restore = %v, want ErrRestoreInterrupted", err)
 	}
 	msg := err.Error()
 	for _, w := range []string{"a restore is half done", "/backups/x.tar.zst.gpg", "phase swapping", lo.DataDir + ".restore.json", "`hbx backup`", "`hbx supervise`", "do not run hbx install"} {
 		if !strings.Contains(msg, w) {
-			t.Errorf("prepareLaunch says %q, want it to say %q", msg, w)
+			t.Errorf("Prepare says %q, want it to say %q", msg, w)
 		}
 	}
 	if strings.Contains(msg, launch.ErrNotInstalled.Error()) {
-		t.Errorf("prepareLaunch says %q, want no %q", msg, launch.ErrNotInstalled)
+		t.Errorf("Prepare says %q, want no %q", msg, launch.ErrNotInstalled)
 	}
 	if strings.Contains(msg, "\n") {
-		t.Errorf("prepareLaunch's reason is not one line: %q", msg)
+		t.Errorf("Prepare's reason is not one line: %q", msg)
 	}
 }

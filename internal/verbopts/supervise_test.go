@@ -1,14 +1,11 @@
-package box
+package verbopts
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +14,6 @@ import (
 
 	"github.com/hermesbox/hbx/internal/certsdir"
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -38,7 +34,7 @@ programs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := superviseOptions(Supervise{Config: cfg})
+	opts := Supervisor(Supervise{Config: cfg})
 	if opts.Env != nil {
 		t.Errorf("Env = %q, want nil (nothing of hbx's own environment)", opts.Env)
 	}
@@ -80,7 +76,7 @@ func TestInstallOnStartNoRetry(t *testing.T) {
 		{bad, true},
 		{errors.New("install: fetch index: dial tcp: no such host"), false},
 	} {
-		opts := superviseOptions(Supervise{Config: cfg, Install: func(context.Context, func(string)) error { return tc.err }})
+		opts := Supervisor(Supervise{Config: cfg, Install: func(context.Context, func(string)) error { return tc.err }})
 		if opts.Install == nil {
 			t.Fatal("no install hook with executor.install_on_start")
 		}
@@ -88,39 +84,6 @@ func TestInstallOnStartNoRetry(t *testing.T) {
 		if errors.Is(got, supervisor.ErrNoRetry) != tc.noRetry || got.Error() != tc.err.Error() {
 			t.Errorf("Install() = %v (no retry %v), want %v (no retry %v)", got, errors.Is(got, supervisor.ErrNoRetry), tc.err, tc.noRetry)
 		}
-	}
-}
-
-// TestSuperviseRecoverRefusalReleasesClaim: when the restore recovery
-// refuses the start (data awaiting its runtime), Supervise lets go of the
-// supervisor's locks it claimed (state directory and socket) before it
-// returns, as a refused Run does: a held start (--hold-on-error) keeps
-// none, so the hbx supervise started once the runtime is installed is
-// not refused as "already running".
-func TestSuperviseRecoverRefusalReleasesClaim(t *testing.T) {
-	dir := t.TempDir()
-	path := writeConfig(t, "supervisor:\n  socket: "+filepath.Join(dir, "hbx.sock")+"\n  log_dir: "+filepath.Join(dir, "logs")+"\nprograms:\n  executor:\n    enabled: false\n  hermes:\n    enabled: false\n  worker:\n    command: /bin/true\n")
-	cfg, _, err := config.Load(config.LoadOptions{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := filepath.Join(dir, "state")
-	refused := errors.New("the restored data awaits its runtime")
-	b := Box{Config: cfg, Log: slog.New(slog.DiscardHandler)}
-	ran, err := b.Supervise(context.Background(), SuperviseRun{StateDir: state,
-		LockData:       func(context.Context) (*datalock.Lock, error) { return nil, errors.New("no data lock without executor") },
-		RecoverRestore: func(context.Context) error { return refused }})
-	if ran || !errors.Is(err, refused) {
-		t.Fatalf("Supervise() = %v, %v; want false and the recovery's refusal", ran, err)
-	}
-	opts := superviseOptions(Supervise{Config: cfg, Log: b.Log})
-	opts.StateDir = state
-	s, err := supervisor.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Claim(); err != nil {
-		t.Errorf("Claim() after the refused start = %v, want nil (the refused start let its locks go)", err)
 	}
 }
 
@@ -134,7 +97,7 @@ func TestSuperviseOptionsHermes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := superviseOptions(Supervise{Config: cfg})
+	opts := Supervisor(Supervise{Config: cfg})
 	if len(opts.Programs) != 1 || opts.Programs[0].Name != "hermes" {
 		t.Fatalf("Programs = %+v, want hermes", opts.Programs)
 	}
@@ -156,30 +119,5 @@ func TestSuperviseOptionsHermes(t *testing.T) {
 	}
 	if diff := cmp.Diff(readiness(cfg.Programs["hermes"]), want); diff != "" {
 		t.Errorf("hermes readiness (-got +want):\n%s", diff)
-	}
-}
-
-// TestInstallOnStartOfflineHint: the install on start of a box whose
-// registry refuses connections ends with hbx install's offline hint, as a
-// plain hbx install does.
-func TestInstallOnStartOfflineHint(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	image := strings.Replace(testImage, "127.0.0.1:5000", closed, 1)
-	path := writeConfig(t, "executor:\n  image: \""+image+"\"\n  install_on_start: true\n  runtime_dir: "+filepath.Join(dir, "runtime")+"\n  data_dir: "+filepath.Join(dir, "data")+
-		"\n  state_dir: "+filepath.Join(dir, "state")+"\nsupervisor:\n  socket: "+filepath.Join(dir, "s.sock")+"\nregistry:\n  insecure_hosts: [\""+closed+"\"]\n")
-	cfg, _, err := config.Load(config.LoadOptions{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := Box{Config: cfg, Log: slog.New(slog.DiscardHandler)}
-	const hint = "; offline: hbx install --from FILE (see docs/install.md#offline-install)"
-	if err := b.InstallOnStart(context.Background(), func(string) {}); err == nil || !strings.HasSuffix(err.Error(), hint) {
-		t.Errorf("InstallOnStart(registry refusing connections) = %v, want an error ending %q", err, hint)
 	}
 }

@@ -1,4 +1,4 @@
-package box
+package verbopts
 
 import (
 	"errors"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/supervisorclient"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -38,9 +39,9 @@ programs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := HealthChecks(cfg, true, nil)
+	o := Health(cfg, true, nil)
 	if o.Release.Change == nil || o.Release.Change() != nil {
-		t.Errorf("HealthChecks().Release.Change is nil or fails without journals")
+		t.Errorf("Health().Release.Change is nil or fails without journals")
 	}
 	o.Release.Change = nil
 	want := health.Options{
@@ -53,11 +54,11 @@ programs:
 			},
 		},
 		DataDir: "/workspace/executor/data", DataDirOwner: "1000",
-		Supervisor: supervisorPrograms{Socket: "/run/hbx/hbx.sock"}, Programs: []string{"executor", "worker"},
+		Supervisor: supervisorclient.Programs{Socket: "/run/hbx/hbx.sock"}, Programs: []string{"executor", "worker"},
 		ExecutorProgram: "executor", PidFile: "/var/lib/hbx/executor/executor.pid",
 	}
 	if diff := cmp.Diff(o, want, cmp.AllowUnexported(health.Key{})); diff != "" {
-		t.Errorf("HealthChecks() (-got +want):\n%s", diff)
+		t.Errorf("Health() (-got +want):\n%s", diff)
 	}
 }
 

@@ -1,8 +1,7 @@
-package box
+package verbopts
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -13,16 +12,18 @@ import (
 	"github.com/hermesbox/hbx/internal/account"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/executorrun"
 	"github.com/hermesbox/hbx/internal/pending"
 	"github.com/hermesbox/hbx/internal/suggest"
+	"github.com/hermesbox/hbx/internal/supervisorclient"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
-	"github.com/hermesbox/hbx/supervisor"
 )
 
-// launchOptions maps the configuration onto the payload's run options;
-// hostPath is the PATH the payload gets.
-func launchOptions(cfg *config.Config, hostPath string) launch.Options {
+// Launch maps the configuration onto the payload's run options;
+// hostPath is the PATH the payload gets (release.DefaultHostPath: never
+// the caller's).
+func Launch(cfg *config.Config, hostPath string) launch.Options {
 	return launch.Options{
 		RuntimeDir:        cfg.Executor.RuntimeDir,
 		DataDir:           cfg.Executor.DataDir,
@@ -42,13 +43,13 @@ func launchOptions(cfg *config.Config, hostPath string) launch.Options {
 	}
 }
 
-// InstallerOptions maps the configuration onto an install request that
+// Installer maps the configuration onto an install request that
 // logs to log. Validation checks the staged programs are executable by
 // executor.user, and install.smoke_command runs as the payload would (see
 // smokeFunc). It creates executor.user when it is the dedicated user
-// (ensureExecutorUser) and fails when it does not exist.
-func InstallerOptions(ctx context.Context, cfg *config.Config, log *slog.Logger) (installer.Options, error) {
-	if err := ensureExecutorUser(ctx, cfg, log); err != nil {
+// (executorrun.EnsureUser) and fails when it does not exist.
+func Installer(ctx context.Context, cfg *config.Config, log *slog.Logger) (installer.Options, error) {
+	if err := executorrun.EnsureUser(ctx, cfg.Executor.User, log); err != nil {
 		return installer.Options{}, err
 	}
 	runAs, err := account.Lookup(cfg.Executor.User)
@@ -93,15 +94,15 @@ func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 		return nil
 	}
 	return func(ctx context.Context, inst *release.Installed) error {
-		o := launchOptions(cfg, hostPath)
+		o := Launch(cfg, hostPath)
 		o.Listen = smokeListen(cfg) // never exposed, whatever executor.exposure
 		return launch.SmokeScratch(ctx, o, inst, argv, cfg.Install.ValidateTimeout)
 	}
 }
 
-// HealthChecks maps the configuration onto the checks' options; deep
+// Health maps the configuration onto the checks' options; deep
 // re-hashes the release (check release), log receives the checks' logs.
-func HealthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Options {
+func Health(cfg *config.Config, deep bool, log *slog.Logger) health.Options {
 	return health.Options{
 		Listen:  cfg.Executor.Listen,
 		Port:    cfg.Executor.Port,
@@ -117,42 +118,12 @@ func HealthChecks(cfg *config.Config, deep bool, log *slog.Logger) health.Option
 		},
 		DataDir:         cfg.Executor.DataDir,
 		DataDirOwner:    cfg.Executor.User,
-		Supervisor:      supervisorPrograms{Socket: cfg.Supervisor.Socket},
+		Supervisor:      supervisorclient.Programs{Socket: cfg.Supervisor.Socket},
 		Programs:        cfg.EnabledPrograms(),
 		ExecutorProgram: config.ExecutorProgram,
 		PidFile:         filepath.Join(cfg.Executor.StateDir, launch.PidFile),
 		Logger:          log,
 	}
-}
-
-// supervisorPrograms is the supervisor's control client on Socket seen
-// as a health.Supervisor.
-type supervisorPrograms struct{ Socket string }
-
-// Programs dials the supervisor and returns its programs' states. When
-// nothing listens on the socket it fails with the start-up error that a
-// live `hbx supervise --hold-on-error` holds on (a *supervisor.HeldError),
-// else wraps health.ErrNoSupervisor.
-func (s supervisorPrograms) Programs(ctx context.Context) ([]health.Program, error) {
-	c, err := supervisor.Dial(ctx, s.Socket)
-	if errors.Is(err, supervisor.ErrNotRunning) {
-		if herr := supervisor.CheckHeld(s.Socket); herr != nil {
-			return nil, herr
-		}
-		return nil, fmt.Errorf("%w (nothing listens on %s)", health.ErrNoSupervisor, s.Socket)
-	}
-	if err != nil {
-		return nil, err
-	}
-	sts, err := c.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("supervisor status: %w", err)
-	}
-	out := make([]health.Program, len(sts))
-	for i, st := range sts {
-		out[i] = health.Program{Name: st.Name, State: st.State, PID: st.PID, Detail: st.Detail, Unhealthy: st.Unhealthy}
-	}
-	return out, nil
 }
 
 // CheckHealthNames refuses a name in only (hbx health --only) that is no
@@ -166,24 +137,6 @@ func CheckHealthNames(only []string) error {
 				return fmt.Errorf("%w: %q (did you mean %q?)", health.ErrUnknownCheck, n, c)
 			}
 		}
-	}
-	return nil
-}
-
-// ensureExecutorUser creates executor.user when it is account.Dedicated
-// (the default when hbx runs as root) and the user database lacks it
-// (account.EnsureSystemUser), logging that it did. Another missing user
-// is left to the lookups that name it. Errors start with "executor.user: ".
-func ensureExecutorUser(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	if cfg.Executor.User != account.Dedicated {
-		return nil
-	}
-	created, err := account.EnsureSystemUser(ctx, account.Dedicated)
-	if err != nil {
-		return fmt.Errorf("executor.user: %w", err)
-	}
-	if created {
-		log.Info("created the unprivileged system user Executor runs as", "user", account.Dedicated)
 	}
 	return nil
 }

@@ -1,4 +1,17 @@
-package box
+// Package supervise is `hbx supervise`'s start-up, as named steps
+// (Supervise): the signals handled from the start, the programs checked,
+// the data lock handed to the executor, the supervisor's own locks, the
+// recovery of an interrupted restore and release change, the change
+// watch, then the supervisor's Run; with the install on start
+// (InstallOnStart: internal/guardedinstall in the supervisor) and the
+// Hermes gateway's --external-supervisor flag probed once
+// (hermesflag.go). The supervisor's options are internal/box's
+// SuperviseOptions.
+//
+// It is a composer (internal/boundary's list), the top one under cmd/hbx:
+// it calls internal/guardedinstall and internal/box, never the other way.
+// It prints nothing; its logs go to the box's logger.
+package supervise
 
 import (
 	"context"
@@ -7,15 +20,20 @@ import (
 	"os"
 	"slices"
 
+	"github.com/hermesbox/hbx/internal/verbopts"
+
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/box"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/internal/guardedinstall"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
-// SuperviseRun is what hbx supervise runs with besides the box: the
-// pieces the command layer owns.
-type SuperviseRun struct {
-	// Reload reads the configuration again (see Supervise.Reload; the
+// Run is what hbx supervise runs with besides the box: the pieces the
+// command layer owns.
+type Run struct {
+	// Reload reads the configuration again (see verbopts.Supervise.Reload; the
 	// change watch reads each round's box from it too).
 	Reload func() (*config.Config, error)
 	// StateDir is the supervisor's state directory (its lock and the
@@ -39,7 +57,7 @@ type SuperviseRun struct {
 // then run. Errors are prefixed "supervise: "; ran is true once the
 // supervisor's Run started its programs (its error is then no start-up
 // error; one of Run before, a supervisor.StartError, is).
-func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error) {
+func Supervise(ctx context.Context, b box.Box, r Run) (ran bool, err error) {
 	// Before the supervisor runs (the data lock, leftovers of a dead
 	// supervisor, recovery of an interrupted restore or upgrade), the
 	// signals that would end hbx mean what they mean to a running
@@ -47,7 +65,7 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error
 	// ignored.
 	ctx, early := supervisor.HandleEarlySignals(ctx, b.Log)
 	defer early.Stop()
-	opts := superviseOptions(Supervise{Config: b.Config, Reload: r.Reload, Log: b.Log, Install: b.InstallOnStart})
+	opts := verbopts.Supervisor(verbopts.Supervise{Config: b.Config, Reload: r.Reload, Log: b.Log, Install: InstallOnStart(b)})
 	opts.StateDir = r.StateDir
 	opts.HandleSignals = true
 	opts.Cgroups = true
@@ -77,7 +95,7 @@ func (b Box) Supervise(ctx context.Context, r SuperviseRun) (ran bool, err error
 	if err := r.RecoverRestore(ctx); err != nil {
 		return false, fmt.Errorf("supervise: %w", err)
 	}
-	b.recoverUpgrade(ctx, false)
+	b.RecoverUpgrade(ctx, false)
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("supervise: stopped before any program started: %w", err)
 	}
@@ -115,4 +133,22 @@ func lockExecutorData(ctx context.Context, lock func(context.Context) (*datalock
 	}
 	programs[i].ExtraFiles = []*os.File{dl.File()}
 	return func() { _ = dl.Release() }, nil
+}
+
+// InstallOnStart is the supervisor's install on start
+// (verbopts.Supervise.Install) for b: hbx install's, each layer's status told
+// to progress; under existing data a release change goes through the
+// upgrade path (pre-change backup, journal), or is refused
+// (guardedinstall.Install in the supervisor). A registry it cannot reach
+// gets hbx install's offline hint (box.OfflineHint).
+func InstallOnStart(b box.Box) func(ctx context.Context, progress func(string)) error {
+	return func(ctx context.Context, progress func(string)) error {
+		opts, err := verbopts.Installer(ctx, b.Config, b.Log)
+		if err != nil {
+			return err
+		}
+		opts.Progress = installer.LayerStatus(progress)
+		_, err = guardedinstall.Install(ctx, b, opts, true, nil)
+		return box.OfflineHint(err, "", "hbx install")
+	}
 }

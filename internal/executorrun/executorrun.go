@@ -1,4 +1,19 @@
-package box
+// Package executorrun prepares the executor's launch on this box and runs
+// it in the foreground (`hbx run executor`): Prepare is what both the
+// supervisor's executor program (internal/box's SuperviseOptions builds it
+// at each start) and Run call before launch: nothing starts on data
+// restored without its runtime (backup.AwaitedRuntime), the dedicated user
+// exists (EnsureUser), a release installed with the image's owners is made
+// root's, and where launch says "run hbx install first" while a restore or
+// release change is half done, the error names that change and what
+// finishes or undoes it.
+//
+// It is a composer (internal/boundary's list): it reads backup's and
+// upgrade's journals for launch. It prints nothing; its logs go to the
+// logger it is given. It reads the journals and changes nothing on disk
+// but the release's ownership (installer.FixOwnership) and the dedicated
+// user.
+package executorrun
 
 import (
 	"context"
@@ -13,27 +28,19 @@ import (
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/account"
-	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/launch"
-	"github.com/hermesbox/hbx/release"
-	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
-// changeWatchInterval is how often a running supervisor looks for a
-// release change or restore whose command died.
-const changeWatchInterval = time.Second
-
 // ErrUpgradeInterrupted: the executor cannot start because an upgrade is
-// half done (prepareLaunch).
+// half done (Prepare).
 var ErrUpgradeInterrupted = errors.New("an upgrade is half done")
 
 // ErrRestoreInterrupted: the executor cannot start because a restore is
-// half done (prepareLaunch).
+// half done (Prepare).
 var ErrRestoreInterrupted = errors.New("a restore is half done")
 
-// prepareLaunch is launch.Prepare, except that where Prepare says "run
+// Prepare is launch.Prepare, except that where Prepare says "run
 // `hbx install` first" while a restore is half done (<data_dir>.restore.json
 // in phase staging or swapping) or an upgrade is (upgrade.json in a phase
 // other than done, rolled-back or aborted), the error names the interrupted
@@ -43,11 +50,11 @@ var ErrRestoreInterrupted = errors.New("a restore is half done")
 // (installer.FixOwnership). On data restored without its runtime
 // (backup.AwaitedRuntime) nothing starts until that release is active: the
 // error, wrapping backup.ErrRuntimeAwaited, names it.
-func prepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*launch.Spec, error) {
+func Prepare(ctx context.Context, lo launch.Options, log *slog.Logger) (*launch.Spec, error) {
 	if aerr := backup.AwaitedRuntime(lo.DataDir, lo.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) {
 		return nil, aerr
 	}
-	if err := ensureExecutorUser(ctx, &config.Config{Executor: config.Executor{User: lo.User}}, log); err != nil {
+	if err := EnsureUser(ctx, lo.User, log); err != nil {
 		return nil, err
 	}
 	spec, err := launch.Prepare(lo)
@@ -87,10 +94,10 @@ func prepareLaunch(ctx context.Context, lo launch.Options, log *slog.Logger) (*l
 		ErrUpgradeInterrupted, by, j.Old.Image, j.New.Image, j.Phase, filepath.Join(lo.RuntimeDir, upgrade.JournalFile), cause)
 }
 
-// logTightened logs, one line each, the data and state directories
+// LogTightened logs, one line each, the data and state directories
 // launch.Prepare made 0700 and executor.user's, and those whose
 // root-owned entries it handed over to executor.user.
-func logTightened(log *slog.Logger, spec *launch.Spec) {
+func LogTightened(log *slog.Logger, spec *launch.Spec) {
 	for _, h := range spec.HandedOver {
 		log.Warn("data of an Executor that ran as root handed over to executor.user", "change", h)
 	}
@@ -99,51 +106,34 @@ func logTightened(log *slog.Logger, spec *launch.Spec) {
 	}
 }
 
-// RunExecutor runs cfg's active release in the foreground (hbx run
-// executor): prepareLaunch, logTightened, then launch.Run with held (the
-// data directory's lock) inherited as the payload's fd 3; the payload's
-// exit status comes back as launch.Run's *launch.ExitError.
-func RunExecutor(ctx context.Context, cfg *config.Config, held *os.File, stdout, stderr io.Writer, log *slog.Logger) error {
-	spec, err := prepareLaunch(ctx, launchOptions(cfg, release.DefaultHostPath), log)
+// Run runs lo's active release in the foreground (hbx run executor):
+// Prepare, LogTightened, then launch.Run with held (the data directory's
+// lock) inherited as the payload's fd 3; the payload's exit status comes
+// back as launch.Run's *launch.ExitError.
+func Run(ctx context.Context, lo launch.Options, held *os.File, stdout, stderr io.Writer, log *slog.Logger) error {
+	spec, err := Prepare(ctx, lo, log)
 	if err != nil {
 		return err
 	}
-	logTightened(log, spec)
+	LogTightened(log, spec)
 	spec.ExtraFiles = []*os.File{held}
 	return launch.Run(ctx, spec, stdout, stderr, log)
 }
 
-// payloadRuns says what runs on cfg's data directory, "" when nothing.
-// A supervisor on the configured socket holds the data lock for its whole
-// life, so when one answers its executor's state decides (anything but
-// STOPPED, EXITED or FATAL runs); otherwise the data lock does (hbx run
-// executor, a supervisor on another socket, leftovers of a dead one).
-func payloadRuns(ctx context.Context, cfg *config.Config) (string, error) {
-	c, err := supervisor.Dial(ctx, cfg.Supervisor.Socket)
-	if errors.Is(err, supervisor.ErrNotRunning) {
-		if err := datalock.Check(cfg.Executor.DataDir); errors.Is(err, datalock.ErrBusy) {
-			return err.Error(), nil
-		} else if err != nil {
-			return "", err
-		}
-		return "", nil
+// EnsureUser creates user when it is account.Dedicated (the default
+// executor.user when hbx runs as root) and the user database lacks it
+// (account.EnsureSystemUser), logging that it did. Another missing user
+// is left to the lookups that name it. Errors start with "executor.user: ".
+func EnsureUser(ctx context.Context, user string, log *slog.Logger) error {
+	if user != account.Dedicated {
+		return nil
 	}
+	created, err := account.EnsureSystemUser(ctx, account.Dedicated)
 	if err != nil {
-		return "", err
+		return fmt.Errorf("executor.user: %w", err)
 	}
-	sts, err := c.Status(ctx)
-	if err != nil {
-		return "", fmt.Errorf("ask the supervisor on %s whether Executor runs: %w", cfg.Supervisor.Socket, err)
+	if created {
+		log.Info("created the unprivileged system user Executor runs as", "user", account.Dedicated)
 	}
-	for _, st := range sts {
-		if st.Name != config.ExecutorProgram {
-			continue
-		}
-		switch st.State {
-		case supervisor.Stopped, supervisor.Exited, supervisor.Fatal:
-			return "", nil
-		}
-		return fmt.Sprintf("the supervisor on %s reports executor %s", cfg.Supervisor.Socket, st.State), nil
-	}
-	return "", nil
+	return nil
 }
