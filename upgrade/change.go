@@ -52,6 +52,9 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	if err := c.stage(ctx, by); err != nil {
 		return nil, err
 	}
+	if err := c.rehearse(ctx, wait); err != nil {
+		return nil, err
+	}
 	if err := c.stop(ctx); err != nil {
 		return nil, err
 	}
@@ -114,6 +117,25 @@ func (c *changeRun) stage(ctx context.Context, by string) (err error) {
 		c.j.Prior = prior
 	}
 	return c.j.write(c.opts.RuntimeDir, PhaseStaged, c.opts.Now())
+}
+
+// rehearse boots the staged release on a copy of the data (an Upgrade
+// with opts.Rehearse set) before anything is stopped. Crash window
+// "staged": the rehearsal's scratch copy and process are the next
+// rehearsal's to remove; Recover closes the journal.
+func (c *changeRun) rehearse(ctx context.Context, upgrading bool) error {
+	if c.opts.Rehearse == nil || !upgrading {
+		return nil
+	}
+	c.opts.Step("rehearsing")
+	note, err := c.opts.Rehearse(ctx, c.nr)
+	if err != nil {
+		return c.abort(fmt.Errorf("rehearse %s: %w; nothing was stopped, %s stays active", c.nr.Image, err, c.old.Image))
+	}
+	if note != "" {
+		c.res.Notes = append(c.res.Notes, note)
+	}
+	return nil
 }
 
 // abort closes the journal as aborted (putting back a prior completed

@@ -23,8 +23,10 @@ var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "
 // internal/programname checks program names against the supervisor's.
 // internal/pending says what a half-done release change or restore means
 // for hbx status and hbx health.
+// rehearse boots a staged release on a copy of the data (launch) and
+// judges it with the checks of the real start (health) for hbx upgrade.
 // A composer is imported only by cmd/, e2e/ and another composer.
-var composers = []string{"internal/box", "internal/programname", "internal/pending"}
+var composers = []string{"internal/box", "internal/programname", "internal/pending", "rehearse"}
 
 // renderer renders the verbs' results for cmd/hbx (internal/ui): like the
 // composer it reads verb packages' types and is imported only by cmd/ and
