@@ -103,8 +103,9 @@ func (o *Options) boot(ctx context.Context, s *scratch, res *Result) (err error)
 		return err
 	}
 	res.Boot = time.Since(t0)
-	killpoint.At(killpoint.RehearsalReady)
 	o.Logger.Info("the new release passed its rehearsal", "took", res.Boot)
+	killpoint.Hold(killpoint.RehearsalReady)
+	killpoint.At(killpoint.RehearsalReady)
 	return nil
 }
 
@@ -156,13 +157,19 @@ func (o *Options) waitReady(ctx context.Context, p *proc, port int, out *tail) e
 		return fmt.Errorf("rehearsal interrupted: %w", err)
 	}
 	var failed []string
+	var causes []error
 	for _, c := range rep.Checks {
 		if c.Status == health.Fail {
-			failed = append(failed, fmt.Sprintf("%s (%s)", c.Name, c.Reason))
+			hint := ""
+			if o.Hint != nil {
+				hint = o.Hint(c.Cause())
+			}
+			failed = append(failed, fmt.Sprintf("%s (%s)%s", c.Name, c.Reason, hint))
+			causes = append(causes, c.Cause())
 		}
 	}
 	if len(failed) > 0 {
-		return refused("checks failing: "+strings.Join(failed, "; "), out)
+		return refused("checks failing: "+strings.Join(failed, "; "), out, causes...)
 	}
 	return nil
 }

@@ -57,6 +57,9 @@ type Options struct {
 	// Hold, when not nil, stops the programs until the func it returns is
 	// called: the fallback copy when the data never holds still.
 	Hold func(ctx context.Context) (func() error, error)
+	// Hint, when not nil, may add to a refusal's reason a hint about the
+	// cause of a failing check ("; pin it with ..."); "" adds nothing.
+	Hint func(cause error) string
 	// Logger receives what Run does; nil discards.
 	Logger *slog.Logger
 }
@@ -180,12 +183,27 @@ func freePort(listen string) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// refusal is ErrRefused with what failed, the payload's last lines and
+// the failing checks' causes (a *health.ToolsError among them says which
+// tools the release lists).
+type refusal struct {
+	msg    string
+	causes []error
+}
+
+func (r *refusal) Error() string { return r.msg }
+
+// Unwrap returns ErrRefused and the causes.
+func (r *refusal) Unwrap() []error { return append([]error{ErrRefused}, r.causes...) }
+
 // refused is ErrRefused for what happened, with the last lines of out.
-func refused(what string, out *tail) error {
+// causes never hold a launch *ExitError: hbx would exit with its code.
+func refused(what string, out *tail, causes ...error) error {
 	lines := out.String()
-	if lines == "" {
-		return fmt.Errorf("%w: %s on a copy of the data; it wrote nothing", ErrRefused, what)
+	msg := fmt.Sprintf("%s: %s on a copy of the data; it wrote nothing", ErrRefused, what)
+	if lines != "" {
+		msg = fmt.Sprintf("%s: %s on a copy of the data; its last %d lines:\n  %s",
+			ErrRefused, what, strings.Count(lines, "\n")+1, strings.ReplaceAll(lines, "\n", "\n  "))
 	}
-	return fmt.Errorf("%w: %s on a copy of the data; its last %d lines:\n  %s",
-		ErrRefused, what, strings.Count(lines, "\n")+1, strings.ReplaceAll(lines, "\n", "\n  "))
+	return &refusal{msg: msg, causes: causes}
 }

@@ -49,10 +49,13 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	if err := c.readActive(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.stage(ctx, by); err != nil {
+	if err := c.stage(ctx); err != nil {
 		return nil, err
 	}
 	if err := c.rehearse(ctx, wait); err != nil {
+		return nil, err
+	}
+	if err := c.begin(by); err != nil {
 		return nil, err
 	}
 	if err := c.stop(ctx); err != nil {
@@ -94,10 +97,10 @@ func (c *changeRun) readActive(ctx context.Context) (err error) {
 	return nil
 }
 
-// stage publishes the new release beside the active one and writes the
-// journal (phase staged). Crash window "no journal yet": a partial
-// release or staging, never current; nothing to recover.
-func (c *changeRun) stage(ctx context.Context, by string) (err error) {
+// stage publishes the new release beside the active one. Crash window
+// "no journal yet": a partial release or staging, never current; nothing
+// to recover.
+func (c *changeRun) stage(ctx context.Context) (err error) {
 	c.opts.Step("staging")
 	c.opts.Logger.Info("staging the new release beside the active one", "image", c.t.Image)
 	if c.nr, c.res.Transfer, err = c.opts.Runtime.Stage(ctx, c.t.Image, c.t.Pin); err != nil {
@@ -111,6 +114,11 @@ func (c *changeRun) stage(ctx context.Context, by string) (err error) {
 		c.nr.MCPTools = c.t.MCPTools
 	}
 	c.res.Old, c.res.New = c.old, c.nr
+	return nil
+}
+
+// begin writes the journal (phase staged) before anything is stopped.
+func (c *changeRun) begin(by string) error {
 	c.j = &Journal{Old: c.old, New: c.nr, Started: c.opts.Now().UTC(), By: by}
 	if prior, err := ReadJournal(c.opts.RuntimeDir); err == nil && prior != nil && prior.Phase == PhaseDone && prior.New.Equal(c.old.Target) {
 		prior.Prior = nil
@@ -120,9 +128,10 @@ func (c *changeRun) stage(ctx context.Context, by string) (err error) {
 }
 
 // rehearse boots the staged release on a copy of the data (an Upgrade
-// with opts.Rehearse set) before anything is stopped. Crash window
-// "staged": the rehearsal's scratch copy and process are the next
-// rehearsal's to remove; Recover closes the journal.
+// with opts.Rehearse set) before anything is stopped or journaled. Crash
+// window "no journal yet": the rehearsal's scratch copy (and a process
+// that outlived hbx) are the next rehearsal's to remove; nothing to
+// recover.
 func (c *changeRun) rehearse(ctx context.Context, upgrading bool) error {
 	if c.opts.Rehearse == nil || !upgrading {
 		return nil
@@ -130,7 +139,7 @@ func (c *changeRun) rehearse(ctx context.Context, upgrading bool) error {
 	c.opts.Step("rehearsing")
 	note, err := c.opts.Rehearse(ctx, c.nr)
 	if err != nil {
-		return c.abort(fmt.Errorf("rehearse %s: %w; nothing was stopped, %s stays active", c.nr.Image, err, c.old.Image))
+		return fmt.Errorf("refused before anything was stopped (%s stays active): rehearse %s: %w", c.old.Image, c.nr.Image, err)
 	}
 	if note != "" {
 		c.res.Notes = append(c.res.Notes, note)

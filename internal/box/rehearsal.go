@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/pinfile"
 	"github.com/hermesbox/hbx/rehearse"
 	"github.com/hermesbox/hbx/release"
@@ -43,6 +44,12 @@ func (b Box) Rehearsal(svc upgrade.Services) func(context.Context, upgrade.Relea
 				}
 				return h.Release, nil
 			}
+		}
+		o.Hint = func(cause error) string {
+			if tools, ok := health.ListedTools(cause); ok {
+				return toolSetHint(r, tools)
+			}
+			return ""
 		}
 		res, err := rehearse.Run(ctx, o)
 		if err != nil {
