@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hermesbox/hbx/launch"
 )
 
 // TestTail: the last TailLines non-empty lines, each cut to TailLineMax
@@ -61,5 +63,29 @@ func TestRefusedQuotesTheLastLines(t *testing.T) {
 	}
 	if err := refused("x", &tail{}); !strings.HasSuffix(err.Error(), "it wrote nothing") {
 		t.Errorf("refused with no output = %q", err)
+	}
+}
+
+// TestExitedNeverCarriesThePayloadsCode: a payload that exited 7 is
+// refused saying so, but the error does not wrap launch's *ExitError,
+// whose code hbx would exit with (hbx upgrade exits 1).
+func TestExitedNeverCarriesThePayloadsCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&launch.ExitError{Code: 7}, "it exited with status 7 before it was ready"},
+		{nil, "it exited with status 0 before it was ready"},
+		{errors.New("fork/exec bun: no such file"), "it did not start: fork/exec bun: no such file"},
+	} {
+		p := &proc{err: tc.err}
+		err := refused(p.exited(), &tail{})
+		var xe *launch.ExitError
+		if errors.As(err, &xe) {
+			t.Errorf("refused(%v) wraps launch's *ExitError %d", tc.err, xe.Code)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("refused(%v) = %q, want it to say %q", tc.err, err, tc.want)
+		}
 	}
 }
