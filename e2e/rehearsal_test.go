@@ -88,7 +88,8 @@ func scratches(b *box) []string {
 // left; with --no-rehearsal the same upgrade goes on and rolls back. A
 // good upgrade passes its rehearsal, whose scratch copy is private
 // (0700, the data directory's owner) on a port that is not the box's,
-// then proceeds. An hbx upgrade killed with SIGKILL during its rehearsal
+// then proceeds; a second hbx upgrade meanwhile is refused by the lock
+// the rehearsal holds. An hbx upgrade killed with SIGKILL during its rehearsal
 // leaves the box running, and the next one removes the leftover and
 // converges.
 func TestUpgradeRehearsalE2E(t *testing.T) {
@@ -152,6 +153,12 @@ func TestUpgradeRehearsalE2E(t *testing.T) {
 		}
 	}
 	checkScratch(t, b)
+	// A second upgrade meanwhile meets the lock the rehearsal holds.
+	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, "HBX_BACKUP_LOCK_WAIT=0s"}, "upgrade", "--image", v2); r.code == 0 || !strings.Contains(r.stderr, "hbx upgrade") || !strings.Contains(r.stderr, "lock") {
+		t.Errorf("a second hbx upgrade during the rehearsal = %d, want refused naming the lock and its holder\n%s", r.code, r.stderr)
+	} else {
+		t.Logf("second upgrade refused: %s", lastLine(r.stderr))
+	}
 	os.Remove(gate)
 	for sc.Scan() {
 		stderr.WriteString(sc.Text() + "\n")
