@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/killpoint"
+	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/internal/testimage"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -108,7 +109,7 @@ func TestUpgradeRehearsalE2E(t *testing.T) {
 		t.Fatalf("hbx upgrade to a release that crashes on old data = %d, want 1\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("refused in %s:\n%s", r.took.Round(time.Millisecond), r.stderr)
-	for _, want := range []string{"failed its rehearsal", "exited with status 1", "was made by an older release", "refused before anything was stopped", v1 + " stays active"} {
+	for _, want := range []string{"failed its rehearsal", "exited with status 1", "was made by an older release", "nothing was stopped, " + v1 + " stays active"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, r.stderr)
 		}
@@ -233,5 +234,93 @@ func checkScratch(t *testing.T, b *box) {
 	}
 	if st := readState(t, b.dataDir); st.Format != 1 {
 		t.Errorf("the live data has state %+v during the rehearsal, want format 1", st)
+	}
+}
+
+// rehearsalProcs returns the pids of processes whose environment points
+// EXECUTOR_DATA_DIR into a rehearsal scratch copy of b's data.
+func rehearsalProcs(b *box) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if strings.HasPrefix(kv, "EXECUTOR_DATA_DIR="+b.dataDir+".rehearsal-") {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// TestRehearsalStopsTheWholeTreeE2E: the rehearsal of today's Executor
+// shape (a server with a workerd child that ignores SIGTERM,
+// testimage.ShapeTree) runs as a process tree on the copy, and once hbx
+// upgrade is past it not one process of that tree is left.
+func TestRehearsalStopsTheWholeTreeE2E(t *testing.T) {
+	requireE2E(t)
+	requireKillPoints(t)
+	b, _, v1, _, _ := upgradeBox(t)
+	tarballs, err := testimage.BunTarballs(testenv.RepoRoot(t))
+	if err != nil {
+		testenv.Unavailable(t, err.Error())
+	}
+	dir, err := runTempDir("hbx-e2e-image-2.0.0-tree-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := testimage.BuildLayout(dir, testimage.Options{BunTarballs: tarballs, Shape: testimage.ShapeTree, Version: "2.0.0-tree", StateFormat: 2, Platforms: []string{platform(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _, _ := strings.Cut(v1, ":v")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := testimage.Push(ctx, img.Dir, name+":v2.0.0-tree")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := name + ":v2.0.0-tree@" + d.String()
+	appendConfig(t, b, "health:\n  token_file: "+filepath.Join(b.dataDir, "api-key")+"\n")
+
+	gate := filepath.Join(t.TempDir(), "gate")
+	writeFile(t, gate, "", 0o600)
+	cmd := exec.Command(binary(t), "--config", b.config, "upgrade", "--image", tree, "--mcp-tools", "execute,skills,resume")
+	cmd.Env = append(cleanEnv(), killpoint.HoldEnv+"="+killpoint.RehearsalReady+"="+gate)
+	errPipe, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(errPipe)
+	var stderr strings.Builder
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "passed its rehearsal") {
+			break
+		}
+	}
+	during := rehearsalProcs(b)
+	os.Remove(gate)
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("hbx upgrade to the tree-shaped release: %v\n%s", err, stderr.String())
+	}
+	if len(during) < 2 {
+		t.Errorf("during the rehearsal %d processes ran on the copy (%v), want the server and its workerd child", len(during), during)
+	}
+	if after := rehearsalProcs(b); len(after) != 0 {
+		t.Errorf("after hbx upgrade, processes of the rehearsal still run: %v (during: %v)", after, during)
+	}
+	if got := b.activeVersion(); got != "2.0.0-tree" {
+		t.Errorf("active %s after the upgrade, want 2.0.0-tree", got)
 	}
 }

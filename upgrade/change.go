@@ -139,7 +139,7 @@ func (c *changeRun) rehearse(ctx context.Context, upgrading bool) error {
 	c.opts.Step("rehearsing")
 	note, err := c.opts.Rehearse(ctx, c.nr)
 	if err != nil {
-		return fmt.Errorf("refused before anything was stopped (%s stays active): rehearse %s: %w", c.old.Image, c.nr.Image, err)
+		return fmt.Errorf("rehearse %s (nothing was stopped, %s stays active): %w", c.nr.Image, c.old.Image, err)
 	}
 	if note != "" {
 		c.res.Notes = append(c.res.Notes, note)
