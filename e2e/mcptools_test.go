@@ -67,8 +67,16 @@ func TestUpgradeMCPToolsE2E(t *testing.T) {
 	}
 	unchanged("a bad --mcp-tools")
 
-	// Without --mcp-tools the gate sees the extra tool and rolls back.
+	// Without --mcp-tools the rehearsal sees the extra tool and refuses
+	// before anything stops, naming the flag that accepts it.
 	r = b.hbx("upgrade", "--image", skills)
+	if r.code != 1 || !strings.Contains(r.stderr, "failed its rehearsal") || !strings.Contains(r.stderr, `unexpected "skills"`) || !strings.Contains(r.stderr, "hbx upgrade --image "+skills+" --mcp-tools "+three) {
+		t.Fatalf("hbx upgrade to the skills image without --mcp-tools = %d, want 1, refused by the rehearsal, naming the extra tool and the flag\n%s", r.code, r.stderr)
+	}
+	unchanged("the refused rehearsal")
+
+	// Without it (--no-rehearsal) the gate sees the extra tool and rolls back.
+	r = b.hbx("upgrade", "--image", skills, "--no-rehearsal")
 	if r.code != 1 || !strings.Contains(r.stderr, "rolled back") || !strings.Contains(r.stderr, `unexpected "skills"`) {
 		t.Fatalf("hbx upgrade to the skills image without --mcp-tools = %d, want 1, rolled back, naming the extra tool\n%s", r.code, r.stderr)
 	}

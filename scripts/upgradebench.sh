@@ -288,3 +288,24 @@ echo "Targets: the upgrade fetches $(pct "${fa}") % of the image's compressed by
 echo "         behind the limited link it takes $(printf '%.2f' "$(ratio "A,limited" "B,limited")") of a cold install's time (target < 0.5)."
 echo "The proxy's figure is every response body it served (index, manifest, config and blobs); hbx's fetched_bytes counts the blobs."
 echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg). The row took $((SECONDS - started)) s with ${rounds} rounds."
+
+# ---- rehearsal row (issue 27): what the rehearsal adds to hbx upgrade ----
+# rehearsal_row runs e2e's TestBenchRehearsal: on the test image (its
+# server boots under the real Bun) with hbx supervise running, rounds of
+# `hbx upgrade` 1.0.0 -> 2.0.0 with the rehearsal and with --no-rehearsal,
+# interleaved, each rolled back, with a 32 MiB file in the data directory
+# (UPGRADE_REHEARSAL_ROUNDS rounds, default 3). It prints the medians of
+# both upgrades, of the rehearsal itself and of its copy, and how many
+# copies needed a hold. Not comparable with the rows above (another image).
+rehearsal_row() {
+	step "Rehearsal: hbx upgrade with and without it (test image, interleaved)"
+	local out
+	if ! out=$(HBXTEST_E2E=1 HBXTEST_BENCH=1 HBXTEST_REHEARSAL_ROUNDS="${UPGRADE_REHEARSAL_ROUNDS:-3}" HBXTEST_BIN="${hbx}" \
+		go test -count=1 -run '^TestBenchRehearsal$' -v ./e2e/ 2>&1); then
+		tail -20 <<<"${out}" >&2
+		return 1
+	fi
+	grep '^rehearsal:' <<<"${out}" | sed 's/^rehearsal: //'
+}
+rehearsal_row
+# ---- end of the rehearsal row ----

@@ -49,7 +49,13 @@ func change(ctx context.Context, opts Options, t Target, by string, wait bool) (
 	if err := c.readActive(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.stage(ctx, by); err != nil {
+	if err := c.stage(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.rehearse(ctx, wait); err != nil {
+		return nil, err
+	}
+	if err := c.begin(by); err != nil {
 		return nil, err
 	}
 	if err := c.stop(ctx); err != nil {
@@ -91,10 +97,10 @@ func (c *changeRun) readActive(ctx context.Context) (err error) {
 	return nil
 }
 
-// stage publishes the new release beside the active one and writes the
-// journal (phase staged). Crash window "no journal yet": a partial
-// release or staging, never current; nothing to recover.
-func (c *changeRun) stage(ctx context.Context, by string) (err error) {
+// stage publishes the new release beside the active one. Crash window
+// "no journal yet": a partial release or staging, never current; nothing
+// to recover.
+func (c *changeRun) stage(ctx context.Context) (err error) {
 	c.opts.Step("staging")
 	c.opts.Logger.Info("staging the new release beside the active one", "image", c.t.Image)
 	if c.nr, c.res.Transfer, err = c.opts.Runtime.Stage(ctx, c.t.Image, c.t.ManifestDigest); err != nil {
@@ -108,12 +114,37 @@ func (c *changeRun) stage(ctx context.Context, by string) (err error) {
 		c.nr.MCPTools = c.t.MCPTools
 	}
 	c.res.Old, c.res.New = c.old, c.nr
+	return nil
+}
+
+// begin writes the journal (phase staged) before anything is stopped.
+func (c *changeRun) begin(by string) error {
 	c.j = &Journal{Old: c.old, New: c.nr, Started: c.opts.Now().UTC(), By: by}
 	if prior, err := ReadJournal(c.opts.RuntimeDir); err == nil && prior != nil && prior.Phase == PhaseDone && prior.New.Equal(c.old.Target) {
 		prior.Prior = nil
 		c.j.Prior = prior
 	}
 	return c.j.write(c.opts.RuntimeDir, PhaseStaged, c.opts.Now())
+}
+
+// rehearse boots the staged release on a copy of the data (an Upgrade
+// with opts.Rehearse set) before anything is stopped or journaled. Crash
+// window "no journal yet": the rehearsal's scratch copy (and a process
+// that outlived hbx) are the next rehearsal's to remove; nothing to
+// recover.
+func (c *changeRun) rehearse(ctx context.Context, upgrading bool) error {
+	if c.opts.Rehearse == nil || !upgrading {
+		return nil
+	}
+	c.opts.Step("rehearsing")
+	note, err := c.opts.Rehearse(ctx, c.nr)
+	if err != nil {
+		return fmt.Errorf("rehearse %s (nothing was stopped, %s stays active): %w", c.nr.Image, c.old.Image, err)
+	}
+	if note != "" {
+		c.res.Notes = append(c.res.Notes, note)
+	}
+	return nil
 }
 
 // abort closes the journal as aborted (putting back a prior completed

@@ -20,6 +20,10 @@
 //  2. Refuse when the target is the active release (ErrSameRelease).
 //  3. Stage the new release beside the active one (published under
 //     releases/, current untouched) while the services keep running.
+//     With Options.Rehearse set (an Upgrade), boot it on a copy of the
+//     data first (package rehearse): its error refuses the upgrade
+//     before anything is stopped or journaled. Then write the journal
+//     (phase staged).
 //  4. Hold the services stopped and take a cold backup of the data
 //     (tagged pre-upgrade, recording the old digests). When it fails, the
 //     upgrade is aborted: the hold is released, the services are waited
@@ -124,10 +128,11 @@
 //
 // The windows, by the phase the journal records:
 //
-//   - no journal yet (staging: pulling, extracting, validating): a
-//     partial release under releases/ or its staging, never current;
-//     current, the config and the data are untouched. The next install
-//     removes the staging; nothing to recover.
+//   - no journal yet (staging: pulling, extracting, validating; the
+//     rehearsal): a partial release under releases/ or its staging, never
+//     current; current, the config and the data are untouched. The next
+//     install removes the staging, the next rehearsal its scratch copy
+//     and what still runs in it; nothing to recover.
 //   - staged, backed-up (the hold, the pre-upgrade backup): current and
 //     the config name the old release; the data was only read; maybe a
 //     .tmp-* archive (removed by the next backup) or a complete

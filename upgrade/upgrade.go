@@ -129,9 +129,16 @@ type Options struct {
 	Data     Data
 	Config   Config
 
+	// Rehearse, when not nil, boots the staged release on a copy of the
+	// data before an Upgrade stops anything (package rehearse, composed
+	// by the caller) and returns a line for Result.Notes; its error
+	// refuses the upgrade with nothing stopped and the old release
+	// active and configured (the journal closed as aborted).
+	Rehearse func(ctx context.Context, r Release) (string, error)
+
 	Logger *slog.Logger
 	// Step, if not nil, is told each step as it starts ("staging",
-	// "stopping", "backing-up", "activating", "health", "done",
+	// "rehearsing", "stopping", "backing-up", "activating", "health", "done",
 	// "rolling-back", "rolled-back"); "activating" and "rolling-back"
 	// come once their journal phase is durable.
 	Step func(step string)

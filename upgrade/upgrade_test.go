@@ -171,6 +171,31 @@ func TestUpgrade(t *testing.T) {
 			wantPhase: PhaseAborted, wantCur: oldRel,
 		},
 		{
+			name: "rehearsal refuses before anything stops",
+			setup: func(f *fake, o *Options) {
+				o.Rehearse = func(context.Context, Release) (string, error) {
+					f.calls = append(f.calls, "rehearse")
+					return "", boom
+				}
+			},
+			target:    Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}},
+			wantErr:   boom,
+			wantCalls: []string{"stage", "rehearse"},
+			wantCur:   oldRel,
+		},
+		{
+			name: "rehearsal passes, then the upgrade",
+			setup: func(f *fake, o *Options) {
+				o.Rehearse = func(_ context.Context, r Release) (string, error) {
+					f.calls = append(f.calls, "rehearse "+r.ManifestDigest.Encoded()[:4])
+					return "rehearsed", nil
+				}
+			},
+			target:    Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}},
+			wantCalls: []string{"stage", "rehearse " + m2, "hold", "backup", "pin " + m2, "activate " + m2, "release", "wait"},
+			wantPhase: PhaseDone, wantCur: newRel,
+		},
+		{
 			name:      "staging fails changes nothing",
 			setup:     func(f *fake, _ *Options) { f.failStage = boom },
 			target:    Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}},

@@ -18,6 +18,7 @@ import (
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/internal/pending"
+	"github.com/hermesbox/hbx/rehearse"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -273,6 +274,7 @@ func TestExitCode(t *testing.T) {
 		{fmt.Errorf("restore: %w: /data is the root of a mount", datalock.ErrMountPoint), 2}, // executor.data_dir set to a mount point
 		{fmt.Errorf("status: %w", &pending.ChangeError{}), exitNotRunning},                   // pending.Change: hbx status exits 3
 		{supervisor.NotRunning([]supervisor.Status{{Name: "hermes", State: supervisor.Fatal}}), exitNotRunning},
+		{fmt.Errorf("upgrade: rehearse x (nothing was stopped, y stays active): %w", rehearse.ErrRefused), exitFailure}, // a release that would not come up
 	}
 	for _, tt := range tests {
 		if got := exitCode(tt.err); got != tt.want {

@@ -23,17 +23,21 @@ type upgradeFlags struct {
 	mcpTools       string
 	from           string
 	json           bool
+	noRehearsal    bool
 }
 
 // newUpgradeCommand builds `hbx upgrade`.
 func newUpgradeCommand(g *globals) *cobra.Command {
 	var o upgradeFlags
 	cmd := &cobra.Command{
-		Use:   "upgrade --image REF [--platform-digest DIGEST] [--mcp-tools NAMES] [--from PATH]",
+		Use:   "upgrade --image REF [--platform-digest DIGEST] [--mcp-tools NAMES] [--from PATH] [--no-rehearsal]",
 		Short: "Move to a new pinned Executor release, backed up, health-checked, rolled back on failure",
 		Long: `Upgrade moves the box to the image REF (name:tag@sha256:<64 hex>, the
 rules of executor.image), with hbx supervise running: it stages the new
-release, takes a pre-upgrade backup, pins and activates it, waits for the
+release, rehearses it on a copy of the data on a scratch loopback port
+while the box keeps running (refused, with its last output lines, when
+it would not come up: docs/upgrade.md#rehearsal; --no-rehearsal skips
+it), takes a pre-upgrade backup, pins and activates it, waits for the
 health checks and rolls back on failure (docs/upgrade.md#upgrade; an
 interrupted one: docs/upgrade.md#crash-recovery).
 
@@ -53,7 +57,7 @@ instead of the registry (as hbx install --from), checked by REF's digests.`,
 			if err != nil {
 				return err
 			}
-			return runUpgrade(cmd.Context(), changeOpts{g: g, cfg: cfg, srcs: srcs, json: o.json, from: o.from}, t, tools)
+			return runUpgrade(cmd.Context(), changeOpts{g: g, cfg: cfg, srcs: srcs, json: o.json, from: o.from, noRehearsal: o.noRehearsal}, t, tools)
 		},
 	}
 	cmd.Flags().StringVar(&o.image, "image", "", "the new image reference, name:tag@sha256:<64 hex> (required)")
@@ -61,6 +65,7 @@ instead of the registry (as hbx install --from), checked by REF's digests.`,
 	cmd.Flags().StringVar(&o.mcpTools, "mcp-tools", "", "pin the new image's MCP tool set, comma-separated, as health.mcp_tools (needs health.token_file)")
 	cmd.Flags().StringVar(&o.from, "from", "", "read the image from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print steps and the result as JSON lines")
+	cmd.Flags().BoolVar(&o.noRehearsal, "no-rehearsal", false, "do not boot the new release on a copy of the data before stopping the box")
 	return cmd
 }
 
@@ -96,6 +101,9 @@ type changeOpts struct {
 	srcs *config.Sources
 	json bool   // steps and the result as JSON lines
 	from string // hbx upgrade --from: stage from this OCI layout or archive
+	// noRehearsal: hbx upgrade --no-rehearsal, no rehearsal on a copy of
+	// the data before the box is stopped.
+	noRehearsal bool
 }
 
 // runUpgrade moves the box to t as hbx upgrade does, pinning tools with
@@ -131,6 +139,9 @@ func upgradeTo(ctx context.Context, o changeOpts, t upgrade.Target, tools []stri
 		return nil, err
 	}
 	defer unlock()
+	if !o.noRehearsal {
+		opts.Rehearse = b.Rehearsal(opts.Services)
+	}
 	return upgrade.Upgrade(ctx, opts, t)
 }
 

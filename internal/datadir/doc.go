@@ -16,6 +16,7 @@
 //	/workspace/executor/data.restore-<stamp>[-N]         Staging: the archive extracted, before the swap
 //	/workspace/executor/data.pre-restore-<stamp>[-N]     PreRestore: D as a restore found it
 //	/workspace/executor/data.rolled-back-<stamp>         RolledBack: D as a rollback found it
+//	/workspace/executor/data.rehearsal-<random>          Rehearsal: a scratch copy an upgrade rehearses on
 //
 // <stamp> is a UTC time, Stamp's layout (20261201T101500Z): stamps sort
 // as text, so the newest copies are the last names in order. -N tells

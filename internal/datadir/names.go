@@ -46,6 +46,10 @@ const (
 	// RolledBack: <dir>.rolled-back-<stamp>, the data a rollback replaced:
 	// what the newer release wrote.
 	RolledBack Kind = "rolled-back"
+	// Rehearsal: <dir>.rehearsal-<random>, the private scratch copy a
+	// rehearsal boots a staged release on (package rehearse); removed
+	// after it, or as a leftover by the next one.
+	Rehearsal Kind = "rehearsal"
 )
 
 // Kept lists the kinds of kept copies of replaced data, in the order

@@ -24,6 +24,11 @@ const (
 	// release, released the hold and starts waiting for its health
 	// (journal phase activating; package upgrade).
 	UpgradeHealthWait = "upgrade-health-wait"
+	// RehearsalReady is where hbx upgrade's rehearsal found the staged
+	// release ready on its scratch copy and logged so, before it stops it
+	// and removes the copy (package rehearse; journal phase staged): a
+	// point for At and Hold.
+	RehearsalReady = "rehearsal-ready"
 	// SupervisorRecovery is where a running supervisor looks for a
 	// release change or restore whose command died (package upgrade),
 	// before it resolves it: a point for Hold.

@@ -6,10 +6,11 @@ import (
 	"github.com/hermesbox/hbx/internal/config"
 )
 
-// smokeListen is the address install.smoke_command's scratch instance
-// listens on: executor.listen, but loopback of the same family when
-// executor.exposure is network. A scratch instance is never exposed.
-func smokeListen(cfg *config.Config) string {
+// SmokeListen is the address a scratch instance (install.smoke_command's,
+// hbx upgrade's rehearsal) listens on: executor.listen, but loopback of
+// the same family when executor.exposure is network. A scratch instance
+// is never exposed.
+func SmokeListen(cfg *config.Config) string {
 	if cfg.Executor.Exposure != config.ExposureNetwork {
 		return cfg.Executor.Listen
 	}

@@ -95,7 +95,7 @@ func smokeFunc(cfg *config.Config, hostPath string) installer.SmokeFunc {
 	}
 	return func(ctx context.Context, inst *release.Installed) error {
 		o := Launch(cfg, hostPath)
-		o.Listen = smokeListen(cfg) // never exposed, whatever executor.exposure
+		o.Listen = SmokeListen(cfg) // never exposed, whatever executor.exposure
 		return launch.SmokeScratch(ctx, o, inst, argv, cfg.Install.ValidateTimeout)
 	}
 }

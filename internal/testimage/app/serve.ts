@@ -17,6 +17,9 @@
 //   HBXTEST_FORCE_HOST         listen on this address instead of EXECUTOR_HOST
 //   HBXTEST_FAIL_HEALTH=1      /api/health answers 503
 //   HBXTEST_EXIT_AT_START=N    exit with status N right after start-up
+//   HBXTEST_REFUSE_OLDER_DATA=1  exit 1 at start-up on data an older release
+//                              made (state.json's format below this one's),
+//                              as Executor v1.5.30 to v1.5.32 crashed on it
 //   HBXTEST_START_DELAY_MS=N   wait N ms before listening
 //   HBXTEST_DEGRADED_IF=PATH   /api/health answers 200 {"status":"degraded"}
 //                              while PATH exists (Executor's database failing)
@@ -119,6 +122,9 @@ if (prevText !== undefined) {
   if (!Number.isInteger(prev?.format) || !Number.isInteger(prev?.starts)) fail(`${statePath}: bad contents`);
   if (prev.format > stateFormat) {
     fail(`${statePath}: data format ${prev.format} is newer than this release (${version}) supports (${stateFormat})`);
+  }
+  if (process.env.HBXTEST_REFUSE_OLDER_DATA === "1" && prev.format < stateFormat) {
+    fail(`${statePath}: data format ${prev.format} was made by an older release; ${version} crashes on it`);
   }
   starts = prev.starts;
 }

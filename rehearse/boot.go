@@ -1,0 +1,199 @@
+package rehearse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hermesbox/hbx/health"
+	"github.com/hermesbox/hbx/internal/killpoint"
+	"github.com/hermesbox/hbx/internal/procscan"
+	"github.com/hermesbox/hbx/internal/regfile"
+	"github.com/hermesbox/hbx/launch"
+)
+
+// pollInterval is how often the readiness gate is tried.
+const pollInterval = 250 * time.Millisecond
+
+// proc is the rehearsed payload, run by launch.Run in a goroutine.
+type proc struct {
+	pidFile string
+	held    *procscan.Pin // the scratch's held file, which the payload inherits
+	pid     atomic.Int64
+	done    chan struct{}
+	err     error // launch.Run's, once done is closed
+}
+
+// readPid returns the payload's pid from its pidfile (0 until written).
+// The pidfile is in the payload's state directory: a pid that does not
+// hold the scratch's held file is not the payload's, and is never
+// signalled nor probed.
+func (p *proc) readPid() int {
+	if pid := p.pid.Load(); pid > 0 {
+		return int(pid)
+	}
+	b, err := regfile.ReadFileNoFollow(p.pidFile, 64)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 || !procscan.Holds(pid, p.held) {
+		return 0
+	}
+	p.pid.Store(int64(pid))
+	return pid
+}
+
+// exited says how the payload ended, never wrapping launch's
+// *ExitError (whose code hbx would exit with).
+func (p *proc) exited() string {
+	var xe *launch.ExitError
+	switch {
+	case p.err == nil:
+		return "it exited with status 0 before it was ready"
+	case errors.As(p.err, &xe):
+		return fmt.Sprintf("it exited with status %d before it was ready", xe.Code)
+	}
+	return "it did not start: " + p.err.Error()
+}
+
+// boot starts o.Release on s's copy on a free loopback port, waits until
+// it is ready and checked, and stops it whatever happened.
+func (o *Options) boot(ctx context.Context, s *scratch, res *Result) (err error) {
+	lo := o.Launch
+	lo.DataDir, lo.StateDir, lo.Listen = s.data(), s.state(), o.Listen
+	if res.Port, err = freePort(o.Listen); err != nil {
+		return err
+	}
+	lo.Port, lo.HostPort = res.Port, res.Port
+	spec, err := launch.PrepareCommand(lo, o.Release, o.Release.Meta.Config.Argv())
+	if err != nil {
+		return fmt.Errorf("prepare the rehearsal: %w", err)
+	}
+	spec.ExtraFiles = []*os.File{s.held}
+	pin, err := procscan.PinFile(s.held)
+	if err != nil {
+		return fmt.Errorf("prepare the rehearsal: %w", err)
+	}
+	defer pin.Close()
+	out := &tail{}
+	p := &proc{pidFile: spec.PidFile, held: pin, done: make(chan struct{})}
+	// The payload is stopped here, not by ctx: Ctrl-C still stops it
+	// (deferred below) and removes the scratch directory.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t0 := time.Now()
+	o.Logger.Info("rehearsing the new release on a copy of the data", "release", o.Release.Meta.ManifestDigest, "port", res.Port)
+	go func() {
+		p.err = launch.Run(runCtx, spec, out, out, slog.New(slog.DiscardHandler))
+		close(p.done)
+	}()
+	defer func() {
+		if serr := o.stop(cancel, p); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	if err := o.waitReady(ctx, p, res.Port, out); err != nil {
+		return err
+	}
+	res.Boot = time.Since(t0)
+	o.Logger.Info("the new release passed its rehearsal", "took", res.Boot)
+	killpoint.Hold(killpoint.RehearsalReady)
+	killpoint.At(killpoint.RehearsalReady)
+	return nil
+}
+
+// health is o.Health pointed at the rehearsal on port.
+func (o *Options) health(port int) health.Options {
+	h := o.Health
+	h.Listen, h.Port, h.Network = o.Listen, port, false
+	h.Supervisor, h.PidFile, h.DataDir, h.Release = nil, "", "", health.ReleaseWant{}
+	if h.Timeout <= 0 {
+		h.Timeout = health.DefaultTimeout
+	}
+	return h
+}
+
+// waitReady waits, bounded by o.Wait, until the readiness gate of the
+// real start passes for p, then runs o.Checks once.
+func (o *Options) waitReady(ctx context.Context, p *proc, port int, out *tail) error {
+	h := o.health(port)
+	probe, err := health.ReadyProcess(h, o.Readiness, nil)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(o.Wait)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	last := errors.New("it did not write its pidfile")
+	for {
+		select {
+		case <-p.done:
+			return refused(p.exited(), out)
+		case <-ctx.Done():
+			return fmt.Errorf("rehearsal interrupted: %w", context.Cause(ctx))
+		case <-tick.C:
+		}
+		if pid := p.readPid(); pid > 0 {
+			pctx, cancel := context.WithTimeout(ctx, h.Timeout)
+			last = probe(pctx, pid)
+			cancel()
+			if last == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return refused(fmt.Sprintf("it was not ready within %s (%s)", o.Wait, strings.Join(strings.Fields(last.Error()), " ")), out)
+		}
+	}
+	rep, err := health.Run(ctx, h, o.Checks)
+	if err != nil {
+		return fmt.Errorf("rehearsal interrupted: %w", err)
+	}
+	var failed []string
+	var causes []error
+	for _, c := range rep.Checks {
+		if c.Status == health.Fail {
+			hint := ""
+			if o.Hint != nil {
+				hint = o.Hint(c.Cause())
+			}
+			failed = append(failed, fmt.Sprintf("%s (%s)%s", c.Name, c.Reason, hint))
+			causes = append(causes, c.Cause())
+		}
+	}
+	if len(failed) > 0 {
+		return refused("checks failing: "+strings.Join(failed, "; "), out, causes...)
+	}
+	return nil
+}
+
+// stop ends the payload: SIGTERM to its group (cancel: launch.Run sends
+// it), SIGKILL to the group after o.StopGrace; launch.Run then kills what
+// left the group but holds its marker.
+func (o *Options) stop(cancel context.CancelFunc, p *proc) error {
+	cancel()
+	grace := time.NewTimer(o.StopGrace)
+	defer grace.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-grace.C:
+	}
+	if pid := p.readPid(); pid > 0 {
+		o.Logger.Warn("the rehearsed release ignored SIGTERM; killing its process group", "pid", pid)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(time.Minute):
+		return errors.New("stop the rehearsed release: still running a minute after SIGKILL")
+	}
+}

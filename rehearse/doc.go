@@ -1,0 +1,68 @@
+// Package rehearse boots a staged (published, not current) release on a
+// copy of the box's data before `hbx upgrade` touches the box, and says
+// whether it would come up: a release that crashes or never becomes ready
+// on a copy of the real data is refused (ErrRefused) while the running
+// release keeps serving. docs/upgrade.md#rehearsal says it for operators.
+//
+// Run does, in order:
+//
+//  1. Remove what an earlier rehearsal left (its process killed by a
+//     kill -9 of hbx): every <data_dir>.rehearsal-* directory, after
+//     SIGKILLing every process that still holds its held file open.
+//  2. Make a private scratch directory beside the data directory,
+//     <data_dir>.rehearsal-<random> (internal/datadir's Rehearsal kind):
+//     created exclusively, mode 0700, root's (the caller's) while it is
+//     filled, then the data directory's owner's. It is as trusted as
+//     the data directory, whose parent it shares.
+//  3. Copy the data into it without stopping anything (Snapshot): copy
+//     every file, then read the data again; when every file read the same
+//     both times, the copy is the data as it stood at one instant between
+//     the two passes, a state SQLite recovers from as from a crash of its
+//     writer (its WAL is replayed; the -shm index is not copied, SQLite
+//     rebuilds it). When the data changed during the copy, it tries again
+//     (Attempts in all); when it never holds still and Options.Hold is set,
+//     it copies once while Hold keeps the programs stopped and reports how
+//     long that hold lasted (Result.Held).
+//  4. Start the release from the copy exactly as the real start does
+//     (launch.PrepareCommand with the image's own command: the same user,
+//     environment, env file, key and argument mapping), on a free loopback
+//     port the OS chose (never the configured one), with its own state
+//     directory in the scratch directory.
+//  5. Wait, bounded by Options.Wait, for the readiness gate of the real
+//     start (health.ReadyProcess: the readiness check, then every
+//     listener of its process tree on loopback), then run Options.Checks
+//     once (the MCP checks the real start's health wait runs: the 401
+//     Bearer challenge, the tool set pinned with the release). A payload
+//     that exits, never becomes ready or fails a check is refused: the
+//     error names what failed and quotes the last TailLines lines of its
+//     output (each cut to TailLineMax bytes).
+//  6. Stop it whatever happened: SIGTERM to its process group, SIGKILL
+//     to the group after StopGrace, then SIGKILL to every process that
+//     still holds launch's marker or the scratch's held file (a child
+//     that left the group: workerd, a setsid daemon); then remove the
+//     scratch directory.
+//
+// # What it guarantees
+//
+//   - The running box is never stopped, unless the data never holds still
+//     over Attempts copies and Options.Hold is set: then the hold lasts
+//     the one copy (milliseconds for Executor's few files).
+//   - The live data directory is only read; the live port, state
+//     directory and data lock are never used.
+//   - The scratch directory is removed when Run returns, and by the next
+//     Run when hbx was killed (with what still runs in it).
+//
+// # What it does not guarantee
+//
+//   - A process of the rehearsal that left its process group and closed
+//     every descriptor it inherited is not found (it is in no cgroup: the
+//     supervisor owns those).
+//   - A release that passes can still fail on the real start (data
+//     written between the copy and the stop); the upgrade's own health
+//     wait and rollback remain the safety net.
+//   - The copy's consistency rests on no file of the data returning to the
+//     exact bytes it had within the copy window (an ABA): SQLite's WAL
+//     salts change at every reset, so its files never do.
+//
+// It prints nothing: it logs to Options.Logger and returns a Result.
+package rehearse

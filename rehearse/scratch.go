@@ -1,0 +1,137 @@
+package rehearse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/datadir"
+	"github.com/hermesbox/hbx/internal/procscan"
+)
+
+// HeldFile is the file in the scratch directory that the rehearsed
+// payload inherits open (after launch's marker, as its fd 3): the next
+// Run finds whatever of an abandoned rehearsal still runs by it.
+const HeldFile = ".held"
+
+// scratch is one rehearsal's private directory beside the data directory.
+type scratch struct {
+	dir  string   // <data_dir>.rehearsal-<random>
+	held *os.File // dir/HeldFile, open
+}
+
+// data and state are the copy's data and state directories.
+func (s *scratch) data() string  { return filepath.Join(s.dir, "data") }
+func (s *scratch) state() string { return filepath.Join(s.dir, "state") }
+
+// newScratch makes dataDir's scratch directory: created exclusively
+// (os.MkdirTemp) beside dataDir, mode 0700, this process's until own
+// gives it away.
+func newScratch(dataDir string) (*scratch, error) {
+	d := filepath.Clean(dataDir)
+	dir, err := os.MkdirTemp(filepath.Dir(d), filepath.Base(datadir.Rehearsal.Path(d, "*")))
+	if err != nil {
+		return nil, fmt.Errorf("make the rehearsal's scratch directory: %w", err)
+	}
+	s := &scratch{dir: dir}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		s.remove(context.Background())
+		return nil, fmt.Errorf("make the rehearsal's scratch directory: %w", err)
+	}
+	if s.held, err = os.OpenFile(filepath.Join(dir, HeldFile), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+		s.remove(context.Background())
+		return nil, fmt.Errorf("make the rehearsal's scratch directory: %w", err)
+	}
+	return s, nil
+}
+
+// own gives the scratch directory to the owner of dataDir (when this
+// process is root), mode 0700 still, so the payload's user reaches its
+// copy and only it.
+func (s *scratch) own(dataDir string) error {
+	st, err := os.Stat(dataDir)
+	if err != nil {
+		return err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || os.Geteuid() != 0 {
+		return nil
+	}
+	return os.Chown(s.dir, int(sys.Uid), int(sys.Gid))
+}
+
+// remove closes the held file, SIGKILLs whatever of the rehearsal still
+// holds it, and removes the directory.
+func (s *scratch) remove(ctx context.Context) error {
+	if s.held != nil {
+		s.held.Close()
+		s.held = nil
+		if err := stopHolders(context.WithoutCancel(ctx), filepath.Join(s.dir, HeldFile)); err != nil {
+			return err
+		}
+	}
+	return datadir.RemoveTree(s.dir)
+}
+
+// removeLeftovers removes every scratch directory an earlier rehearsal
+// of dataDir left (hbx killed), after SIGKILLing what still holds its
+// held file; it returns their paths. The caller holds the runtime
+// directory's lock, so no other rehearsal runs.
+func removeLeftovers(ctx context.Context, dataDir string) ([]string, error) {
+	d := filepath.Clean(dataDir)
+	ents, err := os.ReadDir(filepath.Dir(d))
+	if err != nil {
+		return nil, fmt.Errorf("look for rehearsal leftovers: %w", err)
+	}
+	var gone []string
+	for _, e := range ents {
+		if !datadir.Rehearsal.Of(filepath.Base(d), e.Name()) || !e.IsDir() {
+			continue
+		}
+		p := filepath.Join(filepath.Dir(d), e.Name())
+		if err := stopHolders(ctx, filepath.Join(p, HeldFile)); err != nil {
+			return gone, fmt.Errorf("stop what runs in the rehearsal leftover %s: %w", p, err)
+		}
+		if err := datadir.RemoveTree(p); err != nil {
+			return gone, fmt.Errorf("remove the rehearsal leftover: %w", err)
+		}
+		gone = append(gone, p)
+	}
+	return gone, nil
+}
+
+// stopHolders SIGKILLs every process that holds held open. A missing
+// held is nothing to stop; so is one that is not the regular file this
+// user made (the directory was the payload's: a link it put there to
+// another file must not choose what is killed).
+func stopHolders(ctx context.Context, held string) error {
+	fd, err := unix.Open(held, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", held, err)
+	}
+	f := os.NewFile(uintptr(fd), held)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", held, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
+		return nil
+	}
+	pin, err := procscan.PinFile(f)
+	if err != nil {
+		return err
+	}
+	defer pin.Close()
+	_, _, err = procscan.Stop(ctx, pin, syscall.SIGKILL, 0, 50*time.Millisecond)
+	return err
+}

@@ -1,0 +1,126 @@
+package rehearse
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/datadir"
+)
+
+// TestScratchIsPrivate: the scratch directory is beside the data
+// directory, named as internal/datadir says, mode 0700, and gone after
+// remove.
+func TestScratchIsPrivate(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newScratch(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !datadir.Rehearsal.Of("data", filepath.Base(s.dir)) || filepath.Dir(s.dir) != filepath.Dir(data) {
+		t.Errorf("scratch %s: want %s<random> beside the data", s.dir, datadir.Rehearsal.Path(data, ""))
+	}
+	st, err := os.Stat(s.dir)
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("scratch mode = %v, %v; want 0700", st.Mode(), err)
+	}
+	if err := s.remove(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(s.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("scratch still there after remove: %v", err)
+	}
+}
+
+// holder starts sleep holding f open (as the rehearsed payload holds
+// the held file) and returns it; the test kills it at the end.
+func holder(t *testing.T, f *os.File) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	cmd.ExtraFiles = []*os.File{f}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	return cmd
+}
+
+// alive reports whether cmd's process has not been reaped or killed.
+func alive(cmd *exec.Cmd) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
+
+// TestRemoveLeftovers: what a killed rehearsal left is removed, and the
+// process still holding its held file is killed; a held file replaced by
+// a link to another file (the scratch was the payload's) kills nobody.
+func TestRemoveLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	left, err := newScratch(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := holder(t, left.held)
+	left.held.Close()
+
+	other := filepath.Join(dir, "other")
+	f, err := os.Create(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bystander := holder(t, f)
+	f.Close()
+	linked := datadir.Rehearsal.Path(data, "linked")
+	if err := os.Mkdir(linked, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, filepath.Join(linked, HeldFile)); err != nil {
+		t.Fatal(err)
+	}
+
+	gone, err := removeLeftovers(context.Background(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gone) != 2 {
+		t.Errorf("removeLeftovers removed %q, want the two leftovers", gone)
+	}
+	for _, p := range []string{left.dir, linked} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("leftover %s still there: %v", p, err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for alive(payload) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive(payload) {
+		t.Errorf("the leftover's process %d still runs", payload.Process.Pid)
+	}
+	if !alive(bystander) {
+		t.Errorf("the process holding the file a planted link names was killed")
+	}
+	if _, err := os.Stat(data); err != nil {
+		t.Errorf("the data directory itself: %v", err)
+	}
+}

@@ -1,0 +1,195 @@
+package rehearse
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnsteady: the data changed during every copy and no hold was
+// possible.
+var ErrUnsteady = errors.New("the data kept changing while it was copied")
+
+// skipped reports whether name is not copied: SQLite's shared-memory
+// index (<db>-shm), which it rebuilds from the WAL when the copy is opened
+// first, and which only a live connection's memory makes consistent.
+func skipped(name string) bool { return strings.HasSuffix(name, "-shm") }
+
+// fileSum is what a pass read of one regular file: its size and SHA-256.
+type fileSum struct {
+	size int64
+	sum  [sha256.Size]byte
+}
+
+// Copied says what one copy held.
+type Copied struct {
+	Files int
+	Bytes int64
+}
+
+// copyTree copies src's tree into dst (created), regular files, directories
+// and symbolic links with their modes (and owners, when run as root);
+// anything else is left out. It reads src through an os.Root: the data
+// directory is the payload's, and nothing it swaps in (a link to /root)
+// makes the copy read outside it. It returns the sums of the files it
+// copied, by path relative to src.
+func copyTree(src *os.Root, dst string) (map[string]fileSum, error) {
+	sums := map[string]fileSum{}
+	err := fs.WalkDir(src.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, filepath.FromSlash(rel))
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return copyDir(to, info)
+		case d.Type()&fs.ModeSymlink != 0:
+			return copyLink(src, rel, to, info)
+		case d.Type().IsRegular() && !skipped(d.Name()):
+			s, err := copyFile(src, rel, to, info)
+			sums[rel] = s
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("copy %s: %w", src.Name(), err)
+	}
+	return sums, nil
+}
+
+// copyDir makes to with info's mode and owner.
+func copyDir(to string, info fs.FileInfo) error {
+	if err := os.Mkdir(to, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if err := chownLike(to, info, false); err != nil {
+		return err
+	}
+	return os.Chmod(to, info.Mode().Perm())
+}
+
+// copyLink makes to a symbolic link with rel's target.
+func copyLink(src *os.Root, rel, to string, info fs.FileInfo) error {
+	target, err := src.Readlink(rel)
+	if err != nil {
+		return err
+	}
+	if err := os.Symlink(target, to); err != nil {
+		return err
+	}
+	return chownLike(to, info, true)
+}
+
+// copyFile copies the regular file rel of src to the new file to (never
+// through a link at rel), with info's mode and owner, and returns what it
+// read.
+func copyFile(src *os.Root, rel, to string, info fs.FileInfo) (fileSum, error) {
+	in, err := src.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fileSum{}, err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fileSum{}, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, h), in)
+	if err == nil {
+		err = chownLike(to, info, false)
+	}
+	if err == nil {
+		err = out.Chmod(info.Mode().Perm())
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	var s fileSum
+	s.size = n
+	copy(s.sum[:], h.Sum(nil))
+	return s, err
+}
+
+// chownLike gives p info's owner when this process may (root); a link
+// itself when link.
+func chownLike(p string, info fs.FileInfo, link bool) error {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok || os.Geteuid() != 0 {
+		return nil
+	}
+	if link {
+		return os.Lchown(p, int(st.Uid), int(st.Gid))
+	}
+	return os.Chown(p, int(st.Uid), int(st.Gid))
+}
+
+// sumTree reads every regular file of src's tree again, as copyTree
+// selects them.
+func sumTree(src *os.Root) (map[string]fileSum, error) {
+	sums := map[string]fileSum{}
+	err := fs.WalkDir(src.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || skipped(d.Name()) {
+			return err
+		}
+		f, err := src.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		h := sha256.New()
+		n, err := io.Copy(h, f)
+		var s fileSum
+		s.size = n
+		copy(s.sum[:], h.Sum(nil))
+		sums[rel] = s
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s again: %w", src.Name(), err)
+	}
+	return sums, nil
+}
+
+// betweenPasses runs between a snapshot's copy and its second read: a
+// test's stand-in for a write the live payload makes then.
+var betweenPasses = func() {}
+
+// snapshot copies src into dst (which must not exist) and reads src
+// again: steady is true when every file read the same both times (and no
+// file came or went), so dst holds src as it stood at one instant. On
+// false, dst holds a torn copy the caller removes.
+func snapshot(src, dst string) (c Copied, steady bool, err error) {
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		return c, false, fmt.Errorf("copy the data: %w", err)
+	}
+	defer root.Close()
+	first, err := copyTree(root, dst)
+	if err != nil {
+		return c, false, err
+	}
+	for _, s := range first {
+		c.Files++
+		c.Bytes += s.size
+	}
+	betweenPasses()
+	second, err := sumTree(root)
+	if err != nil {
+		return c, false, err
+	}
+	return c, maps.Equal(first, second), nil
+}
