@@ -128,9 +128,6 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 		return nil, err
 	}
 	defer func() { c.a.Close() }() // seedStaging may replace c.a
-	if err := c.seedStaging(); err != nil {
-		return nil, err
-	}
 	// Write back what is applied while extraction goes on (kicked with each
 	// progress report), so the final syncfs has little left to do.
 	c.flusher = atomicfile.NewFlusher(c.staged)
@@ -154,7 +151,6 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	if err := c.makeDurable(); err != nil {
 		return nil, err
 	}
-	c.publishStates()
 	c.prog.Event(Event{Kind: EventActivate, Digest: c.r.ManifestDigest})
 	if err := activate(opts.RuntimeDir, c.staged, c.r.ManifestDigest.Encoded(), log, prog, c.r.ManifestDigest, opts.StageOnly); err != nil {
 		return nil, fmt.Errorf("activate: %w", err)
@@ -331,10 +327,26 @@ func (c *cold) makeStaging() error {
 	return nil
 }
 
-// newApplier opens the layer applier on the staged rootfs. The image's
+// newApplier opens the layer applier on the staged rootfs and starts the
+// rootfs from a layer source when one holds the image's first layers
+// (seedStaging).
+func (c *cold) newApplier() error {
+	if err := c.openApplier(); err != nil {
+		return err
+	}
+	if err := c.seedStaging(); err != nil {
+		if c.a != nil {
+			c.a.Close()
+		}
+		return err
+	}
+	return nil
+}
+
+// openApplier opens the layer applier on the staged rootfs. The image's
 // owners are never applied: every entry is the installing user's (root),
 // with modes per extract.RuntimeMode.
-func (c *cold) newApplier() (err error) {
+func (c *cold) openApplier() (err error) {
 	c.a, err = extract.New(c.rootfs, extract.Options{
 		MaxBytes:     c.opts.MaxUncompressedBytes,
 		RuntimeModes: true,
@@ -517,7 +529,7 @@ func (c *cold) validate(ctx context.Context) error {
 }
 
 // makeDurable writes the staged tree back to disk (syncfs) before it is
-// published.
+// published, then publishes the layer states it made durable too.
 func (c *cold) makeDurable() error {
 	c.flusher.Wait()
 	syncStart := time.Now()
@@ -525,6 +537,7 @@ func (c *cold) makeDurable() error {
 		return err
 	}
 	c.log.Info("release durable", "took", time.Since(syncStart).Round(time.Millisecond))
+	c.publishStates()
 	return nil
 }
 

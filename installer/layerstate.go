@@ -112,6 +112,7 @@ func (c *cold) seedStaging() error {
 		os.RemoveAll(src.dir)
 	}
 	c.a.Close()
+	c.a = nil
 	if err := os.RemoveAll(c.rootfs); err != nil {
 		return fmt.Errorf("empty staging directory: %w", err)
 	}
@@ -121,7 +122,7 @@ func (c *cold) seedStaging() error {
 	if err := os.Chmod(c.rootfs, 0o755); err != nil {
 		return fmt.Errorf("staging directory: %w", err)
 	}
-	return c.newApplier()
+	return c.openApplier()
 }
 
 // linkFrom links src's tree into the staged rootfs, checking it entry by
