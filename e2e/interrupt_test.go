@@ -161,6 +161,8 @@ func staleEntries(t *testing.T, runtimeDir string) []string {
 		case "current", "previous", "releases", "hbx.lock":
 		case "blobs": // the blob store (install.keep_blobs): whole, verified blobs only
 			stale = append(stale, staleBlobs(t, filepath.Join(runtimeDir, "blobs"))...)
+		case release.LayersDir: // layer states: only of a kept release's first layers
+			stale = append(stale, staleStates(t, runtimeDir)...)
 		default:
 			stale = append(stale, e.Name())
 		}
@@ -175,6 +177,35 @@ func staleEntries(t *testing.T, runtimeDir string) []string {
 	for _, r := range rels {
 		if !keep[r.Name()] {
 			stale = append(stale, "releases/"+r.Name())
+		}
+	}
+	return stale
+}
+
+// staleStates lists the layer states (layers/<chain hex>) that are not
+// the state of a proper prefix of the layers of a release under
+// releases/, or lack their files.json.
+func staleStates(t *testing.T, runtimeDir string) []string {
+	t.Helper()
+	want := map[string]bool{}
+	rels, _ := os.ReadDir(filepath.Join(runtimeDir, release.ReleasesDir))
+	for _, r := range rels {
+		inst, err := release.Open(filepath.Join(runtimeDir, release.ReleasesDir, r.Name()))
+		if err != nil {
+			continue
+		}
+		for k := 1; k < len(inst.Meta.DiffIDs); k++ {
+			want[release.ChainID(inst.Meta.DiffIDs[:k]).Encoded()] = true
+		}
+	}
+	var stale []string
+	ents, err := os.ReadDir(filepath.Join(runtimeDir, release.LayersDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if _, err := os.Stat(filepath.Join(runtimeDir, release.LayersDir, e.Name(), release.FilesFile)); err != nil || !want[e.Name()] {
+			stale = append(stale, release.LayersDir+"/"+e.Name())
 		}
 	}
 	return stale

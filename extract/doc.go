@@ -90,6 +90,21 @@
 // Options.Xattrs, to regular files and directories, on their own open
 // descriptors; never to symlinks.
 //
+// # Existing files are never changed in place
+//
+// A regular file, symlink or hard link already in the tree (from an
+// earlier layer, or placed there by the caller, such as a tree of hard
+// links shared with another tree) is never opened for writing, chmodded,
+// chowned or re-timed: an entry at its name unlinks it and creates a new
+// inode (O_CREAT|O_EXCL), a whiteout or opaque directory unlinks names,
+// and a hard-link entry adds a name to the existing inode (its link
+// count and ctime change, nothing else). Directories are the exception:
+// a directory entry over an existing directory, a layer's end and a
+// removal change that directory's mode and times in place, so a caller
+// sharing inodes between trees gives each tree its own directories (the
+// installer's layer reuse, docs/install.md). Applier.SetFileHash gives
+// FileHash the hash of such a placed file.
+//
 // # Memory
 //
 // What Apply must remember per entry (each file's sha256 by inode for

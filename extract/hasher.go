@@ -134,3 +134,12 @@ func (a *Applier) FileHash(ino uint64) (string, bool) {
 	h, ok := a.hasher.get(ino)
 	return h, ok
 }
+
+// SetFileHash records sum as the sha256 of the regular file with inode
+// number ino, for a file the caller placed under the root itself before
+// applying layers (a tree seeded with hard links to files whose hashes
+// are recorded), so FileHash answers for it without reading it. A file a
+// later layer writes at that name gets a new inode and its own hash.
+func (a *Applier) SetFileHash(ino uint64, sum [sha256.Size]byte) {
+	a.hasher.set(ino, sum[:])
+}

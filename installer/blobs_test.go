@@ -106,7 +106,8 @@ func TestBlobsOfAFailedStagingGoNextRun(t *testing.T) {
 		bad.layers = append(bad.layers, layerSpec{tar: tartest.New().File("extra", "a layer of no release", 0o644).Bytes()},
 			layerSpec{tar: tartest.New().File("odd", "odd", 0o644).Bytes(), wrongDiff: true})
 		pb := e.reg.publish(t, "executor", bad)
-		if _, err := Install(context.Background(), e.opts(pb, func(o *Options) { o.StageOnly, o.KeepBlobs = true, keep })); err == nil {
+		// ExtractAll: p1's layers are fetched again, not reused from its release.
+		if _, err := Install(context.Background(), e.opts(pb, func(o *Options) { o.StageOnly, o.KeepBlobs, o.ExtractAll = true, keep, true })); err == nil {
 			t.Fatalf("keep_blobs %v: staging an image with a wrong diff_id succeeded", keep)
 		}
 		if got := cachedBlobs(t, e.runtime); len(got) <= len(layersOf(t, e.runtime)) {

@@ -46,6 +46,8 @@ type cold struct {
 	feeds   []*feed // one per layer, fed by the fetcher
 	got     *downloads
 	res     Result
+	from    int           // first layer to apply: those before come from a layer source (seedStaging)
+	states  []stagedState // layer states to publish once the release is durable
 }
 
 // installFresh runs coldInstall, and runs it again when a layer blob
@@ -125,7 +127,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	if err := c.newApplier(); err != nil {
 		return nil, err
 	}
-	defer c.a.Close()
+	defer func() { c.a.Close() }() // seedStaging may replace c.a
 	// Write back what is applied while extraction goes on (kicked with each
 	// progress report), so the final syncfs has little left to do.
 	c.flusher = atomicfile.NewFlusher(c.staged)
@@ -171,6 +173,9 @@ func (c *cold) failed(err error) error {
 		err = fmt.Errorf("%s: %w", l.name, err)
 	}
 	os.RemoveAll(filepath.Join(c.opts.RuntimeDir, release.ScratchDir))
+	for _, s := range c.states {
+		os.RemoveAll(s.dir)
+	}
 	os.Remove(filepath.Join(c.opts.RuntimeDir, release.StagingDir)) // only when empty
 	if errors.Is(err, ErrNoSpace) || errors.Is(err, syscall.ENOSPC) {
 		if n := release.PruneBlobs(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log); n > 0 {
@@ -322,10 +327,26 @@ func (c *cold) makeStaging() error {
 	return nil
 }
 
-// newApplier opens the layer applier on the staged rootfs. The image's
+// newApplier opens the layer applier on the staged rootfs and starts the
+// rootfs from a layer source when one holds the image's first layers
+// (seedStaging).
+func (c *cold) newApplier() error {
+	if err := c.openApplier(); err != nil {
+		return err
+	}
+	if err := c.seedStaging(); err != nil {
+		if c.a != nil {
+			c.a.Close()
+		}
+		return err
+	}
+	return nil
+}
+
+// openApplier opens the layer applier on the staged rootfs. The image's
 // owners are never applied: every entry is the installing user's (root),
 // with modes per extract.RuntimeMode.
-func (c *cold) newApplier() (err error) {
+func (c *cold) openApplier() (err error) {
 	c.a, err = extract.New(c.rootfs, extract.Options{
 		MaxBytes:     c.opts.MaxUncompressedBytes,
 		RuntimeModes: true,
@@ -352,6 +373,9 @@ func (c *cold) startFetch(ctx context.Context) (stop func()) {
 	go func() {
 		defer close(fetchDone)
 		for i, l := range layers {
+			if i < c.from {
+				continue // its state was linked in: not read
+			}
 			c.prog.Event(Event{Kind: EventBlobStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
 			if err := c.cache.fetch(fetchCtx, c.src, l, c.feeds[i]); err != nil {
 				for _, fd := range c.feeds[i+1:] {
@@ -376,9 +400,19 @@ func (c *cold) startFetch(ctx context.Context) (stop func()) {
 	}
 }
 
-// applyLayers applies every layer in order, each from its feed.
+// applyLayers applies every layer from c.from in order, each from its
+// feed; the layers before c.from count as reused. The state before the
+// last layer is kept (keepState) when this install made it.
 func (c *cold) applyLayers(ctx context.Context) error {
-	for i := range c.r.Manifest.Layers {
+	layers := c.r.Manifest.Layers
+	for _, l := range layers[:c.from] {
+		c.res.Reused++
+		c.res.ReusedBytes += l.Size
+	}
+	for i := c.from; i < len(layers); i++ {
+		if i == len(layers)-1 && i > c.from {
+			c.keepState(i)
+		}
 		if err := c.applyLayer(ctx, i); err != nil {
 			return err
 		}
@@ -495,7 +529,7 @@ func (c *cold) validate(ctx context.Context) error {
 }
 
 // makeDurable writes the staged tree back to disk (syncfs) before it is
-// published.
+// published, then publishes the layer states it made durable too.
 func (c *cold) makeDurable() error {
 	c.flusher.Wait()
 	syncStart := time.Now()
@@ -503,6 +537,7 @@ func (c *cold) makeDurable() error {
 		return err
 	}
 	c.log.Info("release durable", "took", time.Since(syncStart).Round(time.Millisecond))
+	c.publishStates()
 	return nil
 }
 
@@ -525,6 +560,7 @@ func (c *cold) finish() (*Result, error) {
 	c.log.Info("activated", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes,
 		"fetched_bytes", res.FetchedBytes, "reused_bytes", res.ReusedBytes)
 	release.Cleanup(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
+	release.PruneLayerStates(c.opts.RuntimeDir, c.log)
 	if res.Release, err = release.Current(c.opts.RuntimeDir); err != nil {
 		return nil, fmt.Errorf("read activated release: %w", err)
 	}

@@ -77,7 +77,9 @@ func TestInstallInterruptedSaysWhatIsKept(t *testing.T) {
 
 	p := registrytest.NewProxy(t, reg.URL())
 	p.Add(registrytest.Rule{Path: b.layer.String(), Fault: registrytest.Drip(1<<10, 50*time.Millisecond)})
-	ob := netOptions(t, b, p.Host(), func(x *Options) { x.RuntimeDir = o.RuntimeDir })
+	// ExtractAll: b differs from a only in its config, so every layer
+	// would come from a's release and none be fetched.
+	ob := netOptions(t, b, p.Host(), func(x *Options) { x.RuntimeDir, x.ExtractAll = o.RuntimeDir, true })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ob.Progress = progressFn(func(e Event) {

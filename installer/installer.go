@@ -57,7 +57,11 @@ type Options struct {
 	// Smoke, when set, runs after the static validation of a staged
 	// release (install.smoke_command); its error refuses the release.
 	Smoke  SmokeFunc
-	Verify bool // re-hash the active release against files.json
+	Verify bool // re-hash the active release against files.json; a repair it starts applies every layer (ExtractAll) and drops the layer states
+	// ExtractAll applies every layer from its blob: no layer state and no
+	// earlier release is started from (docs/install.md, "Extracted layers
+	// reused"), and none is kept.
+	ExtractAll bool
 	// StageOnly publishes the release as releases/<hex>, complete,
 	// validated and durable, but leaves current and previous alone, for a
 	// later Activate; Result.Release is the staged release. Older

@@ -297,7 +297,7 @@ func TestInstallRefuses(t *testing.T) {
 			if c.lie != nil {
 				c.lie(e.reg, p)
 			}
-			o := e.opts(p)
+			o := e.opts(p, func(o *Options) { o.ExtractAll = true }) // every layer read, none reused from the good one
 			if c.mut != nil {
 				c.mut(&o, p)
 			}

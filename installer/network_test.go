@@ -376,7 +376,8 @@ func TestInstallRefusesLyingRegistry(t *testing.T) {
 			before := currentTarget(t, goodOpts.RuntimeDir)
 			seen := p.Count(registrytest.Any, c.request.String()) // the images share a layer
 			p.Add(c.rule)
-			o := netOptions(t, img, p.Host(), func(o *Options) { o.RuntimeDir = goodOpts.RuntimeDir }, func(o *Options) {
+			// ExtractAll: the shared layer is read again, not reused.
+			o := netOptions(t, img, p.Host(), func(o *Options) { o.RuntimeDir, o.ExtractAll = goodOpts.RuntimeDir, true }, func(o *Options) {
 				if c.mut != nil {
 					c.mut(o)
 				}

@@ -54,7 +54,7 @@ func TestReusedBlobDamageIsCaught(t *testing.T) {
 				t.Fatal(err)
 			}
 			p2 := e.reg.publish(t, "executor", v2Parts())
-			res, err := Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly = true, true }))
+			res, err := Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly, o.ExtractAll = true, true, true }))
 			if err != nil {
 				t.Fatalf("staging over a damaged stored blob: %v", err)
 			}
@@ -99,7 +99,7 @@ func TestReusedBlobDamageThenLyingRegistry(t *testing.T) {
 	e.reg.blobs[base.Digest] = b
 	e.reg.mu.Unlock()
 	before := e.reg.requestsFor(base.Digest.String())
-	_, err = Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly = true, true }))
+	_, err = Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly, o.ExtractAll = true, true, true }))
 	if !errors.Is(err, ErrDigestMismatch) || !strings.Contains(err.Error(), "fetch layer "+base.Digest.String()) {
 		t.Fatalf("Install over a damaged blob the registry also serves damaged = %v, want ErrDigestMismatch fetching %s", err, base.Digest)
 	}
@@ -140,7 +140,7 @@ func TestReuseReadsStoredBlobsOnce(t *testing.T) {
 	size := e.reg.published(t, p2, 0).Size
 	ev := &eventLog{}
 	before := readBytes(t)
-	res, err := Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly, o.Progress = true, true, ev }))
+	res, err := Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly, o.Progress, o.ExtractAll = true, true, ev, true }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func TestDamagedKeptBlobIsFetchedAgain(t *testing.T) {
 	base := e.reg.published(t, p1, 0)
 	damage(t, e.runtime, base.Digest)
 	p2 := e.reg.publish(t, "executor", v2Parts())
-	res, err := Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly = true, true }))
+	res, err := Install(context.Background(), e.opts(p2, func(o *Options) { o.KeepBlobs, o.StageOnly, o.ExtractAll = true, true, true }))
 	if err != nil {
 		t.Fatalf("staging over a damaged kept blob: %v", err)
 	}

@@ -7,8 +7,12 @@
 # interleaved run (A B C A B C ...):
 #   A  hbx's upgrade staging: `hbx install` of v2 into a runtime directory
 #      where v1 is active with its kept blobs (install.keep_blobs, the
-#      default): fetch what the store lacks, verify, extract, validate,
-#      activate; bytes fetched and reused from its --json result;
+#      default): fetch what the store lacks, verify, start from the kept
+#      state of the three base layers (docs/install.md, "Extracted layers
+#      reused") and extract the top layer, validate, activate; bytes
+#      fetched and reused from its --json result; on loopback, the disk
+#      the two releases and their layer states take (du, hard links
+#      counted once) against the cold install's one release;
 #   B  a cold `hbx install` of v2 into an empty runtime directory;
 #   C  `skopeo copy` of v2 into an OCI layout that already holds v1 (skopeo
 #      reuses the layout's blobs) followed by `umoci unpack` of v2;
@@ -208,6 +212,20 @@ run_C() {
 	line[C]=$(printf 'C skopeo+umoci %6.2f s (copy %.2f s%s)' "${m_s}" "${copy_s}" "$(via "${link}" $((p1 - p0)))")
 }
 # round R LINK: one round on LINK (loopback or limited): the setup, then A,
+# disk W: after a round on loopback, the upgraded runtime's current and
+# previous releases and its layer states (du, each hard-linked inode
+# counted once) against the one release of the cold install; the ratio
+# joins disk_ratios.
+disk_ratios=()
+disk() {
+	local w=$1 two one states
+	two=$(du -sk "${w}/upgrade/releases" "${w}/upgrade/layers" 2>/dev/null | awk '{s += $1} END {print s}')
+	states=$(du -sk "${w}/upgrade/releases" "${w}/upgrade/layers" 2>/dev/null | awk 'NR == 2 {print $1}')
+	one=$(du -sk "${w}/cold/releases" | cut -f1)
+	disk_ratios+=("$(awk -v a="${two}" -v b="${one}" 'BEGIN {print a / b}')")
+	printf '         disk: current + previous + layer states %s MiB (states alone %s MiB), one release (cold) %s MiB: %.3fx\n' \
+		"$(mib $((two * 1024)))" "$(mib $((${states:-0} * 1024)))" "$(mib $((one * 1024)))" "${disk_ratios[-1]}"
+}
 # B and C in an order that rotates from round to round (A B C, B C A,
 # C A B), so no path always runs first after the setup.
 round() {
@@ -224,6 +242,7 @@ round() {
 	done
 	printf '%-8s %-8s %s  %s  %s  (order %s)\n' "$([[ ${r} == 0 ]] && echo warm-up || echo "round ${r}")" "${link}" \
 		"${line[A]}" "${line[B]}" "${line[C]}" "${order[*]:$((r % 3)):3}"
+	[[ ${link} == loopback && ${r} != 0 ]] && disk "${w}"
 	mv "${w}" "${trash}/"
 	if ((keep_trash == 0)); then
 		rm -rf "${trash:?}/$(basename "${w}")"
@@ -286,6 +305,8 @@ read -r fa _ _ <<<"$(stats "${f[@]}")"
 echo
 echo "Targets: the upgrade fetches $(pct "${fa}") % of the image's compressed bytes (target < 10 %);"
 echo "         behind the limited link it takes $(printf '%.2f' "$(ratio "A,limited" "B,limited")") of a cold install's time (target < 0.5)."
+read -r dmed dlo dhi <<<"$(stats "${disk_ratios[@]}")"
+echo "Disk: current + previous (+ their layer states) take ${dmed}x one release (${dlo}–${dhi}; target < 1.15); upgrade staging on loopback takes $(printf '%.2f' "$(ratio "A,loopback" "B,loopback")") of a cold install (target < 0.25)."
 echo "The proxy's figure is every response body it served (index, manifest, config and blobs); hbx's fetched_bytes counts the blobs."
 echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg). The row took $((SECONDS - started)) s with ${rounds} rounds."
 

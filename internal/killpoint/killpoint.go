@@ -33,4 +33,10 @@ const (
 	// release change or restore whose command died (package upgrade),
 	// before it resolves it: a point for Hold.
 	SupervisorRecovery = "supervisor-recovery"
+	// LayersSeeded is where an install has linked a layer state (or an
+	// earlier release) into its staging tree, before it applies its own
+	// layers; LayerStatePublish is before each rename of a staged layer
+	// state into the runtime directory's layers/ (package installer).
+	LayersSeeded      = "layers-seeded"
+	LayerStatePublish = "layer-state-publish"
 )
