@@ -142,6 +142,7 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", archive, err)
 	}
+	res.Notes = append(res.Notes, pruneAfter(ctx, g, cfg, "hbx restore"))
 	if o.json {
 		err = ui.RestoreJSON(g.stdout, res)
 	} else {

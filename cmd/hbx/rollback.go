@@ -58,6 +58,7 @@ func runRollback(ctx context.Context, o changeOpts) error {
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
+	res.Notes = append(res.Notes, pruneAfter(ctx, o.g, o.cfg, "hbx rollback"))
 	return printChange(o.g.stdout, "rolled back", res, o.json)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	digest "github.com/opencontainers/go-digest"
@@ -106,9 +107,13 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 		return cli.Usagef("upgrade: %w", err)
 	}
 	res, err := upgradeTo(ctx, o, t, tools)
+	if errors.Is(err, upgrade.ErrRolledBack) {
+		pruneAfter(ctx, o.g, o.cfg, "hbx upgrade") // previous changed: logged only
+	}
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", box.OfflineHint(err, o.from, "hbx upgrade"))
 	}
+	res.Notes = append(res.Notes, pruneAfter(ctx, o.g, o.cfg, "hbx upgrade"))
 	return printChange(o.g.stdout, "upgraded", res, o.json)
 }
 

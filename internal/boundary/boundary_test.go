@@ -22,9 +22,10 @@ var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "
 // internal/box composes the box from the configuration for cmd/hbx;
 // internal/programname checks program names against the supervisor's.
 // internal/pending says what a half-done release change or restore means
-// for hbx status and hbx health.
+// for hbx status and hbx health. internal/prune decides from the journals
+// which releases a change leaves unneeded.
 // A composer is imported only by cmd/, e2e/ and another composer.
-var composers = []string{"internal/box", "internal/programname", "internal/pending"}
+var composers = []string{"internal/box", "internal/programname", "internal/pending", "internal/prune"}
 
 // renderer renders the verbs' results for cmd/hbx (internal/ui): like the
 // composer it reads verb packages' types and is imported only by cmd/ and
