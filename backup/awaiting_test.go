@@ -53,7 +53,7 @@ func TestNeededReleases(t *testing.T) {
 	awaited := release.Target{Image: "r/x:2@" + d("i2").String(), IndexDigest: d("i2"), Platform: "linux/amd64", ManifestDigest: d("m2")}
 	j := &journal{Phase: phaseNotStarted, Archive: "a.tar.gz.gpg", Awaiting: &journalAwait{Target: awaited},
 		Runtime: &journalRuntime{PriorImage: "r/x:1@" + d("i1").String(), PriorPlatform: "linux/amd64", PriorManifest: d("m1")},
-		Prior: &journal{Phase: phaseNotStarted, Awaiting: &journalAwait{Target: release.Target{IndexDigest: d("i0")}, Configured: true}}}
+		Prior:   &journal{Phase: phaseNotStarted, Awaiting: &journalAwait{Target: release.Target{IndexDigest: d("i0")}, Configured: true}}}
 	if err := j.write(data); err != nil {
 		t.Fatal(err)
 	}
