@@ -86,9 +86,18 @@ func (r *Resolution) Check() error {
 // registry's (unreachable, unknown tag: wrapped as the install wraps
 // them), ErrPlatform (no manifest for the platform), ErrUnsupported.
 func ResolveTag(ctx context.Context, o ResolveOptions) (*Resolution, error) {
+	res, err := resolveTag(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%s: %w", o.Ref.Name, o.Ref.Tag, err)
+	}
+	return res, nil
+}
+
+// resolveTag is ResolveTag without the reference in its errors.
+func resolveTag(ctx context.Context, o ResolveOptions) (*Resolution, error) {
 	named, err := reference.ParseNormalizedNamed(o.Ref.Name + ":" + o.Ref.Tag)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s:%s: %w", ErrBadReference, o.Ref.Name, o.Ref.Tag, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadReference, err)
 	}
 	scratch, err := os.MkdirTemp("", "hbx-resolve-")
 	if err != nil {
@@ -97,12 +106,12 @@ func ResolveTag(ctx context.Context, o ResolveOptions) (*Resolution, error) {
 	defer os.RemoveAll(scratch)
 	src, err := openTagged(ctx, named.(reference.NamedTagged), o.Registry, scratch, o.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("%s:%s: %w", o.Ref.Name, o.Ref.Tag, err)
+		return nil, err
 	}
 	defer src.Close()
 	top, served := src.index, src.indexType
 	if len(top) > maxManifestBytes {
-		return nil, fmt.Errorf("%s:%s: larger than %d bytes", o.Ref.Name, o.Ref.Tag, maxManifestBytes)
+		return nil, fmt.Errorf("larger than %d bytes", maxManifestBytes)
 	}
 	r := &resolved{IndexDigest: digest.FromBytes(top), IndexBytes: top}
 	mb, mt, err := pickManifest(ctx, src, r, top, mediaTypeOf(top, served), o.Platform, "")
