@@ -188,9 +188,9 @@ func TestPruneFollowsNoLink(t *testing.T) {
 // there), and the next Prune leaves only current and previous and no
 // scratch directory.
 func TestPruneKilledConverges(t *testing.T) {
-	const files = 800
+	const files, rounds = 500, 6
 	midway := 0
-	for round := range 8 {
+	for round := range rounds {
 		rd := t.TempDir()
 		cur, prev := prunableRelease(t, rd, "cur", 1), prunableRelease(t, rd, "prev", 1)
 		victims := []string{prunableRelease(t, rd, "v1", files), prunableRelease(t, rd, "v2", files)}
@@ -201,9 +201,15 @@ func TestPruneKilledConverges(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		// Kill a random moment after the first release went aside (or at
+		// once when the child is done first): the window a plain
+		// RemoveAll under releases/ would leave half a release in.
+		waitRemoving(rd, victims, exited)
+		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		<-exited
 		if aside, _ := filepath.Glob(filepath.Join(rd, ScratchDir, asidePrefix+"*")); len(aside) > 0 {
 			midway++
 		}
@@ -235,5 +241,27 @@ func TestPruneKilledConverges(t *testing.T) {
 			t.Errorf("round %d: runtime directory = %q, want no %s", round, got, ScratchDir)
 		}
 	}
-	t.Logf("%d of 8 kills landed while a release was half deleted aside", midway)
+	t.Logf("%d of %d kills landed while a release was half deleted aside", midway, rounds)
+}
+
+// waitRemoving polls until the removal of one of the victims of rd has
+// begun (its release.json or its first file is gone from under
+// releases/), or exited is closed.
+func waitRemoving(rd string, victims []string, exited <-chan struct{}) {
+	for {
+		select {
+		case <-exited:
+			return
+		default:
+		}
+		for _, v := range victims {
+			dir := filepath.Join(rd, ReleasesDir, v)
+			for _, p := range []string{filepath.Join(dir, MetaFile), filepath.Join(dir, RootfsDir, "d0", "f0")} {
+				if _, err := os.Lstat(p); err != nil {
+					return
+				}
+			}
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }

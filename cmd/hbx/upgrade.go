@@ -35,7 +35,10 @@ func newUpgradeCommand(g *globals) *cobra.Command {
 rules of executor.image), with hbx supervise running: it stages the new
 release, takes a pre-upgrade backup, pins and activates it, waits for the
 health checks and rolls back on failure (docs/upgrade.md#upgrade; an
-interrupted one: docs/upgrade.md#crash-recovery).
+interrupted one: docs/upgrade.md#crash-recovery). Then it removes the
+releases neither current nor previous, with their blobs, and says what it
+freed (docs/upgrade.md#old-releases). hbx resolve NAME:TAG gives REF and
+--platform-digest.
 
 --mcp-tools execute,resume,skills pins the MCP tool set of the new image
 with it (docs/upgrade.md#the-mcp-tool-set). --json prints one JSON line

@@ -123,3 +123,33 @@ func TestKeep(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasesKeepAwaited: with data restored but not started (its
+// journal awaits a release and records the one active before it),
+// Releases keeps both, though neither is current nor previous, and
+// removes the rest.
+func TestReleasesKeepAwaited(t *testing.T) {
+	rd, data := t.TempDir(), filepath.Join(t.TempDir(), "data")
+	ms := map[string]release.Meta{}
+	for _, n := range []string{"cur", "prev", "awaited", "prior", "junk"} {
+		ms[n] = writeRelease(t, rd, n)
+	}
+	for link, n := range map[string]string{release.CurrentLink: "cur", release.PreviousLink: "prev"} {
+		if err := os.Symlink(filepath.Join(release.ReleasesDir, ms[n].ManifestDigest.Encoded()), filepath.Join(rd, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j, _ := json.Marshal(map[string]any{"format": 1, "phase": "not-started", "archive": "a.tar.gz.gpg",
+		"awaiting": map[string]any{"image": ms["awaited"].Image, "index_digest": ms["awaited"].IndexDigest, "platform": "linux/amd64"},
+		"runtime":  map[string]any{"changed": true, "prior_manifest": ms["prior"].ManifestDigest}})
+	if err := os.WriteFile(data+".restore.json", j, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Releases(context.Background(), Options{RuntimeDir: rd, DataDir: data, KeepBlobs: true, Command: "hbx test", Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("Releases() = %v", err)
+	}
+	if want := []string{ms["junk"].ManifestDigest.Encoded()}; !slices.Equal(p.Releases, want) {
+		t.Errorf("Releases() removed %q, want only junk %q (the awaited and the prior release stay)", p.Releases, want)
+	}
+}
