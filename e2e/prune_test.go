@@ -9,8 +9,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/units"
+	"github.com/hermesbox/hbx/supervisor"
 )
 
 // diskUsage is what du counts under dir: the blocks of each inode once,
@@ -91,14 +94,15 @@ func listedBlobs(t *testing.T, b *box) []string {
 	return out
 }
 
-// TestUpgradesPruneReleasesE2E: after an upgrade, a rollback and an
-// upgrade that fails health and rolls back by itself, releases/ holds
+// TestUpgradesPruneReleasesE2E: after an upgrade, a rollback, an
+// upgrade that fails health and rolls back by itself, and a release
+// change by hbx install over existing data, releases/ holds
 // only what current and previous name and the blob store only their
 // blobs (before, the release rolled away from and its blobs stayed until
 // a later hbx install); the successful commands say what they freed.
 func TestUpgradesPruneReleasesE2E(t *testing.T) {
 	requireE2E(t)
-	b, _, _, v2, sick := upgradeBox(t)
+	b, s, _, v2, sick := upgradeBox(t)
 	runtimeFootprint(t, b, "installed 1.0.0")
 	check := func(step string, r result, wantNote bool) {
 		t.Helper()
@@ -135,4 +139,19 @@ func TestUpgradesPruneReleasesE2E(t *testing.T) {
 	if !strings.Contains(r.stderr, "pruned old releases: removed 1 release") {
 		t.Errorf("the failed upgrade's log does not say it pruned the 2.0.0 release:\n%s", r.stderr)
 	}
+
+	// hbx install over the stopped Executor's data: a recorded change
+	// to 2.0.0, which prunes 2.0.0-sick.
+	if r := b.hbx("stop", "executor"); r.code != 0 {
+		t.Fatalf("hbx stop executor = %d\n%s", r.code, r.stderr)
+	}
+	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Stopped})
+	plat := platform(t)
+	if err := config.WritePin(b.config, v2, plat, versionImage(t, "2.0.0").Manifests[plat].String()); err != nil {
+		t.Fatal(err)
+	}
+	if r = b.hbx("install"); r.code != 0 {
+		t.Fatalf("hbx install over the stopped Executor = %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	check("hbx install switched to 2.0.0", r, true)
 }
