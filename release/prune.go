@@ -1,6 +1,7 @@
 package release
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -78,7 +79,7 @@ func Prune(runtimeDir string, keepBlobs bool, keep func(Meta) bool, log *slog.Lo
 		freed, err := removeRelease(runtimeDir, e.Name())
 		if err != nil {
 			log.Warn("remove old release", "release", e.Name(), "err", err)
-			first = cmpOr(first, err)
+			first = cmp.Or(first, err)
 			continue
 		}
 		p.Releases, p.ReleaseBytes = append(p.Releases, e.Name()), p.ReleaseBytes+freed
@@ -160,12 +161,4 @@ func freedBytes(root string) int64 {
 		return nil
 	})
 	return size
-}
-
-// cmpOr returns a unless it is nil, else b.
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
