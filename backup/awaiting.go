@@ -236,3 +236,28 @@ func (r *restoreRun) leaveStopped() error {
 	}
 	return nil
 }
+
+// NeededReleases names the releases an unfinished restore of dataDir
+// still needs, so that pruning keeps them: the one restored data awaits
+// ("restored, not started"), the one active before the restore (an undo
+// switches back to it, and the pre-restore copies kept hold data it
+// wrote), and the same for the restore it began over (Prior). None when
+// there is no restore journal; the journal's read error (a journal of
+// another format included) otherwise, when the caller should keep every
+// release.
+func NeededReleases(dataDir string) ([]release.Target, error) {
+	j, err := readJournal(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []release.Target
+	for ; j != nil; j = j.Prior {
+		if j.Awaiting != nil {
+			out = append(out, j.Awaiting.Target)
+		}
+		if r := j.Runtime; r != nil && r.PriorManifest != "" {
+			out = append(out, release.Target{Image: r.PriorImage, Platform: r.PriorPlatform, ManifestDigest: r.PriorManifest})
+		}
+	}
+	return out, nil
+}

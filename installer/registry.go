@@ -133,6 +133,25 @@ func openSource(ctx context.Context, ref reference.Canonical, opts RegistryOptio
 	if err != nil {
 		return nil, fmt.Errorf("build reference: %w", err)
 	}
+	return openRef(ctx, ref, iref, "index "+ref.Digest().String(), opts, scratch, log)
+}
+
+// openTagged opens ref's repository at its tag: the image library
+// fetches what the tag names now (an index or a single manifest) while
+// opening, with the retries and stall watchdog of every other request.
+// Nothing pins it: the caller hashes what came.
+func openTagged(ctx context.Context, ref reference.NamedTagged, opts RegistryOptions, scratch string, log *slog.Logger) (*remote, error) {
+	iref, err := docker.NewReference(ref)
+	if err != nil {
+		return nil, fmt.Errorf("build reference: %w", err)
+	}
+	return openRef(ctx, ref, iref, "tag "+ref.Tag(), opts, scratch, log)
+}
+
+// openRef is openSource and openTagged from the image library's
+// reference iref on: the auth file and certificates checked, the system
+// context built in scratch, the top document (what names) fetched.
+func openRef(ctx context.Context, ref reference.Named, iref types.ImageReference, what string, opts RegistryOptions, scratch string, log *slog.Logger) (*remote, error) {
 	if opts.AuthFile != "" {
 		// The library treats a missing auth file as no credentials.
 		if _, err := os.Stat(opts.AuthFile); err != nil {
@@ -159,7 +178,6 @@ func openSource(ctx context.Context, ref reference.Canonical, opts RegistryOptio
 		log:  log,
 		open: func(ctx context.Context) (types.ImageSource, error) { return iref.NewImageSource(ctx, sys) },
 	}
-	what := "index " + ref.Digest().String()
 	err = r.call(ctx, what, func(ctx context.Context, src types.ImageSource) error {
 		b, mt, err := src.GetManifest(ctx, nil) // loaded by NewImageSource: no request
 		r.index, r.indexType = b, mt

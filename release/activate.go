@@ -62,22 +62,15 @@ func SwitchCurrent(runtimeDir, hex string) error {
 
 // Cleanup removes what earlier runs left (CleanupLeftovers), releases
 // that are neither current nor previous, and the blobs PruneBlobs removes
-// (all of them unless keepBlobs). An install calls it only once its
-// release is active, so a failed install never costs a published release
-// (one an older archive's restore may want back). Errors are logged, not
-// returned: Cleanup never fails an install.
+// (all of them unless keepBlobs): Prune keeping no other release. An
+// install calls it only once its release is active, so a failed install
+// never costs a published release (one an older archive's restore may
+// want back). Errors are logged, not returned: Cleanup never fails an
+// install.
 func Cleanup(runtimeDir string, keepBlobs bool, log *slog.Logger) {
-	CleanupLeftovers(runtimeDir, log)
-	keep := linkedReleases(runtimeDir)
-	if ents, err := os.ReadDir(filepath.Join(runtimeDir, ReleasesDir)); err == nil {
-		for _, e := range ents {
-			if !keep[e.Name()] {
-				log.Info("removing old release", "release", e.Name())
-				removeLogged(filepath.Join(runtimeDir, ReleasesDir, e.Name()), log)
-			}
-		}
+	if _, err := Prune(runtimeDir, keepBlobs, nil, log); err != nil {
+		log.Warn("cleanup", "err", err)
 	}
-	PruneBlobs(runtimeDir, keepBlobs, log)
 }
 
 // CleanupLeftovers removes what a killed run left: the staging tree, the

@@ -22,7 +22,7 @@
 //	previous -> releases/<manifest-hex>    the release current replaced (rollback)
 //	staging/                               trees being applied (the installer's; removed by the next install)
 //	blobs/sha256/<hex>                     the blob store: the releases' layers, index, manifest, config (the installer's; re-hashed before reuse)
-//	tmp/                                   partial downloads (the installer's)
+//	tmp/                                   partial downloads (the installer's), releases being removed (tmp/removing-<hex>)
 //	hbx.lock                               the runtime directory's lock, naming its holder
 //
 // This package owns those names (StagingDir, BlobsDir, ScratchDir,
@@ -35,9 +35,16 @@
 // (before the rename nothing visible changed; after it the release is
 // complete and durable, current unchanged); SwitchCurrent points previous,
 // then current, each by renaming a fresh symlink (current always names a
-// complete release); Cleanup removes staging/, tmp/, temporaries,
-// releases neither current nor previous, and blobs by the store's rule
-// (PruneBlobs: those no release under releases/ lists).
+// complete release); Prune (and Cleanup, Prune keeping nothing else)
+// removes staging/, tmp/, temporaries, releases neither current nor
+// previous nor wanted by the caller, the layer state no release needs
+// (PruneLayerStates, under layers/), and blobs by the store's rule (PruneBlobs: those no
+// release under releases/ lists). A release goes by a rename into tmp/
+// (releases/ synced) and then a delete there: killed at any point, a
+// release is whole under releases/ or gone from it, and what is left in
+// tmp/ goes with the next run; no symlink is followed (a planted one is
+// removed itself; releases/ itself a symlink is refused). Also the
+// one tag parser (ParseTagRef: name:tag[@sha256:<64 hex>], hbx resolve).
 //
 // Every entry of a release with Meta.Ownership == OwnedByHbx belongs to the
 // user running hbx, with no group or other write bit (see the installer).

@@ -41,8 +41,11 @@ func LayerStateDir(runtimeDir string, chain digest.Digest) string {
 // the states a later install of an image sharing layers with a kept
 // release could start from stay, the rest (states of removed releases,
 // half-removed ones) go. Releases never need a layer state to run or
-// verify (they share its inodes, not its names). It returns how many it
-// removed; failures are logged.
+// verify (they share its inodes, not its names). Each goes as a release
+// does (removeAside: renamed out of layers/ before it is deleted, so a
+// kill -9 never leaves a half-deleted state there). It returns how many
+// it removed; failures are logged. Prune (and so Cleanup) calls it after
+// removing releases.
 func PruneLayerStates(runtimeDir string, log *slog.Logger) int {
 	ents, err := os.ReadDir(filepath.Join(runtimeDir, LayersDir))
 	if err != nil {
@@ -67,7 +70,10 @@ func PruneLayerStates(runtimeDir string, log *slog.Logger) int {
 			continue
 		}
 		log.Info("removing layer state of no release", "chain", e.Name())
-		removeLogged(filepath.Join(runtimeDir, LayersDir, e.Name()), log)
+		if _, err := removeAside(runtimeDir, LayersDir, e.Name(), "layer-state"); err != nil {
+			log.Warn("remove layer state", "chain", e.Name(), "err", err)
+			continue
+		}
 		removed++
 	}
 	return removed

@@ -73,41 +73,52 @@ const pinnedForm = "(want name:tag@sha256:<64 hex>)"
 // e.g. "ghcr.io/o/executor:v1.5.12@sha256:e40b…". The error is a
 // *RuleError naming s and the rule it breaks. It is hbx's only image
 // reference parser.
-func ParseImageRef(s string) (ImageRef, error) {
+func ParseImageRef(s string) (ImageRef, error) { return parseRef(s, true, pinnedForm) }
+
+// taggedForm is the shape ParseTagRef wants.
+const taggedForm = "(want name:tag or name:tag@sha256:<64 hex>)"
+
+// ParseTagRef is ParseImageRef with the digest optional: name:tag or
+// name:tag@sha256:<64 hex> (Digest "" when none), the reference hbx
+// resolve takes. The error is a *RuleError.
+func ParseTagRef(s string) (ImageRef, error) { return parseRef(s, false, taggedForm) }
+
+// parseRef parses s, with its digest required when pinned; form is the
+// shape named in errors.
+func parseRef(s string, pinned bool, form string) (ImageRef, error) {
 	fail := func(rule string) (ImageRef, error) {
 		return ImageRef{}, &RuleError{What: "image reference", Value: s, Rule: rule, err: ErrBadReference}
 	}
 	if s == "" {
-		return fail("is empty " + pinnedForm)
+		return fail("is empty " + form)
 	}
 	named, err := reference.ParseNormalizedNamed(s)
 	if err != nil {
-		return fail("is not an image reference: " + err.Error() + " " + pinnedForm)
+		return fail("is not an image reference: " + err.Error() + " " + form)
 	}
 	tagged, hasTag := named.(reference.NamedTagged)
 	canon, hasDigest := named.(reference.Canonical)
 	switch {
 	case !hasTag && !hasDigest:
-		return fail("has no tag and no digest " + pinnedForm)
+		return fail("has no tag and no digest " + form)
 	case !hasTag:
-		return fail("has no tag " + pinnedForm)
-	case !hasDigest:
-		return fail("has no digest " + pinnedForm)
+		return fail("has no tag " + form)
+	case !hasDigest && pinned:
+		return fail("has no digest " + form)
+	}
+	r := ImageRef{Name: named.Name(), Domain: reference.Domain(named), Path: reference.Path(named), Tag: tagged.Tag()}
+	if !hasDigest {
+		return r, nil
 	}
 	d := canon.Digest()
 	if d.Algorithm() != digest.SHA256 {
-		return fail(fmt.Sprintf("has a %s digest %s", d.Algorithm(), pinnedForm))
+		return fail(fmt.Sprintf("has a %s digest %s", d.Algorithm(), form))
 	}
 	if err := d.Validate(); err != nil {
 		return fail("has an invalid digest: " + err.Error())
 	}
-	return ImageRef{
-		Name:   named.Name(),
-		Domain: reference.Domain(named),
-		Path:   reference.Path(named),
-		Tag:    tagged.Tag(),
-		Digest: d,
-	}, nil
+	r.Digest = d
+	return r, nil
 }
 
 // Platform is os/arch[/variant] as image-spec image-index.md "platform".

@@ -52,3 +52,28 @@ func TestParsePlatform(t *testing.T) {
 		}
 	}
 }
+
+// TestParseTagRef: the digest is optional (hbx resolve's REF), the tag is
+// not, and a digest given follows ParseImageRef's rules.
+func TestParseTagRef(t *testing.T) {
+	const d = "sha256:e40b2179c005b3124e794e9a8505341db46d0a9a1631e7f3fdcd023462ecf70b"
+	for in, want := range map[string]ImageRef{
+		"ghcr.io/o/x:v1":       {Name: "ghcr.io/o/x", Domain: "ghcr.io", Path: "o/x", Tag: "v1"},
+		"ghcr.io/o/x:v1@" + d:  {Name: "ghcr.io/o/x", Domain: "ghcr.io", Path: "o/x", Tag: "v1", Digest: d},
+		"127.0.0.1:5000/x:2.0": {Name: "127.0.0.1:5000/x", Domain: "127.0.0.1:5000", Path: "x", Tag: "2.0"},
+	} {
+		if got, err := ParseTagRef(in); err != nil || got != want {
+			t.Errorf("ParseTagRef(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"":                `image reference "" is empty (want name:tag or name:tag@sha256:<64 hex>)`,
+		"x/y":             `image reference "x/y" has no tag and no digest (want name:tag or name:tag@sha256:<64 hex>)`,
+		"x/y@" + d:        `image reference "x/y@` + d + `" has no tag (want name:tag or name:tag@sha256:<64 hex>)`,
+		"x/y:1@sha256:ab": `image reference "x/y:1@sha256:ab" is not an image reference: invalid reference format (want name:tag or name:tag@sha256:<64 hex>)`,
+	} {
+		if _, err := ParseTagRef(in); err == nil || err.Error() != want || !errors.Is(err, ErrBadReference) {
+			t.Errorf("ParseTagRef(%q) = %v, want %s (ErrBadReference)", in, err, want)
+		}
+	}
+}

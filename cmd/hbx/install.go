@@ -89,6 +89,9 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 		}
 		return fmt.Errorf("install: %w", box.OfflineHint(err, o.from, "hbx install"))
 	}
+	if res.Switch != nil { // a recorded change: its staging and Activate do not clean
+		res.Switch.Notes = append(res.Switch.Notes, pruneAfter(cmd.Context(), g, cfg, "hbx install"))
+	}
 	return out.print(res)
 }
 

@@ -57,7 +57,9 @@ against a manifest, and the output says so).
      executor.image or executor.platform_digests);
   6. start the programs and wait (backup.health_wait) for /api/health and
      every program RUNNING; if they fail, swap the old data back, restart,
-     and report.
+     and report;
+  7. remove the releases neither current nor previous nor needed by a
+     restore left not started, with their blobs, saying what was freed.
 
 A journal (<data_dir>.restore.json) records each step before it happens,
 so a restore that was killed is finished or undone (pin, data and runtime)
@@ -142,6 +144,7 @@ func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *confi
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", archive, err)
 	}
+	res.Notes = append(res.Notes, pruneAfter(ctx, g, cfg, "hbx restore"))
 	if o.json {
 		err = ui.RestoreJSON(g.stdout, res)
 	} else {

@@ -26,7 +26,8 @@ release in the config file again and restores the pre-upgrade backup made
 for it together with that release (reactivated from previous, no network),
 starts the services and waits for their health (see hbx restore). The data
 the newer runtime wrote is kept as <data_dir>.rolled-back-<time>, never
-deleted.
+deleted. Then it removes the releases neither current nor previous, with
+their blobs (docs/upgrade.md#old-releases).
 
 It refuses, saying why, when no upgrade was recorded, when the last one
 did not complete or was already rolled back, when the active release was
@@ -58,6 +59,7 @@ func runRollback(ctx context.Context, o changeOpts) error {
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
+	res.Notes = append(res.Notes, pruneAfter(ctx, o.g, o.cfg, "hbx rollback"))
 	return printChange(o.g.stdout, "rolled back", res, o.json)
 }
 

@@ -120,6 +120,7 @@ defaults. "hbx config show" prints every effective value and its source.
 		newUpgradeCommand(g),
 		newRollbackCommand(g),
 		newExportCommand(g),
+		newResolveCommand(g),
 		newHostboxCommand(g),
 	)
 	root.AddCommand(newStartStopCommands(g)...)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	digest "github.com/opencontainers/go-digest"
@@ -39,7 +40,10 @@ while the box keeps running (refused, with its last output lines, when
 it would not come up: docs/upgrade.md#rehearsal; --no-rehearsal skips
 it), takes a pre-upgrade backup, pins and activates it, waits for the
 health checks and rolls back on failure (docs/upgrade.md#upgrade; an
-interrupted one: docs/upgrade.md#crash-recovery).
+interrupted one: docs/upgrade.md#crash-recovery). Then it removes the
+releases neither current nor previous, with their blobs, and says what it
+freed (docs/upgrade.md#old-releases). hbx resolve NAME:TAG gives REF and
+--platform-digest.
 
 --mcp-tools execute,resume,skills pins the MCP tool set of the new image
 with it (docs/upgrade.md#the-mcp-tool-set). --json prints one JSON line
@@ -115,9 +119,13 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 		return cli.Usagef("upgrade: %w", err)
 	}
 	res, err := upgradeTo(ctx, o, t, tools)
+	if errors.Is(err, upgrade.ErrRolledBack) {
+		pruneAfter(ctx, o.g, o.cfg, "hbx upgrade") // previous changed: logged only
+	}
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", box.OfflineHint(err, o.from, "hbx upgrade"))
 	}
+	res.Notes = append(res.Notes, pruneAfter(ctx, o.g, o.cfg, "hbx upgrade"))
 	return printChange(o.g.stdout, "upgraded", res, o.json)
 }
 

@@ -31,13 +31,14 @@ var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "
 // internal/pending says what a half-done release change or restore means
 // for hbx status and hbx health; internal/programname checks program
 // names against the supervisor's; internal/supervisorclient is where the
-// commands get the running supervisor's client; rehearse boots a staged
+// commands get the running supervisor's client; internal/prune decides
+// from the journals which releases a change leaves unneeded; rehearse boots a staged
 // release on a copy of the data (launch) and judges it with the checks of
 // the real start (health) for hbx upgrade.
 // A composer is imported only by cmd/, e2e/ and another composer.
 var composers = []string{
 	"internal/supervise", "internal/guardedinstall", "internal/box", "internal/verbopts", "internal/executorrun",
-	"internal/pending", "internal/programname", "internal/supervisorclient", "rehearse",
+	"internal/pending", "internal/programname", "internal/supervisorclient", "internal/prune", "rehearse",
 }
 
 // renderer renders the verbs' results for cmd/hbx (internal/ui): like the

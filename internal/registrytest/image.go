@@ -175,3 +175,20 @@ func do(ctx context.Context, method, u, contentType string, body []byte, want in
 	}
 	return resp, nil
 }
+
+// PushSingle pushes the image as Push does, then points tag at plat's
+// manifest instead of the index: a tag that names a single manifest.
+func (img *Image) PushSingle(ctx context.Context, base, repo, tag, plat string) error {
+	if err := img.Push(ctx, base, repo, tag); err != nil {
+		return err
+	}
+	md, ok := img.Manifests[plat]
+	if !ok {
+		return fmt.Errorf("push %s:%s to %s: no manifest for %s", repo, tag, base, plat)
+	}
+	doc := img.docs[md]
+	if _, err := do(ctx, http.MethodPut, base+"/v2/"+repo+"/manifests/"+url.PathEscape(tag), doc.mediaType, doc.body, http.StatusCreated); err != nil {
+		return fmt.Errorf("push %s:%s to %s: put manifest %s: %w", repo, tag, base, md, err)
+	}
+	return nil
+}

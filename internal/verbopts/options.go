@@ -56,7 +56,6 @@ func Installer(ctx context.Context, cfg *config.Config, log *slog.Logger) (insta
 	if err != nil {
 		return installer.Options{}, fmt.Errorf("executor.user: %w", err)
 	}
-	mirrors := cfg.RegistryMirrors()
 	hostPath := release.DefaultHostPath // as the payload runs: never the caller's PATH
 	return installer.Options{
 		RunAs:                runAs,
@@ -71,17 +70,23 @@ func Installer(ctx context.Context, cfg *config.Config, log *slog.Logger) (insta
 		LockWait:             cfg.Install.LockWait,
 		Timeout:              cfg.Install.Timeout,
 		MinRate:              cfg.Install.MinRate,
-		Registry: installer.RegistryOptions{
-			InsecureHosts: cfg.Registry.InsecureHosts,
-			AuthFile:      cfg.Registry.AuthFile,
-			CertsDir:      cfg.Registry.CertsDir,
-			StallTimeout:  cfg.Registry.StallTimeout,
-			Retries:       cfg.Registry.Retries,
-			Mirrors:       mirrors,
-		},
-		HbxVersion: buildinfo.Version,
-		Logger:     log,
+		Registry:             RegistryOptions(cfg),
+		HbxVersion:           buildinfo.Version,
+		Logger:               log,
 	}, nil
+}
+
+// RegistryOptions maps the registry section (and registry.mirrors) onto
+// the installer's registry client, for an install and for hbx resolve.
+func RegistryOptions(cfg *config.Config) installer.RegistryOptions {
+	return installer.RegistryOptions{
+		InsecureHosts: cfg.Registry.InsecureHosts,
+		AuthFile:      cfg.Registry.AuthFile,
+		CertsDir:      cfg.Registry.CertsDir,
+		StallTimeout:  cfg.Registry.StallTimeout,
+		Retries:       cfg.Registry.Retries,
+		Mirrors:       cfg.RegistryMirrors(),
+	}
 }
 
 // smokeFunc runs install.smoke_command in a staged release as `hbx run

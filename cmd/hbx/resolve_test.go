@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/hermesbox/hbx/internal/registrytest"
+	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/internal/testenv"
+)
+
+// TestResolve runs hbx resolve against the real registry: a tag prints
+// its pinned form, the platform's manifest, the plan and the upgrade
+// command line (exit 0; --json the same as one object); a digest the tag
+// does not name is printed and exits 1; an unknown tag and an unreachable
+// registry exit 1 with one line; a bad REF or --platform exits 2 with one
+// line naming the rule.
+func TestResolve(t *testing.T) {
+	reg := testenv.StartRegistry(t)
+	plat := "linux/" + runtime.GOARCH
+	img, err := registrytest.NewImage(registrytest.PlatformImage{
+		Platform: v1.Platform{OS: "linux", Architecture: runtime.GOARCH},
+		Layers:   [][]byte{tartest.New().Dir("app", 0o755).File("app/x", "x", 0o644).Bytes()},
+		Config:   v1.ImageConfig{Cmd: []string{"/app/x"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := img.Push(ctx, reg.URL(), "hbx/resolve", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	name := reg.Host() + "/hbx/resolve"
+	pinned, manifest := name+":v1@"+img.Index.String(), img.Manifests[plat].String()
+	cfg := writeConfig(t, "executor:\n  runtime_dir: "+filepath.Join(t.TempDir(), "rt")+"\n  platform: "+plat+
+		"\nregistry:\n  insecure_hosts: [127.0.0.1]\n  retries: 0\n")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		out  []string // in stdout
+		err  string   // in the error
+	}{
+		{"tag", []string{name + ":v1"}, 0, []string{"image     " + pinned, "manifest  " + manifest + " (" + plat + ", from the index)",
+			"would fetch 1 layer", "run       hbx upgrade --image " + pinned + " --platform-digest " + manifest}, ""},
+		{"tag with its digest", []string{pinned}, 0, []string{"image     " + pinned}, ""},
+		{"digest mismatch", []string{name + ":v1@sha256:" + strings.Repeat("a", 64)}, 1, []string{"MISMATCH", "image     " + pinned},
+			"digest mismatch: " + name + ":v1 names " + img.Index.String() + " now, not the given sha256:" + strings.Repeat("a", 64)},
+		{"unknown tag", []string{name + ":nope"}, 1, nil, "manifest unknown"},
+		{"unreachable registry", []string{dead + "/x:v1"}, 1, nil, dead},
+		{"no tag", []string{name}, 2, nil, `resolve: image reference "` + name + `" has no tag and no digest (want name:tag or name:tag@sha256:<64 hex>)`},
+		{"bad platform", []string{name + ":v1", "--platform", "linux"}, 2, nil, `resolve: --platform: platform "linux" is not a platform`},
+		{"other platform", []string{name + ":v1", "--platform", "linux/s390x"}, 1, nil, "no manifest for linux/s390x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, code, err := runTest(t, nil, append([]string{"resolve", "--config", cfg}, tc.args...)...)
+			if code != tc.code {
+				t.Fatalf("hbx resolve %s = exit %d (%v), want %d\n%s", tc.args, code, err, tc.code, out)
+			}
+			for _, w := range tc.out {
+				if !strings.Contains(out, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out)
+				}
+			}
+			if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "\n")) {
+				t.Errorf("error = %v, want one line containing %q", err, tc.err)
+			}
+			if err != nil {
+				t.Logf("%s: %v", tc.name, err)
+			}
+		})
+	}
+
+	out, _, code, err := runTest(t, nil, "resolve", "--config", cfg, "--json", name+":v1")
+	var got struct {
+		Image, Platform string
+		Manifest        string `json:"manifest_digest"`
+		Single          bool   `json:"single_manifest"`
+		Fetch, Reuse    int
+		Layers          []map[string]any
+		FetchBytes      int64 `json:"fetch_bytes"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.Image != pinned || got.Manifest != manifest ||
+		got.Single || got.Fetch != 1 || got.Reuse != 0 || len(got.Layers) != 1 || got.FetchBytes != img.Layers[plat][0].Size {
+		t.Errorf("hbx resolve --json = exit %d (%v): %s\nparsed %+v", code, err, out, got)
+	}
+}

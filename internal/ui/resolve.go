@@ -1,0 +1,52 @@
+package ui
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hermesbox/hbx/installer"
+	"github.com/hermesbox/hbx/internal/units"
+)
+
+// ResolveJSON writes hbx resolve --json's result: one JSON object with
+// the pinned reference ("image"), the digests, each layer and the plan's
+// sums ("fetch", "reuse", "fetch_bytes", "reuse_bytes").
+func ResolveJSON(w io.Writer, r *installer.Resolution) error {
+	fetch, reuse, fetchBytes, reuseBytes := r.Plan()
+	return json.NewEncoder(w).Encode(map[string]any{
+		"image": r.Pinned(), "name": r.Ref.Name, "tag": r.Ref.Tag, "given_digest": r.Ref.Digest,
+		"index_digest": r.Index, "single_manifest": r.Single, "platform": r.Platform,
+		"manifest_digest": r.Manifest, "config_digest": r.Config, "layers": r.Layers,
+		"fetch": fetch, "reuse": reuse, "fetch_bytes": fetchBytes, "reuse_bytes": reuseBytes,
+	})
+}
+
+// ResolveText is hbx resolve's report: the two pins hbx upgrade takes,
+// what an upgrade would fetch and reuse, one line per layer, and the
+// upgrade command line. It ends in "\n".
+func ResolveText(r *installer.Resolution) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "image     %s\n", r.Pinned())
+	if r.Single {
+		fmt.Fprintf(&b, "manifest  %s (%s): the tag names a single manifest, not an index; it is also the platform digest\n", r.Manifest, r.Platform)
+	} else {
+		fmt.Fprintf(&b, "manifest  %s (%s, from the index)\n", r.Manifest, r.Platform)
+	}
+	if r.Ref.Digest != "" && r.Ref.Digest != r.Index {
+		fmt.Fprintf(&b, "MISMATCH  the given digest %s is not what the tag names now\n", r.Ref.Digest)
+	}
+	fetch, reuse, fetchBytes, reuseBytes := r.Plan()
+	fmt.Fprintf(&b, "upgrade   would fetch %s (%s) and reuse %s (%s) from the blob store\n",
+		units.Count(fetch, "layer", "layers"), units.Bytes(fetchBytes), units.Count(reuse, "layer", "layers"), units.Bytes(reuseBytes))
+	for _, l := range r.Layers {
+		what := "fetch"
+		if l.Reusable {
+			what = "reuse"
+		}
+		fmt.Fprintf(&b, "  %s  %s  %10s\n", what, l.Digest, units.Bytes(l.Size))
+	}
+	fmt.Fprintf(&b, "run       hbx upgrade --image %s --platform-digest %s\n", r.Pinned(), r.Manifest)
+	return b.String()
+}
