@@ -359,7 +359,7 @@ func (c *cold) startFetch(ctx context.Context) (stop func()) {
 				}
 				return
 			}
-			if !c.feeds[i].fetched {
+			if !c.feeds[i].downloaded() {
 				continue // found in the store: done once its layer has read and verified it
 			}
 			c.got.add(l.Digest)

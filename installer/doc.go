@@ -102,15 +102,15 @@
 //
 // Blobs are fetched one after another into the cache while layers are
 // applied in order; a layer is applied as its blob arrives (its reader
-// follows the cache file being written), so download, inflate and the
-// diff_id hash (on a goroutine per layer in flight), and file creation
-// overlap within a layer and across layers: layer N+1 is read, inflated and
-// hashed into its own read-ahead while layer N is applied (two read-aheads
-// of 4 MiB, reused, whatever the number of layers). Layer N+1's failure
-// (a corrupt stream, a wrong diff_id) is reported when it is applied, after
-// layer N, naming layer N+1; a layer's stream ends on its diff_id verdict,
-// so no layer counts as applied before it was verified, and nothing is
-// published before every layer was. A layer's stream ends only once its
+// follows the cache file being written), so download, inflate (on a
+// goroutine per layer in flight), the diff_id hash and file creation
+// overlap within a layer and across layers: layer N+1 is read and inflated
+// into its own read-ahead while layer N is applied (two read-aheads of 4
+// MiB, reused, whatever the number of layers). The diff_id hash runs on the
+// extractor's side, inflate being the busier one. Layer N+1's failure (a
+// corrupt stream, a wrong diff_id) is reported when it is applied, after
+// layer N, naming layer N+1; no layer counts as applied before its diff_id
+// was checked, and nothing is published before every layer's was. A layer's stream ends only once its
 // blob's size and digest were checked, so a layer is never complete on
 // unverified bytes; until then its entries are only in the staging tree,
 // and they are bounded: a downloaded blob not yet verified may expand to at most 8 times its

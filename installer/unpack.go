@@ -180,11 +180,12 @@ func (s *layerSlot) decompress(r *bufio.Reader, c compression) (io.Reader, func(
 const unverifiedExpansion = 8
 
 // apply applies job's layer, read from its feed (its cache file, as it
-// is written) through decompression and the diff_id check on its own
-// goroutine, and starts next's (when not nil) so it inflates meanwhile.
-// The layer's effects count only once apply returned nil: its stream
-// ends with the diff_id verdict, after its last entry was applied, and
-// nothing is published before every layer's apply returned.
+// is written) through decompression on its own goroutine, and starts
+// next's (when not nil) so it inflates meanwhile. The uncompressed stream
+// is hashed here, on the extractor's side (inflate is the busier one), and
+// checked against the diff_id once read to its end: the layer counts only
+// once apply returned nil, and nothing is published before every layer's
+// apply did.
 func (u *unpacker) apply(ctx context.Context, cache blobCache, a *extract.Applier, job layerJob, next *layerJob) error {
 	ls := u.next
 	u.next = nil
@@ -195,25 +196,29 @@ func (u *unpacker) apply(ctx context.Context, cache blobCache, a *extract.Applie
 		u.next = u.start(ctx, *next)
 	}
 	ls.live.Store(true)
-	err := a.Apply(ls.slot.ra)
+	diffV := job.diffID.Verifier()
+	r := io.TeeReader(ls.slot.ra, diffV)
+	err := a.Apply(r)
 	if err == nil {
-		// The tar may end before the compressed stream does; read all of
-		// it, which ends the read-ahead with the stream's verdict.
-		if _, err = io.Copy(io.Discard, ls.slot.ra); err != nil {
+		// The tar may end before the compressed stream does; hash all of
+		// it, which also ends the read-ahead.
+		if _, err = io.Copy(io.Discard, r); err != nil {
 			err = fmt.Errorf("read past tar end: %w", err)
 		}
 	}
 	var end *streamEndError
 	if errors.As(err, &end) {
-		err = end.err // the blob's tail or the diff_id, whoever read the stream's end
-	}
-	if errors.Is(err, errDiffID) {
-		cache.drop(job.desc.Digest) // a damaged cached blob is fetched again next time
+		err = end.err // the blob's tail, whichever read of the extractor met it
 	}
 	if err != nil {
 		ls.slot.ra.Abort()
+		return err
 	}
-	return err
+	if !diffV.Verified() {
+		cache.drop(job.desc.Digest) // a damaged cached blob is fetched again next time
+		return fmt.Errorf("%w: uncompressed layer does not hash to diff_id %s", ErrDigestMismatch, job.diffID)
+	}
+	return nil
 }
 
 // start begins reading job's layer on a free slot: the one not holding
@@ -224,13 +229,9 @@ func (u *unpacker) start(ctx context.Context, job layerJob) *layerStream {
 	return ls
 }
 
-// errDiffID marks a layer whose uncompressed stream does not hash to its
-// diff_id; it unwraps to ErrDigestMismatch.
-var errDiffID = fmt.Errorf("%w: uncompressed layer does not hash to diff_id", ErrDigestMismatch)
-
-// streamEndError carries what failed at a layer stream's end (the rest of
-// the blob, or the diff_id), so apply reports it as such whichever read of
-// the extractor met it.
+// streamEndError carries what failed at a layer stream's end (reading the
+// rest of the blob), so apply reports it as such whichever read of the
+// extractor met it.
 type streamEndError struct{ err error }
 
 func (e *streamEndError) Error() string { return e.err.Error() }
@@ -238,8 +239,8 @@ func (e *streamEndError) Unwrap() error { return e.err }
 
 // layerStream is one layer's uncompressed stream, the source its slot's
 // read-ahead runs: it opens the blob on the first read (on the read-ahead's
-// goroutine), hashes what it hands on, and at the end reads the rest of
-// the blob (so a stored blob's digest is checked) and checks the diff_id.
+// goroutine) and at the end reads the rest of the blob, so a stored blob's
+// digest is checked before the stream ends.
 type layerStream struct {
 	job     layerJob
 	ctx     context.Context
@@ -248,7 +249,6 @@ type layerStream struct {
 	out     atomic.Int64 // uncompressed bytes handed on so far
 	zr      io.Reader    // nil until opened
 	release func()
-	diffV   digest.Verifier
 }
 
 func (ls *layerStream) Read(p []byte) (int, error) {
@@ -258,7 +258,6 @@ func (ls *layerStream) Read(p []byte) (int, error) {
 		}
 	}
 	n, err := ls.zr.Read(p)
-	ls.diffV.Write(p[:n]) // a hash's Write never fails
 	ls.out.Add(int64(n))
 	if err == io.EOF {
 		err = ls.end()
@@ -281,19 +280,16 @@ func (ls *layerStream) open() error {
 		return err
 	}
 	ls.zr = &verifiedGate{r: zr, limit: unverifiedExpansion * max(ls.job.desc.Size, 1<<20), fd: ls.job.fd, ctx: ls.ctx}
-	ls.release, ls.diffV = release, ls.job.diffID.Verifier()
+	ls.release = release
 	return nil
 }
 
-// end reads the blob past the compressed stream's end and checks the
-// diff_id: io.EOF when the layer is sound.
+// end reads the blob past the compressed stream's end: io.EOF once all
+// of it was read (and, for a download, verified).
 func (ls *layerStream) end() error {
 	ls.release()
 	if _, err := io.Copy(io.Discard, ls.slot.br); err != nil {
 		return &streamEndError{fmt.Errorf("read blob: %w", err)}
-	}
-	if !ls.diffV.Verified() {
-		return &streamEndError{fmt.Errorf("%w %s", errDiffID, ls.job.diffID)}
 	}
 	return io.EOF
 }
