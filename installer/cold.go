@@ -383,7 +383,7 @@ func (c *cold) startFetch(ctx context.Context) (stop func()) {
 				}
 				return
 			}
-			if !c.feeds[i].fetched {
+			if !c.feeds[i].downloaded() {
 				continue // found in the store: done once its layer has read and verified it
 			}
 			c.got.add(l.Digest)
@@ -430,11 +430,7 @@ func (c *cold) applyLayer(ctx context.Context, i int) error {
 	l, fd := layers[i], c.feeds[i]
 	layerStart := time.Now()
 	c.prog.Event(Event{Kind: EventLayerStart, Digest: l.Digest, Size: l.Size, Index: i, Count: len(layers)})
-	report := func(done int64) {
-		c.flusher.Kick()
-		c.prog.Event(Event{Kind: EventLayerProgress, Digest: l.Digest, Size: l.Size, Done: done, Index: i, Count: len(layers)})
-	}
-	err := c.unpack.apply(ctx, c.cache, c.a, fd, l, c.r.Config.RootFS.DiffIDs[i], report)
+	err := c.unpack.apply(ctx, c.cache, c.a, *c.layerJob(i), c.layerJob(i+1))
 	if err != nil && ctx.Err() == nil {
 		err = c.verdict(ctx, fd, l, err)
 	}

@@ -102,12 +102,18 @@
 //
 // Blobs are fetched one after another into the cache while layers are
 // applied in order; a layer is applied as its blob arrives (its reader
-// follows the cache file being written), so download, inflate (on its own
-// goroutine), the diff_id hash and file creation overlap within a layer and
-// across layers. A layer's stream ends only once its blob's size and digest
-// were checked, so a layer is never complete on unverified bytes; until
-// then its entries are only in the staging tree, and they are bounded: a
-// downloaded blob not yet verified may expand to at most 8 times its
+// follows the cache file being written), so download, inflate (on a
+// goroutine per layer in flight), the diff_id hash and file creation
+// overlap within a layer and across layers: layer N+1 is read and inflated
+// into its own read-ahead while layer N is applied (two read-aheads of 4
+// MiB, reused, whatever the number of layers). The diff_id hash runs on the
+// extractor's side, inflate being the busier one. Layer N+1's failure (a
+// corrupt stream, a wrong diff_id) is reported when it is applied, after
+// layer N, naming layer N+1; no layer counts as applied before its diff_id
+// was checked, and nothing is published before every layer's was. A layer's stream ends only once its
+// blob's size and digest were checked, so a layer is never complete on
+// unverified bytes; until then its entries are only in the staging tree,
+// and they are bounded: a downloaded blob not yet verified may expand to at most 8 times its
 // declared size (at least 8 MiB), after which its layer waits for the
 // check. A blob reused from the store is verified as extraction reads it
 // (see The blob store), with no read of its own. When

@@ -104,6 +104,15 @@ func (fd *feed) grow(n int) {
 	fd.changed.Broadcast()
 }
 
+// downloaded says whether the blob was downloaded (finished by the
+// fetcher), not found in the store. Its reader may finish a stored blob's
+// feed at any time, so the fetcher asks under the lock.
+func (fd *feed) downloaded() bool {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	return fd.fetched
+}
+
 // finish ends the feed: err nil means the blob is complete and verified.
 // Only the first call counts.
 func (fd *feed) finish(fetched bool, err error) {

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -70,27 +72,72 @@ func zstdStart(head []byte) bool {
 	return m == 0xFD2FB528 || m&0xFFFFFFF0 == 0x184D2A50
 }
 
-// unpacker applies layer blobs one after another, reusing its read-ahead
-// buffers and gzip state from layer to layer.
+// unpacker applies layer blobs one after another. Each layer's blob is
+// read, decompressed and hashed against its diff_id on a goroutine of its
+// own, into a read-ahead ring of its own; the next layer's starts while
+// this one is applied, so inflating layer N+1 overlaps the file writes of
+// layer N (and its hash is ready when it ends). Two slots, reused from
+// layer to layer: memory does not grow with the number or size of layers.
 type unpacker struct {
+	slots [2]*layerSlot
+	next  *layerStream // the layer started ahead, nil when none
+}
+
+// layerSlot is the reusable state of one layer in flight.
+type layerSlot struct {
 	ra *readahead.Reader // the layer's decompressor read ahead, so inflating overlaps the extractor's writes
-	gz *gzip.Reader      // nil until the first gzip layer
+	gz *gzip.Reader      // nil until the slot's first gzip layer
 	br *bufio.Reader
 }
 
-func newUnpacker() *unpacker {
-	return &unpacker{ra: readahead.New(aheadChunks, aheadChunk), br: bufio.NewReaderSize(nil, 256<<10)}
+// layerJob is one layer to apply: its feed, descriptor, diff_id, index in
+// the manifest, and what to call with the compressed bytes read so far.
+type layerJob struct {
+	index  int
+	fd     *feed
+	desc   v1.Descriptor
+	diffID digest.Digest
+	report func(done int64)
 }
 
-// close stops a read-ahead still running after a failed layer and waits
-// for it: call it once the blob feeds are closed, which ends a read the
-// read-ahead is blocked in.
-func (u *unpacker) close() { u.ra.Abort(); u.ra.Wait() }
+// layerJob returns layer i's job, nil past the last layer.
+func (c *cold) layerJob(i int) *layerJob {
+	layers := c.r.Manifest.Layers
+	if i >= len(layers) {
+		return nil
+	}
+	l := layers[i]
+	report := func(done int64) {
+		c.flusher.Kick()
+		c.prog.Event(Event{Kind: EventLayerProgress, Digest: l.Digest, Size: l.Size, Done: done, Index: i, Count: len(layers)})
+	}
+	return &layerJob{index: i, fd: c.feeds[i], desc: l, diffID: c.r.Config.RootFS.DiffIDs[i], report: report}
+}
+
+func newUnpacker() *unpacker {
+	u := &unpacker{}
+	for i := range u.slots {
+		u.slots[i] = &layerSlot{ra: readahead.New(aheadChunks, aheadChunk), br: bufio.NewReaderSize(nil, 256<<10)}
+	}
+	return u
+}
+
+// close stops every read-ahead still running after a failed layer and
+// waits for them: call it once the blob feeds are closed, which ends a
+// read a read-ahead is blocked in.
+func (u *unpacker) close() {
+	for _, s := range u.slots {
+		s.ra.Abort()
+	}
+	for _, s := range u.slots {
+		s.ra.Wait()
+	}
+}
 
 // decompress returns the uncompressed stream of r per the media type,
 // after checking the stream's magic bytes agree with it. The stream is
-// valid until the next call.
-func (u *unpacker) decompress(r *bufio.Reader, c compression) (io.Reader, func(), error) {
+// valid until the slot's next call.
+func (s *layerSlot) decompress(r *bufio.Reader, c compression) (io.Reader, func(), error) {
 	head, err := r.Peek(4)
 	if err != nil && err != io.EOF {
 		return nil, nil, fmt.Errorf("read blob: %w", err)
@@ -100,15 +147,15 @@ func (u *unpacker) decompress(r *bufio.Reader, c compression) (io.Reader, func()
 		if !bytes.HasPrefix(head, []byte{0x1f, 0x8b}) {
 			return nil, nil, fmt.Errorf("media type says gzip, content is not gzip")
 		}
-		if u.gz == nil {
-			u.gz, err = gzip.NewReader(r)
+		if s.gz == nil {
+			s.gz, err = gzip.NewReader(r)
 		} else {
-			err = u.gz.Reset(r)
+			err = s.gz.Reset(r)
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("gzip: %w", err)
 		}
-		return u.gz, func() {}, nil
+		return s.gz, func() {}, nil
 	case zstded:
 		if !zstdStart(head) {
 			return nil, nil, fmt.Errorf("media type says zstd, content is not zstd")
@@ -132,46 +179,119 @@ func (u *unpacker) decompress(r *bufio.Reader, c compression) (io.Reader, func()
 // once their blob is verified: the stream then waits for the download.
 const unverifiedExpansion = 8
 
-// apply streams one layer blob, read from fd (its cache file, as it is
-// written), through decompression (read ahead on its own goroutine) and
-// the diff_id check into the applier.
-func (u *unpacker) apply(ctx context.Context, cache blobCache, a *extract.Applier, fd *feed, desc v1.Descriptor, diffID digest.Digest, report func(done int64)) error {
-	c, err := layerCompression(desc.MediaType)
-	if err != nil {
-		return err
+// apply applies job's layer, read from its feed (its cache file, as it
+// is written) through decompression on its own goroutine, and starts
+// next's (when not nil) so it inflates meanwhile. The uncompressed stream
+// is hashed here, on the extractor's side (inflate is the busier one), and
+// checked against the diff_id once read to its end: the layer counts only
+// once apply returned nil, and nothing is published before every layer's
+// apply did.
+func (u *unpacker) apply(ctx context.Context, cache blobCache, a *extract.Applier, job layerJob, next *layerJob) error {
+	ls := u.next
+	u.next = nil
+	if ls == nil || ls.job.index != job.index {
+		ls = u.start(ctx, job)
 	}
-	// The blob's own digest is checked as it enters the cache: blob ends
-	// only once it was (or with the download's error). What it
-	// decompresses to is checked here against the diff_id, which the
-	// config (itself checked by digest) pins.
-	u.br.Reset(&progressReader{r: fd.reader(ctx), report: report})
-	zr, release, err := u.decompress(u.br, c)
-	if err != nil {
-		return err
+	if next != nil {
+		u.next = u.start(ctx, *next)
 	}
-	u.ra.Start(&verifiedGate{r: zr, limit: unverifiedExpansion * max(desc.Size, 1<<20), fd: fd, ctx: ctx})
-	diffV := diffID.Verifier()
-	err = a.Apply(io.TeeReader(u.ra, diffV))
+	ls.live.Store(true)
+	diffV := job.diffID.Verifier()
+	r := io.TeeReader(ls.slot.ra, diffV)
+	err := a.Apply(r)
 	if err == nil {
 		// The tar may end before the compressed stream does; hash all of
-		// both, which also ends the read-ahead.
-		if _, err = io.Copy(io.Discard, u.ra); err != nil {
+		// it, which also ends the read-ahead.
+		if _, err = io.Copy(io.Discard, r); err != nil {
 			err = fmt.Errorf("read past tar end: %w", err)
 		}
 	}
+	var end *streamEndError
+	if errors.As(err, &end) {
+		err = end.err // the blob's tail, whichever read of the extractor met it
+	}
 	if err != nil {
-		u.ra.Abort()
+		ls.slot.ra.Abort()
 		return err
 	}
-	release()
-	if _, err := io.Copy(io.Discard, u.br); err != nil {
-		return fmt.Errorf("read blob: %w", err)
-	}
 	if !diffV.Verified() {
-		cache.drop(desc.Digest) // a damaged cached blob is fetched again next time
-		return fmt.Errorf("%w: uncompressed layer does not hash to diff_id %s", ErrDigestMismatch, diffID)
+		cache.drop(job.desc.Digest) // a damaged cached blob is fetched again next time
+		return fmt.Errorf("%w: uncompressed layer does not hash to diff_id %s", ErrDigestMismatch, job.diffID)
 	}
 	return nil
+}
+
+// start begins reading job's layer on a free slot: the one not holding
+// the layer started before it.
+func (u *unpacker) start(ctx context.Context, job layerJob) *layerStream {
+	ls := &layerStream{job: job, ctx: ctx, slot: u.slots[job.index%len(u.slots)]}
+	ls.slot.ra.Start(ls)
+	return ls
+}
+
+// streamEndError carries what failed at a layer stream's end (reading the
+// rest of the blob), so apply reports it as such whichever read of the
+// extractor met it.
+type streamEndError struct{ err error }
+
+func (e *streamEndError) Error() string { return e.err.Error() }
+func (e *streamEndError) Unwrap() error { return e.err }
+
+// layerStream is one layer's uncompressed stream, the source its slot's
+// read-ahead runs: it opens the blob on the first read (on the read-ahead's
+// goroutine) and at the end reads the rest of the blob, so a stored blob's
+// digest is checked before the stream ends.
+type layerStream struct {
+	job     layerJob
+	ctx     context.Context
+	slot    *layerSlot
+	live    atomic.Bool  // progress is reported once the layer is being applied
+	out     atomic.Int64 // uncompressed bytes handed on so far
+	zr      io.Reader    // nil until opened
+	release func()
+}
+
+func (ls *layerStream) Read(p []byte) (int, error) {
+	if ls.zr == nil {
+		if err := ls.open(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := ls.zr.Read(p)
+	ls.out.Add(int64(n))
+	if err == io.EOF {
+		err = ls.end()
+	}
+	return n, err
+}
+
+// open starts reading the blob and its decompressor. The blob's own
+// digest is checked as it enters the cache: its feed ends only once it
+// was (or with the download's error). What it decompresses to is checked
+// against the diff_id, which the config (itself checked by digest) pins.
+func (ls *layerStream) open() error {
+	c, err := layerCompression(ls.job.desc.MediaType)
+	if err != nil {
+		return err
+	}
+	ls.slot.br.Reset(&progressReader{r: ls.job.fd.reader(ls.ctx), report: ls.job.report, live: &ls.live})
+	zr, release, err := ls.slot.decompress(ls.slot.br, c)
+	if err != nil {
+		return err
+	}
+	ls.zr = &verifiedGate{r: zr, limit: unverifiedExpansion * max(ls.job.desc.Size, 1<<20), fd: ls.job.fd, ctx: ls.ctx}
+	ls.release = release
+	return nil
+}
+
+// end reads the blob past the compressed stream's end: io.EOF once all
+// of it was read (and, for a download, verified).
+func (ls *layerStream) end() error {
+	ls.release()
+	if _, err := io.Copy(io.Discard, ls.slot.br); err != nil {
+		return &streamEndError{fmt.Errorf("read blob: %w", err)}
+	}
+	return io.EOF
 }
 
 // verifiedGate passes at most limit bytes of a layer's uncompressed stream
@@ -205,18 +325,19 @@ func (g *verifiedGate) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// progressReader reports bytes read, at most every 100ms.
+// progressReader reports bytes read, at most every 100ms, once live.
 type progressReader struct {
 	r      io.Reader
 	n      int64
 	last   time.Time
 	report func(int64)
+	live   *atomic.Bool // nil: always
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.n += int64(n)
-	if p.report != nil && time.Since(p.last) >= 100*time.Millisecond {
+	if p.report != nil && (p.live == nil || p.live.Load()) && time.Since(p.last) >= 100*time.Millisecond {
 		p.last = time.Now()
 		p.report(p.n)
 	}

@@ -104,7 +104,7 @@ func TestZstdContentCheck(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			u := newUnpacker()
 			defer u.close()
-			r, release, err := u.decompress(bufio.NewReader(bytes.NewReader(c.blob)), zstded)
+			r, release, err := u.slots[0].decompress(bufio.NewReader(bytes.NewReader(c.blob)), zstded)
 			var got []byte
 			if err == nil {
 				got, err = readAll(r)

@@ -121,6 +121,7 @@ mt_s=() mt_k=() mh_s=() mh_k=()
 # alone: what inflate and hashing cost against tar's gzip.
 if [[ -d /dev/shm && -w /dev/shm ]] && (($(df -k --output=avail /dev/shm | tail -n 1) > 2 * 1024 * 1024)); then
 	mem="$(mktemp -d /dev/shm/hbx-race.XXXXXX)"
+	chmod 0755 "${mem}" # the validation run (the payload user) searches it
 fi
 step "Rounds: 1 warm-up + ${rounds} counted; A = hbx, B = skopeo + umoci, C = tar floor"
 for ((r = 0; r <= rounds; r++)); do
