@@ -34,11 +34,11 @@ cross: ## static binaries for the two box targets under dist/, and dist/SHA256SU
 dist: cross ## the same: dist/hbx-linux-{amd64,arm64} and dist/SHA256SUMS
 
 fmt-check: ## gofmt -l over the tree: fails naming the files that need it
-	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -not -path './.run/*' -print0 | xargs -0 gofmt -l); \
+	@out=$$(find . \( -path ./.cache -o -path ./.git -o -path ./.run \) -prune -o -name '*.go' -print0 | xargs -0 gofmt -l); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 imports: ## goimports grouping: standard library, others, github.com/hermesbox/hbx, each a group of its own (the goimports of go.mod's tool line)
-	@out=$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -not -path './.run/*' -print0 | xargs -0 go tool goimports -local github.com/hermesbox/hbx -l) || { echo "goimports failed"; exit 1; }; \
+	@out=$$(find . \( -path ./.cache -o -path ./.git -o -path ./.run \) -prune -o -name '*.go' -print0 | xargs -0 go tool goimports -local github.com/hermesbox/hbx -l) || { echo "goimports failed"; exit 1; }; \
 	if [ -n "$$out" ]; then echo "goimports -local github.com/hermesbox/hbx -w needed:"; echo "$$out"; exit 1; fi
 
 vet: ## go vet ./...
