@@ -193,7 +193,7 @@
 //     (a plain archive's: the configured RestoreOptions.Image, which its
 //     data then waits for) fails with ErrRuntimeUnavailable (the image could not be had: no
 //     network, the registry down or without it; the Runtime decides,
-//     internal/box from the installer's error, and never for an install
+//     internal/adapters from the installer's error, and never for an install
 //     from a file the operator named, hbx restore --from) and no
 //     release is active, or RestoreOptions.WithoutRuntime is set, the
 //     restore goes on: swap, pin (the archive's image and, for the

@@ -1,7 +1,7 @@
 // Package upgrade moves the box to a new pinned Executor release and back
 // (`hbx upgrade`, `hbx rollback`) without losing data.
 //
-// It composes the other verbs through small interfaces that internal/box fills
+// It composes the other verbs through small interfaces that internal/adapters fills
 // once (Runtime: the installer; Services: the supervisor and the health
 // checks; Data: backup and restore), so it imports none of them. It owns
 // the decisions between them: the steps (change.go, rollback.go), the

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/hermesbox/hbx/backup"
-	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/ui"
@@ -153,7 +153,7 @@ means and how to bring a kept copy back: docs/backup.md#listing-backups.`,
 // pre-upgrade ones) and the kept copies of replaced data beside
 // executor.data_dir, each newest first.
 func runBackupList(w io.Writer, cfg *config.Config, asJSON bool) error {
-	list, err := backup.ListKinds(cfg.Backup.Dir, cfg.Backup.Name, box.PreUpgradeName)
+	list, err := backup.ListKinds(cfg.Backup.Dir, cfg.Backup.Name, adapters.PreUpgradeName)
 	if err != nil {
 		return fmt.Errorf("backup list: %w", err)
 	}

@@ -11,7 +11,7 @@
 // status's), and this package picks text or JSON. docs/architecture.md says where each kind of change goes. What the configuration
 // means to each domain package (their options) is internal/verbopts',
 // the adapters between them (the supervisor's services, the data lock,
-// the restore's runtime and pin) internal/box's, hbx supervise's start-up
+// the restore's runtime and pin) internal/adapters's, hbx supervise's start-up
 // internal/supervise's, hbx install under existing data
 // internal/guardedinstall's; this package gives the box the one thing
 // that needs the terminal, the passphrase prompt (root.go's g.box,

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/installer/progress"
-	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/guardedinstall"
@@ -87,7 +87,7 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 		if errors.Is(err, installer.ErrTimeout) {
 			err = fmt.Errorf("%w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
 		}
-		return fmt.Errorf("install: %w", box.OfflineHint(err, o.from, "hbx install"))
+		return fmt.Errorf("install: %w", adapters.OfflineHint(err, o.from, "hbx install"))
 	}
 	if res.Switch != nil { // a recorded change: its staging and Activate do not clean
 		res.Switch.Notes = append(res.Switch.Notes, pruneAfter(cmd.Context(), g, cfg, "hbx install"))

@@ -47,7 +47,7 @@ meanwhile is kept.`,
 }
 
 // runRollback undoes the last release change as hbx rollback does: the
-// change's options as "hbx rollback" (box.ChangeOptions), then
+// change's options as "hbx rollback" (adapters.Box.ChangeOptions), then
 // upgrade.Rollback; it prints new → old.
 func runRollback(ctx context.Context, o changeOpts) error {
 	opts, unlock, err := o.g.box(o.cfg, o.srcs).ChangeOptions(ctx, nil, "hbx rollback", o.step())

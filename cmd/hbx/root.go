@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/supervisor"
@@ -129,8 +129,8 @@ defaults. "hbx config show" prints every effective value and its source.
 
 // box is cfg's box (srcs: where its values came from, nil when not
 // known), asking for a backup passphrase on the controlling terminal.
-func (g *globals) box(cfg *config.Config, srcs *config.Sources) box.Box {
-	return box.New(cfg, srcs, g.configPath, g.log, openTTY)
+func (g *globals) box(cfg *config.Config, srcs *config.Sources) adapters.Box {
+	return adapters.New(cfg, srcs, g.configPath, g.log, openTTY)
 }
 
 // configured is the RunE of a command that needs the configuration: it

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/executorrun"
@@ -37,7 +37,7 @@ holds it.`,
 			// One writer per data directory: refuse beside a supervisor or
 			// another run, before anything starts; stop what a dead owner
 			// left. The payload inherits the lock.
-			dl, err := box.LockData(cmd.Context(), cfg, g.log, "hbx run executor", true)
+			dl, err := adapters.LockData(cmd.Context(), cfg, g.log, "hbx run executor", true)
 			if err != nil {
 				return fmt.Errorf("run executor: %w", err)
 			}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
@@ -127,7 +127,7 @@ func runSupervise(ctx context.Context, g *globals, cfg *config.Config, reload fu
 	return supervise.Supervise(ctx, b, supervise.Run{
 		Reload: reload, StateDir: datadir.SupervisorState(cfg.Executor.DataDir),
 		LockData: func(ctx context.Context) (*datalock.Lock, error) {
-			return box.LockData(ctx, cfg, g.log, "hbx supervise", true)
+			return adapters.LockData(ctx, cfg, g.log, "hbx supervise", true)
 		},
 		RecoverRestore: b.RecoverInterruptedRestore,
 	})

@@ -9,7 +9,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
-	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/pinfile"
@@ -112,7 +112,7 @@ type changeOpts struct {
 
 // runUpgrade moves the box to t as hbx upgrade does, pinning tools with
 // it unless nil: the passphrase of the pre-upgrade backup, the change's
-// options as "hbx upgrade" (box.ChangeOptions), then upgrade.Upgrade; it
+// options as "hbx upgrade" (adapters.ChangeOptions), then upgrade.Upgrade; it
 // prints old → new.
 func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []string) error {
 	if err := (pinfile.File{Path: o.g.configPath, Config: o.cfg, Sources: o.srcs}).CheckUpgrade(tools); err != nil {
@@ -123,7 +123,7 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 		pruneAfter(ctx, o.g, o.cfg, "hbx upgrade") // previous changed: logged only
 	}
 	if err != nil {
-		return fmt.Errorf("upgrade: %w", box.OfflineHint(err, o.from, "hbx upgrade"))
+		return fmt.Errorf("upgrade: %w", adapters.OfflineHint(err, o.from, "hbx upgrade"))
 	}
 	res.Notes = append(res.Notes, pruneAfter(ctx, o.g, o.cfg, "hbx upgrade"))
 	return printChange(o.g.stdout, "upgraded", res, o.json)

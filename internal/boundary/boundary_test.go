@@ -24,7 +24,7 @@ var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "
 // and never climbs back into the layer that called it.
 // internal/supervise is hbx supervise's start-up;
 // internal/guardedinstall is hbx install (and the install on start) under
-// existing data; internal/box holds the adapters between verbs;
+// existing data; internal/adapters holds the adapters between verbs;
 // internal/verbopts maps the configuration onto each verb's options;
 // internal/executorrun
 // prepares the executor's launch and runs it in the foreground;
@@ -37,7 +37,7 @@ var verbs = []string{"installer", "supervisor", "health", "backup", "upgrade", "
 // the real start (health) for hbx upgrade.
 // A composer is imported only by cmd/, e2e/ and another composer.
 var composers = []string{
-	"internal/supervise", "internal/guardedinstall", "internal/box", "internal/verbopts", "internal/executorrun",
+	"internal/supervise", "internal/guardedinstall", "internal/adapters", "internal/verbopts", "internal/executorrun",
 	"internal/pending", "internal/programname", "internal/supervisorclient", "internal/prune", "rehearse",
 }
 

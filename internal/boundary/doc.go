@@ -9,7 +9,7 @@
 // package, so no verb reaches another through them, except the composers
 // (the test's list, top-down: internal/supervise, hbx supervise's
 // start-up; internal/guardedinstall, an install under existing data;
-// internal/box, the adapters between verbs; internal/verbopts,
+// internal/adapters, the adapters between verbs; internal/verbopts,
 // configuration to each verb's options; internal/executorrun, the executor's launch; internal/pending,
 // what a half-done change means for hbx status and health;
 // internal/programname, program names checked against the supervisor's;

@@ -1,6 +1,6 @@
 // Package executorrun prepares the executor's launch on this box and runs
 // it in the foreground (`hbx run executor`): Prepare is what both the
-// supervisor's executor program (internal/box's SuperviseOptions builds it
+// supervisor's executor program (internal/adapters's SuperviseOptions builds it
 // at each start) and Run call before launch: nothing starts on data
 // restored without its runtime (backup.AwaitedRuntime), the dedicated user
 // exists (EnsureUser), a release installed with the image's owners is made

@@ -6,7 +6,7 @@
 // restored without its runtime (backup.AwaitedRuntime) takes only that
 // runtime, as a plain install.
 //
-// It is a composer (internal/boundary's list) above internal/box, whose
+// It is a composer (internal/boundary's list) above internal/adapters, whose
 // adapters it fills upgrade.Switch's options with; it prints nothing.
 package guardedinstall
 
@@ -17,7 +17,7 @@ import (
 
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
-	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/release"
@@ -40,17 +40,17 @@ type Outcome struct {
 // inSupervisor (the caller is the supervisor, before it starts anything).
 // opts.Progress, opts.Logger (nil: b.Log) and opts.From go to the
 // install or the stage; step, when not nil, is told the steps of a recorded change.
-func Install(ctx context.Context, b box.Box, opts installer.Options, inSupervisor bool, step func(string)) (*Outcome, error) {
+func Install(ctx context.Context, b adapters.Box, opts installer.Options, inSupervisor bool, step func(string)) (*Outcome, error) {
 	cfg := b.Config
 	in := installer.GuardInput{DataDir: cfg.Executor.DataDir, CanBackUp: cfg.Backup.PassphraseFile != ""}
 	if !inSupervisor {
 		in.Runs = func() (string, error) { return payloadRuns(ctx, cfg) }
 	}
-	if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) && !box.AwaitsImage(cfg, opts.Image) {
+	if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) && !adapters.AwaitsImage(cfg, opts.Image) {
 		return nil, fmt.Errorf("%w to %s: %w", installer.ErrChangeRefused, opts.Image, aerr)
 	}
 	change, err := installer.Guard(opts, in)
-	if (change == installer.SwitchActive || errors.Is(err, installer.ErrChangeRefused)) && box.AwaitsImage(cfg, opts.Image) {
+	if (change == installer.SwitchActive || errors.Is(err, installer.ErrChangeRefused)) && adapters.AwaitsImage(cfg, opts.Image) {
 		// The data was restored for this very release, without it: it
 		// belongs to it already (nothing can run on it meanwhile), so
 		// there is nothing to back up or roll back.
@@ -65,7 +65,7 @@ func Install(ctx context.Context, b box.Box, opts installer.Options, inSuperviso
 		if errors.Is(err, installer.ErrReleaseChange) {
 			return nil, fmt.Errorf("%w: %w (it changed while this install started): run hbx install again", installer.ErrChangeRefused, err)
 		}
-		if ae := box.Awaited(cfg); err != nil && ae != nil {
+		if ae := adapters.Awaited(cfg); err != nil && ae != nil {
 			// The failed install is the one the restored data waits for
 			// (a --from file holding another release, say): name it.
 			err = fmt.Errorf("%s, awaited by the data restored from %s: %w", ae.Image, ae.Archive, err)
@@ -78,7 +78,7 @@ func Install(ctx context.Context, b box.Box, opts installer.Options, inSuperviso
 // switchInstall changes the active release over existing data through
 // upgrade.Switch, holding every program stopped (or the data lock, when
 // no supervisor runs) unless the caller is the supervisor.
-func switchInstall(ctx context.Context, b box.Box, opts installer.Options, inSupervisor bool, step func(string)) (*Outcome, error) {
+func switchInstall(ctx context.Context, b adapters.Box, opts installer.Options, inSupervisor bool, step func(string)) (*Outcome, error) {
 	cfg := b.Config
 	pass, err := b.Passphrase(false)()
 	if err != nil {

@@ -5,11 +5,11 @@
 // watch, then the supervisor's Run; with the install on start
 // (InstallOnStart: internal/guardedinstall in the supervisor) and the
 // Hermes gateway's --external-supervisor flag probed once
-// (hermesflag.go). The supervisor's options are internal/box's
+// (hermesflag.go). The supervisor's options are internal/adapters's
 // SuperviseOptions.
 //
 // It is a composer (internal/boundary's list), the top one under cmd/hbx:
-// it calls internal/guardedinstall and internal/box, never the other way.
+// it calls internal/guardedinstall and internal/adapters, never the other way.
 // It prints nothing; its logs go to the box's logger.
 package supervise
 
@@ -23,7 +23,7 @@ import (
 	"github.com/hermesbox/hbx/internal/verbopts"
 
 	"github.com/hermesbox/hbx/installer"
-	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/internal/guardedinstall"
@@ -57,7 +57,7 @@ type Run struct {
 // then run. Errors are prefixed "supervise: "; ran is true once the
 // supervisor's Run started its programs (its error is then no start-up
 // error; one of Run before, a supervisor.StartError, is).
-func Supervise(ctx context.Context, b box.Box, r Run) (ran bool, err error) {
+func Supervise(ctx context.Context, b adapters.Box, r Run) (ran bool, err error) {
 	// Before the supervisor runs (the data lock, leftovers of a dead
 	// supervisor, recovery of an interrupted restore or upgrade), the
 	// signals that would end hbx mean what they mean to a running
@@ -140,8 +140,8 @@ func lockExecutorData(ctx context.Context, lock func(context.Context) (*datalock
 // to progress; under existing data a release change goes through the
 // upgrade path (pre-change backup, journal), or is refused
 // (guardedinstall.Install in the supervisor). A registry it cannot reach
-// gets hbx install's offline hint (box.OfflineHint).
-func InstallOnStart(b box.Box) func(ctx context.Context, progress func(string)) error {
+// gets hbx install's offline hint (adapters.OfflineHint).
+func InstallOnStart(b adapters.Box) func(ctx context.Context, progress func(string)) error {
 	return func(ctx context.Context, progress func(string)) error {
 		opts, err := verbopts.Installer(ctx, b.Config, b.Log)
 		if err != nil {
@@ -149,6 +149,6 @@ func InstallOnStart(b box.Box) func(ctx context.Context, progress func(string)) 
 		}
 		opts.Progress = installer.LayerStatus(progress)
 		_, err = guardedinstall.Install(ctx, b, opts, true, nil)
-		return box.OfflineHint(err, "", "hbx install")
+		return adapters.OfflineHint(err, "", "hbx install")
 	}
 }

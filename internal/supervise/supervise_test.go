@@ -12,7 +12,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/verbopts"
 
-	"github.com/hermesbox/hbx/internal/box"
+	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/supervisor"
@@ -33,7 +33,7 @@ func TestSuperviseRecoverRefusalReleasesClaim(t *testing.T) {
 	}
 	state := filepath.Join(dir, "state")
 	refused := errors.New("the restored data awaits its runtime")
-	b := box.Box{Config: cfg, Log: slog.New(slog.DiscardHandler)}
+	b := adapters.Box{Config: cfg, Log: slog.New(slog.DiscardHandler)}
 	ran, err := Supervise(context.Background(), b, Run{StateDir: state,
 		LockData:       func(context.Context) (*datalock.Lock, error) { return nil, errors.New("no data lock without executor") },
 		RecoverRestore: func(context.Context) error { return refused }})
@@ -69,7 +69,7 @@ func TestInstallOnStartOfflineHint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := box.Box{Config: cfg, Log: slog.New(slog.DiscardHandler)}
+	b := adapters.Box{Config: cfg, Log: slog.New(slog.DiscardHandler)}
 	const hint = "; offline: hbx install --from FILE (see docs/install.md#offline-install)"
 	if err := InstallOnStart(b)(context.Background(), func(string) {}); err == nil || !strings.HasSuffix(err.Error(), hint) {
 		t.Errorf("InstallOnStart(registry refusing connections) = %v, want an error ending %q", err, hint)

@@ -13,7 +13,7 @@
 // near a real one (CheckHealthNames).
 //
 // A verb gets an option, never a configuration key: a new key is mapped
-// here. It is a composer (internal/boundary's list), below internal/box,
+// here. It is a composer (internal/boundary's list), below internal/adapters,
 // whose adapters take these options; it prints nothing.
 //
 // Guarantees: the options it returns are the configuration's values (the

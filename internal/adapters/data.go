@@ -1,4 +1,4 @@
-package box
+package adapters
 
 // The backup side's adapters (`hbx backup`, `hbx restore`, the restore
 // recovery of `hbx supervise`, `hbx upgrade` and `hbx rollback`, the data

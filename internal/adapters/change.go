@@ -1,4 +1,4 @@
-package box
+package adapters
 
 // The adapters of a release change (`hbx upgrade`, `hbx rollback`, the
 // release change of `hbx install` and the change watch of `hbx

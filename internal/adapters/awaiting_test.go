@@ -1,4 +1,4 @@
-package box
+package adapters
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package box
+package adapters
 
 // Restore without a runtime (backup.ErrRuntimeUnavailable,
 // backup.AwaitedRuntime): which install failures mean "could not get the

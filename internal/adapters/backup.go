@@ -1,4 +1,4 @@
-package box
+package adapters
 
 // The options of `hbx backup`, `hbx restore`, `hbx backup list` and `hbx
 // backup verify`, mapped from the configuration with the adapters they

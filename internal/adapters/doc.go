@@ -1,4 +1,4 @@
-// Package box holds the adapters between verbs, for one box's
+// Package adapters holds the adapters between verbs, for one box's
 // configuration (Box): each fills one interface of a verb with another
 // verb, and decides nothing. A release change fills upgrade's Runtime,
 // Services and Data with the installer, the running supervisor and
@@ -38,4 +38,4 @@
 // is already called when they fail. The adapters decide nothing of a
 // change: its steps, crash windows and recovery are upgrade's and
 // backup's.
-package box
+package adapters
