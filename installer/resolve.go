@@ -46,6 +46,13 @@ func ParsePlatform(s string) (Platform, error) {
 // String returns "os/arch" or "os/arch/variant".
 func (p Platform) String() string { return release.Platform(p).String() }
 
+// Same reports whether p and q name one platform: os and architecture
+// equal, and the variant equal once arm64's default v8 counts as none.
+func (p Platform) Same(q Platform) bool {
+	return p.OS == q.OS && p.Architecture == q.Architecture &&
+		normVariant(p.Architecture, p.Variant) == normVariant(q.Architecture, q.Variant)
+}
+
 // normVariant treats arm64's default variant v8 as no variant.
 func normVariant(arch, v string) string {
 	if arch == "arm64" && v == "v8" {

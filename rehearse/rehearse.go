@@ -202,8 +202,12 @@ func refused(what string, out *tail, causes ...error) error {
 	lines := out.String()
 	msg := fmt.Sprintf("%s: %s on a copy of the data; it wrote nothing", ErrRefused, what)
 	if lines != "" {
-		msg = fmt.Sprintf("%s: %s on a copy of the data; its last %d lines:\n  %s",
-			ErrRefused, what, strings.Count(lines, "\n")+1, strings.ReplaceAll(lines, "\n", "\n  "))
+		last := "its last line"
+		if n := strings.Count(lines, "\n") + 1; n > 1 {
+			last = fmt.Sprintf("its last %d lines", n)
+		}
+		msg = fmt.Sprintf("%s: %s on a copy of the data; %s:\n  %s",
+			ErrRefused, what, last, strings.ReplaceAll(lines, "\n", "\n  "))
 	}
 	return &refusal{msg: msg, causes: causes}
 }

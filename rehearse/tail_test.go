@@ -49,7 +49,8 @@ func TestTail(t *testing.T) {
 }
 
 // TestRefusedQuotesTheLastLines: the refusal wraps ErrRefused, says what
-// failed and quotes the lines indented, or says nothing was written.
+// failed and quotes the lines indented ("its last line", "its last 2
+// lines"), or says nothing was written.
 func TestRefusedQuotesTheLastLines(t *testing.T) {
 	var tl tail
 	tl.Write([]byte("executor: data format 1 was made by an older release\n"))
@@ -57,9 +58,15 @@ func TestRefusedQuotesTheLastLines(t *testing.T) {
 	if !errors.Is(err, ErrRefused) {
 		t.Errorf("refused = %v, want it to wrap ErrRefused", err)
 	}
-	want := "the new release failed its rehearsal: it exited with status 1 before it was ready on a copy of the data; its last 1 lines:\n  executor: data format 1 was made by an older release"
+	want := "the new release failed its rehearsal: it exited with status 1 before it was ready on a copy of the data; its last line:\n  executor: data format 1 was made by an older release"
 	if err.Error() != want {
 		t.Errorf("refused = %q, want %q", err, want)
+	}
+	tl.Write([]byte("executor: exiting\n"))
+	want = "the new release failed its rehearsal: it exited with status 1 before it was ready on a copy of the data; its last 2 lines:\n" +
+		"  executor: data format 1 was made by an older release\n  executor: exiting"
+	if err := refused("it exited with status 1 before it was ready", &tl); err.Error() != want {
+		t.Errorf("refused with two lines = %q, want %q", err, want)
 	}
 	if err := refused("x", &tail{}); !strings.HasSuffix(err.Error(), "it wrote nothing") {
 		t.Errorf("refused with no output = %q", err)

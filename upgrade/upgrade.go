@@ -19,6 +19,10 @@ import (
 // restore take.
 const LockFile = release.LockFile
 
+// NotRehearsed is the note of an Upgrade without Options.Rehearse (hbx
+// upgrade --no-rehearsal): the release met the live data untried.
+const NotRehearsed = "not rehearsed on a copy of the data (--no-rehearsal)"
+
 var (
 	// ErrSameRelease: the target is already the active release.
 	ErrSameRelease = errors.New("already the active release")
@@ -131,7 +135,8 @@ type Options struct {
 
 	// Rehearse, when not nil, boots the staged release on a copy of the
 	// data before an Upgrade stops anything (package rehearse, composed
-	// by the caller) and returns a line for Result.Notes; its error
+	// by the caller) and returns a line for Result.Notes (nil: an
+	// Upgrade's Result.Notes say NotRehearsed); its error
 	// refuses the upgrade with nothing stopped and the old release
 	// active and configured (the journal closed as aborted).
 	Rehearse func(ctx context.Context, r Release) (string, error)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +246,34 @@ func TestUpgrade(t *testing.T) {
 				if _, err := os.Stat(opts.DataDir + ".rolled-back-20261129T100000Z"); err != nil {
 					t.Errorf("replaced data not kept aside: %v", err)
 				}
+			}
+		})
+	}
+}
+
+// TestUpgradeNotesRehearsal: an upgrade with a rehearsal carries its
+// note; one without (hbx upgrade --no-rehearsal) says it was not
+// rehearsed.
+func TestUpgradeNotesRehearsal(t *testing.T) {
+	target := Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}}
+	for _, tc := range []struct {
+		name     string
+		rehearse func(context.Context, Release) (string, error)
+		want     string
+		not      string
+	}{
+		{"rehearsed", func(context.Context, Release) (string, error) { return "rehearsed in 1s", nil }, "rehearsed in 1s", NotRehearsed},
+		{"--no-rehearsal", nil, NotRehearsed, "rehearsed in"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, opts := newFake(t)
+			opts.Rehearse = tc.rehearse
+			res, err := Upgrade(context.Background(), opts, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(res.Notes, tc.want) || slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, tc.not) }) {
+				t.Errorf("Upgrade() notes = %q, want %q and nothing with %q", res.Notes, tc.want, tc.not)
 			}
 		})
 	}

@@ -59,13 +59,15 @@ func runResolve(ctx context.Context, g *globals, cfg *config.Config, ref string,
 	if err != nil {
 		return cli.Usagef("resolve: %w", err)
 	}
-	plat := cfg.Executor.Platform
-	if o.platform != "" {
-		plat = o.platform
-	}
-	p, err := installer.ParsePlatform(plat)
+	box, err := installer.ParsePlatform(cfg.Executor.Platform)
 	if err != nil {
-		return cli.Usagef("resolve: --platform: %w", err)
+		return fmt.Errorf("resolve: executor.platform: %w", err)
+	}
+	p := box
+	if o.platform != "" {
+		if p, err = installer.ParsePlatform(o.platform); err != nil {
+			return cli.Usagef("resolve: --platform: %w", err)
+		}
 	}
 	res, err := installer.ResolveTag(ctx, installer.ResolveOptions{Ref: r, Platform: p,
 		RuntimeDir: cfg.Executor.RuntimeDir, Registry: verbopts.RegistryOptions(cfg), Logger: g.log})
@@ -75,7 +77,11 @@ func runResolve(ctx context.Context, g *globals, cfg *config.Config, ref string,
 	if o.json {
 		err = ui.ResolveJSON(g.stdout, res)
 	} else {
-		_, err = io.WriteString(g.stdout, ui.ResolveText(res))
+		other := ""
+		if !p.Same(box) {
+			other = box.String()
+		}
+		_, err = io.WriteString(g.stdout, ui.ResolveText(res, other))
 	}
 	if err != nil {
 		return err

@@ -22,7 +22,8 @@ import (
 // command line (exit 0; --json the same as one object); a digest the tag
 // does not name is printed and exits 1; an unknown tag and an unreachable
 // registry exit 1 with one line; a bad REF or --platform exits 2 with one
-// line naming the rule.
+// line naming the rule; the command line for another platform than the
+// box's says it is for a box of that platform.
 func TestResolve(t *testing.T) {
 	reg := testenv.StartRegistry(t)
 	plat := "linux/" + runtime.GOARCH
@@ -59,6 +60,7 @@ func TestResolve(t *testing.T) {
 	}{
 		{"tag", []string{name + ":v1"}, 0, []string{"image     " + pinned, "manifest  " + manifest + " (" + plat + ", from the index)",
 			"would fetch 1 layer", "run       hbx upgrade --image " + pinned + " --platform-digest " + manifest}, ""},
+		{"the box's own platform", []string{name + ":v1", "--platform", plat}, 0, []string{"run       hbx upgrade --image " + pinned}, ""},
 		{"tag with its digest", []string{pinned}, 0, []string{"image     " + pinned}, ""},
 		{"digest mismatch", []string{name + ":v1@sha256:" + strings.Repeat("a", 64)}, 1, []string{"MISMATCH", "image     " + pinned},
 			"digest mismatch: " + name + ":v1 names " + img.Index.String() + " now, not the given sha256:" + strings.Repeat("a", 64)},
@@ -87,7 +89,15 @@ func TestResolve(t *testing.T) {
 		})
 	}
 
-	out, _, code, err := runTest(t, nil, "resolve", "--config", cfg, "--json", name+":v1")
+	// On a box of another platform, the command line is another box's.
+	other := writeConfig(t, "executor:\n  runtime_dir: "+filepath.Join(t.TempDir(), "rt")+"\n  platform: linux/riscv64"+
+		"\nregistry:\n  insecure_hosts: [127.0.0.1]\n  retries: 0\n")
+	out, _, code, err := runTest(t, nil, "resolve", "--config", other, "--platform", plat, name+":v1")
+	if want := "run       on a " + plat + " box (this one is linux/riscv64): hbx upgrade --image " + pinned + " --platform-digest " + manifest + "\n"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("hbx resolve --platform %s on a linux/riscv64 box = exit %d (%v):\n%s\nwant the line %q", plat, code, err, out, want)
+	}
+
+	out, _, code, err = runTest(t, nil, "resolve", "--config", cfg, "--json", name+":v1")
 	var got struct {
 		Image, Platform string
 		Manifest        string `json:"manifest_digest"`

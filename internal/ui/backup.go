@@ -69,7 +69,7 @@ func RestoreText(res *backup.RestoreResult, archive, configPath string) string {
 		}
 	}
 	if res.RuntimeChanged {
-		b.WriteString("  installed the runtime the archive was written by\n")
+		b.WriteString("  activated the runtime the archive was written by (installed, or the previous release reused)\n")
 	}
 	if res.Pinned != "" {
 		fmt.Fprintf(&b, "  pinned %s in %s (it named %s)\n", res.Pinned, configPath, res.PinnedOver)

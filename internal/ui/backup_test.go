@@ -29,6 +29,19 @@ func TestBackupTextCounts(t *testing.T) {
 	}
 }
 
+// TestRestoreTextRuntimeChanged: a restore that switched the release
+// says it activated the archive's runtime, not that it installed one (a
+// restore onto the previous release reuses it in place).
+func TestRestoreTextRuntimeChanged(t *testing.T) {
+	got := RestoreText(&backup.RestoreResult{Files: 2, RuntimeChanged: true, Pinned: "r/x:v2@sha256:bb", PinnedOver: "r/x:v1@sha256:aa"}, "/b/a.tar.gz.gpg", "/etc/hbx/hbx.yaml")
+	for _, want := range []string{"  activated the runtime the archive was written by (installed, or the previous release reused)\n",
+		"  pinned r/x:v2@sha256:bb in /etc/hbx/hbx.yaml (it named r/x:v1@sha256:aa)\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("RestoreText(runtime changed) = %q, want it to contain %q", got, want)
+		}
+	}
+}
+
 // TestVerifyTextSaysWhatRestoreChanges: hbx backup verify says whether
 // the archive is authenticated and what hbx restore of it would change,
 // or why it would refuse it (issue 25 item 1: it said "ok" of an archive

@@ -11,7 +11,9 @@ import (
 
 // ChangeText renders r as hbx upgrade (verb "upgraded") and hbx rollback
 // ("rolled back") print it: old → new with the duration, the manifests,
-// what staging fetched and reused (when it moved any layer), the backup, where replaced data is kept and a recovery done first, then
+// what staging fetched and reused (when it moved any layer), the backup
+// (a rollback's: the one its data was restored from), where replaced data
+// is kept and a recovery done first, then
 // one line per note; for an interrupted change whose recovery was the
 // whole rollback, the recovery and what is active instead. Each line ends
 // in "\n".
@@ -27,7 +29,11 @@ func ChangeText(r *upgrade.Result, verb string) string {
 		if t := r.Transfer; t.Fetched+t.Reused > 0 {
 			fmt.Fprintf(&b, "  %s\n", TransferText(t))
 		}
-		for _, l := range [][2]string{{"  pre-upgrade backup: ", r.Backup}, {"  the replaced data is kept in ", r.KeptAside}, {"  first ", r.Recovered}} {
+		backup := "  pre-upgrade backup: "
+		if verb == "rolled back" {
+			backup = "  data restored from the pre-upgrade backup "
+		}
+		for _, l := range [][2]string{{backup, r.Backup}, {"  the replaced data is kept in ", r.KeptAside}, {"  first ", r.Recovered}} {
 			if l[1] != "" {
 				fmt.Fprintf(&b, "%s%s\n", l[0], l[1])
 			}

@@ -36,6 +36,15 @@ func TestChangeText(t *testing.T) {
 	if got := InstallChangeText(r); got != want {
 		t.Errorf("InstallText() =\n%s, want\n%s", got, want)
 	}
+	// A rollback names the backup its data came from.
+	back := &upgrade.Result{Old: r.New, New: r.Old, Backup: r.Backup, KeptAside: "/d.rolled-back", Duration: time.Second}
+	want = "rolled back r/x:v2@sha256:bb → r/x:v1@sha256:aa in 1s\n" +
+		"  manifest sha256:22 → sha256:11\n" +
+		"  data restored from the pre-upgrade backup /b/pre-upgrade-1.tar.zst.age\n" +
+		"  the replaced data is kept in /d.rolled-back\n"
+	if got := ChangeText(back, "rolled back"); got != want {
+		t.Errorf("Text(rolled back) =\n%s, want\n%s", got, want)
+	}
 	in := &upgrade.Result{New: r.New, Recovered: "rolled the interrupted upgrade back", Interrupted: true, KeptAside: "/d.rolled-back"}
 	want = "rolled the interrupted upgrade back\n  r/x:v2@sha256:bb is active; nothing more to roll back\n"
 	if got := ChangeText(in, "rolled back"); got != want {
@@ -45,9 +54,9 @@ func TestChangeText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back map[string]any
-	if err := json.Unmarshal(b, &back); err != nil || back["event"] != "result" || back["duration_ms"] != 1234.0 || back["kept_aside"] != "" ||
-		back["fetched_bytes"] != 352.0 || back["reused_bytes"] != float64(85<<19) || back["fetched"] != 1.0 || back["reused"] != 3.0 {
+	var fields map[string]any
+	if err := json.Unmarshal(b, &fields); err != nil || fields["event"] != "result" || fields["duration_ms"] != 1234.0 || fields["kept_aside"] != "" ||
+		fields["fetched_bytes"] != 352.0 || fields["reused_bytes"] != float64(85<<19) || fields["fetched"] != 1.0 || fields["reused"] != 3.0 {
 		t.Errorf("Fields() = %s (%v), want event result, duration_ms 1234, kept_aside, fetched 1 (352 bytes), reused 3 (%d bytes)", b, err, 85<<19)
 	}
 	// The registry location that answered (registry.mirrors) is named.

@@ -25,8 +25,11 @@ func ResolveJSON(w io.Writer, r *installer.Resolution) error {
 
 // ResolveText is hbx resolve's report: the two pins hbx upgrade takes,
 // what an upgrade would fetch and reuse, one line per layer, and the
-// upgrade command line. It ends in "\n".
-func ResolveText(r *installer.Resolution) string {
+// upgrade command line. box is "" when r.Platform is this box's
+// configured platform, else that platform: the command line then says it
+// is for a box of r.Platform (hbx upgrade --platform-digest pins the
+// configured platform's manifest). It ends in "\n".
+func ResolveText(r *installer.Resolution, box string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "image     %s\n", r.Pinned())
 	if r.Single {
@@ -47,6 +50,10 @@ func ResolveText(r *installer.Resolution) string {
 		}
 		fmt.Fprintf(&b, "  %s  %s  %10s\n", what, l.Digest, units.Bytes(l.Size))
 	}
-	fmt.Fprintf(&b, "run       hbx upgrade --image %s --platform-digest %s\n", r.Pinned(), r.Manifest)
+	where := ""
+	if box != "" {
+		where = fmt.Sprintf("on a %s box (this one is %s): ", r.Platform, box)
+	}
+	fmt.Fprintf(&b, "run       %shbx upgrade --image %s --platform-digest %s\n", where, r.Pinned(), r.Manifest)
 	return b.String()
 }

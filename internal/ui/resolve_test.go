@@ -12,7 +12,8 @@ import (
 
 // TestResolveText: an index names its child manifest, a single manifest
 // says it is both pins, a given digest the tag does not name is
-// flagged, and the plan counts fetch and reuse.
+// flagged, the plan counts fetch and reuse, and the command line of
+// another platform than the box's says which box it is for.
 func TestResolveText(t *testing.T) {
 	d := func(s string) digest.Digest { return digest.FromString(s) }
 	ref := release.ImageRef{Name: "ghcr.io/o/x", Tag: "v2"}
@@ -20,19 +21,23 @@ func TestResolveText(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		r    installer.Resolution
+		box  string
 		want []string
 		not  []string
 	}{
-		{"index", installer.Resolution{Ref: ref, Index: d("i"), Manifest: d("m"), Platform: "linux/arm64", Layers: layers},
+		{"index", installer.Resolution{Ref: ref, Index: d("i"), Manifest: d("m"), Platform: "linux/arm64", Layers: layers}, "",
 			[]string{"image     ghcr.io/o/x:v2@" + d("i").String() + "\n", "manifest  " + d("m").String() + " (linux/arm64, from the index)\n",
 				"would fetch 1 layer (1.0 MiB) and reuse 1 layer (3.0 MiB)", "  reuse  " + d("l1").String(), "  fetch  " + d("l2").String(),
 				"run       hbx upgrade --image ghcr.io/o/x:v2@" + d("i").String() + " --platform-digest " + d("m").String() + "\n"},
 			[]string{"MISMATCH", "single"}},
-		{"single, moved", installer.Resolution{Ref: release.ImageRef{Name: "ghcr.io/o/x", Tag: "v2", Digest: d("old")}, Index: d("m"), Manifest: d("m"), Single: true, Platform: "linux/amd64"},
+		{"single, moved", installer.Resolution{Ref: release.ImageRef{Name: "ghcr.io/o/x", Tag: "v2", Digest: d("old")}, Index: d("m"), Manifest: d("m"), Single: true, Platform: "linux/amd64"}, "",
 			[]string{"the tag names a single manifest, not an index", "MISMATCH  the given digest " + d("old").String(), "would fetch 0 layers (0 B) and reuse 0 layers (0 B)"},
 			nil},
+		{"another box's platform", installer.Resolution{Ref: ref, Index: d("i"), Manifest: d("m"), Platform: "linux/arm64", Layers: layers}, "linux/amd64",
+			[]string{"run       on a linux/arm64 box (this one is linux/amd64): hbx upgrade --image ghcr.io/o/x:v2@" + d("i").String() + " --platform-digest " + d("m").String() + "\n"},
+			[]string{"run       hbx upgrade"}},
 	} {
-		got := ResolveText(&tc.r)
+		got := ResolveText(&tc.r, tc.box)
 		for _, w := range tc.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: ResolveText() lacks %q:\n%s", tc.name, w, got)
