@@ -14,7 +14,11 @@
 //     created exclusively, mode 0700, root's (the caller's) while it is
 //     filled, then the data directory's owner's. It is as trusted as
 //     the data directory, whose parent it shares.
-//  3. Copy the data into it without stopping anything (Snapshot): copy
+//  3. Copy the data into it without stopping anything (Snapshot), once
+//     it is known to fit: a copy that would leave less than MinFree free
+//     on the filesystem it shares with the live data is refused before
+//     anything is copied (ErrNoSpace; a sparse file counts at its size,
+//     the copy writes its holes out). Copy
 //     every file, then read the data again; when every file read the same
 //     both times, the copy is the data as it stood at one instant between
 //     the two passes, a state SQLite recovers from as from a crash of its

@@ -132,6 +132,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 // copyData copies the data into s: live first, up to o.Attempts times,
 // then under o.Hold when the data never held still.
 func (o *Options) copyData(ctx context.Context, s *scratch, res *Result) error {
+	if err := checkRoom(o.DataDir, s.dir); err != nil {
+		return err
+	}
 	for res.Attempts < o.Attempts {
 		res.Attempts++
 		t0 := time.Now()

@@ -13,11 +13,59 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/units"
 )
 
 // ErrUnsteady: the data changed during every copy and no hold was
 // possible.
 var ErrUnsteady = errors.New("the data kept changing while it was copied")
+
+// ErrNoSpace: the copy of the data would not fit beside it with MinFree
+// to spare; nothing was copied.
+var ErrNoSpace = errors.New("not enough free space for the rehearsal's copy of the data")
+
+// MinFree is what the rehearsal's copy must leave free (bytes) on the
+// filesystem that holds it, the data directory's parent's: the live
+// programs keep writing their data there while the copy exists, and a
+// copy that filled it would make their writes fail.
+const MinFree = 64 << 20
+
+// checkRoom refuses, before anything is copied, a copy of src that would
+// not leave MinFree free on dir's filesystem. It counts the size of every
+// file the copy writes, a sparse file's holes included (the copy writes
+// them out); ErrNoSpace says the numbers.
+func checkRoom(src, dir string) error {
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		return fmt.Errorf("measure the data: %w", err)
+	}
+	defer root.Close()
+	var size int64
+	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || skipped(d.Name()) {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			size += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("measure the data: %w", err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("measure the free space: statfs %s: %w", dir, err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	if free-size < MinFree {
+		return fmt.Errorf("%w: %s holds %s, %s is free beside it and the copy must leave %s",
+			ErrNoSpace, src, units.Bytes(size), units.Bytes(free), units.Bytes(MinFree))
+	}
+	return nil
+}
 
 // skipped reports whether name is not copied: SQLite's shared-memory
 // index (<db>-shm), which it rebuilds from the WAL when the copy is opened
@@ -108,7 +156,9 @@ func copyFile(src *os.Root, rel, to string, info fs.FileInfo) (fileSum, error) {
 		return fileSum{}, err
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), in)
+	// No more than the size checkRoom counted: a file that grew copies
+	// short, and the second pass, reading it whole, says the copy torn.
+	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(in, info.Size()))
 	if err == nil {
 		err = chownLike(to, info, false)
 	}
