@@ -8,7 +8,9 @@
 //
 //  1. Remove what an earlier rehearsal left (its process killed by a
 //     kill -9 of hbx): every <data_dir>.rehearsal-* directory, after
-//     SIGKILLing every process that still holds its held file open.
+//     SIGKILLing every process that still holds its held file open (only
+//     when it is still the file hbx made: regular, its own, one name; a
+//     symbolic or hard link planted there kills nobody).
 //  2. Make a private scratch directory beside the data directory,
 //     <data_dir>.rehearsal-<random> (internal/datadir's Rehearsal kind):
 //     created exclusively, mode 0700, root's (the caller's) while it is
@@ -42,7 +44,8 @@
 //     output (each cut to TailLineMax bytes).
 //  6. Stop it whatever happened: SIGTERM to its process group, SIGKILL
 //     to the group after StopGrace, then SIGKILL to every process that
-//     still holds launch's marker or the scratch's held file (a child
+//     still holds launch's marker or the scratch's held file, found by
+//     the descriptor hbx holds on it, never by its name (a child
 //     that left the group: workerd, a setsid daemon); then remove the
 //     scratch directory.
 //

@@ -67,12 +67,19 @@ func (s *scratch) own(dataDir string) error {
 }
 
 // remove closes the held file, SIGKILLs whatever of the rehearsal still
-// holds it, and removes the directory.
+// holds it, and removes the directory. It finds them by the file it
+// holds open, never by the name: the directory was the payload's, and a
+// link it put at HeldFile must not choose what is killed.
 func (s *scratch) remove(ctx context.Context) error {
 	if s.held != nil {
+		pin, err := procscan.PinFile(s.held)
 		s.held.Close()
 		s.held = nil
-		if err := stopHolders(context.WithoutCancel(ctx), filepath.Join(s.dir, HeldFile)); err != nil {
+		if err != nil {
+			return err
+		}
+		defer pin.Close()
+		if _, _, err := procscan.Stop(context.WithoutCancel(ctx), pin, syscall.SIGKILL, 0, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -108,8 +115,9 @@ func removeLeftovers(ctx context.Context, dataDir string) ([]string, error) {
 
 // stopHolders SIGKILLs every process that holds held open. A missing
 // held is nothing to stop; so is one that is not the regular file this
-// user made (the directory was the payload's: a link it put there to
-// another file must not choose what is killed).
+// user made, with its one name (the directory was the payload's: a
+// symbolic or hard link it put there to another file must not choose
+// what is killed).
 func stopHolders(ctx context.Context, held string) error {
 	fd, err := unix.Open(held, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
@@ -124,7 +132,7 @@ func stopHolders(ctx context.Context, held string) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("stat %s: %w", held, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Nlink != 1 {
 		return nil
 	}
 	pin, err := procscan.PinFile(f)

@@ -124,3 +124,60 @@ func TestRemoveLeftovers(t *testing.T) {
 		t.Errorf("the data directory itself: %v", err)
 	}
 }
+
+// TestPlantedHeldLinkKillsNobody: a held file replaced by a hard link to
+// another file of this user (the scratch directory is the payload's once
+// filled; with fs.protected_hardlinks off any user may link any file) is
+// not the rehearsal's: neither the next rehearsal's leftover removal nor
+// the rehearsal's own removal kills the process that holds that file.
+func TestPlantedHeldLinkKillsNobody(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		remove func(t *testing.T, data string, s *scratch) error
+	}{
+		{name: "leftover removed by the next rehearsal", remove: func(t *testing.T, data string, s *scratch) error {
+			s.held.Close()
+			s.held = nil
+			_, err := removeLeftovers(context.Background(), data)
+			return err
+		}},
+		{name: "scratch removed by its own rehearsal", remove: func(t *testing.T, data string, s *scratch) error {
+			return s.remove(context.Background())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data := filepath.Join(dir, "data")
+			if err := os.Mkdir(data, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			other := filepath.Join(dir, "other")
+			f, err := os.Create(other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bystander := holder(t, f)
+			f.Close()
+			s, err := newScratch(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := filepath.Join(s.dir, HeldFile)
+			if err := os.Remove(held); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Link(other, held); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.remove(t, data, s); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(s.dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("scratch %s still there: %v", s.dir, err)
+			}
+			if !alive(bystander) {
+				t.Errorf("the process holding the file a planted hard link names was killed")
+			}
+		})
+	}
+}
