@@ -108,6 +108,9 @@ func copyTree(src *os.Root, dst string) (map[string]fileSum, error) {
 			return copyLink(src, rel, to, info)
 		case d.Type().IsRegular() && !skipped(d.Name()):
 			s, err := copyFile(src, rel, to, info)
+			if errors.Is(err, errNotRegular) {
+				return nil // swapped since listed: left out, as the next pass will
+			}
 			sums[rel] = s
 			return err
 		}
@@ -146,7 +149,8 @@ func copyLink(src *os.Root, rel, to string, info fs.FileInfo) error {
 // through a link at rel), with info's mode and owner, and returns what it
 // read.
 func copyFile(src *os.Root, rel, to string, info fs.FileInfo) (fileSum, error) {
-	in, err := src.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	beforeOpen(rel)
+	in, err := openRegular(src, rel)
 	if err != nil {
 		return fileSum{}, err
 	}
@@ -195,7 +199,10 @@ func sumTree(src *os.Root) (map[string]fileSum, error) {
 		if err != nil || !d.Type().IsRegular() || skipped(d.Name()) {
 			return err
 		}
-		f, err := src.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+		f, err := openRegular(src, rel)
+		if errors.Is(err, errNotRegular) {
+			return nil // swapped since listed: left out, and the sums differ
+		}
 		if err != nil {
 			return err
 		}
@@ -213,6 +220,34 @@ func sumTree(src *os.Root) (map[string]fileSum, error) {
 	}
 	return sums, nil
 }
+
+// errNotRegular: a name listed as a regular file is something else when
+// opened (the payload swapped it meanwhile).
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens the file rel of src for reading if it is a regular
+// file, never through a link at rel, and without blocking: a FIFO the
+// payload put there in place of a listed file would hold an open for
+// reading until a writer came (errNotRegular).
+func openRegular(src *os.Root, rel string) (*os.File, error) {
+	f, err := src.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: %w", rel, errNotRegular)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// beforeOpen runs before a copy opens a listed file: a test's stand-in
+// for the payload swapping it then.
+var beforeOpen = func(rel string) {}
 
 // betweenPasses runs between a snapshot's copy and its second read: a
 // test's stand-in for a write the live payload makes then.

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // writeTree makes dir with files (name -> content, mode 0600) and links
@@ -162,5 +165,46 @@ func TestCopyData(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSnapshotSkipsAFileSwappedForAFIFO: a listed file the payload
+// swaps for a FIFO before the copy opens it is left out, as the next
+// pass leaves it out; the copy never waits for a writer that never
+// comes (which held hbx upgrade in open(2)).
+func TestSnapshotSkipsAFileSwappedForAFIFO(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "data")
+	writeTree(t, src, map[string]string{"data.db": "db pages", "queue": "jobs"}, nil)
+	fifo := filepath.Join(src, "queue")
+	beforeOpen = func(rel string) {
+		if rel == "queue" {
+			os.Remove(fifo)
+			if err := unix.Mkfifo(fifo, 0o600); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(func() { beforeOpen = func(string) {} })
+	type result struct {
+		c      Copied
+		steady bool
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, steady, err := snapshot(src, filepath.Join(t.TempDir(), "copy"))
+		done <- result{c, steady, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil || !r.steady || r.c.Files != 1 {
+			t.Errorf("snapshot() = %+v, %v, %v; want 1 file, steady", r.c, r.steady, r.err)
+		}
+	case <-time.After(30 * time.Second):
+		// Let the blocked open return so the test ends.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("snapshot still opening the FIFO after 30s")
 	}
 }
