@@ -55,7 +55,9 @@
 //     over Attempts copies and Options.Hold is set: then the hold lasts
 //     the one copy (milliseconds for Executor's few files).
 //   - The live data directory is only read; the live port, state
-//     directory and data lock are never used.
+//     directory and data lock are never used. A link in the data that
+//     names the live data directory by absolute path names the copy in
+//     the copy (a relative one resolves inside the copy as it is).
 //   - The scratch directory is removed when Run returns, and by the next
 //     Run when hbx was killed (with what still runs in it).
 //

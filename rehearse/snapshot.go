@@ -105,7 +105,7 @@ func copyTree(src *os.Root, dst string) (map[string]fileSum, error) {
 		case d.IsDir():
 			return copyDir(to, info)
 		case d.Type()&fs.ModeSymlink != 0:
-			return copyLink(src, rel, to, info)
+			return copyLink(src, rel, dst, to, info)
 		case d.Type().IsRegular() && !skipped(d.Name()):
 			s, err := copyFile(src, rel, to, info)
 			if errors.Is(err, errNotRegular) {
@@ -133,13 +133,14 @@ func copyDir(to string, info fs.FileInfo) error {
 	return os.Chmod(to, info.Mode().Perm())
 }
 
-// copyLink makes to a symbolic link with rel's target.
-func copyLink(src *os.Root, rel, to string, info fs.FileInfo) error {
+// copyLink makes to a symbolic link with rel's target, retargeted into
+// the copy dst when it names the live data directory by absolute path.
+func copyLink(src *os.Root, rel, dst, to string, info fs.FileInfo) error {
 	target, err := src.Readlink(rel)
 	if err != nil {
 		return err
 	}
-	if err := os.Symlink(target, to); err != nil {
+	if err := os.Symlink(retarget(target, src.Name(), dst), to); err != nil {
 		return err
 	}
 	return chownLike(to, info, true)
@@ -176,6 +177,30 @@ func copyFile(src *os.Root, rel, to string, info fs.FileInfo) (fileSum, error) {
 	s.size = n
 	copy(s.sum[:], h.Sum(nil))
 	return s, err
+}
+
+// retarget returns target, a link's in the data directory src, with the
+// copy dst in place of src when target is an absolute path inside src
+// (as given, or with its symbolic links resolved): the rehearsed release
+// follows such a link into its copy, never into the live data it would
+// otherwise write (a migration of the live database while the live
+// release runs on it). Other targets are kept as they are: a relative
+// one resolves inside the copy as it did inside the data.
+func retarget(target, src, dst string) string {
+	if !filepath.IsAbs(target) {
+		return target
+	}
+	roots := []string{filepath.Clean(src)}
+	if real, err := filepath.EvalSymlinks(src); err == nil && real != roots[0] {
+		roots = append(roots, real)
+	}
+	for _, root := range roots {
+		rel, err := filepath.Rel(root, filepath.Clean(target))
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return filepath.Join(dst, rel)
+		}
+	}
+	return target
 }
 
 // chownLike gives p info's owner when this process may (root); a link

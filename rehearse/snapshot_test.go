@@ -208,3 +208,42 @@ func TestSnapshotSkipsAFileSwappedForAFIFO(t *testing.T) {
 		t.Fatal("snapshot still opening the FIFO after 30s")
 	}
 }
+
+// TestSnapshotPointsLinksToTheDataAtTheCopy: a link in the data that
+// names a file of the live data directory by absolute path (as given, or
+// through a symlinked parent) names the copy's file in the copy, so the
+// rehearsed release never writes the live data through it; relative
+// links and links outside the data are kept.
+func TestSnapshotPointsLinksToTheDataAtTheCopy(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	if err := os.Symlink(real, filepath.Join(dir, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "alias", "data")
+	resolved := filepath.Join(real, "data")
+	writeTree(t, resolved, map[string]string{"db/main.db": "pages"}, map[string]string{
+		"abs":      filepath.Join(src, "db", "main.db"),
+		"resolved": filepath.Join(resolved, "db", "main.db"),
+		"root":     src,
+		"rel":      "db/main.db",
+		"outside":  "/etc/hostname",
+		"sibling":  src + "-other/x",
+	})
+	dst := filepath.Join(t.TempDir(), "copy")
+	if _, steady, err := snapshot(src, dst); err != nil || !steady {
+		t.Fatalf("snapshot() = %v, %v", steady, err)
+	}
+	for name, want := range map[string]string{
+		"abs":      filepath.Join(dst, "db", "main.db"),
+		"resolved": filepath.Join(dst, "db", "main.db"),
+		"root":     dst,
+		"rel":      "db/main.db",
+		"outside":  "/etc/hostname",
+		"sibling":  src + "-other/x",
+	} {
+		if got, err := os.Readlink(filepath.Join(dst, name)); err != nil || got != want {
+			t.Errorf("copy's link %s -> %q, %v; want -> %q", name, got, err, want)
+		}
+	}
+}
