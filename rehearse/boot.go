@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -77,6 +79,9 @@ func (o *Options) boot(ctx context.Context, s *scratch, res *Result) (err error)
 	if err != nil {
 		return fmt.Errorf("prepare the rehearsal: %w", err)
 	}
+	if spec.Env, err = onTheCopy(spec.Env, o.DataDir, lo.DataDir); err != nil {
+		return fmt.Errorf("prepare the rehearsal: %w", err)
+	}
 	spec.ExtraFiles = []*os.File{s.held}
 	pin, err := procscan.PinFile(s.held)
 	if err != nil {
@@ -107,6 +112,28 @@ func (o *Options) boot(ctx context.Context, s *scratch, res *Result) (err error)
 	killpoint.Hold(killpoint.RehearsalReady)
 	killpoint.At(killpoint.RehearsalReady)
 	return nil
+}
+
+// onTheCopy returns the payload's environment env with its data
+// directory the copy: the env file comes after hbx's settings
+// (docs/payload.md), and one that names the live data directory
+// (EXECUTOR_DATA_DIR=<executor.data_dir>, harmless for the real start)
+// would boot the rehearsal on the live data, beside the running release.
+// An env file naming another directory is an error: that directory was
+// not copied.
+func onTheCopy(env []string, live, copy string) ([]string, error) {
+	out := slices.Clone(env)
+	for i, kv := range out {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != "EXECUTOR_DATA_DIR" || v == copy {
+			continue
+		}
+		if filepath.Clean(v) != filepath.Clean(live) {
+			return nil, fmt.Errorf("the environment (executor.env_file) sets EXECUTOR_DATA_DIR=%q, not executor.data_dir %s: a rehearsal copies only executor.data_dir (remove the line, or upgrade with --no-rehearsal)", v, live)
+		}
+		out[i] = k + "=" + copy
+	}
+	return out, nil
 }
 
 // health is o.Health pointed at the rehearsal on port.
