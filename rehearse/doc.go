@@ -33,9 +33,10 @@
 //     (launch.PrepareCommand with the image's own command: the same user,
 //     environment, env file, key and argument mapping), on a free loopback
 //     port the OS chose (never the configured one), with its own state
-//     directory in the scratch directory. An env file that sets
-//     EXECUTOR_DATA_DIR to the data directory has it set to the copy;
-//     one that names another directory refuses the rehearsal.
+//     directory in the scratch directory. A value of its environment
+//     (the env file's) naming the live data or state directory, or a path
+//     inside one, names the same path in the copy; an EXECUTOR_DATA_DIR
+//     naming another directory refuses the rehearsal.
 //  5. Wait, bounded by Options.Wait, for the readiness gate of the real
 //     start (health.ReadyProcess: the readiness check, then every
 //     listener of its process tree on loopback), then run Options.Checks
