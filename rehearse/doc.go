@@ -7,10 +7,11 @@
 // Run does, in order:
 //
 //  1. Remove what an earlier rehearsal left (its process killed by a
-//     kill -9 of hbx): every <data_dir>.rehearsal-* directory, after
-//     SIGKILLing every process that still holds its held file open (only
-//     when it is still the file hbx made: regular, its own, one name; a
-//     symbolic or hard link planted there kills nobody).
+//     kill -9 of hbx): every <data_dir>.rehearsal-* directory that holds
+//     the held file hbx made (regular, its own, one name), after
+//     SIGKILLing every process that still holds it open. One without it
+//     (another box's data directory so named, a held file replaced by a
+//     link) is left alone, logged, and kills nobody.
 //  2. Make a private scratch directory beside the data directory,
 //     <data_dir>.rehearsal-<random> (internal/datadir's Rehearsal kind):
 //     created exclusively, mode 0700, root's (the caller's) while it is
