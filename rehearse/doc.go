@@ -45,7 +45,8 @@
 //     Bearer challenge, the tool set pinned with the release). A payload
 //     that exits, never becomes ready or fails a check is refused: the
 //     error names what failed and quotes the last TailLines lines of its
-//     output (each cut to TailLineMax bytes).
+//     output (each cut to TailLineMax bytes, control characters written
+//     as \xNN).
 //  6. Stop it whatever happened: SIGTERM to its process group, SIGKILL
 //     to the group after StopGrace, then SIGKILL to every process that
 //     still holds launch's marker or the scratch's held file, found by
