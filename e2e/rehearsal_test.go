@@ -324,3 +324,48 @@ func TestRehearsalStopsTheWholeTreeE2E(t *testing.T) {
 		t.Errorf("active %s after the upgrade, want 2.0.0-tree", got)
 	}
 }
+
+// TestRehearsalIgnoresAnEnvFileNamingTheLiveDataE2E: an env file that
+// sets EXECUTOR_DATA_DIR to executor.data_dir (harmless for the real
+// start: the env file comes after hbx's settings) does not boot the
+// rehearsal on the live data: while the rehearsal is held at its ready
+// point the live state is as it was, and the upgrade then completes.
+func TestRehearsalIgnoresAnEnvFileNamingTheLiveDataE2E(t *testing.T) {
+	requireE2E(t)
+	requireKillPoints(t)
+	b, _, _, v2, _ := upgradeBox(t)
+	env := filepath.Join(b.dir, "executor.env")
+	writeFile(t, env, "EXECUTOR_DATA_DIR="+b.dataDir+"\n", 0o600)
+	setExecutorKeys(t, b, "  env_file: "+env+"\n")
+	preState := readState(t, b.dataDir)
+
+	gate := filepath.Join(t.TempDir(), "gate")
+	writeFile(t, gate, "", 0o600)
+	cmd := exec.Command(binary(t), "--config", b.config, "upgrade", "--image", v2)
+	cmd.Env = append(cleanEnv(), killpoint.HoldEnv+"="+killpoint.RehearsalReady+"="+gate)
+	errPipe, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(errPipe)
+	var stderr strings.Builder
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "passed its rehearsal") {
+			break
+		}
+	}
+	if st := readState(t, b.dataDir); st != preState {
+		t.Errorf("the rehearsal ran on the live data: state %+v, want %+v", st, preState)
+	}
+	os.Remove(gate)
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("hbx upgrade: %v\n%s", err, stderr.String())
+	}
+	if b.activeVersion() != "2.0.0" {
+		t.Errorf("after the upgrade: active %s, want 2.0.0\n%s", b.activeVersion(), stderr.String())
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -77,6 +79,10 @@ func (o *Options) boot(ctx context.Context, s *scratch, res *Result) (err error)
 	if err != nil {
 		return fmt.Errorf("prepare the rehearsal: %w", err)
 	}
+	moves := [][2]string{{o.DataDir, lo.DataDir}, {o.Launch.StateDir, lo.StateDir}}
+	if spec.Env, err = onTheCopy(spec.Env, moves); err != nil {
+		return fmt.Errorf("prepare the rehearsal: %w", err)
+	}
 	spec.ExtraFiles = []*os.File{s.held}
 	pin, err := procscan.PinFile(s.held)
 	if err != nil {
@@ -107,6 +113,48 @@ func (o *Options) boot(ctx context.Context, s *scratch, res *Result) (err error)
 	killpoint.Hold(killpoint.RehearsalReady)
 	killpoint.At(killpoint.RehearsalReady)
 	return nil
+}
+
+// onTheCopy returns the payload's environment env pointed at the
+// rehearsal's copies: the env file comes after hbx's settings
+// (docs/payload.md), and a value in it that names the live data or state
+// directory, or a path inside one (EXECUTOR_DATA_DIR=<executor.data_dir>,
+// harmless for the real start), would have the rehearsal write the live
+// data beside the running release; such a value names the same path in
+// the copy (moves maps live directory to copy). An EXECUTOR_DATA_DIR
+// naming another directory is an error: that directory was not copied.
+func onTheCopy(env []string, moves [][2]string) ([]string, error) {
+	out := slices.Clone(env)
+	for i, kv := range out {
+		k, v, _ := strings.Cut(kv, "=")
+		if slices.ContainsFunc(moves, func(m [2]string) bool { _, ok := inside(v, m[1]); return ok }) {
+			continue // already the copy's (which may lie below the live state directory)
+		}
+		moved := false
+		for _, m := range moves {
+			if rel, ok := inside(v, m[0]); ok {
+				out[i], moved = k+"="+filepath.Join(m[1], rel), true
+				break
+			}
+		}
+		if k == "EXECUTOR_DATA_DIR" && !moved && v != moves[0][1] {
+			return nil, fmt.Errorf("the environment (executor.env_file) sets EXECUTOR_DATA_DIR=%q, not executor.data_dir %s: a rehearsal copies only executor.data_dir (remove the line, or upgrade with --no-rehearsal)", v, moves[0][0])
+		}
+	}
+	return out, nil
+}
+
+// inside reports whether the absolute path p is dir or below it, and
+// where below it.
+func inside(p, dir string) (string, bool) {
+	if !filepath.IsAbs(p) || dir == "" {
+		return "", false
+	}
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(p))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return rel, true
 }
 
 // health is o.Health pointed at the rehearsal on port.

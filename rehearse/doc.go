@@ -7,14 +7,21 @@
 // Run does, in order:
 //
 //  1. Remove what an earlier rehearsal left (its process killed by a
-//     kill -9 of hbx): every <data_dir>.rehearsal-* directory, after
-//     SIGKILLing every process that still holds its held file open.
+//     kill -9 of hbx): every <data_dir>.rehearsal-* directory that holds
+//     the held file hbx made (regular, its own, one name), after
+//     SIGKILLing every process that still holds it open. One without it
+//     (another box's data directory so named, a held file replaced by a
+//     link) is left alone, logged, and kills nobody.
 //  2. Make a private scratch directory beside the data directory,
 //     <data_dir>.rehearsal-<random> (internal/datadir's Rehearsal kind):
 //     created exclusively, mode 0700, root's (the caller's) while it is
 //     filled, then the data directory's owner's. It is as trusted as
 //     the data directory, whose parent it shares.
-//  3. Copy the data into it without stopping anything (Snapshot): copy
+//  3. Copy the data into it without stopping anything (Snapshot), once
+//     it is known to fit: a copy that would leave less than MinFree free
+//     on the filesystem it shares with the live data is refused before
+//     anything is copied (ErrNoSpace; a sparse file counts at its size,
+//     the copy writes its holes out). Copy
 //     every file, then read the data again; when every file read the same
 //     both times, the copy is the data as it stood at one instant between
 //     the two passes, a state SQLite recovers from as from a crash of its
@@ -27,7 +34,10 @@
 //     (launch.PrepareCommand with the image's own command: the same user,
 //     environment, env file, key and argument mapping), on a free loopback
 //     port the OS chose (never the configured one), with its own state
-//     directory in the scratch directory.
+//     directory in the scratch directory. A value of its environment
+//     (the env file's) naming the live data or state directory, or a path
+//     inside one, names the same path in the copy; an EXECUTOR_DATA_DIR
+//     naming another directory refuses the rehearsal.
 //  5. Wait, bounded by Options.Wait, for the readiness gate of the real
 //     start (health.ReadyProcess: the readiness check, then every
 //     listener of its process tree on loopback), then run Options.Checks
@@ -35,10 +45,12 @@
 //     Bearer challenge, the tool set pinned with the release). A payload
 //     that exits, never becomes ready or fails a check is refused: the
 //     error names what failed and quotes the last TailLines lines of its
-//     output (each cut to TailLineMax bytes).
+//     output (each cut to TailLineMax bytes, control characters written
+//     as \xNN).
 //  6. Stop it whatever happened: SIGTERM to its process group, SIGKILL
 //     to the group after StopGrace, then SIGKILL to every process that
-//     still holds launch's marker or the scratch's held file (a child
+//     still holds launch's marker or the scratch's held file, found by
+//     the descriptor hbx holds on it, never by its name (a child
 //     that left the group: workerd, a setsid daemon); then remove the
 //     scratch directory.
 //
@@ -48,7 +60,9 @@
 //     over Attempts copies and Options.Hold is set: then the hold lasts
 //     the one copy (milliseconds for Executor's few files).
 //   - The live data directory is only read; the live port, state
-//     directory and data lock are never used.
+//     directory and data lock are never used. A link in the data that
+//     names the live data directory by absolute path names the copy in
+//     the copy (a relative one resolves inside the copy as it is).
 //   - The scratch directory is removed when Run returns, and by the next
 //     Run when hbx was killed (with what still runs in it).
 //

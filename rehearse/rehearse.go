@@ -98,11 +98,15 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	o.defaults()
 	start := time.Now()
 	res = &Result{}
-	if res.Leftovers, err = removeLeftovers(ctx, o.DataDir); err != nil {
+	var left []string
+	if res.Leftovers, left, err = removeLeftovers(ctx, o.DataDir); err != nil {
 		return nil, err
 	}
 	for _, p := range res.Leftovers {
 		o.Logger.Warn("removed what an interrupted rehearsal left", "dir", p)
+	}
+	for _, p := range left {
+		o.Logger.Warn("left alone: named like a rehearsal's scratch directory, without the held file hbx makes in one", "dir", p, "held", HeldFile)
 	}
 	s, err := newScratch(o.DataDir)
 	if err != nil {
@@ -132,6 +136,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 // copyData copies the data into s: live first, up to o.Attempts times,
 // then under o.Hold when the data never held still.
 func (o *Options) copyData(ctx context.Context, s *scratch, res *Result) error {
+	if err := checkRoom(o.DataDir, s.dir); err != nil {
+		return err
+	}
 	for res.Attempts < o.Attempts {
 		res.Attempts++
 		t0 := time.Now()

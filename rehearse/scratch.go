@@ -67,12 +67,19 @@ func (s *scratch) own(dataDir string) error {
 }
 
 // remove closes the held file, SIGKILLs whatever of the rehearsal still
-// holds it, and removes the directory.
+// holds it, and removes the directory. It finds them by the file it
+// holds open, never by the name: the directory was the payload's, and a
+// link it put at HeldFile must not choose what is killed.
 func (s *scratch) remove(ctx context.Context) error {
 	if s.held != nil {
+		pin, err := procscan.PinFile(s.held)
 		s.held.Close()
 		s.held = nil
-		if err := stopHolders(context.WithoutCancel(ctx), filepath.Join(s.dir, HeldFile)); err != nil {
+		if err != nil {
+			return err
+		}
+		defer pin.Close()
+		if _, _, err := procscan.Stop(context.WithoutCancel(ctx), pin, syscall.SIGKILL, 0, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -81,57 +88,67 @@ func (s *scratch) remove(ctx context.Context) error {
 
 // removeLeftovers removes every scratch directory an earlier rehearsal
 // of dataDir left (hbx killed), after SIGKILLing what still holds its
-// held file; it returns their paths. The caller holds the runtime
-// directory's lock, so no other rehearsal runs.
-func removeLeftovers(ctx context.Context, dataDir string) ([]string, error) {
+// held file; it returns their paths, and those of the directories named
+// like one that it left alone: without the held file hbx makes first in
+// a scratch directory, a directory named <data_dir>.rehearsal-* is not
+// one (another box's data directory, an operator's copy), or it is one
+// whose held file the payload replaced, which must not choose what is
+// killed. The caller holds the runtime directory's lock, so no other
+// rehearsal runs.
+func removeLeftovers(ctx context.Context, dataDir string) (gone, left []string, err error) {
 	d := filepath.Clean(dataDir)
 	ents, err := os.ReadDir(filepath.Dir(d))
 	if err != nil {
-		return nil, fmt.Errorf("look for rehearsal leftovers: %w", err)
+		return nil, nil, fmt.Errorf("look for rehearsal leftovers: %w", err)
 	}
-	var gone []string
 	for _, e := range ents {
 		if !datadir.Rehearsal.Of(filepath.Base(d), e.Name()) || !e.IsDir() {
 			continue
 		}
 		p := filepath.Join(filepath.Dir(d), e.Name())
-		if err := stopHolders(ctx, filepath.Join(p, HeldFile)); err != nil {
-			return gone, fmt.Errorf("stop what runs in the rehearsal leftover %s: %w", p, err)
+		ours, err := stopHolders(ctx, filepath.Join(p, HeldFile))
+		if err != nil {
+			return gone, left, fmt.Errorf("stop what runs in the rehearsal leftover %s: %w", p, err)
+		}
+		if !ours {
+			left = append(left, p)
+			continue
 		}
 		if err := datadir.RemoveTree(p); err != nil {
-			return gone, fmt.Errorf("remove the rehearsal leftover: %w", err)
+			return gone, left, fmt.Errorf("remove the rehearsal leftover: %w", err)
 		}
 		gone = append(gone, p)
 	}
-	return gone, nil
+	return gone, left, nil
 }
 
-// stopHolders SIGKILLs every process that holds held open. A missing
-// held is nothing to stop; so is one that is not the regular file this
-// user made (the directory was the payload's: a link it put there to
-// another file must not choose what is killed).
-func stopHolders(ctx context.Context, held string) error {
+// stopHolders SIGKILLs every process that holds held open, when it is
+// the held file a rehearsal made (ours): the regular file of this user
+// with its one name. A missing held, or one the payload (whose the
+// directory was) replaced by a symbolic or hard link to another file, is
+// not: nothing is killed.
+func stopHolders(ctx context.Context, held string) (ours bool, err error) {
 	fd, err := unix.Open(held, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("open %s: %w", held, err)
+		return false, fmt.Errorf("open %s: %w", held, err)
 	}
 	f := os.NewFile(uintptr(fd), held)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("stat %s: %w", held, err)
+		return false, fmt.Errorf("stat %s: %w", held, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
-		return nil
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Nlink != 1 {
+		return false, nil
 	}
 	pin, err := procscan.PinFile(f)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer pin.Close()
 	_, _, err = procscan.Stop(ctx, pin, syscall.SIGKILL, 0, 50*time.Millisecond)
-	return err
+	return true, err
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,7 +70,9 @@ func alive(cmd *exec.Cmd) bool {
 
 // TestRemoveLeftovers: what a killed rehearsal left is removed, and the
 // process still holding its held file is killed; a held file replaced by
-// a link to another file (the scratch was the payload's) kills nobody.
+// a link to another file (the scratch was the payload's) kills nobody,
+// and a directory named like a scratch directory without a held file
+// (another box's data directory) is left as it is.
 func TestRemoveLeftovers(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
@@ -98,17 +101,24 @@ func TestRemoveLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	gone, err := removeLeftovers(context.Background(), data)
+	otherBox := datadir.Rehearsal.Path(data, "prod")
+	writeTree(t, otherBox, map[string]string{"data.db": "another box's data"}, nil)
+
+	gone, kept, err := removeLeftovers(context.Background(), data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(gone) != 2 {
-		t.Errorf("removeLeftovers removed %q, want the two leftovers", gone)
+	if !slices.Equal(gone, []string{left.dir}) {
+		t.Errorf("removeLeftovers removed %q, want the leftover %s only", gone, left.dir)
 	}
-	for _, p := range []string{left.dir, linked} {
-		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("leftover %s still there: %v", p, err)
-		}
+	if slices.Sort(kept); !slices.Equal(kept, []string{linked, otherBox}) {
+		t.Errorf("removeLeftovers left %q, want %q", kept, []string{linked, otherBox})
+	}
+	if _, err := os.Lstat(left.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("leftover %s still there: %v", left.dir, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(otherBox, "data.db")); err != nil || string(b) != "another box's data" {
+		t.Errorf("another box's data directory %s: %q, %v; want untouched", otherBox, b, err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for alive(payload) && time.Now().Before(deadline) {
@@ -122,5 +132,59 @@ func TestRemoveLeftovers(t *testing.T) {
 	}
 	if _, err := os.Stat(data); err != nil {
 		t.Errorf("the data directory itself: %v", err)
+	}
+}
+
+// TestPlantedHeldLinkKillsNobody: a held file replaced by a hard link to
+// another file of this user (the scratch directory is the payload's once
+// filled; with fs.protected_hardlinks off any user may link any file) is
+// not the rehearsal's: neither the next rehearsal's leftover removal nor
+// the rehearsal's own removal kills the process that holds that file.
+func TestPlantedHeldLinkKillsNobody(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		remove func(t *testing.T, data string, s *scratch) error
+	}{
+		{name: "leftover removed by the next rehearsal", remove: func(t *testing.T, data string, s *scratch) error {
+			s.held.Close()
+			s.held = nil
+			_, _, err := removeLeftovers(context.Background(), data)
+			return err
+		}},
+		{name: "scratch removed by its own rehearsal", remove: func(t *testing.T, data string, s *scratch) error {
+			return s.remove(context.Background())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data := filepath.Join(dir, "data")
+			if err := os.Mkdir(data, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			other := filepath.Join(dir, "other")
+			f, err := os.Create(other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bystander := holder(t, f)
+			f.Close()
+			s, err := newScratch(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := filepath.Join(s.dir, HeldFile)
+			if err := os.Remove(held); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Link(other, held); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.remove(t, data, s); err != nil {
+				t.Fatal(err)
+			}
+			if !alive(bystander) {
+				t.Errorf("the process holding the file a planted hard link names was killed")
+			}
+		})
 	}
 }

@@ -13,11 +13,59 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesbox/hbx/internal/units"
 )
 
 // ErrUnsteady: the data changed during every copy and no hold was
 // possible.
 var ErrUnsteady = errors.New("the data kept changing while it was copied")
+
+// ErrNoSpace: the copy of the data would not fit beside it with MinFree
+// to spare; nothing was copied.
+var ErrNoSpace = errors.New("not enough free space for the rehearsal's copy of the data")
+
+// MinFree is what the rehearsal's copy must leave free (bytes) on the
+// filesystem that holds it, the data directory's parent's: the live
+// programs keep writing their data there while the copy exists, and a
+// copy that filled it would make their writes fail.
+const MinFree = 64 << 20
+
+// checkRoom refuses, before anything is copied, a copy of src that would
+// not leave MinFree free on dir's filesystem. It counts the size of every
+// file the copy writes, a sparse file's holes included (the copy writes
+// them out); ErrNoSpace says the numbers.
+func checkRoom(src, dir string) error {
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		return fmt.Errorf("measure the data: %w", err)
+	}
+	defer root.Close()
+	var size int64
+	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || skipped(d.Name()) {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			size += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("measure the data: %w", err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("measure the free space: statfs %s: %w", dir, err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	if free-size < MinFree {
+		return fmt.Errorf("%w: %s holds %s, %s is free beside it and the copy must leave %s",
+			ErrNoSpace, src, units.Bytes(size), units.Bytes(free), units.Bytes(MinFree))
+	}
+	return nil
+}
 
 // skipped reports whether name is not copied: SQLite's shared-memory
 // index (<db>-shm), which it rebuilds from the WAL when the copy is opened
@@ -57,9 +105,12 @@ func copyTree(src *os.Root, dst string) (map[string]fileSum, error) {
 		case d.IsDir():
 			return copyDir(to, info)
 		case d.Type()&fs.ModeSymlink != 0:
-			return copyLink(src, rel, to, info)
+			return copyLink(src, rel, dst, to, info)
 		case d.Type().IsRegular() && !skipped(d.Name()):
 			s, err := copyFile(src, rel, to, info)
+			if errors.Is(err, errNotRegular) {
+				return nil // swapped since listed: left out, as the next pass will
+			}
 			sums[rel] = s
 			return err
 		}
@@ -82,13 +133,14 @@ func copyDir(to string, info fs.FileInfo) error {
 	return os.Chmod(to, info.Mode().Perm())
 }
 
-// copyLink makes to a symbolic link with rel's target.
-func copyLink(src *os.Root, rel, to string, info fs.FileInfo) error {
+// copyLink makes to a symbolic link with rel's target, retargeted into
+// the copy dst when it names the live data directory by absolute path.
+func copyLink(src *os.Root, rel, dst, to string, info fs.FileInfo) error {
 	target, err := src.Readlink(rel)
 	if err != nil {
 		return err
 	}
-	if err := os.Symlink(target, to); err != nil {
+	if err := os.Symlink(retarget(target, src.Name(), dst), to); err != nil {
 		return err
 	}
 	return chownLike(to, info, true)
@@ -98,7 +150,8 @@ func copyLink(src *os.Root, rel, to string, info fs.FileInfo) error {
 // through a link at rel), with info's mode and owner, and returns what it
 // read.
 func copyFile(src *os.Root, rel, to string, info fs.FileInfo) (fileSum, error) {
-	in, err := src.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	beforeOpen(rel)
+	in, err := openRegular(src, rel)
 	if err != nil {
 		return fileSum{}, err
 	}
@@ -108,7 +161,9 @@ func copyFile(src *os.Root, rel, to string, info fs.FileInfo) (fileSum, error) {
 		return fileSum{}, err
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), in)
+	// No more than the size checkRoom counted: a file that grew copies
+	// short, and the second pass, reading it whole, says the copy torn.
+	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(in, info.Size()))
 	if err == nil {
 		err = chownLike(to, info, false)
 	}
@@ -122,6 +177,30 @@ func copyFile(src *os.Root, rel, to string, info fs.FileInfo) (fileSum, error) {
 	s.size = n
 	copy(s.sum[:], h.Sum(nil))
 	return s, err
+}
+
+// retarget returns target, a link's in the data directory src, with the
+// copy dst in place of src when target is an absolute path inside src
+// (as given, or with its symbolic links resolved): the rehearsed release
+// follows such a link into its copy, never into the live data it would
+// otherwise write (a migration of the live database while the live
+// release runs on it). Other targets are kept as they are: a relative
+// one resolves inside the copy as it did inside the data.
+func retarget(target, src, dst string) string {
+	if !filepath.IsAbs(target) {
+		return target
+	}
+	roots := []string{filepath.Clean(src)}
+	if real, err := filepath.EvalSymlinks(src); err == nil && real != roots[0] {
+		roots = append(roots, real)
+	}
+	for _, root := range roots {
+		rel, err := filepath.Rel(root, filepath.Clean(target))
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return filepath.Join(dst, rel)
+		}
+	}
+	return target
 }
 
 // chownLike gives p info's owner when this process may (root); a link
@@ -145,7 +224,10 @@ func sumTree(src *os.Root) (map[string]fileSum, error) {
 		if err != nil || !d.Type().IsRegular() || skipped(d.Name()) {
 			return err
 		}
-		f, err := src.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+		f, err := openRegular(src, rel)
+		if errors.Is(err, errNotRegular) {
+			return nil // swapped since listed: left out, and the sums differ
+		}
 		if err != nil {
 			return err
 		}
@@ -163,6 +245,34 @@ func sumTree(src *os.Root) (map[string]fileSum, error) {
 	}
 	return sums, nil
 }
+
+// errNotRegular: a name listed as a regular file is something else when
+// opened (the payload swapped it meanwhile).
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens the file rel of src for reading if it is a regular
+// file, never through a link at rel, and without blocking: a FIFO the
+// payload put there in place of a listed file would hold an open for
+// reading until a writer came (errNotRegular).
+func openRegular(src *os.Root, rel string) (*os.File, error) {
+	f, err := src.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: %w", rel, errNotRegular)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// beforeOpen runs before a copy opens a listed file: a test's stand-in
+// for the payload swapping it then.
+var beforeOpen = func(rel string) {}
 
 // betweenPasses runs between a snapshot's copy and its second read: a
 // test's stand-in for a write the live payload makes then.

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // writeTree makes dir with files (name -> content, mode 0600) and links
@@ -162,5 +165,85 @@ func TestCopyData(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSnapshotSkipsAFileSwappedForAFIFO: a listed file the payload
+// swaps for a FIFO before the copy opens it is left out, as the next
+// pass leaves it out; the copy never waits for a writer that never
+// comes (which held hbx upgrade in open(2)).
+func TestSnapshotSkipsAFileSwappedForAFIFO(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "data")
+	writeTree(t, src, map[string]string{"data.db": "db pages", "queue": "jobs"}, nil)
+	fifo := filepath.Join(src, "queue")
+	beforeOpen = func(rel string) {
+		if rel == "queue" {
+			os.Remove(fifo)
+			if err := unix.Mkfifo(fifo, 0o600); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(func() { beforeOpen = func(string) {} })
+	type result struct {
+		c      Copied
+		steady bool
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, steady, err := snapshot(src, filepath.Join(t.TempDir(), "copy"))
+		done <- result{c, steady, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil || !r.steady || r.c.Files != 1 {
+			t.Errorf("snapshot() = %+v, %v, %v; want 1 file, steady", r.c, r.steady, r.err)
+		}
+	case <-time.After(30 * time.Second):
+		// Let the blocked open return so the test ends.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("snapshot still opening the FIFO after 30s")
+	}
+}
+
+// TestSnapshotPointsLinksToTheDataAtTheCopy: a link in the data that
+// names a file of the live data directory by absolute path (as given, or
+// through a symlinked parent) names the copy's file in the copy, so the
+// rehearsed release never writes the live data through it; relative
+// links and links outside the data are kept.
+func TestSnapshotPointsLinksToTheDataAtTheCopy(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	if err := os.Symlink(real, filepath.Join(dir, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "alias", "data")
+	resolved := filepath.Join(real, "data")
+	writeTree(t, resolved, map[string]string{"db/main.db": "pages"}, map[string]string{
+		"abs":      filepath.Join(src, "db", "main.db"),
+		"resolved": filepath.Join(resolved, "db", "main.db"),
+		"root":     src,
+		"rel":      "db/main.db",
+		"outside":  "/etc/hostname",
+		"sibling":  src + "-other/x",
+	})
+	dst := filepath.Join(t.TempDir(), "copy")
+	if _, steady, err := snapshot(src, dst); err != nil || !steady {
+		t.Fatalf("snapshot() = %v, %v", steady, err)
+	}
+	for name, want := range map[string]string{
+		"abs":      filepath.Join(dst, "db", "main.db"),
+		"resolved": filepath.Join(dst, "db", "main.db"),
+		"root":     dst,
+		"rel":      "db/main.db",
+		"outside":  "/etc/hostname",
+		"sibling":  src + "-other/x",
+	} {
+		if got, err := os.Readlink(filepath.Join(dst, name)); err != nil || got != want {
+			t.Errorf("copy's link %s -> %q, %v; want -> %q", name, got, err, want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package rehearse
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"sync"
 )
@@ -69,5 +70,28 @@ func (t *tail) String() string {
 			lines = lines[1:]
 		}
 	}
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
 	return strings.Join(lines, "\n")
+}
+
+// printable is l with every control character but tab written as \xNN:
+// the lines are the payload's, quoted in an error on the operator's
+// terminal, where an escape sequence (a colour, a title, a clipboard
+// write) must show as text, never act.
+func printable(l string) string {
+	ctl := func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f || r >= 0x80 && r < 0xa0 }
+	if !strings.ContainsFunc(l, ctl) {
+		return l
+	}
+	var b strings.Builder
+	for _, r := range l {
+		if ctl(r) {
+			fmt.Fprintf(&b, "\\x%02x", r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -33,6 +33,8 @@ func TestTail(t *testing.T) {
 		{"blank lines dropped", []string{"\n\n  \nx\r\n"}, "x"},
 		{"last lines only", []string{many}, strings.Join(want20, "\n")},
 		{"long line cut", []string{long + "\n"}, long[:TailLineMax]},
+		{"escape sequences shown, not sent", []string{"\x1b[31merror\x1b[0m\tat\n\x1b]52;c;cm0gLXJmIH4=\x07\u009b2J"},
+			"\\x1b[31merror\\x1b[0m\tat\n\\x1b]52;c;cm0gLXJmIH4=\\x07\\x9b2J"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tl tail
