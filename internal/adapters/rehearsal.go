@@ -20,7 +20,7 @@ import (
 // start it once pinned (withPin), on a loopback scratch port, and judged
 // by the checks of the upgrade's health wait that need no supervisor
 // (gateChecks without supervisor and release), the tool set pinned with
-// it included, within backup.health_wait. svc, when not nil, holds the
+// it included, within supervisor.health_wait (what the real start allows). svc, when not nil, holds the
 // programs for one copy if the data never holds still.
 func (b Box) Rehearsal(svc upgrade.Services) func(context.Context, upgrade.Release) (string, error) {
 	over := pinfile.File{Sources: b.Sources}.ToolsOverridden()
@@ -35,7 +35,7 @@ func (b Box) Rehearsal(svc upgrade.Services) func(context.Context, upgrade.Relea
 		o := rehearse.Options{
 			DataDir: c.Executor.DataDir, Release: inst, Launch: verbopts.Launch(c, release.DefaultHostPath),
 			Listen: verbopts.SmokeListen(c), Health: verbopts.Health(c, false, nil), Readiness: c.Health.Readiness,
-			Checks: checks, Wait: c.Backup.HealthWait, Logger: b.Log,
+			Checks: checks, Wait: c.Supervisor.HealthWait, Logger: b.Log,
 		}
 		if svc != nil {
 			o.Hold = func(ctx context.Context) (func() error, error) {
