@@ -126,6 +126,9 @@ func TestUpgradeRehearsalE2E(t *testing.T) {
 	if left := scratches(b); len(left) != 0 {
 		t.Errorf("the refused rehearsal left %q", left)
 	}
+	if rels, _ := os.ReadDir(filepath.Join(b.runtimeDir, "releases")); len(rels) != 1 || !strings.Contains(r.stderr, "pruned old releases: removed 1 release") {
+		t.Errorf("after the refusal releases/ holds %d releases, want only 1.0.0's (the refused one pruned)\n%s", len(rels), r.stderr)
+	}
 
 	// --no-rehearsal: the old way, stopped, activated, rolled back.
 	r = b.hbx("upgrade", "--image", crash, "--no-rehearsal")

@@ -13,6 +13,7 @@ import (
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/pinfile"
+	"github.com/hermesbox/hbx/rehearse"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -119,8 +120,9 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 		return cli.Usagef("upgrade: %w", err)
 	}
 	res, err := upgradeTo(ctx, o, t, tools)
-	if errors.Is(err, upgrade.ErrRolledBack) {
-		pruneAfter(ctx, o.g, o.cfg, "hbx upgrade") // previous changed: logged only
+	if errors.Is(err, upgrade.ErrRolledBack) || errors.Is(err, rehearse.ErrRefused) {
+		// previous changed, or a refused release was staged: logged only
+		pruneAfter(ctx, o.g, o.cfg, "hbx upgrade")
 	}
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", adapters.OfflineHint(err, o.from, "hbx upgrade"))
