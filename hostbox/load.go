@@ -48,7 +48,7 @@ func (d Docker) Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 	if err := ValidateName(o.Name); err != nil {
 		return LoadResult{}, err
 	}
-	_, oerr := Open(o.Root, o.Name)
+	old, oerr := Open(o.Root, o.Name)
 	if oerr == nil && !o.Force {
 		return LoadResult{}, fmt.Errorf("load box %s: the box exists; load replaces it only with --force: %w", o.Name, ErrInvalid)
 	}
@@ -66,7 +66,7 @@ func (d Docker) Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 	}
 	var replaced string
 	if oerr == nil {
-		if replaced, err = d.keepReplaced(ctx, o, start); err != nil {
+		if replaced, err = d.keepReplaced(ctx, o, old, start); err != nil {
 			return LoadResult{}, err
 		}
 		if _, err := d.Remove(ctx, o.Root, o.Name); err != nil {
@@ -96,16 +96,12 @@ func (d Docker) Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 // path. A box that cannot be saved (stopped, broken) is not replaced:
 // the error says to start it or remove it with hbx box rm first, and the
 // passphrase file is removed again.
-func (d Docker) keepReplaced(ctx context.Context, o LoadOptions, now time.Time) (string, error) {
+func (d Docker) keepReplaced(ctx context.Context, o LoadOptions, old Box, now time.Time) (string, error) {
 	dir, err := filepath.Abs(filepath.Dir(o.Archive))
 	if err != nil {
 		return "", err
 	}
 	out := filepath.Join(dir, o.Name+"-replaced-"+now.UTC().Format("20060102T150405Z")+".tar.gz.gpg")
-	old, err := Open(o.Root, o.Name)
-	if err != nil {
-		return "", err
-	}
 	if err := checkOutside(o.Root, out); err != nil {
 		return "", fmt.Errorf("load box %s --force: save the box it replaces: %w", o.Name, err)
 	}
