@@ -61,6 +61,6 @@ func (b Box) Rehearsal(svc upgrade.Services) func(context.Context, upgrade.Relea
 			held = "programs held " + res.Held.Round(time.Millisecond).String()
 		}
 		return fmt.Sprintf("rehearsed on a copy of the data in %s (%d files, %d bytes copied in %s, %s; ready in %s)",
-			res.Total.Round(time.Millisecond), res.Copied.Files, res.Copied.Bytes, res.Copy.Round(time.Millisecond), held, res.Boot.Round(time.Millisecond)), nil
+			res.Total.Round(time.Millisecond), res.Copied.Files, res.Copied.Bytes, res.Copy.Round(10*time.Microsecond), held, res.Boot.Round(time.Millisecond)), nil
 	}
 }
