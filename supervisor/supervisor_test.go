@@ -511,17 +511,16 @@ func TestLogRotation(t *testing.T) {
 				}
 			}
 		}
-		if len(names) == 2 && total == (3<<19)/100*100 {
+		// The child writes its stderr line after the last stdout line, and
+		// the two pipes are copied apart: wait for both.
+		errLog, _ := os.ReadFile(filepath.Join(dir, "chatty.err.log"))
+		if len(names) == 2 && total == (3<<19)/100*100 && string(errLog) == "wrote 1572864\n" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("log files %v (%d bytes), want chatty.out.log and one backup with 1.5 MiB", names, total)
+			t.Fatalf("log files %v (%d bytes), stderr log %q; want chatty.out.log and one backup with 1.5 MiB, and one stderr line, not rotated", names, total, errLog)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	b, _ := os.ReadFile(filepath.Join(dir, "chatty.err.log"))
-	if string(b) != "wrote 1572864\n" { // one line, not rotated
-		t.Errorf("stderr log = %q", b)
 	}
 	if st, err := os.Stat(filepath.Join(dir, "chatty.err.log")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("stderr log mode = %v, %v; want 0600", st.Mode(), err)
