@@ -46,8 +46,9 @@ type cold struct {
 	feeds   []*feed // one per layer, fed by the fetcher
 	got     *downloads
 	res     Result
-	from    int           // first layer to apply: those before come from a layer source (seedStaging)
-	states  []stagedState // layer states to publish once the release is durable
+	from    int            // first layer to apply: those before come from a layer source (seedStaging)
+	states  []*stagedState // layer states to publish once the release is durable
+	listing sync.WaitGroup // listStates' writers of the states' files.json
 }
 
 // installFresh runs coldInstall, and runs it again when a layer blob
@@ -128,6 +129,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 		return nil, err
 	}
 	defer func() { c.a.Close() }() // seedStaging may replace c.a
+	defer c.listing.Wait()         // the states' listings read c.a's hashes
 	// Write back what is applied while extraction goes on (kicked with each
 	// progress report), so the final syncfs has little left to do.
 	c.flusher = atomicfile.NewFlusher(c.staged)
@@ -145,6 +147,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	if err := c.writeRecords(); err != nil {
 		return nil, err
 	}
+	c.listStates()
 	if err := c.validate(ctx); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -319,4 +320,30 @@ func stateNames(t *testing.T, runtimeDir string) []string {
 func sorted(s ...string) []string {
 	slices.Sort(s)
 	return s
+}
+
+// TestUnlistedLayerStateIsNotPublished: a staged state whose files.json
+// cannot be written (its tree gone before listStates walks it) is not
+// published under layers/ and its directory is removed; the install
+// itself is not failed by it (publishStates only logs).
+func TestUnlistedLayerStateIsNotPublished(t *testing.T) {
+	runtime := t.TempDir()
+	chain := release.ChainID([]digest.Digest{digest.FromString("base")})
+	dir := filepath.Join(runtime, release.StagingDir, "layers-"+chain.Encoded()+"-test")
+	if err := os.MkdirAll(dir, 0o755); err != nil { // no rootfs/: the listing fails
+		t.Fatal(err)
+	}
+	c := &cold{opts: Options{RuntimeDir: runtime}, log: slog.New(slog.DiscardHandler)}
+	c.states = []*stagedState{{dir: dir, chain: chain, layers: 1}}
+	c.listStates()
+	c.publishStates()
+	if c.states[0].err == nil {
+		t.Fatal("listStates() of a state without its tree: err = nil, want an error")
+	}
+	if _, err := os.Lstat(release.LayerStateDir(runtime, chain)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("unlisted state published under layers/: Lstat = %v", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("unlisted state's staging directory left: Lstat = %v", err)
+	}
 }

@@ -178,9 +178,11 @@ func sameEntry(f release.File, st *unix.Stat_t) bool {
 }
 
 // keepState links the staged rootfs as it stands after the image's first
-// k layers into staging/, with its files.json, for publishStates to move
-// to layers/<chain> once the release is durable. A failure costs only
-// the state: logged in one line, the install goes on.
+// k layers into staging/, for listStates to give a files.json and
+// publishStates to move to layers/<chain> once the release is durable.
+// Only the linking is paid before the last layer; the listing overlaps
+// the release's validation and syncfs. A failure costs only the state:
+// logged in one line, the install goes on.
 func (c *cold) keepState(k int) {
 	if c.opts.ExtractAll || c.opts.Verify {
 		return
@@ -193,39 +195,53 @@ func (c *cold) keepState(k int) {
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	dir := filepath.Join(c.opts.RuntimeDir, release.StagingDir, "layers-"+chain.Encoded()+"-"+hex.EncodeToString(rnd[:]))
-	err := c.linkState(dir)
+	rootfs := filepath.Join(dir, release.RootfsDir)
+	err := fsat.MkdirAll(rootfs, 0o755)
+	if err == nil {
+		err = linkTree(c.rootfs, rootfs, nil)
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		c.log.Warn("layer state not kept: the next image sharing these layers applies them again", "layers", k, "err", err)
 		return
 	}
-	c.states = append(c.states, stagedState{dir: dir, chain: chain})
+	c.states = append(c.states, &stagedState{dir: dir, chain: chain, layers: k})
 	c.log.Info("layer state staged", "layers", k, "chain", chain, "took", time.Since(start).Round(time.Millisecond))
 }
 
-// linkState makes dir a layer state of the staged rootfs as it stands.
-func (c *cold) linkState(dir string) error {
-	rootfs := filepath.Join(dir, release.RootfsDir)
-	if err := fsat.MkdirAll(rootfs, 0o755); err != nil {
-		return err
+// listStates writes each staged state's files.json in the background,
+// once every layer is applied (no file hash is recorded after that, so
+// the applier's hash store is only read), to overlap the release's
+// validation and syncfs. publishStates waits for it; so does the install's
+// end, before the applier is closed.
+func (c *cold) listStates() {
+	for _, s := range c.states {
+		c.listing.Add(1)
+		go func() {
+			defer c.listing.Done()
+			start := time.Now()
+			rootfs := filepath.Join(s.dir, release.RootfsDir)
+			s.err = atomicfile.Write(filepath.Join(s.dir, release.FilesFile), 0o644, func(w io.Writer) error {
+				return writeFileList(w, rootfs, c.a.FileHash)
+			})
+			s.took = time.Since(start)
+		}()
 	}
-	if err := linkTree(c.rootfs, rootfs, nil); err != nil {
-		return err
-	}
-	return atomicfile.Write(filepath.Join(dir, release.FilesFile), 0o644, func(w io.Writer) error {
-		return writeFileList(w, rootfs, c.a.FileHash)
-	})
 }
 
 // stagedState is a layer state linked under staging/, not yet published.
 type stagedState struct {
-	dir   string
-	chain digest.Digest
+	dir    string
+	chain  digest.Digest
+	layers int           // how many of the image's first layers it holds
+	err    error         // from writing its files.json (listStates)
+	took   time.Duration // writing its files.json
 }
 
 // publishStates renames the staged layer states into layers/ (durable:
 // called after the release's syncfs, which covered their files too).
 func (c *cold) publishStates() {
+	c.listing.Wait()
 	if len(c.states) == 0 {
 		return
 	}
@@ -235,6 +251,12 @@ func (c *cold) publishStates() {
 		return
 	}
 	for _, s := range c.states {
+		if s.err != nil {
+			c.log.Warn("layer state not kept: the next image sharing these layers applies them again", "layers", s.layers, "err", s.err)
+			os.RemoveAll(s.dir)
+			continue
+		}
+		c.log.Info("layer state listed", "layers", s.layers, "took", s.took.Round(time.Millisecond))
 		killpoint.At(killpoint.LayerStatePublish)
 		err := unix.Renameat2(unix.AT_FDCWD, s.dir, unix.AT_FDCWD, release.LayerStateDir(c.opts.RuntimeDir, s.chain), unix.RENAME_NOREPLACE)
 		if err != nil {
