@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/testenv"
@@ -328,19 +332,65 @@ func TestRehearsalStopsTheWholeTreeE2E(t *testing.T) {
 	}
 }
 
-// TestRehearsalIgnoresAnEnvFileNamingTheLiveDataE2E: an env file that
-// sets EXECUTOR_DATA_DIR to executor.data_dir (harmless for the real
-// start: the env file comes after hbx's settings) does not boot the
-// rehearsal on the live data: while the rehearsal is held at its ready
-// point the live state is as it was, and the upgrade then completes.
-func TestRehearsalIgnoresAnEnvFileNamingTheLiveDataE2E(t *testing.T) {
+// dataTree describes every entry below dir: relative path -> type and
+// mode, size, mtime in ns and content (for regular files).
+func dataTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		desc := fmt.Sprintf("%v %d %d", fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			desc += " " + string(b)
+		}
+		out[rel] = desc
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read the tree of %s: %v", dir, err)
+	}
+	return out
+}
+
+// envOf returns the value of k in pid's environment ("" when unset).
+func envOf(pid int, k string) string {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if v, ok := strings.CutPrefix(kv, k+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestRehearsalKeepsItsOwnPortAndDataE2E: an env file that sets
+// EXECUTOR_DATA_DIR to executor.data_dir and PORT to executor.port
+// (harmless for the real start: the env file comes after hbx's settings,
+// and those are its own values) boots the rehearsal neither on the live
+// data nor on the live port, where it met the running payload and was
+// refused as "exited with status 1": while the rehearsal is held at its
+// ready point its payload listens on another loopback port and the live
+// data directory's tree (modes, sizes, mtimes, contents) is as it was;
+// the upgrade then completes.
+func TestRehearsalKeepsItsOwnPortAndDataE2E(t *testing.T) {
 	requireE2E(t)
 	requireKillPoints(t)
 	b, _, _, v2, _ := upgradeBox(t)
 	env := filepath.Join(b.dir, "executor.env")
-	writeFile(t, env, "EXECUTOR_DATA_DIR="+b.dataDir+"\n", 0o600)
+	writeFile(t, env, "EXECUTOR_DATA_DIR="+b.dataDir+"\nPORT="+strconv.Itoa(b.port)+"\n", 0o600)
 	setExecutorKeys(t, b, "  env_file: "+env+"\n")
-	preState := readState(t, b.dataDir)
+	preTree := dataTree(t, b.dataDir)
 
 	gate := filepath.Join(t.TempDir(), "gate")
 	writeFile(t, gate, "", 0o600)
@@ -352,14 +402,29 @@ func TestRehearsalIgnoresAnEnvFileNamingTheLiveDataE2E(t *testing.T) {
 	}
 	sc := bufio.NewScanner(errPipe)
 	var stderr strings.Builder
+	passed := false
 	for sc.Scan() {
 		stderr.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "passed its rehearsal") {
+		if passed = strings.Contains(sc.Text(), "passed its rehearsal"); passed {
 			break
 		}
 	}
-	if st := readState(t, b.dataDir); st != preState {
-		t.Errorf("the rehearsal ran on the live data: state %+v, want %+v", st, preState)
+	if !passed {
+		os.Remove(gate)
+		cmd.Wait()
+		t.Fatalf("the rehearsal did not pass with PORT and EXECUTOR_DATA_DIR in the env file:\n%s", stderr.String())
+	}
+	procs := rehearsalProcs(b)
+	if len(procs) == 0 {
+		t.Error("no process of the rehearsal runs on the copy while it is held")
+	}
+	for _, pid := range procs {
+		if port, host := envOf(pid, "PORT"), envOf(pid, "EXECUTOR_HOST"); port == "" || port == strconv.Itoa(b.port) || host != "127.0.0.1" {
+			t.Errorf("the rehearsal's process %d has PORT=%q EXECUTOR_HOST=%q; want a scratch port (not %d) on 127.0.0.1", pid, port, host, b.port)
+		}
+	}
+	if diff := cmp.Diff(preTree, dataTree(t, b.dataDir)); diff != "" {
+		t.Errorf("the rehearsal touched the live data directory (-before +during):\n%s", diff)
 	}
 	os.Remove(gate)
 	for sc.Scan() {

@@ -83,6 +83,11 @@ func (o *Options) boot(ctx context.Context, s *scratch, res *Result) (err error)
 	if spec.Env, err = onTheCopy(spec.Env, moves); err != nil {
 		return fmt.Errorf("prepare the rehearsal: %w", err)
 	}
+	// The env file comes after hbx's settings: its PORT (the live port,
+	// harmless for the real start) or EXECUTOR_HOST would have the
+	// rehearsal meet the running payload's port, or listen off loopback.
+	spec.SetEnv("EXECUTOR_HOST", lo.Listen)
+	spec.SetEnv("PORT", strconv.Itoa(res.Port))
 	spec.ExtraFiles = []*os.File{s.held}
 	pin, err := procscan.PinFile(s.held)
 	if err != nil {
