@@ -16,11 +16,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	digest "github.com/opencontainers/go-digest"
 
+	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/internal/testimage"
 	"github.com/hermesbox/hbx/supervisor"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 // crashOnOldData pushes version 2.0.0-olddata of the test image beside
@@ -435,5 +438,90 @@ func TestRehearsalKeepsItsOwnPortAndDataE2E(t *testing.T) {
 	}
 	if b.activeVersion() != "2.0.0" {
 		t.Errorf("after the upgrade: active %s, want 2.0.0\n%s", b.activeVersion(), stderr.String())
+	}
+}
+
+// TestInstallRehearsalE2E: hbx install after the pin changed to a release
+// that crashes on data older releases made (a release change over
+// existing data, Executor stopped: while it runs hbx install refuses and
+// names hbx upgrade) rehearses it as hbx upgrade does and refuses it,
+// naming the crash, quoting its output and saying what to do with the
+// pin: nothing backed up, journaled or activated, the live data's tree as
+// it was, no scratch copy left, the refused release pruned; with the old
+// pin back the box serves the old release again. With --no-rehearsal the
+// same install goes on the old way: recorded, activated, not rehearsed,
+// and hbx rollback undoes it.
+func TestInstallRehearsalE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, v1, _, _ := upgradeBox(t)
+	crash := crashOnOldData(t, v1)
+	plat := platform(t)
+	m1, mc := testImage(t).Manifests[plat], versionImage(t, "2.0.0-olddata").Manifests[plat]
+	pin := func(ref string, m digest.Digest) {
+		t.Helper()
+		if err := config.WritePin(b.config, ref, plat, m.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := b.hbx("stop", "executor"); r.code != 0 {
+		t.Fatalf("hbx stop executor = %d\n%s", r.code, r.stderr)
+	}
+	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Stopped})
+	preTree, v1cur := dataTree(t, b.dataDir), b.current()
+
+	pin(crash, mc)
+	r := b.hbx("install")
+	if r.code != 1 {
+		t.Fatalf("hbx install of a release that crashes on old data = %d, want 1\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("refused in %s:\n%s", r.took.Round(time.Millisecond), r.stderr)
+	for _, want := range []string{"failed its rehearsal", "exited with status 1", "was made by an older release", "nothing was stopped, " + v1 + " stays active",
+		"executor.image still pins " + crash + ": pin " + v1 + " back", "hbx install --no-rehearsal"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if b.current() != v1cur || b.activeVersion() != "1.0.0" {
+		t.Errorf("after the refusal: current -> %s (%s), want %s (1.0.0)", b.current(), b.activeVersion(), v1cur)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(b.dir, "backups")); len(ents) != 0 {
+		t.Errorf("the refused install made a backup: %d files", len(ents))
+	}
+	if _, err := os.Stat(filepath.Join(b.runtimeDir, "upgrade.json")); err == nil {
+		t.Error("the refused install wrote a journal")
+	}
+	if diff := cmp.Diff(preTree, dataTree(t, b.dataDir)); diff != "" {
+		t.Errorf("the refused install touched the live data directory (-before +after):\n%s", diff)
+	}
+	if left := scratches(b); len(left) != 0 {
+		t.Errorf("the refused rehearsal left %q", left)
+	}
+	if rels, _ := os.ReadDir(filepath.Join(b.runtimeDir, "releases")); len(rels) != 1 || !strings.Contains(r.stderr, "pruned old releases: removed 1 release") {
+		t.Errorf("after the refusal releases/ holds %d releases, want only 1.0.0's (the refused one pruned)\n%s", len(rels), r.stderr)
+	}
+	pin(v1, m1)
+	if r := b.hbx("start", "executor"); r.code != 0 {
+		t.Fatalf("hbx start executor on the old pin after the refusal = %d\n%s", r.code, r.stderr)
+	}
+	healthyAt(t, b.port, 60*time.Second)
+	if st := readState(t, b.dataDir); st.Version != "1.0.0" {
+		t.Errorf("after the refusal the box runs %+v, want 1.0.0", st)
+	}
+
+	// --no-rehearsal: the old way, recorded and activated untried.
+	if r := b.hbx("stop", "executor"); r.code != 0 {
+		t.Fatalf("hbx stop executor = %d\n%s", r.code, r.stderr)
+	}
+	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Stopped})
+	pin(crash, mc)
+	r = b.hbx("install", "--no-rehearsal")
+	if r.code != 0 || !strings.Contains(r.stdout, "not rehearsed on a copy of the data (--no-rehearsal)") || strings.Contains(r.stderr, "rehearsing") {
+		t.Fatalf("hbx install --no-rehearsal = %d, want 0, switched without a rehearsal\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if j, err := upgrade.ReadJournal(b.runtimeDir); err != nil || j == nil || j.Phase != upgrade.PhaseDone || j.By != upgrade.ByInstall || b.current() == v1cur {
+		t.Errorf("after hbx install --no-rehearsal: journal %+v (%v), current %s; want done by hbx install, not %s", j, err, b.current(), v1cur)
+	}
+	if r := b.hbx("rollback"); r.code != 0 || b.activeVersion() != "1.0.0" {
+		t.Errorf("hbx rollback after hbx install --no-rehearsal = %d, active %s; want 0, 1.0.0\n%s", r.code, b.activeVersion(), r.stderr)
 	}
 }
