@@ -143,7 +143,7 @@ func onTheCopy(env []string, moves [][2]string) ([]string, error) {
 			}
 		}
 		if k == "EXECUTOR_DATA_DIR" && !moved && v != moves[0][1] {
-			return nil, fmt.Errorf("the environment (executor.env_file) sets EXECUTOR_DATA_DIR=%q, not executor.data_dir %s: a rehearsal copies only executor.data_dir (remove the line, or upgrade with --no-rehearsal)", v, moves[0][0])
+			return nil, fmt.Errorf("the environment (executor.env_file) sets EXECUTOR_DATA_DIR=%q, not executor.data_dir %s: a rehearsal copies only executor.data_dir (remove the line, or skip the rehearsal with --no-rehearsal)", v, moves[0][0])
 		}
 	}
 	return out, nil
