@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,10 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/internal/testimage"
 	"github.com/hermesbox/hbx/supervisor"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 // crashOnOldData pushes version 2.0.0-olddata of the test image beside
@@ -328,19 +335,65 @@ func TestRehearsalStopsTheWholeTreeE2E(t *testing.T) {
 	}
 }
 
-// TestRehearsalIgnoresAnEnvFileNamingTheLiveDataE2E: an env file that
-// sets EXECUTOR_DATA_DIR to executor.data_dir (harmless for the real
-// start: the env file comes after hbx's settings) does not boot the
-// rehearsal on the live data: while the rehearsal is held at its ready
-// point the live state is as it was, and the upgrade then completes.
-func TestRehearsalIgnoresAnEnvFileNamingTheLiveDataE2E(t *testing.T) {
+// dataTree describes every entry below dir: relative path -> type and
+// mode, size, mtime in ns and content (for regular files).
+func dataTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		desc := fmt.Sprintf("%v %d %d", fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			desc += " " + string(b)
+		}
+		out[rel] = desc
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read the tree of %s: %v", dir, err)
+	}
+	return out
+}
+
+// envOf returns the value of k in pid's environment ("" when unset).
+func envOf(pid int, k string) string {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if v, ok := strings.CutPrefix(kv, k+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestRehearsalKeepsItsOwnPortAndDataE2E: an env file that sets
+// EXECUTOR_DATA_DIR to executor.data_dir and PORT to executor.port
+// (harmless for the real start: the env file comes after hbx's settings,
+// and those are its own values) boots the rehearsal neither on the live
+// data nor on the live port, where it met the running payload and was
+// refused as "exited with status 1": while the rehearsal is held at its
+// ready point its payload listens on another loopback port and the live
+// data directory's tree (modes, sizes, mtimes, contents) is as it was;
+// the upgrade then completes.
+func TestRehearsalKeepsItsOwnPortAndDataE2E(t *testing.T) {
 	requireE2E(t)
 	requireKillPoints(t)
 	b, _, _, v2, _ := upgradeBox(t)
 	env := filepath.Join(b.dir, "executor.env")
-	writeFile(t, env, "EXECUTOR_DATA_DIR="+b.dataDir+"\n", 0o600)
+	writeFile(t, env, "EXECUTOR_DATA_DIR="+b.dataDir+"\nPORT="+strconv.Itoa(b.port)+"\n", 0o600)
 	setExecutorKeys(t, b, "  env_file: "+env+"\n")
-	preState := readState(t, b.dataDir)
+	preTree := dataTree(t, b.dataDir)
 
 	gate := filepath.Join(t.TempDir(), "gate")
 	writeFile(t, gate, "", 0o600)
@@ -352,14 +405,29 @@ func TestRehearsalIgnoresAnEnvFileNamingTheLiveDataE2E(t *testing.T) {
 	}
 	sc := bufio.NewScanner(errPipe)
 	var stderr strings.Builder
+	passed := false
 	for sc.Scan() {
 		stderr.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "passed its rehearsal") {
+		if passed = strings.Contains(sc.Text(), "passed its rehearsal"); passed {
 			break
 		}
 	}
-	if st := readState(t, b.dataDir); st != preState {
-		t.Errorf("the rehearsal ran on the live data: state %+v, want %+v", st, preState)
+	if !passed {
+		os.Remove(gate)
+		cmd.Wait()
+		t.Fatalf("the rehearsal did not pass with PORT and EXECUTOR_DATA_DIR in the env file:\n%s", stderr.String())
+	}
+	procs := rehearsalProcs(b)
+	if len(procs) == 0 {
+		t.Error("no process of the rehearsal runs on the copy while it is held")
+	}
+	for _, pid := range procs {
+		if port, host := envOf(pid, "PORT"), envOf(pid, "EXECUTOR_HOST"); port == "" || port == strconv.Itoa(b.port) || host != "127.0.0.1" {
+			t.Errorf("the rehearsal's process %d has PORT=%q EXECUTOR_HOST=%q; want a scratch port (not %d) on 127.0.0.1", pid, port, host, b.port)
+		}
+	}
+	if diff := cmp.Diff(preTree, dataTree(t, b.dataDir)); diff != "" {
+		t.Errorf("the rehearsal touched the live data directory (-before +during):\n%s", diff)
 	}
 	os.Remove(gate)
 	for sc.Scan() {
@@ -370,5 +438,90 @@ func TestRehearsalIgnoresAnEnvFileNamingTheLiveDataE2E(t *testing.T) {
 	}
 	if b.activeVersion() != "2.0.0" {
 		t.Errorf("after the upgrade: active %s, want 2.0.0\n%s", b.activeVersion(), stderr.String())
+	}
+}
+
+// TestInstallRehearsalE2E: hbx install after the pin changed to a release
+// that crashes on data older releases made (a release change over
+// existing data, Executor stopped: while it runs hbx install refuses and
+// names hbx upgrade) rehearses it as hbx upgrade does and refuses it,
+// naming the crash, quoting its output and saying what to do with the
+// pin: nothing backed up, journaled or activated, the live data's tree as
+// it was, no scratch copy left, the refused release pruned; with the old
+// pin back the box serves the old release again. With --no-rehearsal the
+// same install goes on the old way: recorded, activated, not rehearsed,
+// and hbx rollback undoes it.
+func TestInstallRehearsalE2E(t *testing.T) {
+	requireE2E(t)
+	b, s, v1, _, _ := upgradeBox(t)
+	crash := crashOnOldData(t, v1)
+	plat := platform(t)
+	m1, mc := testImage(t).Manifests[plat], versionImage(t, "2.0.0-olddata").Manifests[plat]
+	pin := func(ref string, m digest.Digest) {
+		t.Helper()
+		if err := config.WritePin(b.config, ref, plat, m.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := b.hbx("stop", "executor"); r.code != 0 {
+		t.Fatalf("hbx stop executor = %d\n%s", r.code, r.stderr)
+	}
+	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Stopped})
+	preTree, v1cur := dataTree(t, b.dataDir), b.current()
+
+	pin(crash, mc)
+	r := b.hbx("install")
+	if r.code != 1 {
+		t.Fatalf("hbx install of a release that crashes on old data = %d, want 1\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("refused in %s:\n%s", r.took.Round(time.Millisecond), r.stderr)
+	for _, want := range []string{"failed its rehearsal", "exited with status 1", "was made by an older release", "nothing was stopped, " + v1 + " stays active",
+		"executor.image still pins " + crash + ": pin " + v1 + " back", "hbx install --no-rehearsal"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if b.current() != v1cur || b.activeVersion() != "1.0.0" {
+		t.Errorf("after the refusal: current -> %s (%s), want %s (1.0.0)", b.current(), b.activeVersion(), v1cur)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(b.dir, "backups")); len(ents) != 0 {
+		t.Errorf("the refused install made a backup: %d files", len(ents))
+	}
+	if _, err := os.Stat(filepath.Join(b.runtimeDir, "upgrade.json")); err == nil {
+		t.Error("the refused install wrote a journal")
+	}
+	if diff := cmp.Diff(preTree, dataTree(t, b.dataDir)); diff != "" {
+		t.Errorf("the refused install touched the live data directory (-before +after):\n%s", diff)
+	}
+	if left := scratches(b); len(left) != 0 {
+		t.Errorf("the refused rehearsal left %q", left)
+	}
+	if rels, _ := os.ReadDir(filepath.Join(b.runtimeDir, "releases")); len(rels) != 1 || !strings.Contains(r.stderr, "pruned old releases: removed 1 release") {
+		t.Errorf("after the refusal releases/ holds %d releases, want only 1.0.0's (the refused one pruned)\n%s", len(rels), r.stderr)
+	}
+	pin(v1, m1)
+	if r := b.hbx("start", "executor"); r.code != 0 {
+		t.Fatalf("hbx start executor on the old pin after the refusal = %d\n%s", r.code, r.stderr)
+	}
+	healthyAt(t, b.port, 60*time.Second)
+	if st := readState(t, b.dataDir); st.Version != "1.0.0" {
+		t.Errorf("after the refusal the box runs %+v, want 1.0.0", st)
+	}
+
+	// --no-rehearsal: the old way, recorded and activated untried.
+	if r := b.hbx("stop", "executor"); r.code != 0 {
+		t.Fatalf("hbx stop executor = %d\n%s", r.code, r.stderr)
+	}
+	s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Stopped})
+	pin(crash, mc)
+	r = b.hbx("install", "--no-rehearsal")
+	if r.code != 0 || !strings.Contains(r.stdout, "not rehearsed on a copy of the data (--no-rehearsal)") || strings.Contains(r.stderr, "rehearsing") {
+		t.Fatalf("hbx install --no-rehearsal = %d, want 0, switched without a rehearsal\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if j, err := upgrade.ReadJournal(b.runtimeDir); err != nil || j == nil || j.Phase != upgrade.PhaseDone || j.By != upgrade.ByInstall || b.current() == v1cur {
+		t.Errorf("after hbx install --no-rehearsal: journal %+v (%v), current %s; want done by hbx install, not %s", j, err, b.current(), v1cur)
+	}
+	if r := b.hbx("rollback"); r.code != 0 || b.activeVersion() != "1.0.0" {
+		t.Errorf("hbx rollback after hbx install --no-rehearsal = %d, active %s; want 0, 1.0.0\n%s", r.code, b.activeVersion(), r.stderr)
 	}
 }

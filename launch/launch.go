@@ -455,6 +455,22 @@ func ReadTokenFile(p string) (string, error) {
 	return strings.TrimSpace(line), nil
 }
 
+// SetEnv sets k to v in s.Env, replacing what set it before (the image,
+// hbx's settings or the env file), in its place; a k not set yet is
+// added last. The env file comes after hbx's settings and may set
+// EXECUTOR_HOST, PORT or EXECUTOR_DATA_DIR: harmless for the real start,
+// whose values they are, but a run on a scratch port and directory
+// (SmokeScratch, a rehearsal) sets its own again with SetEnv.
+func (s *Spec) SetEnv(k, v string) {
+	for i, kv := range s.Env {
+		if name, _, _ := strings.Cut(kv, "="); name == k {
+			s.Env[i] = k + "=" + v
+			return
+		}
+	}
+	s.Env = append(s.Env, k+"="+v)
+}
+
 // env keeps variables in first-set order with later sets replacing values.
 type env struct {
 	keys []string

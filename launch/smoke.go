@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,7 +25,8 @@ import (
 // arguments would be a second writer of Executor's database. It gets a
 // scratch data and state directory beside inst (mode 0755, so o.User
 // reaches its own directories inside; removed after, or with the staging
-// area by the next install) and a free port on o.Listen.
+// area by the next install) and a free port on o.Listen, whatever the
+// env file says (Spec.SetEnv).
 func SmokeScratch(ctx context.Context, o Options, inst *release.Installed, argv []string, timeout time.Duration) (err error) {
 	name := strings.Join(argv, " ")
 	scratch, err := os.MkdirTemp(filepath.Dir(inst.Dir), ".smoke-")
@@ -48,6 +50,11 @@ func SmokeScratch(ctx context.Context, o Options, inst *release.Installed, argv 
 	if err != nil {
 		return fmt.Errorf("prepare smoke command %q: %w", name, err)
 	}
+	// The env file comes after hbx's settings: its PORT or
+	// EXECUTOR_DATA_DIR would name the live ones.
+	spec.SetEnv("EXECUTOR_HOST", o.Listen)
+	spec.SetEnv("PORT", strconv.Itoa(o.Port))
+	spec.SetEnv("EXECUTOR_DATA_DIR", o.DataDir)
 	return Smoke(ctx, spec, timeout)
 }
 

@@ -139,19 +139,41 @@ func TestRunDaemonGone(t *testing.T) {
 // opened Executor's database beside the running Executor (two writers,
 // what "One writer per data directory" forbids) and competed for its
 // port. It now gets a scratch data and state directory and a free port:
-// the command runs, and nothing appears in the live data directory.
+// the command runs, and nothing appears in the live data directory. An
+// env file naming the live data directory, port and a host off loopback
+// (it comes after hbx's settings) changes none of that.
 func TestSmokeScratchLeavesLiveDataAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name, envFile string // envFile: its lines, %s the live data directory
+	}{
+		{name: "no env file"},
+		{name: "an env file naming the live data, port and all addresses", envFile: "EXECUTOR_DATA_DIR=%s\nPORT=4788\nEXECUTOR_HOST=0.0.0.0\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			smokeScratchLeavesLiveDataAlone(t, tc.envFile)
+		})
+	}
+}
+
+func smokeScratchLeavesLiveDataAlone(t *testing.T, envFile string) {
+	t.Helper()
 	dir := t.TempDir()
 	o := Options{
 		RuntimeDir: filepath.Join(dir, "runtime"), DataDir: filepath.Join(dir, "workspace/data"), StateDir: filepath.Join(dir, "state"),
 		Listen: "127.0.0.1", Port: 4788, HostPort: 4788, HostPath: "/usr/bin:/bin",
+	}
+	if envFile != "" {
+		o.EnvFile = filepath.Join(dir, "executor.env")
+		if err := os.WriteFile(o.EnvFile, []byte(fmt.Sprintf(envFile, o.DataDir)), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rel := filepath.Join(dir, "release")
 	bin := filepath.Join(rel, release.RootfsDir, "usr/local/bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(bin, "smoke"), []byte("#!/bin/sh\ntouch \"$EXECUTOR_DATA_DIR/smoke-was-here\" && echo \"$EXECUTOR_DATA_DIR $PORT\" > "+filepath.Join(dir, "seen")+"\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(bin, "smoke"), []byte("#!/bin/sh\ntouch \"$EXECUTOR_DATA_DIR/smoke-was-here\" && echo \"$EXECUTOR_DATA_DIR $PORT $EXECUTOR_HOST\" > "+filepath.Join(dir, "seen")+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	inst := &release.Installed{Dir: rel, Meta: release.Meta{Config: release.ImageConfig{
@@ -173,10 +195,10 @@ func TestSmokeScratchLeavesLiveDataAlone(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the smoke command did not run: %v", err)
 	}
-	var data string
+	var data, host string
 	var port int
-	if _, err := fmt.Sscan(string(seen), &data, &port); err != nil || data == o.DataDir || port == o.Port {
-		t.Errorf("smoke command saw EXECUTOR_DATA_DIR PORT = %q; want a scratch directory and another port than %d", seen, o.Port)
+	if _, err := fmt.Sscan(string(seen), &data, &port, &host); err != nil || data == o.DataDir || port == o.Port || host != o.Listen {
+		t.Errorf("smoke command saw EXECUTOR_DATA_DIR PORT EXECUTOR_HOST = %q; want a scratch directory, another port than %d, %s", seen, o.Port, o.Listen)
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Errorf("scratch data directory %s left after the smoke command: %v", data, err)

@@ -83,6 +83,11 @@ func (o *Options) boot(ctx context.Context, s *scratch, res *Result) (err error)
 	if spec.Env, err = onTheCopy(spec.Env, moves); err != nil {
 		return fmt.Errorf("prepare the rehearsal: %w", err)
 	}
+	// The env file comes after hbx's settings: its PORT (the live port,
+	// harmless for the real start) or EXECUTOR_HOST would have the
+	// rehearsal meet the running payload's port, or listen off loopback.
+	spec.SetEnv("EXECUTOR_HOST", lo.Listen)
+	spec.SetEnv("PORT", strconv.Itoa(res.Port))
 	spec.ExtraFiles = []*os.File{s.held}
 	pin, err := procscan.PinFile(s.held)
 	if err != nil {
@@ -138,7 +143,7 @@ func onTheCopy(env []string, moves [][2]string) ([]string, error) {
 			}
 		}
 		if k == "EXECUTOR_DATA_DIR" && !moved && v != moves[0][1] {
-			return nil, fmt.Errorf("the environment (executor.env_file) sets EXECUTOR_DATA_DIR=%q, not executor.data_dir %s: a rehearsal copies only executor.data_dir (remove the line, or upgrade with --no-rehearsal)", v, moves[0][0])
+			return nil, fmt.Errorf("the environment (executor.env_file) sets EXECUTOR_DATA_DIR=%q, not executor.data_dir %s: a rehearsal copies only executor.data_dir (remove the line, or skip the rehearsal with --no-rehearsal)", v, moves[0][0])
 		}
 	}
 	return out, nil

@@ -37,7 +37,11 @@
 //     directory in the scratch directory. A value of its environment
 //     (the env file's) naming the live data or state directory, or a path
 //     inside one, names the same path in the copy; an EXECUTOR_DATA_DIR
-//     naming another directory refuses the rehearsal.
+//     naming another directory refuses the rehearsal. EXECUTOR_HOST and
+//     PORT are the rehearsal's whatever the env file sets (it comes after
+//     hbx's settings: PORT=<executor.port> there is the real start's own
+//     value, and would have the rehearsal meet the running payload's
+//     port).
 //  5. Wait, bounded by Options.Wait, for the readiness gate of the real
 //     start (health.ReadyProcess: the readiness check, then every
 //     listener of its process tree on loopback), then run Options.Checks

@@ -128,17 +128,16 @@ func (c *changeRun) begin(by string) error {
 }
 
 // rehearse boots the staged release on a copy of the data (an Upgrade
-// with opts.Rehearse set; without, it notes NotRehearsed) before anything
-// is stopped or journaled. Crash
+// or a Switch with opts.Rehearse set; an Upgrade without notes
+// NotRehearsed) before anything is stopped or journaled. Crash
 // window "no journal yet": the rehearsal's scratch copy (and a process
 // that outlived hbx) are the next rehearsal's to remove; nothing to
 // recover.
 func (c *changeRun) rehearse(ctx context.Context, upgrading bool) error {
-	if !upgrading {
-		return nil
-	}
 	if c.opts.Rehearse == nil {
-		c.res.Notes = append(c.res.Notes, NotRehearsed)
+		if upgrading {
+			c.res.Notes = append(c.res.Notes, NotRehearsed)
+		}
 		return nil
 	}
 	c.opts.Step("rehearsing")

@@ -20,9 +20,9 @@
 //  2. Refuse when the target is the active release (ErrSameRelease).
 //  3. Stage the new release beside the active one (published under
 //     releases/, current untouched) while the services keep running.
-//     With Options.Rehearse set (an Upgrade), boot it on a copy of the
-//     data first (package rehearse): its error refuses the upgrade
-//     before anything is stopped or journaled. Then write the journal
+//     With Options.Rehearse set (an Upgrade, or a Switch by hbx install),
+//     boot it on a copy of the data first (package rehearse): its error
+//     refuses the change before anything is stopped or journaled. Then write the journal
 //     (phase staged).
 //  4. Hold the services stopped and take a cold backup of the data
 //     (tagged pre-upgrade, recording the old digests). When it fails, the

@@ -134,11 +134,11 @@ type Options struct {
 	Config   Config
 
 	// Rehearse, when not nil, boots the staged release on a copy of the
-	// data before an Upgrade stops anything (package rehearse, composed
-	// by the caller) and returns a line for Result.Notes (nil: an
-	// Upgrade's Result.Notes say NotRehearsed); its error
-	// refuses the upgrade with nothing stopped and the old release
-	// active and configured (the journal closed as aborted).
+	// data before an Upgrade or a Switch stops anything (package
+	// rehearse, composed by the caller) and returns a line for
+	// Result.Notes (nil: an Upgrade's Result.Notes say NotRehearsed); its
+	// error refuses the change before anything is stopped or journaled,
+	// the old release active (and, for an Upgrade, configured).
 	Rehearse func(ctx context.Context, r Release) (string, error)
 
 	Logger *slog.Logger
@@ -236,10 +236,11 @@ func Upgrade(ctx context.Context, opts Options, t Target) (res *Result, err erro
 
 // Switch changes the active release to t while Executor does not run
 // (the caller made sure: `hbx install` under existing data): the steps
-// of Upgrade, recorded in the journal the same way (by "hbx install"),
-// so Rollback can undo it, but without the health wait, since nothing
-// ran. Services may be nil (no supervisor); when set, every program is
-// held stopped across the backup and the activation.
+// of Upgrade, the rehearsal included when Options.Rehearse is set,
+// recorded in the journal the same way (by "hbx install"), so Rollback
+// can undo it, but without the health wait, since nothing ran. Services
+// may be nil (no supervisor); when set, every program is held stopped
+// across the backup and the activation.
 func Switch(ctx context.Context, opts Options, t Target) (*Result, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err

@@ -428,6 +428,57 @@ func TestSwitch(t *testing.T) {
 	}
 }
 
+// TestSwitchRehearses: a Switch with Options.Rehearse (hbx install
+// without --no-rehearsal) boots the staged release first: a refusal
+// stops it before anything is held, backed up, pinned, activated or
+// journaled; a pass carries its note and the change goes on. Without
+// Rehearse (hbx install --no-rehearsal, the supervisor's install on
+// start) nothing is rehearsed and nothing noted.
+func TestSwitchRehearses(t *testing.T) {
+	boom := errors.New("it exited with status 1 before it was ready")
+	for _, tc := range []struct {
+		name      string
+		rehearse  error // nil: passes
+		noRehears bool
+		wantCalls []string
+		wantNote  string
+	}{
+		{name: "refused", rehearse: boom, wantCalls: []string{"stage", "rehearse"}},
+		{name: "passes", wantCalls: []string{"stage", "rehearse", "hold", "backup", "pin " + m2, "activate " + m2, "release"}, wantNote: "rehearsed"},
+		{name: "not rehearsed", noRehears: true, wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, opts := newFake(t)
+			if !tc.noRehears {
+				opts.Rehearse = func(context.Context, Release) (string, error) {
+					f.calls = append(f.calls, "rehearse")
+					return "rehearsed", tc.rehearse
+				}
+			}
+			res, err := Switch(context.Background(), opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}})
+			if !errors.Is(err, tc.rehearse) {
+				t.Fatalf("Switch() = %v, want %v", err, tc.rehearse)
+			}
+			if diff := cmp.Diff(f.calls, tc.wantCalls); diff != "" {
+				t.Errorf("calls (-got +want):\n%s", diff)
+			}
+			if tc.rehearse != nil {
+				if j, _ := ReadJournal(opts.RuntimeDir); j != nil || !f.cur.Equal(oldRel.Target) || !strings.Contains(err.Error(), "nothing was stopped, "+oldRel.Image+" stays active") {
+					t.Errorf("after the refusal: journal %+v, active %s, error %q; want no journal, %s active, said", j, f.cur, err, oldRel)
+				}
+				return
+			}
+			var notes []string
+			if tc.wantNote != "" {
+				notes = []string{tc.wantNote}
+			}
+			if got := slices.DeleteFunc(slices.Clone(res.Notes), func(n string) bool { return n != "rehearsed" && n != NotRehearsed }); !slices.Equal(got, notes) {
+				t.Errorf("Switch() notes = %q, want %q among them and no %q", res.Notes, notes, NotRehearsed)
+			}
+		})
+	}
+}
+
 // TestRollbackSaysWhatIsRecorded: when the active release is not the one
 // the journal recorded (changed without the upgrade path), Rollback says
 // so and names what the journal does record, instead of blaming the

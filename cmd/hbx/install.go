@@ -20,13 +20,19 @@ import (
 	"github.com/hermesbox/hbx/internal/guardedinstall"
 	"github.com/hermesbox/hbx/internal/ui"
 	"github.com/hermesbox/hbx/internal/units"
+	"github.com/hermesbox/hbx/rehearse"
+	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 type installOptions struct {
 	verify bool
-	from   string // an OCI layout directory or archive instead of the registry
-	quiet  bool   // no progress, warnings and errors only
-	json   bool   // JSON lines of progress events and the result on stdout
+	// noRehearsal: a release change over existing data is not booted
+	// on a copy of the data first (as hbx upgrade --no-rehearsal).
+	noRehearsal bool
+	from        string // an OCI layout directory or archive instead of the registry
+	quiet       bool   // no progress, warnings and errors only
+	json        bool   // JSON lines of progress events and the result on stdout
 }
 
 // newInstallCommand builds `hbx install`.
@@ -42,7 +48,9 @@ activates it atomically. When the active release already matches, it does
 nothing and makes no network request (docs/install.md#how-hbx-install-works).
 
 Over existing data it changes the active release only the way hbx upgrade
-does, and refuses while Executor runs (docs/install.md#under-existing-data).
+does, and refuses while Executor runs (docs/install.md#under-existing-data):
+it rehearses the new release on a copy of the data first and refuses one
+that would not come up, with nothing changed (--no-rehearsal skips it).
 A download is bounded in time (docs/install.md#bounds).
 
 --from PATH reads the image from an OCI image layout directory or an OCI
@@ -55,6 +63,7 @@ archive file instead of the registry, with no network request
 	}
 	cmd.Flags().StringVar(&o.from, "from", "", "read the image from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "re-hash the active release against its recorded file list and replace it when it differs; re-hash the kept blobs and fetch the active release's missing or damaged ones (install.keep_blobs)")
+	cmd.Flags().BoolVar(&o.noRehearsal, "no-rehearsal", false, "do not boot a new release on a copy of the data before changing the active release over existing data")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but warnings, errors and the result")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines on stdout")
 	return cmd
@@ -82,17 +91,35 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 		return err
 	}
 	defer func() { finish(err) }()
-	res, err := guardedinstall.Install(cmd.Context(), g.box(cfg, srcs), opts, false, out.step)
+	res, err := guardedinstall.Install(cmd.Context(), g.box(cfg, srcs), opts, false, !o.noRehearsal, out.step)
 	if err != nil {
 		if errors.Is(err, installer.ErrTimeout) {
 			err = fmt.Errorf("%w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
 		}
+		if errors.Is(err, rehearse.ErrRefused) {
+			pruneAfter(cmd.Context(), g, cfg, "hbx install") // the refused release was staged: logged only
+			err = refusedHint(err, cfg)
+		}
 		return fmt.Errorf("install: %w", adapters.OfflineHint(err, o.from, "hbx install"))
 	}
 	if res.Switch != nil { // a recorded change: its staging and Activate do not clean
+		if o.noRehearsal {
+			res.Switch.Notes = append(res.Switch.Notes, upgrade.NotRehearsed)
+		}
 		res.Switch.Notes = append(res.Switch.Notes, pruneAfter(cmd.Context(), g, cfg, "hbx install"))
 	}
 	return out.print(res)
+}
+
+// refusedHint adds to a rehearsal's refusal of hbx install (the pin
+// changed) what to do: Executor does not start while executor.image pins
+// a release that is not active (launch.ErrNotInstalled).
+func refusedHint(err error, cfg *config.Config) error {
+	active := "the active release"
+	if cur, cerr := release.Current(cfg.Executor.RuntimeDir); cerr == nil {
+		active = cur.Meta.Image
+	}
+	return fmt.Errorf("%w\nexecutor.image still pins %s: pin %s back for Executor to start again, or run hbx install --no-rehearsal to change anyway", err, cfg.Executor.Image, active)
 }
 
 // installOutput is where hbx install's progress and result go: JSON lines

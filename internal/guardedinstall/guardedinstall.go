@@ -1,8 +1,8 @@
 // Package guardedinstall is `hbx install` and the supervisor's install on
 // start under existing data: installer.Guard decides, then a plain install
 // (installer.Install) or a recorded release change through
-// upgrade.Switch (stage, pre-change backup, journal, pin, activate; hbx
-// rollback can undo it), or a refusal (installer.ErrChangeRefused). Data
+// upgrade.Switch (stage, rehearsal for hbx install, pre-change backup,
+// journal, pin, activate; hbx rollback can undo it), or a refusal (installer.ErrChangeRefused). Data
 // restored without its runtime (backup.AwaitedRuntime) takes only that
 // runtime, as a plain install.
 //
@@ -38,9 +38,15 @@ type Outcome struct {
 // pre-change backup, journal, pin, activate; hbx rollback can undo it),
 // or a refusal (installer.ErrChangeRefused). What runs is not asked when
 // inSupervisor (the caller is the supervisor, before it starts anything).
+// With rehearse (hbx install without --no-rehearsal), a recorded change
+// first boots the staged release on a copy of the data (b.Rehearsal, as
+// hbx upgrade does): a release that would not come up is refused
+// (rehearse.ErrRefused) before anything is held, backed up, pinned or
+// activated. The supervisor's install on start passes false: see
+// docs/install.md#under-existing-data.
 // opts.Progress, opts.Logger (nil: b.Log) and opts.From go to the
 // install or the stage; step, when not nil, is told the steps of a recorded change.
-func Install(ctx context.Context, b adapters.Box, opts installer.Options, inSupervisor bool, step func(string)) (*Outcome, error) {
+func Install(ctx context.Context, b adapters.Box, opts installer.Options, inSupervisor, rehearse bool, step func(string)) (*Outcome, error) {
 	cfg := b.Config
 	in := installer.GuardInput{DataDir: cfg.Executor.DataDir, CanBackUp: cfg.Backup.PassphraseFile != ""}
 	if !inSupervisor {
@@ -72,13 +78,14 @@ func Install(ctx context.Context, b adapters.Box, opts installer.Options, inSupe
 		}
 		return &Outcome{Result: res}, err
 	}
-	return switchInstall(ctx, b, opts, inSupervisor, step)
+	return switchInstall(ctx, b, opts, inSupervisor, rehearse, step)
 }
 
 // switchInstall changes the active release over existing data through
-// upgrade.Switch, holding every program stopped (or the data lock, when
-// no supervisor runs) unless the caller is the supervisor.
-func switchInstall(ctx context.Context, b adapters.Box, opts installer.Options, inSupervisor bool, step func(string)) (*Outcome, error) {
+// upgrade.Switch, rehearsed first when rehearse, holding every program
+// stopped (or the data lock, when no supervisor runs) unless the caller
+// is the supervisor.
+func switchInstall(ctx context.Context, b adapters.Box, opts installer.Options, inSupervisor, rehearse bool, step func(string)) (*Outcome, error) {
 	cfg := b.Config
 	pass, err := b.Passphrase(false)()
 	if err != nil {
@@ -98,6 +105,9 @@ func switchInstall(ctx context.Context, b adapters.Box, opts installer.Options, 
 			return nil, err
 		}
 		defer unlock()
+	}
+	if rehearse {
+		uo.Rehearse = b.Rehearsal(uo.Services)
 	}
 	cur, _ := release.Current(cfg.Executor.RuntimeDir) // read by installer.Guard
 	from := ""

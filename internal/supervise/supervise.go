@@ -148,7 +148,11 @@ func InstallOnStart(b adapters.Box) func(ctx context.Context, progress func(stri
 			return err
 		}
 		opts.Progress = installer.LayerStatus(progress)
-		_, err = guardedinstall.Install(ctx, b, opts, true, nil)
+		// Not rehearsed: nothing runs yet, so a rehearsal would keep no
+		// box up, only boot the release once more before its real start
+		// (at each retry); that start is judged by the same readiness
+		// gate, and hbx rollback undoes the recorded change.
+		_, err = guardedinstall.Install(ctx, b, opts, true, false, nil)
 		return adapters.OfflineHint(err, "", "hbx install")
 	}
 }
