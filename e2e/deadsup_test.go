@@ -189,7 +189,7 @@ func TestSupervisorDiesE2E(t *testing.T) {
 	if killed.IsZero() {
 		after = 0
 	}
-	oneLine(t, "upgrade, killed during the health wait", r, after, limit, "upgrade rolled back", "supervisor is gone", "kept in", "start hbx supervise")
+	oneLine(t, "upgrade, killed during the health wait", r, after, limit, "upgrade: rolled back to ", "supervisor is gone", "kept in", "start hbx supervise", "see hbx logs executor --stderr")
 	onV1("after the upgrade killed during its health wait")
 	again()
 	onV1("after the next hbx supervise")

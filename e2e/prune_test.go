@@ -68,6 +68,32 @@ func linked(t *testing.T, b *box) []string {
 	return out
 }
 
+// versionFile is where a release of the test image says its version.
+const versionFile = "rootfs/app/apps/host-selfhost/VERSION"
+
+// linkVersion is the version of the test image the link name (current,
+// previous) points to.
+func linkVersion(t *testing.T, b *box, name string) string {
+	t.Helper()
+	return strings.TrimSpace(readFile(t, filepath.Join(b.runtimeDir, name, versionFile)))
+}
+
+// releaseVersions is the versions of the releases under releases/,
+// sorted.
+func releaseVersions(t *testing.T, b *box) []string {
+	t.Helper()
+	rels, err := os.ReadDir(filepath.Join(b.runtimeDir, "releases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rels {
+		out = append(out, strings.TrimSpace(readFile(t, filepath.Join(b.runtimeDir, "releases", r.Name(), versionFile))))
+	}
+	slices.Sort(out)
+	return out
+}
+
 // listedBlobs is the blob hexes the releases under releases/ list
 // (release.json: index, manifest, config, layers).
 func listedBlobs(t *testing.T, b *box) []string {
@@ -100,9 +126,13 @@ func listedBlobs(t *testing.T, b *box) []string {
 // only what current and previous name and the blob store only their
 // blobs (before, the release rolled away from and its blobs stayed until
 // a later hbx install); the successful commands say what they freed.
+// The self-rollback points previous back at the release it named before
+// (2.0.0), so the failed release is the one pruned (before, previous
+// named the failed release and the good 2.0.0 went), and says in one
+// line what it rolled back to and where the new release's log is.
 func TestUpgradesPruneReleasesE2E(t *testing.T) {
 	requireE2E(t)
-	b, s, _, v2, sick := upgradeBox(t)
+	b, s, v1, v2, sick := upgradeBox(t)
 	runtimeFootprint(t, b, "installed 1.0.0")
 	check := func(step string, r result, wantNote bool) {
 		t.Helper()
@@ -136,8 +166,19 @@ func TestUpgradesPruneReleasesE2E(t *testing.T) {
 		t.Fatalf("hbx upgrade to the sick image = %d, want 1\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	check("upgrade to 2.0.0-sick rolled back", r, false)
+	if el := errorLines(t, r.stderr); len(el) != 1 || !strings.HasPrefix(el[0], "hbx: upgrade: rolled back to "+v1+": ") || !strings.HasSuffix(el[0], "; see hbx logs executor --stderr") {
+		t.Errorf("the failed upgrade's error lines = %q, want one: rolled back to %s: <cause>; ...; see hbx logs executor --stderr", el, v1)
+	}
 	if !strings.Contains(r.stderr, "pruned old releases: removed 1 release") {
-		t.Errorf("the failed upgrade's log does not say it pruned the 2.0.0 release:\n%s", r.stderr)
+		t.Errorf("the failed upgrade's log does not say it pruned the 2.0.0-sick release:\n%s", r.stderr)
+	}
+	// previous names 2.0.0 again, as before the sick upgrade, not the
+	// failed release; 2.0.0 stays, 2.0.0-sick went.
+	if cur, prev := linkVersion(t, b, "current"), linkVersion(t, b, "previous"); cur != "1.0.0" || prev != "2.0.0" {
+		t.Errorf("after the self-rollback: current %s, previous %s; want 1.0.0, 2.0.0", cur, prev)
+	}
+	if got := releaseVersions(t, b); !slices.Equal(got, []string{"1.0.0", "2.0.0"}) {
+		t.Errorf("after the self-rollback releases/ holds %q, want 1.0.0 and 2.0.0", got)
 	}
 
 	// hbx install over the stopped Executor's data: a recorded change

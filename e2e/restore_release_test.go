@@ -126,8 +126,9 @@ func TestRestoreAcrossReleasesE2E(t *testing.T) {
 	}
 	t.Logf("restore v1 pre-upgrade: %s", strings.TrimSpace(r.stdout))
 	onRelease(t, b, "after restoring the v1 pre-upgrade archive", "1.0.0", v1, "v1 data", 1)
-	// v1's release was pruned when v3 rolled back (neither current nor
-	// previous): the restore fetched it again (its install removed v3's).
+	// v1's release stayed previous through v3's failed upgrade (refused,
+	// or rolled back with previous pointed back at v1): the restore
+	// reactivated it in place; current and previous are all that is left.
 	if rels := runtimeFootprint(t, b, "after restoring the v1 pre-upgrade archive"); len(rels) != 2 || !strings.Contains(r.stdout, "note: pruned old releases: ") {
 		t.Errorf("after the restore: releases %q, output %q; want current and previous only, the restore saying what it pruned", rels, r.stdout)
 	}

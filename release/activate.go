@@ -60,6 +60,33 @@ func SwitchCurrent(runtimeDir, hex string) error {
 	return nil
 }
 
+// SetPrevious points previous at releases/<hex> by renaming a fresh
+// symlink over it, as SwitchCurrent moves current, or removes previous
+// when hex is "" or releases/<hex> is not a release any more (missing or
+// damaged: Open fails; found is then false). current is not touched.
+// Crash window: previous names the old release or the new one, or is
+// there or not; the caller, holding the lock, does it again.
+func SetPrevious(runtimeDir, hex string) (found bool, err error) {
+	prev := filepath.Join(runtimeDir, PreviousLink)
+	found = true
+	if hex != "" {
+		if _, oerr := Open(filepath.Join(runtimeDir, ReleasesDir, hex)); oerr == nil {
+			if err := atomicfile.Symlink(filepath.Join(ReleasesDir, hex), prev); err != nil {
+				return true, fmt.Errorf("point previous at %s: %w", hex, err)
+			}
+			return true, nil
+		}
+		found = false
+	}
+	if err := os.Remove(prev); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return found, fmt.Errorf("remove previous: %w", err)
+	}
+	if err := atomicfile.SyncDir(runtimeDir); err != nil {
+		return found, fmt.Errorf("remove previous: %w", err)
+	}
+	return found, nil
+}
+
 // Cleanup removes what earlier runs left (CleanupLeftovers), releases
 // that are neither current nor previous, and the blobs PruneBlobs removes
 // (all of them unless keepBlobs): Prune keeping no other release. An

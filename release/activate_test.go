@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -80,5 +81,61 @@ func TestPublishSwitchCleanup(t *testing.T) {
 	}
 	if HasLeftovers(rd, false) {
 		t.Error("HasLeftovers() after Cleanup = true, want false")
+	}
+}
+
+// TestSetPrevious: SetPrevious points previous at a release on disk
+// (current untouched), and removes previous, saying so, when the release
+// is missing or damaged or no release is named; removing an absent
+// previous is no error.
+func TestSetPrevious(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		hex       string
+		wantFound bool
+		wantLink  string // "": no previous
+	}{
+		{name: "on disk", hex: "a", wantFound: true, wantLink: "releases/a"},
+		{name: "none named", hex: "", wantFound: true},
+		{name: "missing", hex: "gone", wantFound: false},
+		{name: "damaged", hex: "broken", wantFound: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rd := t.TempDir()
+			for _, hex := range []string{"a", "b", "c", "broken"} {
+				if err := os.MkdirAll(filepath.Join(rd, ReleasesDir, hex, RootfsDir), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if hex == "broken" {
+					continue
+				}
+				m := `{"format":1,"manifest_digest":"sha256:` + strings.Repeat(hex, 64) + `"}`
+				if err := os.WriteFile(filepath.Join(rd, ReleasesDir, hex, MetaFile), []byte(m), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for name, target := range map[string]string{CurrentLink: "releases/b", PreviousLink: "releases/c"} {
+				if err := os.Symlink(target, filepath.Join(rd, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			found, err := SetPrevious(rd, tc.hex)
+			if err != nil || found != tc.wantFound {
+				t.Fatalf("SetPrevious(%q) = %v, %v; want %v, nil", tc.hex, found, err, tc.wantFound)
+			}
+			if got, _ := os.Readlink(filepath.Join(rd, PreviousLink)); got != tc.wantLink {
+				t.Errorf("previous after SetPrevious(%q) = %q, want %q", tc.hex, got, tc.wantLink)
+			}
+			if got, _ := os.Readlink(filepath.Join(rd, CurrentLink)); got != "releases/b" {
+				t.Errorf("current after SetPrevious(%q) = %q, want releases/b untouched", tc.hex, got)
+			}
+			// Again (a retry after a kill): the same result, no error.
+			if found, err := SetPrevious(rd, tc.hex); err != nil || found != tc.wantFound {
+				t.Errorf("SetPrevious(%q) again = %v, %v; want %v, nil", tc.hex, found, err, tc.wantFound)
+			}
+			if ents, _ := os.ReadDir(rd); len(ents) != 2+min(len(tc.wantLink), 1) {
+				t.Errorf("runtime directory holds %d entries, want no temporaries left", len(ents))
+			}
+		})
 	}
 }

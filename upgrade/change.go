@@ -22,6 +22,9 @@ type changeRun struct {
 	old, nr Release
 	hold    Hold
 	held    bool // hold is not released yet
+	// ran: the services were started on the new release (its logs say
+	// why it failed)
+	ran bool
 	// undoCtx keeps ctx's values (the lock), not its cancellation: putting
 	// things back after a failure, and everything from activation on,
 	// finishes even after Ctrl-C; their waits are bounded by HealthWait.
@@ -117,9 +120,15 @@ func (c *changeRun) stage(ctx context.Context) (err error) {
 	return nil
 }
 
-// begin writes the journal (phase staged) before anything is stopped.
+// begin writes the journal (phase staged) before anything is stopped,
+// with the release previous names now (Journal.Previous).
 func (c *changeRun) begin(by string) error {
-	c.j = &Journal{Old: c.old, New: c.nr, Started: c.opts.Now().UTC(), By: by}
+	c.j = &Journal{Old: c.old, New: c.nr, Started: c.opts.Now().UTC(), By: by, Previous: &PreviousRecord{}}
+	if prev, err := c.opts.Runtime.Previous(); err != nil {
+		c.opts.Logger.Info("no previous release to keep across the change", "reason", err)
+	} else if prev.IndexDigest != "" {
+		c.j.Previous.Release = &prev
+	}
 	if prior, err := ReadJournal(c.opts.RuntimeDir); err == nil && prior != nil && prior.Phase == PhaseDone && prior.New.Equal(c.old.Target) {
 		prior.Prior = nil
 		c.j.Prior = prior
@@ -282,6 +291,7 @@ func (c *changeRun) activate() error {
 	if err := c.hold.Release(); err != nil {
 		return c.fail(fmt.Errorf("start the services: %w", err))
 	}
+	c.ran = c.opts.Services != nil
 	return nil
 }
 
@@ -305,8 +315,15 @@ func (c *changeRun) waitHealthy() error {
 	return nil
 }
 
+// LogsHint ends the error of a change rolled back after the new release
+// ran: where its own account of the failure is.
+const LogsHint = "see hbx logs executor --stderr"
+
 // fail rolls back after a failure from activation on and returns an
-// error wrapping ErrRolledBack and cause.
+// error wrapping ErrRolledBack and cause, in one line: "rolled back to
+// <old image>: <cause>; the data written by the new runtime is kept in
+// <path>", then what to do when nothing runs, and LogsHint when the new
+// release ran.
 func (c *changeRun) fail(cause error) error {
 	c.opts.Logger.Error("upgrade failed after activation; rolling back", "err", cause)
 	c.releaseHold()
@@ -315,10 +332,14 @@ func (c *changeRun) fail(cause error) error {
 		return fmt.Errorf("%w; rollback failed too, the next hbx start retries it: %w", cause, rerr)
 	}
 	c.res.KeptAside, c.res.Notes = rb.KeptAside, append(c.res.Notes, rb.Notes...)
+	next := ""
 	if isGone(c.opts.Services) {
-		return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s; nothing runs: start hbx supervise", ErrRolledBack, c.old, cause, orNone(rb.KeptAside))
+		next += "; nothing runs: start hbx supervise"
 	}
-	return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s", ErrRolledBack, c.old, cause, orNone(rb.KeptAside))
+	if c.ran {
+		next += "; " + LogsHint
+	}
+	return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s%s", ErrRolledBack, c.old.Image, cause, orNone(rb.KeptAside), next)
 }
 
 // finish records phase done. Crash window "done": nothing to do.

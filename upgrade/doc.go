@@ -73,7 +73,14 @@
 //
 // Rollback pins the old release in the config file again and restores the
 // pre-upgrade archive together with the old runtime (the restore
-// reactivates the release previous names), then waits for health. The data
+// reactivates the release previous names), then waits for health. A
+// rollback of an unfinished change (the upgrade's own after a failure, or
+// Recover's) then points previous back at the release it named when the
+// change began (Journal.Previous, recorded with phase staged), so the
+// failed release, not the older good one, is what the prune removes; no
+// previous when there was none or that release is gone (said once). `hbx
+// rollback` of a completed change leaves previous at the release it
+// rolls back from. The data
 // the new runtime wrote is kept aside as <data_dir>.rolled-back-<UTC
 // time> (KeepRolledBack copies, see below). `hbx rollback` does this after a completed
 // upgrade; it refuses (ErrNoUpgrade, ErrMismatch) when there is no

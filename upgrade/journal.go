@@ -68,6 +68,20 @@ type Journal struct {
 	// Recovered is set when the rollback was the recovery of a change
 	// whose command died (Recover), not one the operator asked for.
 	Recovered bool `json:"recovered,omitempty"`
+	// Previous is what the previous link named when the change began,
+	// recorded before anything moved it; a rollback of the unfinished
+	// change (its own after a failure, or Recover's) points previous back
+	// there, so the failed release, not the older good one, is what the
+	// prune removes. nil when not recorded (journals of earlier hbx, and
+	// hbx rollback of a completed change, which leaves previous at the
+	// release it rolls back from).
+	Previous *PreviousRecord `json:"previous,omitempty"`
+}
+
+// PreviousRecord is the release the previous link named (Journal.Previous).
+type PreviousRecord struct {
+	// Release is that release; nil when there was no previous.
+	Release *Release `json:"release"`
 }
 
 // Pending reports whether j records a change that is not finished

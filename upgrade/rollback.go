@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/lock"
@@ -49,6 +51,9 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	if err := checkPreUpgrade(opts, j); err != nil {
 		return nil, err
 	}
+	// previous stays at the release rolled back from (the journal's
+	// Previous is for undoing an unfinished change).
+	j.Previous = nil
 	res, err = rollbackLocked(ctx, opts, j, "hbx rollback")
 	if err != nil {
 		return nil, err
@@ -132,6 +137,9 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 	if err != nil {
 		return nil, fmt.Errorf("restore the pre-upgrade backup %s: %w", j.Backup, err)
 	}
+	if err := restorePrevious(ctx, opts, j, res); err != nil {
+		return nil, err
+	}
 	if aside != "" {
 		if err := keepRolledBack(opts, aside, res); err != nil {
 			return nil, err
@@ -143,6 +151,32 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 	}
 	opts.Step("rolled-back")
 	return res, nil
+}
+
+// restorePrevious points previous back at the release it named when j's
+// change began (Journal.Previous; nothing when not recorded): the
+// restore reactivated j.Old, which pointed previous at the failed
+// release. When that release is no longer on disk previous is removed,
+// noted once (res.Notes and the log). Crash window: previous names the
+// failed release or the recorded one; Recover does it again.
+func restorePrevious(ctx context.Context, opts Options, j *Journal, res *Result) error {
+	if j.Previous == nil {
+		return nil
+	}
+	var manifest digest.Digest
+	if r := j.Previous.Release; r != nil {
+		manifest = r.ManifestDigest
+	}
+	found, err := opts.Runtime.SetPrevious(ctx, manifest)
+	if err != nil {
+		return fmt.Errorf("point previous back: %w", err)
+	}
+	if !found {
+		note := fmt.Sprintf("the release previous named before the change, %s, is no longer on disk: no previous release is kept", j.Previous.Release)
+		opts.Logger.Warn(note)
+		res.Notes = append(res.Notes, note)
+	}
+	return nil
 }
 
 // keepRolledBack renames the data a rollback's restore replaced (aside)

@@ -30,8 +30,9 @@ var (
 	// health-checked.
 	ErrNoSupervisor = errors.New("no supervisor is running (start hbx supervise first)")
 	// ErrRolledBack: the upgrade failed after activation and was rolled
-	// back; the error also wraps the cause.
-	ErrRolledBack = errors.New("upgrade rolled back")
+	// back; the error also wraps the cause. Its text follows the
+	// command's ("upgrade: rolled back to ...").
+	ErrRolledBack = errors.New("rolled back")
 	// ErrNoUpgrade: there is no completed upgrade to roll back.
 	ErrNoUpgrade = errors.New("no upgrade to roll back")
 	// ErrMismatch: the pre-upgrade archive or the releases on disk do not
@@ -56,6 +57,11 @@ type Runtime interface {
 	// Activate makes the published release of manifest the active one
 	// (previous := the old current). ctx carries the held lock.
 	Activate(ctx context.Context, manifest digest.Digest) error
+	// SetPrevious points previous at the published release of manifest,
+	// current untouched, or removes previous when manifest is "" or that
+	// release is no longer on disk (found false). ctx carries the held
+	// lock.
+	SetPrevious(ctx context.Context, manifest digest.Digest) (found bool, err error)
 }
 
 // Hold keeps the services stopped until Release.

@@ -69,6 +69,20 @@ func (f *fake) Activate(_ context.Context, m digest.Digest) error {
 	}
 	return nil
 }
+func (f *fake) SetPrevious(_ context.Context, m digest.Digest) (bool, error) {
+	if m == "" {
+		f.calls = append(f.calls, "previous none")
+		f.prev = Release{}
+		return true, nil
+	}
+	f.calls = append(f.calls, "previous "+m.Encoded()[:4])
+	for _, r := range []Release{oldRel, newRel, f.staged} {
+		if r.ManifestDigest == m {
+			f.prev = r
+		}
+	}
+	return true, nil
+}
 func (f *fake) Hold(context.Context) (Hold, error) { f.calls = append(f.calls, "hold"); return f, nil }
 func (f *fake) Release() error                     { f.calls = append(f.calls, "release"); return nil }
 func (f *fake) WaitHealthy(ctx context.Context, _ Release) error {
@@ -152,7 +166,7 @@ func TestUpgrade(t *testing.T) {
 			setup:     func(f *fake, _ *Options) { f.failHealth = boom },
 			target:    Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}},
 			wantErr:   ErrRolledBack,
-			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "wait", "pin " + m1, "restore " + m1, "activate " + m1},
+			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "wait", "pin " + m1, "restore " + m1, "activate " + m1, "previous none"},
 			wantPhase: PhaseRolledBack, wantCur: oldRel,
 		},
 		{
@@ -160,7 +174,7 @@ func TestUpgrade(t *testing.T) {
 			setup:     func(f *fake, _ *Options) { f.failActivate = boom },
 			target:    Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}},
 			wantErr:   ErrRolledBack,
-			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "pin " + m1, "restore " + m1},
+			wantCalls: []string{"stage", "hold", "backup", "pin " + m2, "activate " + m2, "release", "pin " + m1, "restore " + m1, "previous none"},
 			wantPhase: PhaseRolledBack, wantCur: oldRel,
 		},
 		{

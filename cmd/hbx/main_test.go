@@ -20,6 +20,7 @@ import (
 	"github.com/hermesbox/hbx/internal/pending"
 	"github.com/hermesbox/hbx/rehearse"
 	"github.com/hermesbox/hbx/supervisor"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 const testImage = "127.0.0.1:5000/hbx/executor:v2@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -274,7 +275,8 @@ func TestExitCode(t *testing.T) {
 		{fmt.Errorf("restore: %w: /data is the root of a mount", datalock.ErrMountPoint), 2}, // executor.data_dir set to a mount point
 		{fmt.Errorf("status: %w", &pending.ChangeError{}), exitNotRunning},                   // pending.Change: hbx status exits 3
 		{supervisor.NotRunning([]supervisor.Status{{Name: "hermes", State: supervisor.Fatal}}), exitNotRunning},
-		{fmt.Errorf("upgrade: rehearse x (nothing was stopped, y stays active): %w", rehearse.ErrRefused), exitFailure}, // a release that would not come up
+		{fmt.Errorf("upgrade: rehearse x (nothing was stopped, y stays active): %w", rehearse.ErrRefused), exitFailure},         // a release that would not come up
+		{fmt.Errorf("upgrade: %w to x: health on y: boom; see hbx logs executor --stderr", upgrade.ErrRolledBack), exitFailure}, // the upgrade's own rollback
 	}
 	for _, tt := range tests {
 		if got := exitCode(tt.err); got != tt.want {

@@ -6,6 +6,7 @@ package adapters
 // release on data restored without its runtime.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -18,6 +19,8 @@ import (
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/rehearse"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 // runtimeUnavailable reports whether an install failed because the image
@@ -55,9 +58,14 @@ func runtimeUnavailable(err error) bool {
 // refused, reset or timing out (after the retries). A registry that
 // answered (any HTTP status), or that was reached but stalled or too slow
 // for the install's deadline, was reachable: the offline hint would
-// mislead there.
+// mislead there. So would it after the release was staged: a change
+// rolled back (upgrade.ErrRolledBack) or a rehearsal refused
+// (rehearse.ErrRefused) may end in a connection refused by the local
+// Executor; and a context deadline (a health wait's; it is a net.Error
+// too) is no registry's.
 func registryUnreachable(err error) bool {
-	if !runtimeUnavailable(err) || errors.Is(err, installer.ErrStalled) || errors.Is(err, installer.ErrTimeout) {
+	if !runtimeUnavailable(err) || errors.Is(err, installer.ErrStalled) || errors.Is(err, installer.ErrTimeout) ||
+		errors.Is(err, upgrade.ErrRolledBack) || errors.Is(err, rehearse.ErrRefused) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	_, answered := errors.AsType[docker.UnexpectedHTTPStatusError](err)

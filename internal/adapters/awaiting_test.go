@@ -1,6 +1,7 @@
 package adapters
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"github.com/hermesbox/hbx/backup"
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/rehearse"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 // TestRuntimeUnavailable: only the install failures that mean "could not
@@ -73,6 +76,10 @@ func TestOfflineHint(t *testing.T) {
 		{"503", fmt.Errorf("fetch index: %w", docker.UnexpectedHTTPStatusError{StatusCode: 503}), "", false},
 		{"digest mismatch", fmt.Errorf("fetch manifest: %w", installer.ErrDigestMismatch), "", false},
 		{"from a file", fmt.Errorf("fetch index: %w", refused), "/media/usb/executor.tar", false},
+		{"health wait deadline after a rollback", fmt.Errorf("%w to x: health on y: %w", upgrade.ErrRolledBack, context.DeadlineExceeded), "", false},
+		{"local Executor refused after a rollback", fmt.Errorf("%w to x: health on y: %w", upgrade.ErrRolledBack, refused), "", false},
+		{"rehearsal refused", fmt.Errorf("rehearse y: %w: %w", rehearse.ErrRefused, refused), "", false},
+		{"resume's health wait deadline", fmt.Errorf("pre-upgrade backup: boom; not healthy on x: %w", context.DeadlineExceeded), "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := OfflineHint(tc.err, tc.from, "hbx install").Error()

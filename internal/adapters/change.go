@@ -262,6 +262,19 @@ func (r installerRuntime) Activate(ctx context.Context, manifest digest.Digest) 
 	return installer.Activate(ctx, c.Executor.RuntimeDir, manifest, c.Install.LockWait)
 }
 
+// SetPrevious points previous at the published release of manifest, or
+// removes it (release.SetPrevious).
+func (r installerRuntime) SetPrevious(_ context.Context, manifest digest.Digest) (bool, error) {
+	hex := ""
+	if manifest != "" {
+		if err := manifest.Validate(); err != nil {
+			return false, fmt.Errorf("previous: manifest digest: %w", err)
+		}
+		hex = manifest.Encoded()
+	}
+	return release.SetPrevious(r.box.Config.Executor.RuntimeDir, hex)
+}
+
 // reactivating is the backup.Runtime of a rollback's restore: a release
 // the runtime directory holds as current or previous is reactivated in
 // place with no network (installer.Reactivate); any other is installed

@@ -43,8 +43,10 @@ func Releases(ctx context.Context, o Options) (release.Pruned, error) {
 // Needed names the releases besides current and previous that must
 // stay: those an unfinished restore of dataDir needs
 // (backup.NeededReleases) and both sides of a release change whose
-// journal is not finished (upgrade.Journal.Pending). An unreadable
-// journal is an error: the caller then keeps everything.
+// journal is not finished (upgrade.Journal.Pending), with the release
+// previous named when it began (its rollback points previous back
+// there). An unreadable journal is an error: the caller then keeps
+// everything.
 func Needed(runtimeDir, dataDir string) ([]release.Target, error) {
 	need, err := backup.NeededReleases(dataDir)
 	if err != nil {
@@ -56,6 +58,9 @@ func Needed(runtimeDir, dataDir string) ([]release.Target, error) {
 	}
 	if j != nil && j.Pending() {
 		need = append(need, j.Old.Target, j.New.Target)
+		if j.Previous != nil && j.Previous.Release != nil {
+			need = append(need, j.Previous.Release.Target)
+		}
 	}
 	return need, nil
 }

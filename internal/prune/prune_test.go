@@ -43,13 +43,14 @@ func names(t *testing.T, rd string) []string {
 }
 
 // TestReleases: Releases keeps current, previous and both sides of a
-// pending release change, removes the rest, and removes nothing when the
+// pending release change with the release previous named when it began
+// (its rollback points previous back there), removes the rest, and removes nothing when the
 // restore journal cannot be read; a held lock makes it give up (the
 // command's change stands, the note says why).
 func TestReleases(t *testing.T) {
 	rd, data := t.TempDir(), filepath.Join(t.TempDir(), "data")
 	ms := map[string]release.Meta{}
-	for _, n := range []string{"cur", "prev", "old", "new", "junk"} {
+	for _, n := range []string{"cur", "prev", "old", "new", "before", "junk"} {
 		ms[n] = writeRelease(t, rd, n)
 	}
 	for link, n := range map[string]string{release.CurrentLink: "cur", release.PreviousLink: "prev"} {
@@ -58,8 +59,9 @@ func TestReleases(t *testing.T) {
 		}
 	}
 	j, _ := json.Marshal(map[string]any{"format": 1, "phase": "activating",
-		"old": release.Target{IndexDigest: ms["old"].IndexDigest, ManifestDigest: ms["old"].ManifestDigest},
-		"new": release.Target{IndexDigest: ms["new"].IndexDigest, ManifestDigest: ms["new"].ManifestDigest}})
+		"old":      release.Target{IndexDigest: ms["old"].IndexDigest, ManifestDigest: ms["old"].ManifestDigest},
+		"new":      release.Target{IndexDigest: ms["new"].IndexDigest, ManifestDigest: ms["new"].ManifestDigest},
+		"previous": map[string]any{"release": release.Target{IndexDigest: ms["before"].IndexDigest, ManifestDigest: ms["before"].ManifestDigest}}})
 	if err := os.WriteFile(filepath.Join(rd, "upgrade.json"), j, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +71,8 @@ func TestReleases(t *testing.T) {
 	if err := os.WriteFile(data+".restore.json", []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := Releases(context.Background(), o); err == nil || len(p.Releases) != 0 || len(names(t, rd)) != 5 {
-		t.Errorf("Releases(bad restore journal) = %+v, %v with %d releases left; want an error, all 5 kept", p, err, len(names(t, rd)))
+	if p, err := Releases(context.Background(), o); err == nil || len(p.Releases) != 0 || len(names(t, rd)) != 6 {
+		t.Errorf("Releases(bad restore journal) = %+v, %v with %d releases left; want an error, all 6 kept", p, err, len(names(t, rd)))
 	} else if note := Note(p, err); !strings.HasPrefix(note, "old releases not pruned: ") {
 		t.Errorf("Note() = %q, want it to say nothing was pruned", note)
 	}
@@ -93,8 +95,8 @@ func TestReleases(t *testing.T) {
 	if want := []string{ms["junk"].ManifestDigest.Encoded()}; !slices.Equal(p.Releases, want) {
 		t.Errorf("Releases() removed %q, want only junk %q", p.Releases, want)
 	}
-	if got := len(names(t, rd)); got != 4 {
-		t.Errorf("%d releases left, want 4", got)
+	if got := len(names(t, rd)); got != 5 {
+		t.Errorf("%d releases left, want 5", got)
 	}
 	if note := Note(p, nil); !strings.HasPrefix(note, "pruned old releases: removed 1 release (") {
 		t.Errorf("Note() = %q", note)
