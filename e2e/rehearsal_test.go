@@ -19,6 +19,7 @@ import (
 	"github.com/hermesbox/hbx/internal/progcgroup"
 	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/internal/testimage"
+	"github.com/hermesbox/hbx/rehearse"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -196,6 +197,16 @@ func TestUpgradeRehearsalE2E(t *testing.T) {
 	if len(left) != 1 || !strings.Contains(r.stderr, left[0]) {
 		t.Errorf("the killed rehearsal left %q, its output names it: %v", left, len(left) == 1 && strings.Contains(r.stderr, left[0]))
 	}
+	// Its cgroup (where one is writable), recorded in the copy.
+	var cgroup string
+	if len(left) == 1 && strings.Contains(r.stderr, "the rehearsal runs in a cgroup of its own") {
+		rec, err := os.ReadFile(filepath.Join(left[0], rehearse.CgroupRecord))
+		cgroup = strings.TrimSpace(string(rec))
+		if st, serr := os.Stat(cgroup); err != nil || serr != nil || !st.IsDir() {
+			t.Errorf("the killed rehearsal records cgroup %q (%v), which is not there: %v", cgroup, err, serr)
+		}
+		t.Logf("the killed rehearsal left its cgroup %s", cgroup)
+	}
 	r = b.hbx("upgrade", "--image", v2)
 	if r.code != 0 || b.activeVersion() != "2.0.0" {
 		t.Fatalf("the next hbx upgrade = %d, active %s\n%s", r.code, b.activeVersion(), r.stderr)
@@ -205,6 +216,9 @@ func TestUpgradeRehearsalE2E(t *testing.T) {
 	}
 	if left := scratches(b); len(left) != 0 {
 		t.Errorf("after the next upgrade: %q left", left)
+	}
+	if _, err := os.Stat(cgroup); cgroup != "" && !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after the next upgrade the killed rehearsal's cgroup %s is left: %v", cgroup, err)
 	}
 	healthyAt(t, b.port, 30*time.Second)
 }
