@@ -3,11 +3,13 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,8 +22,10 @@ import (
 
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/killpoint"
+	"github.com/hermesbox/hbx/internal/progcgroup"
 	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/internal/testimage"
+	"github.com/hermesbox/hbx/rehearse"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -200,6 +204,16 @@ func TestUpgradeRehearsalE2E(t *testing.T) {
 	if len(left) != 1 || !strings.Contains(r.stderr, left[0]) {
 		t.Errorf("the killed rehearsal left %q, its output names it: %v", left, len(left) == 1 && strings.Contains(r.stderr, left[0]))
 	}
+	// Its cgroup (where one is writable), recorded in the copy.
+	var cgroup string
+	if len(left) == 1 && strings.Contains(r.stderr, "the rehearsal runs in a cgroup of its own") {
+		rec, err := os.ReadFile(filepath.Join(left[0], rehearse.CgroupRecord))
+		cgroup = strings.TrimSpace(string(rec))
+		if st, serr := os.Stat(cgroup); err != nil || serr != nil || !st.IsDir() {
+			t.Errorf("the killed rehearsal records cgroup %q (%v), which is not there: %v", cgroup, err, serr)
+		}
+		t.Logf("the killed rehearsal left its cgroup %s", cgroup)
+	}
 	r = b.hbx("upgrade", "--image", v2)
 	if r.code != 0 || b.activeVersion() != "2.0.0" {
 		t.Fatalf("the next hbx upgrade = %d, active %s\n%s", r.code, b.activeVersion(), r.stderr)
@@ -209,6 +223,9 @@ func TestUpgradeRehearsalE2E(t *testing.T) {
 	}
 	if left := scratches(b); len(left) != 0 {
 		t.Errorf("after the next upgrade: %q left", left)
+	}
+	if _, err := os.Stat(cgroup); cgroup != "" && !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after the next upgrade the killed rehearsal's cgroup %s is left: %v", cgroup, err)
 	}
 	healthyAt(t, b.port, 30*time.Second)
 }
@@ -273,7 +290,11 @@ func rehearsalProcs(b *box) []int {
 // TestRehearsalStopsTheWholeTreeE2E: the rehearsal of today's Executor
 // shape (a server with a workerd child that ignores SIGTERM,
 // testimage.ShapeTree) runs as a process tree on the copy, and once hbx
-// upgrade is past it not one process of that tree is left.
+// upgrade is past it not one process of that tree is left: in a cgroup
+// of its own where the host's cgroup v2 hierarchy is writable (gone
+// afterwards), and, after a rollback, by process group, marker and held
+// file alone where the cgroup filesystem is read-only (a Docker
+// container's), which hbx says in one line.
 func TestRehearsalStopsTheWholeTreeE2E(t *testing.T) {
 	requireE2E(t)
 	requireKillPoints(t)
@@ -300,9 +321,38 @@ func TestRehearsalStopsTheWholeTreeE2E(t *testing.T) {
 	tree := name + ":v2.0.0-tree@" + d.String()
 	appendConfig(t, b, "health:\n  token_file: "+filepath.Join(b.dataDir, "api-key")+"\n")
 
+	stderr := rehearseTree(t, b, tree, nil)
+	if strings.Count(stderr, "the rehearsal runs in a cgroup of its own")+strings.Count(stderr, "the rehearsal runs without a cgroup") != 1 {
+		t.Errorf("hbx upgrade does not say once whether the rehearsal runs in a cgroup:\n%s", stderr)
+	}
+
+	mount := progcgroup.Mount("/proc/self/mountinfo")
+	if mount == "" {
+		return // no cgroup: the run above was the fallback's
+	}
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "needs root to remount the cgroup filesystem read-only")
+	}
+	if r := b.hbx("rollback"); r.code != 0 {
+		t.Fatalf("hbx rollback = %d\n%s", r.code, r.stderr)
+	}
+	ro := []string{"unshare", "--mount", "sh", "-c", `mount -o remount,bind,ro "$0" && exec "$@"`, mount}
+	stderr = rehearseTree(t, b, tree, ro)
+	if n := strings.Count(stderr, "the rehearsal runs without a cgroup"); n != 1 || !strings.Contains(stderr, "read-only file system") {
+		t.Errorf("on a read-only cgroup filesystem hbx upgrade says %d times that the rehearsal runs without a cgroup, want once with why:\n%s", n, stderr)
+	}
+}
+
+// rehearseTree runs hbx upgrade to the tree-shaped release tree (through
+// the command wrap, when not nil), held at its rehearsal's ready point,
+// and checks that the rehearsal ran the server and its workerd child and
+// left none of its processes, nor its cgroup; it returns hbx's stderr.
+func rehearseTree(t *testing.T, b *box, tree string, wrap []string) string {
+	t.Helper()
 	gate := filepath.Join(t.TempDir(), "gate")
 	writeFile(t, gate, "", 0o600)
-	cmd := exec.Command(binary(t), "--config", b.config, "upgrade", "--image", tree, "--mcp-tools", "execute,skills,resume")
+	argv := append(append(slices.Clone(wrap), binary(t)), "--config", b.config, "upgrade", "--image", tree, "--mcp-tools", "execute,skills,resume")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(cleanEnv(), killpoint.HoldEnv+"="+killpoint.RehearsalReady+"="+gate)
 	errPipe, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -317,6 +367,12 @@ func TestRehearsalStopsTheWholeTreeE2E(t *testing.T) {
 		}
 	}
 	during := rehearsalProcs(b)
+	cgroups := map[string]bool{}
+	for _, pid := range during {
+		if rel, ok := progcgroup.Of("/proc", pid); ok {
+			cgroups[rel] = true
+		}
+	}
 	os.Remove(gate)
 	for sc.Scan() {
 		stderr.WriteString(sc.Text() + "\n")
@@ -333,6 +389,23 @@ func TestRehearsalStopsTheWholeTreeE2E(t *testing.T) {
 	if got := b.activeVersion(); got != "2.0.0-tree" {
 		t.Errorf("active %s after the upgrade, want 2.0.0-tree", got)
 	}
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, "the rehearsal runs") || strings.Contains(l, "ignored SIGTERM") {
+			t.Log(l)
+		}
+	}
+	if strings.Contains(stderr.String(), "the rehearsal runs in a cgroup of its own") {
+		mount := progcgroup.Mount("/proc/self/mountinfo")
+		for rel := range cgroups {
+			if !strings.HasSuffix(rel, "/rehearsal") {
+				t.Errorf("a process of the rehearsal ran in cgroup %s, want the rehearsal's own", rel)
+			}
+			if _, err := os.Stat(mount + rel); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the rehearsal's cgroup %s is left after hbx upgrade: %v", rel, err)
+			}
+		}
+	}
+	return stderr.String()
 }
 
 // dataTree describes every entry below dir: relative path -> type and

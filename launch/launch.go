@@ -90,6 +90,11 @@ type Spec struct {
 	// ExtraFiles are inherited by the payload from fd 3 on (hbx passes
 	// the data directory's lock). Run does not close them.
 	ExtraFiles []*os.File
+	// Cgroup, when not nil, is an open cgroup v2 directory the payload
+	// starts in (clone3 with CLONE_INTO_CGROUP), so every process it
+	// starts is a member whatever it does; Run does not close it. Where
+	// clone3 is missing, Run fails wrapping ENOSYS.
+	Cgroup *os.File
 }
 
 // Prepare checks the active release against the configuration, creates the

@@ -55,6 +55,9 @@ func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Lo
 		// the pipes, so Run returns and kills what is left.
 		WaitDelay: outputWaitDelay,
 	}
+	if spec.Cgroup != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(spec.Cgroup.Fd())
+	}
 	mk, err := newMarker()
 	if err != nil {
 		return fmt.Errorf("start %s: %w", spec.Args[0], err)

@@ -68,7 +68,7 @@ func (p *proc) exited() string {
 
 // boot starts o.Release on s's copy on a free loopback port, waits until
 // it is ready and checked, and stops it whatever happened.
-func (o *Options) boot(ctx context.Context, s *scratch, res *Result) (err error) {
+func (o *Options) boot(ctx context.Context, s *scratch, g *cgroup, res *Result) (err error) {
 	lo := o.Launch
 	lo.DataDir, lo.StateDir, lo.Listen = s.data(), s.state(), o.Listen
 	if res.Port, err = freePort(o.Listen); err != nil {
@@ -89,6 +89,9 @@ func (o *Options) boot(ctx context.Context, s *scratch, res *Result) (err error)
 	spec.SetEnv("EXECUTOR_HOST", lo.Listen)
 	spec.SetEnv("PORT", strconv.Itoa(res.Port))
 	spec.ExtraFiles = []*os.File{s.held}
+	if g != nil {
+		spec.Cgroup = g.dir
+	}
 	pin, err := procscan.PinFile(s.held)
 	if err != nil {
 		return fmt.Errorf("prepare the rehearsal: %w", err)
@@ -102,11 +105,18 @@ func (o *Options) boot(ctx context.Context, s *scratch, res *Result) (err error)
 	t0 := time.Now()
 	o.Logger.Info("rehearsing the new release on a copy of the data", "release", o.Release.Meta.ManifestDigest, "port", res.Port)
 	go func() {
+		defer close(p.done)
 		p.err = launch.Run(runCtx, spec, out, out, slog.New(slog.DiscardHandler))
-		close(p.done)
+		if spec.Cgroup != nil && errors.Is(p.err, syscall.ENOSYS) {
+			// No clone3 (qemu-user, old seccomp filters): start it without
+			// the cgroup, which stays empty.
+			o.Logger.Warn("the rehearsal runs without a cgroup: starting a process into one fails here; its processes are found by process group, marker and held file alone", "err", p.err)
+			spec.Cgroup = nil
+			p.err = launch.Run(runCtx, spec, out, out, slog.New(slog.DiscardHandler))
+		}
 	}()
 	defer func() {
-		if serr := o.stop(cancel, p); serr != nil && err == nil {
+		if serr := o.stop(cancel, p, g); serr != nil && err == nil {
 			err = serr
 		}
 	}()
@@ -228,15 +238,18 @@ func (o *Options) waitReady(ctx context.Context, p *proc, port int, out *tail) e
 }
 
 // stop ends the payload: SIGTERM to its group (cancel: launch.Run sends
-// it), SIGKILL to the group after o.StopGrace; launch.Run then kills what
-// left the group but holds its marker.
-func (o *Options) stop(cancel context.CancelFunc, p *proc) error {
+// it) and to every member of its cgroup g outside the group, SIGKILL to
+// the group after o.StopGrace (launch.Run then kills what left the group
+// but holds its marker), then SIGKILL to every member of g still there.
+func (o *Options) stop(cancel context.CancelFunc, p *proc, g *cgroup) error {
 	cancel()
+	killAt := time.Now().Add(o.StopGrace)
+	g.term(p.readPid())
 	grace := time.NewTimer(o.StopGrace)
 	defer grace.Stop()
 	select {
 	case <-p.done:
-		return nil
+		return o.end(g, killAt)
 	case <-grace.C:
 	}
 	if pid := p.readPid(); pid > 0 {
@@ -245,7 +258,7 @@ func (o *Options) stop(cancel context.CancelFunc, p *proc) error {
 	}
 	select {
 	case <-p.done:
-		return nil
+		return o.end(g, killAt)
 	case <-time.After(time.Minute):
 		return errors.New("stop the rehearsed release: still running a minute after SIGKILL")
 	}

@@ -9,7 +9,9 @@
 //  1. Remove what an earlier rehearsal left (its process killed by a
 //     kill -9 of hbx): every <data_dir>.rehearsal-* directory that holds
 //     the held file hbx made (regular, its own, one name), after
-//     SIGKILLing every process that still holds it open. One without it
+//     SIGKILLing every process that still holds it open and every member
+//     of the cgroup it records (CgroupRecord, hbx's own file too; the
+//     cgroup is removed). One without it
 //     (another box's data directory so named, a held file replaced by a
 //     link) is left alone, logged, and kills nobody.
 //  2. Make a private scratch directory beside the data directory,
@@ -56,7 +58,14 @@
 //     still holds launch's marker or the scratch's held file, found by
 //     the descriptor hbx holds on it, never by its name (a child
 //     that left the group: workerd, a setsid daemon); then remove the
-//     scratch directory.
+//     scratch directory. With Options.Cgroups, where a cgroup v2
+//     hierarchy is writable, the payload runs in a cgroup of its own
+//     (cgroup.go: <hbx's own cgroup>/hbx.<id>/rehearsal, recorded in the
+//     scratch directory before it is made), and every member of it gets
+//     the SIGTERM and, after StopGrace, SIGKILL, each signalled only
+//     once cgroup.procs and its pidfd prove it a member; the cgroup is
+//     removed before the scratch directory. Where none is writable, one
+//     log line says so.
 //
 // # What it guarantees
 //
@@ -72,9 +81,12 @@
 //
 // # What it does not guarantee
 //
-//   - A process of the rehearsal that left its process group and closed
-//     every descriptor it inherited is not found (it is in no cgroup: the
-//     supervisor owns those).
+//   - Without a writable cgroup (or Options.Cgroups), a process of the
+//     rehearsal that left its process group and closed every descriptor
+//     it inherited is not found. With one, a process root moves out of
+//     the cgroup is not either; and the payload, whose the scratch
+//     directory is, can delete its CgroupRecord: a later rehearsal in
+//     another cgroup than a killed one then misses that cgroup.
 //   - A release that passes can still fail on the real start (data
 //     written between the copy and the stop); the upgrade's own health
 //     wait and rollback remain the safety net.

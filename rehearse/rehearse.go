@@ -60,6 +60,11 @@ type Options struct {
 	// Hint, when not nil, may add to a refusal's reason a hint about the
 	// cause of a failing check ("; pin it with ..."); "" adds nothing.
 	Hint func(cause error) string
+	// Cgroups runs the payload in a cgroup of its own where a writable
+	// cgroup v2 hierarchy is mounted (cgroup.go); where none is, one log
+	// line says so and its process group, launch's marker and the held
+	// file alone find its processes.
+	Cgroups bool
 	// Logger receives what Run does; nil discards.
 	Logger *slog.Logger
 }
@@ -99,7 +104,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	start := time.Now()
 	res = &Result{}
 	var left []string
-	if res.Leftovers, left, err = removeLeftovers(ctx, o.DataDir); err != nil {
+	if res.Leftovers, left, err = removeLeftovers(ctx, o.DataDir, o.Logger); err != nil {
 		return nil, err
 	}
 	for _, p := range res.Leftovers {
@@ -120,13 +125,23 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			err = fmt.Errorf("remove the rehearsal's scratch directory: %w", rerr)
 		}
 	}()
+	var g *cgroup
+	if o.Cgroups {
+		// Made and recorded while the scratch directory is still hbx's.
+		g = o.openCgroup(ctx, s)
+		defer func() {
+			if rerr := g.remove(); rerr != nil && err == nil {
+				err = fmt.Errorf("remove the rehearsal's cgroup: %w", rerr)
+			}
+		}()
+	}
 	if err := o.copyData(ctx, s, res); err != nil {
 		return nil, err
 	}
 	if err := s.own(o.DataDir); err != nil {
 		return nil, fmt.Errorf("give the scratch directory to the data's owner: %w", err)
 	}
-	if err := o.boot(ctx, s, res); err != nil {
+	if err := o.boot(ctx, s, g, res); err != nil {
 		return nil, err
 	}
 	res.Total = time.Since(start)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -93,9 +94,11 @@ func (s *scratch) remove(ctx context.Context) error {
 // a scratch directory, a directory named <data_dir>.rehearsal-* is not
 // one (another box's data directory, an operator's copy), or it is one
 // whose held file the payload replaced, which must not choose what is
-// killed. The caller holds the runtime directory's lock, so no other
-// rehearsal runs.
-func removeLeftovers(ctx context.Context, dataDir string) (gone, left []string, err error) {
+// killed. What still runs in the cgroup a leftover records
+// (CgroupRecord) is SIGKILLed and the cgroup removed first, each process
+// logged to log. The caller holds the runtime directory's lock, so no
+// other rehearsal runs.
+func removeLeftovers(ctx context.Context, dataDir string, log *slog.Logger) (gone, left []string, err error) {
 	d := filepath.Clean(dataDir)
 	ents, err := os.ReadDir(filepath.Dir(d))
 	if err != nil {
@@ -113,6 +116,9 @@ func removeLeftovers(ctx context.Context, dataDir string) (gone, left []string, 
 		if !ours {
 			left = append(left, p)
 			continue
+		}
+		if err := stopLeftover(ctx, recordedCgroup(p, dataDir), log); err != nil {
+			return gone, left, fmt.Errorf("stop what runs in the rehearsal leftover %s: %w", p, err)
 		}
 		if err := datadir.RemoveTree(p); err != nil {
 			return gone, left, fmt.Errorf("remove the rehearsal leftover: %w", err)

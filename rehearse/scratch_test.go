@@ -3,6 +3,7 @@ package rehearse
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,7 +105,7 @@ func TestRemoveLeftovers(t *testing.T) {
 	otherBox := datadir.Rehearsal.Path(data, "prod")
 	writeTree(t, otherBox, map[string]string{"data.db": "another box's data"}, nil)
 
-	gone, kept, err := removeLeftovers(context.Background(), data)
+	gone, kept, err := removeLeftovers(context.Background(), data, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestPlantedHeldLinkKillsNobody(t *testing.T) {
 		{name: "leftover removed by the next rehearsal", remove: func(t *testing.T, data string, s *scratch) error {
 			s.held.Close()
 			s.held = nil
-			_, _, err := removeLeftovers(context.Background(), data)
+			_, _, err := removeLeftovers(context.Background(), data, slog.New(slog.DiscardHandler))
 			return err
 		}},
 		{name: "scratch removed by its own rehearsal", remove: func(t *testing.T, data string, s *scratch) error {

@@ -35,7 +35,7 @@ func (b Box) Rehearsal(svc upgrade.Services) func(context.Context, upgrade.Relea
 		o := rehearse.Options{
 			DataDir: c.Executor.DataDir, Release: inst, Launch: verbopts.Launch(c, release.DefaultHostPath),
 			Listen: verbopts.SmokeListen(c), Health: verbopts.Health(c, false, nil), Readiness: c.Health.Readiness,
-			Checks: checks, Wait: c.Supervisor.HealthWait, Logger: b.Log,
+			Checks: checks, Wait: c.Supervisor.HealthWait, Cgroups: true, Logger: b.Log,
 		}
 		if svc != nil {
 			o.Hold = func(ctx context.Context) (func() error, error) {
