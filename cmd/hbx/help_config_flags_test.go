@@ -49,14 +49,19 @@ func flagLine(name string) *regexp.Regexp {
 // config-key flags (they buried each command's own flags), except a
 // command's own flag of the same name (hbx box new --executor-image); each lists
 // --config and --log-level and ends with the note saying where the
-// config-key flags are listed, before cobra's "Use ... --help" line.
+// config-key flags are listed, before cobra's "Use ... --help" line; and
+// fits a screen (maxHelpLines), the rest left to docs/ (issue 26).
 func TestHelpHidesConfigKeyFlags(t *testing.T) {
+	const maxHelpLines = 60
 	for _, p := range commandPaths(t) {
 		name := strings.Join(append([]string{"hbx"}, p.args...), " ")
 		t.Run(name, func(t *testing.T) {
 			out, _, code, err := runTest(t, nil, append(p.args, "--help")...)
 			if code != 0 {
 				t.Fatalf("%s --help = %v (exit %d)", name, err, code)
+			}
+			if n := strings.Count(out, "\n"); n > maxHelpLines {
+				t.Errorf("%s --help has %d lines, want at most %d (point to docs/ instead)", name, n, maxHelpLines)
 			}
 			for _, k := range config.Keys() {
 				if p.cmd.LocalNonPersistentFlags().Lookup(config.FlagName(k)) == nil && flagLine(config.FlagName(k)).MatchString(out) {
