@@ -29,41 +29,26 @@ func newBackupCommand(g *globals) *cobra.Command {
 		Use:   "backup",
 		Short: "Make a cold, encrypted, verified backup of Executor's data",
 		Long: `Backup archives executor.data_dir (and backup.paths) while the supervised
-programs are stopped, so the database and keys are never torn:
+programs are stopped, so the database and keys are never torn: it stops
+the programs (without a supervisor, it holds the data directory's lock
+and refuses while a process holds files in it), writes a tar with a
+manifest of every file's sha256, compressed (backup.compression) and
+encrypted with OpenPGP (AES-256, the passphrase from
+backup.passphrase_file's first line or asked on the terminal) to
+backup.dir/<name>-<UTC time>.tar.gz.gpg (mode 0600, a .sha256 beside it),
+starts the programs again and waits (backup.health_wait) for them, reads
+the archive back against its manifest and removes archives beyond
+backup.keep.
 
-  1. take the lock install and restore take (runtime_dir/hbx.lock);
-  2. check free space in backup.dir;
-  3. ask the supervisor to stop every program (reverse priority order) and
-     keep them stopped while this command's connection lives; without a
-     supervisor, hold the data directory's lock (refusing beside "hbx run
-     executor") and refuse if any process holds files in it;
-  4. hash every file, then write a PAX tar whose first entry is a manifest
-     (hbx-backup.json: hbx version, image and digests, every file's path,
-     size and sha256), gzip-compressed (backup.compression: gzip or zstd),
-     encrypted with OpenPGP (AES-256, the passphrase from
-     backup.passphrase_file or asked on the terminal), to a temporary file
-     in backup.dir, fsynced, renamed to <name>-<UTC time>.tar.gz.gpg, mode
-     0600, with a .sha256 file beside it;
-  5. start the programs again and wait (backup.health_wait) until those it
-     stopped are RUNNING and Executor answers /api/health; the output
-     names them; when they do not run again (the supervisor died, a program
-     is FATAL), it says so and exits 1;
-  6. read the archive back and check it against its manifest;
-  7. remove archives beyond backup.keep.
+Any failure prints one line, exits 1, removes the partial archive and
+starts the programs again, naming them; so does a program that does not
+run again. "gpg --decrypt ARCHIVE | tar -xz" reads the archives. The
+runtime directory and executor.state_dir are never archived.
+--no-encrypt writes a plaintext .tar.gz (the archive holds Executor's
+credentials). --json prints one JSON line per step and the result.
 
-Any failure after step 3 (no space, a file changing while archived, the
-read-back check) prints one line, exits 1, removes the partial archive and
-starts the programs again as in step 5, naming them. Sockets, fifos and
-devices are not archived: each gets a warning line. The passphrase file is
-read as gpg --passphrase-file reads it (the first line, nothing stripped,
-a CRLF file's \r included).
-
-"gpg --decrypt ARCHIVE | tar -xz" reads the archives. The runtime directory
-and executor.state_dir are never archived. --no-encrypt writes a plaintext
-.tar.gz (with a warning: the archive holds Executor's credentials).
-
---json prints one JSON line per step ({"event": "stopped"}, ...) and the
-result ({"event": "result", "path": ..., "size": ..., "files": ...}).`,
+Steps, archive format and passphrase rules: docs/backup.md#backing-up,
+docs/backup.md#the-archive-format, docs/backup.md#the-passphrase.`,
 		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := g.loadConfig(cmd)

@@ -17,7 +17,7 @@ func newConfigCommand(g *globals) *cobra.Command {
 		Args:  cobra.ArbitraryArgs, // cli.Group reports unknown subcommands
 		RunE:  cli.Group,
 	}
-	cmd.AddCommand(newConfigShowCommand(g))
+	cmd.AddCommand(newConfigShowCommand(g), newConfigFlagsCommand(g))
 	return cmd
 }
 

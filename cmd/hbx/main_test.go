@@ -290,7 +290,7 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hbx --help = %v", err)
 	}
-	for _, w := range []string{"Exit codes:", "  0  success", "  1  failure", "  2  invalid configuration", "  3  done, but not running", "hbx restore: the data", "--executor-port int", "--install-keep-blobs", "HBX_CONFIG"} {
+	for _, w := range []string{"Exit codes:", "  0  success", "  1  failure", "  2  invalid configuration", "  3  done, but not running", "hbx restore: the data", "HBX_CONFIG", configFlagsNote} {
 		if !strings.Contains(out, w) {
 			t.Errorf("hbx --help does not contain %q:\n%s", w, out)
 		}

@@ -32,57 +32,31 @@ the content of ARCHIVE: one "hbx backup" wrote, or a plain
 "tar -czf - -C DATA . [| gpg --symmetric]" (then nothing can be checked
 against a manifest, and the output says so).
 
-  1. take the lock backup and install take; finish or undo an interrupted
-     restore;
-  2. decrypt, decompress and extract into <data_dir>.restore-<time> beside
-     the data directory, with the installer's traversal-safe extractor,
-     checking every entry against the manifest; a wrong passphrase, a
-     damaged archive or a mismatch stops here with nothing changed;
-  3. stop the supervised programs (or, without a supervisor, hold the data
-     directory's lock, refusing beside "hbx run executor", and refuse if a
-     process holds files in the data directory);
-  4. when the runtime the archive was written by is not the active one,
-     install it (a failed install changes nothing); when it cannot be
-     fetched (no network, registry down; never with --from) and no release is
-     active, or with --without-runtime, go on: the data is restored, the
-     release pinned, and nothing started until that runtime is installed
-     (hbx install [--from FILE], then hbx supervise);
-  5. swap the staged tree and the data directory with one
-     renameat2(RENAME_EXCHANGE); the old data is kept as
-     <data_dir>.pre-restore-<time> (backup.keep_pre_restore copies); the
-     data directory is mode 0700, owned by executor.user; when the archive
-     was written by another release than the configured one, pin that
-     release in the config file as hbx upgrade does (refused before step 2
-     without a config file, or while an HBX_* variable or a flag sets
-     executor.image or executor.platform_digests);
-  6. start the programs and wait (backup.health_wait) for /api/health and
-     every program RUNNING; if they fail, swap the old data back, restart,
-     and report;
-  7. remove the releases neither current nor previous nor needed by a
-     restore left not started, with their blobs, saying what was freed.
-
-A journal (<data_dir>.restore.json) records each step before it happens,
-so a restore that was killed is finished or undone (pin, data and runtime)
-by the next hbx restore, hbx backup or hbx supervise. --json prints one JSON line per step and the result.
+It extracts and checks the whole archive beside the data directory first
+(a wrong passphrase or a damaged archive changes nothing), stops the
+programs, installs the runtime the archive was written by when it is not
+the active one, swaps the data in with one rename (the old data is kept
+as <data_dir>.pre-restore-<time>), pins that release in the config file
+when it is not the configured one,
+then starts the programs and waits backup.health_wait for them; if they
+fail, the old data is swapped back. A killed restore is finished or
+undone by the next hbx restore, hbx backup or hbx supervise.
 
 Exit status: 0 when the data is restored and the programs run (or no
 supervisor runs); 3 when the data is restored but left NOT started,
-awaiting the archive's runtime (step 4); 1 when the restore failed (the
-old data is back), 2 for bad usage or configuration.
+awaiting the archive's runtime (it could not be fetched, or
+--without-runtime: hbx install [--from FILE], then hbx supervise); 1 when
+the restore failed (the old data is back), 2 for bad usage or
+configuration.
 
-Which runtime an archive may bring back: only a release of
-executor.image's repository (or its registry mirrors), never another. An
-archive that is not authenticated (not encrypted with the box's
-passphrase: a plain .tar.gz, hbx backup --no-encrypt) restores the data
-directory only (--data-only for one with extra paths), every entry owned
-by executor.user and no symlink leading out of it, and cannot change the runtime unless
---accept-image NAME:TAG@sha256:DIGEST names exactly the image it names.
-hbx backup verify ARCHIVE says what a restore would change, or why it
-would refuse.
+An archive not encrypted with the box's passphrase restores the data
+directory only, and changes the runtime only with --accept-image;
+"hbx backup verify ARCHIVE" says what a restore would change. --from PATH
+reads the runtime image from an OCI image layout directory or OCI archive
+instead of the registry. --json prints one JSON line per step.
 
---from PATH makes step 4 read the archive's runtime image from an OCI
-image layout directory or OCI archive (hbx export, skopeo copy --all)
-instead of the registry, checked by its digests as hbx install --from.`
+Steps, journal and archive trust: docs/backup.md#restore,
+docs/backup.md#restore-without-a-runtime, docs/security.md#archive-trust.`
 
 // newRestoreCommand builds `hbx restore`.
 func newRestoreCommand(g *globals) *cobra.Command {

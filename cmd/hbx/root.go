@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/cli"
@@ -103,6 +104,8 @@ defaults. "hbx config show" prints every effective value and its source.
 	pf.StringVar(&g.configPath, "config", config.DefaultPath, "config file (YAML; default: $"+config.ConfigEnv+" when set); a missing default file is fine, a missing named one is an error")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	config.RegisterFlags(pf)
+	hideConfigKeyFlags(pf)
+	root.SetUsageTemplate(usageTemplate(root.UsageTemplate()))
 	root.SetFlagErrorFunc(cli.FlagError)
 
 	root.AddCommand(
@@ -177,4 +180,31 @@ func refuseEmptyFrom(cmd *cobra.Command) error {
 		return cli.Usagef("%s: --from needs a PATH (an OCI image layout directory or OCI archive); leave --from out to read the registry", cmd.Name())
 	}
 	return nil
+}
+
+// configFlagsNote ends every command's help in place of the ~50 config-key
+// flags, which every command accepts but which buried its own flags
+// (kubectl's "kubectl options" does the same).
+const configFlagsNote = `Every config key is also a flag on every command: --<section>-<key>
+(executor.port is --executor-port). "hbx config flags" lists them.`
+
+// hideConfigKeyFlags hides the config-key flags config.RegisterFlags put
+// in fs from help: they keep working on every command, and "hbx config
+// flags" lists them.
+func hideConfigKeyFlags(fs *pflag.FlagSet) {
+	for _, k := range config.Keys() {
+		fs.Lookup(config.FlagName(k)).Hidden = true
+	}
+}
+
+// usageTemplate is cobra's usage template tmpl with configFlagsNote after
+// the flags. A cobra whose template no longer has the anchor gets the
+// note at the end (TestHelpHidesConfigKeyFlags checks where it lands).
+func usageTemplate(tmpl string) string {
+	const anchor = "{{if .HasHelpSubCommands}}"
+	note := "\n\n" + configFlagsNote
+	if !strings.Contains(tmpl, anchor) {
+		return strings.TrimSuffix(tmpl, "\n") + note + "\n"
+	}
+	return strings.Replace(tmpl, anchor, note+anchor, 1)
 }

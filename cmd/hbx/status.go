@@ -33,27 +33,16 @@ func newStatusCommand(g *globals) *cobra.Command {
 RUNNING, BACKOFF, STOPPING, EXITED, FATAL) and a description: pid and
 uptime when running, the exit status or the reason otherwise. --json prints
 the list as JSON objects with name, state, priority, pid, since, started,
-held and detail.
+held and detail. After the list it says when an upgrade, rollback or
+restore is half done, and what to run. Disabled programs are not shown.
 
 Exit status: 0 when every program shown (all, or the NAMEs given) is
-RUNNING; 3 when any is not (STARTING, BACKOFF, STOPPING, STOPPED, EXITED
-or FATAL; their names go to stderr), after printing the list; 3 also when
-"hbx supervise --hold-on-error" holds on its start-up error (no program
-runs: it prints that error, whatever its own class; a bad configuration
-fails status too, exit 2); 3 when no supervisor answers while a release
-change is half done or the data awaits its runtime (restored without it:
-the line names the image and how to install it); 1 when no supervisor
-answers otherwise; 2 for
-an unknown NAME. supervisorctl also exits 3, but
-counts STARTING and BACKOFF as running: hbx does not, so a program that
-crashes and is retried makes "hbx status" fail. Disabled programs are not
-shown; a program with autostart false is STOPPED, so ask about the others
-by name.
-
-After the list it says when an upgrade, rollback or restore is half done
-(in progress, or interrupted: what to run), and exits 3 then too; and,
-after the recovery of an interrupted upgrade rolled it back, where the
-data written meanwhile is kept.`,
+RUNNING; 3 when any is not (STARTING and BACKOFF count as not running;
+their names go to stderr), when "hbx supervise --hold-on-error" holds on
+its start-up error, or when a release change is half done or the data
+awaits its runtime; 1 when no supervisor answers otherwise; 2 for an
+unknown NAME or a bad configuration. Details:
+docs/configuration.md#exit-codes.`,
 		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, _ *config.Sources) error {
 			return runStatus(cmd.Context(), statusOptions{cfg: cfg, names: args, json: asJSON, stdout: g.stdout, stderr: g.stderr})
 		}),

@@ -25,41 +25,30 @@ runs, from the active release) and the programs configured under
 programs.<name>.* (by default "hermes", the Hermes gateway), with
 supervisord's semantics: priority order, depends_on, autorestart, startsecs,
 startretries, stopsignal and stopwaitsecs to the whole process group.
-Executor is RUNNING only once the check health.readiness names passes (by
-default GET /api/health answers 200 with status "ok", with the bearer key of
-health.token_file when set) and it listens on loopback only, so its
-dependents never start against a dead Executor; while it runs, the same
-probe detects a wedged one.
+Executor is RUNNING only once health.readiness passes (by default GET
+/api/health answers "ok") and it listens on loopback only, so its
+dependents never start against a dead Executor; the same probe then
+detects a wedged one.
 
 It serves a control socket (supervisor.socket, mode 0600) for "hbx status",
 "start", "stop", "restart", "logs" and "shutdown", writes each program's
 output to rotated log files under supervisor.log_dir, and reaps every zombie
-(it is a child subreaper, and may be PID 1).
-
-One writer per data directory: it holds the data directory's lock
-(<parent>/.<data>.lock) for its whole life and Executor's processes inherit
-it. It refuses to start, naming the holder, while another supervisor (any
-socket), "hbx run executor", or a backup or restore without a supervisor
-holds it. Both locks are checked before it recovers an interrupted restore
-or upgrade: a second "hbx supervise" exits 1 and changes nothing. While it
-runs, it looks every second for a restore, upgrade or rollback whose
-command died (its journal unfinished, no live holder of hbx.lock) and
-undoes it through itself, logging what it did and where the data written
-meanwhile is kept. Every process of every program inherits a marker
-(<parent>/.<data>.supervisor/<program>.marker): before it starts anything,
-it stops (stopsignal, stopwaitsecs, SIGKILL) and logs each process that a
-supervisor killed before it left running, and a program stop also stops
-processes that left the program's process group (setsid).
+(it may be PID 1). It holds the data directory's lock for its whole life:
+a second supervisor, "hbx run executor" or a backup or restore without a
+supervisor is refused (exit 1), naming the holder. It finishes or undoes
+a restore, upgrade or rollback whose command died.
 
 Signals: TERM, INT and QUIT stop every program in reverse priority order,
 then exit 0. HUP and USR1 reopen the log files (for logrotate). Every other
 signal that would end a process is logged and ignored.
 
---hold-on-error (a container's PID 1): a start-up error (bad configuration,
-data lock held elsewhere, ...) is printed, then hbx only reaps children until
-TERM, INT or QUIT end it with the error's status (2 or 1), so "unless-stopped"
-never loops; "hbx health" and "hbx status" (exit 3) fail with it
-(<supervisor.socket>.held, live while hbx holds its flock).`
+--hold-on-error (a container's PID 1): a start-up error is printed, then
+hbx only reaps children until TERM, INT or QUIT end it with the error's
+status (2 or 1), so "unless-stopped" never loops; "hbx health" and
+"hbx status" (exit 3) fail with it meanwhile.
+
+How it supervises (process markers, stop order, checks): docs/supervise.md;
+the data directory's lock: docs/security.md#one-writer-per-data-directory.`
 
 // newSuperviseCommand builds `hbx supervise`.
 func newSuperviseCommand(g *globals) *cobra.Command {
