@@ -138,40 +138,20 @@ func TestUpgradeRehearsalE2E(t *testing.T) {
 	healthyAt(t, b.port, 60*time.Second)
 
 	// A good upgrade, held at its rehearsal's ready point.
-	gate := filepath.Join(t.TempDir(), "gate")
-	writeFile(t, gate, "", 0o600)
-	cmd := exec.Command(binary(t), "--config", b.config, "upgrade", "--image", v2)
-	cmd.Env = append(cleanEnv(), killpoint.HoldEnv+"="+killpoint.RehearsalReady+"="+gate)
-	errPipe, _ := cmd.StderrPipe()
-	var stdout strings.Builder
-	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(errPipe)
-	var stderr strings.Builder
-	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "passed its rehearsal") {
-			break
+	stdout, stderr, err := upgradeHeldAtRehearsal(t, b, func() {
+		checkScratch(t, b)
+		// A second upgrade meanwhile meets the lock the rehearsal holds.
+		if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, "HBX_BACKUP_LOCK_WAIT=0s"}, "upgrade", "--image", v2); r.code == 0 || !strings.Contains(r.stderr, "hbx upgrade") || !strings.Contains(r.stderr, "lock") {
+			t.Errorf("a second hbx upgrade during the rehearsal = %d, want refused naming the lock and its holder\n%s", r.code, r.stderr)
+		} else {
+			t.Logf("second upgrade refused: %s", lastLine(r.stderr))
 		}
+	}, "--image", v2)
+	if err != nil {
+		t.Fatalf("hbx upgrade to a good release: %v\n%s", err, stderr)
 	}
-	checkScratch(t, b)
-	// A second upgrade meanwhile meets the lock the rehearsal holds.
-	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, "HBX_BACKUP_LOCK_WAIT=0s"}, "upgrade", "--image", v2); r.code == 0 || !strings.Contains(r.stderr, "hbx upgrade") || !strings.Contains(r.stderr, "lock") {
-		t.Errorf("a second hbx upgrade during the rehearsal = %d, want refused naming the lock and its holder\n%s", r.code, r.stderr)
-	} else {
-		t.Logf("second upgrade refused: %s", lastLine(r.stderr))
-	}
-	os.Remove(gate)
-	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("hbx upgrade to a good release: %v\n%s", err, stderr.String())
-	}
-	if !strings.Contains(stdout.String(), "rehearsed on a copy of the data") || b.activeVersion() != "2.0.0" {
-		t.Errorf("the good upgrade: active %s, output %q; want 2.0.0, rehearsed", b.activeVersion(), stdout.String())
+	if !strings.Contains(stdout, "rehearsed on a copy of the data") || b.activeVersion() != "2.0.0" {
+		t.Errorf("the good upgrade: active %s, output %q; want 2.0.0, rehearsed", b.activeVersion(), stdout)
 	}
 	if left := scratches(b); len(left) != 0 {
 		t.Errorf("the good upgrade's rehearsal left %q", left)
@@ -293,29 +273,9 @@ func TestRehearsalStopsTheWholeTreeE2E(t *testing.T) {
 	tree := name + ":v2.0.0-tree@" + d.String()
 	appendConfig(t, b, "health:\n  token_file: "+filepath.Join(b.dataDir, "api-key")+"\n")
 
-	gate := filepath.Join(t.TempDir(), "gate")
-	writeFile(t, gate, "", 0o600)
-	cmd := exec.Command(binary(t), "--config", b.config, "upgrade", "--image", tree, "--mcp-tools", "execute,skills,resume")
-	cmd.Env = append(cleanEnv(), killpoint.HoldEnv+"="+killpoint.RehearsalReady+"="+gate)
-	errPipe, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(errPipe)
-	var stderr strings.Builder
-	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "passed its rehearsal") {
-			break
-		}
-	}
-	during := rehearsalProcs(b)
-	os.Remove(gate)
-	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("hbx upgrade to the tree-shaped release: %v\n%s", err, stderr.String())
+	var during []int
+	if _, stderr, err := upgradeHeldAtRehearsal(t, b, func() { during = rehearsalProcs(b) }, "--image", tree, "--mcp-tools", "execute,skills,resume"); err != nil {
+		t.Fatalf("hbx upgrade to the tree-shaped release: %v\n%s", err, stderr)
 	}
 	if len(during) < 2 {
 		t.Errorf("during the rehearsal %d processes ran on the copy (%v), want the server and its workerd child", len(during), during)
@@ -342,33 +302,51 @@ func TestRehearsalIgnoresAnEnvFileNamingTheLiveDataE2E(t *testing.T) {
 	setExecutorKeys(t, b, "  env_file: "+env+"\n")
 	preState := readState(t, b.dataDir)
 
+	_, stderr, err := upgradeHeldAtRehearsal(t, b, func() {
+		if st := readState(t, b.dataDir); st != preState {
+			t.Errorf("the rehearsal ran on the live data: state %+v, want %+v", st, preState)
+		}
+	}, "--image", v2)
+	if err != nil {
+		t.Fatalf("hbx upgrade: %v\n%s", err, stderr)
+	}
+	if b.activeVersion() != "2.0.0" {
+		t.Errorf("after the upgrade: active %s, want 2.0.0\n%s", b.activeVersion(), stderr)
+	}
+}
+
+// upgradeHeldAtRehearsal runs hbx upgrade with args on b, held at the
+// rehearsal's ready point (killpoint.RehearsalReady, while a gate file
+// exists): once its log says the release passed its rehearsal (the
+// rehearsal's processes still run on the copy), it calls during, then
+// lets the upgrade go on; it returns the upgrade's output and exit error.
+func upgradeHeldAtRehearsal(t *testing.T, b *box, during func(), args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	gate := filepath.Join(t.TempDir(), "gate")
 	writeFile(t, gate, "", 0o600)
-	cmd := exec.Command(binary(t), "--config", b.config, "upgrade", "--image", v2)
+	cmd := exec.Command(binary(t), append([]string{"--config", b.config, "upgrade"}, args...)...)
 	cmd.Env = append(cleanEnv(), killpoint.HoldEnv+"="+killpoint.RehearsalReady+"="+gate)
-	errPipe, _ := cmd.StderrPipe()
+	var out, log strings.Builder
+	cmd.Stdout = &out
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(errPipe)
-	var stderr strings.Builder
 	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
+		log.WriteString(sc.Text() + "\n")
 		if strings.Contains(sc.Text(), "passed its rehearsal") {
 			break
 		}
 	}
-	if st := readState(t, b.dataDir); st != preState {
-		t.Errorf("the rehearsal ran on the live data: state %+v, want %+v", st, preState)
-	}
+	during()
 	os.Remove(gate)
 	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
+		log.WriteString(sc.Text() + "\n")
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("hbx upgrade: %v\n%s", err, stderr.String())
-	}
-	if b.activeVersion() != "2.0.0" {
-		t.Errorf("after the upgrade: active %s, want 2.0.0\n%s", b.activeVersion(), stderr.String())
-	}
+	err = cmd.Wait()
+	return out.String(), log.String(), err
 }
