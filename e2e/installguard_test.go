@@ -191,7 +191,9 @@ func TestInstallReleaseChangeE2E(t *testing.T) {
 // TestSuperviseInstallOnStartChangeE2E: with executor.install_on_start,
 // a supervisor started on a config that names another release over
 // existing data changes it the recorded way (pre-change backup, journal)
-// before it starts Executor, and hbx rollback undoes it.
+// before it starts Executor, prunes as hbx install does (a release
+// neither current nor previous goes, in one log line), and hbx rollback
+// undoes it.
 func TestSuperviseInstallOnStartChangeE2E(t *testing.T) {
 	requireE2E(t)
 	b, s, v1ref, v2ref, _ := upgradeBox(t)
@@ -206,11 +208,23 @@ func TestSuperviseInstallOnStartChangeE2E(t *testing.T) {
 	if err := config.WritePin(b.config, v2ref, plat, m2.String()); err != nil {
 		t.Fatal(err)
 	}
+	// An old release an earlier change left: neither current nor
+	// previous once v2 is active.
+	old := filepath.Join(b.runtimeDir, "releases", digest.FromString("an old release").Encoded())
+	if err := os.MkdirAll(filepath.Join(old, "rootfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	s2 := startSupervise(t, b, s.socket, s.dir)
 	healthyAt(t, b.port, 90*time.Second)
 	s2.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 	if got := b.activeVersion(); got != "2.0.0" {
 		t.Fatalf("active version %q after install on start, want 2.0.0", got)
+	}
+	if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) || strings.Count(readFile(t, s2.log), "pruned old releases: removed 1 release") != 1 {
+		t.Errorf("old release after install on start: %v; want it pruned, in one line of the log:\n%s", err, readFile(t, s2.log))
+	}
+	if rels := runtimeFootprint(t, b, "after the install on start"); !slices.Equal(rels, linked(t, b)) {
+		t.Errorf("releases %q after install on start, want only current and previous %q", rels, linked(t, b))
 	}
 	j, err := upgrade.ReadJournal(b.runtimeDir)
 	if err != nil || j == nil || j.Phase != upgrade.PhaseDone || j.By != upgrade.ByInstall || j.Backup == "" || j.Old.Image != v1ref {

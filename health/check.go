@@ -87,9 +87,15 @@ type Report struct {
 
 // Err returns nil when no check of r failed, else an error wrapping
 // ErrFailed that names the failed checks: "failed: api-health, release".
+// When a supervised program is FATAL it also wraps ErrFatal and says
+// which, with the supervisor's reason: "failed: supervisor, api-health;
+// executor FATAL (exited too quickly)".
 func (r *Report) Err() error {
 	if r.Status != Fail {
 		return nil
+	}
+	if cause := r.supervisorCause(); errors.Is(cause, ErrFatal) {
+		return fmt.Errorf("%w: %s; %w", ErrFailed, strings.Join(r.Failed(), ", "), cause)
 	}
 	return fmt.Errorf("%w: %s", ErrFailed, strings.Join(r.Failed(), ", "))
 }
@@ -457,13 +463,15 @@ func quoteList(names []string) string {
 
 // Wait runs the checks like Run, again and again every interval (0 means
 // 500ms), until a run passes or d has passed since the call (d 0: one
-// run); it returns the last report. It logs at info level when the set of failing checks
+// run), or at once when a supervised program is FATAL (the supervisor
+// check's error is ErrFatal: only an operator's start mends it, as the
+// supervisor's own wait for RUNNING says); it returns the last report. It logs at info level when the set of failing checks
 // changes, at debug level for every other attempt. Errors are Run's;
 // when ctx ends, Wait returns ctx's error with the report of the last
 // finished run (nil when none finished), so a caller bounded by ctx can
 // still say which checks failed and why.
 func Wait(ctx context.Context, opts Options, only []string, d, interval time.Duration) (*Report, error) {
-	return wait(ctx, opts, only, d, interval, func(*Report) bool { return true })
+	return wait(ctx, opts, only, d, interval, func(rep *Report) bool { return !fatal(rep) })
 }
 
 // WaitStart is Wait that retries only while the supervisor is making
@@ -474,6 +482,20 @@ func Wait(ctx context.Context, opts Options, only []string, d, interval time.Dur
 // Without the supervisor check among only it runs once.
 func WaitStart(ctx context.Context, opts Options, only []string, d, interval time.Duration) (*Report, error) {
 	return wait(ctx, opts, only, d, interval, starting)
+}
+
+// fatal reports whether rep's supervisor check failed with ErrFatal.
+func fatal(rep *Report) bool { return errors.Is(rep.supervisorCause(), ErrFatal) }
+
+// supervisorCause is the error of rep's supervisor check, nil when it did
+// not fail or did not run.
+func (r *Report) supervisorCause() error {
+	for _, c := range r.Checks {
+		if c.Name == CheckSupervisor {
+			return c.Cause()
+		}
+	}
+	return nil
 }
 
 // starting reports whether rep's supervisor check failed with ErrStarting.

@@ -438,3 +438,31 @@ func TestWaitStart(t *testing.T) {
 		t.Errorf("checkPrograms(BACKOFF, RUNNING not live) = %v, want a failure that is not ErrStarting", err)
 	}
 }
+
+// TestWaitStopsOnFatal: hbx health --wait retries every failure (a
+// program STOPPED or STARTING may come up) but stops at the first run
+// with a program FATAL, which only an operator's start mends; the
+// report's error then wraps ErrFatal and says which program and why.
+func TestWaitStopsOnFatal(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		states    []supervision.State
+		want      Status
+		wantCalls int
+	}{
+		{"stopped then running", []supervision.State{supervision.Stopped, supervision.Starting, supervision.Running}, Pass, 3},
+		{"starting then fatal", []supervision.State{supervision.Starting, supervision.Fatal, supervision.Running}, Fail, 2},
+		{"fatal at once", []supervision.State{supervision.Fatal, supervision.Running}, Fail, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sup := &seqSupervisor{states: tt.states}
+			rep, err := Wait(context.Background(), Options{Supervisor: sup}, []string{CheckSupervisor}, time.Minute, 10*time.Millisecond)
+			if err != nil || rep.Status != tt.want || sup.calls != tt.wantCalls {
+				t.Fatalf("Wait(%v) = %+v, %v after %d calls; want %s after %d calls", tt.states, rep, err, sup.calls, tt.want, tt.wantCalls)
+			}
+			if err := rep.Err(); tt.want == Fail && (!errors.Is(err, ErrFailed) || !errors.Is(err, ErrFatal) || err.Error() != "failed: supervisor; executor FATAL (detail)") {
+				t.Errorf("Err() = %v, want ErrFailed and ErrFatal, naming executor FATAL and its detail", err)
+			}
+		})
+	}
+}

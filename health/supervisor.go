@@ -34,6 +34,20 @@ type startingError struct{ msg string }
 func (e startingError) Error() string        { return e.msg }
 func (e startingError) Is(target error) bool { return target == ErrStarting }
 
+// ErrFatal is wrapped by the supervisor check's error when a program is
+// FATAL: the supervisor gave up on it and starts it again only when asked
+// (hbx start), so no later run passes by waiting; Wait and WaitStart stop
+// at once on it. It is supervision.ErrFatal, the error of the
+// supervisor's own wait for RUNNING.
+var ErrFatal = supervision.ErrFatal
+
+// fatalError is the supervisor check's error when a program is FATAL; it
+// is ErrFatal for errors.Is.
+type fatalError struct{ msg string }
+
+func (e fatalError) Error() string        { return e.msg }
+func (e fatalError) Is(target error) bool { return target == ErrFatal }
+
 // Supervisor is the running supervisor's view of its programs, as the
 // checks need it. The composer adapts the supervisor's control client to it.
 type Supervisor interface {
@@ -56,13 +70,16 @@ type Program struct {
 
 // checkPrograms is check supervisor: every program the supervisor runs,
 // and every one of want (the enabled programs of the configuration), is
-// RUNNING, and live (no failure in Unhealthy).
+// RUNNING, and live (no failure in Unhealthy). Its error is ErrStarting
+// while every other program is STARTING or BACKOFF, ErrFatal when one is
+// FATAL.
 func checkPrograms(progs []Program, want []string) (string, error) {
 	var bad, good []string
-	starting := true
+	starting, fatal := true, false
 	for _, p := range progs {
 		if p.State != supervision.Running {
 			starting = starting && (p.State == supervision.Starting || p.State == supervision.Backoff)
+			fatal = fatal || p.State == supervision.Fatal
 			s := p.Name + " " + p.State.String()
 			if p.Detail != "" {
 				s += " (" + p.Detail + ")"
@@ -83,8 +100,11 @@ func checkPrograms(progs []Program, want []string) (string, error) {
 			starting = false
 		}
 	}
-	if len(bad) > 0 && starting {
+	switch {
+	case len(bad) > 0 && starting:
 		return "", startingError{strings.Join(bad, "; ")}
+	case len(bad) > 0 && fatal:
+		return "", fatalError{strings.Join(bad, "; ")}
 	}
 	if len(bad) > 0 {
 		return "", errors.New(strings.Join(bad, "; "))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -60,7 +61,7 @@ func layersOf(t *testing.T, runtimeDir string) []string {
 func TestStagingOnFullDiskDropsBlobs(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		e := newEnv(t)
-		e.runtime = filepath.Join(tmpfs(t, "300m"), "runtime")
+		e.runtime = filepath.Join(testenv.Tmpfs(t, "300m"), "runtime")
 		p1 := e.reg.publish(t, "executor", goodParts(hostPlat))
 		if _, err := Install(context.Background(), e.opts(p1, func(o *Options) { o.KeepBlobs = keep })); err != nil {
 			t.Fatal(err)

@@ -181,7 +181,7 @@ func (c *cold) failed(err error) error {
 	}
 	os.Remove(filepath.Join(c.opts.RuntimeDir, release.StagingDir)) // only when empty
 	if errors.Is(err, ErrNoSpace) || errors.Is(err, syscall.ENOSPC) {
-		if n := release.PruneBlobs(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log); n > 0 {
+		if n, _ := release.PruneBlobs(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log); n > 0 {
 			err = fmt.Errorf("%w; removed %d cached blobs of no release", err, n)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -265,7 +266,7 @@ func TestInstallFromHostileLocalImage(t *testing.T) {
 // layout's names are ignored.
 func TestInstallFromArchiveUsesNoScratch(t *testing.T) {
 	e := newLocalEnv(t)
-	rt := filepath.Join(tmpfs(t, "300m"), "runtime")
+	rt := filepath.Join(testenv.Tmpfs(t, "300m"), "runtime")
 	padding := archiveEntry{hdr: tar.Header{Name: "padding", Typeflag: tar.TypeReg, Mode: 0o644, Size: 400 << 20}}
 	f := filepath.Join(t.TempDir(), "image.tar")
 	writeArchive(t, e.layout, f, nil, []archiveEntry{padding}, []archiveEntry{

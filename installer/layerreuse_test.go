@@ -22,6 +22,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -216,7 +217,7 @@ func TestLayerReuseFallsBackWithoutHardLinks(t *testing.T) {
 	if err := os.Rename(layers, aside); err != nil {
 		t.Fatalf("no layer state kept: %v", err)
 	}
-	mnt := tmpfs(t, "64m")
+	mnt := testenv.Tmpfs(t, "64m")
 	if err := os.Symlink(mnt, layers); err != nil { // layers/ -> another file system
 		t.Fatal(err)
 	}

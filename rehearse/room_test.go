@@ -13,21 +13,6 @@ import (
 	"github.com/hermesbox/hbx/internal/testenv"
 )
 
-// tmpfs mounts a size-limited tmpfs for the test (root only).
-func tmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		testenv.Missing(t, "needs root to mount a tmpfs")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		// Not a missing prerequisite: root in a container may not mount.
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
-
 // freeBytes is what statfs says is free on dir's filesystem.
 func freeBytes(t *testing.T, dir string) int64 {
 	t.Helper()
@@ -54,7 +39,7 @@ func TestRunRefusesACopyThatWouldFillTheDisk(t *testing.T) {
 		{name: "copy that would leave less than MinFree", real: 1 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			parent := tmpfs(t, "32m")
+			parent := testenv.Tmpfs(t, "32m")
 			data := filepath.Join(parent, "data")
 			if err := os.Mkdir(data, 0o700); err != nil {
 				t.Fatal(err)

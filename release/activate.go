@@ -131,33 +131,40 @@ func removeLogged(p string, log *slog.Logger) {
 // PruneBlobs applies the blob store's rule: without keepBlobs the whole
 // store is removed; with it, every blob that no release under releases/
 // lists (its index, manifest, config and layers) is removed, so the store
-// holds only blobs of releases that exist. It returns how many blobs it
-// removed.
-func PruneBlobs(runtimeDir string, keepBlobs bool, log *slog.Logger) int {
+// holds only blobs of releases that exist. It returns how many complete
+// blobs it removed and their bytes (sizes, as CompleteBlobs counts them;
+// temporaries go too, uncounted); a blob it could not remove is logged
+// and not counted, and a store it could not remove whole counts nothing.
+func PruneBlobs(runtimeDir string, keepBlobs bool, log *slog.Logger) (n int, size int64) {
 	blobs := filepath.Join(runtimeDir, BlobsDir)
 	if !keepBlobs {
 		n, size := CompleteBlobs(blobs)
 		if err := os.RemoveAll(blobs); err != nil {
 			log.Warn("cleanup", "path", blobs, "err", err)
-			return 0
+			return 0, 0
 		}
 		if n > 0 {
 			log.Info("removed the blob cache", "blobs", n, "bytes", size)
 		}
-		return n
+		return n, size
 	}
-	removed := 0
 	for _, p := range unlistedBlobs(runtimeDir) {
-		if err := os.Remove(p); err != nil {
+		fi, err := os.Lstat(p)
+		if err == nil {
+			err = os.Remove(p)
+		}
+		if err != nil {
 			log.Warn("cleanup", "path", p, "err", err)
 			continue
 		}
-		removed++
+		if fi.Mode().IsRegular() && !atomicfile.IsTemp(fi.Name()) {
+			n, size = n+1, size+fi.Size()
+		}
 	}
-	if removed > 0 {
-		log.Info("removed blobs of no release", "blobs", removed)
+	if n > 0 {
+		log.Info("removed blobs of no release", "blobs", n, "bytes", size)
 	}
-	return removed
+	return n, size
 }
 
 // unlistedBlobs returns the paths of the cache's blobs (temporaries

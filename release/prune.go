@@ -86,10 +86,7 @@ func Prune(runtimeDir string, keepBlobs bool, keep func(Meta) bool, log *slog.Lo
 	}
 	PruneLayerStates(runtimeDir, log)
 	os.Remove(filepath.Join(runtimeDir, ScratchDir)) // only when empty
-	nBefore, sizeBefore := CompleteBlobs(filepath.Join(runtimeDir, BlobsDir))
-	PruneBlobs(runtimeDir, keepBlobs, log)
-	nAfter, sizeAfter := CompleteBlobs(filepath.Join(runtimeDir, BlobsDir))
-	p.Blobs, p.BlobBytes = nBefore-nAfter, sizeBefore-sizeAfter
+	p.Blobs, p.BlobBytes = PruneBlobs(runtimeDir, keepBlobs, log)
 	return p, first
 }
 

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
+
+	"github.com/hermesbox/hbx/internal/atomicfile"
 )
 
 // pruneChildEnv makes the test binary a child that prunes the runtime
@@ -263,5 +265,63 @@ func waitRemoving(rd string, victims []string, exited <-chan struct{}) {
 			}
 		}
 		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestPruneBlobsFigures: PruneBlobs returns the complete blobs it removed
+// and their bytes (a temporary goes too, uncounted): with keepBlobs only
+// those no release lists, without it the whole store; Prune reports the
+// same figures.
+func TestPruneBlobsFigures(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		keepBlobs bool
+		prune     bool // through Prune, not PruneBlobs
+		left      int  // complete blobs left: release a's four, or none
+	}{
+		{"keep blobs", true, false, 4},
+		{"no blob cache", false, false, 0},
+		{"through Prune", true, true, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rd := t.TempDir()
+			a := prunableRelease(t, rd, "a", 1)
+			linkAs(t, rd, CurrentLink, a)
+			dir := filepath.Join(rd, BlobsDir, "sha256")
+			for _, n := range []int{10, 20, 30} {
+				b := make([]byte, n)
+				if err := os.WriteFile(filepath.Join(dir, digest.FromBytes(b).Encoded()), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(dir, atomicfile.TempPrefix+"partial"), make([]byte, 1000), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			allN, allSize := CompleteBlobs(filepath.Join(rd, BlobsDir))
+			wantN, wantSize := 3, int64(60)
+			if !tc.keepBlobs {
+				wantN, wantSize = allN, allSize
+			}
+			var n int
+			var size int64
+			if tc.prune {
+				p, err := Prune(rd, tc.keepBlobs, nil, slog.New(slog.DiscardHandler))
+				if err != nil {
+					t.Fatalf("Prune() = %v", err)
+				}
+				n, size = p.Blobs, p.BlobBytes
+			} else {
+				n, size = PruneBlobs(rd, tc.keepBlobs, slog.New(slog.DiscardHandler))
+			}
+			if n != wantN || size != wantSize {
+				t.Errorf("removed %d blobs, %d bytes; want %d, %d", n, size, wantN, wantSize)
+			}
+			if left, _ := CompleteBlobs(filepath.Join(rd, BlobsDir)); left != tc.left {
+				t.Errorf("%d blobs left, want %d", left, tc.left)
+			}
+			if _, err := os.Stat(filepath.Join(dir, atomicfile.TempPrefix+"partial")); !os.IsNotExist(err) {
+				t.Errorf("temporary after pruning: %v, want it removed", err)
+			}
+		})
 	}
 }

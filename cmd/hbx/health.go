@@ -72,7 +72,7 @@ Exit status: 0 when no check failed (skips do not fail), 1 when one did,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON document")
-	fl.DurationVar(&f.wait, "wait", 0, "retry until every check passes or this much time has passed, e.g. 60s (for boot scripts)")
+	fl.DurationVar(&f.wait, "wait", 0, "retry until every check passes or this much time has passed, e.g. 60s (for boot scripts); a FATAL program ends it at once")
 	fl.DurationVar(&f.waitStart, "wait-start", 0, "retry while a supervised program is STARTING or BACKOFF (installing, starting), up to this long; any other failure, a FATAL program among them, ends it at once (the container healthcheck)")
 	fl.StringSliceVar(&f.only, "only", nil, "run only these checks, comma-separated: "+strings.Join(health.Names(), ","))
 	fl.BoolVar(&f.deep, "deep", false, "release: also re-hash the recorded manifest and config and check the program they name")

@@ -1,18 +1,22 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hermesbox/hbx/internal/verbopts"
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/supervisor"
 )
 
 // healthBox writes a config whose directories are in a temp dir: the data
@@ -112,5 +116,50 @@ func TestHealthTokenStdin(t *testing.T) {
 	err = runHealth(t.Context(), opts)
 	if !errors.Is(err, health.ErrFailed) || !strings.Contains(out.String(), "fail  mcp-tools") || strings.Contains(out.String(), "the-key") {
 		t.Errorf("runHealth(key, no server) = %v\n%s; want mcp-tools failed without the key shown", err, out.String())
+	}
+}
+
+// TestHealthWaitStopsOnFatal: against a real supervisor whose program
+// failed for good (FATAL: only hbx start mends it), hbx health --wait
+// stops at once, as --wait-start does, instead of waiting out its
+// duration, and its error says which program is FATAL and why.
+func TestHealthWaitStopsOnFatal(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := writeConfig(t, "executor:\n  data_dir: "+filepath.Join(dir, "data")+"\n  runtime_dir: "+filepath.Join(dir, "runtime")+
+		"\nsupervisor:\n  socket: "+filepath.Join(dir, "hbx.sock")+"\n  log_dir: "+filepath.Join(dir, "logs")+
+		"\nprograms:\n  executor:\n    enabled: false\n  hermes:\n    enabled: false\n  broken:\n    command: /bin/false\n    startretries: 0\n")
+	cfg, _, err := config.Load(config.LoadOptions{Path: cfgPath, PathExplicit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := verbopts.Supervisor(verbopts.Supervise{Config: cfg, Log: slog.New(slog.DiscardHandler)})
+	opts.StateDir = filepath.Join(dir, "state")
+	s, err := supervisor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	// Poll until the supervisor reports the program FATAL.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("broken never became FATAL")
+		}
+		if c, err := supervisor.Dial(ctx, cfg.Supervisor.Socket); err == nil {
+			sts, err := c.Status(ctx)
+			if err == nil && len(sts) == 1 && sts[0].State == supervisor.Fatal {
+				break
+			}
+		}
+	}
+	for _, flag := range []string{"--wait", "--wait-start"} {
+		start := time.Now()
+		out, _, code, err := runTest(t, nil, "health", "--config", cfgPath, "--only", "supervisor", flag, "3m")
+		if took := time.Since(start); code != 1 || !errors.Is(err, health.ErrFatal) || !strings.Contains(err.Error(), "; broken FATAL (") || took > 90*time.Second {
+			t.Errorf("hbx health %s 3m with broken FATAL = exit %d, %v after %v\n%s\nwant 1 at once, the error naming broken FATAL and why", flag, code, err, took.Round(time.Millisecond), out)
+		}
+		t.Logf("%s: %v", flag, err)
 	}
 }

@@ -4,23 +4,13 @@ import (
 	"context"
 
 	"github.com/hermesbox/hbx/internal/config"
-	"github.com/hermesbox/hbx/internal/prune"
 )
 
 // pruneAfter removes, once command's release change is durable, the
-// releases it left unneeded (internal/prune), with their blobs, and
+// releases it left unneeded, with their blobs (adapters.Box.PruneReleases,
+// waiting backup.lock_wait for the runtime directory's lock), and
 // returns the note that says what was freed or why not; it is logged
 // too. It never fails the command.
 func pruneAfter(ctx context.Context, g *globals, cfg *config.Config, command string) string {
-	p, err := prune.Releases(ctx, prune.Options{
-		RuntimeDir: cfg.Executor.RuntimeDir, DataDir: cfg.Executor.DataDir, KeepBlobs: cfg.Install.KeepBlobs,
-		LockWait: cfg.Backup.LockWait, Command: command, Log: g.log,
-	})
-	note := prune.Note(p, err)
-	if err != nil {
-		g.log.Warn(note)
-	} else {
-		g.log.Info(note)
-	}
-	return note
+	return g.box(cfg, nil).PruneReleases(ctx, command, cfg.Backup.LockWait)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -81,7 +82,7 @@ func runResolve(ctx context.Context, g *globals, cfg *config.Config, ref string,
 		if !p.Same(box) {
 			other = box.String()
 		}
-		_, err = io.WriteString(g.stdout, ui.ResolveText(res, other))
+		_, err = io.WriteString(g.stdout, ui.ResolveText(res, other, configFlag(g)))
 	}
 	if err != nil {
 		return err
@@ -90,4 +91,18 @@ func runResolve(ctx context.Context, g *globals, cfg *config.Config, ref string,
 		return fmt.Errorf("resolve: %w", err)
 	}
 	return nil
+}
+
+// configFlag is the config file the operator named with --config (made
+// absolute, so a command line that carries it works from any directory),
+// "" when none was named (the default file or $HBX_CONFIG, which the
+// same shell finds again).
+func configFlag(g *globals) string {
+	if g.configFile == nil || g.configFile.Source.Kind != config.SourceFlag {
+		return ""
+	}
+	if abs, err := filepath.Abs(g.configFile.Path); err == nil {
+		return abs
+	}
+	return g.configFile.Path
 }

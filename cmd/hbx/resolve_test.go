@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -59,8 +60,8 @@ func TestResolve(t *testing.T) {
 		err  string   // in the error
 	}{
 		{"tag", []string{name + ":v1"}, 0, []string{"image     " + pinned, "manifest  " + manifest + " (" + plat + ", from the index)",
-			"would fetch 1 layer", "run       hbx upgrade --image " + pinned + " --platform-digest " + manifest}, ""},
-		{"the box's own platform", []string{name + ":v1", "--platform", plat}, 0, []string{"run       hbx upgrade --image " + pinned}, ""},
+			"would fetch 1 layer", "run       hbx upgrade --config " + cfg + " --image " + pinned + " --platform-digest " + manifest}, ""},
+		{"the box's own platform", []string{name + ":v1", "--platform", plat}, 0, []string{"run       hbx upgrade --config " + cfg + " --image " + pinned}, ""},
 		{"tag with its digest", []string{pinned}, 0, []string{"image     " + pinned}, ""},
 		{"digest mismatch", []string{name + ":v1@sha256:" + strings.Repeat("a", 64)}, 1, []string{"MISMATCH", "image     " + pinned},
 			"digest mismatch: " + name + ":v1 names " + img.Index.String() + " now, not the given sha256:" + strings.Repeat("a", 64)},
@@ -93,8 +94,33 @@ func TestResolve(t *testing.T) {
 	other := writeConfig(t, "executor:\n  runtime_dir: "+filepath.Join(t.TempDir(), "rt")+"\n  platform: linux/riscv64"+
 		"\nregistry:\n  insecure_hosts: [127.0.0.1]\n  retries: 0\n")
 	out, _, code, err := runTest(t, nil, "resolve", "--config", other, "--platform", plat, name+":v1")
-	if want := "run       on a " + plat + " box (this one is linux/riscv64): hbx upgrade --image " + pinned + " --platform-digest " + manifest + "\n"; code != 0 || !strings.Contains(out, want) {
+	if want := "run       on a " + plat + " box (this one is linux/riscv64): hbx upgrade --config " + other + " --image " + pinned + " --platform-digest " + manifest + "\n"; code != 0 || !strings.Contains(out, want) {
 		t.Errorf("hbx resolve --platform %s on a linux/riscv64 box = exit %d (%v):\n%s\nwant the line %q", plat, code, err, out, want)
+	}
+
+	// The run line carries --config as the operator gave it, quoted for
+	// the shell; a config named by $HBX_CONFIG the same shell finds again.
+	odd := filepath.Join(t.TempDir(), "my hbx's", "hbx.yaml")
+	if err := os.MkdirAll(filepath.Dir(odd), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if body, err := os.ReadFile(cfg); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(odd, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"--config", odd}, "run       hbx upgrade --config '" + strings.ReplaceAll(odd, "'", `'\''`) + "' --image " + pinned + " --platform-digest "},
+		{[]string{"HBX_CONFIG=" + cfg}, nil, "run       hbx upgrade --image " + pinned + " --platform-digest "},
+	} {
+		out, _, code, err := runTest(t, tc.env, append(append([]string{"resolve"}, tc.args...), name+":v1")...)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("hbx resolve %q (env %q) = exit %d (%v):\n%s\nwant the line %q", tc.args, tc.env, code, err, out, tc.want)
+		}
 	}
 
 	out, _, code, err = runTest(t, nil, "resolve", "--config", cfg, "--json", name+":v1")

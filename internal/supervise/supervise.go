@@ -140,7 +140,10 @@ func lockExecutorData(ctx context.Context, lock func(context.Context) (*datalock
 // to progress; under existing data a release change goes through the
 // upgrade path (pre-change backup, journal), or is refused
 // (guardedinstall.Install in the supervisor). A registry it cannot reach
-// gets hbx install's offline hint (adapters.OfflineHint).
+// gets hbx install's offline hint (adapters.OfflineHint). A recorded
+// change then prunes the releases as hbx install's does
+// (adapters.Box.PruneReleases, without waiting for the lock; its failure
+// is only logged, the start goes on).
 func InstallOnStart(b adapters.Box) func(ctx context.Context, progress func(string)) error {
 	return func(ctx context.Context, progress func(string)) error {
 		opts, err := verbopts.Installer(ctx, b.Config, b.Log)
@@ -152,7 +155,10 @@ func InstallOnStart(b adapters.Box) func(ctx context.Context, progress func(stri
 		// box up, only boot the release once more before its real start
 		// (at each retry); that start is judged by the same readiness
 		// gate, and hbx rollback undoes the recorded change.
-		_, err = guardedinstall.Install(ctx, b, opts, true, false, nil)
+		out, err := guardedinstall.Install(ctx, b, opts, true, false, nil)
+		if err == nil && out.Switch != nil {
+			b.PruneReleases(ctx, adapters.SupervisorCommand, 0)
+		}
 		return adapters.OfflineHint(err, "", "hbx install")
 	}
 }

@@ -28,8 +28,10 @@ func ResolveJSON(w io.Writer, r *installer.Resolution) error {
 // upgrade command line. box is "" when r.Platform is this box's
 // configured platform, else that platform: the command line then says it
 // is for a box of r.Platform (hbx upgrade --platform-digest pins the
-// configured platform's manifest). It ends in "\n".
-func ResolveText(r *installer.Resolution, box string) string {
+// configured platform's manifest). config is the config file the operator
+// named with --config ("" when none): the command line carries it, quoted
+// for a POSIX shell (ShellQuote). It ends in "\n".
+func ResolveText(r *installer.Resolution, box, config string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "image     %s\n", r.Pinned())
 	if r.Single {
@@ -54,6 +56,20 @@ func ResolveText(r *installer.Resolution, box string) string {
 	if box != "" {
 		where = fmt.Sprintf("on a %s box (this one is %s): ", r.Platform, box)
 	}
-	fmt.Fprintf(&b, "run       %shbx upgrade --image %s --platform-digest %s\n", where, r.Pinned(), r.Manifest)
+	if config != "" {
+		config = " --config " + ShellQuote(config)
+	}
+	fmt.Fprintf(&b, "run       %shbx upgrade%s --image %s --platform-digest %s\n", where, config, r.Pinned(), r.Manifest)
 	return b.String()
+}
+
+// ShellQuote is s as one word of a POSIX shell command line: unchanged
+// when it holds only letters, digits and -_./:@%+=, (none a shell
+// reads specially), else in single quotes (a single quote inside ends
+// the quoting, is escaped with a backslash, and the quoting starts again).
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -36,8 +36,15 @@ func TestResolveText(t *testing.T) {
 		{"another box's platform", installer.Resolution{Ref: ref, Index: d("i"), Manifest: d("m"), Platform: "linux/arm64", Layers: layers}, "linux/amd64",
 			[]string{"run       on a linux/arm64 box (this one is linux/amd64): hbx upgrade --image ghcr.io/o/x:v2@" + d("i").String() + " --platform-digest " + d("m").String() + "\n"},
 			[]string{"run       hbx upgrade"}},
+		{"config named", installer.Resolution{Ref: ref, Index: d("i"), Manifest: d("m"), Platform: "linux/arm64"}, "",
+			[]string{"run       hbx upgrade --config '/etc/my hbx/it'\\''s.yaml' --image ghcr.io/o/x:v2@" + d("i").String() + " --platform-digest "},
+			nil},
 	} {
-		got := ResolveText(&tc.r, tc.box)
+		cfg := ""
+		if tc.name == "config named" {
+			cfg = "/etc/my hbx/it's.yaml"
+		}
+		got := ResolveText(&tc.r, tc.box, cfg)
 		for _, w := range tc.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: ResolveText() lacks %q:\n%s", tc.name, w, got)
@@ -47,6 +54,26 @@ func TestResolveText(t *testing.T) {
 			if strings.Contains(got, w) {
 				t.Errorf("%s: ResolveText() has %q:\n%s", tc.name, w, got)
 			}
+		}
+	}
+}
+
+// TestShellQuote: a word of plain characters stays as it is; anything a
+// shell reads specially (space, quote, $, glob, empty) is single-quoted,
+// a single quote inside escaped between two quoted parts.
+func TestShellQuote(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"/etc/hbx/hbx.yaml", "/etc/hbx/hbx.yaml"},
+		{"a-b_c.d:e@f%g+h=i,j", "a-b_c.d:e@f%g+h=i,j"},
+		{"", "''"},
+		{"/my dir/x", "'/my dir/x'"},
+		{"it's", `'it'\''s'`},
+		{"$HOME/*.yaml", "'$HOME/*.yaml'"},
+		{"a;rm -rf b", "'a;rm -rf b'"},
+		{"~/x", "'~/x'"},
+	} {
+		if got := ShellQuote(tc.in); got != tc.want {
+			t.Errorf("ShellQuote(%q) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
 }
