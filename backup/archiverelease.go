@@ -76,7 +76,7 @@ func PlanRestore(opts RestoreOptions, m *Manifest, authenticated bool) *RestoreP
 	p := &RestorePlan{Authenticated: authenticated, Paths: []string{opts.DataDir}}
 	configured, cerr := configuredTarget(opts)
 	p.Configured = configured.Image
-	p.Owners = fmt.Sprintf("the data directory and the entries the archive gave its owner: uid %d gid %d (executor.user); other entries keep the archive's", opts.Owner.UID, opts.Owner.GID)
+	p.Owners = fmt.Sprintf("uid %d gid %d (executor.user) for the data directory and every entry the archive gives the data directory's owner; other entries keep the archive's owners", opts.Owner.UID, opts.Owner.GID)
 	if !authenticated {
 		p.Owners = fmt.Sprintf("every entry of the data directory: uid %d gid %d (executor.user); the archive is not authenticated", opts.Owner.UID, opts.Owner.GID)
 	}

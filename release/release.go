@@ -36,8 +36,26 @@ const (
 	OwnedByHbx = 1
 )
 
-// ErrNoRelease: no active release (current is missing or dangling).
+// ErrNoRelease: no active release (current is missing or dangling). Link
+// returns it for the previous link too, worded for that link ("no
+// previous release: ..."), so errors.Is matches either.
 var ErrNoRelease = errors.New("no active release")
+
+// noLinkError is ErrNoRelease for one link, named in its text.
+type noLinkError struct{ msg string }
+
+func (e noLinkError) Error() string        { return e.msg }
+func (e noLinkError) Is(target error) bool { return target == ErrNoRelease }
+
+// noRelease is ErrNoRelease for the link name: "no active release: " for
+// current, "no previous release: " for previous, then detail.
+func noRelease(name, detail string) error {
+	kind := "active"
+	if name != CurrentLink {
+		kind = name
+	}
+	return noLinkError{msg: "no " + kind + " release: " + detail}
+}
 
 // ErrCorrupt: a release directory whose metadata or entry program is missing
 // or does not parse.
@@ -120,11 +138,11 @@ func Open(dir string) (*Installed, error) {
 
 // Link reads the release a runtime-directory symlink (CurrentLink or
 // PreviousLink) points to. ErrNoRelease when the link is missing or
-// dangling.
+// dangling, its text naming the link ("no previous release: ...").
 func Link(runtimeDir, name string) (*Installed, error) {
 	target, err := os.Readlink(filepath.Join(runtimeDir, name))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s has no %s", ErrNoRelease, runtimeDir, name)
+		return nil, noRelease(name, fmt.Sprintf("%s has no %s", runtimeDir, name))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
@@ -136,7 +154,7 @@ func Link(runtimeDir, name string) (*Installed, error) {
 	}
 	abs := filepath.Join(runtimeDir, ReleasesDir, hex)
 	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s points to missing %s", ErrNoRelease, name, target)
+		return nil, noRelease(name, fmt.Sprintf("%s points to missing %s", name, target))
 	}
 	return Open(abs)
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# demo-upgrade.sh runs the README's "Trying it on the test image" lines
+# demo-upgrade.sh runs docs/upgrade.md's "Trying it on the test image" lines
 # (between the demo-upgrade markers) exactly as written, from the
 # repository root, after `make demo`: it builds version 2.0.0 of the test
 # image, upgrades the demo box to it under `hbx supervise` and rolls back.
-# It fails when any line fails, so the README's commands stay true; the
+# It fails when any line fails, so the guide's commands stay true; the
 # processes the lines start in the background are stopped on any exit.
 set -euo pipefail
 
@@ -29,4 +29,6 @@ lines="$(sed -n '/^<!-- demo-upgrade: begin -->$/,/^<!-- demo-upgrade: end -->$/
 exec bash -euo pipefail -c '
 trap '\''set +ex; kill $(jobs -p) 2>/dev/null; wait'\'' EXIT
 set -x
-'"${lines}"
+'"${lines}"'
+set +x
+echo "demo-upgrade: OK"'
