@@ -160,11 +160,31 @@ func (g *cgroup) members() []int {
 	}
 	var pids []int
 	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil && procscan.Alive(n) {
+		if n, err := strconv.Atoi(f); err == nil && running(n) {
 			pids = append(pids, n)
 		}
 	}
 	return pids
+}
+
+// running reports whether a thread of process pid still runs: it is
+// alive (procscan.Alive), or its main thread exited (a zombie in
+// /proc/PID/stat) while another thread runs on, which cgroup.procs lists,
+// keeps the cgroup busy and a signal to pid ends.
+func running(pid int) bool {
+	if procscan.Alive(pid) {
+		return true
+	}
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return false
+	}
+	for _, e := range tasks {
+		if tid, err := strconv.Atoi(e.Name()); err == nil && tid != pid && procscan.Alive(tid) {
+			return true
+		}
+	}
+	return false
 }
 
 // holds reports whether pid is a member of g now (/proc/PID/cgroup).

@@ -2,10 +2,14 @@ package rehearse
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -152,5 +156,96 @@ func writeRecord(t *testing.T, path, record string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(record+"\n"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// leaderExitsEnv makes the test binary a process whose main thread
+// exits (exit(2), not exit_group) while another thread lives on: its
+// /proc/PID/stat says zombie, yet it runs and cgroup.procs lists it.
+const leaderExitsEnv = "HBXTEST_REHEARSE_LEADER_EXITS"
+
+func init() {
+	if os.Getenv(leaderExitsEnv) == "" {
+		return
+	}
+	started := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // a thread of its own, outliving the main one
+		close(started)
+		time.Sleep(10 * time.Minute)
+		os.Exit(0)
+	}()
+	<-started
+	// init runs on the main thread, locked to it.
+	syscall.RawSyscall(syscall.SYS_EXIT, 0, 0, 0)
+}
+
+// leaderExited reports whether pid's main thread is a zombie while
+// another of its threads lives.
+func leaderExited(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := strings.LastIndexByte(string(b), ')')
+	if err != nil || i < 0 || len(b) < i+3 || b[i+2] != 'Z' {
+		return false
+	}
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, e := range tasks {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + e.Name() + "/stat")
+		if j := strings.LastIndexByte(string(st), ')'); err == nil && j > 0 && len(st) > j+2 && st[j+2] != 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCgroupStopKillsAProcessWhoseMainThreadExited: a process of the
+// rehearsal whose main thread exited while another runs reads as a
+// zombie in /proc/PID/stat, but it runs, holds the cgroup populated and
+// is listed in cgroup.procs. The stop of a leftover cgroup kills it and
+// removes the cgroup (it used to skip it as dead, then fail to remove
+// the busy cgroup, the process left running).
+func TestCgroupStopKillsAProcessWhoseMainThreadExited(t *testing.T) {
+	requireCgroups(t)
+	cg := testCgroup(t)
+	path := filepath.Join(cg.Name(), progcgroup.Subtree("leaderexits"), cgroupLeaf)
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), leaderExitsEnv+"=1", "GOMAXPROCS=4")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(d.Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	for deadline := time.Now().Add(time.Minute); !leaderExited(cmd.Process.Pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d: main thread not exited with another thread alive", cmd.Process.Pid)
+		}
+	}
+	mount := progcgroup.Mount("/proc/self/mountinfo")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := stopLeftover(ctx, &cgroup{path: path, rel: strings.TrimPrefix(path, mount)}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Errorf("stopLeftover: %v", err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(time.Minute):
+		t.Errorf("process %d, its main thread exited, outlives the stop of its cgroup", cmd.Process.Pid)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cgroup %s left: %v", path, err)
 	}
 }
