@@ -152,7 +152,8 @@ func stopLeftover(ctx context.Context, g *cgroup, log *slog.Logger) error {
 	return g.remove()
 }
 
-// members returns the live processes in g (cgroup.procs).
+// members returns the running processes in g (cgroup.procs;
+// procscan.Running, so one whose main thread exited is one).
 func (g *cgroup) members() []int {
 	b, err := os.ReadFile(filepath.Join(g.path, "cgroup.procs"))
 	if err != nil {
@@ -160,31 +161,11 @@ func (g *cgroup) members() []int {
 	}
 	var pids []int
 	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil && running(n) {
+		if n, err := strconv.Atoi(f); err == nil && procscan.Running(n) {
 			pids = append(pids, n)
 		}
 	}
 	return pids
-}
-
-// running reports whether a thread of process pid still runs: it is
-// alive (procscan.Alive), or its main thread exited (a zombie in
-// /proc/PID/stat) while another thread runs on, which cgroup.procs lists,
-// keeps the cgroup busy and a signal to pid ends.
-func running(pid int) bool {
-	if procscan.Alive(pid) {
-		return true
-	}
-	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-	if err != nil {
-		return false
-	}
-	for _, e := range tasks {
-		if tid, err := strconv.Atoi(e.Name()); err == nil && tid != pid && procscan.Alive(tid) {
-			return true
-		}
-	}
-	return false
 }
 
 // holds reports whether pid is a member of g now (/proc/PID/cgroup).
