@@ -152,7 +152,8 @@ func stopLeftover(ctx context.Context, g *cgroup, log *slog.Logger) error {
 	return g.remove()
 }
 
-// members returns the live processes in g (cgroup.procs).
+// members returns the running processes in g (cgroup.procs;
+// procscan.Running, so one whose main thread exited is one).
 func (g *cgroup) members() []int {
 	b, err := os.ReadFile(filepath.Join(g.path, "cgroup.procs"))
 	if err != nil {
@@ -160,7 +161,7 @@ func (g *cgroup) members() []int {
 	}
 	var pids []int
 	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil && procscan.Alive(n) {
+		if n, err := strconv.Atoi(f); err == nil && procscan.Running(n) {
 			pids = append(pids, n)
 		}
 	}

@@ -157,7 +157,8 @@ func (g *progCgroup) into(sys *syscall.SysProcAttr) {
 	}
 }
 
-// members returns the pids in g (cgroup.procs); nil for none.
+// members returns the pids in g (cgroup.procs) that run
+// (procscan.Running: one whose main thread exited is one); nil for none.
 func (g *progCgroup) members() []int {
 	if g == nil {
 		return nil
@@ -168,7 +169,7 @@ func (g *progCgroup) members() []int {
 	}
 	var pids []int
 	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil && procscan.Alive(n) {
+		if n, err := strconv.Atoi(f); err == nil && procscan.Running(n) {
 			pids = append(pids, n)
 		}
 	}

@@ -2,11 +2,13 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/hermesbox/hbx/internal/killpoint"
+	"github.com/hermesbox/hbx/release"
 )
 
 // ByInstall is Journal.By for a release change made by `hbx install`.
@@ -121,13 +123,22 @@ func (c *changeRun) stage(ctx context.Context) (err error) {
 }
 
 // begin writes the journal (phase staged) before anything is stopped,
-// with the release previous names now (Journal.Previous).
+// with the release previous names now (Journal.Previous): none when
+// previous is missing, dangling or not hbx's link to a release
+// (release.ErrNoRelease, release.ErrCorrupt); not recorded when it does
+// not read (a directory there, an I/O error), so a rollback leaves it
+// as the restore left it rather than remove what hbx did not make.
 func (c *changeRun) begin(by string) error {
 	c.j = &Journal{Old: c.old, New: c.nr, Started: c.opts.Now().UTC(), By: by, Previous: &PreviousRecord{}}
-	if prev, err := c.opts.Runtime.Previous(); err != nil {
-		c.opts.Logger.Info("no previous release to keep across the change", "reason", err)
-	} else if prev.IndexDigest != "" {
+	prev, err := c.opts.Runtime.Previous()
+	switch {
+	case err == nil && prev.IndexDigest != "":
 		c.j.Previous.Release = &prev
+	case errors.Is(err, release.ErrNoRelease), errors.Is(err, release.ErrCorrupt):
+		c.opts.Logger.Info("no previous release to keep across the change", "reason", err)
+	case err != nil:
+		c.opts.Logger.Warn("previous does not read: a rollback leaves it as the restore does", "err", err)
+		c.j.Previous = nil
 	}
 	if prior, err := ReadJournal(c.opts.RuntimeDir); err == nil && prior != nil && prior.Phase == PhaseDone && prior.New.Equal(c.old.Target) {
 		prior.Prior = nil

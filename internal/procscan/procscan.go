@@ -246,6 +246,27 @@ func Alive(pid int) bool {
 	return !(i > 0 && len(s) > i+2 && s[i+2] == 'Z')
 }
 
+// Running reports whether a thread of process pid still runs: it is
+// Alive, or its main thread exited (a zombie in /proc/PID/stat) while
+// another thread runs on. Such a process is listed in cgroup.procs,
+// keeps its cgroup busy, and a signal to pid ends it; Alive alone would
+// call it dead.
+func Running(pid int) bool {
+	if Alive(pid) {
+		return true
+	}
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return false
+	}
+	for _, e := range tasks {
+		if tid, err := strconv.Atoi(e.Name()); err == nil && tid != pid && Alive(tid) {
+			return true
+		}
+	}
+	return false
+}
+
 // Stop stops every process that holds pin's file open: sig first, then
 // SIGKILL once wait has passed, polling every poll (default 20ms) until
 // none is left. It holds pin's descriptor throughout. It returns the

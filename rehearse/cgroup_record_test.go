@@ -1,0 +1,252 @@
+package rehearse
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/progcgroup"
+	"github.com/hermesbox/hbx/internal/testenv"
+)
+
+// inCgroup starts sleep in a new cgroup at path (made here) and returns
+// it; the test kills it at its end.
+func inCgroup(t *testing.T, path string) *exec.Cmd {
+	t.Helper()
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cmd := exec.Command("sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(d.Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	return cmd
+}
+
+// TestForgedCgroupRecordKillsNothing: the scratch directory is the
+// payload's user's once the payload runs, so the cgroup record the next
+// rehearsal reads there (CgroupRecord) may have been replaced. Only a
+// record hbx could have written (this user's regular file with one name)
+// naming a rehearsal cgroup of this data directory below the cgroup v2
+// mount has its processes killed and its cgroup removed: a symbolic or
+// hard link to such a record, a FIFO (which must not block the read), a
+// directory, another user's file, or a record naming another data
+// directory's rehearsal cgroup, a cgroup not named like one, or a path
+// leaving the mount by "..", kills nothing and removes nothing. The
+// first case (hbx's own record) proves the test sees a kill.
+func TestForgedCgroupRecordKillsNothing(t *testing.T) {
+	requireCgroups(t)
+	for _, tc := range []struct {
+		name string
+		// target: the cgroup the record aims at, below the test's
+		// cgroup base; plant writes the record in scratch dir s.
+		target     func(data string) string
+		plant      func(t *testing.T, s, record string)
+		wantKilled bool
+	}{
+		{name: "hbx's own record", target: ownTarget, plant: plainRecord, wantKilled: true},
+		{name: "a symbolic link to a record", target: ownTarget, plant: func(t *testing.T, s, record string) {
+			other := filepath.Join(t.TempDir(), "record")
+			writeRecord(t, other, record)
+			if err := os.Symlink(other, filepath.Join(s, CgroupRecord)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a hard link to a record", target: ownTarget, plant: func(t *testing.T, s, record string) {
+			plainRecord(t, s, record)
+			if err := os.Link(filepath.Join(s, CgroupRecord), filepath.Join(s, "planted")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a FIFO", target: ownTarget, plant: func(t *testing.T, s, _ string) {
+			if err := syscall.Mkfifo(filepath.Join(s, CgroupRecord), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a directory", target: ownTarget, plant: func(t *testing.T, s, _ string) {
+			if err := os.Mkdir(filepath.Join(s, CgroupRecord), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "another user's file", target: ownTarget, plant: func(t *testing.T, s, record string) {
+			plainRecord(t, s, record)
+			if err := os.Chown(filepath.Join(s, CgroupRecord), os.Geteuid()+1, -1); err != nil {
+				testenv.Missing(t, "needs root to chown the record to another user: "+err.Error())
+			}
+		}},
+		{name: "another data directory's rehearsal cgroup", target: func(data string) string {
+			return filepath.Join(progcgroup.Subtree(cgroupID(data+"-other")), cgroupLeaf)
+		}, plant: plainRecord},
+		{name: "a cgroup not named rehearsal", target: func(data string) string {
+			return filepath.Join(progcgroup.Subtree(cgroupID(data)), "executor")
+		}, plant: plainRecord},
+		{name: "the rehearsal subtree itself", target: func(data string) string {
+			return progcgroup.Subtree(cgroupID(data))
+		}, plant: plainRecord},
+		{name: "a path leaving the mount by ..", target: ownTarget, plant: func(t *testing.T, s, record string) {
+			mount := progcgroup.Mount("/proc/self/mountinfo")
+			rel, _ := filepath.Rel(mount, record)
+			writeRecord(t, filepath.Join(s, CgroupRecord), mount+"/../x/"+rel)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "data")
+			if err := os.Mkdir(data, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			cg := testCgroup(t)
+			target := filepath.Join(cg.Name(), tc.target(data))
+			victim := inCgroup(t, target)
+			s, err := newScratch(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.held.Close() // what hbx killed with SIGKILL left
+			s.held = nil
+			tc.plant(t, s.dir, target)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			gone, _, err := removeLeftovers(ctx, data, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatalf("removeLeftovers: %v", err)
+			}
+			if len(gone) != 1 {
+				t.Errorf("removeLeftovers removed %q, want the scratch directory %s", gone, s.dir)
+			}
+			_, statErr := os.Stat(target)
+			if killed := !alive(victim); killed != tc.wantKilled {
+				t.Errorf("the process in %s killed = %v, want %v", target, killed, tc.wantKilled)
+			}
+			if removed := statErr != nil; removed != tc.wantKilled {
+				t.Errorf("cgroup %s removed = %v (Stat: %v), want %v", target, removed, statErr, tc.wantKilled)
+			}
+		})
+	}
+}
+
+// ownTarget is where a rehearsal of data runs below its hbx's cgroup.
+func ownTarget(data string) string {
+	return filepath.Join(progcgroup.Subtree(cgroupID(data)), cgroupLeaf)
+}
+
+// plainRecord writes the record as hbx does.
+func plainRecord(t *testing.T, s, record string) {
+	t.Helper()
+	writeRecord(t, filepath.Join(s, CgroupRecord), record)
+}
+
+func writeRecord(t *testing.T, path, record string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(record+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leaderExitsEnv makes the test binary a process whose main thread
+// exits (exit(2), not exit_group) while another thread lives on: its
+// /proc/PID/stat says zombie, yet it runs and cgroup.procs lists it.
+const leaderExitsEnv = "HBXTEST_REHEARSE_LEADER_EXITS"
+
+func init() {
+	if os.Getenv(leaderExitsEnv) == "" {
+		return
+	}
+	started := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // a thread of its own, outliving the main one
+		close(started)
+		time.Sleep(10 * time.Minute)
+		os.Exit(0)
+	}()
+	<-started
+	// init runs on the main thread, locked to it.
+	syscall.RawSyscall(syscall.SYS_EXIT, 0, 0, 0)
+}
+
+// leaderExited reports whether pid's main thread is a zombie while
+// another of its threads lives.
+func leaderExited(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := strings.LastIndexByte(string(b), ')')
+	if err != nil || i < 0 || len(b) < i+3 || b[i+2] != 'Z' {
+		return false
+	}
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, e := range tasks {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + e.Name() + "/stat")
+		if j := strings.LastIndexByte(string(st), ')'); err == nil && j > 0 && len(st) > j+2 && st[j+2] != 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCgroupStopKillsAProcessWhoseMainThreadExited: a process of the
+// rehearsal whose main thread exited while another runs reads as a
+// zombie in /proc/PID/stat, but it runs, holds the cgroup populated and
+// is listed in cgroup.procs. The stop of a leftover cgroup kills it and
+// removes the cgroup (it used to skip it as dead, then fail to remove
+// the busy cgroup, the process left running).
+func TestCgroupStopKillsAProcessWhoseMainThreadExited(t *testing.T) {
+	requireCgroups(t)
+	cg := testCgroup(t)
+	path := filepath.Join(cg.Name(), progcgroup.Subtree("leaderexits"), cgroupLeaf)
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), leaderExitsEnv+"=1", "GOMAXPROCS=4")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(d.Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	for deadline := time.Now().Add(time.Minute); !leaderExited(cmd.Process.Pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d: main thread not exited with another thread alive", cmd.Process.Pid)
+		}
+	}
+	mount := progcgroup.Mount("/proc/self/mountinfo")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := stopLeftover(ctx, &cgroup{path: path, rel: strings.TrimPrefix(path, mount)}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Errorf("stopLeftover: %v", err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(time.Minute):
+		t.Errorf("process %d, its main thread exited, outlives the stop of its cgroup", cmd.Process.Pid)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cgroup %s left: %v", path, err)
+	}
+}
