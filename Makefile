@@ -52,7 +52,7 @@ testdeps: ## registry binary and Bun tarballs the e2e tests need
 	scripts/testdeps.sh
 
 e2e: e2e-bin testdeps ## end-to-end tests on the real registry and the real Bun (bin/hbx-e2e)
-	HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx-e2e go test -count=1 -timeout 30m -v ./e2e/
+	HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx-e2e go test -count=1 -timeout 45m -v ./e2e/
 
 # The lifecycle tests the arm64 suite runs: the same test code as the
 # amd64 suite, with the arm64 binary under qemu-user (binfmt_misc)
