@@ -1040,6 +1040,7 @@ func (s *Supervisor) preflight(ctx context.Context, list []string) error {
 			continue
 		}
 		if err := check(ctx); err != nil {
+			s.log.Warn("restart refused, nothing stopped", "program", n, "err", err)
 			return &RefusedError{Name: n, Err: err}
 		}
 	}
