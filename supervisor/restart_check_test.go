@@ -43,6 +43,9 @@ func TestRestartCheckRefusesBeforeStop(t *testing.T) {
 			sock := filepath.Join(sockDir, "hbx.sock")
 			s := runSupervisor(t, Options{Programs: []Program{p}, Socket: sock})
 			before := waitState(t, s, "prog", 30*time.Second, Running)
+			// RUNNING is startsecs after the spawn, which a loaded machine
+			// reaches before the helper recorded its start: wait for it.
+			waitStarts(t, dir, 1)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			restart := s.Restart
@@ -73,11 +76,7 @@ func TestRestartCheckRefusesBeforeStop(t *testing.T) {
 			if tc.wantSame {
 				wantStarts = 1
 			}
-			// The helper records its start after its spawn, which a
-			// loaded machine can reach after RUNNING: poll for it.
-			for deadline := time.Now().Add(30 * time.Second); len(starts(t, dir)) < wantStarts && time.Now().Before(deadline); {
-				time.Sleep(20 * time.Millisecond)
-			}
+			waitStarts(t, dir, wantStarts)
 			if n := len(starts(t, dir)); n != wantStarts {
 				t.Errorf("%d starts, want %d", n, wantStarts)
 			}
@@ -85,5 +84,13 @@ func TestRestartCheckRefusesBeforeStop(t *testing.T) {
 				t.Errorf("after a refused restart: %s, pid %d gone %v; want it RUNNING", after.State, before.PID, gone(before.PID))
 			}
 		})
+	}
+}
+
+// waitStarts waits up to 30s until the helper in dir recorded n starts.
+func waitStarts(t *testing.T, dir string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); len(starts(t, dir)) < n && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
 	}
 }
