@@ -143,7 +143,7 @@ func TestSecondSuperviseChangesNothingE2E(t *testing.T) {
 // upgrade is half done (hbx upgrade killed in its health wait, the pin
 // then disagreeing with the active release), the reason names the
 // interrupted upgrade and hbx rollback, never "run `hbx install` first":
-// in hbx run executor's error and in the supervisor's FATAL reason.
+// in hbx run executor's error and in hbx restart executor's refusal.
 func TestNotInstalledNamesInterruptedUpgradeE2E(t *testing.T) {
 	requireE2E(t)
 	defer holdRecovery(t)() // the running supervisor leaves it half done
@@ -169,11 +169,18 @@ func TestNotInstalledNamesInterruptedUpgradeE2E(t *testing.T) {
 			}
 		}
 	}
-	// The running supervisor: a restart of the executor is FATAL.
+	// The running supervisor: a restart of the executor is refused
+	// before anything is stopped (Program.Check), with that reason.
+	before := executorStatus(t, s)
 	r := b.hbx("restart", "executor")
-	sts := s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Fatal})
 	t.Logf("hbx restart executor = %d: %s", r.code, strings.TrimSpace(r.stderr))
-	check("the executor's FATAL reason", statusOf(sts, "executor").Detail)
+	if r.code != 1 || !strings.Contains(r.stderr, "nothing stopped") {
+		t.Errorf("hbx restart executor = %d, %q; want 1 and \"nothing stopped\"", r.code, lastLine(r.stderr))
+	}
+	check("hbx restart executor", lastLine(r.stderr))
+	if after := executorStatus(t, s); after.PID != before.PID || after.State != before.State {
+		t.Errorf("executor %s pid %d after the refused restart, %s pid %d before: want it untouched", after.State, after.PID, before.State, before.PID)
+	}
 
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	<-s.exited

@@ -101,6 +101,20 @@ type Spec struct {
 // data and state directories, and builds the command. Nothing is started.
 func Prepare(o Options) (*Spec, error) { return prepare(o, nil, nil) }
 
+// CheckActive runs the checks of Prepare that change nothing: the env
+// file and executor.token_file are read (ErrEnvFile, ErrTokenFile), and
+// the active release must match o's image and have a program to run
+// (ErrNotInstalled otherwise). It creates no directory, looks up no user
+// and changes no owner, so a supervisor can run it before it stops a
+// healthy Executor to restart it.
+func CheckActive(o Options) error {
+	if _, err := fileEnv(o); err != nil {
+		return err
+	}
+	_, _, err := programOf(o, nil, nil)
+	return err
+}
+
 // PrepareCommand builds argv (install.smoke_command) to run in the release
 // inst, which need not be active, exactly as Prepare builds the payload's
 // command: argv[0] through the image's PATH inside the rootfs, the same

@@ -118,7 +118,8 @@ func (c *Client) Stop(ctx context.Context, names ...string) ([]Result, error) {
 	return c.names(ctx, "/v1/stop", names)
 }
 
-// Restart stops, then starts the named programs.
+// Restart stops, then starts the named programs; a restart a program's
+// Check refused is an error wrapping ErrRefused, and nothing was stopped.
 func (c *Client) Restart(ctx context.Context, names ...string) ([]Result, error) {
 	return c.names(ctx, "/v1/restart", names)
 }
@@ -326,6 +327,9 @@ func responseError(resp *http.Response) error {
 	}
 	if e.Code == codeFatal {
 		return &remoteError{msg: e.Error, is: ErrFatal}
+	}
+	if e.Code == codeRefused {
+		return &remoteError{msg: e.Error, is: ErrRefused}
 	}
 	return &remoteError{msg: e.Error}
 }

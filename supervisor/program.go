@@ -42,6 +42,9 @@ var (
 	// ErrFatal: a program a wait needs RUNNING is FATAL (WaitRunning);
 	// the vocabulary's sentinel, so verbs can test for it.
 	ErrFatal = supervision.ErrFatal
+	// ErrRefused: a Restart that a program's Check refused; nothing was
+	// stopped (RefusedError).
+	ErrRefused = errors.New("restart refused")
 	// ErrLogNotRegular: a program's log path names a symbolic link, FIFO,
 	// socket, device or directory, which the supervisor (root) never
 	// opens for writing (openLog).
@@ -171,6 +174,14 @@ type Program struct {
 	// reads it, and refuses a symbolic link or a file that is not regular
 	// there.
 	OwnLog string
+	// Check, when set, is a preflight that Restart runs before it stops
+	// the program: its error refuses the whole restart (a *RefusedError),
+	// nothing is stopped and the program keeps running, as `nginx -t`
+	// before a reload. It must have no side effects (read only: no
+	// directory, user or owner made or changed) and honour ctx; it is
+	// called from the goroutine of the request, outside the program's
+	// loop.
+	Check func(ctx context.Context) error
 	// Probe, when set, gates RUNNING on a healthy answer; while RUNNING it
 	// runs every HealthInterval, its failure is said in Status.Unhealthy,
 	// and it detects a wedged program (alive, but failing WedgeFailures
@@ -191,6 +202,25 @@ type Program struct {
 	// processes lives. The supervisor never closes them.
 	ExtraFiles []*os.File
 }
+
+// RefusedError is the error of a Restart that the Check of program Name
+// refused with Err: nothing was stopped. errors.Is(err, ErrRefused) is
+// true, and Unwrap gives Err.
+type RefusedError struct {
+	Name string
+	Err  error
+}
+
+// Error says "restart NAME: ERR; nothing stopped".
+func (e *RefusedError) Error() string {
+	return "restart " + e.Name + ": " + e.Err.Error() + "; nothing stopped"
+}
+
+// Unwrap returns Err.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Is matches ErrRefused.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
 // exitExpected reports whether code is one of p's expected exit codes.
 func (p *Program) exitExpected(code int) bool {

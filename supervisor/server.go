@@ -25,7 +25,8 @@ import (
 //	     response stays open; the hold ends when the connection closes.
 //
 // Errors are {"error": "text", "code": "unknown_program" | "bad_request" |
-// "internal"} with status 404, 400 or 500.
+// "internal"} with status 404, 400 or 500; a restart a program's Check
+// refused (nothing stopped) is 409 "refused".
 
 // namesRequest is the body of start, stop, restart and hold.
 type namesRequest struct {
@@ -48,6 +49,7 @@ const (
 	codeBadRequest     = "bad_request"
 	codeInternal       = "internal"
 	codeFatal          = "fatal"
+	codeRefused        = "refused"
 )
 
 func (s *Supervisor) handler() http.Handler {
@@ -196,6 +198,8 @@ func writeError(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusNotFound, apiError{err.Error(), codeUnknownProgram})
 	case errors.Is(err, ErrFatal):
 		writeJSON(w, http.StatusConflict, apiError{err.Error(), codeFatal})
+	case errors.Is(err, ErrRefused):
+		writeJSON(w, http.StatusConflict, apiError{err.Error(), codeRefused})
 	default:
 		writeJSON(w, http.StatusInternalServerError, apiError{err.Error(), codeInternal})
 	}

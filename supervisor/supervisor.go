@@ -1005,8 +1005,16 @@ func (s *Supervisor) stopGroups(ctx context.Context, names []string) []Result {
 }
 
 // Restart stops the named programs, then starts them, like supervisorctl
-// restart.
+// restart. First each program's Check runs, in priority order: the first
+// that fails refuses the whole restart with a *RefusedError (wrapping
+// ErrRefused) before anything is stopped.
 func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, error) {
+	if err := s.checkNames(names); err != nil {
+		return nil, err
+	}
+	if err := s.preflight(ctx, s.names(names)); err != nil {
+		return nil, err
+	}
 	stopped, err := s.Stop(ctx, names...)
 	if err != nil {
 		return nil, err
@@ -1021,6 +1029,22 @@ func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, er
 		}
 	}
 	return started, nil
+}
+
+// preflight runs the Check of each program of list in order and returns
+// the first failure as a *RefusedError.
+func (s *Supervisor) preflight(ctx context.Context, list []string) error {
+	for _, n := range list {
+		check := s.procs[n].spec.Check
+		if check == nil {
+			continue
+		}
+		if err := check(ctx); err != nil {
+			s.log.Warn("restart refused, nothing stopped", "program", n, "err", err)
+			return &RefusedError{Name: n, Err: err}
+		}
+	}
+	return nil
 }
 
 // Hold stops the named programs (as Stop) and keeps them from being

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
+	"time"
 
 	"github.com/hermesbox/hbx/internal/verbopts"
 
@@ -18,10 +21,13 @@ import (
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/guardedinstall"
+	"github.com/hermesbox/hbx/internal/supervisorclient"
 	"github.com/hermesbox/hbx/internal/ui"
 	"github.com/hermesbox/hbx/internal/units"
+	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/rehearse"
 	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 )
 
@@ -108,7 +114,37 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 		}
 		res.Switch.Notes = append(res.Switch.Notes, pruneAfter(cmd.Context(), g, cfg, "hbx install"))
 	}
-	return out.print(res)
+	if err := out.print(res); err != nil {
+		return err
+	}
+	if !o.json {
+		_, _ = io.WriteString(g.stdout, startHint(cmd.Context(), cfg))
+	}
+	return nil
+}
+
+// startHint is the line hbx install adds when a running supervisor has
+// Executor FATAL because its release was not installed
+// (launch.ErrNotInstalled in its reason): the install does not start it.
+// "" otherwise: no supervisor answers within 5s, or Executor is in
+// another state.
+func startHint(ctx context.Context, cfg *config.Config) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := supervisorclient.Dial(ctx, cfg)
+	if err != nil {
+		return ""
+	}
+	sts, err := c.Status(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, st := range sts {
+		if st.Name == config.ExecutorProgram && st.State == supervisor.Fatal && strings.Contains(st.Detail, launch.ErrNotInstalled.Error()) {
+			return "executor is still FATAL (" + launch.ErrNotInstalled.Error() + "): the install does not start it; run `hbx start executor`\n"
+		}
+	}
+	return ""
 }
 
 // refusedHint adds to a rehearsal's refusal of hbx install (the pin

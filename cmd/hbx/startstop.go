@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -47,7 +48,9 @@ FATAL. Exit status 1 when one of them did not start.`),
 stopwaitsecs, then SIGKILL; programs stop in reverse priority order.`),
 		newControlCommand(g, "restart", "Stop, then start supervised programs",
 			`Restart stops the named programs, then starts them again; a program starts
-only after its old process group is gone.`),
+only after its old process group is gone. A restart that could not start
+again (Executor: its configured release is not the active one) is refused
+before anything is stopped: exit status 1, the program keeps running.`),
 	}
 }
 
@@ -64,6 +67,9 @@ func runControl(ctx context.Context, opts controlOptions) error {
 		return fmt.Errorf("%s: %w", opts.verb, err)
 	}
 	res, err := c.Control(ctx, opts.verb, opts.names...)
+	if errors.Is(err, supervisor.ErrRefused) {
+		return err // "restart NAME: why; nothing stopped"
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.verb, err)
 	}

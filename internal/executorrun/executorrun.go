@@ -70,6 +70,31 @@ func Prepare(ctx context.Context, lo launch.Options, log *slog.Logger) (*launch.
 	if !errors.Is(err, launch.ErrNotInstalled) {
 		return spec, err
 	}
+	return nil, explainNotInstalled(lo, err)
+}
+
+// Check runs the checks of Prepare that change nothing, with its errors:
+// data restored without its runtime (backup.ErrRuntimeAwaited), a bad env
+// or token file, and an active release that does not match lo's pin
+// (launch.ErrNotInstalled, or ErrRestoreInterrupted or
+// ErrUpgradeInterrupted when a restore or an upgrade is half done). It
+// creates no user or directory and fixes no ownership: the supervisor runs
+// it before a restart stops a running Executor (supervisor.Program.Check).
+func Check(lo launch.Options) error {
+	if aerr := backup.AwaitedRuntime(lo.DataDir, lo.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) {
+		return aerr
+	}
+	err := launch.CheckActive(lo)
+	if !errors.Is(err, launch.ErrNotInstalled) {
+		return err
+	}
+	return explainNotInstalled(lo, err)
+}
+
+// explainNotInstalled returns err (launch.ErrNotInstalled's), or, while a
+// restore or an upgrade is half done, an error that names it and the
+// commands that finish or undo it instead.
+func explainNotInstalled(lo launch.Options, err error) error {
 	cause := err
 	if m, ok := err.(interface{ Unwrap() []error }); ok {
 		if errs := m.Unwrap(); len(errs) == 2 && errs[0] == launch.ErrNotInstalled {
@@ -79,18 +104,18 @@ func Prepare(ctx context.Context, lo launch.Options, log *slog.Logger) (*launch.
 	// A restore switches the runtime and the pin with the data: one
 	// half done is undone (runtime and pin included) by its recovery.
 	if r, rerr := backup.ReadPendingRestore(lo.DataDir); rerr == nil && r != nil && r.Unfinished() {
-		return nil, fmt.Errorf("%w: the restore of %s was interrupted in phase %s (started %s; %s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx backup`, or restart `hbx supervise`, which undo it first (runtime, pin and data together): %w",
+		return fmt.Errorf("%w: the restore of %s was interrupted in phase %s (started %s; %s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx backup`, or restart `hbx supervise`, which undo it first (runtime, pin and data together): %w",
 			ErrRestoreInterrupted, r.Archive, r.Phase, r.Started.Format(time.RFC3339), r.Journal, cause)
 	}
 	j, jerr := upgrade.ReadJournal(lo.RuntimeDir)
 	if jerr != nil || j == nil || !j.Pending() {
-		return nil, err
+		return err
 	}
 	by := j.By
 	if by == "" {
 		by = "hbx upgrade"
 	}
-	return nil, fmt.Errorf("%w: the release change (%s) from %s to %s was interrupted in phase %s (%s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx rollback` to undo it, or restart `hbx supervise`, which undoes it first: %w",
+	return fmt.Errorf("%w: the release change (%s) from %s to %s was interrupted in phase %s (%s); do not run hbx install, which changes the runtime without the data that goes with it: run `hbx rollback` to undo it, or restart `hbx supervise`, which undoes it first: %w",
 		ErrUpgradeInterrupted, by, j.Old.Image, j.New.Image, j.Phase, filepath.Join(lo.RuntimeDir, upgrade.JournalFile), cause)
 }
 

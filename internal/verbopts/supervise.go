@@ -15,6 +15,7 @@ import (
 	"github.com/hermesbox/hbx/internal/certsdir"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/executorrun"
+	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
 )
@@ -144,23 +145,40 @@ func readiness(pc config.Program) supervisor.Readiness {
 
 // executor completes p as the built-in executor: the active release,
 // prepared afresh at each start (with the pin Reload gives), gated and
-// watched by its health check.
+// watched by its health check; a restart is refused, nothing stopped,
+// while executorrun.Check fails for that pin.
 func (s Supervise) executor(p supervisor.Program) supervisor.Program {
 	cfg, log := s.Config, s.Log
 	hostPath := release.DefaultHostPath // never the caller's PATH
 	// The MCP tool set is pinned with the image (hbx upgrade --mcp-tools):
 	// the probe checks the one read with the pin at the last start.
 	var tools atomic.Pointer[[]string]
-	p.Build = func(ctx context.Context) (*supervisor.Command, error) {
+	// launchOptions are the launch options with the pin Reload gives,
+	// and the MCP tools pinned with it (nil: Reload failed or is unset).
+	launchOptions := func() (launch.Options, *[]string) {
 		lo := Launch(cfg, hostPath)
-		if s.Reload != nil {
-			if fresh, err := s.Reload(); err != nil {
-				log.Warn("re-read the configuration for the executor's pin; keeping the one read at start", "err", err)
-			} else {
-				flo := Launch(fresh, hostPath)
-				lo.Target = flo.Target
-				tools.Store(&fresh.Health.MCPTools)
-			}
+		if s.Reload == nil {
+			return lo, nil
+		}
+		fresh, err := s.Reload()
+		if err != nil {
+			log.Warn("re-read the configuration for the executor's pin; keeping the one read at start", "err", err)
+			return lo, nil
+		}
+		lo.Target = Launch(fresh, hostPath).Target
+		return lo, &fresh.Health.MCPTools
+	}
+	// A restart checks the pin it would start with before it stops a
+	// running Executor: an edited pin not installed yet is refused,
+	// nothing stopped.
+	p.Check = func(context.Context) error {
+		lo, _ := launchOptions()
+		return executorrun.Check(lo)
+	}
+	p.Build = func(ctx context.Context) (*supervisor.Command, error) {
+		lo, t := launchOptions()
+		if t != nil {
+			tools.Store(t)
 		}
 		spec, err := executorrun.Prepare(ctx, lo, log)
 		if err != nil {
