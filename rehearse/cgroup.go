@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,7 +43,6 @@ const cgroupLeaf = "rehearsal"
 // no-ops).
 type cgroup struct {
 	path string   // absolute, below the mount
-	rel  string   // below the mount, as /proc/PID/cgroup names it
 	dir  *os.File // held open for launch.Spec.Cgroup; nil for a leftover
 }
 
@@ -56,21 +54,21 @@ func cgroupID(dataDir string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// cgroupPlace returns the cgroup v2 mount and where this process's
-// rehearsal of dataDir runs, below its own cgroup (never at the
+// cgroupPlace returns where this process's rehearsal of dataDir runs
+// (absolute, below the cgroup v2 mount), below its own cgroup (never at the
 // hierarchy's root beside another manager's tree); an error says why
 // there is none.
-func cgroupPlace(dataDir string) (mount, path string, err error) {
-	mount = progcgroup.Mount("/proc/self/mountinfo")
+func cgroupPlace(dataDir string) (string, error) {
+	mount := progcgroup.Mount("/proc/self/mountinfo")
 	if mount == "" {
-		return "", "", errors.New("no cgroup v2 hierarchy is mounted")
+		return "", errors.New("no cgroup v2 hierarchy is mounted")
 	}
 	own, ok := progcgroup.Of("/proc", os.Getpid())
 	base := filepath.Join(mount, own)
 	if st, err := os.Stat(base); !ok || err != nil || !st.IsDir() {
-		return "", "", fmt.Errorf("hbx's own cgroup (%q) is not under %s", own, mount)
+		return "", fmt.Errorf("hbx's own cgroup (%q) is not under %s", own, mount)
 	}
-	return mount, filepath.Join(base, progcgroup.Subtree(cgroupID(dataDir)), cgroupLeaf), nil
+	return filepath.Join(base, progcgroup.Subtree(cgroupID(dataDir)), cgroupLeaf), nil
 }
 
 // openCgroup makes the rehearsal's cgroup, once what a killed rehearsal
@@ -82,11 +80,11 @@ func (o *Options) openCgroup(ctx context.Context, s *scratch) *cgroup {
 		o.Logger.Warn("the rehearsal runs without a cgroup: its processes are found by process group, marker and held file alone; one that starts a new session and closes its descriptors escapes the stop", "reason", why)
 		return nil
 	}
-	mount, path, err := cgroupPlace(o.DataDir)
+	path, err := cgroupPlace(o.DataDir)
 	if err != nil {
 		return none(err.Error())
 	}
-	g := &cgroup{path: path, rel: strings.TrimPrefix(path, mount)}
+	g := &cgroup{path: path}
 	if err := stopLeftover(ctx, g, o.Logger); err != nil {
 		return none(err.Error())
 	}
@@ -130,7 +128,7 @@ func recordedCgroup(dir, dataDir string) *cgroup {
 		filepath.Base(filepath.Dir(path)) != progcgroup.Subtree(cgroupID(dataDir)) {
 		return nil
 	}
-	return &cgroup{path: path, rel: strings.TrimPrefix(path, mount)}
+	return &cgroup{path: path}
 }
 
 // stopLeftover SIGKILLs what a killed rehearsal left in g (each member
@@ -152,54 +150,14 @@ func stopLeftover(ctx context.Context, g *cgroup, log *slog.Logger) error {
 	return g.remove()
 }
 
-// members returns the running processes in g (cgroup.procs;
-// procscan.Running, so one whose main thread exited is one).
-func (g *cgroup) members() []int {
-	b, err := os.ReadFile(filepath.Join(g.path, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil && procscan.Running(n) {
-			pids = append(pids, n)
-		}
-	}
-	return pids
-}
+// members returns the running processes in g (progcgroup.Procs).
+func (g *cgroup) members() []int { return progcgroup.Procs(g.path) }
 
-// holds reports whether pid is a member of g now (/proc/PID/cgroup).
-func (g *cgroup) holds(pid int) bool {
-	rel, ok := progcgroup.Of("/proc", pid)
-	return ok && rel == g.rel
-}
-
-// signal sends sig to every member of g for which skip is false, and
-// returns them. A pid is signalled only once proven a member: a pidfd is
-// opened on it, its membership read again, and the signal sent through
-// the pidfd (a process that died meanwhile, its pid reused, gets
-// nothing); without pidfds, kill(2) right after the membership check.
+// signal sends sig to every member of g for which skip is false, each
+// only once proven a member through a pidfd (progcgroup.Signal: a pid
+// reused meanwhile gets nothing), and returns them.
 func (g *cgroup) signal(sig syscall.Signal, skip func(pid int) bool) []procscan.Process {
-	var sent []procscan.Process
-	for _, pid := range g.members() {
-		if skip != nil && skip(pid) {
-			continue
-		}
-		comm := procscan.Comm(pid)
-		fd, err := unix.PidfdOpen(pid, 0)
-		switch {
-		case err == nil:
-			if g.holds(pid) && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
-				sent = append(sent, procscan.Process{PID: pid, Command: comm})
-			}
-			unix.Close(fd)
-		case errors.Is(err, unix.ENOSYS):
-			if g.holds(pid) && syscall.Kill(pid, sig) == nil {
-				sent = append(sent, procscan.Process{PID: pid, Command: comm})
-			}
-		}
-	}
-	return sent
+	return progcgroup.Signal(g.path, sig, skip)
 }
 
 // drain waits until g has no member, SIGKILLing every member from

@@ -129,7 +129,7 @@ func newRunParams(t *testing.T, mode string, cgroups bool) runParams {
 // can make the rehearsal's cgroup.
 func requireCgroups(t *testing.T) {
 	t.Helper()
-	_, path, err := cgroupPlace(t.TempDir())
+	path, err := cgroupPlace(t.TempDir())
 	if err != nil {
 		testenv.Missing(t, "no writable cgroup v2 hierarchy ("+err.Error()+"; this machine kind has one at /sys/fs/cgroup/unified)")
 	}
@@ -218,7 +218,7 @@ func TestRehearsalCgroupStopsAnEscapee(t *testing.T) {
 				t.Fatalf("Run() = %+v, %v; want refused %v\n%s", res, err, tc.refused, log)
 			}
 			pid := escapeePID(t, rp)
-			_, path, _ := cgroupPlace(rp.DataDir)
+			path, _ := cgroupPlace(rp.DataDir)
 			if !tc.cgroups {
 				if !isEscapee(pid, rp) {
 					t.Errorf("without a cgroup the escapee %d was stopped; the gap is gone, update the docs", pid)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -163,35 +162,22 @@ func (g *progCgroup) members() []int {
 	if g == nil {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(g.path, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil && procscan.Running(n) {
-			pids = append(pids, n)
-		}
-	}
-	return pids
+	return progcgroup.Procs(g.path)
 }
 
-// holds reports whether pid is a member of g.
+// holds reports whether pid is a member of g now.
 func (g *progCgroup) holds(pid int) bool {
+	return g != nil && progcgroup.Holds(progcgroup.Mount("/proc/self/mountinfo"), g.path, pid)
+}
+
+// signal sends sig to every member of g, each only once proven a member
+// through a pidfd (progcgroup.Signal: a pid reused meanwhile gets
+// nothing), and returns those signalled.
+func (g *progCgroup) signal(sig syscall.Signal) []procscan.Process {
 	if g == nil {
-		return false
+		return nil
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	if err != nil {
-		return false
-	}
-	rel := "/" + filepath.Base(filepath.Dir(g.path)) + "/" + filepath.Base(g.path)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "0::") && strings.HasSuffix(strings.TrimSpace(line), rel) {
-			return true
-		}
-	}
-	return false
+	return progcgroup.Signal(g.path, sig, nil)
 }
 
 // kill sends SIGKILL to every member of g, one by one; callers poll
@@ -201,11 +187,7 @@ func (g *progCgroup) holds(pid int) bool {
 // cgroup is killed at birth (its kill sequence is read from the parent's
 // cgroup and compared with the target's), so the program could never
 // start again.
-func (g *progCgroup) kill() {
-	for _, pid := range g.members() {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-}
+func (g *progCgroup) kill() { g.signal(syscall.SIGKILL) }
 
 // cgroupEscaped returns the members of p's cgroup that are neither its
 // leader nor in its process group, nor already in known.
@@ -234,15 +216,10 @@ func containsPID(ps []procscan.Process, pid int) bool {
 // stopwaitsecs; each is logged once gone. It fails when members remain 5 s
 // after the SIGKILL.
 func (s *Supervisor) stopCgroupLeftovers(ctx context.Context, p *proc, g *progCgroup) error {
-	left := g.members()
-	if len(left) == 0 {
-		return nil
-	}
-	comms := make([]string, len(left))
 	sig := p.stopSignal()
-	for i, pid := range left {
-		comms[i] = procscan.Comm(pid)
-		_ = syscall.Kill(pid, sig)
+	left := g.signal(sig)
+	if len(left) == 0 && len(g.members()) == 0 {
+		return nil
 	}
 	killAt := time.Now().Add(p.spec.StopWait)
 	giveUp := killAt.Add(5 * time.Second)
@@ -262,8 +239,8 @@ func (s *Supervisor) stopCgroupLeftovers(ctx context.Context, p *proc, g *progCg
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	for i, pid := range left {
-		s.log.Warn("stopped a process left running by a previous supervisor", "program", p.spec.Name, "pid", pid, "command", comms[i], "found_by", "cgroup", "signal", signalName(sig), "sigkill_after_stopwaitsecs", killed)
+	for _, q := range left {
+		s.log.Warn("stopped a process left running by a previous supervisor", "program", p.spec.Name, "pid", q.PID, "command", q.Command, "found_by", "cgroup", "signal", signalName(sig), "sigkill_after_stopwaitsecs", killed)
 	}
 	return nil
 }

@@ -568,9 +568,7 @@ func (p *proc) signalEscaped() {
 		if _, seen := p.term.signalled[q.PID]; !seen {
 			p.s.log.Warn("stopping a process that left the program's process group", "program", p.spec.Name, "pid", q.PID, "command", q.Command, "signal", signalName(sig))
 		}
-		if procscan.Holds(q.PID, p.markerPin) || p.cg.holds(q.PID) {
-			_ = syscall.Kill(q.PID, sig)
-		}
+		procscan.Signal(q.PID, sig, func(pid int) bool { return procscan.Holds(pid, p.markerPin) || p.cg.holds(pid) })
 		p.term.signalled[q.PID] = sig
 	}
 }

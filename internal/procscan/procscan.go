@@ -323,9 +323,7 @@ func stop(ctx context.Context, id fileID, sig syscall.Signal, wait, poll time.Du
 			if _, seen := signalled[p.PID]; !seen {
 				stopped = append(stopped, p)
 			}
-			if len(holds(p.PID, []fileID{id})) > 0 {
-				_ = syscall.Kill(p.PID, want)
-			}
+			Signal(p.PID, want, func(pid int) bool { return len(holds(pid, []fileID{id})) > 0 })
 			signalled[p.PID] = want
 		}
 		select {

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/hermesbox/hbx/internal/procscan"
 )
 
 // subtreePrefix starts the name of hbx's subtree of program cgroups.
@@ -97,4 +100,49 @@ func Members(proc string, pid int) ([]int, bool) {
 		}
 	}
 	return pids, true
+}
+
+// Procs returns the running members of the cgroup at path (its
+// cgroup.procs, an absolute path below the mount): a process whose main
+// thread exited while another thread runs counts (procscan.Running);
+// nil when there are none or the file cannot be read.
+func Procs(path string) []int {
+	b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil && procscan.Running(n) {
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+// Holds reports whether pid is now a member of the cgroup at path
+// (absolute, below mount): its /proc/PID/cgroup names exactly path
+// relative to mount, not merely a cgroup whose path ends the same way.
+func Holds(mount, path string, pid int) bool {
+	rel, ok := Of("/proc", pid)
+	return ok && mount != "" && filepath.Join(mount, rel) == filepath.Clean(path)
+}
+
+// Signal sends sig to every running member of the cgroup at path for
+// which skip (when not nil) is false, each only once proven a member
+// through a pidfd (procscan.Signal with Holds as the proof), and returns
+// those signalled with their command names.
+func Signal(path string, sig syscall.Signal, skip func(pid int) bool) []procscan.Process {
+	mount := Mount("/proc/self/mountinfo")
+	var sent []procscan.Process
+	for _, pid := range Procs(path) {
+		if skip != nil && skip(pid) {
+			continue
+		}
+		comm := procscan.Comm(pid)
+		if procscan.Signal(pid, sig, func(pid int) bool { return Holds(mount, path, pid) }) {
+			sent = append(sent, procscan.Process{PID: pid, Command: comm})
+		}
+	}
+	return sent
 }

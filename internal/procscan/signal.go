@@ -1,0 +1,30 @@
+package procscan
+
+import (
+	"errors"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Signal sends sig to pid only when proof(pid) holds for the process
+// that has pid at the time of the signal: a pidfd is opened on pid
+// first, proof is checked, and the signal goes through the pidfd. A
+// process that died after the pidfd was opened gets nothing
+// (pidfd_send_signal fails with ESRCH), so a pid reused by an unrelated
+// process between the proof and the signal is never signalled: what
+// proof read of /proc/PID was the pinned process's while it lived.
+// Without pidfds (ENOSYS: kernels before 5.3, qemu-user) it calls
+// kill(2) right after the proof, the narrow window the pidfd closes. It
+// reports whether the signal was sent.
+func Signal(pid int, sig syscall.Signal, proof func(pid int) bool) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	switch {
+	case err == nil:
+		defer unix.Close(fd)
+		return proof(pid) && unix.PidfdSendSignal(fd, sig, nil, 0) == nil
+	case errors.Is(err, unix.ENOSYS):
+		return proof(pid) && syscall.Kill(pid, sig) == nil
+	}
+	return false // ESRCH: gone already
+}
