@@ -149,40 +149,20 @@ func TestUpgradeRehearsalE2E(t *testing.T) {
 	healthyAt(t, b.port, 60*time.Second)
 
 	// A good upgrade, held at its rehearsal's ready point.
-	gate := filepath.Join(t.TempDir(), "gate")
-	writeFile(t, gate, "", 0o600)
-	cmd := exec.Command(binary(t), "--config", b.config, "upgrade", "--image", v2)
-	cmd.Env = append(cleanEnv(), killpoint.HoldEnv+"="+killpoint.RehearsalReady+"="+gate)
-	errPipe, _ := cmd.StderrPipe()
-	var stdout strings.Builder
-	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(errPipe)
-	var stderr strings.Builder
-	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "passed its rehearsal") {
-			break
+	stdout, stderr, err := upgradeHeldAtRehearsal(t, b, nil, func() {
+		checkScratch(t, b)
+		// A second upgrade meanwhile meets the lock the rehearsal holds.
+		if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, "HBX_BACKUP_LOCK_WAIT=0s"}, "upgrade", "--image", v2); r.code == 0 || !strings.Contains(r.stderr, "hbx upgrade") || !strings.Contains(r.stderr, "lock") {
+			t.Errorf("a second hbx upgrade during the rehearsal = %d, want refused naming the lock and its holder\n%s", r.code, r.stderr)
+		} else {
+			t.Logf("second upgrade refused: %s", lastLine(r.stderr))
 		}
+	}, "--image", v2)
+	if err != nil {
+		t.Fatalf("hbx upgrade to a good release: %v\n%s", err, stderr)
 	}
-	checkScratch(t, b)
-	// A second upgrade meanwhile meets the lock the rehearsal holds.
-	if r := b.hbxEnv([]string{"HBX_CONFIG=" + b.config, "HBX_BACKUP_LOCK_WAIT=0s"}, "upgrade", "--image", v2); r.code == 0 || !strings.Contains(r.stderr, "hbx upgrade") || !strings.Contains(r.stderr, "lock") {
-		t.Errorf("a second hbx upgrade during the rehearsal = %d, want refused naming the lock and its holder\n%s", r.code, r.stderr)
-	} else {
-		t.Logf("second upgrade refused: %s", lastLine(r.stderr))
-	}
-	os.Remove(gate)
-	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("hbx upgrade to a good release: %v\n%s", err, stderr.String())
-	}
-	if !strings.Contains(stdout.String(), "rehearsed on a copy of the data") || b.activeVersion() != "2.0.0" {
-		t.Errorf("the good upgrade: active %s, output %q; want 2.0.0, rehearsed", b.activeVersion(), stdout.String())
+	if !strings.Contains(stdout, "rehearsed on a copy of the data") || b.activeVersion() != "2.0.0" {
+		t.Errorf("the good upgrade: active %s, output %q; want 2.0.0, rehearsed", b.activeVersion(), stdout)
 	}
 	if left := scratches(b); len(left) != 0 {
 		t.Errorf("the good upgrade's rehearsal left %q", left)
@@ -349,36 +329,18 @@ func TestRehearsalStopsTheWholeTreeE2E(t *testing.T) {
 // left none of its processes, nor its cgroup; it returns hbx's stderr.
 func rehearseTree(t *testing.T, b *box, tree string, wrap []string) string {
 	t.Helper()
-	gate := filepath.Join(t.TempDir(), "gate")
-	writeFile(t, gate, "", 0o600)
-	argv := append(append(slices.Clone(wrap), binary(t)), "--config", b.config, "upgrade", "--image", tree, "--mcp-tools", "execute,skills,resume")
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(cleanEnv(), killpoint.HoldEnv+"="+killpoint.RehearsalReady+"="+gate)
-	errPipe, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(errPipe)
-	var stderr strings.Builder
-	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "passed its rehearsal") {
-			break
-		}
-	}
-	during := rehearsalProcs(b)
+	var during []int
 	cgroups := map[string]bool{}
-	for _, pid := range during {
-		if rel, ok := progcgroup.Of("/proc", pid); ok {
-			cgroups[rel] = true
+	_, stderr, err := upgradeHeldAtRehearsal(t, b, wrap, func() {
+		during = rehearsalProcs(b)
+		for _, pid := range during {
+			if rel, ok := progcgroup.Of("/proc", pid); ok {
+				cgroups[rel] = true
+			}
 		}
-	}
-	os.Remove(gate)
-	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("hbx upgrade to the tree-shaped release: %v\n%s", err, stderr.String())
+	}, "--image", tree, "--mcp-tools", "execute,skills,resume")
+	if err != nil {
+		t.Fatalf("hbx upgrade to the tree-shaped release: %v\n%s", err, stderr)
 	}
 	if len(during) < 2 {
 		t.Errorf("during the rehearsal %d processes ran on the copy (%v), want the server and its workerd child", len(during), during)
@@ -389,12 +351,12 @@ func rehearseTree(t *testing.T, b *box, tree string, wrap []string) string {
 	if got := b.activeVersion(); got != "2.0.0-tree" {
 		t.Errorf("active %s after the upgrade, want 2.0.0-tree", got)
 	}
-	for _, l := range strings.Split(stderr.String(), "\n") {
+	for _, l := range strings.Split(stderr, "\n") {
 		if strings.Contains(l, "the rehearsal runs") || strings.Contains(l, "ignored SIGTERM") {
 			t.Log(l)
 		}
 	}
-	if strings.Contains(stderr.String(), "the rehearsal runs in a cgroup of its own") {
+	if strings.Contains(stderr, "the rehearsal runs in a cgroup of its own") {
 		mount := progcgroup.Mount("/proc/self/mountinfo")
 		for rel := range cgroups {
 			if !strings.HasSuffix(rel, "/rehearsal") {
@@ -405,7 +367,7 @@ func rehearseTree(t *testing.T, b *box, tree string, wrap []string) string {
 			}
 		}
 	}
-	return stderr.String()
+	return stderr
 }
 
 // dataTree describes every entry below dir: relative path -> type and
@@ -468,49 +430,25 @@ func TestRehearsalKeepsItsOwnPortAndDataE2E(t *testing.T) {
 	setExecutorKeys(t, b, "  env_file: "+env+"\n")
 	preTree := dataTree(t, b.dataDir)
 
-	gate := filepath.Join(t.TempDir(), "gate")
-	writeFile(t, gate, "", 0o600)
-	cmd := exec.Command(binary(t), "--config", b.config, "upgrade", "--image", v2)
-	cmd.Env = append(cleanEnv(), killpoint.HoldEnv+"="+killpoint.RehearsalReady+"="+gate)
-	errPipe, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(errPipe)
-	var stderr strings.Builder
-	passed := false
-	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
-		if passed = strings.Contains(sc.Text(), "passed its rehearsal"); passed {
-			break
+	_, stderr, err := upgradeHeldAtRehearsal(t, b, nil, func() {
+		procs := rehearsalProcs(b)
+		if len(procs) == 0 {
+			t.Error("no process of the rehearsal runs on the copy while it is held")
 		}
-	}
-	if !passed {
-		os.Remove(gate)
-		cmd.Wait()
-		t.Fatalf("the rehearsal did not pass with PORT and EXECUTOR_DATA_DIR in the env file:\n%s", stderr.String())
-	}
-	procs := rehearsalProcs(b)
-	if len(procs) == 0 {
-		t.Error("no process of the rehearsal runs on the copy while it is held")
-	}
-	for _, pid := range procs {
-		if port, host := envOf(pid, "PORT"), envOf(pid, "EXECUTOR_HOST"); port == "" || port == strconv.Itoa(b.port) || host != "127.0.0.1" {
-			t.Errorf("the rehearsal's process %d has PORT=%q EXECUTOR_HOST=%q; want a scratch port (not %d) on 127.0.0.1", pid, port, host, b.port)
+		for _, pid := range procs {
+			if port, host := envOf(pid, "PORT"), envOf(pid, "EXECUTOR_HOST"); port == "" || port == strconv.Itoa(b.port) || host != "127.0.0.1" {
+				t.Errorf("the rehearsal's process %d has PORT=%q EXECUTOR_HOST=%q; want a scratch port (not %d) on 127.0.0.1", pid, port, host, b.port)
+			}
 		}
-	}
-	if diff := cmp.Diff(preTree, dataTree(t, b.dataDir)); diff != "" {
-		t.Errorf("the rehearsal touched the live data directory (-before +during):\n%s", diff)
-	}
-	os.Remove(gate)
-	for sc.Scan() {
-		stderr.WriteString(sc.Text() + "\n")
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("hbx upgrade: %v\n%s", err, stderr.String())
+		if diff := cmp.Diff(preTree, dataTree(t, b.dataDir)); diff != "" {
+			t.Errorf("the rehearsal touched the live data directory (-before +during):\n%s", diff)
+		}
+	}, "--image", v2)
+	if err != nil {
+		t.Fatalf("hbx upgrade: %v\n%s", err, stderr)
 	}
 	if b.activeVersion() != "2.0.0" {
-		t.Errorf("after the upgrade: active %s, want 2.0.0\n%s", b.activeVersion(), stderr.String())
+		t.Errorf("after the upgrade: active %s, want 2.0.0\n%s", b.activeVersion(), stderr)
 	}
 }
 
@@ -597,4 +535,49 @@ func TestInstallRehearsalE2E(t *testing.T) {
 	if r := b.hbx("rollback"); r.code != 0 || b.activeVersion() != "1.0.0" {
 		t.Errorf("hbx rollback after hbx install --no-rehearsal = %d, active %s; want 0, 1.0.0\n%s", r.code, b.activeVersion(), r.stderr)
 	}
+}
+
+// upgradeHeldAtRehearsal runs hbx upgrade with args on b (through the
+// command wrap, when not nil), held at the rehearsal's ready point
+// (killpoint.RehearsalReady, while a gate file exists). Once its log says
+// the release passed its rehearsal, while the rehearsal's processes still
+// run on the copy, it calls during, then lets the upgrade go on; it
+// returns the upgrade's stdout, stderr and exit error. An upgrade that
+// ends without passing its rehearsal fails t, during not called.
+func upgradeHeldAtRehearsal(t *testing.T, b *box, wrap []string, during func(), args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	gate := filepath.Join(t.TempDir(), "gate")
+	writeFile(t, gate, "", 0o600)
+	argv := append(append(slices.Clone(wrap), binary(t), "--config", b.config, "upgrade"), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(cleanEnv(), killpoint.HoldEnv+"="+killpoint.RehearsalReady+"="+gate)
+	var out, log strings.Builder
+	cmd.Stdout = &out
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(errPipe)
+	passed := false
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if passed = strings.Contains(sc.Text(), "passed its rehearsal"); passed {
+			break
+		}
+	}
+	if !passed {
+		os.Remove(gate)
+		werr := cmd.Wait()
+		t.Fatalf("hbx upgrade %s ended (%v) without passing its rehearsal:\n%s", strings.Join(args, " "), werr, log.String())
+	}
+	during()
+	os.Remove(gate)
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	return out.String(), log.String(), err
 }

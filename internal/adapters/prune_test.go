@@ -11,31 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	digest "github.com/opencontainers/go-digest"
-
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/release/releasetest"
 )
-
-// writeRelease writes releases/<manifest hex> of a release named name
-// (its digests derived from it) under rd and returns its Meta.
-func writeRelease(t *testing.T, rd, name string) release.Meta {
-	t.Helper()
-	m := release.Meta{Format: release.MetaFormat, Image: "r/x:" + name, IndexDigest: digest.FromString(name + "-index"),
-		ManifestDigest: digest.FromString(name + "-manifest"), Platform: "linux/amd64"}
-	dir := filepath.Join(rd, release.ReleasesDir, m.ManifestDigest.Encoded())
-	if err := os.MkdirAll(filepath.Join(dir, release.RootfsDir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, release.MetaFile), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
 
 // writeJSON writes v as JSON to path.
 func writeJSON(t *testing.T, path string, v any) {
@@ -102,7 +81,7 @@ func TestSuperviseRecoveryPrunes(t *testing.T) {
 			}
 			ms := map[string]release.Meta{}
 			for _, n := range []string{"cur", "prev", "staged", "junk"} {
-				ms[n] = writeRelease(t, rd, n)
+				ms[n] = releasetest.Write(t, rd, n)
 			}
 			for link, n := range map[string]string{release.CurrentLink: "cur", release.PreviousLink: "prev"} {
 				if err := os.Symlink(filepath.Join(release.ReleasesDir, ms[n].ManifestDigest.Encoded()), filepath.Join(rd, link)); err != nil {
@@ -146,7 +125,7 @@ func TestSuperviseRecoveryPrunes(t *testing.T) {
 func TestPruneReleasesLockHeld(t *testing.T) {
 	dir := t.TempDir()
 	rd := filepath.Join(dir, "runtime")
-	junk := writeRelease(t, rd, "junk")
+	junk := releasetest.Write(t, rd, "junk")
 	lk, err := release.LockExisting(context.Background(), rd, "hbx upgrade (test)", 0, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -74,9 +74,10 @@ func TestSignal(t *testing.T) {
 		pid := c.Process.Pid
 		c.Process.Kill()
 		c.Wait()
-		called := false
-		if Signal(pid, syscall.SIGTERM, func(int) bool { called = true; return true }) && !called {
-			t.Errorf("Signal() of a reaped pid = true without its proof")
+		// The pid may already belong to another process on a busy
+		// machine: the proof refuses, so nothing can be sent to it.
+		if Signal(pid, syscall.SIGTERM, func(int) bool { return false }) {
+			t.Errorf("Signal() of a reaped pid = true, want false")
 		}
 	})
 }

@@ -13,24 +13,8 @@ import (
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/release"
+	"github.com/hermesbox/hbx/release/releasetest"
 )
-
-// writeRelease writes releases/<manifest hex> of a release named name (its
-// index and manifest digests derived from it) and returns its Meta.
-func writeRelease(t *testing.T, rd, name string) release.Meta {
-	t.Helper()
-	m := release.Meta{Format: release.MetaFormat, Image: "r/x:" + name, IndexDigest: digest.FromString(name + "-index"),
-		ManifestDigest: digest.FromString(name + "-manifest"), Platform: "linux/amd64"}
-	dir := filepath.Join(rd, release.ReleasesDir, m.ManifestDigest.Encoded())
-	if err := os.MkdirAll(filepath.Join(dir, release.RootfsDir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(m)
-	if err := os.WriteFile(filepath.Join(dir, release.MetaFile), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
 
 func names(t *testing.T, rd string) []string {
 	t.Helper()
@@ -51,7 +35,7 @@ func TestReleases(t *testing.T) {
 	rd, data := t.TempDir(), filepath.Join(t.TempDir(), "data")
 	ms := map[string]release.Meta{}
 	for _, n := range []string{"cur", "prev", "old", "new", "before", "junk"} {
-		ms[n] = writeRelease(t, rd, n)
+		ms[n] = releasetest.Write(t, rd, n)
 	}
 	for link, n := range map[string]string{release.CurrentLink: "cur", release.PreviousLink: "prev"} {
 		if err := os.Symlink(filepath.Join(release.ReleasesDir, ms[n].ManifestDigest.Encoded()), filepath.Join(rd, link)); err != nil {
@@ -134,7 +118,7 @@ func TestReleasesKeepAwaited(t *testing.T) {
 	rd, data := t.TempDir(), filepath.Join(t.TempDir(), "data")
 	ms := map[string]release.Meta{}
 	for _, n := range []string{"cur", "prev", "awaited", "prior", "junk"} {
-		ms[n] = writeRelease(t, rd, n)
+		ms[n] = releasetest.Write(t, rd, n)
 	}
 	for link, n := range map[string]string{release.CurrentLink: "cur", release.PreviousLink: "prev"} {
 		if err := os.Symlink(filepath.Join(release.ReleasesDir, ms[n].ManifestDigest.Encoded()), filepath.Join(rd, link)); err != nil {
