@@ -86,11 +86,12 @@ cleanup() {
 			else
 				echo "==> demo FAILED (exit ${rc})${where}"
 			fi
-			if [[ -s "${run_dir}/executor.log" ]]; then
+			# An earlier run's logs are not this run's: only what it made.
+			if "${made_run_dir}" && [[ -s "${run_dir}/executor.log" ]]; then
 				echo "    last lines of ${run_dir}/executor.log:"
 				tail -n 15 "${run_dir}/executor.log" | indent
 			fi
-			if [[ -s "${run_dir}/mktestimage.log" ]]; then
+			if "${made_run_dir}" && [[ -s "${run_dir}/mktestimage.log" ]]; then
 				echo "    last lines of ${run_dir}/mktestimage.log:"
 				tail -n 5 "${run_dir}/mktestimage.log" | indent
 			fi

@@ -59,21 +59,43 @@ func TestDemoInstallsOnlyItsDeps(t *testing.T) {
 
 // TestDemoFailureNamesOnlyItsFiles: a demo that fails before it made its
 // run directory (here: go is not on PATH) does not point at a .run/demo/
-// that does not exist or is an earlier run's (issue 25 item 8).
+// that does not exist or is an earlier run's (issue 25 item 8): run from
+// the repository, and from a copy of the script beside an earlier run's
+// logs (the README runs the demo before make check: a fresh clone's make
+// check met its logs).
 func TestDemoFailureNamesOnlyItsFiles(t *testing.T) {
 	root := RepoRoot(t)
-	c := exec.Command("bash", filepath.Join(root, "scripts/demo.sh"))
-	c.Env = []string{"PATH=" + t.TempDir() + ":/usr/bin:/bin", "HOME=" + t.TempDir()}
 	for _, p := range []string{"/usr/bin/go", "/bin/go"} {
 		if _, err := os.Stat(p); err == nil {
 			Missing(t, p+" exists, so PATH cannot leave go out")
 		}
 	}
-	out, err := c.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "go is missing") {
-		t.Fatalf("scripts/demo.sh without go = %v\n%s; want it to fail on go", err, out)
+	script, err := os.ReadFile(filepath.Join(root, "scripts/demo.sh"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(string(out), ".run/demo") {
-		t.Errorf("scripts/demo.sh failed before making its files but points at them:\n%s", out)
+	earlier := t.TempDir()
+	for _, f := range []string{"scripts/demo.sh", ".run/demo/executor.log", ".run/demo/mktestimage.log"} {
+		body := []byte("an earlier run's line\n")
+		if f == "scripts/demo.sh" {
+			body = script
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(earlier, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(earlier, f), body, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{root, earlier} {
+		c := exec.Command("bash", filepath.Join(dir, "scripts/demo.sh"))
+		c.Env = []string{"PATH=" + t.TempDir() + ":/usr/bin:/bin", "HOME=" + t.TempDir()}
+		out, err := c.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "go is missing") {
+			t.Fatalf("%s/scripts/demo.sh without go = %v\n%s; want it to fail on go", dir, err, out)
+		}
+		if strings.Contains(string(out), ".run/demo") || strings.Contains(string(out), "an earlier run's line") {
+			t.Errorf("%s/scripts/demo.sh failed before making its files but points at them:\n%s", dir, out)
+		}
 	}
 }
