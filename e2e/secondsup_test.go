@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,8 @@ func killAtEvent(t *testing.T, b *box, at string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"--config", b.config}, append(args, "--json")...)...)
 	cmd.Env = cleanEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -35,18 +38,22 @@ func killAtEvent(t *testing.T, b *box, at string, args ...string) {
 	}
 	sc := bufio.NewScanner(out)
 	killed := false
+	var events []string
 	for sc.Scan() {
 		var ev struct{ Event string }
-		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == at {
+		if json.Unmarshal(sc.Bytes(), &ev) == nil {
+			events = append(events, ev.Event)
+		}
+		if ev.Event == at {
 			cmd.Process.Signal(syscall.SIGKILL)
 			killed = true
 			break
 		}
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
-	cmd.Wait()
+	err = cmd.Wait()
 	if !killed {
-		t.Fatalf("hbx %v ended before the event %q", args, at)
+		t.Fatalf("hbx %v ended (%v) before the event %q; events %v; stderr:\n%s", args, err, at, events, stderr.String())
 	}
 }
 
@@ -152,6 +159,10 @@ func TestNotInstalledNamesInterruptedUpgradeE2E(t *testing.T) {
 	if j, err := upgrade.ReadJournal(b.runtimeDir); err != nil || j == nil || j.Phase != upgrade.PhaseActivating {
 		t.Fatalf("journal after the kill: %+v, %v; want phase activating", j, err)
 	}
+	// The start the upgrade asked for before its health wait goes on
+	// without it (STARTING, its pid not yet known on a busy machine):
+	// let it settle, so that "untouched" below compares like with like.
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 	// The pin back on v1 while v2 is active: what a kill between the
 	// pin and the runtime switch leaves.
 	plat := platform(t)
