@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // The test binary doubles as the supervised program: TestMain runs a
@@ -47,6 +49,9 @@ import (
 //	setsid-child  start a "leaf" in a session of its own (setsid), record
 //	              "<own pid> <leaf pid>" in DIR/pids once it is ready, sleep
 //	leave-setsid  leave-child, with the grandchild in a session of its own
+//	setsid-mainexit  start this binary in a session of its own as a
+//	              process whose main thread exited (testenv.MainThreadExitsEnv),
+//	              record "<own pid> <its pid>" in DIR/pids once it is one, sleep
 //	fork-append   start an "append-leaf" (pid in DIR/pids), sleep
 //	append-leaf   ignore SIGTERM; append "<pid>" to DIR/appends every 2ms;
 //	              with HBXTEST_ARG=close, close the inherited marker first
@@ -158,6 +163,19 @@ func helper(name string) int {
 		return forever()
 	case "setsid-child":
 		c := leafReady(dir, setsidChild("leaf"))
+		appendLine("pids", fmt.Sprintf("%d %d", os.Getpid(), c.Process.Pid))
+		return forever()
+	case "setsid-mainexit":
+		c := exec.Command(os.Args[0])
+		c.Env = append(os.Environ(), testenv.MainThreadExitsEnv+"=1", "GOMAXPROCS=4")
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		for deadline := time.Now().Add(time.Minute); !testenv.MainThreadExited(c.Process.Pid) && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
 		appendLine("pids", fmt.Sprintf("%d %d", os.Getpid(), c.Process.Pid))
 		return forever()
 	case "fork-append":

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // A process that leaves its program's session (setsid) is stopped with
@@ -55,6 +57,43 @@ func TestStopStopsEscapedProcess(t *testing.T) {
 	if d := <-seen; d == "" || !strings.HasPrefix(d, "STOPPING") {
 		t.Errorf("Status during the stop never named the escaped leaf %d (got %q)", leaf, d)
 	}
+}
+
+// A process that left its program's session and whose main thread then
+// exited while another thread runs is found by the marker (its threads'
+// file tables hold it; /proc/PID/fd of its zombie main thread lists
+// nothing) and stopped with the program, with no cgroup to find it by.
+// It used to be missed: Stop said STOPPED and it ran on.
+func TestStopStopsEscapedProcessWhoseMainThreadExited(t *testing.T) {
+	dir := progDir(t, "escaper")
+	p := helperProgram(t, dir, "escaper", "setsid-mainexit", "")
+	p.StopWait = 500 * time.Millisecond
+	s := runSupervisor(t, Options{Programs: []Program{p}, StateDir: t.TempDir()})
+	waitState(t, s, "escaper", 30*time.Second, Running)
+	ps := pids(t, dir)
+	if len(ps) != 2 {
+		t.Fatalf("pids = %v, want leader and leaf", ps)
+	}
+	leaf := ps[1]
+	t.Cleanup(func() { syscall.Kill(leaf, syscall.SIGKILL) })
+	if !testenv.MainThreadExited(leaf) {
+		t.Fatalf("leaf %d: main thread not exited with another thread alive", leaf)
+	}
+	res, err := s.Stop(context.Background(), "escaper")
+	if err != nil || res[0].Error != "" || res[0].State != Stopped {
+		t.Fatalf("Stop() = %+v, %v", res, err)
+	}
+	for deadline := time.Now().Add(time.Minute); !leafGone(leaf); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("escaped leaf %d, its main thread exited, survived the stop", leaf)
+		}
+	}
+}
+
+// leafGone reports whether no thread of pid runs (reaped by init or a
+// zombie whole).
+func leafGone(pid int) bool {
+	return syscall.Kill(pid, 0) == syscall.ESRCH || !testenv.MainThreadExited(pid) && zombie(pid)
 }
 
 // A program that exits leaving a process in its own session is not

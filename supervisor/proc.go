@@ -532,7 +532,7 @@ func (p *proc) othersAlive() bool {
 			p.s.log.Warn("look for the program's processes", "program", p.spec.Name, "err", err)
 		} else {
 			for _, q := range m[p.markerPin] {
-				if q.PID != p.pid && procscan.Alive(q.PID) && (p.pgid <= 0 || pgidOf(q.PID) != p.pgid) {
+				if q.PID != p.pid && procscan.Running(q.PID) && (p.pgid <= 0 || pgidOf(q.PID) != p.pgid) {
 					p.escaped = append(p.escaped, q)
 				}
 			}

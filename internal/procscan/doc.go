@@ -9,7 +9,12 @@
 //
 //   - Openers lists every process whose fd table this user may read and
 //     that has the file open, compared by device and inode (a renamed or
-//     deleted file is still found).
+//     deleted file is still found). A process whose main thread exited
+//     while another thread runs is one of them: its /proc/PID/fd lists
+//     nothing, so the file tables of its threads are read, each through
+//     /proc/PID/task/TID (never /proc/TID, which a reused id could name),
+//     and it is listed once. Stop counts it as running (Running) and
+//     signals it.
 //   - Every scan goes through a Pin, an open descriptor on the file held
 //     for the whole scan: the inode cannot be freed and given to another
 //     file meanwhile, so a process that opened a later file with the same
@@ -21,7 +26,10 @@
 //
 //   - Processes of other users are invisible to a non-root caller (their
 //     /proc/PID/fd cannot be read): run hbx as root to see them.
-//   - A process that closed the inherited descriptor is not found.
+//   - A process that closed the inherited descriptor is not found, nor
+//     one whose descriptor is only in the file table of a thread that
+//     unshared it (unshare(CLONE_FILES)) while the main thread lives:
+//     the threads' tables are read only when /proc/PID/fd lists nothing.
 //   - A pid may be reused between a scan and a signal; Stop re-checks that
 //     the pid still holds the file before each signal, which narrows the
 //     window to the two system calls but does not close it.

@@ -175,31 +175,73 @@ func openers(ids []fileID) (map[fileID][]Process, error) {
 	return out, nil
 }
 
-// holds returns which of ids pid has open (each once). O_PATH descriptors
-// (another hbx's Pin) do not count: they cannot read, write or lock.
+// holds returns which of ids pid has open (each once), read from every
+// file table of pid (fdTables). O_PATH descriptors (another hbx's Pin) do
+// not count: they cannot read, write or lock.
 func holds(pid int, ids []fileID) []fileID {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	fds, err := os.ReadDir(dir)
+	var found []fileID
+	for _, dir := range fdTables(pid) {
+		found = tableHolds(dir, ids, found)
+		if len(found) == len(ids) {
+			break
+		}
+	}
+	return found
+}
+
+// fdTables returns the /proc directories whose fd and fdinfo list pid's
+// descriptors: /proc/PID; when its fd lists nothing, also those of its
+// other threads, /proc/PID/task/TID. A process whose main thread exited
+// while another thread runs has no file table under /proc/PID (the zombie
+// main thread's is gone) but its live threads have theirs. A thread is
+// reached through PID, never as /proc/TID: the kernel looks TID up among
+// PID's threads, so a TID reused by another process is never read, and
+// what is read belongs to the process that has PID now (procscan.Signal's
+// pidfd makes that the one signalled). Threads usually share one table;
+// holds stops at the first table that holds every id.
+func fdTables(pid int) []string {
+	base := "/proc/" + strconv.Itoa(pid)
+	fds, err := os.ReadDir(base + "/fd")
+	if err != nil || len(fds) > 0 {
+		return []string{base}
+	}
+	tasks, err := os.ReadDir(base + "/task")
 	if err != nil {
 		return nil
 	}
-	var found []fileID
+	var dirs []string
+	for _, e := range tasks {
+		if e.Name() != strconv.Itoa(pid) {
+			dirs = append(dirs, base+"/task/"+e.Name())
+		}
+	}
+	return dirs
+}
+
+// tableHolds appends to found which of ids the file table listed under
+// dir (/proc/PID or /proc/PID/task/TID) has open and found lacks.
+func tableHolds(dir string, ids, found []fileID) []fileID {
+	fds, err := os.ReadDir(dir + "/fd")
+	if err != nil {
+		return found
+	}
 	for _, fd := range fds {
 		var st unix.Stat_t
-		if unix.Stat(dir+"/"+fd.Name(), &st) != nil {
+		if unix.Stat(dir+"/fd/"+fd.Name(), &st) != nil {
 			continue
 		}
 		id := fileID{dev: uint64(st.Dev), ino: st.Ino}
-		if slices.Contains(ids, id) && !slices.Contains(found, id) && !isPathFD(pid, fd.Name()) {
+		if slices.Contains(ids, id) && !slices.Contains(found, id) && !isPathFD(dir, fd.Name()) {
 			found = append(found, id)
 		}
 	}
 	return found
 }
 
-// isPathFD reports whether descriptor fd of pid was opened with O_PATH.
-func isPathFD(pid int, fd string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/fdinfo/" + fd)
+// isPathFD reports whether descriptor fd of the file table listed under
+// dir was opened with O_PATH.
+func isPathFD(dir, fd string) bool {
+	b, err := os.ReadFile(dir + "/fdinfo/" + fd)
 	if err != nil {
 		return false
 	}
@@ -297,7 +339,7 @@ func stop(ctx context.Context, id fileID, sig syscall.Signal, wait, poll time.Du
 		}
 		var left []Process
 		for _, p := range m[id] {
-			if Alive(p.PID) {
+			if Running(p.PID) {
 				left = append(left, p)
 			}
 		}
