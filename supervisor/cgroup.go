@@ -34,7 +34,14 @@ import (
 // no-ops).
 type progCgroup struct {
 	path string
-	dir  *os.File // held open for CgroupFD
+	// mount is the cgroup v2 mount path is below, read once when g was
+	// made: path is mount joined with the cgroup's path in the hierarchy,
+	// so a member is a process whose /proc/PID/cgroup names that path
+	// (progcgroup.Holds), whatever is mounted later. Reading mountinfo at
+	// each proof, before each signal, cost a parse of every mount for no
+	// other answer.
+	mount string
+	dir   *os.File // held open for CgroupFD
 }
 
 // openCgroups gives every program a cgroup under the hbx subtree of
@@ -75,7 +82,7 @@ func (s *Supervisor) openCgroups() {
 			why(fmt.Sprintf("open cgroup %s: %v", path, err))
 			return
 		}
-		p.cg = &progCgroup{path: path, dir: d}
+		p.cg = &progCgroup{path: path, mount: mount, dir: d}
 	}
 	s.mu.Lock()
 	s.info.Cgroups, s.info.NoCgroups = tree, ""
@@ -83,14 +90,14 @@ func (s *Supervisor) openCgroups() {
 	s.log.Info("programs run in cgroups of their own", "cgroups", tree)
 }
 
-// oldCgroup is program name's cgroup in the subtree tree a previous
-// supervisor recorded; nil for none (tree ""). It is only looked at and
-// signalled, never started into.
-func oldCgroup(tree, name string) *progCgroup {
+// oldCgroup is program name's cgroup in the subtree tree, below the
+// cgroup v2 mount mount, that a previous supervisor recorded; nil for
+// none (tree ""). It is only looked at and signalled, never started into.
+func oldCgroup(mount, tree, name string) *progCgroup {
 	if tree == "" {
 		return nil
 	}
-	return &progCgroup{path: filepath.Join(tree, name)}
+	return &progCgroup{path: filepath.Join(tree, name), mount: mount}
 }
 
 // cgroupID is the id of this state directory's subtree of program
@@ -116,22 +123,22 @@ func (s *Supervisor) recordCgroups() error {
 // recordedCgroups returns the subtree a previous supervisor recorded
 // when it is another than the current one and still exists: a subtree of
 // this state directory's id below the cgroup v2 mount, never anything
-// else the file may name.
-func (s *Supervisor) recordedCgroups() string {
+// else the file may name; with that mount. "" for none.
+func (s *Supervisor) recordedCgroups() (tree, mount string) {
 	b, err := os.ReadFile(s.cgroupRecord())
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	tree := filepath.Clean(strings.TrimSpace(string(b)))
-	mount := progcgroup.Mount("/proc/self/mountinfo")
+	tree = filepath.Clean(strings.TrimSpace(string(b)))
+	mount = progcgroup.Mount("/proc/self/mountinfo")
 	if mount == "" || tree == s.Info().Cgroups || !strings.HasPrefix(tree, mount+"/") ||
 		filepath.Base(tree) != progcgroup.Subtree(s.cgroupID()) {
-		return ""
+		return "", ""
 	}
 	if st, err := os.Stat(tree); err != nil || !st.IsDir() {
-		return ""
+		return "", ""
 	}
-	return tree
+	return tree, mount
 }
 
 // closeCgroups closes the programs' cgroup directories and removes those
@@ -167,7 +174,7 @@ func (g *progCgroup) members() []int {
 
 // holds reports whether pid is a member of g now.
 func (g *progCgroup) holds(pid int) bool {
-	return g != nil && progcgroup.Holds(progcgroup.Mount("/proc/self/mountinfo"), g.path, pid)
+	return g != nil && progcgroup.Holds(g.mount, g.path, pid)
 }
 
 // signal sends sig to every member of g, each only once proven a member
@@ -177,7 +184,7 @@ func (g *progCgroup) signal(sig syscall.Signal) []procscan.Process {
 	if g == nil {
 		return nil
 	}
-	return progcgroup.Signal(g.path, sig, nil)
+	return progcgroup.SignalIn(g.mount, g.path, sig, nil)
 }
 
 // kill sends SIGKILL to every member of g, one by one; callers poll

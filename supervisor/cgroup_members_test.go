@@ -51,7 +51,7 @@ func TestCgroupMemberWhoseMainThreadExited(t *testing.T) {
 			t.Fatalf("process %d: main thread not exited with another thread alive", cmd.Process.Pid)
 		}
 	}
-	g := &progCgroup{path: path, dir: d}
+	g := &progCgroup{path: path, mount: mount, dir: d}
 	if m := g.members(); !slices.Contains(m, cmd.Process.Pid) {
 		t.Fatalf("members() = %v, want it to hold %d, whose main thread exited", m, cmd.Process.Pid)
 	}

@@ -543,13 +543,13 @@ func (s *Supervisor) takeState() (release func(), err error) {
 // then SIGKILL after stopwaitsecs. A process that cannot be stopped fails
 // Run: nothing is started beside it.
 func (s *Supervisor) stopLeftovers(ctx context.Context) error {
-	old := s.recordedCgroups()
+	old, oldMount := s.recordedCgroups()
 	for i := len(s.order) - 1; i >= 0; i-- {
 		p := s.order[i]
 		if p.marker == nil {
 			continue
 		}
-		for _, g := range []*progCgroup{p.cg, oldCgroup(old, p.spec.Name)} {
+		for _, g := range []*progCgroup{p.cg, oldCgroup(oldMount, old, p.spec.Name)} {
 			if err := s.stopCgroupLeftovers(ctx, p, g); err != nil {
 				return fmt.Errorf("program %s: stop what a previous supervisor left running: %w", p.spec.Name, err)
 			}

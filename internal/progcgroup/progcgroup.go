@@ -131,9 +131,16 @@ func Holds(mount, path string, pid int) bool {
 // Signal sends sig to every running member of the cgroup at path for
 // which skip (when not nil) is false, each only once proven a member
 // through a pidfd (procscan.Signal with Holds as the proof), and returns
-// those signalled with their command names.
+// those signalled with their command names. It reads the cgroup v2 mount
+// path is below from /proc/self/mountinfo (see SignalIn).
 func Signal(path string, sig syscall.Signal, skip func(pid int) bool) []procscan.Process {
-	mount := Mount("/proc/self/mountinfo")
+	return SignalIn(Mount("/proc/self/mountinfo"), path, sig, skip)
+}
+
+// SignalIn is Signal for a path below the cgroup v2 mount mount, for a
+// caller that read the mount when it made path and so need not parse
+// mountinfo again at each stop.
+func SignalIn(mount, path string, sig syscall.Signal, skip func(pid int) bool) []procscan.Process {
 	var sent []procscan.Process
 	for _, pid := range Procs(path) {
 		if skip != nil && skip(pid) {
