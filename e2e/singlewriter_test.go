@@ -296,7 +296,7 @@ func TestDataLockLeftoversE2E(t *testing.T) {
 	pid := left.Process.Pid
 
 	r := hbxEnv(t, b, nil, 30*time.Second, "backup", "--no-encrypt")
-	refusal(t, "hbx backup beside a leftover", r, fmt.Sprintf("is held by pid %d (sleep), left running by ", pid))
+	refusal(t, "hbx backup beside a leftover", r, fmt.Sprintf("is held by pid %d (sleep) since ", pid))
 
 	s := startSupervise(t, b, socket, dir)
 	healthyAt(t, b.port, 60*time.Second)

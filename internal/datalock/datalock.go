@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -94,13 +95,27 @@ func (e *BusyError) Error() string {
 	}
 	who := "processes not visible in /proc to this user"
 	if len(e.Processes) > 0 {
-		who = "pid " + procscan.Join(e.Processes)
+		who = names(e.Processes)
 	}
 	return fmt.Sprintf("%v: %s is held by %s, left running by %s, which is gone (lock %s)", ErrBusy, e.DataDir, who, e.Owner, Path(e.DataDir))
 }
 
 // Unwrap returns ErrBusy.
 func (e *BusyError) Unwrap() error { return ErrBusy }
+
+// names renders procs as holders are named, "pid 12 (bun) since
+// 2026-01-02T03:04:05Z, pid 13 (sh) since ..." ("since" left out when
+// unknown).
+func names(procs []procscan.Process) string {
+	s := make([]string, len(procs))
+	for i, p := range procs {
+		s[i] = "pid " + p.String()
+		if !p.Since.IsZero() {
+			s[i] += " since " + p.Since.UTC().Format(time.RFC3339)
+		}
+	}
+	return strings.Join(s, ", ")
+}
 
 // Check returns nil when no process holds dataDir's lock (a missing lock
 // file is a free lock), else a *BusyError naming the holder. It creates
@@ -140,7 +155,7 @@ func liveHolder(path string, openers []procscan.Process) lock.Holder {
 	if slices.ContainsFunc(openers, func(p procscan.Process) bool { return p.PID == h.PID }) {
 		return h
 	}
-	return lock.Holder{PID: openers[0].PID, Command: openers[0].Command}
+	return lock.Holder{PID: openers[0].PID, Command: openers[0].Command, Since: openers[0].Since}
 }
 
 // Options configure Acquire.

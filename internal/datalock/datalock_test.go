@@ -25,6 +25,9 @@ import (
 //	owner-leaf  Acquire, start a "leaf" that inherits the lock as fd 3,
 //	            print the leaf's pid, sleep
 //	leaf        ignore SIGTERM, print "ready", sleep
+//	owner-mainexit  Acquire, start this binary inheriting the lock as a
+//	            process whose main thread exited (testenv.MainThreadExitsEnv),
+//	            print its pid once it is one, sleep
 func TestMain(m *testing.M) {
 	switch os.Getenv("HBXTEST_DATALOCK") {
 	case "":
@@ -53,8 +56,40 @@ func TestMain(m *testing.M) {
 	case "leaf":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("ready")
+	case "owner-mainexit":
+		os.Exit(ownerMainExit())
 	}
 	time.Sleep(time.Hour)
+}
+
+// init lets the test binary become a process whose main thread exited
+// (testenv.MainThreadExitsEnv), holding the files it inherited.
+func init() { testenv.ExitMainThreadIfAsked() }
+
+// ownerMainExit is the "owner-mainexit" helper.
+func ownerMainExit() int {
+	l, err := Acquire(context.Background(), os.Getenv("HBXTEST_DIR"), Options{Command: "test owner"})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	c := exec.Command(os.Args[0])
+	c.Env = append(os.Environ(), "HBXTEST_DATALOCK=", testenv.MainThreadExitsEnv+"=1", "GOMAXPROCS=4")
+	c.ExtraFiles = []*os.File{l.File()}
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	for deadline := time.Now().Add(time.Minute); !testenv.MainThreadExited(c.Process.Pid); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			fmt.Println("main thread of", c.Process.Pid, "not exited")
+			return 1
+		}
+	}
+	fmt.Println(c.Process.Pid)
+	time.Sleep(time.Hour)
+	return 0
 }
 
 // holder starts the test binary as helper h on dataDir and returns it
@@ -182,6 +217,54 @@ func TestLeftoversHoldTheLock(t *testing.T) {
 	}
 	if procscan.Alive(leaf) {
 		t.Errorf("leaf %d still alive", leaf)
+	}
+}
+
+// TestLeftoverWhoseMainThreadExitedIsNamed: what a payload process (a
+// program cgroup's member under hbx supervise) leaves holding the data
+// lock after its owner's SIGKILL may be a process whose main thread
+// exited while another thread runs. Check and Acquire name it as they
+// name other holders: pid, command and since when; Acquire with
+// StopLeftovers stops it. It used to be "processes not visible in /proc
+// to this user": its /proc/PID/fd lists nothing.
+func TestLeftoverWhoseMainThreadExitedIsNamed(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	began := time.Now().Add(-time.Second) // Since is to USER_HZ ticks
+	c, line := holder(t, "owner-mainexit", data)
+	leaf, err := strconv.Atoi(line)
+	if err != nil {
+		t.Fatalf("owner-mainexit printed %q", line)
+	}
+	t.Cleanup(func() { syscall.Kill(leaf, syscall.SIGKILL) })
+	c.Process.Kill()
+	c.Wait()
+	for what, err := range map[string]error{
+		"Check": Check(data),
+		"Acquire": func() error {
+			_, err := Acquire(context.Background(), data, Options{Command: "second"})
+			return err
+		}(),
+	} {
+		var be *BusyError
+		if !errors.As(err, &be) || !be.Leftovers || len(be.Processes) != 1 || be.Processes[0].PID != leaf {
+			t.Fatalf("%s() = %v, want leftover %d named", what, err, leaf)
+		}
+		p := be.Processes[0]
+		if p.Command != "datalock.test" || p.Since.Before(began) || p.Since.After(time.Now().Add(time.Second)) {
+			t.Errorf("%s(): leftover %+v, want command datalock.test since this test began (%s)", what, p, began)
+		}
+		want := fmt.Sprintf("pid %d (datalock.test) since %s", leaf, p.Since.UTC().Format(time.RFC3339))
+		if msg := err.Error(); !strings.Contains(msg, want) {
+			t.Errorf("%s() = %q, want it to name %q", what, msg, want)
+		}
+	}
+	l, err := Acquire(context.Background(), data, Options{Command: "second", StopLeftovers: true, StopWait: time.Minute})
+	if err != nil {
+		t.Fatalf("Acquire(StopLeftovers) = %v", err)
+	}
+	defer l.Release()
+	if len(l.Stopped) != 1 || l.Stopped[0].PID != leaf {
+		t.Errorf("Acquire(StopLeftovers) stopped %v, want [%d]", l.Stopped, leaf)
 	}
 }
 

@@ -18,7 +18,10 @@
 //     owner lock tells a live owner (refuse) from leftovers of a dead one
 //     (the data lock is held but no owner lives).
 //
-// Each file records its holder (pid, command, since) for error messages.
+// Each file records its holder (pid, command, since) for error messages;
+// a process found holding the data lock (a payload process, also one
+// whose main thread exited while another thread runs) is named the same
+// way, its start read from /proc.
 //
 // # What it guarantees
 //

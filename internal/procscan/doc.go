@@ -30,7 +30,13 @@
 //     one whose descriptor is only in the file table of a thread that
 //     unshared it (unshare(CLONE_FILES)) while the main thread lives:
 //     the threads' tables are read only when /proc/PID/fd lists nothing.
-//   - A pid may be reused between a scan and a signal; Stop re-checks that
-//     the pid still holds the file before each signal, which narrows the
-//     window to the two system calls but does not close it.
+//   - A listed process's command and start (Process.Command, Since) are
+//     read just after its descriptors: a pid reused in that window is
+//     named as the new process (signals are never sent on that reading;
+//     see Signal).
+//   - A pid may be reused between a scan and a signal; Stop opens a pidfd,
+//     re-checks that the pid holds the file, and signals through the
+//     pidfd (Signal), so a reused pid gets nothing. Without pidfds
+//     (kernels before 5.3, qemu-user) the window is the re-check and the
+//     kill(2), narrowed but not closed.
 package procscan

@@ -78,3 +78,22 @@ func TestHolderWhoseMainThreadExited(t *testing.T) {
 		t.Fatalf("process %d, its main thread exited, outlives Stop()", pid)
 	}
 }
+
+// TestStarted: a process started during the test is dated within it
+// (to USER_HZ ticks); a pid that names no process has no start.
+func TestStarted(t *testing.T) {
+	before := time.Now().Add(-time.Second)
+	c := exec.Command("sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	if got := Started(c.Process.Pid); got.Before(before) || got.After(time.Now().Add(time.Second)) {
+		t.Errorf("Started(%d) = %s, want between %s and now", c.Process.Pid, got, before)
+	}
+	for _, pid := range []int{-1, 0, 1 << 30} { // above any pid_max
+		if got := Started(pid); !got.IsZero() {
+			t.Errorf("Started(%d) = %s, want zero", pid, got)
+		}
+	}
+}

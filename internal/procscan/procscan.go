@@ -119,6 +119,9 @@ func holdAll(pins []*Pin) ([]fileID, func(), error) {
 type Process struct {
 	PID     int    `json:"pid"`
 	Command string `json:"command"` // /proc/PID/comm
+	// Since is when the process started (Started), to the second; zero
+	// when unknown. Openers and Stop fill it in.
+	Since time.Time `json:"since,omitzero"`
 }
 
 func (p Process) String() string { return fmt.Sprintf("%d (%s)", p.PID, p.Command) }
@@ -168,8 +171,13 @@ func openers(ids []fileID) (map[fileID][]Process, error) {
 		if err != nil || pid == self {
 			continue
 		}
-		for _, id := range holds(pid, ids) {
-			out[id] = append(out[id], Process{PID: pid, Command: comm(pid)})
+		found := holds(pid, ids)
+		if len(found) == 0 {
+			continue
+		}
+		p := Process{PID: pid, Command: comm(pid), Since: Started(pid)}
+		for _, id := range found {
+			out[id] = append(out[id], p)
 		}
 	}
 	return out, nil
@@ -427,6 +435,29 @@ func Group(pgid int) []Stat {
 		}
 	}
 	return out
+}
+
+// userHZ is the unit of /proc/PID/stat's start time: clock ticks of
+// USER_HZ, 100 a second on every Linux architecture (proc(5); the
+// kernel converts to it whatever its internal HZ).
+const userHZ = 100
+
+// Started returns when pid started, to USER_HZ ticks: its start time in
+// /proc/PID/stat (time after boot, suspends counted) subtracted from the
+// time since boot now (CLOCK_BOOTTIME), taken from the wall clock now.
+// Zero when either cannot be read.
+func Started(pid int) time.Time {
+	st, err := ReadStat(pid)
+	if err != nil {
+		return time.Time{}
+	}
+	now := time.Now()
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return time.Time{}
+	}
+	age := time.Duration(ts.Nano()) - time.Duration(st.StartTime)*(time.Second/userHZ)
+	return now.Add(-age).UTC()
 }
 
 // Comm returns the command name of pid, "?" when it cannot be read.
