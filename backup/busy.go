@@ -6,12 +6,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/hermesbox/hbx/internal/procscan"
 )
 
 // checkNotBusy returns a busyError naming the first process (other than
 // this one) that has a file open, mapped, or its working or root directory
-// inside one of dirs (absolute, symlinks resolved), found through /proc.
-// Processes whose /proc entries this user may not read are skipped: as
+// inside one of dirs (absolute, symlinks resolved), found through /proc
+// (procscan.Dirs: a process whose main thread exited is read through its
+// live threads). Processes whose /proc entries this user may not read are skipped: as
 // root, none are.
 func checkNotBusy(dirs []string) error {
 	ents, err := os.ReadDir("/proc")
@@ -33,32 +36,37 @@ func checkNotBusy(dirs []string) error {
 		if err != nil || pid == self {
 			continue
 		}
-		base := filepath.Join("/proc", e.Name())
 		hit := ""
-		for _, l := range []string{"cwd", "root"} {
-			if t, err := os.Readlink(filepath.Join(base, l)); err == nil && inside(t) && t != "/" {
-				hit = t
+		for _, dir := range procscan.Dirs(pid) {
+			if hit = holdsInside(dir, inside); hit != "" {
+				break
 			}
-		}
-		if hit == "" {
-			if fds, err := os.ReadDir(filepath.Join(base, "fd")); err == nil {
-				for _, fd := range fds {
-					if t, err := os.Readlink(filepath.Join(base, "fd", fd.Name())); err == nil && inside(t) {
-						hit = t
-						break
-					}
-				}
-			}
-		}
-		if hit == "" {
-			hit = mappedInside(filepath.Join(base, "maps"), inside)
 		}
 		if hit != "" {
-			comm, _ := os.ReadFile(filepath.Join(base, "comm"))
-			return &busyError{pid: pid, command: strings.TrimSpace(string(comm)), path: strings.TrimSuffix(hit, " (deleted)")}
+			return &busyError{pid: pid, command: procscan.Comm(pid), path: strings.TrimSuffix(hit, " (deleted)")}
 		}
 	}
 	return nil
+}
+
+// holdsInside returns the first path that inside accepts among what the
+// /proc directory dir (/proc/PID or /proc/PID/task/TID, procscan.Dirs)
+// shows: the working and root directory (not "/"), open files, mapped
+// files; "" for none.
+func holdsInside(dir string, inside func(string) bool) string {
+	for _, l := range []string{"cwd", "root"} {
+		if t, err := os.Readlink(filepath.Join(dir, l)); err == nil && inside(t) && t != "/" {
+			return t
+		}
+	}
+	if fds, err := os.ReadDir(filepath.Join(dir, "fd")); err == nil {
+		for _, fd := range fds {
+			if t, err := os.Readlink(filepath.Join(dir, "fd", fd.Name())); err == nil && inside(t) {
+				return t
+			}
+		}
+	}
+	return mappedInside(filepath.Join(dir, "maps"), inside)
 }
 
 // mappedInside returns the first file mapped by the process whose

@@ -183,35 +183,65 @@ func openers(ids []fileID) (map[fileID][]Process, error) {
 	return out, nil
 }
 
-// holds returns which of ids pid has open (each once), read from every
-// file table of pid (fdTables). O_PATH descriptors (another hbx's Pin) do
-// not count: they cannot read, write or lock.
+// holds returns which of ids pid has open (each once): read from
+// /proc/PID/fd, or, when that lists nothing, from the file tables of its
+// other threads (see Dirs). O_PATH descriptors (another hbx's Pin) do not
+// count: they cannot read, write or lock.
 func holds(pid int, ids []fileID) []fileID {
+	base := "/proc/" + strconv.Itoa(pid)
+	fds, err := os.ReadDir(base + "/fd")
+	if err != nil {
+		return nil
+	}
+	if len(fds) > 0 {
+		return tableHolds(base, fds, ids, nil)
+	}
 	var found []fileID
-	for _, dir := range fdTables(pid) {
-		found = tableHolds(dir, ids, found)
-		if len(found) == len(ids) {
-			break
+	for _, dir := range threadDirs(base, pid) {
+		fds, err := os.ReadDir(dir + "/fd")
+		if err != nil {
+			continue
+		}
+		if found = tableHolds(dir, fds, ids, found); len(found) == len(ids) {
+			break // threads usually share one table
 		}
 	}
 	return found
 }
 
-// fdTables returns the /proc directories whose fd and fdinfo list pid's
-// descriptors: /proc/PID; when its fd lists nothing, also those of its
-// other threads, /proc/PID/task/TID. A process whose main thread exited
-// while another thread runs has no file table under /proc/PID (the zombie
-// main thread's is gone) but its live threads have theirs. A thread is
-// reached through PID, never as /proc/TID: the kernel looks TID up among
-// PID's threads, so a TID reused by another process is never read, and
-// what is read belongs to the process that has PID now (procscan.Signal's
-// pidfd makes that the one signalled). Threads usually share one table;
-// holds stops at the first table that holds every id.
-func fdTables(pid int) []string {
+// Dirs returns the /proc directories whose fd, fdinfo, cwd, root and
+// maps show what process pid holds: /proc/PID; when its fd lists nothing,
+// those of its other threads instead, /proc/PID/task/TID (none for a
+// process with no other thread). A process whose main thread exited while
+// another thread runs shows nothing under /proc/PID (the zombie main
+// thread's file table, directories and memory are gone) but its live
+// threads do. A thread is reached through PID, never as /proc/TID: the
+// kernel looks TID up among PID's threads, so a TID reused by another
+// process is never read, and what is read belongs to the process that
+// has PID now (Signal's pidfd makes that the one signalled).
+func Dirs(pid int) []string {
 	base := "/proc/" + strconv.Itoa(pid)
-	fds, err := os.ReadDir(base + "/fd")
-	if err != nil || len(fds) > 0 {
+	f, err := os.Open(base + "/fd")
+	if err != nil {
 		return []string{base}
+	}
+	names, _ := f.Readdirnames(1)
+	f.Close()
+	if len(names) > 0 {
+		return []string{base}
+	}
+	return threadDirs(base, pid)
+}
+
+// threadDirs returns /proc/PID/task/TID (base is /proc/PID) for each
+// thread of pid but the main one; nil when it has no other. The task
+// directory's link count is 2 plus the threads (the main one counted
+// while any lives), so a single-threaded process, such as every kernel
+// thread (their fd lists nothing), costs one stat and no listing.
+func threadDirs(base string, pid int) []string {
+	var st unix.Stat_t
+	if unix.Stat(base+"/task", &st) != nil || st.Nlink <= 3 {
+		return nil
 	}
 	tasks, err := os.ReadDir(base + "/task")
 	if err != nil {
@@ -227,12 +257,9 @@ func fdTables(pid int) []string {
 }
 
 // tableHolds appends to found which of ids the file table listed under
-// dir (/proc/PID or /proc/PID/task/TID) has open and found lacks.
-func tableHolds(dir string, ids, found []fileID) []fileID {
-	fds, err := os.ReadDir(dir + "/fd")
-	if err != nil {
-		return found
-	}
+// dir (/proc/PID or /proc/PID/task/TID), whose fd entries are fds, has
+// open and found lacks.
+func tableHolds(dir string, fds []os.DirEntry, ids, found []fileID) []fileID {
 	for _, fd := range fds {
 		var st unix.Stat_t
 		if unix.Stat(dir+"/fd/"+fd.Name(), &st) != nil {
