@@ -954,7 +954,7 @@ func (s *Supervisor) results(ctx context.Context, names []string, done map[strin
 // Unknown names fail the whole call with ErrUnknownProgram before anything
 // happens; a held program gets an ErrHeld Result, every start during
 // shutdown an ErrShuttingDown one. First the Check of each program that is
-// not running (STOPPED, EXITED or FATAL) runs: a program it refuses is not
+// not running (STOPPED, EXITED or FATAL) nor held runs: a program it refuses is not
 // started and gets a Result saying so ("start NAME: why; nothing
 // started", Refused, Class); when it refuses every program named, the
 // call fails with those refusals (refusals).
@@ -963,11 +963,16 @@ func (s *Supervisor) Start(ctx context.Context, names ...string) ([]Result, erro
 		return nil, err
 	}
 	list := s.names(names)
-	var idle []string
+	var idle []string // not running nor held: what a start would spawn
 	for _, n := range list {
+		s.mu.Lock()
+		held := s.held[n] > 0
+		s.mu.Unlock()
 		switch s.Get(n).State {
 		case Stopped, Exited, Fatal:
-			idle = append(idle, n)
+			if !held {
+				idle = append(idle, n)
+			}
 		}
 	}
 	refused := s.preflight(ctx, "start", idle)
