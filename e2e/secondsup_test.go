@@ -150,7 +150,8 @@ func TestSecondSuperviseChangesNothingE2E(t *testing.T) {
 // upgrade is half done (hbx upgrade killed in its health wait, the pin
 // then disagreeing with the active release), the reason names the
 // interrupted upgrade and hbx rollback, never "run `hbx install` first":
-// in hbx run executor's error and in hbx restart executor's refusal.
+// in hbx run executor's error and in hbx restart executor's refusal; and
+// hbx install refuses, exit 1, nothing changed.
 func TestNotInstalledNamesInterruptedUpgradeE2E(t *testing.T) {
 	requireE2E(t)
 	defer holdRecovery(t)() // the running supervisor leaves it half done
@@ -191,6 +192,26 @@ func TestNotInstalledNamesInterruptedUpgradeE2E(t *testing.T) {
 	check("hbx restart executor", lastLine(r.stderr))
 	if after := executorStatus(t, s); after.PID != before.PID || after.State != before.State {
 		t.Errorf("executor %s pid %d after the refused restart, %s pid %d before: want it untouched", after.State, after.PID, before.State, before.PID)
+	}
+
+	// hbx install refuses too, before anything: the release the
+	// recovery needs stays, nothing on disk changes.
+	rels, err := os.ReadDir(filepath.Join(b.runtimeDir, "releases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = b.hbx("install")
+	t.Logf("hbx install = %d: %s", r.code, lastLine(r.stderr))
+	for _, w := range []string{"install: an upgrade is half done: ", "from " + v1 + " to " + v2, "`hbx rollback`", "`hbx supervise`", "nothing changed"} {
+		if r.code != 1 || !strings.Contains(lastLine(r.stderr), w) {
+			t.Errorf("hbx install = %d, %q; want 1 saying %q", r.code, lastLine(r.stderr), w)
+		}
+	}
+	if after, err := os.ReadDir(filepath.Join(b.runtimeDir, "releases")); err != nil || len(after) != len(rels) {
+		t.Errorf("releases/ after the refused install: %d entries, %v; want the %d before", len(after), err, len(rels))
+	}
+	if j, err := upgrade.ReadJournal(b.runtimeDir); err != nil || j == nil || j.Phase != upgrade.PhaseActivating {
+		t.Errorf("journal after the refused install: %+v, %v; want it untouched, phase activating", j, err)
 	}
 
 	s.cmd.Process.Signal(syscall.SIGTERM)

@@ -558,7 +558,7 @@ func (c *cold) finish() (*Result, error) {
 	}
 	c.log.Info("activated", "manifest", c.r.ManifestDigest, "entries", stats.Entries, "bytes", stats.Bytes,
 		"fetched_bytes", res.FetchedBytes, "reused_bytes", res.ReusedBytes)
-	release.Cleanup(c.opts.RuntimeDir, c.opts.KeepBlobs, c.log)
+	cleanup(c.opts, c.log)
 	if res.Release, err = release.Current(c.opts.RuntimeDir); err != nil {
 		return nil, fmt.Errorf("read activated release: %w", err)
 	}

@@ -74,6 +74,15 @@ type Options struct {
 	// a caller that decided the change is safe cannot race another.
 	KeepRelease bool
 	Registry    RegistryOptions
+	// Refuse, when set, runs once the runtime directory's lock is held,
+	// before anything there is read or changed: its error ends Install,
+	// nothing changed (a caller's rule that must hold under the lock:
+	// hbx install refuses while an upgrade is half done).
+	Refuse func() error
+	// Keep, when set, names releases under releases/ that the cleanup
+	// after an install keeps besides current and previous (those an
+	// unfinished upgrade or restore records; release.Prune's keep).
+	Keep func(release.Meta) bool
 	// From, when not "", is where a cold install reads the image instead
 	// of the registry: a directory is an OCI image layout, a regular file
 	// an OCI archive (a tar of one, read in place: never unpacked, no
@@ -169,6 +178,11 @@ func Install(ctx context.Context, opts Options) (res *Result, err error) {
 			err = fmt.Errorf("release lock: %w", uerr)
 		}
 	}()
+	if opts.Refuse != nil {
+		if err := opts.Refuse(); err != nil {
+			return nil, err
+		}
+	}
 	cur, reason, err := checkRuntime(opts, ref, plat, log)
 	if err != nil || reason == "" { // the active release matches (warm no-op)
 		if cur == nil {
@@ -246,7 +260,7 @@ func checkRuntime(opts Options, ref reference.Canonical, plat Platform, log *slo
 			return nil, "", err
 		}
 		if reason == "" && release.HasLeftovers(opts.RuntimeDir, opts.KeepBlobs) {
-			release.Cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
+			cleanup(opts, log)
 		}
 		return cur, reason, nil
 	case !errors.Is(cerr, release.ErrNoRelease):
@@ -374,7 +388,7 @@ func reusePublished(opts Options, index digest.Digest, plat, reason string, log 
 		return nil, fmt.Errorf("activate the %s %s: %w", what, m, err)
 	}
 	if release.HasLeftovers(opts.RuntimeDir, opts.KeepBlobs) {
-		release.Cleanup(opts.RuntimeDir, opts.KeepBlobs, log)
+		cleanup(opts, log)
 	}
 	cur, err := release.Current(opts.RuntimeDir)
 	if err != nil {
@@ -480,4 +494,12 @@ func writeFileList(w io.Writer, rootfs string, hashOf func(uint64) (string, bool
 	}
 	bw.WriteString("\n]\n")
 	return bw.Flush()
+}
+
+// cleanup is release.Cleanup keeping also the releases opts.Keep names:
+// errors are logged, never returned.
+func cleanup(opts Options, log *slog.Logger) {
+	if _, err := release.Prune(opts.RuntimeDir, opts.KeepBlobs, opts.Keep, log); err != nil {
+		log.Warn("cleanup", "err", err)
+	}
 }

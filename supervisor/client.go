@@ -24,6 +24,11 @@ import (
 type Client struct {
 	socket string
 	http   *http.Client
+	// Classes are the classes of Check errors the supervisor sends
+	// (its Options.ErrorClasses): a refusal read with one of their codes
+	// matches that class's Err (errors.Is), as the local error would.
+	// nil: a refusal matches ErrRefused alone.
+	Classes []ErrorClass
 }
 
 // ErrUntrustedPeer is wrapped by the error of Dial and of every request
@@ -161,7 +166,7 @@ func (c *Client) Logs(ctx context.Context, req LogsRequest, w io.Writer) error {
 		return c.transportError(err)
 	}
 	defer resp.Body.Close()
-	if err := responseError(resp); err != nil {
+	if err := c.responseError(resp); err != nil {
 		return err
 	}
 	_, err = io.Copy(w, resp.Body)
@@ -216,7 +221,7 @@ func (c *Client) Hold(ctx context.Context, names ...string) (*Hold, error) {
 		conn.Close()
 		return nil, fmt.Errorf("hold: %w", err)
 	}
-	if err := responseError(resp); err != nil {
+	if err := c.responseError(resp); err != nil {
 		stop()
 		conn.Close()
 		return nil, err
@@ -288,7 +293,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return c.transportError(err)
 	}
 	defer resp.Body.Close()
-	if err := responseError(resp); err != nil {
+	if err := c.responseError(resp); err != nil {
 		return err
 	}
 	if out == nil {
@@ -312,8 +317,9 @@ func (c *Client) transportError(err error) error {
 }
 
 // responseError turns a non-200 answer into an error: ErrUnknownProgram
-// for code unknown_program.
-func responseError(resp *http.Response) error {
+// for code unknown_program, ErrFatal for fatal, ErrRefused for refused
+// (and the Err of c.Classes its class names).
+func (c *Client) responseError(resp *http.Response) error {
 	if resp.StatusCode == http.StatusOK {
 		return nil
 	}
@@ -322,26 +328,29 @@ func responseError(resp *http.Response) error {
 	if json.Unmarshal(b, &e) != nil || e.Error == "" {
 		return fmt.Errorf("supervisor answered %s", resp.Status)
 	}
-	if e.Code == codeUnknownProgram {
-		return &remoteError{msg: e.Error, is: ErrUnknownProgram}
-	}
-	if e.Code == codeFatal {
-		return &remoteError{msg: e.Error, is: ErrFatal}
-	}
-	if e.Code == codeRefused {
-		return &remoteError{msg: e.Error, is: ErrRefused}
+	switch e.Code {
+	case codeUnknownProgram:
+		return &remoteError{msg: e.Error, is: []error{ErrUnknownProgram}}
+	case codeFatal:
+		return &remoteError{msg: e.Error, is: []error{ErrFatal}}
+	case codeRefused:
+		is := []error{ErrRefused}
+		if ce := classErr(c.Classes, e.Class); ce != nil {
+			is = append(is, ce)
+		}
+		return &remoteError{msg: e.Error, is: is}
 	}
 	return &remoteError{msg: e.Error}
 }
 
 // remoteError is an error the supervisor reported; Is matches the
-// sentinel its code stands for.
+// sentinels its code and class stand for.
 type remoteError struct {
 	msg string
-	is  error
+	is  []error
 }
 
 func (e *remoteError) Error() string { return e.msg }
 
-// Unwrap returns the sentinel the error's code stands for, or nil.
-func (e *remoteError) Unwrap() error { return e.is }
+// Unwrap returns the sentinels the error's code and class stand for.
+func (e *remoteError) Unwrap() []error { return e.is }

@@ -42,8 +42,8 @@ var (
 	// ErrFatal: a program a wait needs RUNNING is FATAL (WaitRunning);
 	// the vocabulary's sentinel, so verbs can test for it.
 	ErrFatal = supervision.ErrFatal
-	// ErrRefused: a Restart that a program's Check refused; nothing was
-	// stopped (RefusedError).
+	// ErrRefused: a Restart or Start that a program's Check refused;
+	// nothing was stopped or started (RefusedError).
 	ErrRefused = errors.New("restart refused")
 	// ErrLogNotRegular: a program's log path names a symbolic link, FIFO,
 	// socket, device or directory, which the supervisor (root) never
@@ -175,9 +175,10 @@ type Program struct {
 	// there.
 	OwnLog string
 	// Check, when set, is a preflight that Restart runs before it stops
-	// the program: its error refuses the whole restart (a *RefusedError),
-	// nothing is stopped and the program keeps running, as `nginx -t`
-	// before a reload. It must have no side effects (read only: no
+	// the program, and Start before it starts a program that is not
+	// running: its error refuses this program (a *RefusedError; the other
+	// programs named go on), nothing is stopped or started and a running
+	// program keeps running, as `nginx -t` before a reload. It must have no side effects (read only: no
 	// directory, user or owner made or changed) and honour ctx; it is
 	// called from the goroutine of the request, outside the program's
 	// loop.
@@ -203,17 +204,31 @@ type Program struct {
 	ExtraFiles []*os.File
 }
 
-// RefusedError is the error of a Restart that the Check of program Name
-// refused with Err: nothing was stopped. errors.Is(err, ErrRefused) is
-// true, and Unwrap gives Err.
+// RefusedError is the error of a Restart or Start that the Check of
+// program Name refused with Err: nothing was stopped or started.
+// errors.Is(err, ErrRefused) is true, and Unwrap gives Err.
 type RefusedError struct {
+	Verb string // "restart" or "start"; "" is "restart"
 	Name string
 	Err  error
 }
 
-// Error says "restart NAME: ERR; nothing stopped".
+// Error says "restart NAME: ERR; nothing stopped" or "start NAME: ERR;
+// nothing started".
 func (e *RefusedError) Error() string {
-	return "restart " + e.Name + ": " + e.Err.Error() + "; nothing stopped"
+	verb := e.Verb
+	if verb == "" {
+		verb = "restart"
+	}
+	return verb + " " + e.Name + ": " + e.Err.Error() + "; " + e.nothing()
+}
+
+// nothing says what the refusal left undone.
+func (e *RefusedError) nothing() string {
+	if e.Verb == "start" {
+		return "nothing started"
+	}
+	return "nothing stopped"
 }
 
 // Unwrap returns Err.

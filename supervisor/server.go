@@ -25,8 +25,11 @@ import (
 //	     response stays open; the hold ends when the connection closes.
 //
 // Errors are {"error": "text", "code": "unknown_program" | "bad_request" |
-// "internal"} with status 404, 400 or 500; a restart a program's Check
-// refused (nothing stopped) is 409 "refused".
+// "internal"} with status 404, 400 or 500; a start or restart whose every
+// program a Check refused (nothing stopped or started) is 409 "refused",
+// with "class" the code of the refusal's ErrorClass (Options.ErrorClasses)
+// when it has one. A program refused among others is a Result with
+// "refused" and "class".
 
 // namesRequest is the body of start, stop, restart and hold.
 type namesRequest struct {
@@ -42,6 +45,8 @@ type resultsResponse struct {
 type apiError struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
+	// Class is the ErrorClass code of a refusal's cause; "" none.
+	Class string `json:"class,omitempty"`
 }
 
 const (
@@ -74,7 +79,7 @@ func (s *Supervisor) handler() http.Handler {
 			}
 			res, err := fn(s, r, req.Names)
 			if err != nil {
-				writeError(w, err)
+				s.writeError(w, err)
 				return
 			}
 			writeJSON(w, http.StatusOK, resultsResponse{res})
@@ -96,7 +101,7 @@ func (s *Supervisor) handler() http.Handler {
 		}
 		sts, err := s.WaitRunning(r.Context(), req.Names...)
 		if err != nil {
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, sts)
@@ -114,7 +119,7 @@ func (s *Supervisor) serveHold(w http.ResponseWriter, r *http.Request) {
 	}
 	res, release, err := s.Hold(r.Context(), req.Names...)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	defer release()
@@ -134,7 +139,7 @@ func (s *Supervisor) serveLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	name := q.Get("name")
 	if err := s.checkNames([]string{name}); err != nil || name == "all" {
-		writeError(w, fmt.Errorf("%w: %q", ErrUnknownProgram, name))
+		s.writeError(w, fmt.Errorf("%w: %q", ErrUnknownProgram, name))
 		return
 	}
 	p := s.procs[name]
@@ -145,19 +150,19 @@ func (s *Supervisor) serveLogs(w http.ResponseWriter, r *http.Request) {
 		lf = p.spec.Stderr
 	case "file":
 		if err := checkOwnLog(p.spec); err != nil {
-			writeJSON(w, http.StatusBadRequest, apiError{err.Error(), codeBadRequest})
+			writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error(), Code: codeBadRequest})
 			return
 		}
 		lf = LogFile{Path: p.spec.OwnLog}
 	default:
-		writeJSON(w, http.StatusBadRequest, apiError{fmt.Sprintf("stream %q: want stdout, stderr or file", q.Get("stream")), codeBadRequest})
+		writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("stream %q: want stdout, stderr or file", q.Get("stream")), Code: codeBadRequest})
 		return
 	}
 	n := 10
 	if v := q.Get("n"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 0 {
-			writeJSON(w, http.StatusBadRequest, apiError{fmt.Sprintf("n %q: want a line count", v), codeBadRequest})
+			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("n %q: want a line count", v), Code: codeBadRequest})
 			return
 		}
 	}
@@ -186,22 +191,24 @@ func readNames(w http.ResponseWriter, r *http.Request) (namesRequest, bool) {
 	err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
 	_, _ = io.Copy(io.Discard, r.Body)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{"decode request: " + err.Error(), codeBadRequest})
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "decode request: " + err.Error(), Code: codeBadRequest})
 		return req, false
 	}
 	return req, true
 }
 
-func writeError(w http.ResponseWriter, err error) {
+// writeError answers err with its status and code; a refusal carries
+// the class of its cause.
+func (s *Supervisor) writeError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrUnknownProgram):
-		writeJSON(w, http.StatusNotFound, apiError{err.Error(), codeUnknownProgram})
+		writeJSON(w, http.StatusNotFound, apiError{Error: err.Error(), Code: codeUnknownProgram})
 	case errors.Is(err, ErrFatal):
-		writeJSON(w, http.StatusConflict, apiError{err.Error(), codeFatal})
+		writeJSON(w, http.StatusConflict, apiError{Error: err.Error(), Code: codeFatal})
 	case errors.Is(err, ErrRefused):
-		writeJSON(w, http.StatusConflict, apiError{err.Error(), codeRefused})
+		writeJSON(w, http.StatusConflict, apiError{Error: err.Error(), Code: codeRefused, Class: classOf(s.opts.ErrorClasses, err)})
 	default:
-		writeJSON(w, http.StatusInternalServerError, apiError{err.Error(), codeInternal})
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error(), Code: codeInternal})
 	}
 }
 

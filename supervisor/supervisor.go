@@ -38,6 +38,9 @@ type Options struct {
 	// Socket is the control socket's path; "" serves no socket. Its
 	// directory is created 0755; the socket is mode 0600.
 	Socket string
+	// ErrorClasses are the classes of Check errors a refusal carries
+	// over the socket (Result.Class, an error answer's class); nil: none.
+	ErrorClasses []ErrorClass
 	// Install, when set, runs when Run starts, before any program and
 	// before the reaper (so it may run and wait for children), while the
 	// socket already answers status. progress sets the detail Status
@@ -914,6 +917,13 @@ type Result struct {
 	// Restart, in a hold's results only, says the hold found the program
 	// STARTING, RUNNING or BACKOFF: releasing the hold starts it again.
 	Restart bool `json:"restart,omitempty"`
+	// Refused, in a start's or restart's results, says the program's
+	// Check refused it: it was neither stopped nor started (Error says
+	// why, State is its state, unchanged).
+	Refused bool `json:"refused,omitempty"`
+	// Class is the code of the ErrorClass (Options.ErrorClasses) the
+	// refusal's cause belongs to; "" when none or not refused.
+	Class string `json:"class,omitempty"`
 }
 
 // results waits for the outcomes and returns one Result per name.
@@ -943,12 +953,38 @@ func (s *Supervisor) results(ctx context.Context, names []string, done map[strin
 // and waits until each is RUNNING, FATAL or stopped again, or ctx ends.
 // Unknown names fail the whole call with ErrUnknownProgram before anything
 // happens; a held program gets an ErrHeld Result, every start during
-// shutdown an ErrShuttingDown one.
+// shutdown an ErrShuttingDown one. First the Check of each program that is
+// not running (STOPPED, EXITED or FATAL) nor held runs: a program it refuses is not
+// started and gets a Result saying so ("start NAME: why; nothing
+// started", Refused, Class); when it refuses every program named, the
+// call fails with those refusals (refusals).
 func (s *Supervisor) Start(ctx context.Context, names ...string) ([]Result, error) {
 	if err := s.checkNames(names); err != nil {
 		return nil, err
 	}
 	list := s.names(names)
+	var idle []string // not running nor held: what a start would spawn
+	for _, n := range list {
+		s.mu.Lock()
+		held := s.held[n] > 0
+		s.mu.Unlock()
+		switch s.Get(n).State {
+		case Stopped, Exited, Fatal:
+			if !held {
+				idle = append(idle, n)
+			}
+		}
+	}
+	refused := s.preflight(ctx, "start", idle)
+	ok := without(list, refused)
+	if len(ok) == 0 {
+		return nil, refusals(list, refused)
+	}
+	return s.mergeRefused(list, s.start(ctx, ok), refused), nil
+}
+
+// start starts list (names in priority order) with no preflight.
+func (s *Supervisor) start(ctx context.Context, list []string) []Result {
 	pre := map[string]error{}
 	var go_ []string
 	s.mu.Lock()
@@ -965,7 +1001,7 @@ func (s *Supervisor) Start(ctx context.Context, names ...string) ([]Result, erro
 	s.mu.Unlock()
 	<-s.ready
 	done := s.request(ctx, reqStart, go_)
-	return s.results(ctx, list, done, pre), nil
+	return s.results(ctx, list, done, pre)
 }
 
 // Stop stops the named programs ("all" for every one): groups of equal
@@ -1005,46 +1041,31 @@ func (s *Supervisor) stopGroups(ctx context.Context, names []string) []Result {
 }
 
 // Restart stops the named programs, then starts them, like supervisorctl
-// restart. First each program's Check runs, in priority order: the first
-// that fails refuses the whole restart with a *RefusedError (wrapping
-// ErrRefused) before anything is stopped.
+// restart. First each program's Check runs, in priority order: a program
+// it refuses is neither stopped nor started and gets a Result saying so
+// ("restart NAME: why; nothing stopped", Refused, Class), the others are
+// restarted; when it refuses every program named, the call fails with
+// those refusals (a *RefusedError, or several joined; each wraps
+// ErrRefused) and nothing is stopped.
 func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, error) {
 	if err := s.checkNames(names); err != nil {
 		return nil, err
 	}
-	if err := s.preflight(ctx, s.names(names)); err != nil {
-		return nil, err
+	list := s.names(names)
+	refused := s.preflight(ctx, "restart", list)
+	ok := without(list, refused)
+	if len(ok) == 0 {
+		return nil, refusals(list, refused)
 	}
-	stopped, err := s.Stop(ctx, names...)
-	if err != nil {
-		return nil, err
-	}
-	started, err := s.Start(ctx, names...)
-	if err != nil {
-		return nil, err
-	}
+	<-s.ready
+	stopped := s.stopGroups(ctx, ok)
+	started := s.start(ctx, ok)
 	for i := range started {
 		if started[i].Error == "" && stopped[i].Error != "" {
 			started[i].Error = stopped[i].Error
 		}
 	}
-	return started, nil
-}
-
-// preflight runs the Check of each program of list in order and returns
-// the first failure as a *RefusedError.
-func (s *Supervisor) preflight(ctx context.Context, list []string) error {
-	for _, n := range list {
-		check := s.procs[n].spec.Check
-		if check == nil {
-			continue
-		}
-		if err := check(ctx); err != nil {
-			s.log.Warn("restart refused, nothing stopped", "program", n, "err", err)
-			return &RefusedError{Name: n, Err: err}
-		}
-	}
-	return nil
+	return s.mergeRefused(list, started, refused), nil
 }
 
 // Hold stops the named programs (as Stop) and keeps them from being

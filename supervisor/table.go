@@ -68,23 +68,51 @@ func (c *Client) Control(ctx context.Context, verb string, names ...string) ([]R
 }
 
 // ControlText renders the results of verb (see Control) as supervisorctl
-// does, one line per program, "name: started" or "name: ERROR (STATE:
-// why)"; the error, when a program failed, wraps ErrSomeFailed and counts
-// them: "some programs failed: 1 of 2 not started (see above)".
+// does, one line per program, "name: started", "name: ERROR (STATE:
+// why)", or for a program its Check refused "name: ERROR (restart name:
+// why; nothing stopped)"; the error, when a program failed, wraps
+// ErrSomeFailed (and ErrRefused when one was refused) and counts them:
+// "some programs failed: 1 of 2 not started (see above)".
 func ControlText(verb string, res []Result) (string, error) {
 	done := map[string]string{"start": "started", "stop": "stopped", "restart": "restarted"}[verb]
 	var b strings.Builder
-	failed := 0
+	failed, refused := 0, false
 	for _, r := range res {
-		if r.Error != "" {
+		switch {
+		case r.Refused:
+			failed, refused = failed+1, true
+			fmt.Fprintf(&b, "%s: ERROR (%s)\n", r.Name, r.Error)
+		case r.Error != "":
 			failed++
 			fmt.Fprintf(&b, "%s: ERROR (%s: %s)\n", r.Name, r.State, r.Error)
-			continue
+		default:
+			fmt.Fprintf(&b, "%s: %s\n", r.Name, done)
 		}
-		fmt.Fprintf(&b, "%s: %s\n", r.Name, done)
 	}
-	if failed > 0 {
-		return b.String(), fmt.Errorf("%w: %d of %d not %s (see above)", ErrSomeFailed, failed, len(res), done)
+	if failed == 0 {
+		return b.String(), nil
 	}
-	return b.String(), nil
+	err := fmt.Errorf("%w: %d of %d not %s (see above)", ErrSomeFailed, failed, len(res), done)
+	if refused {
+		err = &remoteError{msg: err.Error(), is: []error{ErrSomeFailed, ErrRefused}}
+	}
+	return b.String(), err
+}
+
+// ControlText is ControlText's, with its error also matching the Err of
+// each of c.Classes a refused program's Class names (a refused restart
+// for a bad env file is then launch.ErrEnvFile to the caller, as the
+// refusal of a single program is).
+func (c *Client) ControlText(verb string, res []Result) (string, error) {
+	text, err := ControlText(verb, res)
+	re, ok := err.(*remoteError)
+	if !ok {
+		return text, err
+	}
+	for _, r := range res {
+		if ce := classErr(c.Classes, r.Class); r.Refused && ce != nil && !errors.Is(re, ce) {
+			re.is = append(re.is, ce)
+		}
+	}
+	return text, re
 }

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,4 +57,40 @@ func RecoveryNote(runtimeDir string) string {
 		return ""
 	}
 	return fmt.Sprintf("the interrupted upgrade to %s was rolled back at %s: %s runs on the pre-upgrade data; the data written meanwhile is kept in %s (hbx backup list shows it)", j.New.Image, j.Updated.Format(time.RFC3339), j.Old.Image, j.KeptAside)
+}
+
+// ErrHalfDone: a command that would change the runtime directory
+// (hbx install, the supervisor's install on start) refuses while
+// upgrade.json records a release change that is not finished
+// (HalfDone).
+var ErrHalfDone = errors.New("an upgrade is half done")
+
+// HalfDone returns nil when runtimeDir's journal records no unfinished
+// release change (Journal.Pending), else an error wrapping ErrHalfDone
+// that names the change and what to do: while a command holds the lock
+// making it, wait for it; interrupted, `hbx rollback` or a restart of
+// hbx supervise, which undo it (an install would change the runtime
+// without the data that goes with it, and its cleanup could remove a
+// release the recovery needs). locked says the caller holds runtimeDir's
+// lock itself (the change is then interrupted). A journal that does not
+// read is its read error.
+func HalfDone(runtimeDir string, locked bool) error {
+	j, err := ReadJournal(runtimeDir)
+	if err != nil {
+		return err
+	}
+	if j == nil || !j.Pending() {
+		return nil
+	}
+	by := j.By
+	if by == "" {
+		by = "hbx upgrade"
+	}
+	what := fmt.Sprintf("the release change (%s) from %s to %s", by, j.Old.Image, j.New.Image)
+	if holder, held := LockHolder(runtimeDir); held && !locked {
+		return fmt.Errorf("%w: %s is in progress (phase %s since %s; %s holds %s%s): let it finish first",
+			ErrHalfDone, what, j.Phase, j.Updated.Format(time.RFC3339), holder, LockFile, HolderNote(holder))
+	}
+	return fmt.Errorf("%w: %s was interrupted in phase %s (%s); an install now would change the runtime without the data that goes with it: run `hbx rollback` to undo it, or restart `hbx supervise`, which undoes it first",
+		ErrHalfDone, what, j.Phase, journalPath(runtimeDir))
 }

@@ -42,15 +42,19 @@ func newStartStopCommands(g *globals) []*cobra.Command {
 		newControlCommand(g, "start", "Start supervised programs and wait until they are RUNNING",
 			`Start starts the named programs ("all" for every one) in priority order and
 waits until each is RUNNING (Executor: answering its health check) or
-FATAL. Exit status 1 when one of them did not start.`),
+FATAL. Exit status 1 when one of them did not start. A stopped program that
+could not start (Executor: its configured release is not the active one) is
+refused, nothing started, as restart refuses it.`),
 		newControlCommand(g, "stop", "Stop supervised programs and wait until their process groups are gone",
 			`Stop sends each program's stopsignal to its whole process group, waits
 stopwaitsecs, then SIGKILL; programs stop in reverse priority order.`),
 		newControlCommand(g, "restart", "Stop, then start supervised programs",
 			`Restart stops the named programs, then starts them again; a program starts
-only after its old process group is gone. A restart that could not start
+only after its old process group is gone. A program that could not start
 again (Executor: its configured release is not the active one) is refused
-before anything is stopped: exit status 1, the program keeps running.`),
+before it is stopped and keeps running; the others named (all) are
+restarted. A line per refused program; exit status 1 when one was refused
+(2 when its env or token file is bad).`),
 	}
 }
 
@@ -68,12 +72,12 @@ func runControl(ctx context.Context, opts controlOptions) error {
 	}
 	res, err := c.Control(ctx, opts.verb, opts.names...)
 	if errors.Is(err, supervisor.ErrRefused) {
-		return err // "restart NAME: why; nothing stopped"
+		return err // "restart NAME: why; nothing stopped", a line per program
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.verb, err)
 	}
-	text, err := supervisor.ControlText(opts.verb, res)
+	text, err := c.ControlText(opts.verb, res)
 	_, _ = io.WriteString(opts.stdout, text)
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.verb, err)

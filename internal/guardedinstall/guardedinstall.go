@@ -20,6 +20,7 @@ import (
 	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datalock"
+	"github.com/hermesbox/hbx/internal/prune"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
@@ -36,7 +37,10 @@ type Outcome struct {
 // changes under existing data only through the upgrade path, as
 // installer.Guard decides: a plain install, upgrade.Switch (stage,
 // pre-change backup, journal, pin, activate; hbx rollback can undo it),
-// or a refusal (installer.ErrChangeRefused). What runs is not asked when
+// or a refusal (installer.ErrChangeRefused); refused, nothing changed,
+// while an upgrade is half done (upgrade.ErrHalfDone, checked again under
+// the runtime directory's lock), and its cleanup keeps the releases an
+// unfinished restore or release change records. What runs is not asked when
 // inSupervisor (the caller is the supervisor, before it starts anything).
 // With rehearse (hbx install without --no-rehearsal), a recorded change
 // first boots the staged release on a copy of the data (b.Rehearsal, as
@@ -52,6 +56,19 @@ func Install(ctx context.Context, b adapters.Box, opts installer.Options, inSupe
 	if !inSupervisor {
 		in.Runs = func() (string, error) { return payloadRuns(ctx, cfg) }
 	}
+	// An unfinished upgrade is recovered first (hbx rollback, hbx
+	// supervise's start, which recovers before its install on start):
+	// refused here before anything, and again under the lock.
+	if err := upgrade.HalfDone(cfg.Executor.RuntimeDir, false); err != nil {
+		return nil, fmt.Errorf("%w; nothing changed", err)
+	}
+	opts.Refuse = func() error {
+		if err := upgrade.HalfDone(cfg.Executor.RuntimeDir, true); err != nil {
+			return fmt.Errorf("%w; nothing changed", err)
+		}
+		return nil
+	}
+	opts.Keep = keepNeeded(cfg)
 	if aerr := backup.AwaitedRuntime(cfg.Executor.DataDir, cfg.Executor.RuntimeDir); errors.Is(aerr, backup.ErrRuntimeAwaited) && !adapters.AwaitsImage(cfg, opts.Image) {
 		return nil, fmt.Errorf("%w to %s: %w", installer.ErrChangeRefused, opts.Image, aerr)
 	}
@@ -155,4 +172,15 @@ func payloadRuns(ctx context.Context, cfg *config.Config) (string, error) {
 		return fmt.Sprintf("the supervisor on %s reports executor %s", cfg.Supervisor.Socket, st.State), nil
 	}
 	return "", nil
+}
+
+// keepNeeded is an install's installer.Options.Keep on cfg's box: the
+// releases an unfinished restore or release change records
+// (prune.Needed), read when the cleanup runs; every release when they
+// cannot be read.
+func keepNeeded(cfg *config.Config) func(release.Meta) bool {
+	return func(m release.Meta) bool {
+		need, err := prune.Needed(cfg.Executor.RuntimeDir, cfg.Executor.DataDir)
+		return err != nil || prune.Keep(need)(m)
+	}
 }

@@ -16,10 +16,24 @@ import (
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
-// Dial returns the client of the supervisor on cfg's supervisor.socket.
+// ErrorClasses are the classes of the executor's Check errors (a start's
+// or restart's preflight) that the supervisor's control socket carries
+// (supervisor.Options.ErrorClasses) and that Dial's client maps back to
+// the same sentinel (supervisor.Client.Classes): a refusal for a bad env
+// or token file, or an invalid configuration, is then exit 2 in hbx as
+// when the command itself finds it (cmd/hbx's exit-code table).
+var ErrorClasses = []supervisor.ErrorClass{
+	{Code: "env_file", Err: launch.ErrEnvFile},
+	{Code: "token_file", Err: launch.ErrTokenFile},
+	{Code: "config", Err: config.ErrInvalid},
+}
+
+// Dial returns the client of the supervisor on cfg's supervisor.socket,
+// which maps refusals of ErrorClasses back to their sentinels.
 // Its errors wrap supervisor.ErrNotRunning when nothing listens there;
 // that error is a *supervisor.HeldError when a live process holds on its
 // start-up error for the socket.
@@ -28,7 +42,11 @@ func Dial(ctx context.Context, cfg *config.Config) (*supervisor.Client, error) {
 }
 
 func dial(ctx context.Context, socket string) (*supervisor.Client, error) {
-	return supervisor.DialHeld(ctx, socket)
+	c, err := supervisor.DialHeld(ctx, socket)
+	if c != nil {
+		c.Classes = ErrorClasses
+	}
+	return c, err
 }
 
 // Programs is the supervisor on Socket seen as a health.Supervisor.

@@ -15,6 +15,7 @@ import (
 	"github.com/hermesbox/hbx/internal/certsdir"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/executorrun"
+	"github.com/hermesbox/hbx/internal/supervisorclient"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
@@ -43,7 +44,7 @@ type Supervise struct {
 func Supervisor(s Supervise) supervisor.Options {
 	cfg := s.Config
 	// No Env: a program's environment is its own, never hbx's.
-	opts := supervisor.Options{Socket: cfg.Supervisor.Socket, Logger: s.Log}
+	opts := supervisor.Options{Socket: cfg.Supervisor.Socket, Logger: s.Log, ErrorClasses: supervisorclient.ErrorClasses}
 	for _, name := range cfg.ProgramNames() {
 		pc := cfg.Programs[name]
 		if !pc.Enabled {
