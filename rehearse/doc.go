@@ -6,6 +6,10 @@
 //
 // Run does, in order:
 //
+//  0. Refuse, before anything is removed, made or copied, a payload
+//     environment whose EXECUTOR_DATA_DIR (the env file's, the last one)
+//     names another directory than the data directory (step 4's
+//     refusal, found early).
 //  1. Remove what an earlier rehearsal left (its process killed by a
 //     kill -9 of hbx): every <data_dir>.rehearsal-* directory that holds
 //     the held file hbx made (regular, its own, one name), after
@@ -39,7 +43,7 @@
 //     directory in the scratch directory. A value of its environment
 //     (the env file's) naming the live data or state directory, or a path
 //     inside one, names the same path in the copy; an EXECUTOR_DATA_DIR
-//     naming another directory refuses the rehearsal. EXECUTOR_HOST and
+//     naming another directory refuses the rehearsal (step 0). EXECUTOR_HOST and
 //     PORT are the rehearsal's whatever the env file sets (it comes after
 //     hbx's settings: PORT=<executor.port> there is the real start's own
 //     value, and would have the rehearsal meet the running payload's

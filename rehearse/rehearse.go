@@ -103,6 +103,10 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	o.defaults()
 	start := time.Now()
 	res = &Result{}
+	// Refused before anything is removed, made or copied.
+	if err := o.checkEnvDataDir(); err != nil {
+		return nil, err
+	}
 	var left []string
 	if res.Leftovers, left, err = removeLeftovers(ctx, o.DataDir, o.Logger); err != nil {
 		return nil, err
