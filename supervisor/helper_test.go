@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // The test binary doubles as the supervised program: TestMain runs a
@@ -62,7 +64,7 @@ func TestMain(m *testing.M) {
 	if h := os.Getenv("HBXTEST_HELPER"); h != "" {
 		os.Exit(helper(h))
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.RunInCgroup(m, true))
 }
 
 func helper(name string) int {
