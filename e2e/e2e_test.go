@@ -153,6 +153,9 @@ func freePort(t *testing.T) int {
 // newBox writes an hbx.yaml for ref served by reg.
 func newBox(t *testing.T, reg *testenv.Registry, ref string, pins map[string]string, extra string) *box {
 	t.Helper()
+	// Registered before the box's own cleanups (which stop its
+	// processes), so it runs after them.
+	testenv.RemoveNewCgroups(t)
 	dir := t.TempDir()
 	b := &box{t: t, dir: dir, runtimeDir: filepath.Join(dir, "storage/executor-runtime"),
 		dataDir: filepath.Join(dir, "workspace/executor/data"), stateDir: filepath.Join(dir, "var/lib/hbx/executor"), port: freePort(t)}

@@ -4,6 +4,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // runDirs are the directories that outlive one test (the test images and
@@ -27,7 +29,11 @@ func runTempDir(pattern string) (string, error) {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	// The hbx commands' cgroups (supervisors', rehearsals') are made in
+	// the run's cgroup and removed with it; each box removes its own
+	// (newBox: testenv.RemoveNewCgroups). Not strict: a command killed
+	// with -9 on purpose may leave its subtree to the run's removal.
+	code := testenv.RunInCgroup(m, false)
 	runDirsMu.Lock()
 	for _, d := range runDirs {
 		_ = os.RemoveAll(d)

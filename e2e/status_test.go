@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/killpoint"
+	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -20,6 +21,7 @@ import (
 // given shell programs under a real `hbx supervise`.
 func programsBox(t *testing.T, programs string) (*box, *supervised) {
 	t.Helper()
+	testenv.RemoveNewCgroups(t) // after the box's own cleanups
 	dir := t.TempDir()
 	b := &box{t: t, dir: dir, runtimeDir: filepath.Join(dir, "runtime"), dataDir: filepath.Join(dir, "data"),
 		stateDir: filepath.Join(dir, "state"), config: filepath.Join(dir, "hbx.yaml")}

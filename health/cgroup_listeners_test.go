@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hermesbox/hbx/internal/progcgroup"
 	"github.com/hermesbox/hbx/internal/testenv"
@@ -37,17 +36,11 @@ func programCgroup(t *testing.T, name string) *os.File {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		d.Close()
-		// The helpers exit when the test's pipes close (cleanups run
-		// in reverse: theirs first); wait for the cgroup to empty.
-		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if os.Remove(path) == nil || errors.Is(os.Remove(path), os.ErrNotExist) {
-				break
-			}
-		}
-		_ = os.Remove(tree)
-	})
+	// The helpers exit when the test's pipes close (cleanups run in
+	// reverse: theirs first); the tree goes once it is empty, or the
+	// test fails naming it.
+	testenv.RemoveCgroup(t, tree)
+	t.Cleanup(func() { d.Close() })
 	return d
 }
 

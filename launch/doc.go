@@ -55,6 +55,8 @@
 // the caller's environment. Values from the env file and the key are
 // never logged. Prepare reads the env file and the token file before
 // anything else, so a bad one (ErrEnvFile: missing, readable by others,
+// setting EXECUTOR_HOST to anything but a loopback IP literal unless
+// Options.Network,
 // malformed; ErrTokenFile: missing, readable by others, not one key on its
 // first line, names.BearerKey) changes nothing on disk.
 package launch

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,6 +57,11 @@ type Options struct {
 	AllowLocalNetwork bool   // EXECUTOR_ALLOW_LOCAL_NETWORK
 	DisableIPv6       bool   // BUN_FEATURE_FLAG_DISABLE_IPV6=1
 	DisableTelemetry  bool   // TelemetryOff, unless the env file sets them
+	// Network is executor.exposure network (the Docker box's executor
+	// container, which listens on 0.0.0.0 by design): the env file may
+	// then set EXECUTOR_HOST to any address. Otherwise an EXECUTOR_HOST
+	// there must be a loopback IP literal (ErrEnvFile).
+	Network bool
 
 	// Target is the configured release (config.Config.Release); the
 	// active one must pass its Check.
@@ -443,6 +449,9 @@ func ReadEnvFile(p string) ([]string, error) {
 // key of o.TokenFile when one is set.
 func fileEnv(o Options) ([]string, error) {
 	env, err := ReadEnvFile(o.EnvFile)
+	if err == nil && !o.Network {
+		err = checkEnvHost(o.EnvFile, env)
+	}
 	if err != nil || o.TokenFile == "" {
 		return env, err
 	}
@@ -451,6 +460,24 @@ func fileEnv(o Options) ([]string, error) {
 		return nil, err
 	}
 	return append(env, o.TokenEnv+"="+key), nil
+}
+
+// checkEnvHost refuses (ErrEnvFile) an EXECUTOR_HOST in the env file p
+// (its variables env) that is not a loopback IP literal (127.0.0.0/8 or
+// ::1, as executor.listen with executor.exposure loopback): the env file
+// comes after hbx's settings, so 0.0.0.0 or :: there would have the
+// payload listen beyond loopback, which only health would find later.
+func checkEnvHost(p string, env []string) error {
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != "EXECUTOR_HOST" {
+			continue
+		}
+		if a, err := netip.ParseAddr(v); err != nil || !a.IsLoopback() || a.Zone() != "" || a.Is4In6() {
+			return fmt.Errorf("%w: executor.env_file %s sets EXECUTOR_HOST to %q: Executor listens on loopback only (want 127.0.0.0/8 or ::1, or remove the line; a box reached from outside sets executor.exposure: network)", ErrEnvFile, p, v)
+		}
+	}
+	return nil
 }
 
 // ReadTokenFile returns the key on the first line of p, blanks around it

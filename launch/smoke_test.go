@@ -140,27 +140,30 @@ func TestRunDaemonGone(t *testing.T) {
 // what "One writer per data directory" forbids) and competed for its
 // port. It now gets a scratch data and state directory and a free port:
 // the command runs, and nothing appears in the live data directory. An
-// env file naming the live data directory, port and a host off loopback
-// (it comes after hbx's settings) changes none of that.
+// env file naming the live data directory, port and another host (it
+// comes after hbx's settings; all addresses on the Docker box, where
+// executor.exposure is network) changes none of that.
 func TestSmokeScratchLeavesLiveDataAlone(t *testing.T) {
 	for _, tc := range []struct {
 		name, envFile string // envFile: its lines, %s the live data directory
+		network       bool
 	}{
 		{name: "no env file"},
-		{name: "an env file naming the live data, port and all addresses", envFile: "EXECUTOR_DATA_DIR=%s\nPORT=4788\nEXECUTOR_HOST=0.0.0.0\n"},
+		{name: "an env file naming the live data, port and another loopback address", envFile: "EXECUTOR_DATA_DIR=%s\nPORT=4788\nEXECUTOR_HOST=127.0.0.2\n"},
+		{name: "network exposure: an env file naming the live data, port and all addresses", envFile: "EXECUTOR_DATA_DIR=%s\nPORT=4788\nEXECUTOR_HOST=0.0.0.0\n", network: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			smokeScratchLeavesLiveDataAlone(t, tc.envFile)
+			smokeScratchLeavesLiveDataAlone(t, tc.envFile, tc.network)
 		})
 	}
 }
 
-func smokeScratchLeavesLiveDataAlone(t *testing.T, envFile string) {
+func smokeScratchLeavesLiveDataAlone(t *testing.T, envFile string, network bool) {
 	t.Helper()
 	dir := t.TempDir()
 	o := Options{
 		RuntimeDir: filepath.Join(dir, "runtime"), DataDir: filepath.Join(dir, "workspace/data"), StateDir: filepath.Join(dir, "state"),
-		Listen: "127.0.0.1", Port: 4788, HostPort: 4788, HostPath: "/usr/bin:/bin",
+		Listen: "127.0.0.1", Port: 4788, HostPort: 4788, HostPath: "/usr/bin:/bin", Network: network,
 	}
 	if envFile != "" {
 		o.EnvFile = filepath.Join(dir, "executor.env")

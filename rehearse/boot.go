@@ -159,6 +159,35 @@ func onTheCopy(env []string, moves [][2]string) ([]string, error) {
 	return out, nil
 }
 
+// checkEnvDataDir refuses, before anything is copied, a rehearsal whose
+// payload environment would name another data directory than
+// o.DataDir: the EXECUTOR_DATA_DIR the env file (executor.env_file) or
+// Launch.ExtraEnv sets last (hbx's own setting replaces the image's),
+// with the error onTheCopy gives at the start. A bad env file is the
+// error the start would give.
+func (o *Options) checkEnvDataDir() error {
+	fileEnv, err := launch.ReadEnvFile(o.Launch.EnvFile)
+	if err != nil {
+		return fmt.Errorf("prepare the rehearsal: %w", err)
+	}
+	v, ok := "", false
+	for _, kv := range append(slices.Clone(o.Launch.ExtraEnv), fileEnv...) {
+		if k, val, _ := strings.Cut(kv, "="); k == "EXECUTOR_DATA_DIR" {
+			v, ok = val, true
+		}
+	}
+	if !ok {
+		return nil
+	}
+	// The copy's path is not known yet: none of the env file's values is
+	// it (a random name), so any stand-in that is no path serves.
+	moves := [][2]string{{o.DataDir, "\x00copy"}, {o.Launch.StateDir, "\x00state"}}
+	if _, err := onTheCopy([]string{"EXECUTOR_DATA_DIR=" + v}, moves); err != nil {
+		return fmt.Errorf("prepare the rehearsal: %w", err)
+	}
+	return nil
+}
+
 // inside reports whether the absolute path p is dir or below it, and
 // where below it.
 func inside(p, dir string) (string, bool) {

@@ -301,19 +301,9 @@ func testCgroup(t *testing.T) *os.File {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		d.Close()
-		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			subs, _ := filepath.Glob(path + "/hbx.*/*")
-			trees, _ := filepath.Glob(path + "/hbx.*")
-			for _, s := range append(subs, trees...) {
-				_ = os.Remove(s)
-			}
-			if err := os.Remove(path); err == nil || errors.Is(err, os.ErrNotExist) {
-				return
-			}
-		}
-	})
+	// Removed with what hbx made in it once empty, or the test fails.
+	testenv.RemoveCgroup(t, path)
+	t.Cleanup(func() { d.Close() })
 	return d
 }
 

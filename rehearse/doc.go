@@ -6,14 +6,22 @@
 //
 // Run does, in order:
 //
-//  1. Remove what an earlier rehearsal left (its process killed by a
+//  0. Refuse, before anything is removed, made or copied, a payload
+//     environment whose EXECUTOR_DATA_DIR (the env file's, the last one)
+//     names another directory than the data directory (step 4's
+//     refusal, found early).
+//  1. Take the rehearsal lock (datadir.RehearsalLock, held until the
+//     scratch directory is gone; held by another copy of hbx, the
+//     rehearsal is refused naming it, and nothing of that copy's is
+//     touched). Remove what an earlier rehearsal left (its process killed by a
 //     kill -9 of hbx): every <data_dir>.rehearsal-* directory that holds
 //     the held file hbx made (regular, its own, one name), after
 //     SIGKILLing every process that still holds it open and every member
 //     of the cgroup it records (CgroupRecord, hbx's own file too; the
 //     cgroup is removed). One without it
 //     (another box's data directory so named, a held file replaced by a
-//     link) is left alone, logged, and kills nobody.
+//     link) is left alone, logged, and kills nobody; an empty one (a
+//     removal killed after the held file) is removed.
 //  2. Make a private scratch directory beside the data directory,
 //     <data_dir>.rehearsal-<random> (internal/datadir's Rehearsal kind):
 //     created exclusively, mode 0700, root's (the caller's) while it is
@@ -39,7 +47,7 @@
 //     directory in the scratch directory. A value of its environment
 //     (the env file's) naming the live data or state directory, or a path
 //     inside one, names the same path in the copy; an EXECUTOR_DATA_DIR
-//     naming another directory refuses the rehearsal. EXECUTOR_HOST and
+//     naming another directory refuses the rehearsal (step 0). EXECUTOR_HOST and
 //     PORT are the rehearsal's whatever the env file sets (it comes after
 //     hbx's settings: PORT=<executor.port> there is the real start's own
 //     value, and would have the rehearsal meet the running payload's
@@ -77,7 +85,13 @@
 //     names the live data directory by absolute path names the copy in
 //     the copy (a relative one resolves inside the copy as it is).
 //   - The scratch directory is removed when Run returns, and by the next
-//     Run when hbx was killed (with what still runs in it).
+//     Run when hbx was killed (with what still runs in it), wherever the
+//     kill stopped it, its removal included: data/ and state/ go first,
+//     the cgroup record next, the held file last, then the empty
+//     directory.
+//   - A scratch directory a running rehearsal (another copy of hbx)
+//     holds is never removed, nor its processes signalled: it holds the
+//     rehearsal lock.
 //
 // # What it does not guarantee
 //

@@ -1,6 +1,11 @@
 package rehearse
 
 import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -53,4 +58,58 @@ func TestOnTheCopy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunRefusesAnotherDataDirBeforeCopying: an env file whose
+// EXECUTOR_DATA_DIR (its last one: the one the payload gets) names
+// another directory than the data directory refuses the rehearsal with
+// onTheCopy's one line before anything is made or copied: no scratch
+// directory, no file of the data opened, the state directory untouched.
+func TestRunRefusesAnotherDataDirBeforeCopying(t *testing.T) {
+	for _, tc := range []struct{ name, lines string }{
+		{name: "another directory", lines: "EXECUTOR_DATA_DIR=/srv/other\n"},
+		{name: "a relative path", lines: "EXECUTOR_DATA_DIR=data\n"},
+		{name: "the last of two", lines: "EXECUTOR_DATA_DIR=%DATA%\nexport EXECUTOR_DATA_DIR=\"/srv/other\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rp := newRunParams(t, "serve", true)
+			killEscapees(t, rp)
+			envFile := filepath.Join(t.TempDir(), "executor.env")
+			if err := os.WriteFile(envFile, []byte(strings.ReplaceAll(tc.lines, "%DATA%", rp.DataDir)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			opened := 0
+			beforeOpen = func(string) { opened++ }
+			t.Cleanup(func() { beforeOpen = func(string) {} })
+			before := listing(t, filepath.Dir(rp.DataDir), rp.StateDir)
+			o := rp.options(slog.New(slog.DiscardHandler))
+			o.Launch.EnvFile = envFile
+			_, err := Run(context.Background(), o)
+			if err == nil || !strings.Contains(err.Error(), "sets EXECUTOR_DATA_DIR=") || !strings.Contains(err.Error(), "--no-rehearsal") || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("Run() = %v; want the one-line refusal naming EXECUTOR_DATA_DIR and --no-rehearsal", err)
+			}
+			if opened != 0 {
+				t.Errorf("Run opened %d files of the data before refusing; want none", opened)
+			}
+			if after := listing(t, filepath.Dir(rp.DataDir), rp.StateDir); !slices.Equal(after, before) {
+				t.Errorf("after the refusal: %q; want as before: %q", after, before)
+			}
+		})
+	}
+}
+
+// listing returns every path below dirs (themselves included).
+func listing(t *testing.T, dirs ...string) []string {
+	t.Helper()
+	var out []string
+	for _, d := range dirs {
+		err := filepath.WalkDir(d, func(p string, _ fs.DirEntry, err error) error {
+			out = append(out, p)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // The test binary is also the rehearsed payload and its escaping
@@ -36,7 +38,7 @@ func TestMain(m *testing.M) {
 	case os.Getenv(payloadEnv) != "":
 		payload()
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.RunInCgroup(m, true))
 }
 
 // payload is the rehearsed release: see payloadEnv.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermesbox/hbx/health"
 	"github.com/hermesbox/hbx/internal/datadir"
+	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/launch"
 	"github.com/hermesbox/hbx/release"
 )
@@ -103,6 +104,19 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	o.defaults()
 	start := time.Now()
 	res = &Result{}
+	// Refused before anything is removed, made or copied.
+	if err := o.checkEnvDataDir(); err != nil {
+		return nil, err
+	}
+	// Held until the scratch directory is gone: every scratch directory
+	// found while it is held is a killed rehearsal's, never a running
+	// one's (a second copy of hbx rehearsing the same data waits its
+	// turn: refused, naming the holder).
+	l, err := lock.Acquire(ctx, datadir.RehearsalLock(o.DataDir), "hbx upgrade (rehearsal)", 0, nil)
+	if err != nil {
+		return nil, fmt.Errorf("another rehearsal of %s is running: %w", o.DataDir, err)
+	}
+	defer l.Unlock()
 	var left []string
 	if res.Leftovers, left, err = removeLeftovers(ctx, o.DataDir, o.Logger); err != nil {
 		return nil, err

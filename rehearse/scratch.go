@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -84,7 +85,42 @@ func (s *scratch) remove(ctx context.Context) error {
 			return err
 		}
 	}
-	return datadir.RemoveTree(s.dir)
+	return removeScratchTree(s.dir)
+}
+
+// removeScratchTree removes the scratch directory dir in the order that
+// leaves, wherever a kill -9 stops it, what the next rehearsal removes:
+// everything but the held file and the cgroup record first (data/ and
+// state/, contents and all), then the record (its cgroup is already
+// gone), then the held file (the marker the next rehearsal knows a
+// scratch directory by), then dir, empty by then (the next rehearsal
+// removes an empty one too). It stops at the first error, the held file
+// still in place.
+func removeScratchTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		// The payload's directory, made unreadable: it is removed anyway.
+		_ = os.Chmod(dir, 0o700)
+		if ents, err = os.ReadDir(dir); err != nil {
+			return fmt.Errorf("remove %s: %w", dir, err)
+		}
+	}
+	for _, e := range ents {
+		if n := e.Name(); n != HeldFile && n != CgroupRecord {
+			if err := datadir.RemoveTree(filepath.Join(dir, n)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range []string{CgroupRecord, HeldFile} {
+		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", dir, err)
+		}
+	}
+	return datadir.RemoveTree(dir)
 }
 
 // removeLeftovers removes every scratch directory an earlier rehearsal
@@ -96,8 +132,11 @@ func (s *scratch) remove(ctx context.Context) error {
 // whose held file the payload replaced, which must not choose what is
 // killed. What still runs in the cgroup a leftover records
 // (CgroupRecord) is SIGKILLed and the cgroup removed first, each process
-// logged to log. The caller holds the runtime directory's lock, so no
-// other rehearsal runs.
+// logged to log; the directory is removed held file last
+// (removeScratchTree), and an empty one (a removal killed after its held
+// file) is removed too. The caller holds the rehearsal lock
+// (datadir.RehearsalLock), so every scratch directory found is a killed
+// rehearsal's, never a running one's.
 func removeLeftovers(ctx context.Context, dataDir string, log *slog.Logger) (gone, left []string, err error) {
 	d := filepath.Clean(dataDir)
 	ents, err := os.ReadDir(filepath.Dir(d))
@@ -114,13 +153,19 @@ func removeLeftovers(ctx context.Context, dataDir string, log *slog.Logger) (gon
 			return gone, left, fmt.Errorf("stop what runs in the rehearsal leftover %s: %w", p, err)
 		}
 		if !ours {
-			left = append(left, p)
+			// Empty: a removal killed after the held file, its last
+			// entry (os.Remove removes nothing else).
+			if os.Remove(p) == nil {
+				gone = append(gone, p)
+			} else {
+				left = append(left, p)
+			}
 			continue
 		}
 		if err := stopLeftover(ctx, recordedCgroup(p, dataDir), log); err != nil {
 			return gone, left, fmt.Errorf("stop what runs in the rehearsal leftover %s: %w", p, err)
 		}
-		if err := datadir.RemoveTree(p); err != nil {
+		if err := removeScratchTree(p); err != nil {
 			return gone, left, fmt.Errorf("remove the rehearsal leftover: %w", err)
 		}
 		gone = append(gone, p)

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,24 +38,9 @@ func testCgroup(t *testing.T) (rel string, dir *os.File, mount string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		d.Close()
-		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			subs, _ := filepath.Glob(path + "/hbx.*/*")
-			for _, s := range subs {
-				if st, err := os.Stat(s); err == nil && st.IsDir() {
-					_ = os.Remove(s)
-				}
-			}
-			trees, _ := filepath.Glob(path + "/hbx.*")
-			for _, s := range trees {
-				_ = os.Remove(s)
-			}
-			if err := os.Remove(path); err == nil || errors.Is(err, os.ErrNotExist) {
-				return
-			}
-		}
-	})
+	// Removed with what hbx made in it once empty, or the test fails.
+	testenv.RemoveCgroup(t, path)
+	t.Cleanup(func() { d.Close() })
 	return rel, d, mount
 }
 

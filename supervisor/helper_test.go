@@ -67,7 +67,7 @@ func TestMain(m *testing.M) {
 	if h := os.Getenv("HBXTEST_HELPER"); h != "" {
 		os.Exit(helper(h))
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.RunInCgroup(m, true))
 }
 
 func helper(name string) int {

@@ -12,6 +12,7 @@
 //	/workspace/executor/.data.lock                       Lock(D): the data lock (internal/datalock)
 //	/workspace/executor/.data.lock.owner                 LockOwner(D): its owner lock
 //	/workspace/executor/.data.supervisor                 SupervisorState(D): the supervisor's own state
+//	/workspace/executor/.data.rehearsal.lock             RehearsalLock(D): held by the running rehearsal
 //	/workspace/executor/data.restore.json                Journal(D): an unfinished restore's journal
 //	/workspace/executor/data.restore-<stamp>[-N]         Staging: the archive extracted, before the swap
 //	/workspace/executor/data.pre-restore-<stamp>[-N]     PreRestore: D as a restore found it

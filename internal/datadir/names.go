@@ -23,6 +23,15 @@ func SupervisorState(dir string) string {
 	return filepath.Join(filepath.Dir(d), "."+filepath.Base(d)+".supervisor")
 }
 
+// RehearsalLock returns the lock every rehearsal of dir holds while it
+// runs (package rehearse): a hidden file beside it, "/w/data" ->
+// "/w/.data.rehearsal.lock". A scratch directory (Rehearsal) found while
+// holding it is a killed rehearsal's, never a live one's.
+func RehearsalLock(dir string) string {
+	d := filepath.Clean(dir)
+	return filepath.Join(filepath.Dir(d), "."+filepath.Base(d)+".rehearsal.lock")
+}
+
 // LockOwner returns the owner lock of dir: Lock(dir) + ".owner".
 func LockOwner(dir string) string { return Lock(dir) + ".owner" }
 

@@ -18,6 +18,7 @@ func TestNames(t *testing.T) {
 	for _, tc := range []struct{ name, got, want string }{
 		{"Lock", datadir.Lock(d), "/workspace/executor/.data.lock"},
 		{"Lock(trailing slash)", datadir.Lock(d + "/"), "/workspace/executor/.data.lock"},
+		{"RehearsalLock", datadir.RehearsalLock(d + "/"), "/workspace/executor/.data.rehearsal.lock"},
 		{"SupervisorState", datadir.SupervisorState(d), "/workspace/executor/.data.supervisor"},
 		{"SupervisorState(trailing slash)", datadir.SupervisorState(d + "/"), "/workspace/executor/.data.supervisor"},
 		{"LockOwner", datadir.LockOwner(d), "/workspace/executor/.data.lock.owner"},

@@ -33,6 +33,7 @@ func Launch(cfg *config.Config, hostPath string) launch.Options {
 		TokenFile:         cfg.Executor.TokenFile,
 		TokenEnv:          cfg.Executor.TokenEnv,
 		Listen:            cfg.Executor.Listen,
+		Network:           cfg.Executor.Exposure == config.ExposureNetwork,
 		Port:              cfg.Executor.Port,
 		HostPort:          cfg.Executor.HostPort,
 		AllowLocalNetwork: cfg.Executor.AllowLocalNetwork,
