@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/testenv/testcgroup"
+
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/internal/testimage"
@@ -155,7 +157,7 @@ func newBox(t *testing.T, reg *testenv.Registry, ref string, pins map[string]str
 	t.Helper()
 	// Registered before the box's own cleanups (which stop its
 	// processes), so it runs after them.
-	testenv.RemoveNewCgroups(t)
+	testcgroup.RemoveNewCgroups(t)
 	dir := t.TempDir()
 	b := &box{t: t, dir: dir, runtimeDir: filepath.Join(dir, "storage/executor-runtime"),
 		dataDir: filepath.Join(dir, "workspace/executor/data"), stateDir: filepath.Join(dir, "var/lib/hbx/executor"), port: freePort(t)}

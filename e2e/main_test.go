@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/internal/testenv/testcgroup"
 )
 
 // runDirs are the directories that outlive one test (the test images and
@@ -31,9 +31,9 @@ func runTempDir(pattern string) (string, error) {
 func TestMain(m *testing.M) {
 	// The hbx commands' cgroups (supervisors', rehearsals') are made in
 	// the run's cgroup and removed with it; each box removes its own
-	// (newBox: testenv.RemoveNewCgroups). Not strict: a command killed
+	// (newBox: testcgroup.RemoveNewCgroups). Not strict: a command killed
 	// with -9 on purpose may leave its subtree to the run's removal.
-	code := testenv.RunInCgroup(m, false)
+	code := testcgroup.RunInCgroup(m, false)
 	runDirsMu.Lock()
 	for _, d := range runDirs {
 		_ = os.RemoveAll(d)

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/testenv/testcgroup"
+
 	"github.com/hermesbox/hbx/internal/killpoint"
-	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -21,7 +22,7 @@ import (
 // given shell programs under a real `hbx supervise`.
 func programsBox(t *testing.T, programs string) (*box, *supervised) {
 	t.Helper()
-	testenv.RemoveNewCgroups(t) // after the box's own cleanups
+	testcgroup.RemoveNewCgroups(t) // after the box's own cleanups
 	dir := t.TempDir()
 	b := &box{t: t, dir: dir, runtimeDir: filepath.Join(dir, "runtime"), dataDir: filepath.Join(dir, "data"),
 		stateDir: filepath.Join(dir, "state"), config: filepath.Join(dir, "hbx.yaml")}

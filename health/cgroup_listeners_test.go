@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hermesbox/hbx/internal/testenv/testcgroup"
+
 	"github.com/hermesbox/hbx/internal/progcgroup"
 	"github.com/hermesbox/hbx/internal/testenv"
 )
@@ -39,7 +41,7 @@ func programCgroup(t *testing.T, name string) *os.File {
 	// The helpers exit when the test's pipes close (cleanups run in
 	// reverse: theirs first); the tree goes once it is empty, or the
 	// test fails naming it.
-	testenv.RemoveCgroup(t, tree)
+	testcgroup.RemoveCgroup(t, tree)
 	t.Cleanup(func() { d.Close() })
 	return d
 }

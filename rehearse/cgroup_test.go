@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/testenv/testcgroup"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesbox/hbx/extract"
@@ -302,7 +304,7 @@ func testCgroup(t *testing.T) *os.File {
 		t.Fatal(err)
 	}
 	// Removed with what hbx made in it once empty, or the test fails.
-	testenv.RemoveCgroup(t, path)
+	testcgroup.RemoveCgroup(t, path)
 	t.Cleanup(func() { d.Close() })
 	return d
 }

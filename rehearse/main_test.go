@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/internal/testenv/testcgroup"
 )
 
 // The test binary is also the rehearsed payload and its escaping
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	case os.Getenv(payloadEnv) != "":
 		payload()
 	}
-	os.Exit(testenv.RunInCgroup(m, true))
+	os.Exit(testcgroup.RunInCgroup(m, true))
 }
 
 // payload is the rehearsed release: see payloadEnv.

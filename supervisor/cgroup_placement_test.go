@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/testenv/testcgroup"
+
 	"github.com/hermesbox/hbx/internal/progcgroup"
 	"github.com/hermesbox/hbx/internal/testenv"
 )
@@ -39,7 +41,7 @@ func testCgroup(t *testing.T) (rel string, dir *os.File, mount string) {
 		t.Fatal(err)
 	}
 	// Removed with what hbx made in it once empty, or the test fails.
-	testenv.RemoveCgroup(t, path)
+	testcgroup.RemoveCgroup(t, path)
 	t.Cleanup(func() { d.Close() })
 	return rel, d, mount
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/testenv/testcgroup"
+
 	"github.com/hermesbox/hbx/internal/testenv"
 )
 
@@ -67,7 +69,7 @@ func TestMain(m *testing.M) {
 	if h := os.Getenv("HBXTEST_HELPER"); h != "" {
 		os.Exit(helper(h))
 	}
-	os.Exit(testenv.RunInCgroup(m, true))
+	os.Exit(testcgroup.RunInCgroup(m, true))
 }
 
 func helper(name string) int {

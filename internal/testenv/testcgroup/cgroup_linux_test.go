@@ -1,6 +1,6 @@
 //go:build linux
 
-package testenv
+package testcgroup
 
 import (
 	"os"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 
 	"github.com/hermesbox/hbx/internal/progcgroup"
 )
@@ -52,12 +54,12 @@ func TestRunInCgroupFailsARunThatLeavesACgroup(t *testing.T) {
 	mount := progcgroup.Mount("/proc/self/mountinfo")
 	own, ok := progcgroup.Of("/proc", os.Getpid())
 	if mount == "" || !ok {
-		Missing(t, "no cgroup v2 hierarchy is mounted (this machine kind has one at /sys/fs/cgroup/unified)")
+		testenv.Missing(t, "no cgroup v2 hierarchy is mounted (this machine kind has one at /sys/fs/cgroup/unified)")
 	}
 	base := filepath.Join(mount, own)
 	probe := filepath.Join(base, "hbxtest-probe-"+filepath.Base(t.TempDir()))
 	if err := os.Mkdir(probe, 0o755); err != nil {
-		Missing(t, "the cgroup v2 hierarchy is not writable: "+err.Error())
+		testenv.Missing(t, "the cgroup v2 hierarchy is not writable: "+err.Error())
 	}
 	os.Remove(probe)
 	bystander := filepath.Join(base, progcgroup.Subtree("fedcba987654"))
