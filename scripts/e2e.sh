@@ -16,9 +16,10 @@
 # timeout or a renamed test).
 # It exits non-zero when any shard fails or any test is not reported.
 # The tests share nothing across processes (each box, registry, image
-# and cgroup lives under its own temporary directory, ports come from the
-# kernel), so the shards need no coordination; a second e2e.sh in the
-# same tree at once is refused (flock on .run/e2e.lock).
+# and cgroup lives under its own temporary directory; a box's port comes
+# from testenv.FreePort, held by a flock until its test ends), so the
+# shards need no coordination; a second e2e.sh in the same tree at once is
+# refused (flock on .run/e2e.lock).
 # The caller's environment (HBXTEST_E2E, HBXTEST_BIN, ...) is passed on.
 set -euo pipefail
 
