@@ -51,8 +51,11 @@ test: ## unit tests (everything but e2e/), and internal/killpoint again armed; t
 testdeps: ## registry binary and Bun tarballs the e2e tests need
 	scripts/testdeps.sh
 
-e2e: e2e-bin testdeps ## end-to-end tests on the real registry and the real Bun (bin/hbx-e2e)
-	HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx-e2e go test -count=1 -timeout 45m -v ./e2e/
+# scripts/e2e.sh runs ./e2e/ as E2E_SHARDS (3) concurrent go test
+# processes over disjoint parts of its test list, each -timeout 45m, and
+# fails unless every shard passes and every listed test is reported.
+e2e: e2e-bin testdeps ## end-to-end tests on the real registry and the real Bun (bin/hbx-e2e), in concurrent shards (scripts/e2e.sh)
+	HBXTEST_E2E=1 HBXTEST_BIN=$(CURDIR)/bin/hbx-e2e scripts/e2e.sh
 
 # The lifecycle tests the arm64 suite runs: the same test code as the
 # amd64 suite, with the arm64 binary under qemu-user (binfmt_misc)

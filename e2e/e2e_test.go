@@ -142,14 +142,12 @@ type box struct {
 	port       int
 }
 
+// freePort is a port for a box's Executor (or another listener the test
+// starts later), reserved for the test until it ends: testenv.FreePort,
+// so make e2e's concurrent shards never hand out the same port.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testenv.FreePort(t)
 }
 
 // newBox writes an hbx.yaml for ref served by reg.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,9 @@ type front struct {
 func newFront(t *testing.T, upstreamHost string) *front {
 	t.Helper()
 	f := &front{t: t, upstream: &url.URL{Scheme: "http", Host: upstreamHost}}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// A reserved port: stop and start leave it unbound a while, and no
+	// other test (nor a shard of make e2e) may take it meanwhile.
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -432,20 +432,22 @@ func TestSupervisePID1(t *testing.T) {
 	if hbx == 0 {
 		t.Fatal("no hbx under unshare")
 	}
-	tree := descendants(hbx)
-	orphans := 0
-	for p, pi := range tree {
-		if pi[1] == 'Z' {
-			t.Errorf("zombie %d (parent %d) under the PID-1 supervisor", p, pi[0])
+	// Each round the flapper leaves an orphan that lives 0.1s (longer on
+	// a busy machine), so one look may catch it alive or not yet reaped:
+	// look until the double-forked sleeper (sleep 1000) is the one orphan
+	// and no zombie is left, for up to a minute. A supervisor that does
+	// not reap, or never gets the sleeper, fails at every look.
+	var tree map[int][2]int
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		tree = descendants(hbx)
+		orphans, zombies := pid1Orphans(tree, hbx)
+		if len(orphans) == 1 && len(zombies) == 0 && cmdline(orphans[0]) == "sleep 1000 " {
+			break
 		}
-		// A child of hbx that does not lead its process group was orphaned
-		// and reparented to it.
-		if g, err := syscall.Getpgid(p); err == nil && pi[0] == hbx && g != p {
-			orphans++
+		if time.Now().After(deadline) {
+			t.Errorf("for a minute the PID-1 supervisor had orphans %v (want 1, the double-forked sleep 1000) or zombies %v (want none) at every look; last tree %v", orphans, zombies, tree)
+			break
 		}
-	}
-	if orphans != 1 {
-		t.Errorf("%d orphaned sleepers reparented to the supervisor, want 1 (the double-forked sleeper); tree %v", orphans, tree)
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM) // to unshare: it does not forward signals
 	syscall.Kill(hbx, syscall.SIGTERM)
@@ -470,6 +472,21 @@ func TestSupervisePID1(t *testing.T) {
 	if log := readFile(t, s.log); !regexp.MustCompile(`msg=exited program=executor pid=\d+ status="exit status 0"`).MatchString(log) || strings.Contains(log, "SIGKILL") {
 		t.Errorf("the supervisor's log does not show a clean exit of executor without SIGKILL:\n%s", log)
 	}
+}
+
+// pid1Orphans returns the processes of tree (descendants' map) that hbx
+// adopted, children of hbx not leading their process group, and its
+// zombies.
+func pid1Orphans(tree map[int][2]int, hbx int) (orphans, zombies []int) {
+	for p, pi := range tree {
+		if pi[1] == 'Z' {
+			zombies = append(zombies, p)
+		}
+		if g, err := syscall.Getpgid(p); err == nil && pi[0] == hbx && g != p {
+			orphans = append(orphans, p)
+		}
+	}
+	return orphans, zombies
 }
 
 func TestSuperviseRefusesBadConfig(t *testing.T) {
