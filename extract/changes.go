@@ -1,16 +1,18 @@
 package extract
 
-// TrackChanges starts recording which directories the layers applied
-// from now on change: every directory in which an entry is created,
-// replaced or removed (entries, whiteouts, opaque whiteouts, directories
-// made on the way to an entry), by canonical (symlink-free) root-relative
-// name, with all its ancestors. A directory not recorded, and everything
-// below it, is exactly as it was when tracking started: layers never
-// change an existing inode in place (a file entry is written to a new
-// inode, a hard link adds a name), so a caller that knows the tree as it
-// was (its files.json) need only look again at the recorded directories.
-// At most limit directories are recorded; past that, Changed reports
-// that tracking gave up (memory stays bounded whatever the layers hold).
+// TrackChanges starts recording which names the layers applied from now
+// on change, by canonical (symlink-free) root-relative name, each with
+// all its ancestors: every entry's name (a directory there may be one
+// made anew, empty, after a whiteout or over another type), every
+// directory in which a whiteout or opaque whiteout removes names, every
+// directory made on the way to an entry. A directory not recorded, and
+// everything below it, is exactly as it was when tracking started (the
+// same directory, the same names, the same inodes): layers never change
+// an existing inode in place (a file entry is written to a new inode, a
+// hard link adds a name), so a caller that knows the tree as it was (its
+// files.json) need only look again at the recorded directories. At most
+// limit names are recorded; past that, Changed reports that tracking
+// gave up (memory stays bounded whatever the layers hold).
 func (a *Applier) TrackChanges(limit int) {
 	a.changed = map[string]struct{}{}
 	a.changeLimit = limit
@@ -19,7 +21,7 @@ func (a *Applier) TrackChanges(limit int) {
 
 // Changed reports whether TrackChanges recorded directory dir ("" is the
 // root) as changed. all is false when tracking is off or gave up (more
-// than its limit of directories): every directory must then be taken as
+// than its limit of names): every directory must then be taken as
 // changed.
 func (a *Applier) Changed(dir string) (changed, all bool) {
 	if a.changed == nil || a.changeLost {

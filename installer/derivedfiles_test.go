@@ -147,6 +147,11 @@ func TestDerivedFileListEqualsWalk(t *testing.T) {
 			tb().File("a/sub/new", "n", 0o644).Dir("fresh", 0o755).File("fresh/f", "f", 0o644).Bytes(),
 			tb().Whiteout("a/sub", "new").Opaque("fresh").Bytes(),
 		}},
+		{name: "directory replaced by a file, a symlink, then an empty directory", top: [][]byte{
+			tb().File("lib/opq", "file", 0o644).Symlink("alias/opq", "../a").Dir("lib/opq", 0o755).Bytes(),
+		}},
+		{name: "directory whited out, then made again empty", top: [][]byte{tb().Whiteout("a", "sub").Bytes(), tb().Dir("a/sub", 0o755).Bytes()}},
+		{name: "directory whited out, then made again on the way to a file", top: [][]byte{tb().Whiteout("a", "sub").Bytes(), tb().File("a/sub/deep/new", "n", 0o644).Bytes()}},
 		{name: "two top layers: removed, then made again as another type", top: [][]byte{
 			tb().Whiteout("lib", "opq").Bytes(),
 			tb().File("lib/opq", "file now", 0o644).Bytes(),

@@ -19,10 +19,11 @@ import (
 	"github.com/hermesbox/hbx/release"
 )
 
-// maxTrackedDirs bounds the directories the layers applied over a layer
-// source may change before the release's files.json is written by a walk
-// of the whole tree rather than derived (writeRecords): a map entry of a
-// directory's name each, a few MiB at most.
+// maxTrackedDirs bounds the names (entries and the directories holding
+// them) the layers applied over a layer source may change before the
+// release's files.json is written by a walk of the whole tree rather
+// than derived (writeRecords): a map entry of a name each, a few MiB at
+// most.
 const maxTrackedDirs = 1 << 16
 
 // errStateDamaged: a layer state or release tree that does not match
