@@ -31,7 +31,8 @@
 # UPGRADE_OLD_HBX=PATH adds path O, A's staging run by another hbx binary
 # (its own runtime directory, where that binary installed v1), in the same
 # rotation: a before/after of a change to the staging in one run.
-# UPGRADE_QUICK=1 runs the loopback rounds only, without C (A, O and B).
+# UPGRADE_QUICK=1 runs the loopback rounds only, without C (A, O and B)
+# and without the rehearsal row.
 # Peak RSS (GNU time's maximum resident set) is printed per path.
 # Noise rules (BENCHMARKING.md): compare only rows of this run; a round's
 # trees are renamed aside and deleted at the end (ext4 inode reuse), unless
@@ -357,5 +358,5 @@ rehearsal_row() {
 	fi
 	grep '^rehearsal:' <<<"${out}" | sed 's/^rehearsal: //'
 }
-rehearsal_row
+[[ ${quick} == 1 ]] || rehearsal_row
 # ---- end of the rehearsal row ----
