@@ -40,6 +40,7 @@ func (a *Applier) entry(tr *tar.Reader, hdr *tar.Header) error {
 			return err
 		}
 		canon = path.Join(cdir, leaf)
+		a.touch(canon) // and so cdir: a name made anew may be a directory made anew
 	}
 	a.markLayerPath(canon)
 	if p == "" {

@@ -117,6 +117,11 @@ type Applier struct {
 	pathSeeds [2]maphash.Seed
 	dirMeta   []dirMeta
 	dirMetaAt map[string]int // canonical name -> index in dirMeta of its latest entry
+
+	// TrackChanges: the directories changed since, by canonical name
+	changed     map[string]struct{} // nil: not tracking
+	changeLimit int
+	changeLost  bool // more than changeLimit: every directory counts as changed
 }
 
 // New opens rootDir, which must be an existing directory, for applying layers.

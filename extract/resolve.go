@@ -127,6 +127,7 @@ func (a *Applier) step(w *walk, c string, create bool) (missing bool, err error)
 		if !create {
 			return true, nil
 		}
+		a.touch(key)
 		if err := mkdirStep(w.cur, c, key); err != nil {
 			return false, err
 		}

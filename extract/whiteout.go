@@ -127,6 +127,7 @@ func (a *Applier) whiteout(dir, leaf string) error {
 	if err != nil || d == nil {
 		return err
 	}
+	a.touch(cdir)
 	p := path.Join(cdir, leaf)
 	present, created, err := a.paths.lookup(a.key(p))
 	switch {
@@ -172,6 +173,7 @@ func (a *Applier) clearLower(d *os.File, leaf, p string) error {
 // clearChildren removes the children of directory d (root-relative name p)
 // that this layer did not create, recursing into those it passed through.
 func (a *Applier) clearChildren(d *os.File, p string) error {
+	a.touch(p)
 	if _, err := d.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("rewind %q: %w", p, err)
 	}

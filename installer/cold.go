@@ -47,6 +47,7 @@ type cold struct {
 	got     *downloads
 	res     Result
 	from    int            // first layer to apply: those before come from a layer source (seedStaging)
+	seed    *layerSource   // that source, nil when every layer is applied
 	states  []*stagedState // layer states to publish once the release is durable
 	listing sync.WaitGroup // listStates' writers of the states' files.json
 }
@@ -490,11 +491,16 @@ func (c *cold) verdict(ctx context.Context, fd *feed, l v1.Descriptor, err error
 // release.json, and the manifest and config as fetched, so `hbx health
 // --deep` can re-hash them once the blob cache is gone.
 func (c *cold) writeRecords() error {
+	start := time.Now()
+	var kept, looked int
 	if err := atomicfile.Write(filepath.Join(c.staged, release.FilesFile), 0o644, func(w io.Writer) error {
-		return writeFileList(w, c.rootfs, c.a.FileHash)
+		var err error
+		kept, looked, err = c.writeFiles(w)
+		return err
 	}); err != nil {
 		return err
 	}
+	c.log.Info("release listed", "entries", kept+looked, "from the layer source", kept, "took", time.Since(start).Round(time.Millisecond))
 	mb, err := json.MarshalIndent(newMeta(c.opts, c.plat, c.r), "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", release.MetaFile, err)
@@ -508,6 +514,32 @@ func (c *cold) writeRecords() error {
 		}
 	}
 	return nil
+}
+
+// writeFiles writes the staged release's files.json to w: derived from
+// its layer source's files.json and the directories the layers applied
+// over it changed (release.WalkChanged) when it was seeded and the
+// applier kept track, else by a walk of the whole tree. It returns how
+// many entries came from the source's list and how many were looked at.
+func (c *cold) writeFiles(w io.Writer) (kept, looked int, err error) {
+	if _, all := c.a.Changed(""); c.seed == nil || !all {
+		return 0, 0, writeFileList(w, c.rootfs, c.a.FileHash)
+	}
+	old, err := (&release.Installed{Dir: c.seed.dir}).OpenFiles()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer old.Close()
+	changed := func(dir string) bool {
+		ch, _ := c.a.Changed(dir)
+		return ch
+	}
+	var st release.DeriveStats
+	err = encodeFileList(w, func(emit func(release.File) error) error {
+		st, err = release.WalkChanged(c.rootfs, old, changed, c.a.FileHash, emit)
+		return err
+	})
+	return st.Kept, st.Looked, err
 }
 
 // validate checks the staged release (its program, the smoke command,

@@ -474,9 +474,17 @@ func newMeta(opts Options, plat Platform, r *resolved) release.Meta {
 // writeFileList writes the rootfs's file list as a JSON array, one entry a
 // line, without holding the list in memory.
 func writeFileList(w io.Writer, rootfs string, hashOf func(uint64) (string, bool)) error {
+	return encodeFileList(w, func(emit func(release.File) error) error {
+		return release.Walk(rootfs, hashOf, emit)
+	})
+}
+
+// encodeFileList writes the entries walk emits to w as files.json: a
+// JSON array, one entry a line, streamed.
+func encodeFileList(w io.Writer, walk func(emit func(release.File) error) error) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	sep := "[\n"
-	err := release.Walk(rootfs, hashOf, func(f release.File) error {
+	err := walk(func(f release.File) error {
 		b, err := json.Marshal(f)
 		if err != nil {
 			return err

@@ -19,6 +19,13 @@ import (
 	"github.com/hermesbox/hbx/release"
 )
 
+// maxTrackedDirs bounds the names (entries and the directories holding
+// them) the layers applied over a layer source may change before the
+// release's files.json is written by a walk of the whole tree rather
+// than derived (writeRecords): a map entry of a name each, a few MiB at
+// most.
+const maxTrackedDirs = 1 << 16
+
 // errStateDamaged: a layer state or release tree that does not match
 // its files.json (a name, type, mode or size differs), so it is not
 // started from.
@@ -128,7 +135,9 @@ func (c *cold) seedStaging() error {
 // linkFrom links src's tree into the staged rootfs, checking it entry by
 // entry against src's files.json (both in walk order: names, types,
 // directory modes) and giving each file's recorded sha256 to the
-// applier.
+// applier; then it has the applier track the directories the layers
+// applied next change, for writeFiles to derive the release's files.json
+// from src's.
 func (c *cold) linkFrom(src *layerSource) error {
 	inst := &release.Installed{Dir: src.dir}
 	list, err := inst.OpenFiles()
@@ -159,6 +168,8 @@ func (c *cold) linkFrom(src *layerSource) error {
 	if _, more, err := list.Next(); err != nil || more {
 		return fmt.Errorf("%w: %s lists more than its tree holds", errStateDamaged, release.FilesFile)
 	}
+	c.seed = src
+	c.a.TrackChanges(maxTrackedDirs)
 	return nil
 }
 

@@ -65,32 +65,9 @@ func (w *walker) dir(dfd int, prefix string) error {
 		if prefix != "" {
 			p = prefix + "/" + n
 		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(dfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return fmt.Errorf("lstat %q: %w", p, err)
-		}
-		f := File{Path: p, Mode: st.Mode & 0o1777}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFLNK:
-			f.Type, f.Mode = "symlink", 0
-			if f.Target, err = fsat.Readlink(dfd, n); err != nil {
-				return fmt.Errorf("readlink %q: %w", p, err)
-			}
-		case unix.S_IFDIR:
-			f.Type = "dir"
-		case unix.S_IFREG:
-			f.Type, f.Size = "file", st.Size
-			ok := false
-			if w.hashOf != nil {
-				f.SHA256, ok = w.hashOf(st.Ino)
-			}
-			if !ok {
-				if f.SHA256, err = w.hashAt(dfd, n); err != nil {
-					return fmt.Errorf("hash %q: %w", p, err)
-				}
-			}
-		default:
-			return fmt.Errorf("%q: unexpected file type %#o", p, st.Mode&unix.S_IFMT)
+		f, err := w.entry(dfd, n, p)
+		if err != nil {
+			return err
 		}
 		if err := w.emit(f); err != nil {
 			return err
@@ -106,6 +83,41 @@ func (w *walker) dir(dfd int, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// entry is the File of name n (root-relative p) in the directory open as
+// dfd: lstat'd, a symlink's target read, a regular file's sha256 from
+// hashOf or read.
+func (w *walker) entry(dfd int, n, p string) (File, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return File{}, fmt.Errorf("lstat %q: %w", p, err)
+	}
+	f := File{Path: p, Mode: st.Mode & 0o1777}
+	var err error
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		f.Type, f.Mode = "symlink", 0
+		if f.Target, err = fsat.Readlink(dfd, n); err != nil {
+			return File{}, fmt.Errorf("readlink %q: %w", p, err)
+		}
+	case unix.S_IFDIR:
+		f.Type = "dir"
+	case unix.S_IFREG:
+		f.Type, f.Size = "file", st.Size
+		ok := false
+		if w.hashOf != nil {
+			f.SHA256, ok = w.hashOf(st.Ino)
+		}
+		if !ok {
+			if f.SHA256, err = w.hashAt(dfd, n); err != nil {
+				return File{}, fmt.Errorf("hash %q: %w", p, err)
+			}
+		}
+	default:
+		return File{}, fmt.Errorf("%q: unexpected file type %#o", p, st.Mode&unix.S_IFMT)
+	}
+	return f, nil
 }
 
 func (w *walker) hashAt(dfd int, name string) (string, error) {

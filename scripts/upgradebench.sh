@@ -28,6 +28,12 @@
 # sets the counted rounds; one loopback round before them warms up.
 # UPGRADE_SCALE (default 1) sizes the image as mkbenchimage -scale does (a
 # small fraction makes a quick trial of the script itself).
+# UPGRADE_OLD_HBX=PATH adds path O, A's staging run by another hbx binary
+# (its own runtime directory, where that binary installed v1), in the same
+# rotation: a before/after of a change to the staging in one run.
+# UPGRADE_QUICK=1 runs the loopback rounds only, without C (A, O and B)
+# and without the rehearsal row.
+# Peak RSS (GNU time's maximum resident set) is printed per path.
 # Noise rules (BENCHMARKING.md): compare only rows of this run; a round's
 # trees are renamed aside and deleted at the end (ext4 inode reuse), unless
 # the disk is short, when they are deleted after each round (it says so).
@@ -41,12 +47,22 @@ while read -r v; do unset "${v}"; done < <(compgen -v HBX_ || true)
 rounds="${UPGRADE_ROUNDS:-3}"
 rate="${UPGRADE_RATE:-20000000}"
 scale="${UPGRADE_SCALE:-1}"
+old_hbx="${UPGRADE_OLD_HBX:-}"
+quick="${UPGRADE_QUICK:-0}"
+paths=(A B C) links=(loopback limited)
+[[ -n "${old_hbx}" ]] && paths=(A O B C)
+[[ ${quick} == 1 ]] && paths=("${paths[@]/C/}") links=(loopback)
+read -ra paths <<<"${paths[*]}"
 [[ "${rounds}" =~ ^[1-9][0-9]*$ ]] || {
 	echo "upgradebench: UPGRADE_ROUNDS=${rounds}: want a positive integer" >&2
 	exit 2
 }
 [[ "${scale}" =~ ^(1|0\.[0-9]*[1-9])$ ]] || {
 	echo "upgradebench: UPGRADE_SCALE=${scale}: want 1 or a fraction such as 0.5" >&2
+	exit 2
+}
+[[ -z "${old_hbx}" || -x "${old_hbx}" ]] || {
+	echo "upgradebench: UPGRADE_OLD_HBX=${old_hbx}: want an executable hbx binary" >&2
 	exit 2
 }
 [[ "${rate}" =~ ^[1-9][0-9]*$ ]] || {
@@ -93,6 +109,7 @@ step "Machine"
 echo "nproc $(nproc); kernel $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min; other work on the machine adds noise)"
 echo "disk: $(df -T "${dir}" | awk 'NR == 2 {print $2 " on " $1}'), $(df -h --output=avail "${dir}" | tail -n 1 | tr -d ' ') free"
 echo "hbx:  $("${hbx}" version | sed -n 's/^version: *//p')"
+[[ -n "${old_hbx}" ]] && echo "O:    ${old_hbx}: $("${old_hbx}" version | sed -n 's/^version: *//p')"
 
 # wait_for FILE KEY PID LOG: waits until FILE has a KEY= line or PID exits.
 wait_for() {
@@ -159,8 +176,12 @@ measure() {
 		tail -n 5 "${dir}/logs/${label}.log" >&2
 		die "${label}: $* failed"
 	fi
-	read -r m_s _ <"${dir}/logs/${label}.time"
+	read -r m_s m_kib <"${dir}/logs/${label}.time"
+	local k=${label##*-}
+	((m_kib > ${rss[${k}]:-0})) && rss[${k}]=${m_kib}
+	true
 }
+declare -A rss
 served() { # the bytes the proxy has served so far
 	curl -fsS "http://${proxy}/-/stats" | sed -n 's/^bytes=\([0-9]*\) .*/\1/p'
 }
@@ -178,17 +199,21 @@ declare -A secs fetched proxied
 # run_A, run_B, run_C W LINK LABEL HOST: one run each, into round
 # directory W, adding its figures to secs, fetched and proxied and its part
 # of the round's line to line.
-run_A() {
-	local w=$1 link=$2 label=$3 p0 p1 fb rb
+run_A() { staging A "${hbx}" upgrade "$@"; }
+run_O() { staging O "${old_hbx}" upgrade-old "$@"; }
+# staging PATH BINARY RUNTIME W LINK LABEL HOST: A's run (or O's: another
+# binary, another runtime directory).
+staging() {
+	local A=$1 bin=$2 rt=$3 w=$4 link=$5 label=$6 p0 p1 fb rb
 	p0=$(served)
-	measure "${label}-A" "${hbx}" --config "${dir}/v2-${link}.yaml" --executor-runtime-dir "${w}/upgrade" install --json
+	measure "${label}-${A}" "${bin}" --config "${dir}/v2-${link}.yaml" --executor-runtime-dir "${w}/${rt}" install --json
 	p1=$(served)
-	fb=$(field "${dir}/logs/${label}-A.log" fetched_bytes)
-	rb=$(field "${dir}/logs/${label}-A.log" reused_bytes)
-	[[ -n "${fb}" && -n "${rb}" ]] || die "${label}-A: no fetched_bytes or reused_bytes in hbx install --json's result"
-	((rb > 0)) || die "${label}-A: the upgrade reused nothing (reused_bytes 0): are blobs kept?"
-	secs[A,${link}]+=" ${m_s}" fetched[A,${link}]+=" ${fb}" proxied[A,${link}]+=" $((p1 - p0))"
-	line[A]=$(printf 'A upgrade %6.2f s (fetched %d B = %s %%, reused %s MiB%s)' "${m_s}" "${fb}" "$(pct "${fb}")" "$(mib "${rb}")" "$(via "${link}" $((p1 - p0)))")
+	fb=$(field "${dir}/logs/${label}-${A}.log" fetched_bytes)
+	rb=$(field "${dir}/logs/${label}-${A}.log" reused_bytes)
+	[[ -n "${fb}" && -n "${rb}" ]] || die "${label}-${A}: no fetched_bytes or reused_bytes in hbx install --json's result"
+	((rb > 0)) || die "${label}-${A}: the upgrade reused nothing (reused_bytes 0): are blobs kept?"
+	secs[${A},${link}]+=" ${m_s}" fetched[${A},${link}]+=" ${fb}" proxied[${A},${link}]+=" $((p1 - p0))"
+	line[${A}]=$(printf '%s upgrade %6.2f s (fetched %d B = %s %%, reused %s MiB%s)' "${A}" "${m_s}" "${fb}" "$(pct "${fb}")" "$(mib "${rb}")" "$(via "${link}" $((p1 - p0)))")
 }
 run_B() {
 	local w=$1 link=$2 label=$3 p0 p1 fb
@@ -234,14 +259,16 @@ round() {
 	mkdir -p "${w}"
 	# Setup, not counted: v1 active with its kept blobs; v1 in the layout.
 	measure "${label}-setup-hbx" "${hbx}" --config "${dir}/v1.yaml" --executor-runtime-dir "${w}/upgrade" install -q
-	measure "${label}-setup-skopeo" skopeo copy --quiet --src-tls-verify=false "$(src "${registry}" "${ref1}")" "oci:${w}/oci:v1"
+	[[ -n "${old_hbx}" ]] && measure "${label}-setup-old" "${old_hbx}" --config "${dir}/v1.yaml" --executor-runtime-dir "${w}/upgrade-old" install -q
+	[[ ${quick} == 1 ]] || measure "${label}-setup-skopeo" skopeo copy --quiet --src-tls-verify=false "$(src "${registry}" "${ref1}")" "oci:${w}/oci:v1"
 	declare -A line
-	local order=(A B C A B)
-	for k in "${order[@]:$((r % 3)):3}"; do
+	local n=${#paths[@]} order=("${paths[@]}" "${paths[@]}") said=""
+	for k in "${order[@]:$((r % n)):n}"; do
 		"run_${k}" "${w}" "${link}" "${label}" "${host}"
 	done
-	printf '%-8s %-8s %s  %s  %s  (order %s)\n' "$([[ ${r} == 0 ]] && echo warm-up || echo "round ${r}")" "${link}" \
-		"${line[A]}" "${line[B]}" "${line[C]}" "${order[*]:$((r % 3)):3}"
+	for k in "${paths[@]}"; do said+="${line[${k}]}  "; done
+	printf '%-8s %-8s %s(order %s)\n' "$([[ ${r} == 0 ]] && echo warm-up || echo "round ${r}")" "${link}" \
+		"${said}" "${order[*]:$((r % n)):n}"
 	[[ ${link} == loopback && ${r} != 0 ]] && disk "${w}"
 	mv "${w}" "${trash}/"
 	if ((keep_trash == 0)); then
@@ -254,11 +281,10 @@ step "Rounds: 1 warm-up (loopback) + ${rounds} counted on each link; A = hbx upg
 for ((r = 0; r <= rounds; r++)); do
 	round "${r}" loopback
 	if ((r == 0)); then
-		unset 'secs[A,loopback]' 'secs[B,loopback]' 'secs[C,loopback]' 'fetched[A,loopback]' 'fetched[B,loopback]'
-		unset 'proxied[A,loopback]' 'proxied[B,loopback]' 'proxied[C,loopback]'
+		for k in A O B C; do unset "secs[${k},loopback]" "fetched[${k},loopback]" "proxied[${k},loopback]"; done
 		continue
 	fi
-	round "${r}" limited
+	[[ ${quick} == 1 ]] || round "${r}" limited
 done
 
 # ratio KEY_A KEY_B: the median over rounds of secs[KEY_A] / secs[KEY_B].
@@ -293,18 +319,22 @@ row() { # row NAME KEY: one table row
 step "Results (${rounds} rounds; × cold = median of per-round ratios to B on the same link; fetched = hbx's fetched_bytes, % of v2's $(mib "${compressed}") MiB of layers)"
 echo "| path                                           | median s |   min–max s | × cold | fetched MiB (%)    | proxy MiB |"
 echo "|------------------------------------------------|---------:|------------:|-------:|--------------------|----------:|"
-for link in loopback limited; do
+for link in "${links[@]}"; do
 	tag="loopback"
 	[[ ${link} == limited ]] && tag="$(awk -v r="${rate}" 'BEGIN {printf "%g", r / 1e6}') MB/s"
 	row "A hbx upgrade staging (v1 kept), ${tag}" "A,${link}"
+	[[ -n "${old_hbx}" ]] && row "O the same staging, UPGRADE_OLD_HBX, ${tag}" "O,${link}"
 	row "B hbx install, cold, ${tag}" "B,${link}"
-	row "C skopeo copy (v1 layout) + umoci, ${tag}" "C,${link}"
+	[[ ${quick} == 1 ]] || row "C skopeo copy (v1 layout) + umoci, ${tag}" "C,${link}"
 done
-read -ra f <<<"${fetched[A,limited]}"
-read -r fa _ _ <<<"$(stats "${f[@]}")"
 echo
-echo "Targets: the upgrade fetches $(pct "${fa}") % of the image's compressed bytes (target < 10 %);"
-echo "         behind the limited link it takes $(printf '%.2f' "$(ratio "A,limited" "B,limited")") of a cold install's time (target < 0.5)."
+if [[ ${quick} != 1 ]]; then
+	read -ra f <<<"${fetched[A,limited]}"
+	read -r fa _ _ <<<"$(stats "${f[@]}")"
+	echo "Targets: the upgrade fetches $(pct "${fa}") % of the image's compressed bytes (target < 10 %);"
+	echo "         behind the limited link it takes $(printf '%.2f' "$(ratio "A,limited" "B,limited")") of a cold install's time (target < 0.5)."
+fi
+echo "Peak RSS (the largest of each path's counted and warm-up runs):$(for k in "${paths[@]}"; do printf ' %s %s MiB' "${k}" "$(mib $((${rss[${k}]:-0} * 1024)))"; done)"
 read -r dmed dlo dhi <<<"$(stats "${disk_ratios[@]}")"
 echo "Disk: current + previous (+ their layer states) take ${dmed}x one release (${dlo}–${dhi}; target < 1.15); upgrade staging on loopback takes $(printf '%.2f' "$(ratio "A,loopback" "B,loopback")") of a cold install (target < 0.25)."
 echo "The proxy's figure is every response body it served (index, manifest, config and blobs); hbx's fetched_bytes counts the blobs."
@@ -328,5 +358,5 @@ rehearsal_row() {
 	fi
 	grep '^rehearsal:' <<<"${out}" | sed 's/^rehearsal: //'
 }
-rehearsal_row
+[[ ${quick} == 1 ]] || rehearsal_row
 # ---- end of the rehearsal row ----
