@@ -250,14 +250,23 @@ func recoverLocked(ctx context.Context, opts Options) (string, error) {
 		return fmt.Sprintf("closed the upgrade to %s, interrupted before activation: %s stays active", j.New.Image, j.Old.Image), nil
 	}
 	if j.Backup == "" {
-		return "", fmt.Errorf("%w: journal phase %s without a backup", ErrMismatch, j.Phase)
+		return "", unrecoverable(opts.RuntimeDir, fmt.Errorf("%w: journal phase %s without a backup", ErrMismatch, j.Phase))
 	}
 	j.Recovered = true
 	res, err := rollbackLocked(ctx, opts, j, "interrupted during "+string(j.Phase))
 	if err != nil {
-		return "", err
+		return "", unrecoverable(opts.RuntimeDir, err)
 	}
 	return fmt.Sprintf("rolled back the interrupted upgrade to %s: %s is active on the pre-upgrade data; the other data is in %s", j.New.Image, j.Old.Image, orNone(res.KeptAside)), nil
+}
+
+// unrecoverable is err, a recovery of the interrupted change in
+// runtimeDir's journal that failed, ending with the way out when it keeps
+// failing (a damaged or forged journal, a lost backup): every command
+// that refuses while the change is unfinished (hbx install, hbx upgrade)
+// names hbx rollback, which gives this error.
+func unrecoverable(runtimeDir string, err error) error {
+	return fmt.Errorf("%w; if the recovery keeps failing, move %s away once the active release (hbx status) and the data directory are checked by hand", err, journalPath(runtimeDir))
 }
 
 func orNone(s string) string {
