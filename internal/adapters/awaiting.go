@@ -44,8 +44,13 @@ func runtimeUnavailable(err error) bool {
 			return true
 		}
 	}
-	if _, ok := errors.AsType[net.Error](err); ok {
-		return true // DNS ("no such host"), dial and timeout errors
+	if ne, ok := errors.AsType[net.Error](err); ok {
+		// A bare errno is a net.Error too (it has Timeout and
+		// Temporary): a local file's (ELOOP, EACCES, EIO under an
+		// *fs.PathError) is no network's, whose errnos are those above.
+		if _, local := ne.(syscall.Errno); !local {
+			return true // DNS ("no such host"), dial and timeout errors
+		}
 	}
 	if he, ok := errors.AsType[docker.UnexpectedHTTPStatusError](err); ok {
 		return he.StatusCode >= 500 || he.StatusCode == http.StatusNotFound || he.StatusCode == http.StatusRequestTimeout || he.StatusCode == http.StatusTooManyRequests

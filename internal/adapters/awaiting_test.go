@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"syscall"
@@ -21,7 +22,9 @@ import (
 // TestRuntimeUnavailable: only the install failures that mean "could not
 // get the image" let a restore go on without its runtime; a failure after
 // the bytes were had, or a configuration error, does not, even when a
-// network error is in its chain.
+// network error is in its chain; nor does a local file's errno (a
+// syscall.Errno is a net.Error too: an ELOOP, EACCES or EIO counted as the
+// network's, and a symlinked upgrade.json got the offline hint).
 func TestRuntimeUnavailable(t *testing.T) {
 	dns := &net.DNSError{Err: "no such host", Name: "registry.example", IsNotFound: true}
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
@@ -43,6 +46,9 @@ func TestRuntimeUnavailable(t *testing.T) {
 		{"no space", installer.ErrNoSpace, false},
 		{"bad config", fmt.Errorf("%w: registry.auth_file", config.ErrInvalid), false},
 		{"other", errors.New("something else"), false},
+		{"local file error", fmt.Errorf("read upgrade journal: %w", &fs.PathError{Op: "open", Path: "/r/upgrade.json", Err: syscall.ELOOP}), false},
+		{"local permission error", fmt.Errorf("stage: %w", &fs.PathError{Op: "open", Path: "/r/tmp", Err: syscall.EACCES}), false},
+		{"local I/O error", fmt.Errorf("extract: %w", os.NewSyscallError("write", syscall.EIO)), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := runtimeUnavailable(tc.err); got != tc.want {
@@ -80,6 +86,7 @@ func TestOfflineHint(t *testing.T) {
 		{"local Executor refused after a rollback", fmt.Errorf("%w to x: health on y: %w", upgrade.ErrRolledBack, refused), "", false},
 		{"rehearsal refused", fmt.Errorf("rehearse y: %w: %w", rehearse.ErrRefused, refused), "", false},
 		{"resume's health wait deadline", fmt.Errorf("pre-upgrade backup: boom; not healthy on x: %w", context.DeadlineExceeded), "", false},
+		{"upgrade journal a symlink", fmt.Errorf("read upgrade journal: %w", &fs.PathError{Op: "open", Path: "/r/upgrade.json", Err: syscall.ELOOP}), "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := OfflineHint(tc.err, tc.from, "hbx install").Error()
