@@ -210,10 +210,11 @@ func holds(pid int, ids []fileID) []fileID {
 }
 
 // Dirs returns the /proc directories whose fd, fdinfo, cwd, root and
-// maps show what process pid holds: /proc/PID; when its fd lists nothing,
-// those of its other threads instead, /proc/PID/task/TID (none for a
-// process with no other thread). A process whose main thread exited while
-// another thread runs shows nothing under /proc/PID (the zombie main
+// maps show what process pid holds: /proc/PID; when its fd lists
+// nothing, those of its other threads too, /proc/PID/task/TID (none for a
+// process with no other thread: one with no descriptor open still has
+// its working directory and mappings under /proc/PID). A process whose
+// main thread exited while another thread runs shows nothing under /proc/PID (the zombie main
 // thread's file table, directories and memory are gone) but its live
 // threads do. A thread is reached through PID, never as /proc/TID: the
 // kernel looks TID up among PID's threads, so a TID reused by another
@@ -230,7 +231,7 @@ func Dirs(pid int) []string {
 	if len(names) > 0 {
 		return []string{base}
 	}
-	return threadDirs(base, pid)
+	return append([]string{base}, threadDirs(base, pid)...)
 }
 
 // threadDirs returns /proc/PID/task/TID (base is /proc/PID) for each
