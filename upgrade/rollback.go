@@ -31,9 +31,16 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 			err = fmt.Errorf("release lock: %w", uerr)
 		}
 	}()
+	pre, _ := ReadJournal(opts.RuntimeDir) // its error is recoverLocked's
 	recovered, err := recoverLocked(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("recover an interrupted upgrade: %w", err)
+	}
+	// A change that died before activation changed nothing: closing it
+	// was the rollback asked for, even when that put back the journal of
+	// a completed change before it (Journal.Prior), which stays.
+	if recovered != "" && pre != nil && (pre.Phase == PhaseStaged || pre.Phase == PhaseBackedUp) {
+		return &Result{Old: pre.New, New: pre.Old, Backup: pre.Backup, Recovered: recovered, Interrupted: true, Duration: time.Since(start)}, nil
 	}
 	j, err := ReadJournal(opts.RuntimeDir)
 	if err != nil {
