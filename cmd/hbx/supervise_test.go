@@ -13,7 +13,11 @@ import (
 
 func TestControlWithoutSupervisor(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "hbx.sock")
-	cfg := writeConfig(t, "supervisor:\n  socket: "+sock+"\n")
+	// The programs' logs in a directory of the test's own: hbx logs
+	// reads them without a supervisor when they exist, and the default
+	// /var/log/hbx may hold an earlier run's on this machine.
+	logDir := t.TempDir()
+	cfg := writeConfig(t, "supervisor:\n  socket: "+sock+"\n  log_dir: "+logDir+"\n")
 	tests := []struct {
 		args     []string
 		wantCode int
@@ -43,7 +47,7 @@ func TestControlWithoutSupervisor(t *testing.T) {
 		{nil, []string{"--config", cfg}, "[socket " + sock + ": file " + cfg + "; config file " + cfg + " (from flag --config)]"},
 		{[]string{"HBX_CONFIG=" + cfg}, nil, "[socket " + sock + ": file " + cfg + "; config file " + cfg + " (from env HBX_CONFIG)]"},
 		{[]string{"HBX_CONFIG=" + cfg, "HBX_SUPERVISOR_SOCKET=" + other}, nil, "[socket " + other + ": env HBX_SUPERVISOR_SOCKET; config file " + cfg + " (from env HBX_CONFIG)]"},
-		{nil, []string{"--supervisor-socket", other}, "[socket " + other + ": flag --supervisor-socket; no config file (" + config.DefaultPath + " is absent), defaults]"},
+		{nil, []string{"--supervisor-socket", other, "--supervisor-log-dir", logDir}, "[socket " + other + ": flag --supervisor-socket; no config file (" + config.DefaultPath + " is absent), defaults]"},
 	} {
 		if _, err := os.Stat(config.DefaultPath); err == nil && len(tt.env) == 0 && !slices.Contains(tt.args, "--config") {
 			continue // this machine has a default config file
