@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -220,4 +221,40 @@ func TestRunLeavesALiveRehearsalAlone(t *testing.T) {
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the killed copy's scratch directory %s: %v; want it gone", dir, err)
 	}
+}
+
+// TestRunRefusesAPlantedRehearsalLock: a symlink where the rehearsal
+// lock goes is refused (lock.ErrNotRegular) before anything is copied,
+// and the error does not claim that another rehearsal runs.
+func TestRunRefusesAPlantedRehearsalLock(t *testing.T) {
+	rp := newRunParams(t, "serve", false)
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.Symlink(target, datadir.RehearsalLock(rp.DataDir)); err != nil {
+		t.Fatal(err)
+	}
+	before := entries(t, filepath.Dir(rp.DataDir))
+	_, err := Run(context.Background(), rp.options(slog.New(slog.DiscardHandler)))
+	if !errors.Is(err, lock.ErrNotRegular) || strings.Contains(err.Error(), "another rehearsal") {
+		t.Fatalf("Run() with a symlink for its lock = %v; want lock.ErrNotRegular, not \"another rehearsal\"", err)
+	}
+	if after := entries(t, filepath.Dir(rp.DataDir)); !slices.Equal(after, before) {
+		t.Errorf("the data directory's parent after the refusal: %q, before: %q", after, before)
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the symlink's target %s: %v; want it never made", target, err)
+	}
+}
+
+// entries is the names in dir, sorted.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
 }

@@ -113,8 +113,11 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	// one's (a second copy of hbx rehearsing the same data waits its
 	// turn: refused, naming the holder).
 	l, err := lock.Acquire(ctx, datadir.RehearsalLock(o.DataDir), "hbx upgrade (rehearsal)", 0, nil)
-	if err != nil {
+	if lock.IsLocked(err) {
 		return nil, fmt.Errorf("another rehearsal of %s is running: %w", o.DataDir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take the rehearsal lock of %s: %w", o.DataDir, err)
 	}
 	defer l.Unlock()
 	var left []string
