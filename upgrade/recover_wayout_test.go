@@ -3,6 +3,7 @@ package upgrade
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -47,6 +48,30 @@ func TestRecoveryFailureNamesTheWayOut(t *testing.T) {
 			}
 			if tc.failRst != nil && !errors.Is(rerr, tc.failRst) || tc.failRst == nil && !errors.Is(rerr, ErrMismatch) {
 				t.Errorf("Rollback() = %v, want the cause kept", rerr)
+			}
+		})
+	}
+}
+
+// TestCancelledRecoveryNamesNoWayOut: a recovery whose restore was
+// cancelled (Ctrl-C) or timed out keeps its cause and does not tell the
+// operator to move upgrade.json away: running it again may succeed.
+func TestCancelledRecoveryNamesNoWayOut(t *testing.T) {
+	for _, cause := range []error{context.Canceled, context.DeadlineExceeded} {
+		t.Run(cause.Error(), func(t *testing.T) {
+			f, opts := newFake(t)
+			f.cur, f.prev, f.failRestore = newRel, oldRel, fmt.Errorf("restore: %w", cause)
+			if err := os.MkdirAll(opts.RuntimeDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			j := &Journal{Old: oldRel, New: newRel, Backup: "/b/pre-upgrade.tar.gz.gpg"}
+			if err := j.write(opts.RuntimeDir, PhaseActivating, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			opts.Services = nil
+			_, err := Rollback(context.Background(), opts)
+			if !errors.Is(err, cause) || strings.Contains(err.Error(), "move "+journalPath(opts.RuntimeDir)+" away") {
+				t.Errorf("Rollback() = %v; want %v kept and no \"move upgrade.json away\"", err, cause)
 			}
 		})
 	}

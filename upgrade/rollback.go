@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -271,8 +272,13 @@ func recoverLocked(ctx context.Context, opts Options) (string, error) {
 // runtimeDir's journal that failed, ending with the way out when it keeps
 // failing (a damaged or forged journal, a lost backup): every command
 // that refuses while the change is unfinished (hbx install, hbx upgrade)
-// names hbx rollback, which gives this error.
+// names hbx rollback, which gives this error. A recovery that was
+// cancelled or ran out of time (Ctrl-C, a shutdown) is err alone: run
+// again, it may well succeed.
 func unrecoverable(runtimeDir string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
 	return fmt.Errorf("%w; if the recovery keeps failing, move %s away once the active release (hbx status) and the data directory are checked by hand", err, journalPath(runtimeDir))
 }
 
