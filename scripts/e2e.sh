@@ -101,8 +101,8 @@ run_shard() {
 }
 
 pids=()
-# Ctrl-C or a kill of e2e.sh ends the shards (each its own process group).
-trap 'for p in "${pids[@]}"; do kill -TERM -- "-${p}" 2>/dev/null || true; done' INT TERM
+# Ctrl-C, a hangup or a kill of e2e.sh ends the shards (each its own process group).
+trap 'for p in "${pids[@]}"; do kill -TERM -- "-${p}" 2>/dev/null || true; done' INT TERM HUP
 start=$(date +%s)
 set -m
 for ((i = 1; i <= shards; i++)); do
@@ -114,7 +114,7 @@ set +m
 for p in "${pids[@]}"; do
 	wait "${p}" || true
 done
-trap - INT TERM
+trap - INT TERM HUP
 took=$(($(date +%s) - start))
 
 failed=0
