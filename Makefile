@@ -59,20 +59,18 @@ e2e: e2e-bin testdeps ## end-to-end tests on the real registry and the real Bun 
 
 # The lifecycle tests the arm64 suite runs: the same test code as the
 # amd64 suite, with the arm64 binary under qemu-user (binfmt_misc)
-# installing and running the test image's linux/arm64 child. Each must
-# pass: one renamed, skipped or not run fails the target. None uses kill
-# points, so the suite runs the shipped dist/ binary itself (a test that
-# needs them fails with a line saying the binary lacks the tag hbxtest).
+# installing and running the test image's linux/arm64 child, through
+# scripts/e2e.sh (its logs in .run/e2e-arm64/, weights in
+# scripts/e2e-arm64-durations.txt). Each must pass: one renamed, skipped
+# or not run fails the target. None uses kill points, so the suite runs
+# the shipped dist/ binary itself (a test that needs them fails with a
+# line saying the binary lacks the tag hbxtest).
 E2E_ARM64_TESTS := TestInstallAndRun TestSupervise TestHealthE2E TestBackupRestoreE2E TestUpgradeE2E TestKilledSupervisorE2E TestForkWindowE2E TestVersionE2E
-empty :=
-space := $(empty) $(empty)
 
 e2e-arm64: cross testdeps ## the lifecycle e2e tests as linux/arm64 under qemu-user (see docs/development.md "ARM64 under emulation")
-	@mkdir -p .run
 	HBXTEST_E2E=1 HBXTEST_PLATFORM=linux/arm64 HBXTEST_BIN=$(CURDIR)/dist/hbx-linux-arm64 \
-		go test -count=1 -timeout 20m -run '^($(subst $(space),|,$(E2E_ARM64_TESTS)))$$' -v ./e2e/ 2>&1 | tee .run/e2e-arm64.log; \
-		rc=$${PIPESTATUS[0]}; [[ $$rc -eq 0 ]] || exit $$rc; \
-		for t in $(E2E_ARM64_TESTS); do grep -q "^--- PASS: $$t " .run/e2e-arm64.log || { echo "e2e-arm64: $$t did not pass (renamed, skipped or not run)" >&2; exit 1; }; done
+		E2E_TESTS="$(E2E_ARM64_TESTS)" E2E_LOGS=.run/e2e-arm64 E2E_DURATIONS=scripts/e2e-arm64-durations.txt \
+		E2E_SHARDS=$${E2E_ARM64_SHARDS:-2} E2E_TIMEOUT=$${E2E_ARM64_TIMEOUT:-45m} scripts/e2e.sh
 
 # The Docker-host box on a real Docker Engine: scripts/dockerdeps.sh (root)
 # installs docker.io and mmdebstrap, builds Compose into .cache/compose,

@@ -45,7 +45,7 @@ func backupBox(t *testing.T, extraBackup string) (*box, *supervised, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(f, "backup:\n  dir: %s\n  passphrase_file: %s\n  health_wait: 30s\n%s", filepath.Join(b.dir, "backups"), pass, extraBackup)
+	fmt.Fprintf(f, "backup:\n  dir: %s\n  passphrase_file: %s\n  health_wait: %s\n%s", filepath.Join(b.dir, "backups"), pass, slow(t, 30*time.Second), extraBackup)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -194,23 +194,46 @@ type result struct {
 	took           time.Duration
 }
 
-// hbx runs the binary with the box's config and waits.
+// hbxCommandLimit bounds one hbx command of [box.hbx] natively (scaled
+// by [slow] under emulation): far above any command's own time on a busy
+// machine, and below the suite's go test -timeout, so a hung command
+// fails its own test with its goroutines instead of ending the whole run.
+const hbxCommandLimit = 4 * time.Minute
+
+// hbx runs the binary with the box's config and waits. A command still
+// running after hbxCommandLimit gets SIGQUIT (the Go runtime prints every
+// goroutine's stack to stderr and exits), then SIGKILL 30 s later, and
+// fails the test with its stderr; so does a command whose stdout or
+// stderr stays open 30 s after it exited (a process it left behind holds
+// them).
 func (b *box) hbx(args ...string) result {
 	b.t.Helper()
-	cmd := exec.Command(binary(b.t), append([]string{"--config", b.config}, args...)...)
+	limit := slow(b.t, hbxCommandLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(b.t), append([]string{"--config", b.config}, args...)...)
 	cmd.Env = cleanEnv()
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 30 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
 	err := cmd.Run()
 	r := result{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}
+	what := "hbx " + strings.Join(args, " ")
+	switch {
+	case ctx.Err() != nil:
+		b.t.Fatalf("%s: still running after %s: sent SIGQUIT; its stdout:\n%s\nits stderr (with its goroutines):\n%s", what, limit, r.stdout, r.stderr)
+	case errors.Is(err, exec.ErrWaitDelay):
+		b.t.Fatalf("%s: exited, but its stdout or stderr stayed open 30 s after (a process it left behind holds them); its stderr:\n%s", what, r.stderr)
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		r.code = ee.ExitCode()
 	} else if err != nil {
 		b.t.Fatalf("run hbx: %v", err)
 	}
-	logTiming(b.t, fmt.Sprintf("hbx %s (exit %d)", strings.Join(args, " "), r.code), r.took)
+	logTiming(b.t, fmt.Sprintf("%s (exit %d)", what, r.code), r.took)
 	return r
 }
 

@@ -248,7 +248,10 @@ func TestHealthE2E(t *testing.T) {
 	t.Logf("hbx health with the executor stopped = %d:\n%s%s", r.code, r.stdout, r.stderr)
 
 	// --wait: returns as soon as everything passes again.
-	waiter := exec.Command(binary(t), "--config", b.config, "health", "--wait", "60s")
+	// Bun's start under qemu-user on a busy machine takes tens of seconds
+	// (seen: hbx start waited 61 s for RUNNING), so the wait is scaled.
+	wait := slow(t, 60*time.Second)
+	waiter := exec.Command(binary(t), "--config", b.config, "health", "--wait", wait.String())
 	waiter.Env = cleanEnv()
 	var waitOut bytes.Buffer
 	waiter.Stdout, waiter.Stderr = &waitOut, &waitOut
@@ -261,7 +264,7 @@ func TestHealthE2E(t *testing.T) {
 		t.Fatalf("hbx start executor = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if err := waiter.Wait(); err != nil || !strings.Contains(waitOut.String(), "pass  listeners") {
-		t.Errorf("hbx health --wait 60s = %v\n%s", err, waitOut.String())
+		t.Errorf("hbx health --wait %s = %v\n%s", wait, err, waitOut.String())
 	}
 	t.Logf("hbx health --wait passed %s after hbx start executor was run", time.Since(started).Round(time.Millisecond))
 
@@ -295,12 +298,13 @@ func TestHealthE2E(t *testing.T) {
 	// The supervisor's readiness gate is the same code: such an executor
 	// never becomes RUNNING, and the supervisor says why.
 	// The health wait must outlast Bun's start: 1.6s under qemu-user on a
-	// quiet machine, more than 8s on a busy one (seen: four attempts of 8s
-	// each refused before Bun listened). The gate names the listener as
-	// soon as Bun listens, so a long wait costs nothing when it passes.
-	s = startSupervise(t, b, socket, dir, "env", "HBX_EXECUTOR_ENV_FILE="+force, "HBX_SUPERVISOR_HEALTH_WAIT="+slow(t, 10*time.Second).String())
+	// quiet machine, more than 40s on a busy one (seen: four attempts of
+	// 40s each refused before Bun listened, at load average 15). The gate
+	// names the listener as soon as Bun listens, so a long wait costs
+	// nothing when it passes.
+	s = startSupervise(t, b, socket, dir, "env", "HBX_EXECUTOR_ENV_FILE="+force, "HBX_SUPERVISOR_HEALTH_WAIT="+slow(t, 30*time.Second).String())
 	c := s.client()
-	deadline := time.Now().Add(slow(t, 60*time.Second))
+	deadline := time.Now().Add(slow(t, 150*time.Second))
 	for {
 		sts, err := c.Status(t.Context())
 		if err != nil {
@@ -315,7 +319,7 @@ func TestHealthE2E(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("executor = %s %q after %s, want the gate to name the 0.0.0.0 listener", ex.State, ex.Detail, slow(t, 60*time.Second))
+			t.Fatalf("executor = %s %q after %s, want the gate to name the 0.0.0.0 listener", ex.State, ex.Detail, slow(t, 150*time.Second))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -49,11 +49,11 @@ func supervisorConfig(t *testing.T, b *box, programs string) (socket, dir string
   socket: %s
   log_dir: %s
   health_interval: 200ms
-  health_wait: 30s
+  health_wait: %s
 programs:
   hermes:
     enabled: false
-%s`, socket, filepath.Join(b.dir, "logs"), strings.ReplaceAll(programs, "$DIR", dir))
+%s`, socket, filepath.Join(b.dir, "logs"), slow(t, 30*time.Second), strings.ReplaceAll(programs, "$DIR", dir))
 	f, err := os.OpenFile(b.config, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -331,8 +331,11 @@ func TestSupervise(t *testing.T) {
 	syscall.Kill(pid, syscall.SIGKILL)
 	back := healthyAt(t, b.port, 30*time.Second)
 	t.Logf("kill -9 of executor to healthy again: %s", back.Sub(killed).Round(time.Millisecond))
-	if limit := slow(t, 5*time.Second); back.Sub(killed) > limit {
-		t.Errorf("healthy again %s after kill -9, want within %s (target 2s natively)", back.Sub(killed), limit)
+	// Natively a bound (target 2 s; make bench measures it); under
+	// emulation only healthyAt's limit: Bun's start under qemu-user on a
+	// busy machine alone takes tens of seconds.
+	if limit := 5 * time.Second; !emulated(t) && back.Sub(killed) > limit {
+		t.Errorf("healthy again %s after kill -9, want within %s (target 2s)", back.Sub(killed), limit)
 	}
 	sts = s.waitStates(30*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 	if statusOf(sts, "executor").PID == pid {

@@ -67,7 +67,7 @@ func upgradeBox(t *testing.T) (b *box, s *supervised, v1, v2, sick string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(f, "# the backup settings, a comment that must survive\nbackup:\n  dir: %s\n  passphrase_file: %s\n  health_wait: 15s\n", filepath.Join(b.dir, "backups"), pass)
+	fmt.Fprintf(f, "# the backup settings, a comment that must survive\nbackup:\n  dir: %s\n  passphrase_file: %s\n  health_wait: %s\n", filepath.Join(b.dir, "backups"), pass, slow(t, 15*time.Second))
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

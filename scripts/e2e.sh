@@ -21,6 +21,17 @@
 # shards need no coordination; a second e2e.sh in the same tree at once is
 # refused (flock on .run/e2e.lock).
 # The caller's environment (HBXTEST_E2E, HBXTEST_BIN, ...) is passed on.
+#
+# E2E_TESTS (space-separated names) runs only those tests; each must be
+# in the package's list (a renamed one fails the run) and must pass (a
+# skipped one fails it too). E2E_LOGS (default
+# .run/e2e) is where the logs and the lock go, and E2E_DURATIONS (default
+# scripts/e2e-durations.txt) the weights: `make e2e-arm64` runs its
+# lifecycle tests through this script with its own of each.
+# The last lines it prints name every failed test and, for a shard that
+# hit its timeout, the tests that were still running (go test prints
+# them under "panic: test timed out"), so a log cut to its tail still
+# says what failed.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,18 +40,23 @@ cd "${repo_root}"
 shards="${E2E_SHARDS:-3}"
 timeout="${E2E_TIMEOUT:-45m}"
 pkg=./e2e/
+logs="${E2E_LOGS:-.run/e2e}"
+durations="${E2E_DURATIONS:-scripts/e2e-durations.txt}"
 if ! [[ "${shards}" =~ ^[1-9][0-9]*$ ]]; then
 	echo "e2e.sh: E2E_SHARDS=${shards}: not a whole number of at least 1" >&2
 	exit 2
 fi
 
-mkdir -p .run
-exec 9>.run/e2e.lock
+if [[ ! -f "${durations}" ]]; then
+	echo "e2e.sh: E2E_DURATIONS=${durations}: no such file" >&2
+	exit 2
+fi
+mkdir -p "$(dirname "${logs}")"
+exec 9>"${logs}.lock"
 if ! flock -n 9; then
-	echo "e2e.sh: another e2e.sh runs in ${repo_root} (it holds .run/e2e.lock)" >&2
+	echo "e2e.sh: another e2e.sh runs in ${repo_root} with ${logs} (it holds ${logs}.lock)" >&2
 	exit 1
 fi
-logs=.run/e2e
 rm -rf "${logs}"
 mkdir -p "${logs}"
 
@@ -53,6 +69,17 @@ if ! go test -count=1 -list '.*' "${pkg}" >"${logs}/list.out" 2>&1; then
 	exit 1
 fi
 grep -E '^(Test|Example|Fuzz)[A-Za-z0-9_]*$' "${logs}/list.out" >"${logs}/tests" || true
+if [[ -n "${E2E_TESTS:-}" ]]; then
+	: >"${logs}/chosen"
+	for name in ${E2E_TESTS}; do
+		if ! grep -qxF "${name}" "${logs}/tests"; then
+			echo "e2e.sh: E2E_TESTS names ${name}, which ${pkg} does not have (renamed or removed?)" >&2
+			exit 1
+		fi
+		echo "${name}" >>"${logs}/chosen"
+	done
+	sort -u "${logs}/chosen" >"${logs}/tests"
+fi
 total=$(grep -c . "${logs}/tests" || true)
 if ((total == 0)); then
 	cat "${logs}/list.out" >&2
@@ -80,7 +107,7 @@ awk -v n="${shards}" '
 			load[best] += tw[order[i]]
 			print best, t[order[i]], tw[order[i]]
 		}
-	}' scripts/e2e-durations.txt "${logs}/tests" >"${logs}/plan"
+	}' "${durations}" "${logs}/tests" >"${logs}/plan"
 
 # run_shard runs shard $1's tests, its whole output in shard-$1.log and
 # its exit code in shard-$1.rc; it prints their result lines as they come.
@@ -100,6 +127,7 @@ run_shard() {
 		sed -u "s/^/[e2e shard ${i}\/${shards}] /" || true
 }
 
+echo "e2e.sh: ${total} tests in ${shards} shards; load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 pids=()
 # Ctrl-C, a hangup or a kill of e2e.sh ends the shards (each its own process group).
 trap 'for p in "${pids[@]}"; do kill -TERM -- "-${p}" 2>/dev/null || true; done' INT TERM HUP
@@ -132,15 +160,32 @@ while read -r i name _; do
 	if ! grep -qE "^--- (PASS|FAIL|SKIP): ${name} \(" "${logs}/shard-${i}.log" 2>/dev/null; then
 		echo "e2e.sh: ${name} (shard ${i}) was not reported: it did not run to its end (see ${logs}/shard-${i}.log)" >&2
 		missing=1
+	elif [[ -n "${E2E_TESTS:-}" ]] && grep -qE "^--- SKIP: ${name} \(" "${logs}/shard-${i}.log"; then
+		echo "e2e.sh: ${name} (shard ${i}) was skipped; E2E_TESTS names tests that must run" >&2
+		missing=1
 	fi
 done <"${logs}/plan"
 
 echo
-echo "e2e.sh: ${total} tests in ${shards} shards, ${took} s"
+echo "e2e.sh: ${total} tests in ${shards} shards, ${took} s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((i = 1; i <= shards; i++)); do
 	grep -hE '^(ok|FAIL)[[:space:]]' "${logs}/shard-${i}.log" 2>/dev/null | sed "s/^/e2e.sh: shard ${i}\/${shards}: /" || true
 done
+# What failed, last, so a log cut to its tail still names it.
+for ((i = 1; i <= shards; i++)); do
+	grep -hE '^--- FAIL: ' "${logs}/shard-${i}.log" 2>/dev/null | sed "s/^/e2e.sh: shard ${i}\/${shards}: /" || true
+	# go test -timeout: "panic: test timed out after D", then a tab-indented
+	# "running tests:" and a "TestX (D)" line, indented deeper, for each test.
+	awk -v p="e2e.sh: shard ${i}/${shards}: " '
+		/^panic: test timed out/ { print p $0; t = 1; next }
+		t && /^[[:space:]]+running tests:/ { r = 1; next }
+		r && /^[[:space:]]+Test/ { sub(/^[[:space:]]+/, ""); print p "still running at the timeout: " $0; next }
+		r { exit }' "${logs}/shard-${i}.log" 2>/dev/null || true
+done
 if ((failed || missing)); then
+	# A failure on a busy machine: what else was running.
+	echo "e2e.sh: the busiest processes now (%CPU over their lifetime):"
+	ps -eo pcpu,etimes,comm --sort=-pcpu 2>/dev/null | head -n 11 | sed 's/^/e2e.sh:   /' || true
 	echo "e2e.sh: FAIL" >&2
 	exit 1
 fi
