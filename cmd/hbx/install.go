@@ -103,7 +103,7 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 			err = fmt.Errorf("%w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
 		}
 		if errors.Is(err, rehearse.ErrRefused) {
-			pruneAfter(cmd.Context(), g, cfg, "hbx install") // the refused release was staged: logged only
+			pruneLogged(cmd.Context(), g, cfg, "hbx install") // the refused release was staged
 			err = refusedHint(err, cfg)
 		}
 		return fmt.Errorf("install: %w", adapters.OfflineHint(err, o.from, "hbx install"))

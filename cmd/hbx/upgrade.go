@@ -121,8 +121,8 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 	}
 	res, err := upgradeTo(ctx, o, t, tools)
 	if errors.Is(err, upgrade.ErrRolledBack) || errors.Is(err, rehearse.ErrRefused) {
-		// previous changed, or a refused release was staged: logged only
-		pruneAfter(ctx, o.g, o.cfg, "hbx upgrade")
+		// previous changed, or a refused release was staged
+		pruneLogged(ctx, o.g, o.cfg, "hbx upgrade")
 	}
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", adapters.OfflineHint(err, o.from, "hbx upgrade"))
