@@ -107,7 +107,7 @@ func (c *changeRun) readActive(ctx context.Context) (err error) {
 // to recover.
 func (c *changeRun) stage(ctx context.Context) (err error) {
 	c.opts.Step("staging")
-	c.opts.Logger.Info("staging the new release beside the active one", "image", c.t.Image)
+	c.opts.Logger.Info("staging the release beside the active one", "image", c.t.Image)
 	if c.nr, c.res.Transfer, err = c.opts.Runtime.Stage(ctx, c.t.Image, c.t.ManifestDigest); err != nil {
 		return fmt.Errorf("stage %s: %w", c.t.Image, err)
 	}

@@ -70,7 +70,7 @@ instead of the registry (as hbx install --from), checked by REF's digests.`,
 	cmd.Flags().StringVar(&o.mcpTools, "mcp-tools", "", "pin the new image's MCP tool set, comma-separated, as health.mcp_tools (needs health.token_file)")
 	cmd.Flags().StringVar(&o.from, "from", "", "read the image from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print steps and the result as JSON lines")
-	cmd.Flags().BoolVar(&o.noRehearsal, "no-rehearsal", false, "do not boot the new release on a copy of the data before stopping the box")
+	cmd.Flags().BoolVar(&o.noRehearsal, "no-rehearsal", false, "do not boot the release --image names on a copy of the data before stopping the box")
 	return cmd
 }
 
