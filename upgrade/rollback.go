@@ -55,11 +55,7 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	}
 	failed := j
 	if last := j.lastCompleted(); last != nil && curErr == nil && cur.Equal(j.Old.Target) {
-		// The last change rolled itself back (or was aborted) after a
-		// completed one and left its release active: the completed one
-		// is the last upgrade, as when the change was refused by its
-		// rehearsal or stopped before activation.
-		j = last
+		j = last // see lastCompleted
 	}
 	if err := rollbackable(opts.RuntimeDir, j, cur, curErr); err != nil {
 		return nil, err
@@ -119,9 +115,11 @@ func rollbackable(runtimeDir string, j *Journal, cur Release, curErr error) erro
 }
 
 // lastCompleted is the completed change j's failed one followed
-// (Journal.Prior), when j was rolled back by its own command or aborted
-// and left that change's release active; nil otherwise (j completed,
-// j's rollback was a recovery's, or none was recorded).
+// (Journal.Prior), when j was rolled back by its own command or aborted;
+// nil otherwise (j completed, j's rollback was a recovery's, or none was
+// recorded). When j's old release is still active, that completed change
+// is the last upgrade hbx rollback undoes, as when a change was refused
+// by its rehearsal or stopped before activation.
 func (j *Journal) lastCompleted() *Journal {
 	if j == nil || j.Prior == nil || j.Recovered || j.Phase != PhaseRolledBack && j.Phase != PhaseAborted {
 		return nil
