@@ -103,7 +103,7 @@ func (o *Options) boot(ctx context.Context, s *scratch, g *cgroup, res *Result) 
 	// (deferred below) and removes the scratch directory.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	t0 := time.Now()
-	o.Logger.Info("rehearsing the new release on a copy of the data", "release", o.Release.Meta.ManifestDigest, "port", res.Port)
+	o.Logger.Info("rehearsing the release on a copy of the data", "image", o.Release.Meta.Image, "manifest", o.Release.Meta.ManifestDigest, "port", res.Port)
 	go func() {
 		defer close(p.done)
 		p.err = launch.Run(runCtx, spec, out, out, slog.New(slog.DiscardHandler))
@@ -124,7 +124,7 @@ func (o *Options) boot(ctx context.Context, s *scratch, g *cgroup, res *Result) 
 		return err
 	}
 	res.Boot = time.Since(t0)
-	o.Logger.Info("the new release passed its rehearsal", "took", res.Boot)
+	o.Logger.Info("the release passed its rehearsal", "image", o.Release.Meta.Image, "took", res.Boot)
 	killpoint.Hold(killpoint.RehearsalReady)
 	killpoint.At(killpoint.RehearsalReady)
 	return nil

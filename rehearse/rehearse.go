@@ -19,7 +19,7 @@ import (
 // ErrRefused: the release crashed, never became ready or failed a check
 // on the copy of the data; the error says which and quotes its last
 // output lines.
-var ErrRefused = errors.New("the new release failed its rehearsal")
+var ErrRefused = errors.New("the release failed its rehearsal")
 
 // Defaults of Options.
 const (

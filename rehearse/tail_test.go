@@ -60,12 +60,12 @@ func TestRefusedQuotesTheLastLines(t *testing.T) {
 	if !errors.Is(err, ErrRefused) {
 		t.Errorf("refused = %v, want it to wrap ErrRefused", err)
 	}
-	want := "the new release failed its rehearsal: it exited with status 1 before it was ready on a copy of the data; its last line:\n  executor: data format 1 was made by an older release"
+	want := "the release failed its rehearsal: it exited with status 1 before it was ready on a copy of the data; its last line:\n  executor: data format 1 was made by an older release"
 	if err.Error() != want {
 		t.Errorf("refused = %q, want %q", err, want)
 	}
 	tl.Write([]byte("executor: exiting\n"))
-	want = "the new release failed its rehearsal: it exited with status 1 before it was ready on a copy of the data; its last 2 lines:\n" +
+	want = "the release failed its rehearsal: it exited with status 1 before it was ready on a copy of the data; its last 2 lines:\n" +
 		"  executor: data format 1 was made by an older release\n  executor: exiting"
 	if err := refused("it exited with status 1 before it was ready", &tl); err.Error() != want {
 		t.Errorf("refused with two lines = %q, want %q", err, want)

@@ -188,7 +188,7 @@ func (p *proc) handle(ctx context.Context, r request) {
 		case p.state == Stopped || p.state == Exited || p.state == Fatal:
 			r.done <- nil
 		case p.state == Backoff:
-			p.toStopped("stopped")
+			p.toStopped()
 			r.done <- nil
 		default: // Starting, Running, Stopping
 			p.stopLive(r)
@@ -208,7 +208,7 @@ func (p *proc) stopLive(r request) {
 		p.groupGone()
 		p.term = termination{}
 		p.after = afterNone
-		p.toStopped("stopped")
+		p.toStopped()
 		r.done <- nil
 		return
 	}
@@ -450,7 +450,7 @@ func (p *proc) finish(now time.Time) {
 	}
 	switch after {
 	case afterStopped:
-		p.toStopped("stopped")
+		p.toStopped()
 		for _, w := range p.stopWaiters {
 			w <- nil
 		}
@@ -854,8 +854,10 @@ func (p *proc) toRunning(now time.Time) {
 	p.startWaiters = nil
 }
 
-func (p *proc) toStopped(detail string) {
-	p.setState(Stopped, detail)
+// toStopped enters STOPPED after a stop; its description is the time
+// (describe), not a word repeating the state.
+func (p *proc) toStopped() {
+	p.setState(Stopped, "")
 	if !p.wantStart {
 		p.failStarts(fmt.Errorf("%w: %s was stopped", ErrStartFailed, p.spec.Name))
 	}

@@ -1179,6 +1179,11 @@ func (s *Supervisor) Info() Info {
 	return in
 }
 
+// StoppedTime is the layout of a stopped program's Detail: the time it
+// stopped, local time, as supervisorctl status prints it ("Dec 02 01:23
+// PM").
+const StoppedTime = "Jan 02 03:04 PM"
+
 // describe fills Detail and Held; s.mu is held.
 func (s *Supervisor) describe(st Status) Status {
 	st.Held = s.held[st.Name] > 0
@@ -1187,6 +1192,10 @@ func (s *Supervisor) describe(st Status) Status {
 		st.Detail = fmt.Sprintf("pid %d, uptime %s", st.PID, Uptime(time.Since(st.Started)))
 	case st.PID != 0 && st.detail != "":
 		st.Detail = fmt.Sprintf("pid %d, %s", st.PID, st.detail)
+	case st.State == Stopped && st.detail == "" && !st.Since.IsZero():
+		// A plain stop: when, as supervisorctl says it (the state
+		// already says "stopped").
+		st.Detail = st.Since.Local().Format(StoppedTime)
 	default:
 		st.Detail = st.detail
 	}
@@ -1197,7 +1206,7 @@ func (s *Supervisor) describe(st Status) Status {
 		st.Detail += "; waiting for " + st.waiting + " to exit" + drainTimes(st.drainFrom, st.killAt, time.Now())
 	}
 	if st.Held {
-		st.Detail += " (held)"
+		st.Detail = strings.TrimSpace(st.Detail + " (held)")
 	}
 	return st
 }

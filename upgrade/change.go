@@ -107,7 +107,7 @@ func (c *changeRun) readActive(ctx context.Context) (err error) {
 // to recover.
 func (c *changeRun) stage(ctx context.Context) (err error) {
 	c.opts.Step("staging")
-	c.opts.Logger.Info("staging the new release beside the active one", "image", c.t.Image)
+	c.opts.Logger.Info("staging the release beside the active one", "image", c.t.Image)
 	if c.nr, c.res.Transfer, err = c.opts.Runtime.Stage(ctx, c.t.Image, c.t.ManifestDigest); err != nil {
 		return fmt.Errorf("stage %s: %w", c.t.Image, err)
 	}
@@ -140,9 +140,17 @@ func (c *changeRun) begin(by string) error {
 		c.opts.Logger.Warn("previous does not read: a rollback leaves it as the restore does", "err", err)
 		c.j.Previous = nil
 	}
-	if prior, err := ReadJournal(c.opts.RuntimeDir); err == nil && prior != nil && prior.Phase == PhaseDone && prior.New.Equal(c.old.Target) {
-		prior.Prior = nil
-		c.j.Prior = prior
+	// The last completed change stays recorded across changes that
+	// failed after it (rolled back by themselves, aborted), so hbx
+	// rollback still undoes it.
+	if prior, err := ReadJournal(c.opts.RuntimeDir); err == nil && prior != nil {
+		if last := prior.lastCompleted(); last != nil {
+			prior = last
+		}
+		if prior.Phase == PhaseDone && prior.New.Equal(c.old.Target) {
+			prior.Prior = nil
+			c.j.Prior = prior
+		}
 	}
 	return c.j.write(c.opts.RuntimeDir, PhaseStaged, c.opts.Now())
 }

@@ -62,7 +62,8 @@ type Journal struct {
 	// ByInstall for hbx install.
 	By string `json:"by,omitempty"`
 	// Prior is the journal of the completed upgrade before this one, put
-	// back when this one aborts before activation, so `hbx rollback`
+	// back when this one aborts before activation and kept when it rolls
+	// itself back (carried into the next change), so `hbx rollback`
 	// still finds it.
 	Prior *Journal `json:"prior,omitempty"`
 	// Recovered is set when the rollback was the recovery of a change

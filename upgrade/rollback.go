@@ -53,6 +53,10 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	if recovered != "" && j != nil && curErr == nil && (j.Phase == PhaseRolledBack || j.Phase == PhaseAborted) && cur.Equal(j.Old.Target) {
 		return &Result{Old: j.New, New: j.Old, Backup: j.Backup, KeptAside: j.KeptAside, Recovered: recovered, Interrupted: true, Duration: time.Since(start)}, nil
 	}
+	failed := j
+	if last := j.lastCompleted(); last != nil && curErr == nil && cur.Equal(j.Old.Target) {
+		j = last // see lastCompleted
+	}
 	if err := rollbackable(opts.RuntimeDir, j, cur, curErr); err != nil {
 		return nil, err
 	}
@@ -62,13 +66,19 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	// previous stays at the release rolled back from (the journal's
 	// Previous is for undoing an unfinished change).
 	j.Previous = nil
-	res, err = rollbackLocked(ctx, opts, j, "hbx rollback")
+	res, err = rollbackLocked(ctx, opts, j, rollbackBy)
 	if err != nil {
 		return nil, err
+	}
+	if failed != j {
+		res.Notes = append(res.Notes, fmt.Sprintf("the last change, to %s, rolled itself back at %s: this undid the completed one before it, from %s to %s", failed.New.Image, failed.Updated.Format(time.RFC3339), j.Old.Image, j.New.Image))
 	}
 	res.Recovered, res.Duration = recovered, time.Since(start)
 	return res, nil
 }
+
+// rollbackBy is Journal.Error of a change hbx rollback undid.
+const rollbackBy = "hbx rollback"
 
 // rollbackable refuses (ErrNoUpgrade) unless j records a completed change
 // and cur, the active release (curErr: none), is the one it left active.
@@ -94,12 +104,49 @@ func rollbackable(runtimeDir string, j *Journal, cur Release, curErr error) erro
 		return fmt.Errorf("%w: %s was installed without a record; the last recorded %s", ErrNoUpgrade, active, j.describe())
 	case j.Phase != PhaseDone && j.Recovered:
 		// Undone by a recovery (the running supervisor, a restart) before
-		// this command: say what it did, and where the data went.
-		return fmt.Errorf("%w: %s; the last recorded %s, undone by the recovery of the interrupted change; the data written meanwhile is kept in %s", ErrNoUpgrade, active, j.describe(), orNone(j.KeptAside))
+		// this command: say what it did, and where the data went. The
+		// rollback asked for was that one (a second step back is not
+		// taken on a race with the supervisor).
+		return fmt.Errorf("%w: %s; the last recorded %s, undone by the recovery of the interrupted change; the data written meanwhile is kept in %s%s", ErrNoUpgrade, active, j.describe(), orNone(j.KeptAside), j.priorWay())
 	case j.Phase != PhaseDone:
-		return fmt.Errorf("%w: %s; the last recorded %s", ErrNoUpgrade, active, j.describe())
+		return fmt.Errorf("%w: %s; the last recorded %s%s", ErrNoUpgrade, active, j.describe(), j.noPrior())
 	}
 	return nil
+}
+
+// lastCompleted is the completed change j's failed one followed
+// (Journal.Prior), when j was rolled back by its own command or aborted;
+// nil otherwise (j completed, j's rollback was a recovery's, or none was
+// recorded). When j's old release is still active, that completed change
+// is the last upgrade hbx rollback undoes, as when a change was refused
+// by its rehearsal or stopped before activation.
+func (j *Journal) lastCompleted() *Journal {
+	if j == nil || j.Prior == nil || j.Recovered || j.Phase != PhaseRolledBack && j.Phase != PhaseAborted {
+		return nil
+	}
+	if p := j.Prior; p.Phase == PhaseDone && p.New.Equal(j.Old.Target) {
+		return p
+	}
+	return nil
+}
+
+// priorWay names, for a refusal after a recovery, the completed change
+// before j and the archive that goes back past it; "" when none.
+func (j *Journal) priorWay() string {
+	if p := j.Prior; p != nil && p.Phase == PhaseDone && p.Backup != "" {
+		return fmt.Sprintf("; to go back past the completed %s too, hbx restore %s", p.describe(), p.Backup)
+	}
+	return ""
+}
+
+// noPrior says, for a refusal after a change that rolled itself back,
+// why previous is no rollback target: no completed change before it is
+// recorded, so no pre-upgrade backup goes with previous.
+func (j *Journal) noPrior() string {
+	if j.Phase != PhaseRolledBack || j.Recovered || j.Error == rollbackBy {
+		return ""
+	}
+	return ", by the change itself when it failed; no completed change before it is recorded, so no pre-upgrade backup goes with previous (hbx backup list; hbx restore ARCHIVE goes back to an archive's release)"
 }
 
 // checkPreUpgrade refuses (ErrMismatch) unless previous is the release j

@@ -55,7 +55,7 @@ nothing and makes no network request (docs/install.md#how-hbx-install-works).
 
 Over existing data it changes the active release only the way hbx upgrade
 does, and refuses while Executor runs (docs/install.md#under-existing-data):
-it rehearses the new release on a copy of the data first and refuses one
+it rehearses the pinned release on a copy of the data first and refuses one
 that would not come up, with nothing changed (--no-rehearsal skips it).
 A download is bounded in time (docs/install.md#bounds).
 
@@ -69,7 +69,7 @@ archive file instead of the registry, with no network request
 	}
 	cmd.Flags().StringVar(&o.from, "from", "", "read the image from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "re-hash the active release against its recorded file list and replace it when it differs; re-hash the kept blobs and fetch the active release's missing or damaged ones (install.keep_blobs)")
-	cmd.Flags().BoolVar(&o.noRehearsal, "no-rehearsal", false, "do not boot a new release on a copy of the data before changing the active release over existing data")
+	cmd.Flags().BoolVar(&o.noRehearsal, "no-rehearsal", false, "do not boot the pinned release on a copy of the data before changing the active release over existing data")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but warnings, errors and the result")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print progress events and the result as JSON lines on stdout")
 	return cmd
@@ -103,7 +103,7 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 			err = fmt.Errorf("%w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
 		}
 		if errors.Is(err, rehearse.ErrRefused) {
-			pruneAfter(cmd.Context(), g, cfg, "hbx install") // the refused release was staged: logged only
+			pruneLogged(cmd.Context(), g, cfg, "hbx install") // the refused release was staged
 			err = refusedHint(err, cfg)
 		}
 		return fmt.Errorf("install: %w", adapters.OfflineHint(err, o.from, "hbx install"))

@@ -29,8 +29,10 @@ the newer runtime wrote is kept as <data_dir>.rolled-back-<time>, never
 deleted. Then it removes the releases neither current nor previous, with
 their blobs (docs/upgrade.md#old-releases).
 
-It refuses, saying why, when no upgrade was recorded, when the last one
-did not complete or was already rolled back, when the active release was
+A change that did not complete (an upgrade that rolled itself back, or
+was refused or stopped before activation) is not the last upgrade: the
+completed one before it is undone. It refuses, saying why, when no upgrade
+was recorded, when the last completed one was already rolled back, when the active release was
 installed without a record after it, when previous is not the
 release the upgrade replaced, or when the pre-upgrade archive is missing or
 records other digests. When the last change was interrupted, undoing it is

@@ -31,7 +31,8 @@ func newStatusCommand(g *globals) *cobra.Command {
 		Short: "Show the supervised programs' states, like supervisorctl status",
 		Long: `Status prints one line per program: name, state (STOPPED, STARTING,
 RUNNING, BACKOFF, STOPPING, EXITED, FATAL) and a description: pid and
-uptime when running, the exit status or the reason otherwise. --json prints
+uptime when running, when it stopped (as supervisorctl: "Dec 02 01:23 PM")
+after a stop, the exit status or the reason otherwise. --json prints
 the list as JSON objects with name, state, priority, pid, since, started,
 held and detail. After the list it says when an upgrade, rollback or
 restore is half done, and what to run. Disabled programs are not shown.

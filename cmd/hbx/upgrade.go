@@ -70,7 +70,7 @@ instead of the registry (as hbx install --from), checked by REF's digests.`,
 	cmd.Flags().StringVar(&o.mcpTools, "mcp-tools", "", "pin the new image's MCP tool set, comma-separated, as health.mcp_tools (needs health.token_file)")
 	cmd.Flags().StringVar(&o.from, "from", "", "read the image from the OCI layout directory or OCI archive `PATH` instead of the registry")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print steps and the result as JSON lines")
-	cmd.Flags().BoolVar(&o.noRehearsal, "no-rehearsal", false, "do not boot the new release on a copy of the data before stopping the box")
+	cmd.Flags().BoolVar(&o.noRehearsal, "no-rehearsal", false, "do not boot the release --image names on a copy of the data before stopping the box")
 	return cmd
 }
 
@@ -121,8 +121,8 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 	}
 	res, err := upgradeTo(ctx, o, t, tools)
 	if errors.Is(err, upgrade.ErrRolledBack) || errors.Is(err, rehearse.ErrRefused) {
-		// previous changed, or a refused release was staged: logged only
-		pruneAfter(ctx, o.g, o.cfg, "hbx upgrade")
+		// previous changed, or a refused release was staged
+		pruneLogged(ctx, o.g, o.cfg, "hbx upgrade")
 	}
 	if err != nil {
 		return fmt.Errorf("upgrade: %w", adapters.OfflineHint(err, o.from, "hbx upgrade"))

@@ -202,7 +202,7 @@ func (b Box) SwitchOptions(from string, pass []byte, progress installer.Progress
 // running, from the running supervisor (its change watch), through it.
 // It logs what it did and returns whether it failed. A recovery that did
 // something then prunes the releases as the interrupted command would
-// have (PruneReleases, without waiting for the lock; its failure is
+// have (PruneReleasesLogged, without waiting for the lock; its failure is
 // only logged).
 func (b Box) RecoverUpgrade(ctx context.Context, running bool) bool {
 	msg, err := upgrade.Recover(ctx, b.UpgradeOptions())
@@ -217,7 +217,7 @@ func (b Box) RecoverUpgrade(ctx context.Context, running bool) bool {
 		b.Log.Warn("interrupted upgrade recovered", "what", msg)
 	}
 	if err == nil && msg != "" {
-		b.PruneReleases(ctx, SupervisorCommand, 0)
+		b.PruneReleasesLogged(ctx, SupervisorCommand, 0)
 	}
 	return err != nil
 }
@@ -517,7 +517,7 @@ func (w watchedBox) RecoverChange(ctx context.Context) bool { return w.b.Recover
 // RecoverRestore undoes an interrupted restore through the running
 // supervisor, then waits (backup.health_wait) for the programs that
 // should run, logging when they are not healthy, and prunes the releases
-// as the interrupted restore would have (PruneReleases; its failure is
+// as the interrupted restore would have (PruneReleasesLogged; its failure is
 // only logged).
 func (w watchedBox) RecoverRestore(ctx context.Context) error {
 	b, c := w.b, w.b.Config
@@ -554,6 +554,6 @@ func (w watchedBox) RecoverRestore(ctx context.Context) error {
 			b.Log.Error("after undoing the interrupted restore, the programs are not healthy", "err", werr)
 		}
 	}
-	b.PruneReleases(ctx, SupervisorCommand, 0)
+	b.PruneReleasesLogged(ctx, SupervisorCommand, 0)
 	return nil
 }

@@ -263,7 +263,7 @@ func (b Box) HoldData(ctx context.Context, command string) (svc *SupervisorServi
 // is not the active release the error (a *backup.AwaitedError naming the
 // image) refuses the start; it is the only error returned. A recovery
 // that did something prunes the releases as the interrupted restore
-// would have (PruneReleases, without waiting for the lock; its failure
+// would have (PruneReleasesLogged, without waiting for the lock; its failure
 // is only logged).
 func (b Box) RecoverInterruptedRestore(ctx context.Context) error {
 	if _, err := supervisor.Dial(ctx, b.Config.Supervisor.Socket); err == nil {
@@ -283,7 +283,7 @@ func (b Box) RecoverInterruptedRestore(ctx context.Context) error {
 		b.Log.Error("an interrupted restore could not be recovered; starting the programs anyway", "err", err)
 	case msg != "":
 		b.Log.Warn("interrupted restore recovered", "what", msg)
-		b.PruneReleases(ctx, SupervisorCommand, 0)
+		b.PruneReleasesLogged(ctx, SupervisorCommand, 0)
 	}
 	if awaiting {
 		return aerr

@@ -13,8 +13,9 @@
 // Box.RecoverInterruptedRestore is hbx supervise's restore recovery); a
 // rollback's restore reactivates a release the runtime directory still
 // holds (installer.Reactivate) before it installs one. Box.PruneReleases
-// prunes after a release change (internal/prune), for the commands and
-// for hbx supervise's recoveries and install on start.
+// prunes after a release change (internal/prune) and returns the note a
+// command prints; Box.PruneReleasesLogged logs it instead, for hbx
+// supervise's recoveries and install on start and a command that failed.
 //
 // The installer adapter marks the failures that mean "could not get the
 // image" (network, registry, 404; never a failure to read a --from file,

@@ -142,7 +142,7 @@ func lockExecutorData(ctx context.Context, lock func(context.Context) (*datalock
 // (guardedinstall.Install in the supervisor). A registry it cannot reach
 // gets hbx install's offline hint (adapters.OfflineHint). A recorded
 // change then prunes the releases as hbx install's does
-// (adapters.Box.PruneReleases, without waiting for the lock; its failure
+// (adapters.Box.PruneReleasesLogged, without waiting for the lock; its failure
 // is only logged, the start goes on).
 func InstallOnStart(b adapters.Box) func(ctx context.Context, progress func(string)) error {
 	return func(ctx context.Context, progress func(string)) error {
@@ -157,7 +157,7 @@ func InstallOnStart(b adapters.Box) func(ctx context.Context, progress func(stri
 		// gate, and hbx rollback undoes the recorded change.
 		out, err := guardedinstall.Install(ctx, b, opts, true, false, nil)
 		if err == nil && out.Switch != nil {
-			b.PruneReleases(ctx, adapters.SupervisorCommand, 0)
+			b.PruneReleasesLogged(ctx, adapters.SupervisorCommand, 0)
 		}
 		return adapters.OfflineHint(err, "", "hbx install")
 	}
