@@ -195,10 +195,14 @@ type result struct {
 }
 
 // hbxCommandLimit bounds one hbx command of [box.hbx] natively (scaled
-// by [slow] under emulation): far above any command's own time on a busy
-// machine, and below the suite's go test -timeout, so a hung command
-// fails its own test with its goroutines instead of ending the whole run.
-const hbxCommandLimit = 4 * time.Minute
+// by [slow] under emulation, up to hbxCommandCap): far above any
+// command's own time on a busy machine, and below the suite's go test
+// -timeout, so a hung command fails its own test with its goroutines
+// instead of ending the whole run.
+const (
+	hbxCommandLimit = 4 * time.Minute
+	hbxCommandCap   = 20 * time.Minute
+)
 
 // hbx runs the binary with the box's config and waits. A command still
 // running after hbxCommandLimit gets SIGQUIT (the Go runtime prints every
@@ -208,7 +212,7 @@ const hbxCommandLimit = 4 * time.Minute
 // them).
 func (b *box) hbx(args ...string) result {
 	b.t.Helper()
-	limit := slow(b.t, hbxCommandLimit)
+	limit := min(slow(b.t, hbxCommandLimit), hbxCommandCap)
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary(b.t), append([]string{"--config", b.config}, args...)...)

@@ -304,7 +304,7 @@ func TestHealthE2E(t *testing.T) {
 	// nothing when it passes.
 	s = startSupervise(t, b, socket, dir, "env", "HBX_EXECUTOR_ENV_FILE="+force, "HBX_SUPERVISOR_HEALTH_WAIT="+slow(t, 30*time.Second).String())
 	c := s.client()
-	deadline := time.Now().Add(slow(t, 150*time.Second))
+	deadline := time.Now().Add(slow(t, 60*time.Second))
 	for {
 		sts, err := c.Status(t.Context())
 		if err != nil {
@@ -319,7 +319,7 @@ func TestHealthE2E(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("executor = %s %q after %s, want the gate to name the 0.0.0.0 listener", ex.State, ex.Detail, slow(t, 150*time.Second))
+			t.Fatalf("executor = %s %q after %s, want the gate to name the 0.0.0.0 listener", ex.State, ex.Detail, slow(t, 60*time.Second))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
