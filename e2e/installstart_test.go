@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -83,5 +84,47 @@ func TestSuperviseInstallOnStartRetryE2E(t *testing.T) {
 	}
 	if n := p.Count(registrytest.Manifest, ""); n < 3 {
 		t.Errorf("%d manifest requests, want the two failed pulls and a third", n)
+	}
+}
+
+// TestRestartDuringInstallOnStartWaitsE2E: `hbx restart executor` run
+// while hbx supervise installs the pinned release first (install on
+// start, one layer slowed to about 15s) waits for the install, then
+// restarts Executor on the installed release: exit 0, Executor RUNNING,
+// the supervisor's log saying the restart waited. Before, it was refused
+// at once ("run `hbx install` first", exit 1) although the supervisor was
+// installing that very release.
+func TestRestartDuringInstallOnStartWaitsE2E(t *testing.T) {
+	requireE2E(t)
+	reg, img, ref := pushedInto(t, t.TempDir())
+	p := registrytest.NewProxy(t, reg.URL())
+	layers := layersOf(t, img)
+	small := slices.MinFunc(layers, func(a, b v1.Descriptor) int { return int(a.Size - b.Size) })
+	p.Add(registrytest.Rule{Path: small.Digest.String(), Times: 1, Fault: registrytest.Drip(max(small.Size/300, 1), 50*time.Millisecond)})
+	b := proxiedBox(t, reg, p.Host()+"/"+ref, img, "")
+	cfg := strings.Replace(readFile(t, b.config), "executor:\n", "executor:\n  install_on_start: true\n", 1)
+	writeFile(t, b.config, cfg, 0o600)
+	socket, dir := supervisorConfig(t, b, "")
+	s := startSupervise(t, b, socket, dir)
+	c := s.client()
+	deadline := time.Now().Add(slow(t, 3*time.Minute))
+	for {
+		sts, err := c.Status(context.Background())
+		if ex := statusOf(sts, "executor"); err == nil && ex.State == supervisor.Starting && strings.HasPrefix(ex.Detail, "installing the release (") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("executor not seen installing within 3m: %+v, %v", sts, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r := b.hbx("restart", "executor")
+	if r.code != 0 {
+		t.Fatalf("hbx restart executor during the install on start = %d, want 0 (wait for the install)\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("hbx restart executor: %s", strings.TrimSpace(r.stdout))
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
+	if log := readFile(t, s.log); !strings.Contains(log, "restart waits for the install on start to finish") {
+		t.Errorf("the supervisor's log does not say the restart waited for the install (did the install end before the restart arrived?)")
 	}
 }

@@ -169,7 +169,9 @@ func helper(name string) int {
 		return forever()
 	case "setsid-mainexit":
 		c := exec.Command(os.Args[0])
-		c.Env = append(os.Environ(), testenv.MainThreadExitsEnv+"=1", "GOMAXPROCS=4")
+		// It outlives this program (the stop must end it), not the test
+		// (this program's parent: the supervisor runs in it).
+		c.Env = append(os.Environ(), testenv.MainThreadExitsWatching(os.Getppid()), "GOMAXPROCS=4")
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if err := c.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -421,6 +421,31 @@ func (s *Supervisor) install(ctx context.Context) bool {
 	}
 }
 
+// waitInstall waits until the program loops run, that is until the
+// install on start (Options.Install) is over, or ctx ends (its error is
+// then "wait for the install on start to finish: " and ctx's cause). A
+// start or restart (verb) of list asked for while the supervisor installs
+// the release first is thus judged, by each program's Check, against what
+// the install left, as the same request made a moment later would be:
+// waiting, as a start during the install already did and as systemctl
+// does for a unit still activating, rather than refusing with "release
+// not installed" what the supervisor is installing. That it waits is
+// logged once.
+func (s *Supervisor) waitInstall(ctx context.Context, verb string, list []string) error {
+	select {
+	case <-s.ready:
+		return nil
+	default:
+	}
+	s.log.Info(verb+" waits for the install on start to finish", "programs", list)
+	select {
+	case <-s.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the install on start to finish: %w", context.Cause(ctx))
+	}
+}
+
 // setStatus sets a program's published state and detail while its loop
 // does not run (the install).
 func (s *Supervisor) setStatus(name string, st State, detail string, stateChanged bool) {
@@ -953,16 +978,20 @@ func (s *Supervisor) results(ctx context.Context, names []string, done map[strin
 // and waits until each is RUNNING, FATAL or stopped again, or ctx ends.
 // Unknown names fail the whole call with ErrUnknownProgram before anything
 // happens; a held program gets an ErrHeld Result, every start during
-// shutdown an ErrShuttingDown one. First the Check of each program that is
-// not running (STOPPED, EXITED or FATAL) nor held runs: a program it refuses is not
-// started and gets a Result saying so ("start NAME: why; nothing
-// started", Refused, Class); when it refuses every program named, the
-// call fails with those refusals (refusals).
+// shutdown an ErrShuttingDown one. A start asked for while the install on
+// start runs waits for it to finish (waitInstall). Then the Check of each
+// program that is not running (STOPPED, EXITED or FATAL) nor held runs: a
+// program it refuses is not started and gets a Result saying so ("start
+// NAME: why; nothing started", Refused, Class); when it refuses every
+// program named, the call fails with those refusals (refusals).
 func (s *Supervisor) Start(ctx context.Context, names ...string) ([]Result, error) {
 	if err := s.checkNames(names); err != nil {
 		return nil, err
 	}
 	list := s.names(names)
+	if err := s.waitInstall(ctx, "start", list); err != nil {
+		return nil, err
+	}
 	var idle []string // not running nor held: what a start would spawn
 	for _, n := range list {
 		s.mu.Lock()
@@ -1041,7 +1070,9 @@ func (s *Supervisor) stopGroups(ctx context.Context, names []string) []Result {
 }
 
 // Restart stops the named programs, then starts them, like supervisorctl
-// restart. First each program's Check runs, in priority order: a program
+// restart. A restart asked for while the install on start runs waits for
+// it to finish (waitInstall). Then each program's Check runs, in priority
+// order: a program
 // it refuses is neither stopped nor started and gets a Result saying so
 // ("restart NAME: why; nothing stopped", Refused, Class), the others are
 // restarted; when it refuses every program named, the call fails with
@@ -1052,12 +1083,14 @@ func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, er
 		return nil, err
 	}
 	list := s.names(names)
+	if err := s.waitInstall(ctx, "restart", list); err != nil {
+		return nil, err
+	}
 	refused := s.preflight(ctx, "restart", list)
 	ok := without(list, refused)
 	if len(ok) == 0 {
 		return nil, refusals(list, refused)
 	}
-	<-s.ready
 	stopped := s.stopGroups(ctx, ok)
 	started := s.start(ctx, ok)
 	for i := range started {

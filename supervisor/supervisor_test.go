@@ -66,10 +66,22 @@ func progDir(t *testing.T, name string) string {
 // Each bind is set to the supervisor before Run starts (for hooks).
 func runSupervisor(t *testing.T, opts Options, bind ...**Supervisor) *Supervisor {
 	t.Helper()
+	s := startSupervisor(t, opts, bind...)
+	<-s.ready
+	return s
+}
+
+// startSupervisor is runSupervisor without waiting for the supervisor to
+// be ready (its install on start may still run). opts.Logger, when set,
+// is kept (a test that reads the log).
+func startSupervisor(t *testing.T, opts Options, bind ...**Supervisor) *Supervisor {
+	t.Helper()
 	if opts.Env == nil {
 		opts.Env = os.Environ()
 	}
-	opts.Logger = testLogger(t)
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
 	if opts.BackoffBase == 0 {
 		opts.BackoffBase = 20 * time.Millisecond
 	}
@@ -99,7 +111,6 @@ func runSupervisor(t *testing.T, opts Options, bind ...**Supervisor) *Supervisor
 			t.Errorf("children left after Run returned: %v", kids)
 		}
 	})
-	<-s.ready
 	return s
 }
 

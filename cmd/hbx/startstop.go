@@ -44,7 +44,9 @@ func newStartStopCommands(g *globals) []*cobra.Command {
 waits until each is RUNNING (Executor: answering its health check) or
 FATAL. Exit status 1 when one of them did not start. A stopped program that
 could not start (Executor: its configured release is not the active one) is
-refused, nothing started, as restart refuses it.`),
+refused, nothing started, as restart refuses it. While hbx supervise
+installs the release first (executor.install_on_start), start and restart
+wait for the install, then check the release it installed.`),
 		newControlCommand(g, "stop", "Stop supervised programs and wait until their process groups are gone",
 			`Stop sends each program's stopsignal to its whole process group, waits
 stopwaitsecs, then SIGKILL; programs stop in reverse priority order.`),

@@ -74,7 +74,8 @@ func ownerMainExit() int {
 		return 1
 	}
 	c := exec.Command(os.Args[0])
-	c.Env = append(os.Environ(), "HBXTEST_DATALOCK=", testenv.MainThreadExitsEnv+"=1", "GOMAXPROCS=4")
+	// It outlives this helper (the test kills it), not the test.
+	c.Env = append(os.Environ(), "HBXTEST_DATALOCK=", testenv.MainThreadExitsWatching(os.Getppid()), "GOMAXPROCS=4")
 	c.ExtraFiles = []*os.File{l.File()}
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := c.Start(); err != nil {

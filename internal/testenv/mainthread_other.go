@@ -4,8 +4,18 @@
 
 package testenv
 
+import "strconv"
+
 // MainThreadExitsEnv: see the Linux version; elsewhere it does nothing.
 const MainThreadExitsEnv = "HBXTEST_MAIN_THREAD_EXITS"
+
+// MainThreadBoundEnv: see the Linux version.
+const MainThreadBoundEnv = "HBXTEST_MAIN_THREAD_BOUND"
+
+// MainThreadExitsWatching: see the Linux version.
+func MainThreadExitsWatching(pid int) string {
+	return MainThreadExitsEnv + "=" + strconv.Itoa(pid)
+}
 
 // ExitMainThreadIfAsked does nothing outside Linux.
 func ExitMainThreadIfAsked() {}
