@@ -107,8 +107,17 @@ func TestInstallStalledRegistryE2E(t *testing.T) {
 	if r.code != 1 || lines[len(lines)-1] != want {
 		t.Fatalf("hbx install = %d, last stderr line %q; want 1 and %q\nstderr:\n%s", r.code, lines[len(lines)-1], want, r.stderr)
 	}
-	if n := strings.Count(r.stderr, "retrying registry request"); n != 2 {
-		t.Errorf("stderr has %d retry warnings, want 2:\n%s", n, r.stderr)
+	// Only the stalled layer's retries count: on a busy machine another
+	// blob may also go 300ms without a byte and be retried (seen at load
+	// average 18), which is the stall detection working, not a fault.
+	retries := 0
+	for _, l := range lines {
+		if strings.Contains(l, "retrying registry request") && strings.Contains(l, big.Digest.String()) {
+			retries++
+		}
+	}
+	if retries != 2 {
+		t.Errorf("stderr has %d retry warnings for the stalled layer %s, want 2:\n%s", retries, big.Digest, r.stderr)
 	}
 	if n := p.Count(registrytest.Blob, big.Digest.String()); n != 3 {
 		t.Errorf("requests for the stalled layer = %d, want 3", n)
