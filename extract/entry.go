@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -164,24 +165,41 @@ func (a *Applier) mkdir(p, dir, leaf string, mode uint32, hdr *tar.Header) error
 	return nil
 }
 
-// file writes a regular file: created (replacing what is in the way),
-// its content copied, then its owner, mode, xattrs and hash, closed, its
-// times set.
+// file writes a regular file: created with its final mode (0600 when
+// owners are preserved, until fileMeta), its content copied, then one
+// fstat (the inode for its hash, the mode the umask left), its owner, mode
+// when that differs, xattrs and hash, its times set on the descriptor,
+// closed. A file costs openat, write, fstat, utimensat and close on the
+// common path.
 func (a *Applier) file(tr io.Reader, dir, leaf string, mode uint32, hdr *tar.Header) error {
 	d, _, err := a.parent(dir)
 	if err != nil {
 		return err
 	}
-	f, err := a.createFile(d, leaf)
+	create := uint32(0o600)
+	if !a.opts.PreserveOwners {
+		create = mode & 0o777
+	}
+	f, err := a.createFile(d, leaf, create)
 	if err != nil {
 		return err
 	}
 	c, err := a.writeContent(f, tr, hdr)
+	var st unix.Stat_t
 	if err == nil {
-		err = a.fileMeta(f, mode, hdr)
+		if err = unix.Fstat(f.fd, &st); err != nil {
+			err = fmt.Errorf("stat: %w", err)
+		}
+	}
+	if err == nil {
+		err = a.fileMeta(f.fd, mode, st.Mode, hdr)
 	}
 	if err == nil && a.opts.HashFiles {
-		err = a.recordHash(f, c)
+		a.recordHash(st.Ino, c)
+		c.small = nil // submitted
+	}
+	if err == nil {
+		err = f.setTimes(hdr)
 	}
 	if err != nil {
 		if c.small != nil { // not submitted: this entry failed
@@ -193,25 +211,92 @@ func (a *Applier) file(tr io.Reader, dir, leaf string, mode uint32, hdr *tar.Hea
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
-	return setTimes(d, leaf, hdr)
+	return nil
 }
 
-// createFile makes leaf in d a new empty file, mode 0600 until fileMeta.
-// It creates first and only when something is in the way removes it and
-// retries (one syscall less per file on the common path: a fresh name).
-func (a *Applier) createFile(d *os.File, leaf string) (*os.File, error) {
+// regFile is a regular file being written, as a bare descriptor: an
+// *os.File would cost an fcntl per file in os.NewFile and a trip through
+// the poller on each write and on close, for thousands of files.
+type regFile struct {
+	fd int
+}
+
+// Write writes all of p at the file offset, retrying EINTR and short
+// writes, as os.File.Write does.
+func (f regFile) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := unix.Write(f.fd, p[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, io.ErrShortWrite
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// WriteAt writes all of p at offset off (pwrite), as os.File.WriteAt does.
+func (f regFile) WriteAt(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := unix.Pwrite(f.fd, p[n:], off+int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, io.ErrShortWrite
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// setTimes gives the file the entry's atime and mtime through its
+// descriptor (utimensat with a NULL path: futimens), so no name is looked
+// up again. Setting them before close is as final as after: close does not
+// change a file's times.
+func (f regFile) setTimes(hdr *tar.Header) error {
+	ts, err := timespecs(hdr.AccessTime, hdr.ModTime)
+	if err != nil {
+		return fmt.Errorf("set times: %w", err)
+	}
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(f.fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("set times: %w", errno)
+	}
+	return nil
+}
+
+// Close closes the descriptor (EINTR is not retried: on Linux the
+// descriptor is gone whatever close returns).
+func (f regFile) Close() error { return unix.Close(f.fd) }
+
+// createFile makes leaf in d a new empty file of mode perm (less the
+// umask). It creates first and only when something is in the way removes
+// it and retries (one syscall less per file on the common path: a fresh
+// name).
+func (a *Applier) createFile(d *os.File, leaf string, perm uint32) (regFile, error) {
 	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	ffd, err := unix.Openat(fd(d), leaf, flags, 0o600)
+	ffd, err := unix.Openat(fd(d), leaf, flags, perm)
 	if errors.Is(err, unix.EEXIST) {
 		if err := a.remove(d, leaf); err != nil {
-			return nil, err
+			return regFile{}, err
 		}
-		ffd, err = unix.Openat(fd(d), leaf, flags, 0o600)
+		ffd, err = unix.Openat(fd(d), leaf, flags, perm)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create: %w", err)
+		return regFile{}, fmt.Errorf("create: %w", err)
 	}
-	return os.NewFile(uintptr(ffd), leaf), nil
+	return regFile{fd: ffd}, nil
 }
 
 // content is what writeContent kept for the file's hash (with
@@ -225,7 +310,7 @@ type content struct {
 // writeContent copies the entry's hdr.Size bytes into f; a short entry is
 // io.ErrUnexpectedEOF. A sparse entry's all-zero blocks are left as holes
 // (holeWriter) and its size set by truncate.
-func (a *Applier) writeContent(f *os.File, tr io.Reader, hdr *tar.Header) (c content, err error) {
+func (a *Applier) writeContent(f regFile, tr io.Reader, hdr *tar.Header) (c content, err error) {
 	var out io.Writer = f
 	var holes *holeWriter
 	if isSparse(hdr) {
@@ -260,33 +345,32 @@ func (a *Applier) writeContent(f *os.File, tr io.Reader, hdr *tar.Header) (c con
 	return c, nil
 }
 
-// fileMeta gives f the entry's owner (Options.PreserveOwners), mode and
-// xattrs.
-func (a *Applier) fileMeta(f *os.File, mode uint32, hdr *tar.Header) error {
+// fileMeta gives the file open as ffd, created with mode have (as fstat
+// read it), the entry's owner (Options.PreserveOwners, then its mode
+// always: a chown may clear bits), its mode when have differs (the umask
+// took bits, or sticky), and its xattrs.
+func (a *Applier) fileMeta(ffd int, mode, have uint32, hdr *tar.Header) error {
 	if a.opts.PreserveOwners {
-		if err := unix.Fchown(fd(f), hdr.Uid, hdr.Gid); err != nil {
+		if err := unix.Fchown(ffd, hdr.Uid, hdr.Gid); err != nil {
 			return fmt.Errorf("chown: %w", err)
 		}
 	}
-	if err := unix.Fchmod(fd(f), mode); err != nil {
-		return fmt.Errorf("chmod: %w", err)
+	if a.opts.PreserveOwners || have&0o7777 != mode {
+		if err := unix.Fchmod(ffd, mode); err != nil {
+			return fmt.Errorf("chmod: %w", err)
+		}
 	}
-	return a.setXattrs(fd(f), hdr)
+	return a.setXattrs(ffd, hdr)
 }
 
 // recordHash records the file's sha256 under its inode: a small file's
 // content goes to the hasher, a larger one's sum is set.
-func (a *Applier) recordHash(f *os.File, c content) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd(f), &st); err != nil {
-		return fmt.Errorf("stat: %w", err)
-	}
+func (a *Applier) recordHash(ino uint64, c content) {
 	if c.small != nil {
-		a.hasher.submit(st.Ino, c.small)
+		a.hasher.submit(ino, c.small)
 	} else {
-		a.hasher.set(st.Ino, c.h.Sum(nil))
+		a.hasher.set(ino, c.h.Sum(nil))
 	}
-	return nil
 }
 
 func (a *Applier) symlink(dir, leaf string, hdr *tar.Header) error {

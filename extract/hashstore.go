@@ -52,14 +52,23 @@ type hashStore struct {
 	mem      []hashRec
 	merged   run
 	index    []uint64
-	page     []hashRec // the page last read
-	pageAt   int       // its number, -1 for none
-	err      error     // the first spill error: lookups then miss
+	pages    [2]page // the two pages last read: a release's listing and its layer state's read at once
+	older    int     // the one of pages the next read replaces (least recently used)
+	reads    int     // pages read back so far
+	err      error   // the first spill error: lookups then miss
 }
 
 type run struct{ off, n int64 }
 
-func newHashStore(dir string) *hashStore { return &hashStore{dir: dir, pageAt: -1} }
+// page is one page of the merged run as read back.
+type page struct {
+	at   int // its number, -1 for none
+	recs []hashRec
+}
+
+func newHashStore(dir string) *hashStore {
+	return &hashStore{dir: dir, pages: [2]page{{at: -1}, {at: -1}}}
+}
 
 // add records sum for ino; a later add for the same inode wins.
 func (s *hashStore) add(ino uint64, sum [sha256.Size]byte) {
@@ -129,7 +138,7 @@ func (s *hashStore) reopen() {
 		s.buf = append(s.mem, s.buf...)
 		s.mem = nil
 	}
-	s.index, s.page, s.pageAt = nil, nil, -1
+	s.index, s.pages, s.older = nil, [2]page{{at: -1}, {at: -1}}, 0
 }
 
 // finish sorts what is in memory, or merges the runs into one.
@@ -221,13 +230,18 @@ func (s *hashStore) get(ino uint64) ([sha256.Size]byte, bool) {
 		if p < 0 {
 			return [sha256.Size]byte{}, false
 		}
-		if p != s.pageAt {
-			if err := s.readPage(p); err != nil {
-				s.err = err
-				return [sha256.Size]byte{}, false
+		slot := s.older
+		if s.pages[0].at == p || s.pages[1].at == p {
+			slot = 0
+			if s.pages[1].at == p {
+				slot = 1
 			}
+		} else if err := s.readPage(p, &s.pages[slot]); err != nil {
+			s.err = err
+			return [sha256.Size]byte{}, false
 		}
-		recs = s.page
+		s.older = 1 - slot
+		recs = s.pages[slot].recs
 	}
 	i, ok := slices.BinarySearchFunc(recs, ino, func(r hashRec, ino uint64) int { return cmp.Compare(r.ino, ino) })
 	if !ok {
@@ -236,21 +250,22 @@ func (s *hashStore) get(ino uint64) ([sha256.Size]byte, bool) {
 	return recs[i].sum, true
 }
 
-// readPage reads page p of the merged run.
-func (s *hashStore) readPage(p int) error {
+// readPage reads page p of the merged run into pg.
+func (s *hashStore) readPage(p int, pg *page) error {
 	first := int64(p) * pageRecs
 	n := min(int64(pageRecs), s.merged.n-first)
 	b := make([]byte, n*recSize)
 	if _, err := s.file.ReadAt(b, s.merged.off+first*recSize); err != nil {
 		return fmt.Errorf("read hash spill file: %w", err)
 	}
-	s.page = s.page[:0]
+	pg.recs = pg.recs[:0]
 	for i := int64(0); i < n; i++ {
 		r := hashRec{ino: binary.BigEndian.Uint64(b[i*recSize:])}
 		copy(r.sum[:], b[i*recSize+8:(i+1)*recSize])
-		s.page = append(s.page, r)
+		pg.recs = append(pg.recs, r)
 	}
-	s.pageAt = p
+	pg.at = p
+	s.reads++
 	return nil
 }
 

@@ -175,3 +175,30 @@ func TestPathSetSpilled(t *testing.T) {
 		t.Errorf("after reset: present %v, %d runs", present, len(s.runs))
 	}
 }
+
+// TestHashStoreTwoReaders: two readers going through the spilled store
+// at once, each in inode order (a release's listing and its layer
+// state's, written side by side), find every sum and read each page back
+// once, not once per turn.
+func TestHashStoreTwoReaders(t *testing.T) {
+	const n = 2*runRecs + 77
+	s := newHashStore(t.TempDir())
+	defer s.close()
+	for ino := uint64(1); ino <= n; ino++ {
+		s.add(ino, sumOf(ino, 0))
+	}
+	half := uint64(n / 2)
+	for i := uint64(1); i <= half; i++ {
+		for _, ino := range []uint64{i, half + i} {
+			if got, ok := s.get(ino); !ok || got != sumOf(ino, 0) {
+				t.Fatalf("get(%d) = %x, %v; want %x", ino, got[:4], ok, sumOf(ino, 0))
+			}
+		}
+	}
+	if s.file == nil {
+		t.Fatal("the store did not spill")
+	}
+	if pages := len(s.index); s.reads > pages+1 {
+		t.Errorf("%d pages read back for %d pages, want each once", s.reads, pages)
+	}
+}

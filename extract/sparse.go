@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"fmt"
-	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -40,7 +39,7 @@ func isSparse(hdr *tar.Header) bool {
 // no space; finish sets the file's size with ftruncate. GNU tar likewise
 // seeks past the holes its sparse map names.
 type holeWriter struct {
-	f   *os.File
+	f   regFile
 	off int64
 }
 
@@ -75,7 +74,7 @@ func (w *holeWriter) Write(p []byte) (int, error) {
 
 // finish gives the file its size (a hole at the end is never written).
 func (w *holeWriter) finish(size int64) error {
-	if err := unix.Ftruncate(fd(w.f), size); err != nil {
+	if err := unix.Ftruncate(w.f.fd, size); err != nil {
 		return fmt.Errorf("truncate to %d bytes: %w", size, err)
 	}
 	return nil

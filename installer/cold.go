@@ -145,10 +145,10 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	if err := c.applyLayers(ctx); err != nil {
 		return nil, err
 	}
+	c.listStates() // beside the release's own listing: two walks, two CPUs
 	if err := c.writeRecords(); err != nil {
 		return nil, err
 	}
-	c.listStates()
 	if err := c.validate(ctx); err != nil {
 		return nil, err
 	}

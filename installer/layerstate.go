@@ -192,8 +192,8 @@ func sameEntry(f release.File, st *unix.Stat_t) bool {
 // k layers into staging/, for listStates to give a files.json and
 // publishStates to move to layers/<chain> once the release is durable.
 // Only the linking is paid before the last layer; the listing overlaps
-// the release's validation and syncfs. A failure costs only the state:
-// logged in one line, the install goes on.
+// the release's listing, validation and syncfs. A failure costs only the
+// state: logged in one line, the install goes on.
 func (c *cold) keepState(k int) {
 	if c.opts.ExtractAll || c.opts.Verify {
 		return
@@ -222,9 +222,10 @@ func (c *cold) keepState(k int) {
 
 // listStates writes each staged state's files.json in the background,
 // once every layer is applied (no file hash is recorded after that, so
-// the applier's hash store is only read), to overlap the release's
-// validation and syncfs. publishStates waits for it; so does the install's
-// end, before the applier is closed.
+// the applier's hash store is only read, under its lock), to overlap the
+// release's own listing (its walk, on the other CPU), validation and
+// syncfs. publishStates waits for it; so does the install's end, before
+// the applier is closed.
 func (c *cold) listStates() {
 	for _, s := range c.states {
 		c.listing.Add(1)

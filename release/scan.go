@@ -52,13 +52,11 @@ type walker struct {
 // dir lists the directory open as dfd (root-relative name prefix) and
 // closes dfd.
 func (w *walker) dir(dfd int, prefix string) error {
-	d := os.NewFile(uintptr(dfd), prefix)
-	names, err := d.Readdirnames(-1)
+	defer unix.Close(dfd)
+	names, err := fsat.ReadDirNames(dfd)
 	if err != nil {
-		d.Close()
 		return fmt.Errorf("list %q: %w", prefix, err)
 	}
-	defer d.Close()
 	sort.Strings(names)
 	for _, n := range names {
 		p := n
