@@ -45,6 +45,11 @@ type Options struct {
 	// Keep is how many archives of Name to keep after this one; older ones
 	// are removed. 0 keeps all (backup.keep).
 	Keep int
+	// Spare lists archives of Name the prune after this backup never
+	// removes, whatever Keep says; they do not count toward Keep (hbx
+	// upgrade's: the pre-upgrade archive hbx rollback still needs, of the
+	// completed change before a failed one).
+	Spare []string
 	// Compression is Gzip (the default when "") or Zstd.
 	Compression Compression
 	// Encrypt encrypts with Passphrase (OpenPGP, AES-256). Without it the
@@ -337,7 +342,7 @@ func checkWritten(ctx context.Context, opts Options, m *Manifest, s *scanner, st
 	}
 	prog.Event(Event{Kind: EventVerified, Path: final})
 	var perr error
-	if res.Pruned, perr = prune(opts.Dir, opts.Name, opts.Keep); perr != nil {
+	if res.Pruned, perr = prune(opts.Dir, opts.Name, opts.Keep, opts.Spare...); perr != nil {
 		log.Warn("prune", "err", perr)
 	}
 	return nil

@@ -109,14 +109,21 @@ func removeArchive(p string) error {
 }
 
 // prune removes all but the keep newest archives of name in dir (keep 0
-// keeps all) and returns the paths removed.
-func prune(dir, name string, keep int) ([]string, error) {
+// keeps all) and returns the paths removed. The spare archives are
+// neither removed nor counted.
+func prune(dir, name string, keep int, spare ...string) ([]string, error) {
 	if keep <= 0 {
 		return nil, nil
 	}
-	list, err := List(dir, name)
+	all, err := List(dir, name)
 	if err != nil {
 		return nil, err
+	}
+	var list []Info
+	for _, in := range all {
+		if !slices.Contains(spare, in.Path) {
+			list = append(list, in)
+		}
 	}
 	var removed []string
 	var errs []error

@@ -80,7 +80,8 @@
 //     (BACKOFF, with the error); then InstallProgram is FATAL with the
 //     install's error and is not started (the others are). Start,
 //     Restart, Stop and Hold wait for the install; Start's and Restart's
-//     Check runs after it, on what it installed.
+//     Check runs after it, on what it installed (a shutdown meanwhile
+//     answers them ErrShuttingDown, the Check not run).
 //   - A hold (Supervisor.Hold, POST /v1/hold, Client.Hold) stops programs
 //     and starts again those it stopped when the holder releases it or its
 //     connection ends, even if the holder dies. Its results say which

@@ -231,7 +231,7 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	if srv != nil {
 		defer srv.Close()
 	}
-	installFailed := s.opts.Install != nil && !s.install(ctx)
+	installFailed := s.installFirst(ctx)
 	loopCtx, cancelLoops := context.WithCancel(context.WithoutCancel(ctx))
 	s.ctx = loopCtx
 	defer cancelLoops()
@@ -419,6 +419,30 @@ func (s *Supervisor) install(ctx context.Context) bool {
 		case <-time.After(delay):
 		}
 	}
+}
+
+// installFirst runs the install on start, if any (install), and reports
+// whether it failed. When ctx ended meanwhile (a shutdown), the
+// supervisor is marked shutting down before the loops start and wake
+// what waited for the install (waitInstall): those are answered
+// ErrShuttingDown, not judged against an install cut short.
+func (s *Supervisor) installFirst(ctx context.Context) (failed bool) {
+	failed = s.opts.Install != nil && !s.install(ctx)
+	if ctx.Err() != nil {
+		s.mu.Lock()
+		s.shutting = true
+		s.mu.Unlock()
+	}
+	return failed
+}
+
+// shuttingDown reports whether shutdown has begun: a start or restart
+// then skips the Check (its answer is ErrShuttingDown, whatever the
+// release on disk).
+func (s *Supervisor) shuttingDown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutting
 }
 
 // waitInstall waits until the program loops run, that is until the
@@ -1004,6 +1028,9 @@ func (s *Supervisor) Start(ctx context.Context, names ...string) ([]Result, erro
 			}
 		}
 	}
+	if s.shuttingDown() {
+		idle = nil
+	}
 	refused := s.preflight(ctx, "start", idle)
 	ok := without(list, refused)
 	if len(ok) == 0 {
@@ -1085,6 +1112,9 @@ func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, er
 	list := s.names(names)
 	if err := s.waitInstall(ctx, "restart", list); err != nil {
 		return nil, err
+	}
+	if s.shuttingDown() {
+		return s.start(ctx, list), nil // each ErrShuttingDown
 	}
 	refused := s.preflight(ctx, "restart", list)
 	ok := without(list, refused)

@@ -116,12 +116,15 @@ func rollbackable(runtimeDir string, j *Journal, cur Release, curErr error) erro
 
 // lastCompleted is the completed change j's failed one followed
 // (Journal.Prior), when j was rolled back by its own command or aborted;
-// nil otherwise (j completed, j's rollback was a recovery's, or none was
-// recorded). When j's old release is still active, that completed change
-// is the last upgrade hbx rollback undoes, as when a change was refused
-// by its rehearsal or stopped before activation.
+// nil otherwise (j completed, j's rollback was a recovery's or hbx
+// rollback's, or none was recorded). When j's old release is still
+// active, that completed change is the last upgrade hbx rollback undoes,
+// as when a change was refused by its rehearsal or stopped before
+// activation. A completed change hbx rollback undid keeps the Prior it
+// was written with (this hbx and earlier ones): that one is not the last
+// upgrade, the change rolled back already is.
 func (j *Journal) lastCompleted() *Journal {
-	if j == nil || j.Prior == nil || j.Recovered || j.Phase != PhaseRolledBack && j.Phase != PhaseAborted {
+	if j == nil || j.Prior == nil || j.Recovered || j.Error == rollbackBy || j.Phase != PhaseRolledBack && j.Phase != PhaseAborted {
 		return nil
 	}
 	if p := j.Prior; p.Phase == PhaseDone && p.New.Equal(j.Old.Target) {

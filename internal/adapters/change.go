@@ -417,11 +417,24 @@ func (d *changeData) Backup(ctx context.Context, r upgrade.Release) (string, err
 	opts := verbopts.Backup(d.box.Config)
 	opts.Name, opts.Passphrase, opts.Image, opts.Platform, opts.PlatformDigest = PreUpgradeName, pass, r.Image, r.Platform, r.ManifestDigest
 	opts.HbxVersion, opts.Services, opts.Logger = buildinfo.Version, heldServices{}, d.box.Log
+	opts.Spare = d.spare()
 	res, err := backup.Create(ctx, opts)
 	if err != nil {
 		return "", err
 	}
 	return res.Path, nil
+}
+
+// spare is the pre-upgrade archive backup.keep must not prune while
+// this change runs: that of the completed change before it
+// (upgrade.Journal.Prior), which hbx rollback restores if this one
+// fails; none when upgrade.json records none or does not read.
+func (d *changeData) spare() []string {
+	j, err := upgrade.ReadJournal(d.box.Config.Executor.RuntimeDir)
+	if err != nil || j == nil || j.Prior == nil || j.Prior.Backup == "" {
+		return nil
+	}
+	return []string{j.Prior.Backup}
 }
 
 // Recorded returns the digests archive's summary records.
