@@ -224,28 +224,21 @@ type regFile struct {
 // Write writes all of p at the file offset, retrying EINTR and short
 // writes, as os.File.Write does.
 func (f regFile) Write(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		m, err := unix.Write(f.fd, p[n:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		if m == 0 {
-			return n, io.ErrShortWrite
-		}
-		n += m
-	}
-	return n, nil
+	return writeAll(p, func(b []byte, _ int) (int, error) { return unix.Write(f.fd, b) })
 }
 
 // WriteAt writes all of p at offset off (pwrite), as os.File.WriteAt does.
 func (f regFile) WriteAt(p []byte, off int64) (int, error) {
+	return writeAll(p, func(b []byte, done int) (int, error) { return unix.Pwrite(f.fd, b, off+int64(done)) })
+}
+
+// writeAll calls write with what of p is left and how much is done until
+// all of p is written, retrying EINTR; a write of nothing is
+// io.ErrShortWrite.
+func writeAll(p []byte, write func(b []byte, done int) (int, error)) (int, error) {
 	n := 0
 	for n < len(p) {
-		m, err := unix.Pwrite(f.fd, p[n:], off+int64(n))
+		m, err := write(p[n:], n)
 		if err == unix.EINTR {
 			continue
 		}

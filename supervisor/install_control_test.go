@@ -10,33 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
-
-// logWatch is a slog.Handler passing every record on to Handler and
-// counting in n those whose message contains sub.
-type logWatch struct {
-	slog.Handler
-	sub string
-	n   *atomic.Int32
-}
-
-// Handle counts r when its message contains sub, then passes it on.
-func (h logWatch) Handle(ctx context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, h.sub) {
-		h.n.Add(1)
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-// WithAttrs keeps the watch on the derived handler.
-func (h logWatch) WithAttrs(a []slog.Attr) slog.Handler {
-	return logWatch{h.Handler.WithAttrs(a), h.sub, h.n}
-}
-
-// WithGroup keeps the watch on the derived handler.
-func (h logWatch) WithGroup(name string) slog.Handler {
-	return logWatch{h.Handler.WithGroup(name), h.sub, h.n}
-}
 
 // TestControlDuringInstallWaitsForIt: a start or restart asked for over
 // the socket while the install on start runs waits for the install to
@@ -89,7 +65,7 @@ func TestControlDuringInstallWaitsForIt(t *testing.T) {
 			t.Cleanup(func() { os.RemoveAll(sockDir) })
 			sock := filepath.Join(sockDir, "hbx.sock")
 			var waits atomic.Int32
-			logger := slog.New(logWatch{testLogger(t).Handler(), "waits for the install on start", &waits})
+			logger := slog.New(testenv.MessageCounter{Handler: testLogger(t).Handler(), Sub: "waits for the install on start", N: &waits})
 			s := startSupervisor(t, Options{Programs: []Program{app, other}, Socket: sock, Logger: logger, Install: install, InstallProgram: tc.installProgram})
 			select {
 			case <-installing:
@@ -136,6 +112,52 @@ func TestControlDuringInstallWaitsForIt(t *testing.T) {
 			}
 			waitState(t, s, "app", time.Minute, Running)
 			waitState(t, s, "other", time.Minute, Running)
+		})
+	}
+}
+
+// TestControlWaitingForInstallEndsWithItsContext: a start or restart
+// waiting for the install on start ends when its caller's context does
+// (a Ctrl-C of hbx start), naming what it waited for and the cause;
+// nothing is started, and the install goes on.
+func TestControlWaitingForInstallEndsWithItsContext(t *testing.T) {
+	for _, verb := range []string{"start", "restart"} {
+		t.Run(verb, func(t *testing.T) {
+			var checks atomic.Int32
+			app := helperProgram(t, progDir(t, "app"), "app", "sleep", "")
+			app.Check = func(context.Context) error { checks.Add(1); return nil }
+			installing, finish := make(chan struct{}), make(chan struct{})
+			t.Cleanup(func() { close(finish) })
+			install := func(ctx context.Context, progress func(string)) error {
+				close(installing)
+				select {
+				case <-finish:
+				case <-ctx.Done():
+				}
+				return ctx.Err()
+			}
+			s := startSupervisor(t, Options{Programs: []Program{app}, Install: install, InstallProgram: "app"})
+			select {
+			case <-installing:
+			case <-time.After(time.Minute):
+				t.Fatal("the install on start did not begin within a minute")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			call := s.Start
+			if verb == "restart" {
+				call = s.Restart
+			}
+			res, err := call(ctx, "app")
+			if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "wait for the install on start to finish") {
+				t.Fatalf("%s app while the install runs, ctx ending = %v, %v; want the wait named and context.DeadlineExceeded", verb, res, err)
+			}
+			if n := checks.Load(); n != 0 {
+				t.Errorf("Check ran %d times, want 0: nothing is judged before the install ends", n)
+			}
+			if st := s.Status()[0]; st.PID != 0 {
+				t.Errorf("app = %+v, want nothing started", st)
+			}
 		})
 	}
 }

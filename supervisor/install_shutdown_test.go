@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/testenv"
 )
 
 // TestControlWaitingForInstallAnswersShutdown: a start or restart waiting
@@ -35,7 +37,7 @@ func TestControlWaitingForInstallAnswersShutdown(t *testing.T) {
 				return ctx.Err()
 			}
 			var waits atomic.Int32
-			logger := slog.New(logWatch{testLogger(t).Handler(), "waits for the install on start", &waits})
+			logger := slog.New(testenv.MessageCounter{Handler: testLogger(t).Handler(), Sub: "waits for the install on start", N: &waits})
 			s := startSupervisor(t, Options{Programs: []Program{app}, Logger: logger, Install: install, InstallProgram: "app"})
 			select {
 			case <-installing:

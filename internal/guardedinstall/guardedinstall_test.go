@@ -19,6 +19,7 @@ import (
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/testenv"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -134,7 +135,7 @@ func TestInstallRefusesHalfDone(t *testing.T) {
 			}
 			var waiting atomic.Int32
 			opts := installer.Options{Image: image, Platform: b.Config.Executor.Platform, RuntimeDir: rt, LockWait: 2 * time.Minute,
-				Logger: slog.New(onMessage{slog.DiscardHandler, "waiting for the runtime directory's lock", &waiting})}
+				Logger: slog.New(testenv.MessageCounter{Handler: slog.DiscardHandler, Sub: "waiting for the runtime directory's lock", N: &waiting})}
 			if tc.hold || tc.late != nil {
 				if err := os.MkdirAll(rt, 0o755); err != nil {
 					t.Fatal(err)
@@ -182,35 +183,6 @@ func TestInstallRefusesHalfDone(t *testing.T) {
 			}
 		})
 	}
-}
-
-// onMessage passes records to Handler and counts in n those whose
-// message contains sub.
-type onMessage struct {
-	slog.Handler
-	sub string
-	n   *atomic.Int32
-}
-
-// Handle counts r when its message contains sub.
-func (h onMessage) Handle(ctx context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, h.sub) {
-		h.n.Add(1)
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-// Enabled is true: every message is looked at.
-func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
-
-// WithAttrs keeps the count on the derived handler.
-func (h onMessage) WithAttrs(a []slog.Attr) slog.Handler {
-	return onMessage{h.Handler.WithAttrs(a), h.sub, h.n}
-}
-
-// WithGroup keeps the count on the derived handler.
-func (h onMessage) WithGroup(name string) slog.Handler {
-	return onMessage{h.Handler.WithGroup(name), h.sub, h.n}
 }
 
 // TestKeepNeeded: the install's cleanup (installer.Options.Keep) keeps
