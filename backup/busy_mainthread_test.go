@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/hermesbox/hbx/internal/testenv"
 )
@@ -40,10 +39,8 @@ func TestRefusesBusyDataDirMainThreadExited(t *testing.T) {
 			}
 			must(t, cmd.Start())
 			defer func() { cmd.Process.Kill(); cmd.Wait() }()
-			for deadline := time.Now().Add(time.Minute); !testenv.MainThreadExited(cmd.Process.Pid); time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("process %d: main thread not exited with another thread alive", cmd.Process.Pid)
-				}
+			if err := testenv.AwaitMainThreadExit(cmd.Process.Pid); err != nil {
+				t.Fatal(err)
 			}
 			for _, f := range cmd.ExtraFiles {
 				f.Close()

@@ -46,10 +46,8 @@ func TestCgroupMemberWhoseMainThreadExited(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-	for deadline := time.Now().Add(time.Minute); !testenv.MainThreadExited(cmd.Process.Pid); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d: main thread not exited with another thread alive", cmd.Process.Pid)
-		}
+	if err := testenv.AwaitMainThreadExit(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
 	}
 	g := &progCgroup{path: path, mount: mount, dir: d}
 	if m := g.members(); !slices.Contains(m, cmd.Process.Pid) {

@@ -82,11 +82,9 @@ func ownerMainExit() int {
 		fmt.Println(err)
 		return 1
 	}
-	for deadline := time.Now().Add(time.Minute); !testenv.MainThreadExited(c.Process.Pid); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			fmt.Println("main thread of", c.Process.Pid, "not exited")
-			return 1
-		}
+	if err := testenv.AwaitMainThreadExit(c.Process.Pid); err != nil {
+		fmt.Println(err)
+		return 1
 	}
 	fmt.Println(c.Process.Pid)
 	time.Sleep(time.Hour)

@@ -31,10 +31,8 @@ func mainThreadExited(t *testing.T, files ...*os.File) (*exec.Cmd, <-chan struct
 	exited := make(chan struct{})
 	go func() { c.Wait(); close(exited) }()
 	t.Cleanup(func() { c.Process.Kill(); <-exited })
-	for deadline := time.Now().Add(time.Minute); !testenv.MainThreadExited(c.Process.Pid); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d: main thread not exited with another thread alive", c.Process.Pid)
-		}
+	if err := testenv.AwaitMainThreadExit(c.Process.Pid); err != nil {
+		t.Fatal(err)
 	}
 	return c, exited
 }

@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -114,6 +115,21 @@ func (w *ownerWatch) wait() {
 		}
 	}
 	syscall.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)
+}
+
+// AwaitMainThreadExit polls (every 5 ms, for a minute at most) until
+// pid's main thread has exited while another of its threads lives
+// (MainThreadExited), as a process started with MainThreadExitsEnv does
+// soon after it starts; the error names pid when it did not.
+func AwaitMainThreadExit(pid int) error { return awaitMainThreadExit(pid, time.Minute) }
+
+func awaitMainThreadExit(pid int, within time.Duration) error {
+	for deadline := time.Now().Add(within); !MainThreadExited(pid); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d: main thread not exited with another thread alive within %s", pid, within)
+		}
+	}
+	return nil
 }
 
 // MainThreadExited reports whether pid's main thread is a zombie while

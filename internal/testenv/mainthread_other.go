@@ -4,7 +4,10 @@
 
 package testenv
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+)
 
 // MainThreadExitsEnv: see the Linux version; elsewhere it does nothing.
 const MainThreadExitsEnv = "HBXTEST_MAIN_THREAD_EXITS"
@@ -22,3 +25,8 @@ func ExitMainThreadIfAsked() {}
 
 // MainThreadExited is false outside Linux (no /proc).
 func MainThreadExited(pid int) bool { return false }
+
+// AwaitMainThreadExit: see the Linux version; here it always fails.
+func AwaitMainThreadExit(pid int) error {
+	return fmt.Errorf("process %d: main threads exiting alone is Linux's", pid)
+}

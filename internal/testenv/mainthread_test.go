@@ -40,11 +40,9 @@ func mainThreadParent() int {
 		fmt.Println(err)
 		return 1
 	}
-	for deadline := time.Now().Add(time.Minute); !testenv.MainThreadExited(c.Process.Pid); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			fmt.Println("main thread of", c.Process.Pid, "not exited")
-			return 1
-		}
+	if err := testenv.AwaitMainThreadExit(c.Process.Pid); err != nil {
+		fmt.Println(err)
+		return 1
 	}
 	fmt.Println(c.Process.Pid)
 	time.Sleep(time.Hour)
@@ -62,10 +60,8 @@ func startMainThreadExiter(t *testing.T, env ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Process.Kill() })
-	for deadline := time.Now().Add(time.Minute); !testenv.MainThreadExited(c.Process.Pid); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("main thread of %d not exited within a minute", c.Process.Pid)
-		}
+	if err := testenv.AwaitMainThreadExit(c.Process.Pid); err != nil {
+		t.Fatal(err)
 	}
 	return c
 }
