@@ -141,8 +141,9 @@ func (c *changeRun) begin(by string) error {
 		c.j.Previous = nil
 	}
 	// The last completed change stays recorded across changes that
-	// failed after it (rolled back by themselves, aborted), so hbx
-	// rollback still undoes it.
+	// ended without completing after it (rolled back by themselves or by
+	// a recovery, aborted: lastCompleted), so hbx rollback still undoes
+	// it.
 	if prior, err := ReadJournal(c.opts.RuntimeDir); err == nil && prior != nil {
 		if last := prior.lastCompleted(); last != nil {
 			prior = last
