@@ -32,6 +32,17 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 			err = fmt.Errorf("release lock: %w", uerr)
 		}
 	}()
+	res, err = rollbackLast(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// rollbackLast is Rollback under the lock: it recovers an interrupted
+// change (that is then the rollback), or undoes the last completed one.
+func rollbackLast(ctx context.Context, opts Options) (*Result, error) {
 	pre, err := ReadJournal(opts.RuntimeDir)
 	if err != nil {
 		return nil, fmt.Errorf("recover an interrupted upgrade: %w", err)
@@ -48,13 +59,13 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	// was the rollback asked for, even when that put back the journal of
 	// a completed change before it (Journal.Prior), which stays.
 	if recovered != "" && (prePhase == PhaseStaged || prePhase == PhaseBackedUp) {
-		return &Result{Old: pre.New, New: pre.Old, Backup: pre.Backup, Recovered: recovered, Interrupted: true, Duration: time.Since(start)}, nil
+		return &Result{Old: pre.New, New: pre.Old, Backup: pre.Backup, Recovered: recovered, Interrupted: true}, nil
 	}
 	cur, curErr := opts.Runtime.Active()
 	// A change interrupted before this command was undone by the recovery
 	// just now: that was the rollback asked for.
 	if recovered != "" && j != nil && curErr == nil && (j.Phase == PhaseRolledBack || j.Phase == PhaseAborted) && cur.Equal(j.Old.Target) {
-		return &Result{Old: j.New, New: j.Old, Backup: j.Backup, KeptAside: j.KeptAside, Recovered: recovered, Interrupted: true, Duration: time.Since(start)}, nil
+		return &Result{Old: j.New, New: j.Old, Backup: j.Backup, KeptAside: j.KeptAside, Recovered: recovered, Interrupted: true}, nil
 	}
 	failed := j
 	// After a recovery undid the last change, the rollback asked for was
@@ -72,14 +83,14 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	// previous stays at the release rolled back from (the journal's
 	// Previous is for undoing an unfinished change).
 	j.Previous = nil
-	res, err = rollbackLocked(ctx, opts, j, rollbackBy)
+	res, err := rollbackLocked(ctx, opts, j, rollbackBy)
 	if err != nil {
 		return nil, err
 	}
 	if failed != j {
 		res.Notes = append(res.Notes, fmt.Sprintf("the last change, to %s, rolled itself back at %s: this undid the completed one before it, from %s to %s", failed.New.Image, failed.Updated.Format(time.RFC3339), j.Old.Image, j.New.Image))
 	}
-	res.Recovered, res.Duration = recovered, time.Since(start)
+	res.Recovered = recovered
 	return res, nil
 }
 
