@@ -220,7 +220,7 @@ func (c *changeRun) releaseHold() {
 func (c *changeRun) backup(ctx context.Context) (err error) {
 	c.opts.Step("backing-up")
 	bctx, stopBackup := untilGone(ctx, c.opts.Services)
-	c.j.Backup, err = c.opts.Data.Backup(bctx, c.old)
+	c.j.Backup, err = c.opts.Data.Backup(bctx, c.old, c.spare())
 	stopBackup()
 	if isGone(c.opts.Services) {
 		return c.gone()
@@ -239,6 +239,15 @@ func (c *changeRun) backup(ctx context.Context) (err error) {
 		return c.gone()
 	}
 	return nil
+}
+
+// spare is the archive this change's backup must not prune: that of the
+// completed change before it (Journal.Prior), "" when none.
+func (c *changeRun) spare() string {
+	if p := c.j.Prior; p != nil {
+		return p.Backup
+	}
+	return ""
 }
 
 // resume ends the hold after a failure before activation and waits until

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hermesbox/hbx/release"
@@ -67,8 +68,8 @@ func (d *diskRuntime) putBack(t *testing.T, st *diskState) {
 // can (rolled back by itself, aborted, refused by its rehearsal, killed
 // at each phase and undone by the running supervisor's recovery or by hbx
 // rollback), leaves v1 -> v2 the last completed change: a later upgrade
-// that rolls itself back carries it as its Prior, and hbx rollback then
-// undoes it (v1 and its pre-upgrade archive back). Before, a change a
+// that rolls itself back carries it as its Prior (its pre-upgrade backup
+// spares that one's archive), and hbx rollback then undoes it (v1 and its pre-upgrade archive back). Before, a change a
 // recovery had undone after activation broke the chain: the later one had
 // no Prior and hbx rollback refused "no completed change before it is
 // recorded" though v1 -> v2's archive was there.
@@ -144,11 +145,14 @@ func TestPriorOutlivesChangesThatDidNotComplete(t *testing.T) {
 			if cur, prev := d.named(release.CurrentLink), d.named(release.PreviousLink); cur != "v2" || prev != "v1" {
 				t.Fatalf("after the change that did not complete: current %q, previous %q; want v2, v1", cur, prev)
 			}
-			d.failHealth = boom
+			d.failHealth, d.spared = boom, nil
 			if _, err := Upgrade(context.Background(), opts, toV3); !errors.Is(err, ErrRolledBack) {
 				t.Fatalf("later Upgrade(v3) = %v, want ErrRolledBack", err)
 			}
 			d.failHealth = nil
+			if !slices.Equal(d.spared, []string{archive}) {
+				t.Errorf("the later change's backup spared %q, want v1 -> v2's %s", d.spared, archive)
+			}
 			if j, err := ReadJournal(opts.RuntimeDir); err != nil || j.Prior == nil || j.Prior.Backup != archive || !j.Prior.New.Equal(v2.Target) {
 				t.Errorf("journal of the later change = %+v, %v; want Prior v1 -> v2 with %s", j, err, archive)
 			}

@@ -43,6 +43,8 @@ type fake struct {
 	onWait func()
 	// ctxErrs records ctx.Err() as WaitHealthy and Restore saw it.
 	ctxErrs []error
+	// spared is what each Backup was told to spare.
+	spared []string
 	// at, when set, is told each step as it begins: "backup", "wait",
 	// "restore".
 	at func(step string)
@@ -105,8 +107,9 @@ func (f *fake) WaitHealthy(ctx context.Context, _ Release) error {
 	f.ctxErrs = append(f.ctxErrs, ctx.Err())
 	return f.failHealth
 }
-func (f *fake) Backup(context.Context, Release) (string, error) {
+func (f *fake) Backup(_ context.Context, _ Release, spare string) (string, error) {
 	f.calls = append(f.calls, "backup")
+	f.spared = append(f.spared, spare)
 	f.step("backup")
 	return "/backups/pre-upgrade-x.tar.gz.gpg", f.failBackup
 }
