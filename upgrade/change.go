@@ -350,9 +350,11 @@ const LogsHint = "see hbx logs executor --stderr"
 
 // fail rolls back after a failure from activation on and returns an
 // error wrapping ErrRolledBack and cause, in one line: "rolled back to
-// <old image>: <cause>; the data written by the new runtime is kept in
-// <path>", then what to do when nothing runs, and LogsHint when the new
-// release ran.
+// <old image>: <cause>; the data <new image> ran on is kept in <path>"
+// ("<new image> never started, the replaced data is kept in <path>" when
+// it did not run), then what to do when nothing runs, and LogsHint when
+// the new release ran. It names both releases, not "the new runtime": an
+// upgrade may go to an older pin, so which is newer says nothing.
 func (c *changeRun) fail(cause error) error {
 	c.opts.Logger.Error("upgrade failed after activation; rolling back", "err", cause)
 	c.releaseHold()
@@ -361,14 +363,17 @@ func (c *changeRun) fail(cause error) error {
 		return fmt.Errorf("%w; rollback failed too, the next hbx start retries it: %w", cause, rerr)
 	}
 	c.res.KeptAside, c.res.Notes = rb.KeptAside, append(c.res.Notes, rb.Notes...)
-	next := ""
+	kept := fmt.Sprintf("%s never started, the replaced data is kept in %s", c.nr.Image, orNone(rb.KeptAside))
+	if c.ran {
+		kept = fmt.Sprintf("the data %s ran on is kept in %s", c.nr.Image, orNone(rb.KeptAside))
+	}
 	if isGone(c.opts.Services) {
-		next += "; nothing runs: start hbx supervise"
+		kept += "; nothing runs: start hbx supervise"
 	}
 	if c.ran {
-		next += "; " + LogsHint
+		kept += "; " + LogsHint
 	}
-	return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s%s", ErrRolledBack, c.old.Image, cause, orNone(rb.KeptAside), next)
+	return fmt.Errorf("%w to %s: %w; %s", ErrRolledBack, c.old.Image, cause, kept)
 }
 
 // finish records phase done. Crash window "done": nothing to do.

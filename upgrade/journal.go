@@ -60,7 +60,8 @@ type Journal struct {
 	// a rollback that was under way), "interrupted during <phase>" when a
 	// recovery undid a change whose command died.
 	Error string `json:"error,omitempty"`
-	// KeptAside is where a rollback put the data the new runtime wrote.
+	// KeptAside is where a rollback put the data it replaced: the data the
+	// release rolled back from ran on.
 	KeptAside string `json:"kept_aside,omitempty"`
 	// By is the command that made the change: "" for hbx upgrade,
 	// ByInstall for hbx install.
