@@ -141,8 +141,9 @@ func (c *changeRun) begin(by string) error {
 		c.j.Previous = nil
 	}
 	// The last completed change stays recorded across changes that
-	// failed after it (rolled back by themselves, aborted), so hbx
-	// rollback still undoes it.
+	// ended without completing after it (rolled back by themselves or by
+	// a recovery, aborted: lastCompleted), so hbx rollback still undoes
+	// it.
 	if prior, err := ReadJournal(c.opts.RuntimeDir); err == nil && prior != nil {
 		if last := prior.lastCompleted(); last != nil {
 			prior = last
@@ -219,7 +220,7 @@ func (c *changeRun) releaseHold() {
 func (c *changeRun) backup(ctx context.Context) (err error) {
 	c.opts.Step("backing-up")
 	bctx, stopBackup := untilGone(ctx, c.opts.Services)
-	c.j.Backup, err = c.opts.Data.Backup(bctx, c.old)
+	c.j.Backup, err = c.opts.Data.Backup(bctx, c.old, c.spare())
 	stopBackup()
 	if isGone(c.opts.Services) {
 		return c.gone()
@@ -238,6 +239,15 @@ func (c *changeRun) backup(ctx context.Context) (err error) {
 		return c.gone()
 	}
 	return nil
+}
+
+// spare is the archive this change's backup must not prune: that of the
+// completed change before it (Journal.Prior), "" when none.
+func (c *changeRun) spare() string {
+	if p := c.j.Prior; p != nil {
+		return p.Backup
+	}
+	return ""
 }
 
 // resume ends the hold after a failure before activation and waits until
@@ -340,9 +350,11 @@ const LogsHint = "see hbx logs executor --stderr"
 
 // fail rolls back after a failure from activation on and returns an
 // error wrapping ErrRolledBack and cause, in one line: "rolled back to
-// <old image>: <cause>; the data written by the new runtime is kept in
-// <path>", then what to do when nothing runs, and LogsHint when the new
-// release ran.
+// <old image>: <cause>; the data <new image> ran on is kept in <path>"
+// ("<new image> never started, the replaced data is kept in <path>" when
+// it did not run), then what to do when nothing runs, and LogsHint when
+// the new release ran. It names both releases, not "the new runtime": an
+// upgrade may go to an older pin, so which is newer says nothing.
 func (c *changeRun) fail(cause error) error {
 	c.opts.Logger.Error("upgrade failed after activation; rolling back", "err", cause)
 	c.releaseHold()
@@ -351,14 +363,17 @@ func (c *changeRun) fail(cause error) error {
 		return fmt.Errorf("%w; rollback failed too, the next hbx start retries it: %w", cause, rerr)
 	}
 	c.res.KeptAside, c.res.Notes = rb.KeptAside, append(c.res.Notes, rb.Notes...)
-	next := ""
+	kept := fmt.Sprintf("%s never started, the replaced data is kept in %s", c.nr.Image, orNone(rb.KeptAside))
+	if c.ran {
+		kept = fmt.Sprintf("the data %s ran on is kept in %s", c.nr.Image, orNone(rb.KeptAside))
+	}
 	if isGone(c.opts.Services) {
-		next += "; nothing runs: start hbx supervise"
+		kept += "; nothing runs: start hbx supervise"
 	}
 	if c.ran {
-		next += "; " + LogsHint
+		kept += "; " + LogsHint
 	}
-	return fmt.Errorf("%w to %s: %w; the data written by the new runtime is kept in %s%s", ErrRolledBack, c.old.Image, cause, orNone(rb.KeptAside), next)
+	return fmt.Errorf("%w to %s: %w; %s", ErrRolledBack, c.old.Image, cause, kept)
 }
 
 // finish records phase done. Crash window "done": nothing to do.

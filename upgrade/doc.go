@@ -80,13 +80,14 @@
 // failed release, not the older good one, is what the prune removes; no
 // previous when there was none or that release is gone (said once). `hbx
 // rollback` of a completed change leaves previous at the release it
-// rolls back from. A change that rolled itself back (or was aborted)
-// after a completed one keeps that one (Journal.Prior, carried across
-// such changes): `hbx rollback` undoes it, as it does after a change its
-// rehearsal refused; after a recovery's rollback it refuses instead,
-// naming that change and its archive (it may race the supervisor's
-// recovery of the very change the operator meant to undo). The data
-// the new runtime wrote is kept aside as <data_dir>.rolled-back-<UTC
+// rolls back from. A change that ended without completing after a
+// completed one (rolled back by itself or by the recovery of its killed
+// command, aborted) keeps that one (Journal.Prior, carried across such
+// changes; never one `hbx rollback` undid): `hbx rollback` undoes it, as
+// it does after a change its rehearsal refused; right after a recovery's
+// rollback it refuses instead, naming that change and its archive (it
+// may race the supervisor's recovery of the very change the operator
+// meant to undo). The data the release rolled back from ran on is kept aside as <data_dir>.rolled-back-<UTC
 // time> (KeepRolledBack copies, see below). `hbx rollback` does this after a completed
 // upgrade; it refuses (ErrNoUpgrade, ErrMismatch) when there is no
 // pre-upgrade archive for the release previous names. Its messages say

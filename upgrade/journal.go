@@ -55,16 +55,22 @@ type Journal struct {
 	Backup  string    `json:"backup,omitempty"` // the pre-upgrade archive
 	Started time.Time `json:"started"`
 	Updated time.Time `json:"updated"`
-	Error   string    `json:"error,omitempty"` // why it was rolled back or aborted
-	// KeptAside is where a rollback put the data the new runtime wrote.
+	// Error is why it was rolled back or aborted: the failure, "hbx
+	// rollback" when that command undid it (kept when a recovery finishes
+	// a rollback that was under way), "interrupted during <phase>" when a
+	// recovery undid a change whose command died.
+	Error string `json:"error,omitempty"`
+	// KeptAside is where a rollback put the data it replaced: the data the
+	// release rolled back from ran on.
 	KeptAside string `json:"kept_aside,omitempty"`
 	// By is the command that made the change: "" for hbx upgrade,
 	// ByInstall for hbx install.
 	By string `json:"by,omitempty"`
 	// Prior is the journal of the completed upgrade before this one, put
-	// back when this one aborts before activation and kept when it rolls
-	// itself back (carried into the next change), so `hbx rollback`
-	// still finds it.
+	// back when this one aborts before activation and kept when it is
+	// rolled back by itself or by a recovery (carried into the next
+	// change), so `hbx rollback` still finds it; never one that hbx
+	// rollback undid.
 	Prior *Journal `json:"prior,omitempty"`
 	// Recovered is set when the rollback was the recovery of a change
 	// whose command died (Recover), not one the operator asked for.

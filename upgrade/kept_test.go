@@ -48,13 +48,13 @@ type goneFake struct {
 }
 
 func (g *goneFake) Gone() <-chan struct{} { return g.gone }
-func (g *goneFake) Backup(ctx context.Context, r Release) (string, error) {
+func (g *goneFake) Backup(ctx context.Context, r Release, spare string) (string, error) {
 	if g.during == "backup" {
 		close(g.gone)
 		<-ctx.Done() // the backup is cancelled
 		return "", context.Cause(ctx)
 	}
-	return g.fake.Backup(ctx, r)
+	return g.fake.Backup(ctx, r, spare)
 }
 func (g *goneFake) WaitHealthy(ctx context.Context, r Release) error {
 	if g.during == "health" {

@@ -32,29 +32,46 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 			err = fmt.Errorf("release lock: %w", uerr)
 		}
 	}()
-	pre, _ := ReadJournal(opts.RuntimeDir) // its error is recoverLocked's
-	recovered, err := recoverLocked(ctx, opts)
+	res, err = rollbackLast(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// rollbackLast is Rollback under the lock: it recovers an interrupted
+// change (that is then the rollback), or undoes the last completed one.
+func rollbackLast(ctx context.Context, opts Options) (*Result, error) {
+	pre, err := ReadJournal(opts.RuntimeDir)
+	if err != nil {
+		return nil, fmt.Errorf("recover an interrupted upgrade: %w", err)
+	}
+	var prePhase Phase
+	if pre != nil {
+		prePhase = pre.Phase
+	}
+	recovered, j, err := recoverJournal(ctx, opts, pre)
 	if err != nil {
 		return nil, fmt.Errorf("recover an interrupted upgrade: %w", err)
 	}
 	// A change that died before activation changed nothing: closing it
 	// was the rollback asked for, even when that put back the journal of
 	// a completed change before it (Journal.Prior), which stays.
-	if recovered != "" && pre != nil && (pre.Phase == PhaseStaged || pre.Phase == PhaseBackedUp) {
-		return &Result{Old: pre.New, New: pre.Old, Backup: pre.Backup, Recovered: recovered, Interrupted: true, Duration: time.Since(start)}, nil
-	}
-	j, err := ReadJournal(opts.RuntimeDir)
-	if err != nil {
-		return nil, err
+	if recovered != "" && (prePhase == PhaseStaged || prePhase == PhaseBackedUp) {
+		return &Result{Old: pre.New, New: pre.Old, Backup: pre.Backup, Recovered: recovered, Interrupted: true}, nil
 	}
 	cur, curErr := opts.Runtime.Active()
 	// A change interrupted before this command was undone by the recovery
 	// just now: that was the rollback asked for.
 	if recovered != "" && j != nil && curErr == nil && (j.Phase == PhaseRolledBack || j.Phase == PhaseAborted) && cur.Equal(j.Old.Target) {
-		return &Result{Old: j.New, New: j.Old, Backup: j.Backup, KeptAside: j.KeptAside, Recovered: recovered, Interrupted: true, Duration: time.Since(start)}, nil
+		return &Result{Old: j.New, New: j.Old, Backup: j.Backup, KeptAside: j.KeptAside, Recovered: recovered, Interrupted: true}, nil
 	}
 	failed := j
-	if last := j.lastCompleted(); last != nil && curErr == nil && cur.Equal(j.Old.Target) {
+	// After a recovery undid the last change, the rollback asked for was
+	// that one (rollbackable refuses, naming the way further back): no
+	// second step back is taken on a race with the supervisor.
+	if last := j.lastCompleted(); last != nil && !j.Recovered && curErr == nil && cur.Equal(j.Old.Target) {
 		j = last // see lastCompleted
 	}
 	if err := rollbackable(opts.RuntimeDir, j, cur, curErr); err != nil {
@@ -66,19 +83,24 @@ func Rollback(ctx context.Context, opts Options) (res *Result, err error) {
 	// previous stays at the release rolled back from (the journal's
 	// Previous is for undoing an unfinished change).
 	j.Previous = nil
-	res, err = rollbackLocked(ctx, opts, j, rollbackBy)
+	res, err := rollbackLocked(ctx, opts, j, rollbackBy)
 	if err != nil {
 		return nil, err
 	}
 	if failed != j {
 		res.Notes = append(res.Notes, fmt.Sprintf("the last change, to %s, rolled itself back at %s: this undid the completed one before it, from %s to %s", failed.New.Image, failed.Updated.Format(time.RFC3339), j.Old.Image, j.New.Image))
 	}
-	res.Recovered, res.Duration = recovered, time.Since(start)
+	res.Recovered = recovered
 	return res, nil
 }
 
-// rollbackBy is Journal.Error of a change hbx rollback undid.
+// rollbackBy is Journal.Error of a change hbx rollback undid (kept when
+// a recovery finishes that rollback: recoverJournal).
 const rollbackBy = "hbx rollback"
+
+// undoneByRollback reports whether hbx rollback undid (or began to undo)
+// the change j records.
+func (j *Journal) undoneByRollback() bool { return j.Error == rollbackBy }
 
 // rollbackable refuses (ErrNoUpgrade) unless j records a completed change
 // and cur, the active release (curErr: none), is the one it left active.
@@ -115,16 +137,19 @@ func rollbackable(runtimeDir string, j *Journal, cur Release, curErr error) erro
 }
 
 // lastCompleted is the completed change j's failed one followed
-// (Journal.Prior), when j was rolled back by its own command or aborted;
-// nil otherwise (j completed, j's rollback was a recovery's or hbx
-// rollback's, or none was recorded). When j's old release is still
-// active, that completed change is the last upgrade hbx rollback undoes,
-// as when a change was refused by its rehearsal or stopped before
-// activation. A completed change hbx rollback undid keeps the Prior it
-// was written with (this hbx and earlier ones): that one is not the last
-// upgrade, the change rolled back already is.
+// (Journal.Prior), when j ended without completing: rolled back by its
+// own command, or by the recovery of its killed command (Recovered: the
+// pre-upgrade data and j.Old are back, so the completed change that made
+// j.Old active stands again), or aborted. nil otherwise: j completed, hbx
+// rollback undid j (undoneByRollback), or none was recorded. When j's old
+// release is still active, that completed change is the last upgrade:
+// the next change carries it as its Prior (changeRun.begin), and hbx
+// rollback undoes it, unless a recovery undid j (Rollback). A completed
+// change hbx rollback undid keeps the Prior it was written with (this hbx
+// and earlier ones): that one is not the last upgrade, the change rolled
+// back already is.
 func (j *Journal) lastCompleted() *Journal {
-	if j == nil || j.Prior == nil || j.Recovered || j.Error == rollbackBy || j.Phase != PhaseRolledBack && j.Phase != PhaseAborted {
+	if j == nil || j.Prior == nil || j.undoneByRollback() || j.Phase != PhaseRolledBack && j.Phase != PhaseAborted {
 		return nil
 	}
 	if p := j.Prior; p.Phase == PhaseDone && p.New.Equal(j.Old.Target) {
@@ -146,7 +171,7 @@ func (j *Journal) priorWay() string {
 // why previous is no rollback target: no completed change before it is
 // recorded, so no pre-upgrade backup goes with previous.
 func (j *Journal) noPrior() string {
-	if j.Phase != PhaseRolledBack || j.Recovered || j.Error == rollbackBy {
+	if j.Phase != PhaseRolledBack || j.Recovered || j.undoneByRollback() {
 		return ""
 	}
 	return ", by the change itself when it failed; no completed change before it is recorded, so no pre-upgrade backup goes with previous (hbx backup list; hbx restore ARCHIVE goes back to an archive's release)"
@@ -295,27 +320,51 @@ func pending(p Phase) bool {
 	return false
 }
 
+// recoverLocked is recoverJournal on the journal runtimeDir holds now.
 func recoverLocked(ctx context.Context, opts Options) (string, error) {
 	j, err := ReadJournal(opts.RuntimeDir)
-	if err != nil || j == nil || !pending(j.Phase) {
+	if err != nil {
 		return "", err
+	}
+	msg, _, err := recoverJournal(ctx, opts, j)
+	return msg, err
+}
+
+// recoverJournal finishes or undoes the change j (the journal on disk,
+// read under the lock; nil: none) records when it is unfinished, and
+// returns what it did ("" when nothing) and the journal on disk after it:
+// j, or the completed change before it that closing j put back
+// (Journal.close).
+func recoverJournal(ctx context.Context, opts Options, j *Journal) (string, *Journal, error) {
+	if j == nil || !pending(j.Phase) {
+		return "", j, nil
 	}
 	switch j.Phase {
 	case PhaseStaged, PhaseBackedUp:
 		if err := j.close(opts.RuntimeDir, "interrupted before activation", opts.Now()); err != nil {
-			return "", err
+			return "", nil, err
 		}
-		return fmt.Sprintf("closed the upgrade to %s, interrupted before activation: %s stays active", j.New.Image, j.Old.Image), nil
+		after := j
+		if j.Prior != nil {
+			after = j.Prior
+		}
+		return fmt.Sprintf("closed the upgrade to %s, interrupted before activation: %s stays active", j.New.Image, j.Old.Image), after, nil
 	}
 	if j.Backup == "" {
-		return "", unrecoverable(opts.RuntimeDir, fmt.Errorf("%w: journal phase %s without a backup", ErrMismatch, j.Phase))
+		return "", nil, unrecoverable(opts.RuntimeDir, fmt.Errorf("%w: journal phase %s without a backup", ErrMismatch, j.Phase))
+	}
+	why := "interrupted during " + string(j.Phase)
+	if j.Phase == PhaseRollingBack && j.Error != "" {
+		// Finishing a rollback: it keeps the reason it began for, hbx
+		// rollback's among them (undoneByRollback).
+		why = j.Error
 	}
 	j.Recovered = true
-	res, err := rollbackLocked(ctx, opts, j, "interrupted during "+string(j.Phase))
+	res, err := rollbackLocked(ctx, opts, j, why)
 	if err != nil {
-		return "", unrecoverable(opts.RuntimeDir, err)
+		return "", nil, unrecoverable(opts.RuntimeDir, err)
 	}
-	return fmt.Sprintf("rolled back the interrupted upgrade to %s: %s is active on the pre-upgrade data; the other data is in %s", j.New.Image, j.Old.Image, orNone(res.KeptAside)), nil
+	return fmt.Sprintf("rolled back the interrupted upgrade to %s: %s is active on the pre-upgrade data; the other data is in %s", j.New.Image, j.Old.Image, orNone(res.KeptAside)), j, nil
 }
 
 // unrecoverable is err, a recovery of the interrupted change in

@@ -17,7 +17,8 @@ import (
 // upgrade from there that rolls itself back does not bring that change
 // back either. Before, the second rollback restored v1 and the archive
 // made before v1 -> v2 over the data written since, with a note saying
-// the change hbx rollback undid had rolled itself back.
+// the change hbx rollback undid had rolled itself back. The same holds
+// when that hbx rollback was killed and a recovery finished it.
 func TestRollbackOfARolledBackChangeStaysRefused(t *testing.T) {
 	v1, v2, v3 := rel("1"), rel("2"), rel("3")
 	for _, tc := range []struct {
@@ -25,9 +26,13 @@ func TestRollbackOfARolledBackChangeStaysRefused(t *testing.T) {
 		// failedAfter: an upgrade to v3 that rolls itself back follows
 		// the rollback
 		failedAfter bool
+		// killed: the first hbx rollback dies while restoring and the
+		// running supervisor's recovery finishes it
+		killed bool
 	}{
 		{name: "second rollback"},
 		{name: "rollback after a failed upgrade that followed it", failedAfter: true},
+		{name: "first rollback killed and recovered, then a failed upgrade", failedAfter: true, killed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, opts, _ := newDisk(t)
@@ -40,8 +45,18 @@ func TestRollbackOfARolledBackChangeStaysRefused(t *testing.T) {
 				t.Fatalf("Upgrade(v1) = %v", err)
 			}
 			d.recorded = v2
+			var st *diskState
+			if tc.killed {
+				st = d.killAt(t, "restore")
+			}
 			if _, err := Rollback(context.Background(), opts); err != nil {
 				t.Fatalf("Rollback() of v2 -> v1 = %v", err)
+			}
+			if tc.killed {
+				d.putBack(t, st)
+				if _, err := Recover(context.Background(), opts); err != nil {
+					t.Fatalf("Recover() of the killed rollback = %v", err)
+				}
 			}
 			if cur, prev := d.named(release.CurrentLink), d.named(release.PreviousLink); cur != "v2" || prev != "v1" {
 				t.Fatalf("after the rollback: current %q, previous %q; want v2, v1", cur, prev)

@@ -6,30 +6,39 @@ import (
 	"strings"
 	"testing"
 
+	digest "github.com/opencontainers/go-digest"
+
 	"github.com/hermesbox/hbx/release"
 )
 
 // TestRolledBackMessage: an upgrade rolled back after activation fails
 // with one line that says "rolled back" once, names the release back in
-// place, the cause and where the replaced data is, and, when the new
-// release ran, where its own account of the failure is (LogsHint).
+// place, the cause and where the replaced data is, naming the release
+// that ran on it (not "the new runtime": an upgrade to an older pin
+// rolls back to the newer one) or saying it never started, and, when
+// the new release ran, where its own account of the failure is
+// (LogsHint). Before, every such line said "the data written by the new
+// runtime", also after a downgrade and when nothing had run.
 func TestRolledBackMessage(t *testing.T) {
 	boom := errors.New("boom")
-	kept := "; the data written by the new runtime is kept in "
+	older := Release{Target: release.Target{Image: "r/e:v0@" + string(digest.FromString("i0")), Platform: "linux/amd64", IndexDigest: digest.FromString("i0"), ManifestDigest: digest.FromString("m0")}}
 	for _, tc := range []struct {
-		name  string
-		setup func(*fake)
-		want  string // after "upgrade: ", with %k for the kept-aside path
+		name   string
+		setup  func(*fake)
+		target Release
+		want   string // after "upgrade: ", with %k for the kept-aside path
 	}{
-		{name: "health fails", setup: func(f *fake) { f.failHealth = boom },
-			want: "rolled back to " + oldRel.Image + ": health on " + newRel.Image + ": boom" + kept + "%k; " + LogsHint},
-		{name: "activation fails", setup: func(f *fake) { f.failActivate = boom },
-			want: "rolled back to " + oldRel.Image + ": activate: boom" + kept + "%k"},
+		{name: "health fails", setup: func(f *fake) { f.failHealth = boom }, target: newRel,
+			want: "rolled back to " + oldRel.Image + ": health on " + newRel.Image + ": boom; the data " + newRel.Image + " ran on is kept in %k; " + LogsHint},
+		{name: "health fails on an older pin", setup: func(f *fake) { f.failHealth, f.staged = boom, older }, target: older,
+			want: "rolled back to " + oldRel.Image + ": health on " + older.Image + ": boom; the data " + older.Image + " ran on is kept in %k; " + LogsHint},
+		{name: "activation fails", setup: func(f *fake) { f.failActivate = boom }, target: newRel,
+			want: "rolled back to " + oldRel.Image + ": activate: boom; " + newRel.Image + " never started, the replaced data is kept in %k"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, opts := newFake(t)
 			tc.setup(f)
-			_, err := Upgrade(context.Background(), opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}})
+			_, err := Upgrade(context.Background(), opts, Target{Target: release.Target{Image: tc.target.Image, IndexDigest: tc.target.IndexDigest}})
 			if !errors.Is(err, ErrRolledBack) || !errors.Is(err, boom) {
 				t.Fatalf("Upgrade() = %v, want ErrRolledBack wrapping the cause", err)
 			}

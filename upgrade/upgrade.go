@@ -100,8 +100,11 @@ func untilGone(ctx context.Context, svc Services) (context.Context, context.Canc
 type Data interface {
 	// Backup writes a cold archive of the data, recording r as its
 	// runtime, while the services are already held; it returns the
-	// archive's path.
-	Backup(ctx context.Context, r Release) (string, error)
+	// archive's path. spare, when not "", is an archive the backup's
+	// pruning (backup.keep) must leave: the pre-upgrade archive of the
+	// completed change before this one (Journal.Prior), which hbx
+	// rollback restores when this one fails.
+	Backup(ctx context.Context, r Release, spare string) (string, error)
 	// Recorded returns the index and manifest digests archive records
 	// (its summary file), or an error when it is missing or has no
 	// summary.

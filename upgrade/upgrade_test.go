@@ -43,6 +43,18 @@ type fake struct {
 	onWait func()
 	// ctxErrs records ctx.Err() as WaitHealthy and Restore saw it.
 	ctxErrs []error
+	// spared is what each Backup was told to spare.
+	spared []string
+	// at, when set, is told each step as it begins: "backup", "wait",
+	// "restore".
+	at func(step string)
+}
+
+// step tells f.at that step begins.
+func (f *fake) step(name string) {
+	if f.at != nil {
+		f.at(name)
+	}
 }
 
 func (f *fake) Active() (Release, error)   { return f.cur, nil }
@@ -87,6 +99,7 @@ func (f *fake) Hold(context.Context) (Hold, error) { f.calls = append(f.calls, "
 func (f *fake) Release() error                     { f.calls = append(f.calls, "release"); return nil }
 func (f *fake) WaitHealthy(ctx context.Context, _ Release) error {
 	f.calls = append(f.calls, "wait")
+	f.step("wait")
 	if f.onWait != nil {
 		f.onWait()
 		f.onWait = nil
@@ -94,8 +107,10 @@ func (f *fake) WaitHealthy(ctx context.Context, _ Release) error {
 	f.ctxErrs = append(f.ctxErrs, ctx.Err())
 	return f.failHealth
 }
-func (f *fake) Backup(context.Context, Release) (string, error) {
+func (f *fake) Backup(_ context.Context, _ Release, spare string) (string, error) {
 	f.calls = append(f.calls, "backup")
+	f.spared = append(f.spared, spare)
+	f.step("backup")
 	return "/backups/pre-upgrade-x.tar.gz.gpg", f.failBackup
 }
 func (f *fake) Recorded(string) (digest.Digest, digest.Digest, error) {
@@ -106,6 +121,7 @@ func (f *fake) Recorded(string) (digest.Digest, digest.Digest, error) {
 }
 func (f *fake) Restore(ctx context.Context, archive string, r Release) (string, error) {
 	f.calls = append(f.calls, "restore "+r.ManifestDigest.Encoded()[:4])
+	f.step("restore")
 	f.ctxErrs = append(f.ctxErrs, ctx.Err())
 	if f.failRestore != nil {
 		return "", f.failRestore

@@ -102,8 +102,8 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 		if errors.Is(err, installer.ErrTimeout) {
 			err = fmt.Errorf("%w (install.timeout %s, install.min_rate %s/s; install.timeout 0 for no deadline)", err, cfg.Install.Timeout, units.Bytes(cfg.Install.MinRate))
 		}
+		pruneAfterFailure(cmd.Context(), g, cfg, "hbx install", err) // a release change that rolled itself back, or a refused release staged
 		if errors.Is(err, rehearse.ErrRefused) {
-			pruneLogged(cmd.Context(), g, cfg, "hbx install") // the refused release was staged
 			err = refusedHint(err, cfg)
 		}
 		return fmt.Errorf("install: %w", adapters.OfflineHint(err, o.from, "hbx install"))

@@ -61,7 +61,7 @@ func TestPreUpgradeBackupFails(t *testing.T) {
 	}()
 	defer func() { close(stop); wg.Wait() }()
 	d := (&globals{log: slog.New(slog.DiscardHandler)}).box(cfg, nil).UpgradeOptions().Data
-	_, err = d.Backup(context.Background(), upgrade.Release{Target: release.Target{Image: cfg.Executor.Image, Platform: cfg.Executor.Platform}})
+	_, err = d.Backup(context.Background(), upgrade.Release{Target: release.Target{Image: cfg.Executor.Image, Platform: cfg.Executor.Platform}}, "")
 	// The change is seen while hashing or while writing (then the partial
 	// archive is removed); both are after the hold.
 	if err == nil || !strings.Contains(err.Error(), "changed while being archived") || strings.Contains(err.Error(), "\n") {

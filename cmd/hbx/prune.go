@@ -16,9 +16,10 @@ func pruneAfter(ctx context.Context, g *globals, cfg *config.Config, command str
 	return g.box(cfg, nil).PruneReleases(ctx, command, cfg.Backup.LockWait)
 }
 
-// pruneLogged is pruneAfter for a command that fails after a change it
-// staged or undid (an upgrade that rolled itself back, a release its
-// rehearsal refused): no result to print the note in, so it is logged.
-func pruneLogged(ctx context.Context, g *globals, cfg *config.Config, command string) {
-	g.box(cfg, nil).PruneReleasesLogged(ctx, command, cfg.Backup.LockWait)
+// pruneAfterFailure is pruneAfter for a command that failed with err:
+// after a change that rolled itself back or a release its rehearsal
+// refused it prunes, logging the note (no result to print it in);
+// adapters.Box.PruneAfterFailure has the rule.
+func pruneAfterFailure(ctx context.Context, g *globals, cfg *config.Config, command string, err error) {
+	g.box(cfg, nil).PruneAfterFailure(ctx, command, cfg.Backup.LockWait, err)
 }

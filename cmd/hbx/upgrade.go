@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	digest "github.com/opencontainers/go-digest"
@@ -13,7 +12,6 @@ import (
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/pinfile"
-	"github.com/hermesbox/hbx/rehearse"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -120,11 +118,8 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 		return cli.Usagef("upgrade: %w", err)
 	}
 	res, err := upgradeTo(ctx, o, t, tools)
-	if errors.Is(err, upgrade.ErrRolledBack) || errors.Is(err, rehearse.ErrRefused) {
-		// previous changed, or a refused release was staged
-		pruneLogged(ctx, o.g, o.cfg, "hbx upgrade")
-	}
 	if err != nil {
+		pruneAfterFailure(ctx, o.g, o.cfg, "hbx upgrade", err)
 		return fmt.Errorf("upgrade: %w", adapters.OfflineHint(err, o.from, "hbx upgrade"))
 	}
 	res.Notes = append(res.Notes, pruneAfter(ctx, o.g, o.cfg, "hbx upgrade"))

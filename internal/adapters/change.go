@@ -408,8 +408,9 @@ func (d *changeData) passphrase() ([]byte, error) {
 }
 
 // Backup takes the pre-upgrade backup of r's data while the upgrade
-// holds the programs stopped; it returns the archive's path.
-func (d *changeData) Backup(ctx context.Context, r upgrade.Release) (string, error) {
+// holds the programs stopped, leaving spare ("" none) whatever
+// backup.keep says (upgrade.Data); it returns the archive's path.
+func (d *changeData) Backup(ctx context.Context, r upgrade.Release, spare string) (string, error) {
 	pass, err := d.passphrase()
 	if err != nil {
 		return "", err
@@ -417,24 +418,14 @@ func (d *changeData) Backup(ctx context.Context, r upgrade.Release) (string, err
 	opts := verbopts.Backup(d.box.Config)
 	opts.Name, opts.Passphrase, opts.Image, opts.Platform, opts.PlatformDigest = PreUpgradeName, pass, r.Image, r.Platform, r.ManifestDigest
 	opts.HbxVersion, opts.Services, opts.Logger = buildinfo.Version, heldServices{}, d.box.Log
-	opts.Spare = d.spare()
+	if spare != "" {
+		opts.Spare = []string{spare}
+	}
 	res, err := backup.Create(ctx, opts)
 	if err != nil {
 		return "", err
 	}
 	return res.Path, nil
-}
-
-// spare is the pre-upgrade archive backup.keep must not prune while
-// this change runs: that of the completed change before it
-// (upgrade.Journal.Prior), which hbx rollback restores if this one
-// fails; none when upgrade.json records none or does not read.
-func (d *changeData) spare() []string {
-	j, err := upgrade.ReadJournal(d.box.Config.Executor.RuntimeDir)
-	if err != nil || j == nil || j.Prior == nil || j.Prior.Backup == "" {
-		return nil
-	}
-	return []string{j.Prior.Backup}
 }
 
 // Recorded returns the digests archive's summary records.

@@ -2,9 +2,12 @@ package adapters
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hermesbox/hbx/internal/prune"
+	"github.com/hermesbox/hbx/rehearse"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 // SupervisorCommand names hbx supervise in the runtime directory's lock
@@ -34,6 +37,22 @@ func (b Box) PruneReleasesLogged(ctx context.Context, command string, wait time.
 	} else {
 		b.Log.Info(note)
 	}
+}
+
+// PruneAfterFailure is PruneReleasesLogged for a command (hbx upgrade,
+// hbx install, the supervisor's install on start) that failed with err
+// after its change left a release unneeded: one that rolled itself back
+// (upgrade.ErrRolledBack: previous pointed back, the failed release
+// left) or that its rehearsal refused (rehearse.ErrRefused: the refused
+// release staged). Other failures prune nothing here (a release staged
+// by a change stopped before activation goes with the next command's
+// prune). It reports whether it pruned (or tried to).
+func (b Box) PruneAfterFailure(ctx context.Context, command string, wait time.Duration, err error) bool {
+	if !errors.Is(err, upgrade.ErrRolledBack) && !errors.Is(err, rehearse.ErrRefused) {
+		return false
+	}
+	b.PruneReleasesLogged(ctx, command, wait)
+	return true
 }
 
 func (b Box) pruneReleases(ctx context.Context, command string, wait time.Duration) (string, error) {

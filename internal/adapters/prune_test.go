@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,8 +14,10 @@ import (
 	"testing"
 
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/rehearse"
 	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/release/releasetest"
+	"github.com/hermesbox/hbx/upgrade"
 )
 
 // writeJSON writes v as JSON to path.
@@ -151,5 +155,54 @@ func TestPruneReleasesLockHeld(t *testing.T) {
 	b.PruneReleasesLogged(context.Background(), SupervisorCommand, 0)
 	if got := strings.Count(logs.String(), "level=WARN"); got != 1 || !strings.Contains(logs.String(), "old releases not pruned: ") {
 		t.Errorf("PruneReleasesLogged: %d warnings logged, want 1 with the note:\n%s", got, logs.String())
+	}
+}
+
+// TestPruneAfterFailure: a command whose release change rolled itself
+// back (hbx install's Switch among them) or whose rehearsal refused the
+// release prunes as a change that completed does, logged in one line:
+// the release neither current nor previous goes. Another failure prunes
+// nothing. Before, hbx install pruned only after a refused rehearsal, so
+// a release change that rolled itself back left its failed release.
+func TestPruneAfterFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		pruned bool
+	}{
+		{name: "install rolled itself back", err: fmt.Errorf("install: %w to r/e:v1: activate: boom", upgrade.ErrRolledBack), pruned: true},
+		{name: "rehearsal refused", err: fmt.Errorf("rehearse r/e:v2: %w", rehearse.ErrRefused), pruned: true},
+		{name: "other failure", err: errors.New("stage r/e:v2: no route to host")},
+		{name: "no failure"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			rd := filepath.Join(dir, "runtime")
+			ms := map[string]release.Meta{}
+			for _, n := range []string{"cur", "prev", "failed"} {
+				ms[n] = releasetest.Write(t, rd, n)
+			}
+			for link, n := range map[string]string{release.CurrentLink: "cur", release.PreviousLink: "prev"} {
+				if err := os.Symlink(filepath.Join(release.ReleasesDir, ms[n].ManifestDigest.Encoded()), filepath.Join(rd, link)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := config.Defaults()
+			cfg.Executor.RuntimeDir, cfg.Executor.DataDir = rd, filepath.Join(dir, "data")
+			var logs bytes.Buffer
+			b := Box{Config: &cfg, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+			if got := b.PruneAfterFailure(context.Background(), "hbx install", 0, tc.err); got != tc.pruned {
+				t.Errorf("PruneAfterFailure(%v) = %v, want %v", tc.err, got, tc.pruned)
+			}
+			for n, m := range ms {
+				_, err := os.Stat(filepath.Join(rd, release.ReleasesDir, m.ManifestDigest.Encoded()))
+				if gone, want := os.IsNotExist(err), tc.pruned && n == "failed"; gone != want {
+					t.Errorf("release %s gone = %v, want %v", n, gone, want)
+				}
+			}
+			if n := strings.Count(logs.String(), "pruned old releases: removed 1 release"); n != map[bool]int{true: 1}[tc.pruned] {
+				t.Errorf("log says what was pruned %d times, want it once when pruned:\n%s", n, logs.String())
+			}
+		})
 	}
 }

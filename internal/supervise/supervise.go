@@ -141,9 +141,10 @@ func lockExecutorData(ctx context.Context, lock func(context.Context) (*datalock
 // upgrade path (pre-change backup, journal), or is refused
 // (guardedinstall.Install in the supervisor). A registry it cannot reach
 // gets hbx install's offline hint (adapters.OfflineHint). A recorded
-// change then prunes the releases as hbx install's does
-// (adapters.Box.PruneReleasesLogged, without waiting for the lock; its failure
-// is only logged, the start goes on).
+// change then prunes the releases as hbx install's does, and so does one
+// that rolled itself back (adapters.Box.PruneReleasesLogged and
+// PruneAfterFailure, without waiting for the lock; a failure is only
+// logged, the start goes on).
 func InstallOnStart(b adapters.Box) func(ctx context.Context, progress func(string)) error {
 	return func(ctx context.Context, progress func(string)) error {
 		opts, err := verbopts.Installer(ctx, b.Config, b.Log)
@@ -159,6 +160,7 @@ func InstallOnStart(b adapters.Box) func(ctx context.Context, progress func(stri
 		if err == nil && out.Switch != nil {
 			b.PruneReleasesLogged(ctx, adapters.SupervisorCommand, 0)
 		}
+		b.PruneAfterFailure(ctx, adapters.SupervisorCommand, 0, err)
 		return adapters.OfflineHint(err, "", "hbx install")
 	}
 }
