@@ -25,8 +25,9 @@ by hbx install under existing data, recorded the same way): it pins the previous
 release in the config file again and restores the pre-upgrade backup made
 for it together with that release (reactivated from previous, no network),
 starts the services and waits for their health (see hbx restore). The data
-the release rolled back from ran on is kept as <data_dir>.rolled-back-<time>,
-never deleted. Then it removes the releases neither current nor previous, with
+the release rolled back from ran on is kept as <data_dir>.rolled-back-<time>
+(older such copies beyond backup.keep_pre_restore go, never this one's).
+Then it removes the releases neither current nor previous, with
 their blobs (docs/upgrade.md#old-releases).
 
 A change that did not complete (an upgrade that rolled itself back, or
