@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +21,14 @@ import (
 // for the install on start" lines, spawns the "spawned" ones (every fork
 // of a program, also of one killed before it could record its start).
 func installGate(t *testing.T, programs []Program, bind **Supervisor) (s *Supervisor, finish func(), waits, spawns *atomic.Int32) {
+	t.Helper()
+	s, finish, waits, spawns, _, _ = installGateSocket(t, programs, bind)
+	return s, finish, waits, spawns
+}
+
+// installGateSocket is installGate with a control socket (sock) and a
+// count of the log's "gave up waiting for the install" lines (gaveUp).
+func installGateSocket(t *testing.T, programs []Program, bind **Supervisor) (s *Supervisor, finish func(), waits, spawns *atomic.Int32, sock string, gaveUp *atomic.Int32) {
 	t.Helper()
 	installing, done := make(chan struct{}), make(chan struct{})
 	var once atomic.Bool
@@ -37,19 +47,26 @@ func installGate(t *testing.T, programs []Program, bind **Supervisor) (s *Superv
 			return ctx.Err()
 		}
 	}
-	waits, spawns = new(atomic.Int32), new(atomic.Int32)
-	counted := testenv.MessageCounter{Handler: testLogger(t).Handler(), Sub: "waits for the install on start", N: waits}
-	logger := slog.New(testenv.MessageCounter{Handler: counted, Sub: "spawned", N: spawns})
+	waits, spawns, gaveUp = new(atomic.Int32), new(atomic.Int32), new(atomic.Int32)
+	var h slog.Handler = testenv.MessageCounter{Handler: testLogger(t).Handler(), Sub: "waits for the install on start", N: waits}
+	h = testenv.MessageCounter{Handler: h, Sub: "spawned", N: spawns}
+	h = testenv.MessageCounter{Handler: h, Sub: "gave up waiting for the install", N: gaveUp}
 	if bind == nil {
 		bind = new(*Supervisor)
 	}
-	s = startSupervisor(t, Options{Programs: programs, Logger: logger, Install: install, InstallProgram: programs[0].Name}, bind)
+	sockDir, err := os.MkdirTemp("", "hbx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock = filepath.Join(sockDir, "hbx.sock")
+	s = startSupervisor(t, Options{Programs: programs, Socket: sock, Logger: slog.New(h), Install: install, InstallProgram: programs[0].Name}, bind)
 	select {
 	case <-installing:
 	case <-time.After(time.Minute):
 		t.Fatal("the install on start did not begin within a minute")
 	}
-	return s, finish, waits, spawns
+	return s, finish, waits, spawns, sock, gaveUp
 }
 
 // awaitWaits polls (a minute at most) until waits counts n calls waiting
@@ -202,6 +219,58 @@ func TestStopAndHoldWaitingForInstallAnswerShutdown(t *testing.T) {
 				t.Errorf("hold during the install, then shutdown: err %v, release %v; want an error and no hold", a.err, a.release != nil)
 			}
 			<-s.stopped
+		})
+	}
+}
+
+// TestStopAndHoldOverTheSocketEndWhenTheClientGoesAway: hbx stop or a
+// hold (hbx backup's) waiting for the install on start ends, in the
+// supervisor, when its client goes away (a Ctrl-C): the supervisor logs
+// that it gave up, and once the install is over nothing was stopped nor
+// held, the program spawned once. Before, the request waited for the
+// install whatever its client, then stopped the program for nobody.
+func TestStopAndHoldOverTheSocketEndWhenTheClientGoesAway(t *testing.T) {
+	for _, verb := range []string{"stop", "hold"} {
+		t.Run(verb, func(t *testing.T) {
+			app := helperProgram(t, progDir(t, "app"), "app", "sleep", "")
+			s, finish, waits, spawns, sock, gaveUp := installGateSocket(t, []Program{app}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			c, err := Dial(ctx, sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			callCtx, callCancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				if verb == "stop" {
+					_, err = c.Stop(callCtx, "app")
+				} else {
+					var h *Hold
+					if h, err = c.Hold(callCtx, "app"); h != nil {
+						h.Release()
+					}
+				}
+				done <- err
+			}()
+			awaitWaits(t, waits, 1)
+			callCancel() // the client goes away
+			if err := <-done; err == nil {
+				t.Fatalf("%s over the socket, its context cancelled, = nil, want an error", verb)
+			}
+			for bound := time.Now().Add(time.Minute); gaveUp.Load() == 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(bound) {
+					t.Fatalf("the supervisor still waits for the install on a %s whose client went away a minute ago", verb)
+				}
+			}
+			finish()
+			if st := waitState(t, s, "app", time.Minute, Running); st.Held {
+				t.Errorf("app = %+v after the install, want not held", st)
+			}
+			if n := spawns.Load(); n != 1 {
+				t.Errorf("app spawned %d times, want 1: nothing stopped", n)
+			}
 		})
 	}
 }

@@ -454,7 +454,7 @@ func (s *Supervisor) shuttingDown() bool {
 // waiting, as a start during the install already did and as systemctl
 // does for a unit still activating, rather than refusing with "release
 // not installed" what the supervisor is installing. That it waits is
-// logged once.
+// logged once, and so is a ctx ending the wait (a client gone away).
 // waited says whether it had to: no program ran when the call came (the
 // install runs before any starts), so whatever runs once it returns was
 // started after it.
@@ -469,6 +469,7 @@ func (s *Supervisor) waitInstall(ctx context.Context, verb string, list []string
 	case <-s.ready:
 		return true, nil
 	case <-ctx.Done():
+		s.log.Info(verb+" gave up waiting for the install on start", "programs", list, "cause", context.Cause(ctx))
 		return true, fmt.Errorf("wait for the install on start to finish: %w", context.Cause(ctx))
 	}
 }
