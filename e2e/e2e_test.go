@@ -209,13 +209,48 @@ const (
 // goroutine's stack to stderr and exits), then SIGKILL 30 s later, and
 // fails the test with its stderr; so does a command whose stdout or
 // stderr stays open 30 s after it exited (a process it left behind holds
-// them).
+// them). Call it on the test's goroutine only (it fails the test with
+// t.Fatal); off it, use hbxAsync.
 func (b *box) hbx(args ...string) result {
 	b.t.Helper()
-	limit := min(slow(b.t, hbxCommandLimit), hbxCommandCap)
+	return b.settle(b.runHbx(binary(b.t), min(slow(b.t, hbxCommandLimit), hbxCommandCap), args))
+}
+
+// hbxOutcome is what a command of hbxAsync gives: its result, or why it
+// fails the test (err).
+type hbxOutcome struct {
+	result
+	what string
+	err  error
+}
+
+// hbxAsync starts hbx as [box.hbx] does, in a goroutine that never
+// touches the test; settle its outcome on the test's goroutine.
+func (b *box) hbxAsync(args ...string) <-chan hbxOutcome {
+	b.t.Helper()
+	bin, limit := binary(b.t), min(slow(b.t, hbxCommandLimit), hbxCommandCap)
+	out := make(chan hbxOutcome, 1)
+	go func() { out <- b.runHbx(bin, limit, args) }()
+	return out
+}
+
+// settle fails the test with the command's error, if any (call it on
+// the test's goroutine), logs its timing and returns its result.
+func (b *box) settle(o hbxOutcome) result {
+	b.t.Helper()
+	if o.err != nil {
+		b.t.Fatal(o.err)
+	}
+	logTiming(b.t, fmt.Sprintf("%s (exit %d)", o.what, o.code), o.took)
+	return o.result
+}
+
+// runHbx runs bin with the box's config and args, bounded by limit; it
+// does not touch the test (it may run off its goroutine).
+func (b *box) runHbx(bin string, limit time.Duration, args []string) hbxOutcome {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(b.t), append([]string{"--config", b.config}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--config", b.config}, args...)...)
 	cmd.Env = cleanEnv()
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
 	cmd.WaitDelay = 30 * time.Second
@@ -223,22 +258,19 @@ func (b *box) hbx(args ...string) result {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
 	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}
-	what := "hbx " + strings.Join(args, " ")
+	o := hbxOutcome{result: result{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}, what: "hbx " + strings.Join(args, " ")}
+	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		b.t.Fatalf("%s: still running after %s: sent SIGQUIT; its stdout:\n%s\nits stderr (with its goroutines):\n%s", what, limit, r.stdout, r.stderr)
+		o.err = fmt.Errorf("%s: still running after %s: sent SIGQUIT; its stdout:\n%s\nits stderr (with its goroutines):\n%s", o.what, limit, o.stdout, o.stderr)
 	case errors.Is(err, exec.ErrWaitDelay):
-		b.t.Fatalf("%s: exited, but its stdout or stderr stayed open 30 s after (a process it left behind holds them); its stderr:\n%s", what, r.stderr)
+		o.err = fmt.Errorf("%s: exited, but its stdout or stderr stayed open 30 s after (a process it left behind holds them); its stderr:\n%s", o.what, o.stderr)
+	case errors.As(err, &ee):
+		o.code = ee.ExitCode()
+	case err != nil:
+		o.err = fmt.Errorf("run hbx: %w", err)
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		b.t.Fatalf("run hbx: %v", err)
-	}
-	logTiming(b.t, fmt.Sprintf("%s (exit %d)", what, r.code), r.took)
-	return r
+	return o
 }
 
 // cleanEnv drops HBX_* variables of the caller so only the config file counts.

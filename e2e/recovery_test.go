@@ -325,12 +325,12 @@ func TestUpgradeBesideWatcherRecoveryE2E(t *testing.T) {
 	}
 	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running})
 	writeFile(t, filepath.Join(b.dataDir, "generation"), "v1 data", 0o600)
-	done := make(chan result, 1)
-	go func() { done <- b.hbx("upgrade", "--image", v2) }()
+	done := b.hbxAsync("upgrade", "--image", v2)
 	os.Remove(gate)
 	var r result
 	select {
-	case r = <-done:
+	case o := <-done:
+		r = b.settle(o)
 	case <-time.After(5 * time.Minute):
 		t.Fatal("hbx upgrade beside the recovery did not end within 5 minutes")
 	}
@@ -417,12 +417,12 @@ func TestRollbackRestoreBesideWatcherRecoveryE2E(t *testing.T) {
 		if args[0] == "restore" {
 			args = append(args, j.Backup)
 		}
-		done := make(chan result, 1)
-		go func() { done <- b.hbx(args...) }()
+		done := b.hbxAsync(args...)
 		os.Remove(gate)
 		var r result
 		select {
-		case r = <-done:
+		case o := <-done:
+			r = b.settle(o)
 		case <-time.After(5 * time.Minute):
 			t.Fatalf("hbx %v beside the recovery did not end within 5 minutes", args)
 		}

@@ -79,9 +79,13 @@
 //     backoff of a failed start, InstallProgram's StartRetries times
 //     (BACKOFF, with the error); then InstallProgram is FATAL with the
 //     install's error and is not started (the others are). Start,
-//     Restart, Stop and Hold wait for the install; Start's and Restart's
-//     Check runs after it, on what it installed (a shutdown meanwhile
-//     answers them ErrShuttingDown, the Check not run).
+//     Restart, Stop and Hold wait for the install, or until their ctx
+//     ends (nothing changed); Start's and Restart's Check runs after it,
+//     on what it installed (a shutdown meanwhile answers all four
+//     ErrShuttingDown, the Check not run). A Restart that waited is one
+//     start after the install: what the supervisor autostarted then
+//     satisfies it (no program ran when it was asked for), it is not
+//     stopped and started again.
 //   - A hold (Supervisor.Hold, POST /v1/hold, Client.Hold) stops programs
 //     and starts again those it stopped when the holder releases it or its
 //     connection ends, even if the holder dies. Its results say which

@@ -454,19 +454,23 @@ func (s *Supervisor) shuttingDown() bool {
 // waiting, as a start during the install already did and as systemctl
 // does for a unit still activating, rather than refusing with "release
 // not installed" what the supervisor is installing. That it waits is
-// logged once.
-func (s *Supervisor) waitInstall(ctx context.Context, verb string, list []string) error {
+// logged once, and so is a ctx ending the wait (a client gone away).
+// waited says whether it had to: no program ran when the call came (the
+// install runs before any starts), so whatever runs once it returns was
+// started after it.
+func (s *Supervisor) waitInstall(ctx context.Context, verb string, list []string) (waited bool, err error) {
 	select {
 	case <-s.ready:
-		return nil
+		return false, nil
 	default:
 	}
 	s.log.Info(verb+" waits for the install on start to finish", "programs", list)
 	select {
 	case <-s.ready:
-		return nil
+		return true, nil
 	case <-ctx.Done():
-		return fmt.Errorf("wait for the install on start to finish: %w", context.Cause(ctx))
+		s.log.Info(verb+" gave up waiting for the install on start", "programs", list, "cause", context.Cause(ctx))
+		return true, fmt.Errorf("wait for the install on start to finish: %w", context.Cause(ctx))
 	}
 }
 
@@ -1013,7 +1017,7 @@ func (s *Supervisor) Start(ctx context.Context, names ...string) ([]Result, erro
 		return nil, err
 	}
 	list := s.names(names)
-	if err := s.waitInstall(ctx, "start", list); err != nil {
+	if _, err := s.waitInstall(ctx, "start", list); err != nil {
 		return nil, err
 	}
 	var idle []string // not running nor held: what a start would spawn
@@ -1062,13 +1066,23 @@ func (s *Supervisor) start(ctx context.Context, list []string) []Result {
 
 // Stop stops the named programs ("all" for every one): groups of equal
 // priority in descending priority order, each group in parallel. It waits
-// until each is STOPPED (its whole process group gone) or ctx ends.
+// until each is STOPPED (its whole process group gone) or ctx ends. A
+// stop asked for while the install on start runs waits for it to finish
+// (waitInstall; ctx ending the wait fails the call, nothing stopped); a
+// shutdown meanwhile answers each program ErrShuttingDown (the shutdown
+// stops them).
 func (s *Supervisor) Stop(ctx context.Context, names ...string) ([]Result, error) {
 	if err := s.checkNames(names); err != nil {
 		return nil, err
 	}
-	<-s.ready
 	list := s.names(names)
+	waited, err := s.waitInstall(ctx, "stop", list)
+	if err != nil {
+		return nil, err
+	}
+	if waited && s.shuttingDown() {
+		return s.start(ctx, list), nil // each ErrShuttingDown
+	}
 	return s.stopGroups(ctx, list), nil
 }
 
@@ -1098,8 +1112,12 @@ func (s *Supervisor) stopGroups(ctx context.Context, names []string) []Result {
 
 // Restart stops the named programs, then starts them, like supervisorctl
 // restart. A restart asked for while the install on start runs waits for
-// it to finish (waitInstall). Then each program's Check runs, in priority
-// order: a program
+// it to finish (waitInstall); no program ran when it was asked for, so
+// its effect is one fresh start after the install: it starts (as Start)
+// what is not running and does not stop what the supervisor started
+// after the install (autostart), as systemctl's restart of a unit still
+// activating and supervisorctl's restart do not boot a program twice.
+// Then each program's Check runs, in priority order: a program
 // it refuses is neither stopped nor started and gets a Result saying so
 // ("restart NAME: why; nothing stopped", Refused, Class), the others are
 // restarted; when it refuses every program named, the call fails with
@@ -1110,7 +1128,8 @@ func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, er
 		return nil, err
 	}
 	list := s.names(names)
-	if err := s.waitInstall(ctx, "restart", list); err != nil {
+	waited, err := s.waitInstall(ctx, "restart", list)
+	if err != nil {
 		return nil, err
 	}
 	if s.shuttingDown() {
@@ -1120,6 +1139,10 @@ func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, er
 	ok := without(list, refused)
 	if len(ok) == 0 {
 		return nil, refusals(list, refused)
+	}
+	if waited { // every process now running started after the request
+		s.log.Info("restart after the install on start: a start satisfies it", "programs", ok)
+		return s.mergeRefused(list, s.start(ctx, ok), refused), nil
 	}
 	stopped := s.stopGroups(ctx, ok)
 	started := s.start(ctx, ok)
@@ -1136,13 +1159,22 @@ func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, er
 // order, those the hold found STARTING, RUNNING or BACKOFF (their
 // Result.Restart is true), unless another
 // hold still holds them or the supervisor is shutting down. release does
-// not wait for them to be RUNNING and may be called more than once.
+// not wait for them to be RUNNING and may be called more than once. A
+// hold asked for while the install on start runs waits for it to finish
+// (waitInstall; ctx ending the wait fails the call, nothing held); a
+// shutdown meanwhile fails it with ErrShuttingDown, nothing held.
 func (s *Supervisor) Hold(ctx context.Context, names ...string) (stopped []Result, release func(), err error) {
 	if err := s.checkNames(names); err != nil {
 		return nil, nil, err
 	}
-	<-s.ready
 	list := s.names(names)
+	waited, err := s.waitInstall(ctx, "hold", list)
+	if err != nil {
+		return nil, nil, err
+	}
+	if waited && s.shuttingDown() {
+		return nil, nil, fmt.Errorf("hold %s: %w", strings.Join(list, ", "), ErrShuttingDown)
+	}
 	var active []string
 	s.mu.Lock()
 	for _, n := range list {

@@ -24,6 +24,9 @@ const runCgroupPrefix = "hbxtest-run-"
 // RunInCgroup runs m's tests in a cgroup of their own, where a writable
 // cgroup v2 hierarchy is mounted: <this process's cgroup>/hbxtest-run-<pid>,
 // which this process (and so every process it starts) enters first.
+// Before, it removes the run cgroups beside it of test binaries that were
+// killed (go test's -timeout, kill -9), killing what still runs in them;
+// those of live runs (a second test binary at once) it leaves alone.
 // Every cgroup hbx makes below its own cgroup (a supervisor's or a
 // rehearsal's hbx.<id> subtree) is then made below it, never beside the
 // cgroups of other test runs or of the machine. Once the tests are
@@ -58,7 +61,8 @@ func RunInCgroup(m *testing.M, strict bool) int {
 	return code
 }
 
-// enterRunCgroup makes the run cgroup and moves this process into it;
+// enterRunCgroup sweeps the run cgroups of dead test runs beside its own
+// (sweepDeadRuns), makes the run cgroup and moves this process into it;
 // back is the cgroup it came from (absolute paths).
 func enterRunCgroup() (run, back string, err error) {
 	mount := progcgroup.Mount("/proc/self/mountinfo")
@@ -70,6 +74,7 @@ func enterRunCgroup() (run, back string, err error) {
 		return "", "", errors.New("this process's cgroup is unknown")
 	}
 	back = filepath.Join(mount, own)
+	sweep(back)
 	run = filepath.Join(back, runCgroupPrefix+strconv.Itoa(os.Getpid()))
 	if err := os.Mkdir(run, 0o755); err != nil {
 		return "", "", err
@@ -79,6 +84,18 @@ func enterRunCgroup() (run, back string, err error) {
 		return "", "", fmt.Errorf("enter %s: %w", run, err)
 	}
 	return run, back, nil
+}
+
+// sweep removes the run cgroups of dead test runs in base and says so on
+// stderr: what it removed, and what it could not (the run goes on).
+func sweep(base string) {
+	swept, err := sweepDeadRuns(base)
+	if len(swept) > 0 {
+		fmt.Fprintf(os.Stderr, "note: removed the cgroups of %d killed test runs (their processes killed): %s\n", len(swept), strings.Join(swept, " "))
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+	}
 }
 
 // leaveRunCgroup moves this process back to back, waits until run's

@@ -1,0 +1,276 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hermesbox/hbx/internal/testenv"
+)
+
+// installGate starts a supervisor over programs whose install on start
+// blocks until the returned finish is called (or the supervisor shuts
+// down); it returns once the install runs. bind, when not nil, is set
+// to the supervisor before it runs. waits counts the log's "waits
+// for the install on start" lines, spawns the "spawned" ones (every fork
+// of a program, also of one killed before it could record its start).
+func installGate(t *testing.T, programs []Program, bind **Supervisor) (s *Supervisor, finish func(), waits, spawns *atomic.Int32) {
+	t.Helper()
+	s, finish, waits, spawns, _, _ = installGateSocket(t, programs, bind)
+	return s, finish, waits, spawns
+}
+
+// installGateSocket is installGate with a control socket (sock) and a
+// count of the log's "gave up waiting for the install" lines (gaveUp).
+func installGateSocket(t *testing.T, programs []Program, bind **Supervisor) (s *Supervisor, finish func(), waits, spawns *atomic.Int32, sock string, gaveUp *atomic.Int32) {
+	t.Helper()
+	installing, done := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	finish = func() {
+		if once.CompareAndSwap(false, true) {
+			close(done)
+		}
+	}
+	t.Cleanup(finish)
+	install := func(ctx context.Context, _ func(string)) error {
+		close(installing)
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	waits, spawns, gaveUp = new(atomic.Int32), new(atomic.Int32), new(atomic.Int32)
+	var h slog.Handler = testenv.MessageCounter{Handler: testLogger(t).Handler(), Sub: "waits for the install on start", N: waits}
+	h = testenv.MessageCounter{Handler: h, Sub: "spawned", N: spawns}
+	h = testenv.MessageCounter{Handler: h, Sub: "gave up waiting for the install", N: gaveUp}
+	if bind == nil {
+		bind = new(*Supervisor)
+	}
+	sockDir, err := os.MkdirTemp("", "hbx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock = filepath.Join(sockDir, "hbx.sock")
+	s = startSupervisor(t, Options{Programs: programs, Socket: sock, Logger: slog.New(h), Install: install, InstallProgram: programs[0].Name}, bind)
+	select {
+	case <-installing:
+	case <-time.After(time.Minute):
+		t.Fatal("the install on start did not begin within a minute")
+	}
+	return s, finish, waits, spawns, sock, gaveUp
+}
+
+// awaitWaits polls (a minute at most) until waits counts n calls waiting
+// for the install.
+func awaitWaits(t *testing.T, waits *atomic.Int32, n int32) {
+	t.Helper()
+	for bound := time.Now().Add(time.Minute); waits.Load() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(bound) {
+			t.Fatalf("%d calls said they wait for the install within a minute, want %d", waits.Load(), n)
+		}
+	}
+}
+
+// TestRestartWaitingForInstallBootsOnce: a restart asked for while the
+// install on start runs (hbx restart executor during the first boot) has
+// one effect: one start after the install. A program the supervisor
+// autostarts after the install satisfies it (it started after the
+// request); one that does not autostart is started by it. Before, the
+// restart stopped the autostarted program and started it again: two
+// boots of Executor, the first killed mid-start. The Check waits for the
+// autostart's spawn, so the restart always comes after it.
+func TestRestartWaitingForInstallBootsOnce(t *testing.T) {
+	for _, autostart := range []bool{true, false} {
+		t.Run(map[bool]string{true: "autostart", false: "no autostart"}[autostart], func(t *testing.T) {
+			app := helperProgram(t, progDir(t, "app"), "app", "sleep", "")
+			app.Autostart = autostart
+			var s *Supervisor
+			app.Check = func(ctx context.Context) error {
+				for autostart && s.Get("app").PID == 0 {
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(5 * time.Millisecond):
+					}
+				}
+				return nil
+			}
+			_, finish, waits, spawns := installGate(t, []Program{app}, &s)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			type answer struct {
+				res []Result
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				res, err := s.Restart(ctx, "app")
+				done <- answer{res, err}
+			}()
+			awaitWaits(t, waits, 1)
+			finish()
+			a := <-done
+			if a.err != nil || len(a.res) != 1 || a.res[0].Error != "" || a.res[0].State != Running {
+				t.Fatalf("Restart(app) waiting for the install = %+v, %v; want app RUNNING", a.res, a.err)
+			}
+			if n := spawns.Load(); n != 1 {
+				t.Errorf("app spawned %d times, want 1: the restart asked for during the install is one start after it", n)
+			}
+		})
+	}
+}
+
+// TestStopAndHoldWaitingForInstallEndWithTheirContext: a stop or hold
+// waiting for the install on start ends when its caller's context does
+// (a client gone away), naming the wait and the cause; nothing is
+// stopped nor held: the program autostarts after the install and is not
+// held. Before, both waited for the install whatever the context.
+func TestStopAndHoldWaitingForInstallEndWithTheirContext(t *testing.T) {
+	for _, verb := range []string{"stop", "hold"} {
+		t.Run(verb, func(t *testing.T) {
+			app := helperProgram(t, progDir(t, "app"), "app", "sleep", "")
+			s, finish, _, _ := installGate(t, []Program{app}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				if verb == "stop" {
+					_, err = s.Stop(ctx, "app")
+				} else {
+					var release func()
+					if _, release, err = s.Hold(ctx, "app"); release != nil {
+						release()
+					}
+				}
+				done <- err
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute):
+				t.Fatalf("%s app waiting for the install did not end a minute after its context", verb)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "wait for the install on start to finish") {
+				t.Fatalf("%s app while the install runs, ctx ending = %v; want the wait named and context.DeadlineExceeded", verb, err)
+			}
+			finish()
+			if st := waitState(t, s, "app", time.Minute, Running); st.Held {
+				t.Errorf("app = %+v after the install, want not held", st)
+			}
+		})
+	}
+}
+
+// TestStopAndHoldWaitingForInstallAnswerShutdown: a stop or hold waiting
+// for the install on start when the supervisor shuts down is answered
+// ErrShuttingDown (as a start or restart is), nothing held. Before, it
+// went on once the loops ran and answered as if it had stopped or held.
+func TestStopAndHoldWaitingForInstallAnswerShutdown(t *testing.T) {
+	for _, verb := range []string{"stop", "hold"} {
+		t.Run(verb, func(t *testing.T) {
+			app := helperProgram(t, progDir(t, "app"), "app", "sleep", "")
+			s, _, waits, _ := installGate(t, []Program{app}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			type answer struct {
+				res     []Result
+				release func()
+				err     error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				var a answer
+				if verb == "stop" {
+					a.res, a.err = s.Stop(ctx, "app")
+				} else {
+					a.res, a.release, a.err = s.Hold(ctx, "app")
+				}
+				done <- a
+			}()
+			awaitWaits(t, waits, 1)
+			s.Shutdown()
+			var a answer
+			select {
+			case a = <-done:
+			case <-time.After(time.Minute):
+				t.Fatalf("%s waiting for the install not answered a minute after the shutdown", verb)
+			}
+			if a.release != nil {
+				a.release()
+			}
+			shutting := errors.Is(a.err, ErrShuttingDown)
+			for _, r := range a.res {
+				shutting = shutting || strings.Contains(r.Error, ErrShuttingDown.Error())
+			}
+			if !shutting {
+				t.Errorf("%s during the install, then shutdown = %+v, %v; want it to say %q", verb, a.res, a.err, ErrShuttingDown)
+			}
+			if verb == "hold" && (a.err == nil || a.release != nil) {
+				t.Errorf("hold during the install, then shutdown: err %v, release %v; want an error and no hold", a.err, a.release != nil)
+			}
+			<-s.stopped
+		})
+	}
+}
+
+// TestStopAndHoldOverTheSocketEndWhenTheClientGoesAway: hbx stop or a
+// hold (hbx backup's) waiting for the install on start ends, in the
+// supervisor, when its client goes away (a Ctrl-C): the supervisor logs
+// that it gave up, and once the install is over nothing was stopped nor
+// held, the program spawned once. Before, the request waited for the
+// install whatever its client, then stopped the program for nobody.
+func TestStopAndHoldOverTheSocketEndWhenTheClientGoesAway(t *testing.T) {
+	for _, verb := range []string{"stop", "hold"} {
+		t.Run(verb, func(t *testing.T) {
+			app := helperProgram(t, progDir(t, "app"), "app", "sleep", "")
+			s, finish, waits, spawns, sock, gaveUp := installGateSocket(t, []Program{app}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			c, err := Dial(ctx, sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			callCtx, callCancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				if verb == "stop" {
+					_, err = c.Stop(callCtx, "app")
+				} else {
+					var h *Hold
+					if h, err = c.Hold(callCtx, "app"); h != nil {
+						h.Release()
+					}
+				}
+				done <- err
+			}()
+			awaitWaits(t, waits, 1)
+			callCancel() // the client goes away
+			if err := <-done; err == nil {
+				t.Fatalf("%s over the socket, its context cancelled, = nil, want an error", verb)
+			}
+			for bound := time.Now().Add(time.Minute); gaveUp.Load() == 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(bound) {
+					t.Fatalf("the supervisor still waits for the install on a %s whose client went away a minute ago", verb)
+				}
+			}
+			finish()
+			if st := waitState(t, s, "app", time.Minute, Running); st.Held {
+				t.Errorf("app = %+v after the install, want not held", st)
+			}
+			if n := spawns.Load(); n != 1 {
+				t.Errorf("app spawned %d times, want 1: nothing stopped", n)
+			}
+		})
+	}
+}
