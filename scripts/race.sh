@@ -13,6 +13,12 @@
 # then warm `hbx install`, cold installs of a half-size image to show
 # peak memory does not grow with the image, and, when /dev/shm has room,
 # C and A again on tmpfs (the CPU side alone: no disk, cheap creates).
+# Each round also runs internal/bench/cmd/cpufloor: the CPU seconds of the
+# work no cold install avoids (each layer's inflate with the installer's
+# inflater; sha256 of the blobs, of the diff_ids and of the files), and from
+# them the wall-time bound on this machine: max(the largest layer's inflate,
+# which one core must do alone; all of it / nproc). Those rows show how
+# close the A rows can get to C at all.
 # Medians and min–max; it never fails on a time. RACE_ROUNDS (default 3)
 # sets the counted rounds.
 #
@@ -49,7 +55,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 
-bench_prepare layerblobs
+bench_prepare layerblobs cpufloor
 
 # serve SCALE starts a registry serving the bench image of that scale and
 # sets ref, registry, manifest, layout.
@@ -107,7 +113,8 @@ ref1=${ref} registry1=${registry}
 floor="${dir}/floor.sh"
 {
 	echo 'set -euo pipefail'
-	while IFS=$'\t' read -r _ blob; do printf 'tar -xzf %q -C "$1"\n' "${blob}"; done < <("${dir}/bin/layerblobs" "${layout}" linux/amd64)
+	"${dir}/bin/layerblobs" "${layout}" linux/amd64 >"${dir}/blobs.txt"
+	while IFS=$'\t' read -r _ blob; do printf 'tar -xzf %q -C "$1"\n' "${blob}"; done <"${dir}/blobs.txt"
 	echo '[[ "${2:-}" == sync ]] && sync -f "$1"'
 	echo 'true'
 } >"${floor}"
@@ -117,6 +124,7 @@ config "${cfg05}"
 
 ts_s=() ts_k=() hbx_s=() hbx_k=() warm_k=() sk_s=() sk_k=() tar_s=() tar_k=() warm_s=() half_k=() half_s=()
 mt_s=() mt_k=() mh_s=() mh_k=()
+fl_inflate=() fl_largest=() fl_sha=() fl_cpu=() fl_bound=() fl_k=()
 # On tmpfs (no disk, cheap file creation) the same pair shows the CPU side
 # alone: what inflate and hashing cost against tar's gzip.
 if [[ -d /dev/shm && -w /dev/shm ]] && (($(df -k --output=avail /dev/shm | tail -n 1) > 2 * 1024 * 1024)); then
@@ -142,6 +150,10 @@ for ((r = 0; r <= rounds; r++)); do
 	mkdir -p "${w}/tarsync"
 	measure "r${r}-tarsync" bash "${floor}" "${w}/tarsync" sync
 	d_s=${m_s} d_k=${m_kib}
+	"${dir}/bin/cpufloor" <"${dir}/blobs.txt" >"${dir}/logs/r${r}-floor.log" || die "cpufloor failed"
+	read -r g_inflate g_largest g_sha g_cpu g_bound < <(awk -v p="$(nproc)" '
+		$1 == "total" {i = $3; s = $5 + $7 + $9} $1 == "largest" {l = $2} $1 == "cpu" {c = $2}
+		END {print i, l, s, c, (l > c / p ? l : c / p)}' "${dir}/logs/r${r}-floor.log")
 	measure "r${r}-half" "${hbx}" --config "${cfg05}" --executor-runtime-dir "${w}/half" install -q
 	h_s=${m_s} h_k=${m_kib}
 	e_s=0 e_k=0 f_s=0 f_k=0
@@ -153,12 +165,13 @@ for ((r = 0; r <= rounds; r++)); do
 		f_s=${m_s} f_k=${m_kib}
 		rm -rf "${mem:?}/tar" "${mem:?}/runtime"
 	fi
-	printf '%-8s hbx %6.2f s  skopeo+umoci %6.2f s  tar %6.2f s  tar+sync %6.2f s  warm %4.2f s  half-size hbx %6.2f s  tmpfs: tar %5.2f s hbx %5.2f s\n' \
-		"$([[ ${r} == 0 ]] && echo warm-up || echo "round ${r}")" "${a_s}" "${b_s}" "${c_s}" "${d_s}" "${ws}" "${h_s}" "${e_s}" "${f_s}"
+	printf '%-8s hbx %6.2f s  skopeo+umoci %6.2f s  tar %6.2f s  tar+sync %6.2f s  warm %4.2f s  half-size hbx %6.2f s  tmpfs: tar %5.2f s hbx %5.2f s  floor %4.2f s\n' \
+		"$([[ ${r} == 0 ]] && echo warm-up || echo "round ${r}")" "${a_s}" "${b_s}" "${c_s}" "${d_s}" "${ws}" "${h_s}" "${e_s}" "${f_s}" "${g_bound}"
 	if ((r > 0)); then
 		ts_s+=("${d_s}") ts_k+=("${d_k}") hbx_s+=("${a_s}") hbx_k+=("${a_k}") sk_s+=("${b_s}") sk_k+=("${b_k}") tar_s+=("${c_s}") tar_k+=("${c_k}")
 		warm_s+=("${ws}") warm_k+=("${wk}") half_s+=("${h_s}") half_k+=("${h_k}")
 		mt_s+=("${e_s}") mt_k+=("${e_k}") mh_s+=("${f_s}") mh_k+=("${f_k}")
+		fl_inflate+=("${g_inflate}") fl_largest+=("${g_largest}") fl_sha+=("${g_sha}") fl_cpu+=("${g_cpu}") fl_bound+=("${g_bound}") fl_k+=(0)
 	fi
 	mv "${w}" "${trash}/"
 done
@@ -186,6 +199,13 @@ if [[ -n "${mem}" ]]; then
 	row "on tmpfs: tar -xzf of the layers" mt_s mt_k
 	row "on tmpfs: hbx install, cold" mh_s mh_k
 fi
+row "floor: inflate of every layer (CPU s)" fl_inflate fl_k
+row "floor: inflate of the largest layer (CPU s)" fl_largest fl_k
+row "floor: sha256 of blobs, diff_ids, files" fl_sha fl_k
+row "floor: all of the above (CPU s)" fl_cpu fl_k
+row "floor: wall bound, max(largest, CPU / $(nproc))" fl_bound fl_k
 echo
+[[ -n "${mem}" ]] && echo "Wall bound × the tmpfs tar median: $(awk -v a="$(stats "${fl_bound[@]}" | cut -d' ' -f1)" -v b="$(stats "${mt_s[@]}" | cut -d' ' -f1)" 'BEGIN {printf "%.2f", a / b}')"
+echo "The floor rows are CPU seconds of cpufloor's thread (RSS not measured); × tar divides by the tar row's median."
 echo "Peak RSS of hbx includes the validation run of the image's program (a small shell script here)."
 echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
