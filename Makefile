@@ -64,11 +64,11 @@ e2e: e2e-bin testdeps ## end-to-end tests on the real registry and the real Bun 
 # scripts/e2e-arm64-durations.txt). Each must pass: one renamed, skipped
 # or not run fails the target. None uses kill points, so the suite runs
 # the shipped dist/ binary itself (a test that needs them fails with a
-# line saying the binary lacks the tag hbxtest).
-# Only what depends on the architecture: the tests named here keep their
-# arch-independent steps in tests of their own that the amd64 suite alone
-# runs (each Bun start takes 20-60 s under qemu-user; see
-# docs/development.md "ARM64 under emulation").
+# line saying the binary lacks the tag hbxtest). Only what depends on the
+# architecture runs here: steps that prove arch-independent logic by
+# restarting Bun (20-60 s a start under qemu-user) are tests of their own
+# that the amd64 suite alone runs (docs/development.md "ARM64 under
+# emulation" names them).
 E2E_ARM64_TESTS := TestInstallAndRun TestSupervise TestHealthE2E TestBackupRestoreE2E TestUpgradeE2E TestKilledSupervisorE2E TestForkWindowE2E TestVersionE2E
 E2E_ARM64_RUN = HBXTEST_E2E=1 HBXTEST_PLATFORM=linux/arm64 HBXTEST_BIN=$(CURDIR)/dist/hbx-linux-arm64 \
 	E2E_TESTS="$(E2E_ARM64_TESTS)" E2E_LOGS=.run/e2e-arm64 E2E_DURATIONS=scripts/e2e-arm64-durations.txt \
