@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hermesbox/hbx/internal/testimage"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -126,23 +127,55 @@ func (h *healthBox) expect(what string, rep healthReport, r result, want []strin
 	}
 }
 
-func TestHealthE2E(t *testing.T) {
-	requireE2E(t)
+// newHealthBox is an installed box of the test image with the Hermes
+// gateway stand-in beside Executor in its supervisor's config and
+// health.token_file naming the key file the test image writes (mode 0600);
+// no supervisor runs yet. It returns the box (its key not read yet), the
+// release's image and the supervisor's socket and directory.
+func newHealthBox(t *testing.T) (h *healthBox, img *testimage.Image, socket, dir string) {
+	t.Helper()
 	reg, img, ref := pushed(t)
 	plat := platform(t)
 	b := newBox(t, reg, ref, map[string]string{plat: img.Manifests[plat].String()}, "")
 	if r := b.hbx("install"); r.code != 0 {
 		t.Fatalf("hbx install = %d\n%s", r.code, r.stderr)
 	}
-	socket, dir := supervisorConfig(t, b, gatewayProgram)
-	keyFile := filepath.Join(b.dataDir, "api-key") // the test image writes it, mode 0600
-	appendConfig(t, b, "health:\n  token_file: "+keyFile+"\n  timeout: 5s\n")
-	h := &healthBox{box: b}
+	socket, dir = supervisorConfig(t, b, gatewayProgram)
+	appendConfig(t, b, "health:\n  token_file: "+healthKeyFile(b)+"\n  timeout: 5s\n")
+	return &healthBox{box: b}, img, socket, dir
+}
+
+// healthKeyFile is the key file the test image writes in the box's data
+// directory.
+func healthKeyFile(b *box) string { return filepath.Join(b.dataDir, "api-key") }
+
+// startHealthy starts the box's supervisor, waits until both programs
+// run and reads the key.
+func (h *healthBox) startHealthy(socket, dir string) *supervised {
+	h.t.Helper()
+	s := startSupervise(h.t, h.box, socket, dir)
+	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running, "gateway": supervisor.Running})
+	h.key = strings.TrimSpace(readFile(h.t, healthKeyFile(h.box)))
+	return s
+}
+
+// TestHealthE2E: hbx health on the healthy box under the supervisor,
+// every check, the headless browser, then each condition broken for
+// real; with the executor stopped; without a supervisor, with hbx run
+// executor's pidfile. The arm64 suite runs it (the Makefile's
+// E2E_ARM64_TESTS): the checks read the arm64 Bun under qemu-user (its
+// listeners, its pid from the supervisor and from the pidfile, its MCP
+// tools). TestHealthWaitE2E and TestHealthNonLoopbackListenerE2E hold
+// the rest: logic that is the same on every architecture, each restarting
+// Bun, 20 to 60 s a start under qemu-user, so they run natively only
+// (docs/development.md, "ARM64 under emulation").
+func TestHealthE2E(t *testing.T) {
+	requireE2E(t)
+	h, img, socket, dir := newHealthBox(t)
+	b := h.box
 
 	// Healthy under the supervisor: every check passes.
-	s := startSupervise(t, b, socket, dir)
-	s.waitStates(60*time.Second, map[string]supervisor.State{"executor": supervisor.Running, "gateway": supervisor.Running})
-	h.key = strings.TrimSpace(readFile(t, keyFile))
+	s := h.startHealthy(socket, dir)
 	rep, r := h.health("")
 	h.expect("healthy", rep, r, nil, nil)
 	rep, r = h.health("", "--deep")
@@ -238,14 +271,50 @@ func TestHealthE2E(t *testing.T) {
 	if r := b.hbx("stop", "executor"); r.code != 0 {
 		t.Fatalf("hbx stop executor = %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	stopped := map[string]string{
-		"api-health": "connection refused", "web-ui": "connection refused", "mcp-auth": "connection refused",
-		"mcp-tools": "connection refused", "supervisor": "executor STOPPED", "listeners": "executor is not running: STOPPED under the supervisor",
-	}
 	rep, r = h.health("")
-	h.expect("executor stopped", rep, r, nil, stopped)
+	h.expect("executor stopped", rep, r, nil, stoppedExecutor)
 	r = h.run("", "health")
 	t.Logf("hbx health with the executor stopped = %d:\n%s%s", r.code, r.stdout, r.stderr)
+
+	// No supervisor: its check skips, and the listeners check looks for
+	// the pidfile of hbx run.
+	if r := b.hbx("shutdown"); r.code != 0 {
+		t.Fatalf("hbx shutdown = %d\n%s", r.code, r.stderr)
+	}
+	<-s.exited
+	rep, r = h.health("", "--only", "supervisor,listeners")
+	h.expect("no supervisor", rep, r, []string{"supervisor", "listeners"}, map[string]string{"listeners": "no supervisor answers and there is no pidfile"}, "supervisor")
+
+	// hbx run executor: healthy, the pid from the pidfile.
+	stop := runExecutor(t, b)
+	rep, r = h.health("")
+	h.expect("hbx run", rep, r, nil, nil, "supervisor")
+	if c := rep.check("listeners"); !strings.Contains(c.Reason, "from pidfile") {
+		t.Errorf("listeners reason = %q, want the pid from the pidfile", c.Reason)
+	}
+	stop()
+}
+
+// stoppedExecutor are the checks that fail, and what their reasons say,
+// with the executor stopped under the supervisor.
+var stoppedExecutor = map[string]string{
+	"api-health": "connection refused", "web-ui": "connection refused", "mcp-auth": "connection refused",
+	"mcp-tools": "connection refused", "supervisor": "executor STOPPED", "listeners": "executor is not running: STOPPED under the supervisor",
+}
+
+// TestHealthWaitE2E: with the executor stopped under the supervisor, hbx
+// health --wait returns as soon as everything passes again after hbx
+// start executor. Native only (see TestHealthE2E).
+func TestHealthWaitE2E(t *testing.T) {
+	requireE2E(t)
+	h, _, socket, dir := newHealthBox(t)
+	b := h.box
+	h.startHealthy(socket, dir)
+	if r := b.hbx("stop", "executor"); r.code != 0 {
+		t.Fatalf("hbx stop executor = %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	rep, r := h.health("")
+	h.expect("executor stopped", rep, r, nil, stoppedExecutor)
 
 	// --wait: returns as soon as everything passes again.
 	// Bun's start under qemu-user on a busy machine takes tens of seconds
@@ -267,31 +336,22 @@ func TestHealthE2E(t *testing.T) {
 		t.Errorf("hbx health --wait %s = %v\n%s", wait, err, waitOut.String())
 	}
 	t.Logf("hbx health --wait passed %s after hbx start executor was run", time.Since(started).Round(time.Millisecond))
+}
 
-	// No supervisor: its check skips, and the listeners check looks for
-	// the pidfile of hbx run.
-	if r := b.hbx("shutdown"); r.code != 0 {
-		t.Fatalf("hbx shutdown = %d\n%s", r.code, r.stderr)
-	}
-	<-s.exited
-	rep, r = h.health("", "--only", "supervisor,listeners")
-	h.expect("no supervisor", rep, r, []string{"supervisor", "listeners"}, map[string]string{"listeners": "no supervisor answers and there is no pidfile"}, "supervisor")
-
-	// hbx run executor: healthy, the pid from the pidfile.
-	stop := runExecutor(t, b)
-	rep, r = h.health("")
-	h.expect("hbx run", rep, r, nil, nil, "supervisor")
-	if c := rep.check("listeners"); !strings.Contains(c.Reason, "from pidfile") {
-		t.Errorf("listeners reason = %q, want the pid from the pidfile", c.Reason)
-	}
-	stop()
-
-	// The service bound to 0.0.0.0 through the test image's own switch
-	// (hbx's configuration refuses such an address).
+// TestHealthNonLoopbackListenerE2E: the service bound to 0.0.0.0 through
+// the test image's own switch (hbx's configuration refuses such an
+// address) fails the listeners check under hbx run executor, and the
+// supervisor's readiness gate, the same code, never lets it become
+// RUNNING. Native only (see TestHealthE2E).
+func TestHealthNonLoopbackListenerE2E(t *testing.T) {
+	requireE2E(t)
+	h, _, socket, dir := newHealthBox(t)
+	b := h.box
 	force := filepath.Join(b.dir, "force-host.env")
 	writeFile(t, force, "HBXTEST_FORCE_HOST=0.0.0.0\n", 0o600)
-	stop = runExecutor(t, b, "--executor-env-file", force)
-	rep, r = h.health("")
+	stop := runExecutor(t, b, "--executor-env-file", force)
+	h.key = strings.TrimSpace(readFile(t, healthKeyFile(b)))
+	rep, r := h.health("")
 	h.expect("bound to 0.0.0.0", rep, r, nil, map[string]string{"listeners": fmt.Sprintf("listener not on loopback: 0.0.0.0:%d (pid ", b.port)}, "supervisor")
 	stop()
 
@@ -302,7 +362,7 @@ func TestHealthE2E(t *testing.T) {
 	// 40s each refused before Bun listened, at load average 15). The gate
 	// names the listener as soon as Bun listens, so a long wait costs
 	// nothing when it passes.
-	s = startSupervise(t, b, socket, dir, "env", "HBX_EXECUTOR_ENV_FILE="+force, "HBX_SUPERVISOR_HEALTH_WAIT="+slow(t, 30*time.Second).String())
+	s := startSupervise(t, b, socket, dir, "env", "HBX_EXECUTOR_ENV_FILE="+force, "HBX_SUPERVISOR_HEALTH_WAIT="+slow(t, 30*time.Second).String())
 	c := s.client()
 	deadline := time.Now().Add(slow(t, 60*time.Second))
 	for {
