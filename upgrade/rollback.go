@@ -99,8 +99,17 @@ func rollbackLast(ctx context.Context, opts Options) (*Result, error) {
 const rollbackBy = "hbx rollback"
 
 // undoneByRollback reports whether hbx rollback undid (or began to undo)
-// the change j records.
-func (j *Journal) undoneByRollback() bool { return j.Error == rollbackBy }
+// the change j records, or may have: an hbx before this one recorded the
+// recovery that finished any rollback as "interrupted during
+// rolling-back" (finishedByEarlierRecovery), hbx rollback's among them.
+func (j *Journal) undoneByRollback() bool {
+	return j.Error == rollbackBy || j.Recovered && j.Error == finishedByEarlierRecovery
+}
+
+// finishedByEarlierRecovery is Journal.Error of a rollback an hbx before
+// this one's recovery finished, whatever began it; this one keeps the
+// reason (recoverJournal), never writing it.
+const finishedByEarlierRecovery = "interrupted during " + string(PhaseRollingBack)
 
 // rollbackable refuses (ErrNoUpgrade) unless j records a completed change
 // and cur, the active release (curErr: none), is the one it left active.
