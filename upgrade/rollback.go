@@ -104,7 +104,7 @@ func closedByRecovery(j *Journal) error {
 	if j == nil || j.Phase != PhaseDone || j.ClosedNext == "" {
 		return nil
 	}
-	return fmt.Errorf("%w: the last %s, closed by the recovery of its killed command (nothing of it was active); the completed %s stays (to undo it too, hbx restore %s)", ErrNoUpgrade, j.ClosedNext, j.describe(), j.Backup)
+	return fmt.Errorf("%w: the last %s, closed by the recovery of its killed command (nothing of it was active); the one before it stays, the %s (to undo it too, hbx restore %s)", ErrNoUpgrade, j.ClosedNext, j.describe(), j.Backup)
 }
 
 // rollbackBy is Journal.Error of a change hbx rollback undid (kept when
