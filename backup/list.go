@@ -121,7 +121,7 @@ func prune(dir, name string, keep int, spare ...string) ([]string, error) {
 	}
 	var list []Info
 	for _, in := range all {
-		if !slices.Contains(spare, in.Path) {
+		if !spared(in.Path, spare) {
 			list = append(list, in)
 		}
 	}
@@ -143,6 +143,25 @@ func prune(dir, name string, keep int, spare ...string) ([]string, error) {
 		}
 	}
 	return removed, nil
+}
+
+// spared reports whether the archive at p is one of spare: the same path,
+// or the same file named another way (a spare recorded while backup.dir
+// named the directory through a symlink, or the other way round).
+func spared(p string, spare []string) bool {
+	if slices.Contains(spare, p) {
+		return true
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return false
+	}
+	for _, s := range spare {
+		if o, err := os.Stat(s); err == nil && os.SameFile(st, o) {
+			return true
+		}
+	}
+	return false
 }
 
 // Kinds of archives: KindBackup those named after backup.name,

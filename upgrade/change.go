@@ -149,7 +149,7 @@ func (c *changeRun) begin(by string) error {
 			prior = last
 		}
 		if prior.Phase == PhaseDone && prior.New.Equal(c.old.Target) {
-			prior.Prior = nil
+			prior.Prior, prior.ClosedNext = nil, ""
 			c.j.Prior = prior
 		}
 	}

@@ -87,7 +87,8 @@
 // it does after a change its rehearsal refused; right after a recovery's
 // rollback it refuses instead, naming that change and its archive (it
 // may race the supervisor's recovery of the very change the operator
-// meant to undo). The data the release rolled back from ran on is kept aside as <data_dir>.rolled-back-<UTC
+// meant to undo), and so it does after a recovery closed a change
+// interrupted before activation (Journal.ClosedNext). The data the release rolled back from ran on is kept aside as <data_dir>.rolled-back-<UTC
 // time> (KeepRolledBack copies, see below). `hbx rollback` does this after a completed
 // upgrade; it refuses (ErrNoUpgrade, ErrMismatch) when there is no
 // pre-upgrade archive for the release previous names. Its messages say

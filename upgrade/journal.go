@@ -72,6 +72,14 @@ type Journal struct {
 	// change), so `hbx rollback` still finds it; never one that hbx
 	// rollback undid.
 	Prior *Journal `json:"prior,omitempty"`
+	// ClosedNext, on the journal of a completed change that a recovery
+	// put back (closing the change after it, interrupted before
+	// activation: recoverJournal), describes that change: hbx rollback
+	// then refuses to undo this one, as after a recovery's rollback (the
+	// rollback asked for may have been the closed one, whichever of the
+	// supervisor and hbx rollback closed it first). Not carried into the
+	// next change.
+	ClosedNext string `json:"closed_next,omitempty"`
 	// Recovered is set when the rollback was the recovery of a change
 	// whose command died (Recover), not one the operator asked for.
 	Recovered bool `json:"recovered,omitempty"`

@@ -67,6 +67,9 @@ func rollbackLast(ctx context.Context, opts Options) (*Result, error) {
 	if recovered != "" && j != nil && curErr == nil && (j.Phase == PhaseRolledBack || j.Phase == PhaseAborted) && cur.Equal(j.Old.Target) {
 		return &Result{Old: j.New, New: j.Old, Backup: j.Backup, KeptAside: j.KeptAside, Recovered: recovered, Interrupted: true}, nil
 	}
+	if err := closedByRecovery(j); err != nil {
+		return nil, err
+	}
 	failed := j
 	// After a recovery undid the last change, the rollback asked for was
 	// that one (rollbackable refuses, naming the way further back): no
@@ -94,13 +97,32 @@ func rollbackLast(ctx context.Context, opts Options) (*Result, error) {
 	return res, nil
 }
 
+// closedByRecovery refuses (ErrNoUpgrade) when j is a completed change
+// a recovery put back after closing the change that followed it
+// (Journal.ClosedNext), naming that one and the archive that undoes j.
+func closedByRecovery(j *Journal) error {
+	if j == nil || j.Phase != PhaseDone || j.ClosedNext == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: the last %s, closed by the recovery of its killed command (nothing of it was active); the one before it stays, the %s (to undo it too, hbx restore %s)", ErrNoUpgrade, j.ClosedNext, j.describe(), j.Backup)
+}
+
 // rollbackBy is Journal.Error of a change hbx rollback undid (kept when
 // a recovery finishes that rollback: recoverJournal).
 const rollbackBy = "hbx rollback"
 
 // undoneByRollback reports whether hbx rollback undid (or began to undo)
-// the change j records.
-func (j *Journal) undoneByRollback() bool { return j.Error == rollbackBy }
+// the change j records, or may have: an hbx before this one recorded the
+// recovery that finished any rollback as "interrupted during
+// rolling-back" (finishedByEarlierRecovery), hbx rollback's among them.
+func (j *Journal) undoneByRollback() bool {
+	return j.Error == rollbackBy || j.Recovered && j.Error == finishedByEarlierRecovery
+}
+
+// finishedByEarlierRecovery is Journal.Error of a rollback an hbx before
+// this one's recovery finished, whatever began it; this one keeps the
+// reason (recoverJournal), never writing it.
+const finishedByEarlierRecovery = "interrupted during " + string(PhaseRollingBack)
 
 // rollbackable refuses (ErrNoUpgrade) unless j records a completed change
 // and cur, the active release (curErr: none), is the one it left active.
@@ -341,6 +363,9 @@ func recoverJournal(ctx context.Context, opts Options, j *Journal) (string, *Jou
 	}
 	switch j.Phase {
 	case PhaseStaged, PhaseBackedUp:
+		if j.Prior != nil {
+			j.Prior.ClosedNext = j.describe()
+		}
 		if err := j.close(opts.RuntimeDir, "interrupted before activation", opts.Now()); err != nil {
 			return "", nil, err
 		}

@@ -372,7 +372,7 @@ func toolSetHint(r upgrade.Release, tools []string) string {
 }
 
 // PreUpgradeName starts the file name of every pre-upgrade archive.
-const PreUpgradeName = "pre-upgrade"
+const PreUpgradeName = config.PreUpgradeArchiveName // backup.name may not be it
 
 // changeData is upgrade.Data over package backup.
 type changeData struct {

@@ -395,6 +395,12 @@ func validateBackup(ps *collector, c *Config) {
 	}
 }
 
+// PreUpgradeArchiveName starts the file name of every pre-upgrade archive
+// (internal/adapters.PreUpgradeName). backup.name may not be it: hbx
+// backup's prune (backup.keep) would then count those archives as its own
+// and remove the ones hbx rollback restores, sparing none.
+const PreUpgradeArchiveName = "pre-upgrade"
+
 // validateBackupPaths checks backup.dir, backup.name and backup.paths
 // (against hbx's own directories and each other); cleanAbs reports a path
 // that is not absolute and clean.
@@ -411,6 +417,8 @@ func validateBackupPaths(ps *collector, bk *Backup, hbxDirs []struct{ key, path 
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
 	}) >= 0 {
 		add("backup.name", q(bk.Name), "is not a file name prefix (want letters, digits, '.', '_' and '-')")
+	} else if bk.Name == PreUpgradeArchiveName {
+		add("backup.name", q(bk.Name), "is the pre-upgrade archives' name (hbx backup's backup.keep would remove the ones hbx rollback restores)")
 	}
 	for i, p := range bk.Paths {
 		if !cleanAbs("backup.paths", p) {

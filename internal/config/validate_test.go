@@ -241,6 +241,9 @@ func TestValidateRules(t *testing.T) {
 			c.Backup.PassphraseFile = "/etc/hbx/backup.pass"
 			c.Backup.Compression = "zstd"
 		}, nil},
+		{"backup name of the pre-upgrade archives", func(c *Config) { c.Backup.Name = "pre-upgrade" },
+			[]string{`backup.name: "pre-upgrade" is the pre-upgrade archives' name (hbx backup's backup.keep would remove the ones hbx rollback restores)`}},
+		{"backup name starting like them", func(c *Config) { c.Backup.Name = "pre-upgrade.box1" }, nil},
 		{"bad backup values", func(c *Config) {
 			c.Backup.Dir = "/workspace/executor/data/backups"
 			c.Backup.Name = "a/b"
