@@ -399,3 +399,66 @@ func TestRestartWaitingForInstallRestartsWhatStartedBeforeIt(t *testing.T) {
 		t.Errorf("app after a restart asked for after its spawn = %+v: still pid %d, the process that predates the restart", st, first)
 	}
 }
+
+// TestCallsWaitingForAFailedInstallAreAnswered: a stop, a hold and a
+// restart waiting at once for an install on start that fails (not
+// retried: FATAL) are each answered once it is over: the stop and the
+// hold find the program FATAL, not started (the hold, released, starts
+// nothing), and the restart, judged by the program's Check against what
+// the failed install left, is refused, nothing started.
+func TestCallsWaitingForAFailedInstallAreAnswered(t *testing.T) {
+	app := helperProgram(t, progDir(t, "app"), "app", "sleep", "")
+	app.Check = func(context.Context) error { return errors.New("release not installed") }
+	installing, fail := make(chan struct{}), make(chan struct{})
+	install := func(ctx context.Context, _ func(string)) error {
+		close(installing)
+		select {
+		case <-fail:
+			return fmt.Errorf("pull the image: %w", ErrNoRetry)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	waits := new(atomic.Int32)
+	h := testenv.MessageCounter{Handler: testLogger(t).Handler(), Sub: "waits for the install on start", N: waits}
+	s := startSupervisor(t, Options{Programs: []Program{app}, Logger: slog.New(h), Install: install, InstallProgram: "app"})
+	<-installing
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type answer struct {
+		verb    string
+		res     []Result
+		release func()
+		err     error
+	}
+	done := make(chan answer, 3)
+	go func() { res, err := s.Stop(ctx, "app"); done <- answer{"stop", res, nil, err} }()
+	go func() { res, rel, err := s.Hold(ctx, "app"); done <- answer{"hold", res, rel, err} }()
+	go func() { res, err := s.Restart(ctx, "app"); done <- answer{"restart", res, nil, err} }()
+	awaitWaits(t, waits, 3)
+	close(fail)
+	for range 3 {
+		var a answer
+		select {
+		case a = <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("a call waiting for the failed install not answered within a minute")
+		}
+		switch a.verb {
+		case "restart":
+			if !errors.Is(a.err, ErrRefused) {
+				t.Errorf("restart waiting for a failed install = %+v, %v; want it refused", a.res, a.err)
+			}
+		default:
+			if a.err != nil || len(a.res) != 1 || a.res[0].State != Fatal || a.res[0].Restart {
+				t.Errorf("%s waiting for a failed install = %+v, %v; want app FATAL, nothing to start again", a.verb, a.res, a.err)
+			}
+			if a.release != nil {
+				a.release()
+			}
+		}
+	}
+	if st := s.Get("app"); st.State != Fatal || st.PID != 0 || st.Held {
+		t.Errorf("app after the failed install and the calls = %+v; want FATAL, no process, not held", st)
+	}
+}
