@@ -83,9 +83,11 @@
 //     ends (nothing changed); Start's and Restart's Check runs after it,
 //     on what it installed (a shutdown meanwhile answers all four
 //     ErrShuttingDown, the Check not run). A Restart that waited is one
-//     start after the install: what the supervisor autostarted then
-//     satisfies it (no program ran when it was asked for), it is not
-//     stopped and started again.
+//     start after the install: what the supervisor autostarted after the
+//     request satisfies it, it is not stopped and started again (one the
+//     autostart spawned before the request is restarted). Stops and
+//     holds that waited come after the autostart's starts: a program
+//     they stopped is not started behind them.
 //   - A hold (Supervisor.Hold, POST /v1/hold, Client.Hold) stops programs
 //     and starts again those it stopped when the holder releases it or its
 //     connection ends, even if the holder dies. Its results say which

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -272,5 +273,192 @@ func TestStopAndHoldOverTheSocketEndWhenTheClientGoesAway(t *testing.T) {
 				t.Errorf("app spawned %d times, want 1: nothing stopped", n)
 			}
 		})
+	}
+}
+
+// TestStopAndHoldWaitingForInstallComeAfterTheAutostart: a stop or hold
+// (hbx backup's) asked for while the install on start runs is acted on
+// after the autostart: once the stop has answered and the autostart is
+// over (a later program spawned), the program is STOPPED, not running;
+// a held one is not running and, the hold released, starts again (the
+// hold found it starting). Before, the waiting call woke when the loops
+// ran, before the autostart was sent: its stop could come first, then the
+// autostart started the program the stop had reported STOPPED, or the
+// one a backup held, beside the backup. A race: tried several times.
+func TestStopAndHoldWaitingForInstallComeAfterTheAutostart(t *testing.T) {
+	for _, verb := range []string{"stop", "hold"} {
+		for try := range 6 {
+			t.Run(fmt.Sprintf("%s/%d", verb, try), func(t *testing.T) {
+				app := helperProgram(t, progDir(t, "app"), "app", "sleep", "")
+				app.Priority = 1
+				later := helperProgram(t, progDir(t, "later"), "later", "sleep", "")
+				later.Priority = 2
+				s, finish, waits, _ := installGate(t, []Program{app, later}, nil)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				type answer struct {
+					res     []Result
+					release func()
+					err     error
+				}
+				done := make(chan answer, 1)
+				go func() {
+					var a answer
+					if verb == "stop" {
+						a.res, a.err = s.Stop(ctx, "app")
+					} else {
+						a.res, a.release, a.err = s.Hold(ctx, "app")
+					}
+					done <- a
+				}()
+				awaitWaits(t, waits, 1)
+				finish()
+				a := <-done
+				if a.err != nil || len(a.res) != 1 || a.res[0].Error != "" {
+					t.Fatalf("%s app waiting for the install = %+v, %v; want it done", verb, a.res, a.err)
+				}
+				// The autostart sends its starts in priority order, each
+				// accepted once forked: later's spawn means app's was sent.
+				for bound := time.Now().Add(time.Minute); s.Get("later").PID == 0; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(bound) {
+						t.Fatal("later not spawned within a minute of the install")
+					}
+				}
+				if st := s.Get("app"); st.State != Stopped || st.PID != 0 {
+					t.Fatalf("app after %s waiting for the install and the autostart = %+v; want STOPPED, no process", verb, st)
+				}
+				if verb == "hold" {
+					if !a.res[0].Restart {
+						t.Errorf("hold's result %+v: want Restart (the hold found app starting)", a.res[0])
+					}
+					a.release()
+					waitState(t, s, "app", time.Minute, Running)
+				}
+			})
+		}
+	}
+}
+
+// TestRestartWaitingForInstallRestartsWhatStartedBeforeIt: a restart
+// asked for after the autostart forked a program, but before the
+// supervisor was ready (a later program's start still being prepared),
+// waits, then restarts that program: it started before the request (an
+// Executor reading the env and token files the operator changed since),
+// so "one start after the install" does not cover it. Before, the
+// restart took the process that predates it for its own start.
+func TestRestartWaitingForInstallRestartsWhatStartedBeforeIt(t *testing.T) {
+	app := helperProgram(t, progDir(t, "app"), "app", "sleep", "")
+	app.Priority = 1
+	slow := helperProgram(t, progDir(t, "slow"), "slow", "sleep", "")
+	slow.Priority = 2
+	building, build := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-build:
+		default:
+			close(build)
+		}
+	})
+	slow.Build = func(ctx context.Context) (*Command, error) {
+		close(building)
+		select {
+		case <-build:
+		case <-ctx.Done():
+		}
+		return nil, errors.New("not this one")
+	}
+	s, finish, waits, _ := installGate(t, []Program{app, slow}, nil)
+	finish()
+	select {
+	case <-building: // app forked, slow's start being prepared: not ready yet
+	case <-time.After(time.Minute):
+		t.Fatal("slow's start not prepared within a minute of the install")
+	}
+	first := s.Get("app").PID
+	if first == 0 {
+		t.Fatal("app not forked before slow's start")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type answer struct {
+		res []Result
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := s.Restart(ctx, "app")
+		done <- answer{res, err}
+	}()
+	awaitWaits(t, waits, 1)
+	close(build)
+	a := <-done
+	if a.err != nil || len(a.res) != 1 || a.res[0].Error != "" || a.res[0].State != Running {
+		t.Fatalf("Restart(app) = %+v, %v; want app RUNNING", a.res, a.err)
+	}
+	if st := s.Get("app"); st.PID == first {
+		t.Errorf("app after a restart asked for after its spawn = %+v: still pid %d, the process that predates the restart", st, first)
+	}
+}
+
+// TestCallsWaitingForAFailedInstallAreAnswered: a stop, a hold and a
+// restart waiting at once for an install on start that fails (not
+// retried: FATAL) are each answered once it is over: the stop and the
+// hold find the program FATAL, not started (the hold, released, starts
+// nothing), and the restart, judged by the program's Check against what
+// the failed install left, is refused, nothing started.
+func TestCallsWaitingForAFailedInstallAreAnswered(t *testing.T) {
+	app := helperProgram(t, progDir(t, "app"), "app", "sleep", "")
+	app.Check = func(context.Context) error { return errors.New("release not installed") }
+	installing, fail := make(chan struct{}), make(chan struct{})
+	install := func(ctx context.Context, _ func(string)) error {
+		close(installing)
+		select {
+		case <-fail:
+			return fmt.Errorf("pull the image: %w", ErrNoRetry)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	waits := new(atomic.Int32)
+	h := testenv.MessageCounter{Handler: testLogger(t).Handler(), Sub: "waits for the install on start", N: waits}
+	s := startSupervisor(t, Options{Programs: []Program{app}, Logger: slog.New(h), Install: install, InstallProgram: "app"})
+	<-installing
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type answer struct {
+		verb    string
+		res     []Result
+		release func()
+		err     error
+	}
+	done := make(chan answer, 3)
+	go func() { res, err := s.Stop(ctx, "app"); done <- answer{"stop", res, nil, err} }()
+	go func() { res, rel, err := s.Hold(ctx, "app"); done <- answer{"hold", res, rel, err} }()
+	go func() { res, err := s.Restart(ctx, "app"); done <- answer{"restart", res, nil, err} }()
+	awaitWaits(t, waits, 3)
+	close(fail)
+	for range 3 {
+		var a answer
+		select {
+		case a = <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("a call waiting for the failed install not answered within a minute")
+		}
+		switch a.verb {
+		case "restart":
+			if !errors.Is(a.err, ErrRefused) {
+				t.Errorf("restart waiting for a failed install = %+v, %v; want it refused", a.res, a.err)
+			}
+		default:
+			if a.err != nil || len(a.res) != 1 || a.res[0].State != Fatal || a.res[0].Restart {
+				t.Errorf("%s waiting for a failed install = %+v, %v; want app FATAL, nothing to start again", a.verb, a.res, a.err)
+			}
+			if a.release != nil {
+				a.release()
+			}
+		}
+	}
+	if st := s.Get("app"); st.State != Fatal || st.PID != 0 || st.Held {
+		t.Errorf("app after the failed install and the calls = %+v; want FATAL, no process, not held", st)
 	}
 }

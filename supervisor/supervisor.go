@@ -126,7 +126,7 @@ type Supervisor struct {
 	shutdownOnce sync.Once
 	shutdownReq  chan struct{} // closed by Shutdown
 	stopped      chan struct{} // closed once every program is stopped at shutdown
-	ready        chan struct{} // closed once Run has started the loops
+	ready        chan struct{} // closed once Run has started the loops and sent the autostart
 }
 
 // New checks opts and returns a Supervisor. Every broken rule is reported
@@ -243,6 +243,9 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	if ctx.Err() == nil {
 		s.request(loopCtx, reqStart, s.autostart(installFailed)) // accepted in order; outcomes are logged
 	}
+	// Only now do calls that waited for the install go on: their stops
+	// and holds come after the autostart's starts, never before them.
+	close(s.ready)
 	<-ctx.Done()
 	s.stopEverything(ctx, loopCtx, srv)
 	return nil
@@ -306,8 +309,8 @@ func (s *Supervisor) serve(ln net.Listener, wg *sync.WaitGroup) *http.Server {
 }
 
 // startLoops starts the reaper, opens the programs' log files and starts
-// one loop per program in wg, then marks the supervisor ready. closers
-// are the log files.
+// one loop per program in wg; Run marks the supervisor ready (s.ready)
+// once the autostart is sent. closers are the log files.
 func (s *Supervisor) startLoops(loopCtx context.Context, wg *sync.WaitGroup) (closers []io.Closer, err error) {
 	s.reaper = newReaper(s.log)
 	wg.Go(func() { s.reaper.run(loopCtx) })
@@ -317,7 +320,6 @@ func (s *Supervisor) startLoops(loopCtx context.Context, wg *sync.WaitGroup) (cl
 	for _, p := range s.order {
 		wg.Go(func() { p.loop(loopCtx) })
 	}
-	close(s.ready)
 	s.log.Info("supervisor started", "pid", os.Getpid(), "programs", len(s.order), "socket", s.opts.Socket)
 	return closers, nil
 }
@@ -1112,11 +1114,13 @@ func (s *Supervisor) stopGroups(ctx context.Context, names []string) []Result {
 
 // Restart stops the named programs, then starts them, like supervisorctl
 // restart. A restart asked for while the install on start runs waits for
-// it to finish (waitInstall); no program ran when it was asked for, so
-// its effect is one fresh start after the install: it starts (as Start)
-// what is not running and does not stop what the supervisor started
-// after the install (autostart), as systemctl's restart of a unit still
-// activating and supervisorctl's restart do not boot a program twice.
+// it to finish (waitInstall); its effect is one fresh start after the
+// request: it starts (as Start) what is not running and does not stop
+// what the supervisor spawned since the request (autostart), as
+// systemctl's restart of a unit still activating and supervisorctl's
+// restart do not boot a program twice; a program the autostart spawned
+// before the request (it came as the later ones were being started) is
+// restarted.
 // Then each program's Check runs, in priority order: a program
 // it refuses is neither stopped nor started and gets a Result saying so
 // ("restart NAME: why; nothing stopped", Refused, Class), the others are
@@ -1127,7 +1131,7 @@ func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, er
 	if err := s.checkNames(names); err != nil {
 		return nil, err
 	}
-	list := s.names(names)
+	list, asked := s.names(names), time.Now()
 	waited, err := s.waitInstall(ctx, "restart", list)
 	if err != nil {
 		return nil, err
@@ -1140,18 +1144,36 @@ func (s *Supervisor) Restart(ctx context.Context, names ...string) ([]Result, er
 	if len(ok) == 0 {
 		return nil, refusals(list, refused)
 	}
-	if waited { // every process now running started after the request
-		s.log.Info("restart after the install on start: a start satisfies it", "programs", ok)
-		return s.mergeRefused(list, s.start(ctx, ok), refused), nil
+	stop := ok
+	if waited { // a process spawned since the request satisfies it
+		stop = s.spawnedBefore(ok, asked)
+		s.log.Info("restart after the install on start: a start satisfies it", "programs", ok, "restarting", stop)
 	}
-	stopped := s.stopGroups(ctx, ok)
+	stopErr := map[string]string{}
+	for _, r := range s.stopGroups(ctx, stop) {
+		stopErr[r.Name] = r.Error
+	}
 	started := s.start(ctx, ok)
 	for i := range started {
-		if started[i].Error == "" && stopped[i].Error != "" {
-			started[i].Error = stopped[i].Error
+		if started[i].Error == "" {
+			started[i].Error = stopErr[started[i].Name]
 		}
 	}
 	return s.mergeRefused(list, started, refused), nil
+}
+
+// spawnedBefore lists those of names (in order) whose current process
+// was spawned before t: an autostart forked before a restart waiting for
+// the install was asked for (the supervisor is ready only once every
+// autostart is sent), which the restart must still restart.
+func (s *Supervisor) spawnedBefore(names []string, t time.Time) []string {
+	var out []string
+	for _, n := range names {
+		if st := s.Get(n); st.PID != 0 && st.Started.Before(t) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Hold stops the named programs (as Stop) and keeps them from being

@@ -26,7 +26,8 @@ const runCgroupPrefix = "hbxtest-run-"
 // which this process (and so every process it starts) enters first.
 // Before, it removes the run cgroups beside it of test binaries that were
 // killed (go test's -timeout, kill -9), killing what still runs in them;
-// those of live runs (a second test binary at once) it leaves alone.
+// those of live runs (a second test binary at once) it leaves alone: each
+// run holds a flock of its run cgroup's directory while it lives.
 // Every cgroup hbx makes below its own cgroup (a supervisor's or a
 // rehearsal's hbx.<id> subtree) is then made below it, never beside the
 // cgroups of other test runs or of the machine. Once the tests are
@@ -45,8 +46,14 @@ func RunInCgroup(m *testing.M, strict bool) int {
 		fmt.Fprintf(os.Stderr, "testenv: the tests run in this process's cgroup: %v\n", err)
 		return m.Run()
 	}
+	release, err := holdRun(run)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v (a sweep beside may take this run for a dead one)\n", err)
+		release = func() {}
+	}
 	code := m.Run()
 	left, err := leaveRunCgroup(run, back)
+	release()
 	switch {
 	case len(left) > 0 && strict:
 		fmt.Fprintf(os.Stderr, "FAIL: the tests left %d cgroups of their own behind (removed now): %s\n", len(left), strings.Join(left, " "))

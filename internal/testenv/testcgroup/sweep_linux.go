@@ -23,26 +23,71 @@ import (
 // after the cgroup was seen (a pid reused): then its whole subtree is
 // killed (cgroup.kill), and once empty (a minute at most) removed. A run
 // whose process lives and may be its maker (a second test binary at
-// once, also one leaving its cgroup) is never touched, nor is a cgroup
-// of another name. swept names what was removed; err joins what could
+// once, also one leaving its cgroup), or whose lock a process holds
+// (holdRun: its maker, whatever the pid and the clocks say; a sweep
+// under way beside), is never touched, nor is a cgroup of another name
+// (also hbxtest-run-007: not a pid as its maker names it). swept names what was removed; err joins what could
 // not be.
 func sweepDeadRuns(base string) (swept []string, err error) {
 	runs, _ := filepath.Glob(filepath.Join(base, runCgroupPrefix+"*"))
 	var errs []error
 	for _, run := range runs {
-		pid, perr := strconv.Atoi(strings.TrimPrefix(filepath.Base(run), runCgroupPrefix))
-		// One of this process's pid is a dead run's: this run has not
-		// made its own yet.
-		if perr != nil || pid <= 0 || pid != os.Getpid() && runLive(run, pid) {
+		suffix := strings.TrimPrefix(filepath.Base(run), runCgroupPrefix)
+		pid, perr := strconv.Atoi(suffix)
+		if perr != nil || pid <= 0 || strconv.Itoa(pid) != suffix {
 			continue
 		}
-		if err := killRun(run); err != nil {
+		unlock, ok := lockRun(run)
+		// One of this process's pid is a dead run's: this run has not
+		// made its own yet.
+		if !ok || pid != os.Getpid() && runLive(run, pid) {
+			unlock()
+			continue
+		}
+		err := killRun(run)
+		unlock()
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		swept = append(swept, filepath.Base(run))
 	}
 	return swept, errors.Join(errs...)
+}
+
+// lockRun takes the lock of the run cgroup run (a flock of its
+// directory), which its maker holds while it lives (holdRun): ok is
+// false when another process holds it (a live run, whatever its pid
+// says: one of another pid namespace, or a wall clock stepped since its
+// start) or run cannot be opened. unlock releases it.
+func lockRun(run string) (unlock func(), ok bool) {
+	fd, err := syscall.Open(run, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return func() {}, false
+	}
+	if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		syscall.Close(fd)
+		return func() {}, false
+	}
+	return func() { syscall.Close(fd) }, true
+}
+
+// holdRun takes the lock of this run's cgroup run for as long as the
+// process lives or until release (lockRun): a sweep of another test
+// binary then never takes it for a dead run's. Its descriptor is not
+// inherited (O_CLOEXEC): once this process dies, the run is dead even
+// while processes it started live on in the cgroup.
+func holdRun(run string) (release func(), err error) {
+	fd, err := syscall.Open(run, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", run, err)
+	}
+	// Blocking: a sweep beside holds it a moment, to see this run lives.
+	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("lock %s: %w", run, err)
+	}
+	return func() { syscall.Close(fd) }, nil
 }
 
 // runLive reports whether the process pid may be the one that made the

@@ -3,6 +3,8 @@
 package testcgroup
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,9 +28,13 @@ func sweepBase(t *testing.T) string {
 	if mount == "" || !ok {
 		testenv.Missing(t, "no cgroup v2 hierarchy is mounted (this machine kind has one at /sys/fs/cgroup/unified)")
 	}
-	base := filepath.Join(mount, own, "hbxtest-sweep-"+filepath.Base(t.TempDir()))
-	if err := os.Mkdir(base, 0o755); err != nil {
+	// Named after this process too: t.TempDir's base name (001) is the
+	// same in a second test binary at once, or a killed one's leftover.
+	base := filepath.Join(mount, own, "hbxtest-sweep-"+strconv.Itoa(os.Getpid())+"-"+filepath.Base(t.TempDir()))
+	if err := os.Mkdir(base, 0o755); errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
 		testenv.Missing(t, "the cgroup v2 hierarchy is not writable: "+err.Error())
+	} else if err != nil {
+		t.Fatal(err)
 	}
 	RemoveCgroup(t, base)
 	return base
@@ -179,4 +185,62 @@ func TestRunLiveTellsAReusedPid(t *testing.T) {
 	if runLive(run, later.Process.Pid) {
 		t.Errorf("runLive(a cgroup, a process started 4 s after it) = true, want false: its pid was reused")
 	}
+}
+
+// TestSweepLeavesALockedRun: a run cgroup whose lock (a flock of its
+// directory) a live process holds is a live run's, whatever its pid
+// says: a test binary in another pid namespace (its pid means nothing
+// here: dead, or another process), or one whose start looks later than
+// its cgroup (the wall clock stepped forward since). Its processes keep
+// running and it is not removed; nor is a cgroup whose name is not one a
+// run makes (hbxtest-run-0<pid>). Before, the pid alone decided: such a
+// live run was killed by the next test binary's sweep.
+func TestSweepLeavesALockedRun(t *testing.T) {
+	base := sweepBase(t)
+	run := filepath.Join(base, runCgroupPrefix+strconv.Itoa(deadPid(t)))
+	if err := os.Mkdir(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Open(run, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	// One process holds it (flock locks the shell's descriptor, which
+	// sleep keeps): killed, nothing of it is left in the cgroup.
+	holder := exec.Command("/bin/sh", "-c", `exec 9<"$1" && flock -x 9 && exec sleep 1000`, "sh", run)
+	holder.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	for bound := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			break // the holder has it
+		}
+		_ = syscall.Flock(fd, syscall.LOCK_UN)
+		if time.Now().After(bound) {
+			t.Fatal("flock did not take the run cgroup's lock within a minute")
+		}
+	}
+	// Not a name a run makes (its pid with a leading zero): another's.
+	odd := filepath.Join(base, runCgroupPrefix+"0"+strconv.Itoa(deadPid(t)))
+	if err := os.Mkdir(odd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	swept, err := sweepDeadRuns(base)
+	if len(swept) > 0 || err != nil {
+		t.Errorf("sweepDeadRuns beside a locked run and %s = %v, %v; want nothing swept", filepath.Base(odd), swept, err)
+	}
+	if _, err := os.Stat(odd); err != nil {
+		t.Errorf("cgroup %s after the sweep: %v, want it untouched", odd, err)
+	}
+	if err := holder.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the locked run's process after the sweep: %v, want it running", err)
+	}
+	if _, err := os.Stat(run); err != nil {
+		t.Errorf("the locked run's cgroup after the sweep: %v, want it there", err)
+	}
+	_ = holder.Process.Kill()
+	_ = holder.Wait()
 }
