@@ -133,13 +133,25 @@ func checkInfo(what, p, c string, st fs.FileInfo, self, ancestorsOnly bool, t Tr
 	if !self {
 		where = "its ancestor " + c
 	}
-	fix := "make it root's and writable by root alone"
-	if self && st.IsDir() && st.Mode()&fs.ModeSticky != 0 && sys.Uid == 0 && st.Mode().Perm()&0o002 != 0 {
-		// A shared directory such as /tmp itself: chmod would break it.
-		fix = "use a directory of its own (inside it is fine), root's and writable by root alone"
-	}
 	return fmt.Errorf("%w: %s %s: %s is owned by %s:%s with mode %04o, %s: %s",
-		ErrUntrusted, what, p, where, userName(sys.Uid), groupName(sys.Gid), permBits(st.Mode()), why, fix)
+		ErrUntrusted, what, p, where, userName(sys.Uid), groupName(sys.Gid), permBits(st.Mode()), why, fixFor(st, self, os.Geteuid()))
+}
+
+// fixFor says what to do about component st refused for a run of hbx as
+// euid. A run as neither root nor the component's owner trusts only root
+// and itself, so a directory the box gave executor.user looks untrusted to
+// it: the fix is to run hbx as root, not to chown the box's own
+// directories (which would break the payload).
+func fixFor(st fs.FileInfo, self bool, euid int) string {
+	sys := st.Sys().(*syscall.Stat_t)
+	switch {
+	case euid != 0 && sys.Uid != 0 && sys.Uid != uint32(euid):
+		return fmt.Sprintf("run hbx as root (it runs as uid %d and trusts only root's paths and its own)", euid)
+	case self && st.IsDir() && st.Mode()&fs.ModeSticky != 0 && sys.Uid == 0 && st.Mode().Perm()&0o002 != 0:
+		// A shared directory such as /tmp itself: chmod would break it.
+		return "use a directory of its own (inside it is fine), root's and writable by root alone"
+	}
+	return "make it root's and writable by root alone"
 }
 
 // untrusted says why st may be written by an untrusted user, or "".
