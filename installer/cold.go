@@ -49,7 +49,6 @@ type cold struct {
 	from    int            // first layer to apply: those before come from a layer source (seedStaging)
 	seed    *layerSource   // that source, nil when every layer is applied
 	states  []*stagedState // layer states to publish once the release is durable
-	base    *stagedState   // the state kept before the last layer, tracked since (keepState); nil: none
 	listing sync.WaitGroup // listStates' writers of the states' files.json
 }
 
@@ -146,7 +145,7 @@ func coldInstall(ctx context.Context, opts Options, ref reference.Canonical, pla
 	if err := c.applyLayers(ctx); err != nil {
 		return nil, err
 	}
-	c.listStates() // the release's listing derives from the kept state's (writeFiles)
+	c.listStates() // beside the release's own listing: two walks, two CPUs
 	if err := c.writeRecords(); err != nil {
 		return nil, err
 	}
@@ -518,28 +517,15 @@ func (c *cold) writeRecords() error {
 }
 
 // writeFiles writes the staged release's files.json to w: derived from
-// a files.json of the tree as it was when the applier started tracking
-// changes (the layer source's, when seeded; else the state this install
-// kept before its last layer, once listStates has listed it) and the
-// directories the layers applied since changed (release.WalkChanged);
-// else (no such list, or tracking gave up) by a walk of the whole tree.
-// It returns how many entries came from that list and how many were
-// looked at.
+// its layer source's files.json and the directories the layers applied
+// over it changed (release.WalkChanged) when it was seeded and the
+// applier kept track, else by a walk of the whole tree. It returns how
+// many entries came from the source's list and how many were looked at.
 func (c *cold) writeFiles(w io.Writer) (kept, looked int, err error) {
-	base := ""
-	switch {
-	case c.seed != nil:
-		base = c.seed.dir
-	case c.base != nil:
-		c.listing.Wait()
-		if c.base.err == nil {
-			base = c.base.dir
-		}
-	}
-	if _, all := c.a.Changed(""); base == "" || !all {
+	if _, all := c.a.Changed(""); c.seed == nil || !all {
 		return 0, 0, writeFileList(w, c.rootfs, c.a.FileHash)
 	}
-	old, err := (&release.Installed{Dir: base}).OpenFiles()
+	old, err := (&release.Installed{Dir: c.seed.dir}).OpenFiles()
 	if err != nil {
 		return 0, 0, err
 	}

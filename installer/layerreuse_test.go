@@ -117,19 +117,22 @@ func verifyRelease(t *testing.T, inst *release.Installed) {
 	}
 }
 
-// sharedTop is a top layer for images built by layered.
-type sharedTop struct {
-	name string
-	top  []byte
-}
-
-// sharedTops are top layers that do everything a layer can do to the
-// files of sharedLayer: rewrite, remove, re-mode, re-time, hide under an
+// TestLayerReuseEqualsColdInstall stages, over an active release of four
+// layers, an image with the same three base layers and another top
+// layer: the staging starts from the kept state of the three (only the
+// top layer is fetched and applied), its tree equals a cold install's of
+// the same image (paths, types, modes, sizes, mtimes, contents), both
+// releases verify, and the active release's every entry keeps its
+// inode, mode, mtime and content, whatever the top layer does to the
+// files it shares: rewrite, remove, re-mode, re-time, hide under an
 // opaque directory, replace by a directory or symlink, or reach through
 // a hard link to write into or replace.
-func sharedTops() []sharedTop {
+func TestLayerReuseEqualsColdInstall(t *testing.T) {
 	later := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
-	return []sharedTop{
+	for _, tc := range []struct {
+		name string
+		top  []byte
+	}{
 		{"new file only", tartest.New().File("app/v2", "v2", 0o644).Bytes()},
 		{"rewrites a shared file", tartest.New().File("lib/shared.js", "shared v2", 0o644).Bytes()},
 		{"whiteout of a shared file", tartest.New().Whiteout("lib", "gone.js").Bytes()},
@@ -142,21 +145,7 @@ func sharedTops() []sharedTop {
 		{"directory over a shared file", tartest.New().Dir("lib/shared.js", 0o755).File("lib/shared.js/x", "x", 0o644).Bytes()},
 		{"symlink over a shared file", tartest.New().Symlink("lib/shared.js", "/etc/passwd").Bytes()},
 		{"hard link to a shared file kept", tartest.New().Link("app/alias", "lib/linked").Bytes()},
-	}
-}
-
-// TestLayerReuseEqualsColdInstall stages, over an active release of four
-// layers, an image with the same three base layers and another top
-// layer: the staging starts from the kept state of the three (only the
-// top layer is fetched and applied), its tree equals a cold install's of
-// the same image (paths, types, modes, sizes, mtimes, contents), both
-// releases verify, and the active release's every entry keeps its
-// inode, mode, mtime and content, whatever the top layer does to the
-// files it shares: rewrite, remove, re-mode, re-time, hide under an
-// opaque directory, replace by a directory or symlink, or reach through
-// a hard link to write into or replace.
-func TestLayerReuseEqualsColdInstall(t *testing.T) {
-	for _, tc := range sharedTops() {
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			p1 := e.reg.publish(t, "executor", layered(tartest.New().File("app/v1", "v1", 0o644).Bytes()))
@@ -357,38 +346,5 @@ func TestUnlistedLayerStateIsNotPublished(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("unlisted state's staging directory left: Lstat = %v", err)
-	}
-}
-
-// TestColdFileListDerivedFromKeptState: a cold install that keeps the
-// state before its last layer derives the release's files.json from the
-// state's (one walk, not two: the release listed with entries taken from
-// the state's list), and whatever the top layer does to the files below
-// it, that list equals the one a walk of the whole tree gives (a cold
-// install that keeps no state) and verifies against the tree.
-func TestColdFileListDerivedFromKeptState(t *testing.T) {
-	for _, tc := range sharedTops() {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			p := e.reg.publish(t, "executor", layered(tc.top))
-			var logs bytes.Buffer
-			res, err := Install(context.Background(), e.opts(p, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) }))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(logs.String(), "msg=\"release listed\"") || strings.Contains(logs.String(), "\"from the layer source\"=0 ") {
-				t.Errorf("release not listed from the kept state; log:\n%s", logs.String())
-			}
-			walk := newEnv(t)
-			walk.reg = e.reg
-			want, err := Install(context.Background(), walk.opts(p, func(o *Options) { o.ExtractAll = true }))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(readFiles(t, res.Release), readFiles(t, want.Release)); d != "" {
-				t.Errorf("derived files.json differs from a walk's (-derived +walked):\n%s", d)
-			}
-			verifyRelease(t, res.Release)
-		})
 	}
 }

@@ -191,11 +191,9 @@ func sameEntry(f release.File, st *unix.Stat_t) bool {
 // keepState links the staged rootfs as it stands after the image's first
 // k layers into staging/, for listStates to give a files.json and
 // publishStates to move to layers/<chain> once the release is durable.
-// Only the linking is paid before the last layer. Unless the install was
-// seeded (it then tracks since its source), changes are tracked from
-// here, so the release's files.json derives from the state's (writeFiles:
-// one walk of the tree, not two). A failure costs only the state: logged
-// in one line, the install goes on.
+// Only the linking is paid before the last layer; the listing overlaps
+// the release's listing, validation and syncfs. A failure costs only the
+// state: logged in one line, the install goes on.
 func (c *cold) keepState(k int) {
 	if c.opts.ExtractAll || c.opts.Verify {
 		return
@@ -218,20 +216,15 @@ func (c *cold) keepState(k int) {
 		c.log.Warn("layer state not kept: the next image sharing these layers applies them again", "layers", k, "err", err)
 		return
 	}
-	s := &stagedState{dir: dir, chain: chain, layers: k}
-	c.states = append(c.states, s)
-	if c.seed == nil { // a seeded install already tracks since its source
-		c.base = s
-		c.a.TrackChanges(maxTrackedDirs)
-	}
+	c.states = append(c.states, &stagedState{dir: dir, chain: chain, layers: k})
 	c.log.Info("layer state staged", "layers", k, "chain", chain, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // listStates writes each staged state's files.json in the background,
 // once every layer is applied (no file hash is recorded after that, so
-// the applier's hash store is only read, under its lock); the release's
-// listing derives from it (writeFiles waits), or, when it cannot, walks
-// the release beside it. publishStates waits for it; so does the install's end, before
+// the applier's hash store is only read, under its lock), to overlap the
+// release's own listing (its walk, on the other CPU), validation and
+// syncfs. publishStates waits for it; so does the install's end, before
 // the applier is closed.
 func (c *cold) listStates() {
 	for _, s := range c.states {
