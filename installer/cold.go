@@ -523,7 +523,13 @@ func (c *cold) writeRecords() error {
 // many entries came from the source's list and how many were looked at.
 func (c *cold) writeFiles(w io.Writer) (kept, looked int, err error) {
 	if _, all := c.a.Changed(""); c.seed == nil || !all {
-		return 0, 0, writeFileList(w, c.rootfs, c.a.FileHash)
+		err = encodeFileList(w, func(emit func(release.File) error) error {
+			return release.Walk(c.rootfs, c.a.FileHash, func(f release.File) error {
+				looked++
+				return emit(f)
+			})
+		})
+		return 0, looked, err
 	}
 	old, err := (&release.Installed{Dir: c.seed.dir}).OpenFiles()
 	if err != nil {

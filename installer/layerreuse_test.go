@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -346,5 +347,39 @@ func TestUnlistedLayerStateIsNotPublished(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("unlisted state's staging directory left: Lstat = %v", err)
+	}
+}
+
+// TestReleaseListedCountsEveryEntry: the "release listed" log line gives
+// the number of entries files.json holds, for a cold install (one walk
+// of the whole tree) as for one that starts from a kept layer state
+// (entries kept from the state's list, the rest looked at).
+func TestReleaseListedCountsEveryEntry(t *testing.T) {
+	e := newEnv(t)
+	listed := func(logs *bytes.Buffer) (entries, kept float64) {
+		t.Helper()
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "release listed" {
+				return rec["entries"].(float64), rec["from the layer source"].(float64)
+			}
+		}
+		t.Fatalf("no \"release listed\" line in:\n%s", logs)
+		return 0, 0
+	}
+	for i, top := range []string{"v1", "v2"} {
+		var logs bytes.Buffer
+		p := e.reg.publish(t, "executor", layered(tartest.New().File("app/"+top, top, 0o644).Bytes()))
+		res, err := Install(context.Background(), e.opts(p, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, kept := listed(&logs)
+		if n := len(readFiles(t, res.Release)); entries != float64(n) {
+			t.Errorf("install %d: release listed entries=%v; files.json holds %d", i+1, entries, n)
+		}
+		if reused := i == 1; reused != (kept > 0) {
+			t.Errorf("install %d: release listed %v entries from the layer source; want some only when the state was reused", i+1, kept)
+		}
 	}
 }
