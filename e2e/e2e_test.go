@@ -213,7 +213,7 @@ const (
 // t.Fatal); off it, use hbxAsync.
 func (b *box) hbx(args ...string) result {
 	b.t.Helper()
-	return b.settle(b.runHbx(binary(b.t), min(slow(b.t, hbxCommandLimit), hbxCommandCap), args))
+	return b.settle(b.runHbx(context.Background(), binary(b.t), min(slow(b.t, hbxCommandLimit), hbxCommandCap), args))
 }
 
 // hbxOutcome is what a command of hbxAsync gives: its result, or why it
@@ -225,12 +225,24 @@ type hbxOutcome struct {
 }
 
 // hbxAsync starts hbx as [box.hbx] does, in a goroutine that never
-// touches the test; settle its outcome on the test's goroutine.
+// touches the test; settle its outcome on the test's goroutine. A
+// command still running when the test ends (it failed or returned
+// before settling) is stopped then, as an overrun is (SIGQUIT, SIGKILL
+// 30 s later), and waited for: it never outlives its test to hold the
+// box's ports, locks or files under the next one.
 func (b *box) hbxAsync(args ...string) <-chan hbxOutcome {
 	b.t.Helper()
 	bin, limit := binary(b.t), min(slow(b.t, hbxCommandLimit), hbxCommandCap)
-	out := make(chan hbxOutcome, 1)
-	go func() { out <- b.runHbx(bin, limit, args) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, ran := make(chan hbxOutcome, 1), make(chan struct{})
+	go func() {
+		defer close(ran)
+		out <- b.runHbx(ctx, bin, limit, args)
+	}()
+	b.t.Cleanup(func() {
+		cancel()
+		<-ran
+	})
 	return out
 }
 
@@ -245,10 +257,10 @@ func (b *box) settle(o hbxOutcome) result {
 	return o.result
 }
 
-// runHbx runs bin with the box's config and args, bounded by limit; it
-// does not touch the test (it may run off its goroutine).
-func (b *box) runHbx(bin string, limit time.Duration, args []string) hbxOutcome {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
+// runHbx runs bin with the box's config and args, bounded by limit and
+// parent; it does not touch the test (it may run off its goroutine).
+func (b *box) runHbx(parent context.Context, bin string, limit time.Duration, args []string) hbxOutcome {
+	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--config", b.config}, args...)...)
 	cmd.Env = cleanEnv()
