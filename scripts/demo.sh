@@ -303,7 +303,7 @@ warm install $(fmt_ms "${warm_us}") (no-op)
 Executor     healthy on 127.0.0.1:${port}; /mcp without a key -> 401 Bearer
 hbx run      exited ${run_status} on SIGTERM
 state        ${run_dir}/ (config, logs, runtime, data); delete it when done
-next         scripts/demo-upgrade.sh: hbx upgrade to a second version and hbx rollback on this box
+next         make demo-upgrade (or scripts/demo-upgrade.sh after this demo): hbx upgrade to a second version and hbx rollback on this box
              (docs/upgrade.md#trying-it-on-the-test-image)
 EOF
 echo
