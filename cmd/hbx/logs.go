@@ -48,7 +48,7 @@ only the supervisor follows a log across rotations.`,
 		Args: cli.Args(1, 1),
 		RunE: g.configured(func(cmd *cobra.Command, args []string, cfg *config.Config, _ *config.Sources) error {
 			if o.req.Lines < 0 {
-				return cli.Usagef("-n %d: want a line count", o.req.Lines)
+				return cli.Usagef("--lines: \"%d\" is not a line count (want 0 or more)", o.req.Lines)
 			}
 			if o.req.Stderr && o.req.File {
 				return cli.Usagef("--stderr and --file: want one log")

@@ -80,3 +80,24 @@ func TestLogsWithoutSupervisor(t *testing.T) {
 		})
 	}
 }
+
+// TestTypedFlagValuesRefused: a value a typed flag of a real command
+// cannot take is a usage error (exit 2) worded as a config value's, not
+// strconv's, and a negative --lines is refused the same way.
+func TestTypedFlagValuesRefused(t *testing.T) {
+	cfg := writeConfig(t, "")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"logs", "executor", "-n", "abc"}, `hbx: --lines: "abc" is not an integer`},
+		{[]string{"logs", "executor", "-n", "-5"}, `hbx: --lines: "-5" is not a line count (want 0 or more)`},
+		{[]string{"status", "--json=maybe"}, `hbx: --json: "maybe" is not a boolean (want true or false)`},
+	} {
+		args := append([]string{"--config", cfg}, tt.args...)
+		_, _, code, err := runTest(t, nil, args...)
+		if code != exitUsage || err == nil || "hbx: "+err.Error() != tt.want {
+			t.Errorf("hbx %q = %v (exit %d), want %q (exit %d)", tt.args, err, code, tt.want, exitUsage)
+		}
+	}
+}

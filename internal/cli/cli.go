@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -99,8 +100,13 @@ func UnknownCommand(cmd *cobra.Command, name string) error {
 
 // FlagError is a cobra flag error function: a *UsageError, with a "did
 // you mean" added to pflag's "unknown flag: --name" when one of cmd's
-// flags is close to name.
+// flags is close to name, and a value a typed flag cannot parse said in
+// the words of a config value's error (badValue) rather than strconv's.
 func FlagError(cmd *cobra.Command, err error) error {
+	var ive *pflag.InvalidValueError
+	if errors.As(err, &ive) {
+		return &UsageError{badValue(ive)}
+	}
 	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
 	if !ok {
 		return &UsageError{err}
@@ -111,6 +117,29 @@ func FlagError(cmd *cobra.Command, err error) error {
 		return &UsageError{fmt.Errorf("%w (did you mean --%s?)", err, c)}
 	}
 	return &UsageError{err}
+}
+
+// badValue words a typed flag's unparsable value as a config value's
+// error is worded: `--lines: "abc" is not an integer`. A flag type it
+// does not know keeps the cause its Set returned.
+func badValue(e *pflag.InvalidValueError) error {
+	f := e.GetFlag()
+	want := ""
+	switch f.Value.Type() {
+	case "int", "int8", "int16", "int32", "int64":
+		want = "is not an integer"
+	case "uint", "uint8", "uint16", "uint32", "uint64":
+		want = "is not a whole number"
+	case "float32", "float64":
+		want = "is not a number"
+	case "duration":
+		want = "is not a duration (want Go syntax, e.g. 30s or 1m30s)"
+	case "bool":
+		want = "is not a boolean (want true or false)"
+	default:
+		return fmt.Errorf("--%s: %q: %w", f.Name, e.GetValue(), e.Unwrap())
+	}
+	return fmt.Errorf("--%s: %q %s", f.Name, e.GetValue(), want)
 }
 
 // NewLogger returns a text logger writing to w at level ("debug", "info",

@@ -19,6 +19,11 @@ func testTree() (root, group, restore *cobra.Command) {
 	group.AddCommand(&cobra.Command{Use: "show", Args: Args(0, 0), RunE: func(*cobra.Command, []string) error { return nil }})
 	restore = &cobra.Command{Use: "restore ARCHIVE", Args: Args(1, 1), RunE: func(*cobra.Command, []string) error { return nil }}
 	restore.Flags().Bool("json", false, "")
+	restore.Flags().IntP("lines", "n", 0, "")
+	restore.Flags().Duration("wait", 0, "")
+	restore.Flags().Float64("ratio", 0, "")
+	restore.Flags().Uint("keep", 0, "")
+	restore.Flags().IP("ip", nil, "")
 	root.AddCommand(group, restore)
 	root.SetOut(&bytes.Buffer{})
 	return root, group, restore
@@ -39,6 +44,13 @@ func TestArgsAndHints(t *testing.T) {
 		{[]string{"zzzzzz"}, `unknown command "zzzzzz" for "hbx"`},
 		{[]string{"restore", "a", "--jsn"}, "unknown flag: --jsn (did you mean --json?)"},
 		{[]string{"restore", "a", "--zzzzzz"}, "unknown flag: --zzzzzz"},
+		{[]string{"restore", "a", "--json=maybe"}, `--json: "maybe" is not a boolean (want true or false)`},
+		{[]string{"restore", "a", "-n", "abc"}, `--lines: "abc" is not an integer`},
+		{[]string{"restore", "a", "--lines=1.5"}, `--lines: "1.5" is not an integer`},
+		{[]string{"restore", "a", "--wait", "5"}, `--wait: "5" is not a duration (want Go syntax, e.g. 30s or 1m30s)`},
+		{[]string{"restore", "a", "--ratio", "x"}, `--ratio: "x" is not a number`},
+		{[]string{"restore", "a", "--keep", "-1"}, `--keep: "-1" is not a whole number`},
+		{[]string{"restore", "a", "--ip", "x"}, `--ip: "x": failed to parse IP: "x"`},
 	} {
 		root, _, _ := testTree()
 		root.SetArgs(tt.args)
