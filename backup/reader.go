@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -190,7 +191,7 @@ func isSHA256Hex(s string) bool {
 func openArchiveWith(p string, pass PassphraseFunc) (r *reader, err error) {
 	f, err := regfile.Open(p)
 	if err != nil {
-		return nil, fmt.Errorf("open archive: %w", err)
+		return nil, archiveOpenError(p, err)
 	}
 	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_SEQUENTIAL)
 	rd := &reader{path: p, f: f, raw: newHashReader(f), seen: map[string]string{}, release: func() {}}
@@ -581,3 +582,40 @@ func checkSumFile(archive, sum string) error {
 	}
 	return nil
 }
+
+// CheckArchivePath opens p as an archive is opened for reading (a regular
+// file, never blocking on a FIFO) and closes it: a command checks the
+// archive it is given before it changes anything. Its error does not
+// repeat p, which the caller names ("restore ARCHIVE: ..."):
+// "open archive: no such file or directory", "archive is a directory: not
+// a regular file" (errors.Is: fs.ErrNotExist, regfile.ErrNotRegular).
+func CheckArchivePath(p string) error {
+	f, err := regfile.Open(p)
+	if err != nil {
+		return archiveOpenError(p, err)
+	}
+	return f.Close()
+}
+
+// archiveOpenError is regfile.Open(p)'s err without p in its text (see
+// CheckArchivePath), still matching what err matched.
+func archiveOpenError(p string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == p {
+		return fmt.Errorf("%s archive: %w", pe.Op, pe.Err)
+	}
+	if msg, ok := strings.CutPrefix(err.Error(), p+" "); ok {
+		return pathFreeError{msg: "archive " + msg, err: err}
+	}
+	return fmt.Errorf("open archive: %w", err)
+}
+
+// pathFreeError is an error whose text was reworded (archiveOpenError);
+// Unwrap gives the original, so errors.Is and errors.As still see it.
+type pathFreeError struct {
+	msg string
+	err error
+}
+
+func (e pathFreeError) Error() string { return e.msg }
+func (e pathFreeError) Unwrap() error { return e.err }

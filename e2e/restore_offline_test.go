@@ -137,10 +137,11 @@ func TestRestoreFromExportE2E(t *testing.T) {
 }
 
 // TestRestoreFromUnusableImageE2E: hbx restore --from a path that is
-// missing, not an image, holds another release, or is the right image
-// read past install.timeout, on a wiped box with the registry stopped, is
-// refused and undone (the live data kept, no journal): the operator named
-// that file, so it is not a restore "without a runtime".
+// not an image, holds another release, or is the right image read past
+// install.timeout, on a wiped box with the registry stopped, is refused
+// and undone (the live data kept, no journal): the operator named that
+// file, so it is not a restore "without a runtime". A --from that does not
+// exist is refused before anything starts (exit 2).
 func TestRestoreFromUnusableImageE2E(t *testing.T) {
 	requireE2E(t)
 	b, f, ref, archive, _, _, _ := withoutRuntimeBox(t)
@@ -157,8 +158,11 @@ func TestRestoreFromUnusableImageE2E(t *testing.T) {
 	must(t, os.RemoveAll(b.runtimeDir))
 	f.stop()
 	cfg := readFile(t, b.config)
+	missing := filepath.Join(tmp, "missing.tar")
+	if r := b.hbx("restore", archive, "--from", missing); r.code != 2 || strings.Contains(r.stderr, "restore undone") || !strings.Contains(r.stderr, missing+": not usable: it does not exist") {
+		t.Errorf("hbx restore --from %s = %d, want exit 2 naming it, nothing to undo\n%s", missing, r.code, r.stderr)
+	}
 	for _, tc := range []struct{ from, want, config string }{
-		{filepath.Join(tmp, "missing.tar"), "it does not exist", ""},
 		{notImage, "not a tar file", ""},
 		{emptyDir, "not an OCI image layout", ""},
 		{archive, "not a tar file", ""},

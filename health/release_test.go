@@ -107,7 +107,7 @@ func TestRelease(t *testing.T) {
 		{"as installed, deep", true, nil, nil, ""},
 		{"not pinned", true, func(t *testing.T, f *fakeRelease) { f.want.ManifestDigest = "" }, nil, ""},
 		{"no release", false, func(t *testing.T, f *fakeRelease) { os.Remove(filepath.Join(f.runtimeDir, release.CurrentLink)) },
-			release.ErrNoRelease, "has no current"},
+			release.ErrNoRelease, "current does not exist"},
 		{"recorded index differs", false, func(t *testing.T, f *fakeRelease) { f.meta.IndexDigest = other; f.writeMeta(t) },
 			ErrReleaseMismatch, "installed index " + other.String() + ", configured"},
 		{"configured pin differs", false, func(t *testing.T, f *fakeRelease) { f.want.ManifestDigest = other },

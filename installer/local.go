@@ -117,22 +117,46 @@ type span struct{ off, size int64 }
 // an OCI archive, read in place) for the image whose top document is
 // index. A FIFO, device or socket at from is refused without blocking.
 func openLocal(from string, index digest.Digest) (*localSource, error) {
-	abs, err := filepath.Abs(from)
+	abs, dir, err := fromKind(from)
+	switch {
+	case err != nil:
+		return nil, err
+	case dir:
+		return openLayout(abs, index)
+	default:
+		return openArchive(abs, index)
+	}
+}
+
+// CheckFrom checks what --from names before a command changes anything:
+// an existing directory (an OCI image layout) or regular file (an OCI
+// archive). Its errors start with "local image FROM: " and wrap
+// ErrLocalImage when FROM is missing or of another type. Whether the
+// layout or archive holds the image is checked when it is read.
+func CheckFrom(from string) error {
+	_, _, err := fromKind(from)
+	return err
+}
+
+// fromKind returns from made absolute and whether it is a directory; an
+// error (see CheckFrom) when it is neither a directory nor a regular file.
+func fromKind(from string) (abs string, dir bool, err error) {
+	abs, err = filepath.Abs(from)
 	if err != nil {
-		return nil, fmt.Errorf("local image %s: %w", from, err)
+		return "", false, fmt.Errorf("local image %s: %w", from, err)
 	}
 	st, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("local image %s: %w: it does not exist", from, ErrLocalImage)
+		return "", false, fmt.Errorf("local image %s: %w: it does not exist", from, ErrLocalImage)
 	case err != nil:
-		return nil, fmt.Errorf("local image %s: %w", from, err)
+		return "", false, fmt.Errorf("local image %s: %w", from, err)
 	case st.IsDir():
-		return openLayout(abs, index)
+		return abs, true, nil
 	case st.Mode().IsRegular():
-		return openArchive(abs, index)
+		return abs, false, nil
 	}
-	return nil, fmt.Errorf("local image %s: %w: neither a directory (OCI layout) nor a regular file (OCI archive)", from, ErrLocalImage)
+	return "", false, fmt.Errorf("local image %s: %w: neither a directory (OCI layout) nor a regular file (OCI archive)", from, ErrLocalImage)
 }
 
 // openLayout opens the OCI image layout dir (absolute) through an

@@ -142,7 +142,7 @@ func Open(dir string) (*Installed, error) {
 func Link(runtimeDir, name string) (*Installed, error) {
 	target, err := os.Readlink(filepath.Join(runtimeDir, name))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, noRelease(name, fmt.Sprintf("%s has no %s", runtimeDir, name))
+		return nil, noRelease(name, filepath.Join(runtimeDir, name)+" does not exist")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)

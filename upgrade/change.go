@@ -135,7 +135,7 @@ func (c *changeRun) begin(by string) error {
 	case err == nil && prev.IndexDigest != "":
 		c.j.Previous.Release = &prev
 	case errors.Is(err, release.ErrNoRelease), errors.Is(err, release.ErrCorrupt):
-		c.opts.Logger.Info("no previous release to keep across the change", "reason", err)
+		c.opts.Logger.Info("nothing to keep across the change", "reason", err)
 	case err != nil:
 		c.opts.Logger.Warn("previous does not read: a rollback leaves it as the restore does", "err", err)
 		c.j.Previous = nil

@@ -187,6 +187,9 @@ authenticated (encrypted with the box's passphrase).`,
 // prints what it found and what hbx restore of it would change
 // (backup.PlanVerified).
 func runBackupVerify(ctx context.Context, g *globals, cfg *config.Config, archive string, asJSON bool) error {
+	if err := backup.CheckArchivePath(archive); err != nil {
+		return cli.Usagef("backup verify: %s: %w", archive, err)
+	}
 	b := g.box(cfg, nil)
 	res, err := backup.Verify(ctx, archive, b.Passphrase(false))
 	if err != nil {

@@ -130,7 +130,7 @@ func TestBackupRefusals(t *testing.T) {
 		{"verify needs an archive", noPass, []string{"backup", "verify"}, 2, "backup verify: takes one argument, got 0 (usage: hbx backup verify ARCHIVE [flags])"},
 		{"verify takes one archive", noPass, []string{"backup", "verify", "a", "b"}, 2, "backup verify: takes one argument, got 2"},
 		{"restore needs an archive", noPass, []string{"restore"}, 2, "restore: takes one argument, got 0 (usage: hbx restore ARCHIVE [flags])"},
-		{"missing archive", noPass, []string{"backup", "verify", "/nonexistent.tar.gz.gpg"}, 1, "no such file"},
+		{"missing archive", noPass, []string{"backup", "verify", "/nonexistent.tar.gz.gpg"}, 2, "open archive: no such file"},
 		{"bad compression", noPass, []string{"backup", "--backup-compression=xz"}, 2, `backup.compression: "xz" is not a compression`},
 	}
 	for _, tt := range tests {

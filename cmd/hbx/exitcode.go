@@ -34,7 +34,8 @@ const exitCodesHelp = `Exit codes:
      flags, a program's missing user, an env or passphrase file that is
      missing, malformed or readable by others, a path of hbx's that a user
      other than root can replace) or usage (unknown command or flag,
-     bad arguments, an unknown program name)
+     bad arguments, an unknown program name, an archive or --from path
+     that is missing or not a file)
   3  done, but not running: hbx status: a program shown is not RUNNING,
      an upgrade, rollback or restore is half done, or "hbx supervise
      --hold-on-error" holds on its start-up error; hbx restore: the data

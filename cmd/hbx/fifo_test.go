@@ -32,7 +32,7 @@ func TestNamedFIFOsNeverBlock(t *testing.T) {
 		{"config file", "", []string{"config", "show"}, 2},
 		{"env file", base + "  passphrase_file: \"\"\n", []string{"run", "executor"}, 2},
 		{"passphrase file", base + "  passphrase_file: " + fifo + "\n", []string{"config", "show"}, 2},
-		{"archive", base, []string{"backup", "verify", fifo}, 1},
+		{"archive", base, []string{"backup", "verify", fifo}, 2},
 		{"token file", base + "health:\n  token_file: " + fifo + "\n", []string{"config", "show"}, 2},
 	}
 	for _, tt := range tests {

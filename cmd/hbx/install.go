@@ -86,6 +86,9 @@ func runInstall(cmd *cobra.Command, g *globals, cfg *config.Config, srcs *config
 	if _, set := os.LookupEnv("GOGC"); !set {
 		defer debug.SetGCPercent(debug.SetGCPercent(installGCPercent))
 	}
+	if err := checkFrom("install", o.from); err != nil {
+		return err
+	}
 	opts, err := verbopts.Installer(cmd.Context(), cfg, g.log)
 	if err != nil {
 		return err
@@ -214,5 +217,18 @@ func (out *installOutput) print(res *guardedinstall.Outcome) error {
 		return out.json.Result(ui.InstallFields(image, res.Result))
 	}
 	_, _ = io.WriteString(out.g.stdout, ui.InstallText(image, res.Result, out.o.verify))
+	return nil
+}
+
+// checkFrom checks the --from path of verb (install, upgrade, restore)
+// before anything changes (installer.CheckFrom): a missing path, or one
+// neither a directory nor a regular file, is a usage error (exit 2).
+func checkFrom(verb, from string) error {
+	if from == "" {
+		return nil
+	}
+	if err := installer.CheckFrom(from); err != nil {
+		return cli.Usagef("%s: --from: %w", verb, err)
+	}
 	return nil
 }

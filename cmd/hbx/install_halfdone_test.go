@@ -58,6 +58,11 @@ func TestInstallRefusesHalfDoneUpgrade(t *testing.T) {
 	}
 	path := writeConfig(t, "executor:\n  image: \""+testImage+"\"\n  runtime_dir: "+runtimeDir+"\n  data_dir: "+filepath.Join(dir, "data")+
 		"\n  state_dir: "+filepath.Join(dir, "state")+"\nsupervisor:\n  socket: "+filepath.Join(dir, "s.sock")+"\n")
+	// --from names a file (checked before anything else, exit 2 when
+	// missing), not an image: the refusal comes before it is read.
+	if err := os.WriteFile(filepath.Join(dir, "image.tar"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	before := treeOf(t, runtimeDir)
 	for _, args := range [][]string{{"install"}, {"install", "--from", filepath.Join(dir, "image.tar")}, {"install", "--verify"}} {
 		_, _, code, err := runTest(t, nil, append([]string{"--config", path}, args...)...)

@@ -95,6 +95,14 @@ func newRestoreCommand(g *globals) *cobra.Command {
 // happened. The errors of the hold start with "restore: ", those of the
 // restore with "restore ARCHIVE: ".
 func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, archive string, o restoreOptions) error {
+	// The archive named is checked before anything changes (DataOwner
+	// may create executor.user): a missing one is a bad argument.
+	if err := backup.CheckArchivePath(archive); err != nil {
+		return cli.Usagef("restore %s: %w", archive, err)
+	}
+	if err := checkFrom("restore", o.from); err != nil {
+		return err
+	}
 	b := g.box(cfg, srcs)
 	b.From = o.from
 	owner, err := b.DataOwner(ctx)

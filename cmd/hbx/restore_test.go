@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,5 +54,40 @@ func TestRestoreAcceptImageMalformed(t *testing.T) {
 	}
 	if code := exitCode(fmt.Errorf("restore x: %w: --accept-image a is not the archive's image b", backup.ErrImageRefused)); code != exitFailure {
 		t.Errorf("exitCode(a refused image) = %d, want %d", code, exitFailure)
+	}
+}
+
+// TestBadPathArgumentsChangeNothing: an archive or --from path that is
+// missing or of the wrong type is a usage error (exit 2) naming the path
+// once, given before any directory of the box is created (and before
+// executor.user would be).
+func TestBadPathArgumentsChangeNothing(t *testing.T) {
+	box := t.TempDir()
+	runtimeDir, dataDir := filepath.Join(box, "runtime"), filepath.Join(box, "data")
+	cfg := writeConfig(t, "executor:\n  runtime_dir: "+runtimeDir+"\n  data_dir: "+dataDir+"\n  state_dir: "+filepath.Join(box, "state")+"\n")
+	archive := filepath.Join(t.TempDir(), "b.tar.gz")
+	if err := os.WriteFile(archive, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing, dir := filepath.Join(t.TempDir(), "missing"), t.TempDir()
+	pin := []string{"--image", "127.0.0.1:5000/x:v2@sha256:" + strings.Repeat("a", 64), "--platform-digest", "sha256:" + strings.Repeat("b", 64)}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"restore", missing}, "restore " + missing + ": open archive: no such file or directory"},
+		{[]string{"restore", dir}, "restore " + dir + ": archive is a directory: not a regular file"},
+		{[]string{"restore", archive, "--from", missing}, "restore: --from: local image " + missing + ": not usable: it does not exist"},
+		{[]string{"backup", "verify", missing}, "backup verify: " + missing + ": open archive: no such file or directory"},
+		{[]string{"install", "--from", missing}, "install: --from: local image " + missing + ": not usable: it does not exist"},
+		{append([]string{"upgrade", "--from", missing}, pin...), "upgrade: --from: local image " + missing + ": not usable: it does not exist"},
+	} {
+		_, _, code, err := runTest(t, nil, append(tt.args, "--config", cfg)...)
+		if code != exitUsage || err == nil || err.Error() != tt.want {
+			t.Errorf("hbx %q = %v (exit %d), want %q (exit %d)", tt.args, err, code, tt.want, exitUsage)
+		}
+	}
+	if entries, err := os.ReadDir(box); err != nil || len(entries) != 0 {
+		t.Errorf("the box's directory holds %v (%v) after refused commands, want nothing", entries, err)
 	}
 }

@@ -29,7 +29,7 @@ func TestControlWithoutSupervisor(t *testing.T) {
 		{[]string{"logs", "executor"}, 1, "no supervisor is running"},
 		{[]string{"start"}, 2, "start: takes at least one argument, got 0 (usage: hbx start NAME...|all [flags])"},
 		{[]string{"logs"}, 2, "logs: takes one argument, got 0 (usage: hbx logs NAME [flags])"},
-		{[]string{"logs", "executor", "-n", "-1"}, 2, "-n -1"},
+		{[]string{"logs", "executor", "-n", "-1"}, 2, `--lines: "-1" is not a line count`},
 	}
 	for _, tt := range tests {
 		_, _, code, err := runTest(t, nil, append(tt.args, "--config", cfg)...)

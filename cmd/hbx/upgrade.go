@@ -117,6 +117,9 @@ func runUpgrade(ctx context.Context, o changeOpts, t upgrade.Target, tools []str
 	if err := (pinfile.File{Path: o.g.configPath, Config: o.cfg, Sources: o.srcs}).CheckUpgrade(tools); err != nil {
 		return cli.Usagef("upgrade: %w", err)
 	}
+	if err := checkFrom("upgrade", o.from); err != nil {
+		return err
+	}
 	res, err := upgradeTo(ctx, o, t, tools)
 	if err != nil {
 		pruneAfterFailure(ctx, o.g, o.cfg, "hbx upgrade", err)
