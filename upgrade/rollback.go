@@ -389,7 +389,7 @@ func recoverJournal(ctx context.Context, opts Options, j *Journal) (string, *Jou
 	if err != nil {
 		return "", nil, unrecoverable(opts.RuntimeDir, err)
 	}
-	return fmt.Sprintf("rolled back the interrupted upgrade to %s: %s is active on the pre-upgrade data; the other data is in %s", j.New.Image, j.Old.Image, orNone(res.KeptAside)), j, nil
+	return fmt.Sprintf("rolled back the interrupted upgrade from %s to %s: %s is active again, on the pre-upgrade data; the data written meanwhile is in %s", j.Old.Image, j.New.Image, j.Old.Image, orNone(res.KeptAside)), j, nil
 }
 
 // unrecoverable is err, a recovery of the interrupted change in

@@ -127,6 +127,11 @@ means and how to bring a kept copy back: docs/backup.md#listing-backups.`,
 			if err != nil {
 				return err
 			}
+			if !g.configFile.Read {
+				// An empty list would read as "no backups" when the
+				// operator forgot --config.
+				fmt.Fprintf(g.stderr, "hbx: note: %s: listing backup.dir %s\n", g.configFile, cfg.Backup.Dir)
+			}
 			return runBackupList(g.stdout, cfg, asJSON)
 		},
 	}
@@ -187,7 +192,7 @@ authenticated (encrypted with the box's passphrase).`,
 // prints what it found and what hbx restore of it would change
 // (backup.PlanVerified).
 func runBackupVerify(ctx context.Context, g *globals, cfg *config.Config, archive string, asJSON bool) error {
-	if err := backup.CheckArchivePath(archive); err != nil {
+	if err := checkArchive(cfg, archive); err != nil {
 		return cli.Usagef("backup verify: %s: %w", archive, err)
 	}
 	b := g.box(cfg, nil)

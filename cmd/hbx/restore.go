@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -97,7 +100,7 @@ func newRestoreCommand(g *globals) *cobra.Command {
 func runRestore(ctx context.Context, g *globals, cfg *config.Config, srcs *config.Sources, archive string, o restoreOptions) error {
 	// The archive named is checked before anything changes (DataOwner
 	// may create executor.user): a missing one is a bad argument.
-	if err := backup.CheckArchivePath(archive); err != nil {
+	if err := checkArchive(cfg, archive); err != nil {
 		return cli.Usagef("restore %s: %w", archive, err)
 	}
 	if err := checkFrom("restore", o.from); err != nil {
@@ -164,4 +167,23 @@ func restoreCommand(cmd *cobra.Command, archive string) string {
 	}
 	cmd.Flags().Visit(add) // the parsed flags: its own and the inherited ones
 	return strings.Join(words, " ")
+}
+
+// checkArchive checks the archive a command is given
+// (backup.CheckArchivePath) before anything changes. A relative name
+// that is not in the working directory but is in backup.dir gets that
+// path as a hint; any other missing archive, where `hbx backup list`
+// shows the archives.
+func checkArchive(cfg *config.Config, archive string) error {
+	err := backup.CheckArchivePath(archive)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if !filepath.IsAbs(archive) {
+		in := filepath.Join(cfg.Backup.Dir, archive)
+		if backup.CheckArchivePath(in) == nil {
+			return fmt.Errorf("%w (did you mean %s? relative names are read from the working directory)", err, in)
+		}
+	}
+	return fmt.Errorf("%w (hbx backup list shows the archives in backup.dir %s)", err, cfg.Backup.Dir)
 }

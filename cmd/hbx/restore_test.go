@@ -64,7 +64,11 @@ func TestRestoreAcceptImageMalformed(t *testing.T) {
 func TestBadPathArgumentsChangeNothing(t *testing.T) {
 	box := t.TempDir()
 	runtimeDir, dataDir := filepath.Join(box, "runtime"), filepath.Join(box, "data")
-	cfg := writeConfig(t, "executor:\n  runtime_dir: "+runtimeDir+"\n  data_dir: "+dataDir+"\n  state_dir: "+filepath.Join(box, "state")+"\n")
+	backupDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(backupDir, "kept.tar.gz.gpg"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, "executor:\n  runtime_dir: "+runtimeDir+"\n  data_dir: "+dataDir+"\n  state_dir: "+filepath.Join(box, "state")+"\nbackup:\n  dir: "+backupDir+"\n")
 	archive := filepath.Join(t.TempDir(), "b.tar.gz")
 	if err := os.WriteFile(archive, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -75,10 +79,11 @@ func TestBadPathArgumentsChangeNothing(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"restore", missing}, "restore " + missing + ": open archive: no such file or directory"},
+		{[]string{"restore", missing}, "restore " + missing + ": open archive: no such file or directory (hbx backup list shows the archives in backup.dir " + backupDir + ")"},
 		{[]string{"restore", dir}, "restore " + dir + ": archive is a directory: not a regular file"},
 		{[]string{"restore", archive, "--from", missing}, "restore: --from: local image " + missing + ": not usable: it does not exist"},
-		{[]string{"backup", "verify", missing}, "backup verify: " + missing + ": open archive: no such file or directory"},
+		{[]string{"backup", "verify", missing}, "backup verify: " + missing + ": open archive: no such file or directory (hbx backup list shows the archives in backup.dir " + backupDir + ")"},
+		{[]string{"restore", "kept.tar.gz.gpg"}, "restore kept.tar.gz.gpg: open archive: no such file or directory (did you mean " + filepath.Join(backupDir, "kept.tar.gz.gpg") + "? relative names are read from the working directory)"},
 		{[]string{"install", "--from", missing}, "install: --from: local image " + missing + ": not usable: it does not exist"},
 		{append([]string{"upgrade", "--from", missing}, pin...), "upgrade: --from: local image " + missing + ": not usable: it does not exist"},
 	} {

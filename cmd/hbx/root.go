@@ -14,6 +14,7 @@ import (
 	"github.com/hermesbox/hbx/internal/adapters"
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -58,12 +59,22 @@ func runEnv(ctx context.Context, args, env []string, stdout, stderr io.Writer) e
 // explain adds to an error saying no supervisor answers which config file
 // the command read (or that there was none) and where the socket's path
 // came from: the usual cause is a command run with another config than
-// the supervisor's.
+// the supervisor's. Any other error of a command that read no config
+// file says so too (a forgotten --config reads as a broken box), and a
+// lock held by another command says how to wait for it.
 func (g *globals) explain(err error) error {
-	if g.configFile == nil || !errors.Is(err, supervisor.ErrNotRunning) {
+	switch {
+	case err == nil || g.configFile == nil:
 		return err
+	case errors.Is(err, supervisor.ErrNotRunning):
+		return fmt.Errorf("%w [socket %s: %s; %s]", err, g.socket, g.socketSource, g.configFile)
+	case lock.IsLocked(err) && !strings.Contains(err.Error(), "lock_wait"):
+		err = fmt.Errorf("%w; wait for it to end, or let the command wait (install.lock_wait for hbx install and export, backup.lock_wait for the others)", err)
 	}
-	return fmt.Errorf("%w [socket %s: %s; %s]", err, g.socket, g.socketSource, g.configFile)
+	if !g.configFile.Read {
+		return fmt.Errorf("%w [%s]", err, g.configFile)
+	}
+	return err
 }
 
 // newRootCommand builds the command tree. Each subcommand lives in its own

@@ -30,7 +30,9 @@ func ResolveJSON(w io.Writer, r *installer.Resolution) error {
 // is for a box of r.Platform (hbx upgrade --platform-digest pins the
 // configured platform's manifest). config is the config file the operator
 // named with --config ("" when none): the command line carries it, quoted
-// for a POSIX shell (ShellQuote). It ends in "\n".
+// for a POSIX shell (ShellQuote). When the digest given with the tag is
+// not the tag's now (MISMATCH), the command line says it pins what the
+// tag names now. It ends in "\n".
 func ResolveText(r *installer.Resolution, box, config string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "image     %s\n", r.Pinned())
@@ -39,7 +41,8 @@ func ResolveText(r *installer.Resolution, box, config string) string {
 	} else {
 		fmt.Fprintf(&b, "manifest  %s (%s, from the index)\n", r.Manifest, r.Platform)
 	}
-	if r.Ref.Digest != "" && r.Ref.Digest != r.Index {
+	mismatch := r.Ref.Digest != "" && r.Ref.Digest != r.Index
+	if mismatch {
 		fmt.Fprintf(&b, "MISMATCH  the given digest %s is not what the tag names now\n", r.Ref.Digest)
 	}
 	fetch, reuse, fetchBytes, reuseBytes := r.Plan()
@@ -53,8 +56,13 @@ func ResolveText(r *installer.Resolution, box, config string) string {
 		fmt.Fprintf(&b, "  %s  %s  %10s\n", what, l.Digest, units.Bytes(l.Size))
 	}
 	where := ""
+	if mismatch {
+		// The tag moved: the line pins what it names now, not the digest
+		// given, which is for the operator to check first.
+		where = "only if you want what the tag names now, not the digest you gave: "
+	}
 	if box != "" {
-		where = fmt.Sprintf("on a %s box (this one is %s): ", r.Platform, box)
+		where += fmt.Sprintf("on a %s box (this one is %s): ", r.Platform, box)
 	}
 	if config != "" {
 		config = " --config " + ShellQuote(config)
