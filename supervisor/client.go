@@ -318,7 +318,8 @@ func (c *Client) transportError(err error) error {
 
 // responseError turns a non-200 answer into an error: ErrUnknownProgram
 // for code unknown_program, ErrFatal for fatal, ErrRefused for refused
-// (and the Err of c.Classes its class names).
+// (and the Err of c.Classes its class names), ErrShuttingDown for
+// shutting_down.
 func (c *Client) responseError(resp *http.Response) error {
 	if resp.StatusCode == http.StatusOK {
 		return nil
@@ -339,6 +340,8 @@ func (c *Client) responseError(resp *http.Response) error {
 			is = append(is, ce)
 		}
 		return &remoteError{msg: e.Error, is: is}
+	case codeShuttingDown:
+		return &remoteError{msg: e.Error, is: []error{ErrShuttingDown}}
 	}
 	return &remoteError{msg: e.Error}
 }

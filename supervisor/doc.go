@@ -120,7 +120,15 @@
 //   - At shutdown (the context of Run ends, or Supervisor.Shutdown) every
 //     program is stopped, then every process still reparented to the
 //     supervisor is killed and reaped, the socket is removed, and Run
-//     returns.
+//     returns. Meanwhile Hold and WaitRunning fail with ErrShuttingDown
+//     (over the socket 503 "shutting_down", which the Client turns back
+//     into ErrShuttingDown).
+//   - When Run fails after serving the socket (a log file it cannot open,
+//     once the install on start is over), every call that waited for the
+//     install, and every later one, fails with "supervisor did not
+//     start: " and Run's error (ErrShuttingDown too); a shutdown that
+//     waited is answered as done. No caller waits for a start that will
+//     not come.
 //   - With Options.StateDir, one supervisor per state directory (its
 //     supervisor.lock; ErrAlreadyRunning names the holder; Supervisor.Claim
 //     takes it, and the socket's lock, before Run for callers that must not act

@@ -29,7 +29,11 @@ import (
 // program a Check refused (nothing stopped or started) is 409 "refused",
 // with "class" the code of the refusal's ErrorClass (Options.ErrorClasses)
 // when it has one. A program refused among others is a Result with
-// "refused" and "class".
+// "refused" and "class". A call the supervisor refuses because it is
+// shutting down, or did not start and is exiting (a hold, a wait, any
+// call that waited for the install on start), is 503 "shutting_down"
+// (ErrShuttingDown); the client turns each code back into its sentinel
+// (Client.responseError).
 
 // namesRequest is the body of start, stop, restart and hold.
 type namesRequest struct {
@@ -55,6 +59,7 @@ const (
 	codeInternal       = "internal"
 	codeFatal          = "fatal"
 	codeRefused        = "refused"
+	codeShuttingDown   = "shutting_down"
 )
 
 func (s *Supervisor) handler() http.Handler {
@@ -207,6 +212,8 @@ func (s *Supervisor) writeError(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusConflict, apiError{Error: err.Error(), Code: codeFatal})
 	case errors.Is(err, ErrRefused):
 		writeJSON(w, http.StatusConflict, apiError{Error: err.Error(), Code: codeRefused, Class: classOf(s.opts.ErrorClasses, err)})
+	case errors.Is(err, ErrShuttingDown):
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error(), Code: codeShuttingDown})
 	default:
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error(), Code: codeInternal})
 	}

@@ -125,8 +125,10 @@ type Supervisor struct {
 
 	shutdownOnce sync.Once
 	shutdownReq  chan struct{} // closed by Shutdown
-	stopped      chan struct{} // closed once every program is stopped at shutdown
-	ready        chan struct{} // closed once Run has started the loops and sent the autostart
+	stopped      chan struct{} // closed once every program is stopped at shutdown, or Run did not start
+	ready        chan struct{} // closed once Run has started the loops and sent the autostart, or did not start (startErr)
+	startErr     error         // why Run did not start; set before ready is closed, nil once it started
+	failOnce     sync.Once     // notStarted's
 }
 
 // New checks opts and returns a Supervisor. Every broken rule is reported
@@ -189,8 +191,18 @@ func (s *Supervisor) backoff(n int) time.Duration {
 // becomes a child subreaper, runs the install hook, starts the
 // reaper and the program loops, serves the socket and starts the
 // autostart programs in priority order. It returns an error only when it
-// cannot start, a *StartError.
+// cannot start, a *StartError; the calls that waited for it (the install
+// on start), and later ones, then fail with "supervisor did not start: "
+// and that error, wrapping ErrShuttingDown, before the socket closes.
 func (s *Supervisor) Run(ctx context.Context) (err error) {
+	// Whatever stops the start, the calls waiting for it are answered
+	// (the deferred server shutdown below does it first, so they reach
+	// their clients).
+	defer func() {
+		if err != nil {
+			s.notStarted(err)
+		}
+	}()
 	ctx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
 	if s.opts.HandleSignals {
@@ -228,9 +240,15 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	// Served before the install, so status tells what it is doing;
 	// starts, stops and holds wait for the program loops.
 	srv := s.serve(ln, &wg)
-	if srv != nil {
-		defer srv.Close()
-	}
+	defer func() {
+		if err != nil {
+			s.notStarted(err)
+			s.closeServer(srv)
+		}
+		if srv != nil {
+			_ = srv.Close()
+		}
+	}()
 	installFailed := s.installFirst(ctx)
 	loopCtx, cancelLoops := context.WithCancel(context.WithoutCancel(ctx))
 	s.ctx = loopCtx
@@ -349,20 +367,62 @@ func (s *Supervisor) autostart(installFailed bool) []string {
 // priority order and what escaped them, then the control server.
 func (s *Supervisor) stopEverything(ctx, loopCtx context.Context, srv *http.Server) {
 	s.log.Info("stopping everything", "cause", context.Cause(ctx))
-	s.mu.Lock()
-	s.shutting = true
-	s.mu.Unlock()
+	s.beginShutdown()
 	start := time.Now()
 	s.stopGroups(loopCtx, s.names(nil))
 	s.killOrphans(loopCtx)
 	close(s.stopped)
 	s.log.Info("all programs stopped", "took", time.Since(start).Round(time.Millisecond))
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(loopCtx, time.Second)
-		_ = srv.Shutdown(sctx)
-		cancel()
-		_ = srv.Close()
+	s.closeServer(srv)
+}
+
+// notStarted answers, with err, every call that waits for Run to start
+// the program loops (waitInstall) and every shutdown that waits for the
+// programs to stop (none runs): Run returns err. Calls made later get
+// the same answer. Only the first call does anything.
+func (s *Supervisor) notStarted(err error) {
+	s.failOnce.Do(func() {
+		s.mu.Lock()
+		s.startErr = &notStartedError{err}
+		s.mu.Unlock()
+		s.beginShutdown()
+		close(s.ready)
+		close(s.stopped)
+	})
+}
+
+// beginShutdown marks the supervisor shutting down: starts and holds are
+// refused from now on, and waits for RUNNING end (woken by a status
+// change broadcast).
+func (s *Supervisor) beginShutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shutting = true
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// notStartedError answers the calls that waited for a start that failed
+// ("supervisor did not start: program web: open log ...: ..."). It is
+// ErrShuttingDown, since the supervisor is exiting, and its cause.
+type notStartedError struct{ err error }
+
+func (e *notStartedError) Error() string { return "supervisor did not start: " + e.err.Error() }
+
+// Unwrap returns ErrShuttingDown and the start-up error.
+func (e *notStartedError) Unwrap() []error { return []error{ErrShuttingDown, e.err} }
+
+// closeServer shuts the control server down (nil: none), giving the
+// requests under way a second to answer, then closes what is left
+// (a hold, logs followed).
+func (s *Supervisor) closeServer(srv *http.Server) {
+	if srv == nil {
+		return
 	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = srv.Shutdown(sctx)
+	cancel()
+	_ = srv.Close()
 }
 
 // install runs Options.Install until it succeeds, retrying a failure
@@ -431,9 +491,7 @@ func (s *Supervisor) install(ctx context.Context) bool {
 func (s *Supervisor) installFirst(ctx context.Context) (failed bool) {
 	failed = s.opts.Install != nil && !s.install(ctx)
 	if ctx.Err() != nil {
-		s.mu.Lock()
-		s.shutting = true
-		s.mu.Unlock()
+		s.beginShutdown()
 	}
 	return failed
 }
@@ -459,17 +517,20 @@ func (s *Supervisor) shuttingDown() bool {
 // logged once, and so is a ctx ending the wait (a client gone away).
 // waited says whether it had to: no program ran when the call came (the
 // install runs before any starts), so whatever runs once it returns was
-// started after it.
+// started after it. When Run did not start (its error after the socket
+// was served: a log file it cannot open), the error is
+// "supervisor did not start: " and Run's, wrapping ErrShuttingDown,
+// for the calls that waited and every later one.
 func (s *Supervisor) waitInstall(ctx context.Context, verb string, list []string) (waited bool, err error) {
 	select {
 	case <-s.ready:
-		return false, nil
+		return false, s.startErr
 	default:
 	}
 	s.log.Info(verb+" waits for the install on start to finish", "programs", list)
 	select {
 	case <-s.ready:
-		return true, nil
+		return true, s.startErr
 	case <-ctx.Done():
 		s.log.Info(verb+" gave up waiting for the install on start", "programs", list, "cause", context.Cause(ctx))
 		return true, fmt.Errorf("wait for the install on start to finish: %w", context.Cause(ctx))
@@ -723,19 +784,22 @@ func (s *Supervisor) killOrphans(ctx context.Context) {
 // write ends and the files.
 func (s *Supervisor) openLogs(wg *sync.WaitGroup) ([]io.Closer, error) {
 	var closers []io.Closer
+	fail := func(err error) ([]io.Closer, error) {
+		for _, c := range closers {
+			c.Close()
+		}
+		return nil, err
+	}
 	for _, p := range s.order {
 		for i, lf := range []LogFile{p.spec.Stdout, p.spec.Stderr} {
 			w, err := newLogWriter(lf)
 			if err != nil {
-				for _, c := range closers {
-					c.Close()
-				}
-				return nil, fmt.Errorf("program %s: open log %s: %w", p.spec.Name, lf.Path, err)
+				return fail(fmt.Errorf("program %s: open log %s: %w", p.spec.Name, lf.Path, err))
 			}
 			pr, pw, err := os.Pipe()
 			if err != nil {
 				w.Close()
-				return nil, fmt.Errorf("program %s: pipe: %w", p.spec.Name, err)
+				return fail(fmt.Errorf("program %s: pipe: %w", p.spec.Name, err))
 			}
 			if i == 0 {
 				p.outW = pw
@@ -817,6 +881,8 @@ func openAppendNoFollow(path string) (*os.File, error) {
 		return nil, fmt.Errorf("%w: a symbolic link, which hbx never follows; remove it", ErrLogNotRegular)
 	case errors.Is(err, unix.ENXIO): // a FIFO without a reader, a socket
 		return nil, fmt.Errorf("%w: a FIFO, socket or device; remove it", ErrLogNotRegular)
+	case errors.Is(err, unix.EISDIR):
+		return nil, fmt.Errorf("%w: a directory; remove it or log to another path", ErrLogNotRegular)
 	case err != nil:
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -1061,7 +1127,7 @@ func (s *Supervisor) start(ctx context.Context, list []string) []Result {
 		}
 	}
 	s.mu.Unlock()
-	<-s.ready
+	<-s.ready // closed: every caller passed waitInstall
 	done := s.request(ctx, reqStart, go_)
 	return s.results(ctx, list, done, pre)
 }
@@ -1183,22 +1249,25 @@ func (s *Supervisor) spawnedBefore(names []string, t time.Time) []string {
 // hold still holds them or the supervisor is shutting down. release does
 // not wait for them to be RUNNING and may be called more than once. A
 // hold asked for while the install on start runs waits for it to finish
-// (waitInstall; ctx ending the wait fails the call, nothing held); a
-// shutdown meanwhile fails it with ErrShuttingDown, nothing held.
+// (waitInstall; ctx ending the wait fails the call, nothing held). A
+// hold during shutdown, also one that waited, fails with ErrShuttingDown,
+// nothing held: the supervisor is about to exit, and its exit would end
+// the hold. So does one waiting for a start that failed (Run's error,
+// "supervisor did not start: ...").
 func (s *Supervisor) Hold(ctx context.Context, names ...string) (stopped []Result, release func(), err error) {
 	if err := s.checkNames(names); err != nil {
 		return nil, nil, err
 	}
 	list := s.names(names)
-	waited, err := s.waitInstall(ctx, "hold", list)
-	if err != nil {
+	if _, err := s.waitInstall(ctx, "hold", list); err != nil {
 		return nil, nil, err
-	}
-	if waited && s.shuttingDown() {
-		return nil, nil, fmt.Errorf("hold %s: %w", strings.Join(list, ", "), ErrShuttingDown)
 	}
 	var active []string
 	s.mu.Lock()
+	if s.shutting {
+		s.mu.Unlock()
+		return nil, nil, fmt.Errorf("hold %s: %w: try again once it has stopped", strings.Join(list, ", "), ErrShuttingDown)
+	}
 	for _, n := range list {
 		s.held[n]++
 		if s.status[n].State.HoldRestarts() {
@@ -1361,9 +1430,11 @@ func Uptime(d time.Duration) string {
 // WaitRunning waits until every named program ("all": every one) is
 // RUNNING at once (Executor's RUNNING means its readiness probe passed)
 // and returns their statuses in priority order. It fails at once,
-// wrapping ErrFatal, when one is FATAL, and with ctx's error (saying the
-// last state of the first program not RUNNING) when ctx ends; unknown
-// names wrap ErrUnknownProgram.
+// wrapping ErrFatal, when one is FATAL; wrapping ErrShuttingDown when
+// the supervisor is shutting down or did not start (nothing will start
+// again); and with ctx's error (saying the last state of the first
+// program not RUNNING) when ctx ends; unknown names wrap
+// ErrUnknownProgram.
 func (s *Supervisor) WaitRunning(ctx context.Context, names ...string) ([]Status, error) {
 	if err := s.checkNames(names); err != nil {
 		return nil, err
@@ -1384,9 +1455,15 @@ func (s *Supervisor) WaitRunning(ctx context.Context, names ...string) ([]Status
 				waiting = fmt.Sprintf("%s is %s", n, st.State)
 			}
 		}
+		shutting, startErr := s.shutting, s.startErr
 		s.mu.Unlock()
-		if waiting == "" {
+		switch {
+		case waiting == "":
 			return out, nil
+		case startErr != nil:
+			return out, startErr
+		case shutting:
+			return out, fmt.Errorf("%w (%s)", ErrShuttingDown, waiting)
 		}
 		select {
 		case <-ch:
