@@ -3,12 +3,14 @@ package upgrade
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -92,5 +94,28 @@ func TestSupervisorGone(t *testing.T) {
 				t.Errorf("health: error %v, journal %s, active %s; want rolled back to the old release", err, j.Phase, f.cur)
 			}
 		}
+	}
+}
+
+// TestRollbackKeepsItsCopyWhenTheClockWentBack: the rolled-back copy a
+// rollback made is never the one its prune removes, even when an older
+// copy has a newer name (the clock was set back since).
+func TestRollbackKeepsItsCopyWhenTheClockWentBack(t *testing.T) {
+	f, opts := newFake(t)
+	opts.KeepRolledBack = 1
+	future := datadir.RolledBack.Path(f.dataDir, "20301231T000000Z")
+	if err := os.MkdirAll(future, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Upgrade(context.Background(), opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Rollback(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := filepath.Glob(f.dataDir + ".rolled-back-*")
+	if want := []string{res.KeptAside}; !slices.Equal(got, want) {
+		t.Errorf("rolled-back copies after the rollback %q, want its own %q (keep 1)", got, want)
 	}
 }
