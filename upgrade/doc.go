@@ -174,8 +174,9 @@
 //     same archive again is harmless. A kill after the restore committed
 //     leaves the replaced data as <data_dir>.rolled-back-<time>, listed by
 //     `hbx backup list`; the restore done again keeps the data then in
-//     place as a newer such copy, and with backup.keep_pre_restore 1 its
-//     prune removes the older one.
+//     place as a newer such copy, and the prune keeps both: a copy
+//     stamped since the rollback began (Journal.RollingBackSince, kept
+//     across recoveries) is never removed by that rollback.
 //   - done, rolled-back, aborted: nothing to do.
 //
 // # What it does not guarantee

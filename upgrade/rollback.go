@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
@@ -223,6 +225,16 @@ func checkPreUpgrade(opts Options, j *Journal) error {
 // idempotent; backup's own journal undoes a half-done restore).
 func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (*Result, error) {
 	j.Error = why
+	since := opts.Now()
+	if j.Phase == PhaseRollingBack {
+		// Done again by a recovery: since the first attempt (an hbx
+		// before this one recorded only when it entered the phase).
+		since = j.RollingBackSince
+		if since.IsZero() {
+			since = j.Updated
+		}
+	}
+	j.RollingBackSince = since
 	if err := j.write(opts.RuntimeDir, PhaseRollingBack, opts.Now()); err != nil {
 		return nil, err
 	}
@@ -243,9 +255,9 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 		return nil, err
 	}
 	if aside != "" {
-		keepRolledBack(opts, aside, res)
+		keepRolledBack(opts, aside, since, res)
 	}
-	j.KeptAside = res.KeptAside
+	j.KeptAside, j.RollingBackSince = res.KeptAside, time.Time{}
 	if err := j.write(opts.RuntimeDir, PhaseRolledBack, opts.Now()); err != nil {
 		return nil, err
 	}
@@ -281,15 +293,29 @@ func restorePrevious(ctx context.Context, opts Options, j *Journal, res *Result)
 
 // keepRolledBack records aside, where the rollback's restore kept the
 // data it replaced, as res.KeptAside and prunes older rolled-back copies
-// (KeepRolledBack, never aside), noting what it removed. The restore
-// moved that data straight to <DataDir>.rolled-back-<UTC time> in its
-// swap (Data.Restore): a failure of that move undid the restore, so no
-// rename is left here that could fail and leave the only copy of the
-// newer data where a later restore prunes pre-restore copies.
-func keepRolledBack(opts Options, aside string, res *Result) {
+// (KeepRolledBack), noting what it removed. It never removes aside, nor a
+// copy stamped since the rollback began (since): an earlier attempt of
+// this rollback, killed after its restore committed, moved the newer data
+// there, and the restore done again kept what it found as aside. The
+// restore moved that data straight to <DataDir>.rolled-back-<UTC time>
+// in its swap (Data.Restore): a failure of that move undid the restore,
+// so no rename is left here that could fail and leave the only copy of
+// the newer data where a later restore prunes pre-restore copies.
+func keepRolledBack(opts Options, aside string, since time.Time, res *Result) {
 	res.KeptAside = aside
 	opts.Logger.Info("replaced data kept as a rolled-back copy", "path", aside)
-	pruned, err := datadir.Prune(opts.DataDir, datadir.RolledBack, max(opts.KeepRolledBack, 1), aside)
+	spare := []string{aside}
+	from, to := since.Truncate(time.Second), opts.Now()
+	parent, base := filepath.Split(opts.DataDir)
+	ents, _ := os.ReadDir(parent) // unreadable: Prune says so
+	for _, e := range ents {
+		p := filepath.Join(parent, e.Name())
+		if t, ok := datadir.RolledBack.Created(base, e.Name()); ok && e.IsDir() && p != aside && !t.Before(from) && !t.After(to) {
+			spare = append(spare, p)
+			res.Notes = append(res.Notes, fmt.Sprintf("kept %s too: an earlier attempt of this rollback, cut short, moved the data it replaced there", p))
+		}
+	}
+	pruned, err := datadir.Prune(opts.DataDir, datadir.RolledBack, max(opts.KeepRolledBack, 1), spare...)
 	for _, p := range pruned {
 		res.Notes = append(res.Notes, fmt.Sprintf("removed the older rolled-back copy %s (backup.keep_pre_restore)", p))
 	}
