@@ -162,9 +162,12 @@
 //     a mount point (a container volume) cannot be swapped: the restore
 //     is refused before anything changes (ErrInvalid); a volume must hold
 //     its parent. The old tree is kept as
-//     <dir>.pre-restore-<ts> (RestoreOptions.KeepPreRestore copies).
-//     ListKept lists these copies and the <data_dir>.rolled-back-<ts>
-//     copies package upgrade keeps after a rollback (kinds KindPreRestore,
+//     <dir>.pre-restore-<ts> (RestoreOptions.KeepPreRestore copies; this
+//     restore's own is never the one pruned while any is kept, whatever
+//     the clock says), or, for the data directory of a rollback's restore
+//     (RestoreOptions.KeepAs), as <data_dir>.rolled-back-<ts>, moved there
+//     by the swap itself (a failure undoes the restore) and never pruned
+//     by a restore. ListKept lists both kinds (KindPreRestore,
 //     KindRolledBack), with their file counts and bytes.
 //     Last, the archive's release is pinned in the config file: until
 //     then the config names the release before, so a supervisor that

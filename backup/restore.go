@@ -57,6 +57,13 @@ type RestoreOptions struct {
 	// directory, this restore's included (backup.keep_pre_restore). 0 keeps
 	// none once the restore is confirmed.
 	KeepPreRestore int
+	// KeepAs is the kind of copy the data directory's replaced tree
+	// becomes, moved there once, in the swap (a failure of that move
+	// undoes the restore): datadir.PreRestore when "". Package upgrade's
+	// rollback passes datadir.RolledBack, so the data the newer release
+	// wrote, held by no archive, is never one of the pre-restore copies a
+	// later restore prunes. Other directories' are pre-restore copies.
+	KeepAs datadir.Kind
 	// HealthWait bounds the wait for the services to be healthy on the
 	// restored data.
 	HealthWait time.Duration
@@ -317,16 +324,16 @@ func refuseMountPoints(roots []*restoreRoot) error {
 	return nil
 }
 
-// freshNames returns the staging and pre-restore paths of target for a
-// restore at ts, with a "-N" suffix when an earlier restore of the same
-// second left either.
-func freshNames(target, ts string) journalRoot {
+// freshNames returns the staging path of target for a restore at ts and
+// the path of kind kept its replaced tree goes to, with a "-N" suffix when
+// an earlier restore of the same second left either.
+func freshNames(target, ts string, kept datadir.Kind) journalRoot {
 	for seq := 0; ; seq++ {
 		sfx := ts
 		if seq > 0 {
 			sfx = fmt.Sprintf("%s-%d", ts, seq)
 		}
-		r := journalRoot{Target: target, Staging: datadir.Staging.Path(target, sfx), Old: datadir.PreRestore.Path(target, sfx)}
+		r := journalRoot{Target: target, Staging: datadir.Staging.Path(target, sfx), Old: kept.Path(target, sfx)}
 		_, e1 := os.Lstat(r.Staging)
 		_, e2 := os.Lstat(r.Old)
 		if os.IsNotExist(e1) && os.IsNotExist(e2) {

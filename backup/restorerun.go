@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,8 +150,12 @@ func (r *restoreRun) writeStagingJournal() error {
 		prior.Prior = nil
 		r.j.Prior = prior
 	}
-	for _, rt := range r.roots {
-		r.j.Roots = append(r.j.Roots, freshNames(rt.target, ts))
+	for i, rt := range r.roots {
+		kept := datadir.PreRestore
+		if i == 0 && r.opts.KeepAs != "" {
+			kept = r.opts.KeepAs
+		}
+		r.j.Roots = append(r.j.Roots, freshNames(rt.target, ts, kept))
 	}
 	return r.j.write(r.opts.DataDir)
 }
@@ -378,12 +383,16 @@ func (r *restoreRun) commit() error {
 		return err
 	}
 	for _, jr := range r.j.Roots {
-		pruned, perr := datadir.Prune(jr.Target, datadir.PreRestore, r.opts.KeepPreRestore)
+		var own []string
+		if r.opts.KeepPreRestore > 0 {
+			own = append(own, jr.Old) // this restore's, whatever the clock says
+		}
+		pruned, perr := datadir.Prune(jr.Target, datadir.PreRestore, r.opts.KeepPreRestore, own...)
 		r.res.Pruned = append(r.res.Pruned, pruned...)
 		if perr != nil {
 			r.log.Warn("prune pre-restore copies", "err", perr)
 		}
-		if jr.Existed && r.opts.KeepPreRestore == 0 {
+		if jr.Existed && slices.Contains(pruned, jr.Old) {
 			r.res.Restored[jr.Target] = ""
 		}
 	}

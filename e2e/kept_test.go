@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -81,4 +82,55 @@ func TestRolledBackCopiesE2E(t *testing.T) {
 	if r := b.hbx("health"); r.code != 0 {
 		t.Errorf("hbx health = %d: %s%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// TestRolledBackCopyNameTakenE2E: when the rolled-back copy's name is
+// taken (a non-empty directory of the same second), hbx rollback keeps
+// the data the newer release wrote under a fresh rolled-back name, byte
+// for byte, and a later hbx restore with backup.keep_pre_restore 1 (whose
+// prune removes pre-restore copies) leaves it. Before, the rename aside
+// failed, the data stayed a pre-restore copy and that restore removed it.
+func TestRolledBackCopyNameTakenE2E(t *testing.T) {
+	requireE2E(t)
+	b, _, _, v2, _ := upgradeBox(t)
+	c := readFile(t, b.config)
+	writeFile(t, b.config, strings.Replace(c, "  health_wait: 15s\n", "  health_wait: 15s\n  keep_pre_restore: 1\n", 1), 0o600)
+	if r := b.hbx("upgrade", "--image", v2); r.code != 0 {
+		t.Fatalf("hbx upgrade = %d: %s", r.code, r.stderr)
+	}
+	const written = "written by v2, held by no archive"
+	writeFile(t, filepath.Join(b.dataDir, "generation"), written, 0o600)
+	// Every name the rollback could stamp within the next two minutes.
+	now := time.Now()
+	for s := range 120 {
+		taken := datadir.RolledBack.Path(b.dataDir, datadir.Stamp(now.Add(time.Duration(s)*time.Second)))
+		writeFile(t, filepath.Join(mkdir(t, taken), "someone-elses"), "not ours", 0o600)
+	}
+	r := b.hbx("rollback", "--json")
+	if r.code != 0 {
+		t.Fatalf("hbx rollback = %d: %s", r.code, r.stderr)
+	}
+	res := lastJSON(t, r.stdout)
+	kept, _ := res["kept_aside"].(string)
+	archive, _ := res["backup"].(string)
+	if !datadir.RolledBack.Of(filepath.Base(b.dataDir), filepath.Base(kept)) {
+		t.Errorf("hbx rollback kept the replaced data at %q, want a rolled-back copy; notes %v", kept, res["notes"])
+	}
+	if g := readFile(t, filepath.Join(kept, "generation")); g != written {
+		t.Fatalf("generation in %s = %q, want %q", kept, g, written)
+	}
+	if r := b.hbx("restore", archive); r.code != 0 {
+		t.Fatalf("hbx restore %s = %d: %s", archive, r.code, r.stderr)
+	}
+	if g, err := os.ReadFile(filepath.Join(kept, "generation")); err != nil || string(g) != written {
+		t.Errorf("generation in %s after hbx restore (keep_pre_restore 1) = %q, %v; want %q", kept, g, err, written)
+	}
+}
+
+func mkdir(t *testing.T, p string) string {
+	t.Helper()
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -167,13 +167,16 @@
 //     data it may have migrated and written. Recover rolls back: the old
 //     pin, the pre-upgrade archive restored with the old runtime, the
 //     newer data kept as <data_dir>.rolled-back-<time>.
-//   - rolling-back: any point of a rollback (pin, restore, rename of the
-//     replaced data). Recover does the rollback again from its start:
-//     pinning again is idempotent, the backup package's own journal first
-//     undoes a restore killed half-way (its runtime switch included), and
-//     restoring the same archive again is harmless. A kill after the
-//     restore committed but before the rename leaves the replaced data as
-//     <data_dir>.pre-restore-<time>, listed by `hbx backup list`.
+//   - rolling-back: any point of a rollback (pin, restore, previous).
+//     Recover does the rollback again from its start: pinning again is
+//     idempotent, the backup package's own journal first undoes a restore
+//     killed half-way (its runtime switch included), and restoring the
+//     same archive again is harmless. A kill after the restore committed
+//     leaves the replaced data as <data_dir>.rolled-back-<time>, listed by
+//     `hbx backup list`; the restore done again keeps the data then in
+//     place as a newer such copy, and the prune keeps both: a copy
+//     stamped since the rollback began (Journal.RollingBackSince, kept
+//     across recoveries) is never removed by that rollback.
 //   - done, rolled-back, aborted: nothing to do.
 //
 // # What it does not guarantee
@@ -194,9 +197,10 @@
 // remembers one. Each rollback keeps Options.KeepRolledBack
 // <data_dir>.rolled-back-* copies, newest first, never fewer than its own
 // (no archive holds that data); older ones are removed and named in the
-// result's notes. A rollback killed after its restore
-// committed but before the rename leaves the replaced data as
-// <data_dir>.pre-restore-<time>, which a later restore may prune
+// result's notes. The rollback's restore moves the replaced data to its
+// rolled-back copy in the swap itself (a failure of that move undoes the
+// restore, the data stays as it was): no later step can leave it as a
+// <data_dir>.pre-restore-<time> copy, which a later restore may prune
 // (backup.keep_pre_restore).
 //
 // It prints nothing and renders nothing: a Result (with what staging

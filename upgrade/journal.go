@@ -63,6 +63,12 @@ type Journal struct {
 	// KeptAside is where a rollback put the data it replaced: the data the
 	// release rolled back from ran on.
 	KeptAside string `json:"kept_aside,omitempty"`
+	// RollingBackSince is when the rollback under way (phase
+	// rolling-back) began, kept by a recovery that does it again: the
+	// rolled-back copies stamped since are its own, made by an attempt a
+	// kill cut short after its restore committed, and its prune keeps
+	// them (keepRolledBack). Zero otherwise.
+	RollingBackSince time.Time `json:"rolling_back_since,omitzero"`
 	// By is the command that made the change: "" for hbx upgrade,
 	// ByInstall for hbx install.
 	By string `json:"by,omitempty"`

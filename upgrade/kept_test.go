@@ -3,12 +3,14 @@ package upgrade
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -91,6 +93,83 @@ func TestSupervisorGone(t *testing.T) {
 			if !errors.Is(err, ErrRolledBack) || j.Phase != PhaseRolledBack || !f.cur.Equal(oldRel.Target) {
 				t.Errorf("health: error %v, journal %s, active %s; want rolled back to the old release", err, j.Phase, f.cur)
 			}
+		}
+	}
+}
+
+// TestRollbackKeepsItsCopyWhenTheClockWentBack: the rolled-back copy a
+// rollback made is never the one its prune removes, even when an older
+// copy has a newer name (the clock was set back since).
+func TestRollbackKeepsItsCopyWhenTheClockWentBack(t *testing.T) {
+	f, opts := newFake(t)
+	opts.KeepRolledBack = 1
+	future := datadir.RolledBack.Path(f.dataDir, "20301231T000000Z")
+	if err := os.MkdirAll(future, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Upgrade(context.Background(), opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Rollback(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := filepath.Glob(f.dataDir + ".rolled-back-*")
+	if want := []string{res.KeptAside}; !slices.Equal(got, want) {
+		t.Errorf("rolled-back copies after the rollback %q, want its own %q (keep 1)", got, want)
+	}
+}
+
+// TestRecoveredRollbackKeepsTheKilledAttemptsCopy: a rollback killed after
+// its restore committed left the newer data as a rolled-back copy; the
+// recovery does the rollback again, whose restore keeps the data then in
+// place as a newer copy. With KeepRolledBack 1 its prune keeps both (the
+// first holds data no archive has) and removes only copies from before
+// the rollback began, also when a recovery failed in between.
+func TestRecoveredRollbackKeepsTheKilledAttemptsCopy(t *testing.T) {
+	for _, failedOnce := range []bool{false, true} {
+		f, opts := newFake(t)
+		opts.KeepRolledBack, opts.Services = 1, nil
+		f.cur, f.prev = newRel, oldRel
+		began := time.Date(2026, 11, 29, 9, 59, 0, 0, time.UTC)
+		older := datadir.RolledBack.Path(f.dataDir, "20261128T100000Z") // an earlier rollback's
+		killed := datadir.RolledBack.Path(f.dataDir, datadir.Stamp(began.Add(30*time.Second)))
+		for _, d := range []string{older, killed} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(killed, "generation"), []byte("written by v2"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(opts.RuntimeDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		j := &Journal{Old: oldRel, New: newRel, Backup: "/b/pre-upgrade.tar.gz.gpg", Error: rollbackBy}
+		if err := j.write(opts.RuntimeDir, PhaseRollingBack, began); err != nil {
+			t.Fatal(err)
+		}
+		if failedOnce {
+			f.failRestore = errors.New("boom")
+			if _, err := Recover(context.Background(), opts); err == nil {
+				t.Fatal("Recover() with a failing restore = nil error")
+			}
+			f.failRestore = nil
+		}
+		msg, err := Recover(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("Recover() = %v", err)
+		}
+		got, _ := filepath.Glob(f.dataDir + ".rolled-back-*")
+		jr, _ := ReadJournal(opts.RuntimeDir)
+		if want := []string{killed, jr.KeptAside}; !slices.Equal(got, want) {
+			t.Errorf("failed once %v: rolled-back copies after the recovery %q, want the killed attempt's and the recovery's %q (%s)", failedOnce, got, want, msg)
+		}
+		if b, err := os.ReadFile(filepath.Join(killed, "generation")); err != nil || string(b) != "written by v2" {
+			t.Errorf("failed once %v: the killed attempt's copy holds %q, %v", failedOnce, b, err)
+		}
+		if !jr.RollingBackSince.IsZero() || jr.Phase != PhaseRolledBack {
+			t.Errorf("failed once %v: journal after the recovery: phase %s, rolling back since %v; want rolled-back, zero", failedOnce, jr.Phase, jr.RollingBackSince)
 		}
 	}
 }

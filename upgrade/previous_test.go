@@ -113,8 +113,7 @@ func (d *diskRuntime) Restore(ctx context.Context, _ string, r Release) (string,
 			}
 		}
 	}
-	aside := d.dataDir + ".pre-restore-x"
-	return aside, os.MkdirAll(aside, 0o700)
+	return d.keepAside()
 }
 
 // newDisk is a box with v1, v2 and v3 published, v2 current and v1

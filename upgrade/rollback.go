@@ -10,7 +10,6 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 
-	"github.com/hermesbox/hbx/internal/atomicfile"
 	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/release"
@@ -220,12 +219,22 @@ func checkPreUpgrade(opts Options, j *Journal) error {
 }
 
 // rollbackLocked puts j.Old and the pre-upgrade data back, under the lock:
-// phase rolling-back, the old pin, the restore with the old runtime, the
-// replaced data renamed aside, phase rolled-back. Crash window
+// phase rolling-back, the old pin, the restore with the old runtime (which
+// moves the replaced data to a rolled-back copy), phase rolled-back. Crash window
 // "rolling-back": Recover does it all again from its start (each step is
 // idempotent; backup's own journal undoes a half-done restore).
 func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (*Result, error) {
 	j.Error = why
+	since := opts.Now()
+	if j.Phase == PhaseRollingBack {
+		// Done again by a recovery: since the first attempt (an hbx
+		// before this one recorded only when it entered the phase).
+		since = j.RollingBackSince
+		if since.IsZero() {
+			since = j.Updated
+		}
+	}
+	j.RollingBackSince = since
 	if err := j.write(opts.RuntimeDir, PhaseRollingBack, opts.Now()); err != nil {
 		return nil, err
 	}
@@ -246,11 +255,9 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 		return nil, err
 	}
 	if aside != "" {
-		if err := keepRolledBack(opts, aside, res); err != nil {
-			return nil, err
-		}
+		keepRolledBack(opts, aside, since, res)
 	}
-	j.KeptAside = res.KeptAside
+	j.KeptAside, j.RollingBackSince = res.KeptAside, time.Time{}
 	if err := j.write(opts.RuntimeDir, PhaseRolledBack, opts.Now()); err != nil {
 		return nil, err
 	}
@@ -284,32 +291,37 @@ func restorePrevious(ctx context.Context, opts Options, j *Journal, res *Result)
 	return nil
 }
 
-// keepRolledBack renames the data a rollback's restore replaced (aside)
-// to <DataDir>.rolled-back-<UTC time>, sets res.KeptAside and prunes older
-// copies (KeepRolledBack), noting what it removed or could not rename.
-// Crash window: a kill before the rename leaves aside as the restore's
-// <DataDir>.pre-restore-<time>, listed by `hbx backup list`.
-func keepRolledBack(opts Options, aside string, res *Result) error {
-	kept := datadir.RolledBack.Path(opts.DataDir, datadir.Stamp(opts.Now()))
-	if err := os.Rename(aside, kept); err != nil {
-		res.Notes = append(res.Notes, fmt.Sprintf("the replaced data stays in %s: %v", aside, err))
-		kept = aside
-	} else if err := atomicfile.SyncDir(filepath.Dir(kept)); err != nil {
-		return err
-	} else {
-		// The restore logged aside as its pre-restore copy: say where
-		// that copy is now.
-		opts.Logger.Info("replaced data kept as a rolled-back copy", "from", aside, "to", kept)
+// keepRolledBack records aside, where the rollback's restore kept the
+// data it replaced, as res.KeptAside and prunes older rolled-back copies
+// (KeepRolledBack), noting what it removed. It never removes aside, nor a
+// copy stamped since the rollback began (since): an earlier attempt of
+// this rollback, killed after its restore committed, moved the newer data
+// there, and the restore done again kept what it found as aside. The
+// restore moved that data straight to <DataDir>.rolled-back-<UTC time>
+// in its swap (Data.Restore): a failure of that move undid the restore,
+// so no rename is left here that could fail and leave the only copy of
+// the newer data where a later restore prunes pre-restore copies.
+func keepRolledBack(opts Options, aside string, since time.Time, res *Result) {
+	res.KeptAside = aside
+	opts.Logger.Info("replaced data kept as a rolled-back copy", "path", aside)
+	spare := []string{aside}
+	from, to := since.Truncate(time.Second), opts.Now()
+	parent, base := filepath.Split(opts.DataDir)
+	ents, _ := os.ReadDir(parent) // unreadable: Prune says so
+	for _, e := range ents {
+		p := filepath.Join(parent, e.Name())
+		if t, ok := datadir.RolledBack.Created(base, e.Name()); ok && e.IsDir() && p != aside && !t.Before(from) && !t.After(to) {
+			spare = append(spare, p)
+			res.Notes = append(res.Notes, fmt.Sprintf("kept %s too: an earlier attempt of this rollback, cut short, moved the data it replaced there", p))
+		}
 	}
-	res.KeptAside = kept
-	pruned, err := datadir.Prune(opts.DataDir, datadir.RolledBack, max(opts.KeepRolledBack, 1))
+	pruned, err := datadir.Prune(opts.DataDir, datadir.RolledBack, max(opts.KeepRolledBack, 1), spare...)
 	for _, p := range pruned {
 		res.Notes = append(res.Notes, fmt.Sprintf("removed the older rolled-back copy %s (backup.keep_pre_restore)", p))
 	}
 	if err != nil {
 		opts.Logger.Warn("prune rolled-back copies", "err", err)
 	}
-	return nil
 }
 
 // Recover finishes or undoes an upgrade or rollback that was interrupted;

@@ -113,7 +113,9 @@ type Data interface {
 	// release (reactivated in place when current or previous holds it,
 	// installed with r pinned otherwise), stopping the services, unless
 	// none run, then starting them and waiting for health. It returns
-	// where the replaced data is kept ("" when there was none).
+	// where the replaced data is kept ("" when there was none): a
+	// <DataDir>.rolled-back-<time> copy (datadir.RolledBack) the restore's
+	// swap moved it to, never a pre-restore copy a later restore prunes.
 	Restore(ctx context.Context, archive string, r Release) (string, error)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	digest "github.com/opencontainers/go-digest"
 
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -27,6 +28,7 @@ var (
 // fake is every interface of Options, recording calls in order.
 type fake struct {
 	dataDir      string
+	restores     int // Restore's count, which names its rolled-back copies
 	calls        []string
 	cur, prev    Release
 	failStage    error
@@ -133,11 +135,16 @@ func (f *fake) Restore(ctx context.Context, archive string, r Release) (string, 
 			return "", err
 		}
 	}
-	aside := f.dataDir + ".pre-restore-x"
-	if err := os.MkdirAll(aside, 0o700); err != nil {
-		return "", err
-	}
-	return aside, nil
+	return f.keepAside()
+}
+
+// keepAside makes the rolled-back copy a restore's swap makes (the
+// composer passes backup.RestoreOptions.KeepAs), named a second after
+// the one before (the first at newFake's Now), and returns it.
+func (f *fake) keepAside() (string, error) {
+	f.restores++
+	aside := datadir.RolledBack.Path(f.dataDir, datadir.Stamp(time.Date(2026, 11, 29, 10, 0, f.restores-1, 0, time.UTC)))
+	return aside, os.MkdirAll(aside, 0o700)
 }
 func (f *fake) Pin(r Release) (string, error) {
 	f.calls = append(f.calls, "pin "+r.ManifestDigest.Encoded()[:4])
@@ -375,9 +382,8 @@ func TestRollback(t *testing.T) {
 			if !f.cur.Equal(oldRel.Target) || !strings.Contains(res.KeptAside, ".rolled-back-") {
 				t.Errorf("after Rollback: active %s, kept aside %q", f.cur, res.KeptAside)
 			}
-			// The restore logged the copy under its pre-restore name; the
-			// log says where it went.
-			if !strings.Contains(logs.String(), "replaced data kept as a rolled-back copy") || !strings.Contains(logs.String(), "to="+res.KeptAside) {
+			// The log says where the replaced data went.
+			if !strings.Contains(logs.String(), "replaced data kept as a rolled-back copy") || !strings.Contains(logs.String(), "path="+res.KeptAside) {
 				t.Errorf("Rollback log %q does not name the rolled-back copy %s", logs.String(), res.KeptAside)
 			}
 			if _, err := Rollback(context.Background(), opts); !errors.Is(err, ErrNoUpgrade) {

@@ -25,6 +25,7 @@ import (
 	"github.com/hermesbox/hbx/installer"
 	"github.com/hermesbox/hbx/internal/buildinfo"
 	"github.com/hermesbox/hbx/internal/config"
+	"github.com/hermesbox/hbx/internal/datadir"
 	"github.com/hermesbox/hbx/internal/executorrun"
 	"github.com/hermesbox/hbx/internal/lock"
 	"github.com/hermesbox/hbx/internal/pending"
@@ -459,6 +460,10 @@ func (d *changeData) Restore(ctx context.Context, archive string, r upgrade.Rele
 	}
 	opts := verbopts.Restore(c, archive)
 	opts.Passphrase, opts.Owner, opts.KeepPreRestore, opts.Image, opts.Platform, opts.Logger = d.passphrase, owner, max(c.Backup.KeepPreRestore, 1), r.Image, r.Platform, d.box.Log
+	// The data the release rolled back from wrote goes straight to a
+	// rolled-back copy in the swap: no second rename that could fail and
+	// leave it a pre-restore copy a later restore prunes.
+	opts.KeepAs = datadir.RolledBack
 	opts.Runtime = reactivating{install: d.box.RestoreRuntime(withPin(c, r)), runtimeDir: c.Executor.RuntimeDir, wait: c.Install.LockWait}
 	if !d.inSupervisor {
 		// The wait after the restore judges r's tool set (health.readiness

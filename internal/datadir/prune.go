@@ -9,10 +9,13 @@ import (
 )
 
 // Prune removes all but the keep newest directories of kind k beside dir
-// (keep < 0 counts as 0) and returns the paths removed, oldest first. It
-// stops at the first copy it cannot remove and returns what it removed so
-// far with the error.
-func Prune(dir string, k Kind, keep int) ([]string, error) {
+// (keep < 0 counts as 0) and returns the paths removed, oldest first.
+// Newest is by name (the stamp). Each of spare, the copy the caller just
+// made, stays and counts as one of the keep newest whatever its stamp: a
+// clock set back since an older copy was made gives it the oldest name.
+// It stops at the first copy it cannot remove and returns what it removed
+// so far with the error.
+func Prune(dir string, k Kind, keep int, spare ...string) ([]string, error) {
 	parent, base := filepath.Split(dir)
 	ents, err := os.ReadDir(parent)
 	if err != nil {
@@ -20,9 +23,14 @@ func Prune(dir string, k Kind, keep int) ([]string, error) {
 	}
 	var copies []string
 	for _, e := range ents {
-		if e.IsDir() && k.Of(base, e.Name()) {
-			copies = append(copies, e.Name())
+		if !e.IsDir() || !k.Of(base, e.Name()) {
+			continue
 		}
+		if slices.ContainsFunc(spare, func(s string) bool { return filepath.Clean(s) == filepath.Join(parent, e.Name()) }) {
+			keep--
+			continue
+		}
+		copies = append(copies, e.Name())
 	}
 	slices.Sort(copies)
 	var removed []string

@@ -60,3 +60,40 @@ func TestRemoveTreeMissing(t *testing.T) {
 		t.Errorf("RemoveTree(missing) = %v", err)
 	}
 }
+
+// TestPruneSpare: a spared copy (the one the caller just made) stays and
+// counts as one of the keep newest, even when its name is the oldest.
+func TestPruneSpare(t *testing.T) {
+	for _, tc := range []struct {
+		keep int
+		want []string // removed, oldest first
+	}{
+		{0, []string{"data.rolled-back-20301201T000000Z", "data.rolled-back-20301202T000000Z"}},
+		{1, []string{"data.rolled-back-20301201T000000Z", "data.rolled-back-20301202T000000Z"}},
+		{2, []string{"data.rolled-back-20301201T000000Z"}},
+		{3, nil},
+	} {
+		root := t.TempDir()
+		data := filepath.Join(root, "data")
+		own := "data.rolled-back-20261201T101500Z" // made after the clock was set back
+		for _, n := range []string{own, "data.rolled-back-20301201T000000Z", "data.rolled-back-20301202T000000Z"} {
+			if err := os.Mkdir(filepath.Join(root, n), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		removed, err := Prune(data, RolledBack, tc.keep, filepath.Join(root, own))
+		if err != nil {
+			t.Fatalf("Prune(keep %d) = %v", tc.keep, err)
+		}
+		var want []string
+		for _, n := range tc.want {
+			want = append(want, filepath.Join(root, n))
+		}
+		if !slices.Equal(removed, want) {
+			t.Errorf("Prune(keep %d, spare %s) removed %q, want %q", tc.keep, own, removed, want)
+		}
+		if _, err := os.Stat(filepath.Join(root, own)); err != nil {
+			t.Errorf("Prune(keep %d) removed the spared copy: %v", tc.keep, err)
+		}
+	}
+}
