@@ -483,3 +483,81 @@ func TestLayerReuseFallsBackAtTheLinkLimit(t *testing.T) {
 	}
 	verifyRelease(t, res.Release)
 }
+
+// linkTreeKillEnv, when set ("src:dst"), makes
+// TestKilledLinkIsNeitherTrustedNorLeft the re-executed child: it links
+// src into dst and then waits to be killed.
+const linkTreeKillEnv = "HBXTEST_LINKTREE_KILL"
+
+// TestKilledLinkIsNeitherTrustedNorLeft: a process killed with SIGKILL
+// while linking a layer state into staging/ (as keepState does) leaves a
+// partial tree there; the next install neither starts from it nor keeps
+// it: it applies every layer, removes the partial tree and keeps its own
+// complete state, which verifies.
+func TestKilledLinkIsNeitherTrustedNorLeft(t *testing.T) {
+	if v := os.Getenv(linkTreeKillEnv); v != "" {
+		src, dst, _ := strings.Cut(v, ":")
+		fmt.Println("linkTree:", linkTree(src, dst, nil))
+		time.Sleep(time.Hour)
+		return
+	}
+	e := newEnv(t)
+	p1 := e.reg.publish(t, "executor", layered(tartest.New().File("app/v1", "v1", 0o644).Bytes()))
+	if _, err := Install(context.Background(), e.opts(p1)); err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := filepath.Glob(filepath.Join(e.runtime, release.LayersDir, "*"))
+	if len(kept) != 1 {
+		t.Fatalf("kept layer states: %q, want one", kept)
+	}
+	if err := os.RemoveAll(filepath.Join(e.runtime, release.LayersDir)); err != nil { // never finished
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	buildTree(t, src, append(bushySpec(4, 5), wideSpec(3000)...))
+	partial := filepath.Join(e.runtime, release.StagingDir, "layers-"+filepath.Base(kept[0])+"-000000000000")
+	dst := filepath.Join(partial, release.RootfsDir)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledLinkIsNeitherTrustedNorLeft$", "-test.count=1")
+	cmd.Env = append(os.Environ(), linkTreeKillEnv+"="+src+":"+dst, "GOMAXPROCS=8")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if ents, _ := os.ReadDir(dst); len(ents) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal("the child linked nothing in 30s")
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	p2 := e.reg.publish(t, "executor", layered(tartest.New().File("app/v2", "v2", 0o644).Bytes()))
+	res, err := Install(context.Background(), e.opts(p2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reused != 0 {
+		t.Errorf("reused %d layers after the killed link, want none", res.Reused)
+	}
+	if _, err := os.Lstat(partial); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the killed link's partial tree %s is left: %v", partial, err)
+	}
+	state := &release.Installed{Dir: kept[0]}
+	l, err := state.OpenFiles()
+	if err != nil {
+		t.Fatalf("the next install kept no state of its own: %v", err)
+	}
+	defer l.Close()
+	if why, err := release.Verify(state.Rootfs(), l); err != nil || why != "" {
+		t.Errorf("verify the next install's state = %q, %v; want it to pass", why, err)
+	}
+	if _, err := os.Lstat(filepath.Join(state.Rootfs(), "w")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the next install's state holds the killed link's tree: %v", err)
+	}
+}
