@@ -66,7 +66,7 @@ type linker struct {
 	each   func(string, *unix.Stat_t) error
 	slots  chan struct{} // nil: one goroutine, Walk order
 	mu     sync.Mutex
-	err    error       // the first error of a subdirectory linked on another goroutine
+	err    error       // the walk's first error, on whichever goroutine
 	failed atomic.Bool // err is set: start nothing more
 }
 
@@ -113,7 +113,7 @@ func (l *linker) handOff(h *handedOff, sfd, dfd int, n, p string, st *unix.Stat_
 
 // wait waits for the subdirectories handed off from one directory,
 // giving the caller's slot to others meanwhile, and returns the walk's
-// first error from another goroutine.
+// first error.
 func (l *linker) wait(h *handedOff) error {
 	if h.n > 0 {
 		<-l.slots
@@ -144,6 +144,7 @@ func (l *linker) dir(sfd, dfd int, prefix string) error {
 			break
 		}
 		if err := l.entry(&h, sfd, dfd, prefix, e); err != nil {
+			l.fail(err) // stop every walker, not only this one
 			l.wait(&h)
 			return err
 		}
