@@ -21,9 +21,9 @@ import (
 // entry's root-relative name and what is known of it before linking it:
 // type and inode number, and for a directory the whole lstat (files and
 // symlinks are not stat'ed); an error from each stops the walk. With each
-// nil, subdirectories are linked by up to GOMAXPROCS goroutines at once
-// (linkat is a syscall per file, so the walk is the kernel's work and
-// spreads over the CPUs); the resulting tree is the same. Errors from
+// nil, subdirectories are linked by up to GOMAXPROCS goroutines at once,
+// at most maxLinkWalkers (linkat is a syscall per file, so the walk is the
+// kernel's work and spreads over the CPUs); the resulting tree is the same. Errors from
 // linkat (EXDEV, EMLINK, EPERM: no hard links here) are returned as they
 // are, wrapped; after one error no further subdirectory is started.
 func linkTree(src, dst string, each func(p string, st *unix.Stat_t) error) error {
@@ -41,11 +41,7 @@ func linkTree(src, dst string, each func(p string, st *unix.Stat_t) error) error
 	if err := unix.Fstat(sfd, &st); err != nil {
 		return fmt.Errorf("link tree: stat %s: %w", src, err)
 	}
-	l := &linker{each: each}
-	if n := runtime.GOMAXPROCS(0); each == nil && n > 1 {
-		l.slots = make(chan struct{}, n)
-		l.slots <- struct{}{} // the calling goroutine's
-	}
+	l := newLinker(each)
 	if err := l.dir(sfd, dfd, ""); err != nil {
 		return fmt.Errorf("link tree: %w", err)
 	}
@@ -54,6 +50,13 @@ func linkTree(src, dst string, each func(p string, st *unix.Stat_t) error) error
 	}
 	return nil
 }
+
+// maxLinkWalkers caps linkTree's goroutines: each holds about two
+// descriptors per directory level it is in, and the install's fetcher
+// and applier need theirs meanwhile, so a host with many CPUs and a low
+// RLIMIT_NOFILE does not lend them all to the walk. Past a few CPUs the
+// walk is bound by the file system's locks, not by CPUs.
+const maxLinkWalkers = 8
 
 // linker is one linkTree walk. With slots (parallel mode), a goroutine
 // holds a slot while it works and gives it back while it waits for the
@@ -68,6 +71,18 @@ type linker struct {
 	mu     sync.Mutex
 	err    error       // the walk's first error, on whichever goroutine
 	failed atomic.Bool // err is set: start nothing more
+}
+
+// newLinker returns a walk calling each; with each nil and more than one
+// CPU, a parallel one of min(GOMAXPROCS, maxLinkWalkers) slots, the
+// calling goroutine holding the first.
+func newLinker(each func(string, *unix.Stat_t) error) *linker {
+	l := &linker{each: each}
+	if n := min(runtime.GOMAXPROCS(0), maxLinkWalkers); each == nil && n > 1 {
+		l.slots = make(chan struct{}, n)
+		l.slots <- struct{}{} // the calling goroutine's
+	}
+	return l
 }
 
 // fail records err when it is the walk's first.

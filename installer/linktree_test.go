@@ -195,3 +195,22 @@ func TestLinkTreeFailsOnFirstError(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkTreeWalkersCapped: the parallel walk uses one goroutine per CPU
+// up to maxLinkWalkers, whatever GOMAXPROCS says, and none beside the
+// caller when a callback asks for Walk order or there is one CPU.
+func TestLinkTreeWalkersCapped(t *testing.T) {
+	each := func(string, *unix.Stat_t) error { return nil }
+	for _, tt := range []struct {
+		procs int
+		each  func(string, *unix.Stat_t) error
+		want  int
+	}{
+		{1, nil, 0}, {2, nil, 2}, {8, nil, 8}, {64, nil, maxLinkWalkers}, {8, each, 0},
+	} {
+		withProcs(t, tt.procs)
+		if got := cap(newLinker(tt.each).slots); got != tt.want {
+			t.Errorf("GOMAXPROCS %d, callback %v: %d walker slots, want %d", tt.procs, tt.each != nil, got, tt.want)
+		}
+	}
+}
