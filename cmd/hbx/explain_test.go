@@ -11,12 +11,14 @@ import (
 
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/supervisor"
 )
 
 // TestExplainSaysNoConfigFileAndHowToWait: an error of a command that
 // read no config file names that (a forgotten --config reads as a broken
 // box); a lock another command holds says how to wait for it; an error
-// of a command that read its file is left as it is.
+// of a command that read its file is left as it is, and so is another
+// lock than the runtime directory's (a second supervisor, a box).
 func TestExplainSaysNoConfigFileAndHowToWait(t *testing.T) {
 	absent := config.File{Path: "/etc/hbx/hbx.yaml"}
 	read := config.File{Path: "/etc/hbx/hbx.yaml", Read: true}
@@ -31,6 +33,10 @@ func TestExplainSaysNoConfigFileAndHowToWait(t *testing.T) {
 		{"no file", absent, errors.New("health: failed: release"), "health: failed: release [no config file (/etc/hbx/hbx.yaml is absent), defaults]"},
 		{"file read", read, errors.New("health: failed: release"), "health: failed: release"},
 		{"lock held", read, fmt.Errorf("backup: %w", held), "backup: /rt/hbx.lock is held by pid 9 (hbx backup) since 2026-12-03T07:00:00Z" + wait},
+		{"another supervisor", read, fmt.Errorf("%w: %w", supervisor.ErrAlreadyRunning, &lock.HeldError{Path: "/var/lib/hbx/supervisor.lock", Holder: held.Holder}),
+			"another supervisor is running: /var/lib/hbx/supervisor.lock is held by pid 9 (hbx backup) since 2026-12-03T07:00:00Z"},
+		{"a box's lock", read, fmt.Errorf("box b1: %w", &lock.HeldError{Path: "/srv/boxes/b1/box.lock", Holder: held.Holder}),
+			"box b1: /srv/boxes/b1/box.lock is held by pid 9 (hbx backup) since 2026-12-03T07:00:00Z"},
 		{"lock held, no file", absent, fmt.Errorf("backup: %w", held), "backup: /rt/hbx.lock is held by pid 9 (hbx backup) since 2026-12-03T07:00:00Z" + wait + " [no config file (/etc/hbx/hbx.yaml is absent), defaults]"},
 	} {
 		g := &globals{configFile: &tt.file}

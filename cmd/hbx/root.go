@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ import (
 	"github.com/hermesbox/hbx/internal/cli"
 	"github.com/hermesbox/hbx/internal/config"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/release"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -68,13 +70,21 @@ func (g *globals) explain(err error) error {
 		return err
 	case errors.Is(err, supervisor.ErrNotRunning):
 		return fmt.Errorf("%w [socket %s: %s; %s]", err, g.socket, g.socketSource, g.configFile)
-	case lock.IsLocked(err) && !strings.Contains(err.Error(), "lock_wait"):
+	case runtimeLockHeld(err) && !strings.Contains(err.Error(), "lock_wait"):
 		err = fmt.Errorf("%w; wait for it to end, or let the command wait (install.lock_wait for hbx install and export, backup.lock_wait for the others)", err)
 	}
 	if !g.configFile.Read {
 		return fmt.Errorf("%w [%s]", err, g.configFile)
 	}
 	return err
+}
+
+// runtimeLockHeld reports whether err is the runtime directory's lock
+// (release.LockFile) held by another command, the lock install.lock_wait
+// and backup.lock_wait wait for; not a second supervisor's or a box's.
+func runtimeLockHeld(err error) bool {
+	held, ok := errors.AsType[*lock.HeldError](err)
+	return ok && filepath.Base(held.Path) == release.LockFile
 }
 
 // newRootCommand builds the command tree. Each subcommand lives in its own
