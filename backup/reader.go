@@ -598,24 +598,14 @@ func CheckArchivePath(p string) error {
 }
 
 // archiveOpenError is regfile.Open(p)'s err without p in its text (see
-// CheckArchivePath), still matching what err matched.
+// CheckArchivePath), still matching fs.ErrNotExist or
+// regfile.ErrNotRegular as err did.
 func archiveOpenError(p string, err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) && pe.Path == p {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok && pe.Path == p {
 		return fmt.Errorf("%s archive: %w", pe.Op, pe.Err)
 	}
-	if msg, ok := strings.CutPrefix(err.Error(), p+" "); ok {
-		return pathFreeError{msg: "archive " + msg, err: err}
+	if nr, ok := errors.AsType[*regfile.NotRegularError](err); ok && nr.Path == p {
+		return fmt.Errorf("archive is %s: %w", nr.What, regfile.ErrNotRegular)
 	}
 	return fmt.Errorf("open archive: %w", err)
 }
-
-// pathFreeError is an error whose text was reworded (archiveOpenError);
-// Unwrap gives the original, so errors.Is and errors.As still see it.
-type pathFreeError struct {
-	msg string
-	err error
-}
-
-func (e pathFreeError) Error() string { return e.msg }
-func (e pathFreeError) Unwrap() error { return e.err }

@@ -1,11 +1,9 @@
 package installer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,20 +123,6 @@ func linkTreeWithin(t *testing.T, limit time.Duration, src, dst string) error {
 	}
 }
 
-// checkNoWalkerLeft fails when more goroutines run than before linkTree
-// (a walker outlived the call), allowing the instant between a walker's
-// wg.Done and its goroutine's end.
-func checkNoWalkerLeft(t *testing.T, before int) {
-	t.Helper()
-	after := runtime.NumGoroutine()
-	for deadline := time.Now().Add(2 * time.Second); after > before && time.Now().Before(deadline); after = runtime.NumGoroutine() {
-		time.Sleep(time.Millisecond)
-	}
-	if after > before {
-		t.Errorf("goroutines 2s after linkTree = %d, before = %d: a walker outlived the call", after, before)
-	}
-}
-
 // TestLinkTreeEveryShapeFinishes: trees shaped to starve the slots (a
 // chain 700 deep, 10k siblings, a full tree where every walker waits on
 // walkers that wait in turn, many deep chains side by side) are linked
@@ -167,16 +151,7 @@ func TestLinkTreeEveryShapeFinishes(t *testing.T) {
 					t.Fatalf("linkTree = %v", err)
 				}
 				checkNoWalkerLeft(t, before)
-				got := treeState(t, dst, true)
-				for p, e := range got {
-					if e.Mode.IsDir() {
-						e.Ino = want[p].Ino // directories are made anew
-						got[p] = e
-					}
-				}
-				if diff := cmp.Diff(got, want); diff != "" {
-					t.Errorf("linked tree differs from its source (-got +want):\n%s", diff)
-				}
+				checkLinkedCopy(t, dst, want)
 			})
 		}
 	}
@@ -311,16 +286,7 @@ func TestLinkTreeOddEntries(t *testing.T) {
 			if err := linkTree(src, dst, tt.each); err != nil {
 				t.Fatalf("linkTree = %v", err)
 			}
-			got := treeState(t, dst, true)
-			for p, e := range got {
-				if e.Mode.IsDir() {
-					e.Ino = want[p].Ino
-					got[p] = e
-				}
-			}
-			if diff := cmp.Diff(got, want); diff != "" {
-				t.Errorf("linked tree differs from its source (-got +want):\n%s", diff)
-			}
+			checkLinkedCopy(t, dst, want)
 		})
 	}
 }
@@ -458,30 +424,10 @@ func TestLayerReuseFallsBackAtTheLinkLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs bytes.Buffer
 	p2 := e.reg.publish(t, "executor", layered(tartest.New().File("app/v2", "v2", 0o644).Bytes()))
-	res, err := Install(context.Background(), e.opts(p2, func(o *Options) {
-		o.StageOnly, o.Logger = true, slog.New(slog.NewTextHandler(&logs, nil))
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Reused != 0 {
+	if res := installFallingBack(t, e, p2, "too many links"); res.Reused != 0 {
 		t.Errorf("reused %d layers, want none (the state cannot be linked)", res.Reused)
 	}
-	if n := strings.Count(logs.String(), "extracted layers not reused"); n != 1 || !strings.Contains(logs.String(), "too many links") {
-		t.Errorf("log says %d times that layers were not reused (want once, naming EMLINK):\n%s", n, logs.String())
-	}
-	cold := newEnv(t)
-	cold.reg = e.reg
-	want, err := Install(context.Background(), cold.opts(p2, func(o *Options) { o.ExtractAll = true }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(treeState(t, res.Release.Rootfs(), false), treeState(t, want.Release.Rootfs(), false)); d != "" {
-		t.Errorf("fallback's tree differs from a cold install's (-fallback +cold):\n%s", d)
-	}
-	verifyRelease(t, res.Release)
 }
 
 // linkTreeKillEnv, when set ("src:dst"), makes

@@ -107,17 +107,40 @@ func TestLinkTreeCopiesTheTreeSharingItsFiles(t *testing.T) {
 			if err := linkTree(src, dst, tt.each); err != nil {
 				t.Fatalf("linkTree = %v", err)
 			}
-			got := treeState(t, dst, true)
-			for p, e := range got {
-				if e.Mode.IsDir() {
-					e.Ino = want[p].Ino // directories are made anew
-					got[p] = e
-				}
-			}
-			if diff := cmp.Diff(got, want); diff != "" {
-				t.Errorf("linked tree differs from its source (-got +want):\n%s", diff)
-			}
+			checkLinkedCopy(t, dst, want)
 		})
+	}
+}
+
+// checkLinkedCopy checks that dst is a linked copy of the tree whose
+// treeState (with inodes) is want: the same entries, modes, times and
+// contents, its files and symlinks the same inodes; its directories are
+// made anew, so their inodes are not compared.
+func checkLinkedCopy(t *testing.T, dst string, want map[string]entryState) {
+	t.Helper()
+	got := treeState(t, dst, true)
+	for p, e := range got {
+		if e.Mode.IsDir() {
+			e.Ino = want[p].Ino
+			got[p] = e
+		}
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("linked tree differs from its source (-got +want):\n%s", diff)
+	}
+}
+
+// checkNoWalkerLeft fails when more goroutines run than before linkTree
+// (a walker outlived the call), allowing the instant between a walker's
+// wg.Done and its goroutine's end.
+func checkNoWalkerLeft(t *testing.T, before int) {
+	t.Helper()
+	after := runtime.NumGoroutine()
+	for deadline := time.Now().Add(2 * time.Second); after > before && time.Now().Before(deadline); after = runtime.NumGoroutine() {
+		time.Sleep(time.Millisecond)
+	}
+	if after > before {
+		t.Errorf("goroutines 2s after linkTree = %d, before = %d: a walker outlived the call", after, before)
 	}
 }
 
@@ -181,16 +204,7 @@ func TestLinkTreeFailsOnFirstError(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.want) {
 					t.Fatalf("linkTree = %v, want an error containing %q", err, tt.want)
 				}
-				// A walker's last step (wg.Done) comes just before its
-				// goroutine ends: allow that instant, not a walker still
-				// blocked or working.
-				after := runtime.NumGoroutine()
-				for deadline := time.Now().Add(2 * time.Second); after > before && time.Now().Before(deadline); after = runtime.NumGoroutine() {
-					time.Sleep(time.Millisecond)
-				}
-				if after > before {
-					t.Errorf("goroutines 2s after linkTree's error = %d, before = %d: a walker outlived the call", after, before)
-				}
+				checkNoWalkerLeft(t, before)
 			})
 		}
 	}

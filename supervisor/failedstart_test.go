@@ -29,12 +29,7 @@ func TestCallsWaitingForAFailedStartAreAnswered(t *testing.T) {
 	if err := os.Mkdir(app.Stderr.Path, 0o755); err != nil { // not a file it can append to
 		t.Fatal(err)
 	}
-	sockDir, err := os.MkdirTemp("", "hbx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "hbx.sock")
+	sock := filepath.Join(socketDir(t), "hbx.sock")
 
 	installing, finish := make(chan struct{}), make(chan struct{})
 	waits := new(atomic.Int32)
@@ -151,12 +146,7 @@ func TestShutdownDuringAFailedStartIsAnswered(t *testing.T) {
 	if err := os.Mkdir(app.Stdout.Path, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	sockDir, err := os.MkdirTemp("", "hbx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "hbx.sock")
+	sock := filepath.Join(socketDir(t), "hbx.sock")
 	installing := make(chan struct{})
 	s, err := New(Options{
 		Programs: []Program{app},

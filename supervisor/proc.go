@@ -933,8 +933,7 @@ func (p *proc) publish(stateChanged bool) {
 		st.Started = p.spawnedAt
 	}
 	s.status[p.spec.Name] = st
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changedLocked()
 }
 
 // mergeEnv returns the lists in order, later keys replacing earlier ones

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -29,12 +28,7 @@ func TestHoldAndWaitDuringShutdownAreRefused(t *testing.T) {
 	blocker.Priority = 1
 	blocker.StopSignal = syscall.SIGWINCH
 	blocker.StopWait = time.Minute
-	sockDir, err := os.MkdirTemp("", "hbx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "hbx.sock")
+	sock := filepath.Join(socketDir(t), "hbx.sock")
 	s := runSupervisor(t, Options{Programs: []Program{app, blocker}, Socket: sock})
 	bst := waitState(t, s, "blocker", 30*time.Second, Running)
 	waitState(t, s, "app", 30*time.Second, Running)

@@ -242,12 +242,9 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	srv := s.serve(ln, &wg)
 	defer func() {
 		if err != nil {
-			s.notStarted(err)
-			s.closeServer(srv)
+			s.notStarted(err) // answered before the server closes
 		}
-		if srv != nil {
-			_ = srv.Close()
-		}
+		s.closeServer(srv) // closed already after a shutdown
 	}()
 	installFailed := s.installFirst(ctx)
 	loopCtx, cancelLoops := context.WithCancel(context.WithoutCancel(ctx))
@@ -398,6 +395,12 @@ func (s *Supervisor) beginShutdown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.shutting = true
+	s.changedLocked()
+}
+
+// changedLocked wakes every waiter on s.changed (a status change, the
+// start of a shutdown); s.mu is held.
+func (s *Supervisor) changedLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
@@ -548,8 +551,7 @@ func (s *Supervisor) setStatus(name string, st State, detail string, stateChange
 	}
 	cur.State, cur.detail = st, detail
 	s.status[name] = cur
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changedLocked()
 }
 
 // claim is what Claim took.

@@ -27,9 +27,38 @@ import (
 // FIFO, socket, device or directory).
 var ErrNotRegular = errors.New("not a regular file")
 
+// NotRegularError is the error of [Open] and the readers for a path that
+// names something other than a regular file: "PATH is WHAT: not a
+// regular file", with " (ERRNO)" when open(2) itself refused it. It
+// wraps [ErrNotRegular] and Errno.
+type NotRegularError struct {
+	Path string
+	What string // "a FIFO", "a directory", "a socket or device", "a symbolic link", ...
+	// Errno is open(2)'s error when it told the type (ENXIO: a socket
+	// or device; ELOOP: a symbolic link under OpenNoFollow); nil when
+	// fstat did.
+	Errno error
+}
+
+func (e *NotRegularError) Error() string {
+	msg := e.Path + " is " + e.What + ": " + ErrNotRegular.Error()
+	if e.Errno != nil {
+		msg += " (" + e.Errno.Error() + ")"
+	}
+	return msg
+}
+
+// Unwrap returns ErrNotRegular and Errno (when set).
+func (e *NotRegularError) Unwrap() []error {
+	if e.Errno == nil {
+		return []error{ErrNotRegular}
+	}
+	return []error{ErrNotRegular, e.Errno}
+}
+
 // Open opens path read-only. It never blocks on a FIFO or device: those,
-// sockets and directories fail with an error wrapping [ErrNotRegular]
-// that names the path and its type. Other errors are those of open(2)
+// sockets and directories fail with a [*NotRegularError] naming the path
+// and its type. Other errors are those of open(2)
 // wrapped in *fs.PathError (errors.Is(err, fs.ErrNotExist) works).
 func Open(path string) (*os.File, error) {
 	return open(path, 0)
@@ -41,7 +70,7 @@ func Open(path string) (*os.File, error) {
 func OpenNoFollow(path string) (*os.File, error) {
 	f, err := open(path, unix.O_NOFOLLOW)
 	if errors.Is(err, unix.ELOOP) {
-		return nil, fmt.Errorf("%s is a symbolic link: %w (%w)", path, ErrNotRegular, err)
+		return nil, &NotRegularError{Path: path, What: "a symbolic link", Errno: err}
 	}
 	return f, err
 }
@@ -49,7 +78,7 @@ func OpenNoFollow(path string) (*os.File, error) {
 func open(path string, flags int) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY|flags, 0)
 	if errors.Is(err, unix.ENXIO) { // a socket, or a device without its driver
-		return nil, fmt.Errorf("%s is a socket or device: %w (%w)", path, ErrNotRegular, err)
+		return nil, &NotRegularError{Path: path, What: "a socket or device", Errno: err}
 	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
@@ -61,7 +90,7 @@ func open(path string, flags int) (*os.File, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, fmt.Errorf("%s is %s: %w", path, typeName(st.Mode), ErrNotRegular)
+		return nil, &NotRegularError{Path: path, What: typeName(st.Mode)}
 	}
 	// Regular files ignore O_NONBLOCK; clear it anyway so the descriptor
 	// behaves like one os.Open returns.

@@ -72,6 +72,9 @@ func TestOpen(t *testing.T) {
 			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.path) {
 				t.Errorf("ReadFile(%s) = %v, want ErrNotRegular %q naming the path", tt.path, err, tt.want)
 			}
+			if nr, ok := errors.AsType[*NotRegularError](err); !ok || nr.Path != tt.path || "is "+nr.What != tt.want {
+				t.Errorf("ReadFile(%s) = %#v, want a *NotRegularError for the path, %q", tt.path, err, tt.want)
+			}
 		case tt.notExist:
 			if !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("ReadFile(%s) = %v, want fs.ErrNotExist", tt.path, err)
