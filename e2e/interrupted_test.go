@@ -191,15 +191,20 @@ func killTrials() int {
 }
 
 // killRandomly runs `hbx ARGS` and sends it SIGKILL after a random delay
-// below span; it returns the delay and the output, and whether the
-// command finished first.
-func killRandomly(t *testing.T, b *box, span time.Duration, args ...string) (time.Duration, string, bool) {
+// below *span, the length of an uninterrupted run; it returns the delay
+// and the output, and whether the command finished first. A run that
+// finished first and succeeded is an uninterrupted one as the machine
+// runs it now: its length becomes *span. On a busy machine one run can take several times
+// another's, and a span measured once in a slow minute would leave most
+// later trials finished before their kill.
+func killRandomly(t *testing.T, b *box, span *time.Duration, args ...string) (time.Duration, string, bool) {
 	t.Helper()
-	delay := time.Duration(mrand.Int64N(int64(span)))
+	delay := time.Duration(mrand.Int64N(int64(*span)))
 	cmd := exec.Command(binary(t), append([]string{"--config", b.config}, args...)...)
 	cmd.Env = cleanEnv()
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +215,9 @@ func killRandomly(t *testing.T, b *box, span time.Duration, args ...string) (tim
 		var ee *exec.ExitError
 		if err != nil && !errors.As(err, &ee) {
 			t.Fatal(err)
+		}
+		if err == nil {
+			*span = time.Since(start)
 		}
 		return delay, out.String(), true
 	case <-time.After(delay):
@@ -261,7 +269,7 @@ func TestRandomKillUpgradeE2E(t *testing.T) {
 	for i := 0; trials-finished < n && trials < 3*n; i++ {
 		trials++
 		before := besideData(b)
-		delay, out, fin := killRandomly(t, b, span, "upgrade", "--image", v2)
+		delay, out, fin := killRandomly(t, b, &span, "upgrade", "--image", v2)
 		if fin {
 			finished++
 		}
@@ -318,7 +326,7 @@ func TestRandomKillRollbackE2E(t *testing.T) {
 	for i := 0; trials-finished < n && trials < 3*n; i++ {
 		trials++
 		before := besideData(b)
-		delay, out, fin := killRandomly(t, b, span, "rollback")
+		delay, out, fin := killRandomly(t, b, &span, "rollback")
 		if fin {
 			finished++
 		}

@@ -58,7 +58,7 @@ func TestRandomKillReusingInstallE2E(t *testing.T) {
 	for i := 0; trials-finished < n && trials < 3*n; i++ {
 		trials++
 		b := fresh()
-		delay, _, fin := killRandomly(t, b, span, "install")
+		delay, _, fin := killRandomly(t, b, &span, "install")
 		if fin {
 			finished++
 		}

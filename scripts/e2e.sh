@@ -174,6 +174,18 @@ done
 # What failed, last, so a log cut to its tail still names it.
 for ((i = 1; i <= shards; i++)); do
 	grep -hE '^--- FAIL: ' "${logs}/shard-${i}.log" 2>/dev/null | sed "s/^/e2e.sh: shard ${i}\/${shards}: /" || true
+	# With each failed test, the last two lines its own code said (a
+	# Fatalf is the last): the cleanup's dumps (a registry's log) come
+	# after it and would push it out of a tail.
+	awk -v p="e2e.sh: shard ${i}/${shards}: " '
+		/^=== RUN   Test[^\/]*$/ { n = 0; next }
+		/^ +[A-Za-z0-9_]+_test\.go:[0-9]+: / { said[n % 2] = $0; n++; next }
+		/^--- FAIL: / {
+			for (k = (n > 2 ? n - 2 : 0); k < n; k++) {
+				l = said[k % 2]; sub(/^ +/, "", l)
+				print p "  " $3 ": " substr(l, 1, 500)
+			}
+		}' "${logs}/shard-${i}.log" 2>/dev/null || true
 	# go test -timeout: "panic: test timed out after D", then a tab-indented
 	# "running tests:" and a "TestX (D)" line, indented deeper, for each test.
 	awk -v p="e2e.sh: shard ${i}/${shards}: " '

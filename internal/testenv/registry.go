@@ -101,7 +101,8 @@ func StartRegistryWith(t testing.TB, dir string, opts Options) *Registry {
 			t.Errorf("stop registry: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("registry log (%s):\n%s", r.logPath, r.logTail())
+			tail, routine := r.logTail()
+			t.Logf("registry log (%s; %d HEAD requests of blobs not pushed yet, a push's first step, left out):\n%s", r.logPath, routine, tail)
 		}
 	})
 	return r
@@ -284,7 +285,7 @@ func (r *Registry) waitReady() error {
 		last = err
 		select {
 		case <-r.exited:
-			log := r.logTail()
+			log, _ := r.logTail()
 			if strings.Contains(log, "address already in use") {
 				return fmt.Errorf("listen on %s: %w", r.host, errAddrInUse)
 			}
@@ -336,17 +337,36 @@ func (r *Registry) Stop() error {
 // Close is [Registry.Stop], for use as an io.Closer.
 func (r *Registry) Close() error { return r.Stop() }
 
-// logTail returns the last few KiB of the registry's output.
-func (r *Registry) logTail() string {
+// logTail returns the last few KiB of the registry's output, less the
+// lines every push writes, and how many of those it left out
+// (routineLeftOut).
+func (r *Registry) logTail() (string, int) {
 	data, err := os.ReadFile(r.logPath)
 	if err != nil {
-		return fmt.Sprintf("(read log: %v)", err)
+		return fmt.Sprintf("(read log: %v)", err), 0
 	}
-	const max = 8 << 10
-	if len(data) > max {
-		data = data[len(data)-max:]
+	return routineLeftOut(data, 8<<10)
+}
+
+// routineLeftOut returns the last max bytes of a registry's log without
+// the lines every push writes (a HEAD of each blob not pushed yet,
+// answered 404 "blob unknown"), and how many it left out, so that what
+// the log adds to a failed test's output is what went wrong there.
+func routineLeftOut(data []byte, max int) (string, int) {
+	var kept bytes.Buffer
+	routine := 0
+	for _, l := range bytes.SplitAfter(data, []byte("\n")) {
+		if bytes.Contains(l, []byte("http.request.method=HEAD")) && bytes.Contains(l, []byte(`err.code="blob unknown"`)) {
+			routine++
+			continue
+		}
+		kept.Write(l)
 	}
-	return string(data)
+	out := kept.Bytes()
+	if len(out) > max {
+		out = out[len(out)-max:]
+	}
+	return string(out), routine
 }
 
 func lastLine(s string) string {
