@@ -91,7 +91,9 @@ func sameDigests(a, b []digest.Digest) bool {
 // then the first layer left to apply. When linking fails (hard links
 // refused, EXDEV, EMLINK, EPERM) or the source differs from its records,
 // the staged rootfs is emptied and every layer is applied, said in one
-// line (a damaged layer state is removed).
+// line (a damaged layer state, or one holding a file at the file
+// system's link limit, EMLINK, is removed: keepState then keeps a fresh
+// one from this install's own inodes).
 func (c *cold) seedStaging() error {
 	if c.opts.Verify {
 		// A repair: what is on disk may be damaged, and shared inodes
@@ -115,7 +117,10 @@ func (c *cold) seedStaging() error {
 		return nil
 	}
 	c.log.Warn("extracted layers not reused: applying every layer", "from", src.dir, "err", err)
-	if src.state && errors.Is(err, errStateDamaged) {
+	if src.state && (errors.Is(err, errStateDamaged) || errors.Is(err, unix.EMLINK)) {
+		// Damaged, or holding a file at the link limit: it would fail
+		// the same way for every later install. Retired, so this one
+		// keeps a fresh state (new inodes) under the same chain.
 		os.RemoveAll(src.dir)
 	}
 	c.a.Close()

@@ -393,7 +393,9 @@ func TestLinkTreeConcurrentCopies(t *testing.T) {
 // file at the file system's link limit (ext4: 65000, reached through
 // links elsewhere) cannot be linked into the staging (EMLINK); the
 // install applies every layer instead, says so once naming the cause,
-// and its release equals a cold install's.
+// and its release equals a cold install's. The state is retired and
+// kept again from the fallback's own inodes, so the next install reuses
+// layers again instead of failing the same way every time.
 func TestLayerReuseFallsBackAtTheLinkLimit(t *testing.T) {
 	e := newEnv(t)
 	p1 := e.reg.publish(t, "executor", layered(tartest.New().File("app/v1", "v1", 0o644).Bytes()))
@@ -428,6 +430,15 @@ func TestLayerReuseFallsBackAtTheLinkLimit(t *testing.T) {
 	if res := installFallingBack(t, e, p2, "too many links"); res.Reused != 0 {
 		t.Errorf("reused %d layers, want none (the state cannot be linked)", res.Reused)
 	}
+	p3 := e.reg.publish(t, "executor", layered(tartest.New().File("app/v3", "v3", 0o644).Bytes()))
+	res, err := Install(context.Background(), e.opts(p3, func(o *Options) { o.StageOnly = true }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reused == 0 {
+		t.Errorf("the install after the fallback reused no layers: the state at the link limit was not retired and kept anew")
+	}
+	verifyRelease(t, res.Release)
 }
 
 // linkTreeKillEnv, when set ("src:dst"), makes
