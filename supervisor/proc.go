@@ -268,9 +268,7 @@ func (p *proc) killOverdue(now time.Time) {
 			msg = "the leftover grace passed, killing what is left of the process group"
 		}
 		p.s.log.Warn(msg, "program", p.spec.Name, "pgid", p.pgid, "after", p.term.killAt.Sub(p.term.began), "escaped", procscan.Join(p.escaped))
-		if p.pgid > 0 {
-			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-		}
+		p.s.reaper.signalGroup(p.pgid, syscall.SIGKILL)
 		p.cg.kill()
 		p.term.killed = true
 		p.signalEscaped()
@@ -499,9 +497,7 @@ func (p *proc) beginTerm(now time.Time) { p.beginTermWithin(now, p.spec.StopWait
 // beginTermWithin is beginTerm with SIGKILL after wait.
 func (p *proc) beginTermWithin(now time.Time, wait time.Duration) {
 	p.term = termination{active: true, began: now, killAt: now.Add(wait), signalled: map[int]syscall.Signal{}}
-	if p.pgid > 0 {
-		_ = syscall.Kill(-p.pgid, p.stopSignal())
-	}
+	p.s.reaper.signalGroup(p.pgid, p.stopSignal())
 	p.scannedAt = time.Time{} // look for escaped processes now
 	p.othersAlive()
 	p.signalEscaped()

@@ -116,6 +116,42 @@ var setSubreaper = func() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
+// signalGroup sends sig to process group pgid if it still has a member,
+// zombies included, and reports whether it did. It holds mu across the
+// look and the kill, so no wait4 here reaps a member in between: a
+// process group's id is not reused while any member exists, and as a
+// child subreaper this process holds the last member of a program's
+// group as its zombie (it is the leader's parent, and an orphan's) until
+// reap runs. So the kill never reaches an unrelated group that took the
+// id once the program's group was gone (kill(2) on a bare -pgid would,
+// after a pid wrap).
+func (r *reaper) signalGroup(pgid int, sig syscall.Signal) bool {
+	if pgid <= 0 {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if syscall.Kill(-pgid, 0) == syscall.ESRCH {
+		return false
+	}
+	return syscall.Kill(-pgid, sig) == nil
+}
+
+// killChildren sends SIGKILL to every child of this process (descendants
+// reparented to the subreaper that left their program's group) and
+// returns their pids. It holds mu from the listing to the last kill, so
+// none of them is reaped, and its pid taken by an unrelated process, in
+// between.
+func (r *reaper) killChildren() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kids := childrenOf(os.Getpid())
+	for _, pid := range kids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return kids
+}
+
 // groupAlive reports whether process group pgid has any member left
 // that is not a zombie (see procscan.GroupAlive).
 func groupAlive(pgid int) bool {

@@ -705,7 +705,11 @@ func (s *Supervisor) groupRecord(name string) string {
 // way): stopsignal to the group, SIGKILL after stopwaitsecs. A group whose
 // members started before the recorded leader, or whose leader pid is
 // another process, is not the recorded one (the id was reused) and is
-// left alone.
+// left alone. The members are not this process's children (their parent
+// was the previous supervisor): once the last one is reaped elsewhere the
+// group's id is free, so each member is signalled by itself, its pid,
+// group and start time proven at the signal (signalMembers), never
+// through kill(-pgid), which would reach whatever group took the id.
 func (s *Supervisor) stopRecordedGroup(ctx context.Context, p *proc) error {
 	b, err := os.ReadFile(s.groupRecord(p.spec.Name))
 	if err != nil {
@@ -720,24 +724,26 @@ func (s *Supervisor) stopRecordedGroup(ctx context.Context, p *proc) error {
 	if len(members) == 0 {
 		return nil
 	}
-	for _, m := range members {
-		if m.StartTime < t0 || m.PID == pgid && m.StartTime != t0 {
-			s.log.Info("the recorded process group of a previous supervisor's program is another one now; left alone", "program", p.spec.Name, "pgid", pgid)
-			return nil
-		}
+	if !recordedGroup(members, pgid, t0) {
+		s.log.Info("the recorded process group of a previous supervisor's program is another one now; left alone", "program", p.spec.Name, "pgid", pgid)
+		return nil
 	}
 	comms := make([]string, len(members))
 	for i, m := range members {
 		comms[i] = procscan.Comm(m.PID)
 	}
 	sig := p.stopSignal()
-	_ = syscall.Kill(-pgid, sig)
+	signalMembers(members, sig)
 	killAt := time.Now().Add(p.spec.StopWait)
 	var giveUp time.Time
-	for len(procscan.Group(pgid)) > 0 {
+	for {
+		left := procscan.Group(pgid)
+		if len(left) == 0 || !recordedGroup(left, pgid, t0) {
+			break // gone, or gone and its id taken by another group
+		}
 		now := time.Now()
 		if giveUp.IsZero() && !now.Before(killAt) {
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			signalMembers(left, syscall.SIGKILL)
 			giveUp = now.Add(5 * time.Second)
 		}
 		if !giveUp.IsZero() && now.After(giveUp) {
@@ -755,6 +761,32 @@ func (s *Supervisor) stopRecordedGroup(ctx context.Context, p *proc) error {
 	return nil
 }
 
+// recordedGroup reports whether members (of process group pgid) can be
+// the group whose leader, pid pgid, started at t0 (clock ticks after
+// boot): none started before it, and a member with the leader's pid is
+// the leader itself.
+func recordedGroup(members []procscan.Stat, pgid int, t0 uint64) bool {
+	for _, m := range members {
+		if m.StartTime < t0 || m.PID == pgid && m.StartTime != t0 {
+			return false
+		}
+	}
+	return true
+}
+
+// signalMembers sends sig to each of members that is still the process
+// it was when read (the same pid, process group and start time), through
+// procscan.Signal: a member that died meanwhile, its pid reused, gets
+// nothing.
+func signalMembers(members []procscan.Stat, sig syscall.Signal) {
+	for _, m := range members {
+		procscan.Signal(m.PID, sig, func(pid int) bool {
+			st, err := procscan.ReadStat(pid)
+			return err == nil && st.PGID == m.PGID && st.StartTime == m.StartTime
+		})
+	}
+}
+
 // Shutdown asks Run to stop everything and return. It does not wait.
 func (s *Supervisor) Shutdown() {
 	s.shutdownOnce.Do(func() { close(s.shutdownReq) })
@@ -765,13 +797,15 @@ func (s *Supervisor) Shutdown() {
 func (s *Supervisor) killOrphans(ctx context.Context) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		kids := childrenOf(os.Getpid())
-		if len(kids) == 0 || time.Now().After(deadline) {
+		if time.Now().After(deadline) {
+			return
+		}
+		kids := s.reaper.killChildren()
+		if len(kids) == 0 {
 			return
 		}
 		for _, pid := range kids {
-			s.log.Warn("killing leftover process", "pid", pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			s.log.Warn("killed leftover process", "pid", pid)
 		}
 		select {
 		case <-ctx.Done():
