@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -101,6 +102,10 @@ type Spec struct {
 	// starts is a member whatever it does; Run does not close it. Where
 	// clone3 is missing, Run fails wrapping ENOSYS.
 	Cgroup *os.File
+	// KillAfter, when not zero, is how long after its context ends Run
+	// gives the payload's process group to go after the SIGTERM before it
+	// sends SIGKILL (the rehearsal's stop grace). Zero: Run waits.
+	KillAfter time.Duration
 }
 
 // Prepare checks the active release against the configuration, creates the

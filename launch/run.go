@@ -31,11 +31,14 @@ func (e *ExitError) Error() string { return fmt.Sprintf("executor exited with st
 
 // Run starts spec in its own process group, writes the pidfile, forwards
 // signals to the group, and waits. When ctx ends first, the group gets
-// SIGTERM. When the payload is gone, what it left in its group is killed,
-// and so is any process that left the group (setsid, a daemon) but holds
-// the marker pipe inherited after spec.ExtraFiles. A process it left
-// that still holds stdout or stderr delays Run by outputWaitDelay (3 s)
-// at most, never more. A non-zero exit is an *ExitError.
+// SIGTERM, and SIGKILL spec.KillAfter later when that is set. When the
+// payload's process (the group's leader) exits, what it left in its group
+// is killed before the leader is reaped (so the kill cannot reach another
+// group that took the id), and then any process that left the group
+// (setsid, a daemon) but holds the marker pipe inherited after
+// spec.ExtraFiles. A process outside the group that still holds stdout
+// or stderr delays Run by outputWaitDelay (3 s) at most, never more. A
+// non-zero exit is an *ExitError.
 func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Logger) error {
 	cmd := &exec.Cmd{
 		Path:   spec.Path,
@@ -78,35 +81,45 @@ func Run(ctx context.Context, spec *Spec, stdout, stderr io.Writer, log *slog.Lo
 	}
 	defer os.Remove(spec.PidFile)
 	log.Info("executor started", "pid", pid, "program", spec.Path, "dir", spec.Dir)
-	termSent, err := forwardUntilExit(ctx, cmd, sigs)
-	// Whatever the leader left in its group goes with it, and what left
-	// the group (setsid, a daemon) but holds the marker.
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	// Whatever the leader left in its group goes with it (group.wait),
+	// and what left the group (setsid, a daemon) but holds the marker.
+	termSent, err := forwardUntilExit(ctx, cmd, sigs, spec.KillAfter)
 	if kerr := mk.kill(context.Background()); kerr != nil {
 		log.Warn("stop what the payload left running", "err", kerr)
 	}
 	return exitStatus(err, termSent, log)
 }
 
-// forwardUntilExit waits for the started cmd, passing each signal of sigs
-// to its process group and SIGTERM once when ctx ends; termSent says a
-// SIGTERM or SIGINT was passed.
-func forwardUntilExit(ctx context.Context, cmd *exec.Cmd, sigs <-chan os.Signal) (termSent bool, err error) {
-	pid := cmd.Process.Pid
+// forwardUntilExit waits for the started cmd (group.wait: what its
+// leader leaves in its group is killed before the leader is reaped),
+// passing each signal of sigs to its process group and SIGTERM once when
+// ctx ends, then SIGKILL killAfter later when that is not zero; termSent
+// says a SIGTERM or SIGINT was passed.
+func forwardUntilExit(ctx context.Context, cmd *exec.Cmd, sigs <-chan os.Signal, killAfter time.Duration) (termSent bool, err error) {
+	g := &group{pid: cmd.Process.Pid}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- g.wait(cmd) }()
+	var kill <-chan time.Time
 	for {
 		select {
 		case s := <-sigs:
 			sig := s.(syscall.Signal)
 			termSent = termSent || sig == syscall.SIGTERM || sig == syscall.SIGINT
-			_ = syscall.Kill(-pid, sig)
+			g.signal(sig)
 		case <-ctx.Done():
 			if !termSent {
 				termSent = true
-				_ = syscall.Kill(-pid, syscall.SIGTERM)
+				g.signal(syscall.SIGTERM)
+			}
+			if killAfter > 0 {
+				t := time.NewTimer(killAfter)
+				defer t.Stop()
+				kill = t.C
 			}
 			ctx = context.Background() // stop selecting on it
+		case <-kill:
+			g.signal(syscall.SIGKILL)
+			kill = nil
 		case err = <-done:
 			return termSent, err
 		}

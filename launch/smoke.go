@@ -96,19 +96,28 @@ func Smoke(ctx context.Context, spec *Spec, timeout time.Duration) error {
 		return fmt.Errorf("run %s: %w", name, err)
 	}
 	var out limitedBuffer
-	cmd := exec.CommandContext(ctx, spec.Path)
+	cmd := exec.Command(spec.Path)
 	cmd.ExtraFiles = append(append([]*os.File(nil), spec.ExtraFiles...), mk.r)
 	cmd.Args = spec.Args
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
-	err = cmd.Run()
+	err = cmd.Start()
 	mk.started()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left behind in its group
+	if err == nil {
+		// What it left behind in its group is killed before its leader
+		// is reaped (group.wait); at the timeout, the whole group.
+		g := &group{pid: cmd.Process.Pid}
+		done := make(chan error, 1)
+		go func() { done <- g.wait(cmd) }()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			g.signal(syscall.SIGKILL)
+			err = <-done
+		}
 	}
 	// What left the group but still holds the marker.
 	if kerr := mk.kill(parent); kerr != nil && err == nil && parent.Err() == nil && ctx.Err() == nil {

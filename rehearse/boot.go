@@ -89,6 +89,7 @@ func (o *Options) boot(ctx context.Context, s *scratch, g *cgroup, res *Result) 
 	spec.SetEnv("EXECUTOR_HOST", lo.Listen)
 	spec.SetEnv("PORT", strconv.Itoa(res.Port))
 	spec.ExtraFiles = []*os.File{s.held}
+	spec.KillAfter = o.StopGrace // stop's SIGKILL, sent by launch.Run while it holds the group's id
 	if g != nil {
 		spec.Cgroup = g.dir
 	}
@@ -268,8 +269,9 @@ func (o *Options) waitReady(ctx context.Context, p *proc, port int, out *tail) e
 
 // stop ends the payload: SIGTERM to its group (cancel: launch.Run sends
 // it) and to every member of its cgroup g outside the group, SIGKILL to
-// the group after o.StopGrace (launch.Run then kills what left the group
-// but holds its marker), then SIGKILL to every member of g still there.
+// the group after o.StopGrace (launch.Run sends it too, spec.KillAfter,
+// and then kills what left the group but holds its marker), then SIGKILL
+// to every member of g still there.
 func (o *Options) stop(cancel context.CancelFunc, p *proc, g *cgroup) error {
 	cancel()
 	killAt := time.Now().Add(o.StopGrace)
@@ -281,10 +283,10 @@ func (o *Options) stop(cancel context.CancelFunc, p *proc, g *cgroup) error {
 		return o.end(g, killAt)
 	case <-grace.C:
 	}
-	if pid := p.readPid(); pid > 0 {
-		o.Logger.Warn("the rehearsed release ignored SIGTERM; killing its process group", "pid", pid)
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-	}
+	// launch.Run sends the group SIGKILL now (spec.KillAfter): it alone
+	// knows whether the group's leader is reaped, after which its id may
+	// name another group.
+	o.Logger.Warn("the rehearsed release ignored SIGTERM; killing its process group", "pid", p.readPid())
 	select {
 	case <-p.done:
 		return o.end(g, killAt)
