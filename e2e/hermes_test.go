@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/procscan"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -80,8 +81,8 @@ programs:
 // are in home (only while they still run the stand-in).
 func killRecorded(home string, files ...string) {
 	for _, f := range files {
-		if pid := pidIn(home, f); pid > 0 && strings.Contains(cmdline(pid), "hermes-gateway-standin") {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		if pid := pidIn(home, f); pid > 0 {
+			procscan.Signal(pid, syscall.SIGKILL, runsStandin)
 		}
 	}
 }
@@ -110,6 +111,10 @@ func pidIn(home, file string) int {
 	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return n
 }
+
+// runsStandin reports whether pid runs the gateway stand-in: the proof
+// for procscan.Signal that a recorded pid is still one of the test's.
+func runsStandin(pid int) bool { return strings.Contains(cmdline(pid), "hermes-gateway-standin") }
 
 func cmdline(pid int) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -281,9 +286,7 @@ func TestHermesKilledSupervisorE2E(t *testing.T) {
 	})
 	first := hermesStatus(t, sock, 60*time.Second, "RUNNING", func(st supervisor.Status) bool { return st.State == supervisor.Running })
 	t.Cleanup(func() { // a failure before the next supervisor took over
-		if strings.Contains(cmdline(first.PID), "hermes-gateway-standin") {
-			_ = syscall.Kill(first.PID, syscall.SIGKILL)
-		}
+		procscan.Signal(first.PID, syscall.SIGKILL, runsStandin)
 	})
 	helper := waitPidIn(t, home, "helper.pid")
 	_ = cmd.Process.Kill()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/procscan"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -123,10 +124,14 @@ func TestReadinessKeyE2E(t *testing.T) {
 
 	// Wedged: the whole process group stopped. Detected, killed, started
 	// again, RUNNING again.
+	leader, err := procscan.ReadStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGCONT) })
+	t.Cleanup(func() { leader.Signal(syscall.SIGCONT) }) // by identity: the group is long gone if the test passed
 	st = waitExecutor(t, s, 90*time.Second, "RUNNING again as a new process", func(st supervisor.Status) bool {
 		return st.State == supervisor.Running && st.PID != pid
 	})

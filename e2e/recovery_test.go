@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/killpoint"
 	"github.com/hermesbox/hbx/internal/lock"
+	"github.com/hermesbox/hbx/internal/procscan"
 	"github.com/hermesbox/hbx/supervisor"
 	"github.com/hermesbox/hbx/upgrade"
 )
@@ -367,6 +369,10 @@ func TestSupervisorStoppedInItsRecoveryE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leader, err := procscan.ReadStat(pgid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Kill(-pgid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -382,9 +388,15 @@ func TestSupervisorStoppedInItsRecoveryE2E(t *testing.T) {
 		t.Fatalf("hbx supervise did not exit within 90s of SIGTERM during its recovery\n%s", readFile(t, s.log))
 	}
 	t.Logf("hbx supervise exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
-	if err := syscall.Kill(-pgid, 0); err == nil {
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		t.Errorf("the executor's process group %d outlived hbx supervise", pgid)
+	// The group's members now, unless its id names another group (its
+	// leader pid another process): each killed by its identity.
+	if left := procscan.Group(pgid); len(left) > 0 && !slices.ContainsFunc(left, func(m procscan.Stat) bool {
+		return m.PID == pgid && m.StartTime != leader.StartTime || m.StartTime < leader.StartTime
+	}) {
+		for _, m := range left {
+			m.Signal(syscall.SIGKILL)
+		}
+		t.Errorf("the executor's process group %d outlived hbx supervise: %v", pgid, left)
 	}
 	s = startSupervise(t, b, s.socket, s.dir)
 	waitConverged(t, b, "after the supervisor stopped in its recovery", 2*time.Minute)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesbox/hbx/internal/procscan"
+	"github.com/hermesbox/hbx/internal/testenv/testproc"
 	"github.com/hermesbox/hbx/supervisor"
 )
 
@@ -111,8 +113,8 @@ func appenderBox(t *testing.T) (b *box, s *supervised, dir string) {
 	b = installedBox(t)
 	socket, dir := supervisorConfig(t, b, appenderProgram)
 	t.Cleanup(func() { // runs after the supervisors' cleanups
-		for _, pid := range lines(filepath.Join(dir, "escapees")) {
-			syscall.Kill(pid, syscall.SIGKILL)
+		for _, pid := range lines(filepath.Join(dir, "escapees")) { // still an escapee: its command line names dir
+			procscan.Signal(pid, syscall.SIGKILL, func(pid int) bool { return strings.Contains(cmdline(pid), dir) })
 		}
 	})
 	s = startSupervise(t, b, socket, dir)
@@ -341,8 +343,8 @@ func TestSuperviseSignalsBeforeRunE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	testproc.KillAtEnd(t, left.Process.Pid) // by identity: it is reaped below, its pid then free
 	go left.Wait()
-	t.Cleanup(func() { syscall.Kill(-left.Process.Pid, syscall.SIGKILL) })
 
 	s := startSupervise(t, b, socket, dir)
 	// The owner lock is taken (and names this supervise) before the

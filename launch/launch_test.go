@@ -18,7 +18,9 @@ import (
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/hermesbox/hbx/extract"
+	"github.com/hermesbox/hbx/internal/procscan"
 	"github.com/hermesbox/hbx/internal/tartest"
+	"github.com/hermesbox/hbx/internal/testenv/testproc"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -333,7 +335,13 @@ func TestRunReturnsWhileOutputHeld(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pids := filepath.Join(t.TempDir(), "pids")
-			rt := installFake(t, "#!/bin/sh\n"+tc.spawn+"\necho $! > "+pids+"\necho started\nexit "+strconv.Itoa(tc.code)+"\n", cfg)
+			// In the left process's environment: it is killed by it, never by
+			// a bare pid that may name another process by then.
+			mark := "HBXTEST_MARK=" + pids
+			kill := func(pid int) {
+				procscan.Signal(pid, syscall.SIGKILL, func(pid int) bool { return testproc.HasEnv(pid, mark) })
+			}
+			rt := installFake(t, "#!/bin/sh\n"+mark+" "+tc.spawn+"\necho $! > "+pids+"\necho started\nexit "+strconv.Itoa(tc.code)+"\n", cfg)
 			spec, err := Prepare(baseOptions(t, rt))
 			if err != nil {
 				t.Fatal(err)
@@ -346,7 +354,7 @@ func TestRunReturnsWhileOutputHeld(t *testing.T) {
 			case <-time.After(60 * time.Second):
 				if b, _ := os.ReadFile(pids); len(b) > 0 {
 					if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
-						syscall.Kill(pid, syscall.SIGKILL) // lets the hung Run return
+						kill(pid) // lets the hung Run return
 					}
 				}
 				t.Fatal("Run() still waits 60 s after the payload exited: a process it left holds its stdout")
@@ -368,7 +376,7 @@ func TestRunReturnsWhileOutputHeld(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					syscall.Kill(pid, syscall.SIGKILL)
+					kill(pid)
 					t.Fatalf("the process %d the payload left still runs after Run returned", pid)
 				}
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/datalock"
 	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/internal/testenv/testproc"
 	"github.com/hermesbox/hbx/release"
 )
 
@@ -80,8 +81,9 @@ func TestSmokeDaemonGone(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "daemon.pid")
+	mark := "HBXTEST_MARK=" + dir // in the daemon's environment, to kill it by at the end
 	spec := &Spec{Path: "/bin/sh", Args: []string{"sh", "-c", "setsid sh -c 'echo $$ > " + pidFile + "; exec sleep 300' </dev/null >/dev/null 2>&1 & " +
-		"while ! test -s " + pidFile + "; do sleep 0.05; done; exit 0"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}}
+		"while ! test -s " + pidFile + "; do sleep 0.05; done; exit 0"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", mark}}
 	if err := Smoke(context.Background(), spec, 60*time.Second); err != nil {
 		t.Fatalf("Smoke() = %v, want nil", err)
 	}
@@ -93,7 +95,7 @@ func TestSmokeDaemonGone(t *testing.T) {
 	if pid <= 0 {
 		t.Fatalf("daemon pid %q", b)
 	}
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	testproc.KillMarkedAtEnd(t, pid, mark)
 	if syscall.Kill(pid, 0) == nil && !zombie(pid) {
 		t.Fatalf("the smoke command's daemon %d (its own session) outlived Smoke", pid)
 	}
@@ -108,7 +110,8 @@ func TestRunDaemonGone(t *testing.T) {
 		testenv.Missing(t, "setsid(1) is not installed (apt-get install util-linux)")
 	}
 	// $4 is the mapped --pid /run/x/y.pid: a file in the state directory.
-	rt := installFake(t, "#!/bin/sh\nsetsid sh -c 'echo $$ > \"$0\"; exec sleep 300' \"$4\" </dev/null >/dev/null 2>&1 &\n"+
+	mark := fmt.Sprintf("HBXTEST_MARK=%d", time.Now().UnixNano()) // in the daemon's environment, to kill it by at the end
+	rt := installFake(t, "#!/bin/sh\n"+mark+" setsid sh -c 'echo $$ > \"$0\"; exec sleep 300' \"$4\" </dev/null >/dev/null 2>&1 &\n"+
 		"while ! test -s \"$4\"; do sleep 0.05; done\nexit 0\n", cfg)
 	spec, err := Prepare(baseOptions(t, rt))
 	if err != nil {
@@ -125,7 +128,7 @@ func TestRunDaemonGone(t *testing.T) {
 	if pid <= 0 {
 		t.Fatalf("daemon pid %q", b)
 	}
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	testproc.KillMarkedAtEnd(t, pid, mark)
 	if syscall.Kill(pid, 0) == nil && !zombie(pid) {
 		t.Fatalf("the payload's daemon %d (its own session) outlived Run", pid)
 	}

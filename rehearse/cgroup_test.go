@@ -169,8 +169,8 @@ func killEscapees(t *testing.T, rp runParams) {
 	t.Cleanup(func() {
 		for _, r := range []runParams{rp, {Escapee: rp.Escapee + ".again"}} {
 			b, _ := os.ReadFile(r.Escapee)
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && isEscapee(pid, r) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				procscan.Signal(pid, syscall.SIGKILL, func(pid int) bool { return isEscapee(pid, r) })
 			}
 		}
 	})

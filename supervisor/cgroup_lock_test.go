@@ -41,7 +41,12 @@ func TestLockHeldByCgroupMember(t *testing.T) {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL); c.Wait() })
+		t.Cleanup(func() { // the group only while its leader is unreaped: then its id is still its own
+			if c.ProcessState == nil {
+				syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+				c.Wait()
+			}
+		})
 		return c
 	}
 	lockFile := filepath.Join(t.TempDir(), "gateway.lock")

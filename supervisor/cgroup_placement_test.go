@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/testenv/testcgroup"
+	"github.com/hermesbox/hbx/internal/testenv/testproc"
 
 	"github.com/hermesbox/hbx/internal/progcgroup"
 	"github.com/hermesbox/hbx/internal/testenv"
@@ -71,7 +72,7 @@ func TestProgramCgroupsUnderOwnCgroup(t *testing.T) {
 	}
 	sup1 := startSupervisorProcessAttr(t, sys(cg1), state, dir, "fork-append", "sup1.log", "HBXTEST_ARG=close", "HBXTEST_CGROUPS=1")
 	old := waitAppender(t, dir, 0)
-	t.Cleanup(func() { syscall.Kill(old, syscall.SIGKILL) })
+	testproc.KillAtEnd(t, old)
 	if got := cgroupOf(t, old); !strings.HasPrefix(got, rel1+"/hbx.") || !strings.HasSuffix(got, "/prog") {
 		t.Fatalf("program cgroup = %s, want %s/hbx.<id>/prog (under the supervisor's own cgroup)", got, rel1)
 	}
@@ -80,7 +81,7 @@ func TestProgramCgroupsUnderOwnCgroup(t *testing.T) {
 
 	sup2 := startSupervisorProcessAttr(t, sys(cg2), state, dir, "fork-append", "sup2.log", "HBXTEST_ARG=close", "HBXTEST_CGROUPS=1")
 	fresh := waitAppender(t, dir, old)
-	t.Cleanup(func() { syscall.Kill(fresh, syscall.SIGKILL) })
+	testproc.KillAtEnd(t, fresh)
 	sup2.waitLog(t, fmt.Sprintf(`.*stopped a process left running by a previous supervisor" program=prog pid=%d .*found_by=cgroup.*`, old), 30*time.Second)
 	if !processGone(old) {
 		t.Errorf("the first supervisor's leftover %d still lives", old)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/internal/testenv/testproc"
 )
 
 // A process that leaves its program's session (setsid) is stopped with
@@ -75,7 +76,7 @@ func TestStopStopsEscapedProcessWhoseMainThreadExited(t *testing.T) {
 		t.Fatalf("pids = %v, want leader and leaf", ps)
 	}
 	leaf := ps[1]
-	t.Cleanup(func() { syscall.Kill(leaf, syscall.SIGKILL) })
+	testproc.KillAtEnd(t, leaf)
 	if !testenv.MainThreadExited(leaf) {
 		t.Fatalf("leaf %d: main thread not exited with another thread alive", leaf)
 	}
@@ -276,7 +277,7 @@ func killedSupervisorLeftovers(t *testing.T, arg, subreaperEnv string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Cleanup(func() { syscall.Kill(old, syscall.SIGKILL) })
+	testproc.KillAtEnd(t, old)
 	sup1.cmd.Process.Kill()
 	<-sup1.done
 	// The grandchild lives on and keeps appending.
@@ -303,7 +304,7 @@ func killedSupervisorLeftovers(t *testing.T, arg, subreaperEnv string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Cleanup(func() { syscall.Kill(fresh, syscall.SIGKILL) })
+	testproc.KillAtEnd(t, fresh)
 	if !processGone(old) {
 		t.Errorf("the old grandchild %d still lives beside the new program", old)
 	}
@@ -352,7 +353,7 @@ func TestNoSubreaper(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Cleanup(func() { syscall.Kill(leaf, syscall.SIGKILL) })
+	testproc.KillAtEnd(t, leaf)
 	if ppid := parentOf(leaf); ppid == sp.cmd.Process.Pid {
 		t.Fatalf("the orphaned grandchild %d was reparented to the supervisor: it is a subreaper, the test shows nothing", leaf)
 	}

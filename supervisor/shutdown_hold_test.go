@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/procscan"
 )
 
 // TestHoldAndWaitDuringShutdownAreRefused: while the supervisor shuts
@@ -32,10 +34,16 @@ func TestHoldAndWaitDuringShutdownAreRefused(t *testing.T) {
 	s := runSupervisor(t, Options{Programs: []Program{app, blocker}, Socket: sock})
 	bst := waitState(t, s, "blocker", 30*time.Second, Running)
 	waitState(t, s, "app", 30*time.Second, Running)
+	// By its identity: the supervisor reaps it, and its bare pid may name
+	// another process by the time the test ends.
+	blockerProc, err := procscan.ReadStat(bst.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var unblocked atomic.Bool
 	unblock := func() {
 		if unblocked.CompareAndSwap(false, true) {
-			_ = syscall.Kill(-bst.PID, syscall.SIGKILL)
+			blockerProc.Signal(syscall.SIGKILL)
 		}
 	}
 	t.Cleanup(unblock)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesbox/hbx/internal/procscan"
 )
 
 // TestStartDecidedBeforeShutdownIsRefused pins the race fixed in d79a394:
@@ -60,10 +62,16 @@ func TestStartDecidedBeforeShutdownIsRefused(t *testing.T) {
 	bst := waitState(t, s, "blocker", 30*time.Second, Running)
 	// Let shutdown finish however the test ends (runs before
 	// runSupervisor's cleanup waits for Run).
+	// By its identity: the supervisor reaps it, and its bare pid may name
+	// another process by the time the test ends.
+	blockerProc, err := procscan.ReadStat(bst.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var unblocked atomic.Bool
 	unblock := func() {
 		if unblocked.CompareAndSwap(false, true) {
-			_ = syscall.Kill(-bst.PID, syscall.SIGKILL)
+			blockerProc.Signal(syscall.SIGKILL)
 		}
 	}
 	t.Cleanup(unblock)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hermesbox/hbx/internal/procscan"
 	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/internal/testenv/testproc"
 )
 
 // The test binary doubles as the lock's holders (HBXTEST_DATALOCK):
@@ -185,7 +186,7 @@ func TestLeftoversHoldTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("owner-leaf printed %q", line)
 	}
-	t.Cleanup(func() { syscall.Kill(leaf, syscall.SIGKILL) })
+	testproc.KillAtEnd(t, leaf)
 	owner := c.Process.Pid
 	c.Process.Kill()
 	c.Wait()
@@ -234,7 +235,7 @@ func TestLeftoverWhoseMainThreadExitedIsNamed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("owner-mainexit printed %q", line)
 	}
-	t.Cleanup(func() { syscall.Kill(leaf, syscall.SIGKILL) })
+	testproc.KillAtEnd(t, leaf)
 	c.Process.Kill()
 	c.Wait()
 	for what, err := range map[string]error{

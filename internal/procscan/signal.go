@@ -28,3 +28,15 @@ func Signal(pid int, sig syscall.Signal, proof func(pid int) bool) bool {
 	}
 	return false // ESRCH: gone already
 }
+
+// Signal sends sig to s.PID only while that pid names the process s was
+// read from (the same start time: a pid is reused, a pid and start time
+// are not), through Signal's pidfd, and reports whether it did. A
+// process that has exited, its pid free or taken by another, gets
+// nothing.
+func (s Stat) Signal(sig syscall.Signal) bool {
+	return Signal(s.PID, sig, func(pid int) bool {
+		now, err := ReadStat(pid)
+		return err == nil && now.StartTime == s.StartTime
+	})
+}

@@ -81,3 +81,34 @@ func TestSignal(t *testing.T) {
 		}
 	})
 }
+
+// TestStatSignal: a Stat signals its process while its pid names it, and
+// a Stat of another start time (a pid reused since) signals nothing.
+func TestStatSignal(t *testing.T) {
+	c := exec.Command("sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	st, err := ReadStat(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := st
+	stale.StartTime--
+	if stale.Signal(syscall.SIGTERM) {
+		t.Errorf("Stat{start time %d}.Signal() on pid %d started at %d = true, want false", stale.StartTime, st.PID, st.StartTime)
+	}
+	if now, err := ReadStat(st.PID); err != nil || now.State == 'Z' {
+		t.Fatalf("the process after a stale Stat's signal: %v, state %c; want it untouched", err, now.State)
+	}
+	if !st.Signal(syscall.SIGTERM) {
+		t.Errorf("Stat.Signal() of the live process = false, want true")
+	}
+	if err := c.Wait(); err == nil || err.Error() != "signal: terminated" {
+		t.Errorf("the process ended with %v, want signal: terminated", err)
+	}
+	if st.Signal(syscall.SIGTERM) {
+		t.Errorf("Stat.Signal() of the reaped process = true, want false")
+	}
+}

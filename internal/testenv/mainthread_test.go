@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hermesbox/hbx/internal/testenv"
+	"github.com/hermesbox/hbx/internal/testenv/testproc"
 )
 
 // parentEnv makes the test binary the "parent" helper: it starts the
@@ -124,7 +125,7 @@ func TestMainThreadExiterEndsWithItsParent(t *testing.T) {
 	if err != nil || perr != nil {
 		t.Fatalf("parent helper printed %q, %v; want the pid of its child", line, err)
 	}
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	testproc.KillAtEnd(t, pid)
 	if !testenv.MainThreadExited(pid) {
 		t.Fatalf("child %d: main thread not exited with another thread alive", pid)
 	}

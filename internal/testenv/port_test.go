@@ -117,7 +117,12 @@ func TestReservePortReleasedByDeath(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	t.Cleanup(func() { // only while unreaped: after the Wait below its group's id may be another's
+		if cmd.ProcessState == nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+		}
+	})
 	// Wait until the child holds the lock: this process cannot take it.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		_, release, err := reservePort(dir, p, p)
