@@ -137,3 +137,36 @@ func TestRestoreKeepsItsOwnCopyWhenTheClockWentBack(t *testing.T) {
 		t.Errorf("the older copy %s: %v, want it pruned (keep_pre_restore 1)", future, err)
 	}
 }
+
+// TestRestoreKeepAsCoversExtraPaths: with KeepAs, what a restore replaces
+// in an extra backup.paths directory becomes the same kind of copy as the
+// data directory's, so a rollback's replaced extra directory (written
+// since the archive, held by no archive) is never a pre-restore copy that
+// later restores prune.
+func TestRestoreKeepAsCoversExtraPaths(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 15, 0, 0, time.UTC)
+	b := newBox(t)
+	hermes := filepath.Join(b.root, "workspace/hermes-home")
+	write(t, b.data, "db 0600 pre-upgrade")
+	write(t, hermes, "notes/ 0700", "notes/n 0600 pre-upgrade notes")
+	archive := b.backup(func(o *Options) { o.Paths = []string{hermes} }).Path
+	write(t, hermes, "notes/n 0600 written since", "new 0600 new")
+	newer := snapshot(t, hermes)
+	o := b.restoreOptions(archive)
+	o.AllowedPaths, o.KeepAs, o.KeepPreRestore, o.Now = []string{hermes}, datadir.RolledBack, 1, func() time.Time { return now }
+	rr, err := Restore(context.Background(), o)
+	must(t, err)
+	kept := rr.Restored[hermes]
+	if !datadir.RolledBack.Of(filepath.Base(hermes), filepath.Base(kept)) {
+		t.Fatalf("Restored[%s] = %q, want a rolled-back copy", hermes, kept)
+	}
+	for i, keep := range []int{1, 0} {
+		p := b.restoreOptions(archive)
+		p.AllowedPaths, p.KeepPreRestore, p.Now = []string{hermes}, keep, func() time.Time { return now.Add(time.Duration(i+1) * time.Second) }
+		_, err := Restore(context.Background(), p)
+		must(t, err)
+	}
+	if diff := cmp.Diff(withoutRoot(snapshot(t, kept)), withoutRoot(newer)); diff != "" {
+		t.Errorf("the extra path's rolled-back copy after later restores (-got +want):\n%s", diff)
+	}
+}

@@ -57,12 +57,13 @@ type RestoreOptions struct {
 	// directory, this restore's included (backup.keep_pre_restore). 0 keeps
 	// none once the restore is confirmed.
 	KeepPreRestore int
-	// KeepAs is the kind of copy the data directory's replaced tree
-	// becomes, moved there once, in the swap (a failure of that move
-	// undoes the restore): datadir.PreRestore when "". Package upgrade's
-	// rollback passes datadir.RolledBack, so the data the newer release
-	// wrote, held by no archive, is never one of the pre-restore copies a
-	// later restore prunes. Other directories' are pre-restore copies.
+	// KeepAs is the kind of copy each replaced tree (the data directory's
+	// and every extra backup.paths directory's) becomes, moved there once,
+	// in the swap (a failure of that move undoes the restore):
+	// datadir.PreRestore when "". Package upgrade's rollback passes
+	// datadir.RolledBack, so what the newer release's box wrote, held by
+	// no archive, is never one of the pre-restore copies a later restore
+	// prunes.
 	KeepAs datadir.Kind
 	// HealthWait bounds the wait for the services to be healthy on the
 	// restored data.

@@ -150,9 +150,9 @@ func (r *restoreRun) writeStagingJournal() error {
 		prior.Prior = nil
 		r.j.Prior = prior
 	}
-	for i, rt := range r.roots {
+	for _, rt := range r.roots {
 		kept := datadir.PreRestore
-		if i == 0 && r.opts.KeepAs != "" {
+		if r.opts.KeepAs != "" {
 			kept = r.opts.KeepAs
 		}
 		r.j.Roots = append(r.j.Roots, freshNames(rt.target, ts, kept))

@@ -173,3 +173,31 @@ func TestRecoveredRollbackKeepsTheKilledAttemptsCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestRollbackNamesExtraPathCopies: where the rollback's restore kept
+// what it replaced in extra backup.paths directories is said, one note
+// each, and those copies are not pruned with the data directory's.
+func TestRollbackNamesExtraPathCopies(t *testing.T) {
+	f, opts := newFake(t)
+	opts.KeepRolledBack = 1
+	hermes := filepath.Join(filepath.Dir(f.dataDir), "hermes-home")
+	copyOf := datadir.RolledBack.Path(hermes, "20261129T100000Z")
+	if err := os.MkdirAll(copyOf, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f.extraKept = map[string]string{hermes: copyOf}
+	if _, err := Upgrade(context.Background(), opts, Target{Target: release.Target{Image: newRel.Image, IndexDigest: newRel.IndexDigest}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Rollback(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "kept what the rollback replaced in " + hermes + " as " + copyOf + " (never pruned: remove it once not needed)"
+	if !slices.Contains(res.Notes, want) {
+		t.Errorf("Rollback() notes = %q, want %q", res.Notes, want)
+	}
+	if _, err := os.Stat(copyOf); err != nil {
+		t.Errorf("the extra path's copy after the rollback: %v", err)
+	}
+}

@@ -104,16 +104,17 @@ func (d *diskRuntime) SetPrevious(_ context.Context, m digest.Digest) (bool, err
 
 // Restore reactivates r from previous as the composer's restore does
 // (installer.Reactivate), then keeps the replaced data aside.
-func (d *diskRuntime) Restore(ctx context.Context, _ string, r Release) (string, error) {
+func (d *diskRuntime) Restore(ctx context.Context, _ string, r Release) (Kept, error) {
 	d.step("restore")
 	if cur, err := d.Active(); err != nil || !cur.Equal(r.Target) {
 		if prev, err := d.Previous(); err == nil && prev.Equal(r.Target) {
 			if err := d.Activate(ctx, r.ManifestDigest); err != nil {
-				return "", err
+				return Kept{}, err
 			}
 		}
 	}
-	return d.keepAside()
+	aside, err := d.keepAside()
+	return Kept{Data: aside}, err
 }
 
 // newDisk is a box with v1, v2 and v3 published, v2 current and v1

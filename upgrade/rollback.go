@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
@@ -247,7 +249,8 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 	if note != "" {
 		res.Notes = append(res.Notes, note)
 	}
-	aside, err := opts.Data.Restore(ctx, j.Backup, j.Old)
+	kept, err := opts.Data.Restore(ctx, j.Backup, j.Old)
+	aside := kept.Data
 	if err != nil {
 		return nil, fmt.Errorf("restore the pre-upgrade backup %s: %w", j.Backup, err)
 	}
@@ -257,6 +260,7 @@ func rollbackLocked(ctx context.Context, opts Options, j *Journal, why string) (
 	if aside != "" {
 		keepRolledBack(opts, aside, since, res)
 	}
+	noteExtraKept(opts, kept.Extra, res)
 	j.KeptAside, j.RollingBackSince = res.KeptAside, time.Time{}
 	if err := j.write(opts.RuntimeDir, PhaseRolledBack, opts.Now()); err != nil {
 		return nil, err
@@ -321,6 +325,19 @@ func keepRolledBack(opts Options, aside string, since time.Time, res *Result) {
 	}
 	if err != nil {
 		opts.Logger.Warn("prune rolled-back copies", "err", err)
+	}
+}
+
+// noteExtraKept says where the rollback's restore kept what it replaced
+// in each extra backup.paths directory (extra: directory to copy), in
+// res.Notes and the log. Those copies are never pruned: only the data
+// directory's rolled-back copies are (KeepRolledBack).
+func noteExtraKept(opts Options, extra map[string]string, res *Result) {
+	for _, dir := range slices.Sorted(maps.Keys(extra)) {
+		if p := extra[dir]; p != "" {
+			opts.Logger.Info("replaced data kept as a rolled-back copy", "path", p)
+			res.Notes = append(res.Notes, fmt.Sprintf("kept what the rollback replaced in %s as %s (never pruned: remove it once not needed)", dir, p))
+		}
 	}
 }
 

@@ -113,10 +113,19 @@ type Data interface {
 	// release (reactivated in place when current or previous holds it,
 	// installed with r pinned otherwise), stopping the services, unless
 	// none run, then starting them and waiting for health. It returns
-	// where the replaced data is kept ("" when there was none): a
-	// <DataDir>.rolled-back-<time> copy (datadir.RolledBack) the restore's
-	// swap moved it to, never a pre-restore copy a later restore prunes.
-	Restore(ctx context.Context, archive string, r Release) (string, error)
+	// where the replaced trees are kept (Kept).
+	Restore(ctx context.Context, archive string, r Release) (Kept, error)
+}
+
+// Kept is where a rollback's restore moved the trees it replaced: each a
+// <dir>.rolled-back-<time> copy (datadir.RolledBack) the restore's swap
+// moved it to, never a pre-restore copy a later restore prunes.
+type Kept struct {
+	// Data is the data directory's copy ("" when there was none).
+	Data string
+	// Extra maps each extra backup.paths directory the restore replaced
+	// to its copy.
+	Extra map[string]string
 }
 
 // Config pins a release in the config file hbx was started with.

@@ -28,7 +28,8 @@ var (
 // fake is every interface of Options, recording calls in order.
 type fake struct {
 	dataDir      string
-	restores     int // Restore's count, which names its rolled-back copies
+	restores     int               // Restore's count, which names its rolled-back copies
+	extraKept    map[string]string // Restore's Kept.Extra
 	calls        []string
 	cur, prev    Release
 	failStage    error
@@ -121,21 +122,22 @@ func (f *fake) Recorded(string) (digest.Digest, digest.Digest, error) {
 	}
 	return f.prev.IndexDigest, f.prev.ManifestDigest, f.failCheck
 }
-func (f *fake) Restore(ctx context.Context, archive string, r Release) (string, error) {
+func (f *fake) Restore(ctx context.Context, archive string, r Release) (Kept, error) {
 	f.calls = append(f.calls, "restore "+r.ManifestDigest.Encoded()[:4])
 	f.step("restore")
 	f.ctxErrs = append(f.ctxErrs, ctx.Err())
 	if f.failRestore != nil {
-		return "", f.failRestore
+		return Kept{}, f.failRestore
 	}
 	// As the composer's restore does: previous holds r, so it is
 	// reactivated in place.
 	if f.prev.ManifestDigest == r.ManifestDigest {
 		if err := f.Activate(ctx, r.ManifestDigest); err != nil {
-			return "", err
+			return Kept{}, err
 		}
 	}
-	return f.keepAside()
+	aside, err := f.keepAside()
+	return Kept{Data: aside, Extra: f.extraKept}, err
 }
 
 // keepAside makes the rolled-back copy a restore's swap makes (the

@@ -449,14 +449,14 @@ func (d *changeData) Recorded(archive string) (digest.Digest, digest.Digest, err
 // Restore restores archive with r's runtime reactivated in place or
 // installed (reactivating), and waits for the services (unless
 // inSupervisor) judging r's tool set.
-func (d *changeData) Restore(ctx context.Context, archive string, r upgrade.Release) (string, error) {
+func (d *changeData) Restore(ctx context.Context, archive string, r upgrade.Release) (upgrade.Kept, error) {
 	c := d.box.Config
 	if err := executorrun.EnsureUser(ctx, c.Executor.User, d.box.Log); err != nil {
-		return "", err
+		return upgrade.Kept{}, err
 	}
 	owner, err := d.box.Owner(c.Executor.User)
 	if err != nil {
-		return "", err
+		return upgrade.Kept{}, err
 	}
 	opts := verbopts.Restore(c, archive)
 	opts.Passphrase, opts.Owner, opts.KeepPreRestore, opts.Image, opts.Platform, opts.Logger = d.passphrase, owner, max(c.Backup.KeepPreRestore, 1), r.Image, r.Platform, d.box.Log
@@ -472,7 +472,7 @@ func (d *changeData) Restore(ctx context.Context, archive string, r upgrade.Rele
 		wc.Health.MCPTools = toolsIn(c, r, d.toolsOverridden)
 		svc, err := d.box.Dial(ctx, &wc)
 		if err != nil {
-			return "", err
+			return upgrade.Kept{}, err
 		}
 		if svc != nil {
 			defer svc.Close()
@@ -481,9 +481,15 @@ func (d *changeData) Restore(ctx context.Context, archive string, r upgrade.Rele
 	}
 	res, err := backup.Restore(ctx, opts)
 	if err != nil {
-		return "", err
+		return upgrade.Kept{}, err
 	}
-	return res.Restored[c.Executor.DataDir], nil
+	kept := upgrade.Kept{Data: res.Restored[c.Executor.DataDir], Extra: map[string]string{}}
+	for dir, p := range res.Restored {
+		if dir != c.Executor.DataDir && p != "" {
+			kept.Extra[dir] = p
+		}
+	}
+	return kept, nil
 }
 
 // watched is upgrade.WatchedBox over b, the configuration of one round
