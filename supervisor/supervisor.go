@@ -1081,6 +1081,10 @@ type Result struct {
 	// Class is the code of the ErrorClass (Options.ErrorClasses) the
 	// refusal's cause belongs to; "" when none or not refused.
 	Class string `json:"class,omitempty"`
+	// Already, in a start's or stop's results, says the program was in
+	// the wanted state (RUNNING, or STOPPED) when asked and still is:
+	// nothing was done (supervisorctl's "already started").
+	Already bool `json:"already,omitempty"`
 }
 
 // results waits for the outcomes and returns one Result per name.
@@ -1144,7 +1148,28 @@ func (s *Supervisor) Start(ctx context.Context, names ...string) ([]Result, erro
 	if len(ok) == 0 {
 		return nil, refusals(list, refused)
 	}
-	return s.mergeRefused(list, s.start(ctx, ok), refused), nil
+	running := s.inState(ok, Running)
+	return s.mergeRefused(list, markAlready(s.start(ctx, ok), running, Running), refused), nil
+}
+
+// inState returns which of names are in state now.
+func (s *Supervisor) inState(names []string, state State) map[string]bool {
+	in := map[string]bool{}
+	for _, n := range names {
+		if s.Get(n).State == state {
+			in[n] = true
+		}
+	}
+	return in
+}
+
+// markAlready sets Already on each result of a program that was in state
+// before the call (was) and is in it still, with no error.
+func markAlready(res []Result, was map[string]bool, state State) []Result {
+	for i, r := range res {
+		res[i].Already = was[r.Name] && r.Error == "" && r.State == state
+	}
+	return res
 }
 
 // start starts list (names in priority order) with no preflight.
@@ -1187,7 +1212,8 @@ func (s *Supervisor) Stop(ctx context.Context, names ...string) ([]Result, error
 	if waited && s.shuttingDown() {
 		return s.start(ctx, list), nil // each ErrShuttingDown
 	}
-	return s.stopGroups(ctx, list), nil
+	stopped := s.inState(list, Stopped)
+	return markAlready(s.stopGroups(ctx, list), stopped, Stopped), nil
 }
 
 // stopGroups stops names (in priority order) group by group, highest

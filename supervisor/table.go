@@ -68,7 +68,8 @@ func (c *Client) Control(ctx context.Context, verb string, names ...string) ([]R
 }
 
 // ControlText renders the results of verb (see Control) as supervisorctl
-// does, one line per program, "name: started", "name: ERROR (STATE:
+// does, one line per program, "name: started", "name: already RUNNING"
+// (or STOPPED: Result.Already, nothing done), "name: ERROR (STATE:
 // why)", or for a program its Check refused "name: ERROR (restart name:
 // why; nothing stopped)"; the error, when a program failed, wraps
 // ErrSomeFailed (and ErrRefused when one was refused) and counts them:
@@ -85,6 +86,8 @@ func ControlText(verb string, res []Result) (string, error) {
 		case r.Error != "":
 			failed++
 			fmt.Fprintf(&b, "%s: ERROR (%s: %s)\n", r.Name, r.State, r.Error)
+		case r.Already:
+			fmt.Fprintf(&b, "%s: already %s\n", r.Name, r.State)
 		default:
 			fmt.Fprintf(&b, "%s: %s\n", r.Name, done)
 		}

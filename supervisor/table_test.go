@@ -40,6 +40,13 @@ func TestControlText(t *testing.T) {
 	if !errors.Is(err, ErrSomeFailed) || err.Error() != "some programs failed: 1 of 2 not started (see above)" {
 		t.Errorf("ControlText(start) error = %v, want ErrSomeFailed counting 1 of 2", err)
 	}
+	already := []Result{{Name: "executor", State: Running, Already: true}, {Name: "hermes", State: Stopped, Already: true}}
+	if text, err := ControlText("start", already[:1]); text != "executor: already RUNNING\n" || err != nil {
+		t.Errorf("ControlText(start, already) = %q, %v; want executor: already RUNNING", text, err)
+	}
+	if text, err := ControlText("stop", already[1:]); text != "hermes: already STOPPED\n" || err != nil {
+		t.Errorf("ControlText(stop, already) = %q, %v; want hermes: already STOPPED", text, err)
+	}
 	if text, err := ControlText("restart", res[:1]); text != "executor: restarted\n" || err != nil {
 		t.Errorf("ControlText(restart, ok) = %q, %v", text, err)
 	}
