@@ -76,6 +76,10 @@ type Supervised struct {
 	// NotRunning is the error (errors.Is) Status returns once no
 	// supervisor answers on the socket any more; nil: none.
 	NotRunning error
+	// ShuttingDown is the error (errors.Is) WaitRunning returns while the
+	// supervisor stops everything to exit: no program will come up, so
+	// the wait ends at once; nil: none.
+	ShuttingDown error
 }
 
 // NewSupervised returns Services over sup: autostart names the programs
@@ -218,6 +222,8 @@ func (s *Supervised) waitUp(ctx context.Context, names []string, probe bool) err
 			return errSupervisorGone
 		case s.NotRunning != nil && errors.Is(err, s.NotRunning):
 			return fmt.Errorf("the supervisor is gone: %w", err)
+		case s.ShuttingDown != nil && errors.Is(err, s.ShuttingDown):
+			return fmt.Errorf("the programs will not start again: %w", err)
 		case errors.Is(err, supervision.ErrFatal):
 			return err
 		case err != nil && ctx.Err() == nil:

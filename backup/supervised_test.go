@@ -27,6 +27,7 @@ type fakeSupervisor struct {
 	started   [][]string
 	released  int
 	statusErr error
+	waitErr   error // WaitRunning's answer, when set
 }
 
 func newFake(states ...ProgramState) *fakeSupervisor {
@@ -90,6 +91,9 @@ func (f *fakeSupervisor) Start(_ context.Context, names ...string) (bool, error)
 // failing at once on a FATAL one (supervision.ErrFatal), or until ctx
 // ends.
 func (f *fakeSupervisor) WaitRunning(ctx context.Context, names ...string) error {
+	if f.waitErr != nil {
+		return f.waitErr
+	}
 	for {
 		sts, err := f.Status(ctx)
 		if err != nil {
@@ -218,6 +222,19 @@ func TestSupervisedWaitRunningFails(t *testing.T) {
 	s.NotRunning = notRunning
 	if err := s.WaitRunning(ctx, []string{"executor"}); !errors.Is(err, notRunning) || !strings.HasPrefix(err.Error(), "the supervisor is gone: ") {
 		t.Errorf("WaitRunning(not running) = %v", err)
+	}
+
+	// A supervisor shutting down answers the wait so: no program comes up,
+	// the wait ends at once (not at ctx's end).
+	shuttingDown := errors.New("supervisor is shutting down")
+	f = newFake(ProgramState{"executor", supervision.Stopping, ""})
+	f.waitErr = shuttingDown
+	s = fastSupervised(f, passes, nil, nil)
+	s.ShuttingDown = shuttingDown
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+	if err := s.WaitRunning(sctx, []string{"executor"}); !errors.Is(err, shuttingDown) || sctx.Err() != nil || !strings.HasPrefix(err.Error(), "the programs will not start again: ") {
+		t.Errorf("WaitRunning(shutting down) = %v (ctx %v), want at once, wrapping the shutdown", err, sctx.Err())
 	}
 
 	w := &fakeWatch{gone: make(chan struct{})}

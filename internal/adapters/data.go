@@ -96,7 +96,7 @@ func dialServices(ctx context.Context, cfg *config.Config, log *slog.Logger) (*S
 	sock := supervisorSocket{c: c, watch: watchSupervisor(c, watched)}
 	s := &SupervisorServices{probe: supervisor.ProbeFunc(verbopts.ReadinessProbe(cfg))}
 	s.Supervised = backup.NewSupervised(sock, s, auto, sock.watch)
-	s.NotRunning = supervisor.ErrNotRunning
+	s.NotRunning, s.ShuttingDown = supervisor.ErrNotRunning, supervisor.ErrShuttingDown
 	return s, nil
 }
 
