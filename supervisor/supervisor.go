@@ -1055,6 +1055,12 @@ func (s *Supervisor) request(ctx context.Context, kind reqKind, names []string) 
 		r := request{kind: kind, accepted: make(chan struct{}), done: make(chan error, 1)}
 		select {
 		case s.procs[n].reqs <- r:
+		case <-s.stopped:
+			// Run has stopped everything or did not start: no program
+			// loop takes requests any more.
+			r.done <- s.stoppedErr()
+			out[n] = r.done
+			continue
 		case <-ctx.Done():
 			return out
 		}
@@ -1536,7 +1542,10 @@ func (s *Supervisor) WaitRunning(ctx context.Context, names ...string) ([]Status
 }
 
 // WaitState waits until the named program is in one of states or ctx
-// ends. Tests and tools use it.
+// ends. Once Run has stopped everything, or did not start, no state
+// changes any more: it answers at once, with ErrShuttingDown (and why Run
+// did not start) when the program is not in one of states. Tests and
+// tools use it.
 func (s *Supervisor) WaitState(ctx context.Context, name string, states ...State) (Status, error) {
 	for {
 		s.mu.Lock()
@@ -1546,9 +1555,25 @@ func (s *Supervisor) WaitState(ctx context.Context, name string, states ...State
 			return s.Get(name), nil
 		}
 		select {
+		case <-s.stopped:
+			if st := s.Get(name); !slices.Contains(states, st.State) {
+				return st, fmt.Errorf("wait for %s to be %v: %w (it is %s)", name, states, s.stoppedErr(), st.State)
+			}
 		case <-ch:
 		case <-ctx.Done():
 			return s.Get(name), fmt.Errorf("wait for %s to be %v: %w (it is %s)", name, states, ctx.Err(), st.State)
 		}
 	}
+}
+
+// stoppedErr is the answer to a call made once s.stopped is closed: why
+// Run did not start (a *notStartedError, which is ErrShuttingDown too),
+// or ErrShuttingDown.
+func (s *Supervisor) stoppedErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.startErr != nil {
+		return s.startErr
+	}
+	return ErrShuttingDown
 }
