@@ -201,10 +201,12 @@ func ListKinds(dir, name, preUpgrade string) ([]Listed, error) {
 }
 
 // ImageDigest is the digest of the image the archive's data was written
-// by: the child manifest's, else the index's ("" when not known).
+// by, as an operator pins it: the index's (executor.image's
+// NAME:TAG@sha256:<index>, what hbx upgrade --image takes), else the
+// child manifest's ("" when neither is known).
 func (in Info) ImageDigest() digest.Digest {
-	if in.ManifestDigest != "" {
-		return in.ManifestDigest
+	if in.IndexDigest != "" {
+		return in.IndexDigest
 	}
-	return in.IndexDigest
+	return in.ManifestDigest
 }

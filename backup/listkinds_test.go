@@ -47,12 +47,13 @@ func TestListKinds(t *testing.T) {
 	}
 }
 
-// TestImageDigest: the child manifest's digest, else the index's.
+// TestImageDigest: the index's digest (what executor.image pins), else
+// the child manifest's.
 func TestImageDigest(t *testing.T) {
-	if d := (Info{IndexDigest: "sha256:i", ManifestDigest: "sha256:m"}).ImageDigest(); d != "sha256:m" {
-		t.Errorf("ImageDigest() = %s, want the manifest's", d)
-	}
-	if d := (Info{IndexDigest: "sha256:i"}).ImageDigest(); d != "sha256:i" {
+	if d := (Info{IndexDigest: "sha256:i", ManifestDigest: "sha256:m"}).ImageDigest(); d != "sha256:i" {
 		t.Errorf("ImageDigest() = %s, want the index's", d)
+	}
+	if d := (Info{ManifestDigest: "sha256:m"}).ImageDigest(); d != "sha256:m" {
+		t.Errorf("ImageDigest() = %s, want the manifest's", d)
 	}
 }

@@ -198,6 +198,17 @@ func TestBackupRestoreE2E(t *testing.T) {
 	// One archive: the list is its header line and the archive's.
 	if r := b.hbx("backup", "list"); r.code != 0 || strings.Count(r.stdout, "\n") != 2 || !strings.Contains(r.stdout, filepath.Base(archive)) {
 		t.Errorf("hbx backup list = %d\n%s%s", r.code, r.stdout, r.stderr)
+	} else if jr := b.hbx("backup", "list", "--json"); jr.code != 0 {
+		t.Errorf("hbx backup list --json = %d\n%s%s", jr.code, jr.stdout, jr.stderr)
+	} else {
+		// Its IMAGE DIGEST is the index's, as executor.image pins it.
+		var listed []map[string]any
+		if err := json.Unmarshal([]byte(jr.stdout), &listed); err != nil || len(listed) != 1 {
+			t.Fatalf("hbx backup list --json: %v\n%s", err, jr.stdout)
+		}
+		if index, _ := listed[0]["index_digest"].(string); !strings.HasPrefix(index, "sha256:") || !strings.Contains(r.stdout, index) || !strings.Contains(readFile(t, b.config), index) {
+			t.Errorf("hbx backup list's IMAGE DIGEST: want the archive's index digest %q, the one executor.image pins:\n%s", index, r.stdout)
+		}
 	}
 	if r := b.hbx("backup", "verify", archive); r.code != 0 || !strings.Contains(r.stdout, "every entry matches the manifest") {
 		t.Errorf("hbx backup verify = %d\n%s%s", r.code, r.stdout, r.stderr)
