@@ -56,7 +56,7 @@ func RecoveryNote(runtimeDir string) string {
 	if _, err := os.Stat(j.KeptAside); err != nil {
 		return ""
 	}
-	return fmt.Sprintf("the interrupted upgrade to %s was rolled back at %s: %s runs on the pre-upgrade data; the data written meanwhile is kept in %s (hbx backup list shows it)", j.New.Image, j.Updated.Format(time.RFC3339), j.Old.Image, j.KeptAside)
+	return fmt.Sprintf("the interrupted upgrade to %s was rolled back at %s: %s runs on the pre-upgrade data; the data written meanwhile is kept in %s (hbx backup list shows it; this note goes once that copy is removed)", j.New.Image, j.Updated.Format(time.RFC3339), j.Old.Image, j.KeptAside)
 }
 
 // ErrHalfDone: a command that would change the runtime directory

@@ -75,7 +75,7 @@ func TestPendingChange(t *testing.T) {
 	if err := Change(cfg); err != nil {
 		t.Errorf("Change after the recovery = %v, want nil", err)
 	}
-	if note := upgrade.RecoveryNote(cfg.Executor.RuntimeDir); !strings.Contains(note, kept) || !strings.Contains(note, "interrupted upgrade to ex:v2@sha256:b was rolled back") {
+	if note := upgrade.RecoveryNote(cfg.Executor.RuntimeDir); !strings.Contains(note, kept) || !strings.Contains(note, "interrupted upgrade to ex:v2@sha256:b was rolled back") || !strings.Contains(note, "this note goes once that copy is removed") {
 		t.Errorf("RecoveryNote = %q, want it to name the interrupted upgrade and %s", note, kept)
 	}
 	os.Remove(kept)
