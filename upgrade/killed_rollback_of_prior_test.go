@@ -3,6 +3,7 @@ package upgrade
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/hermesbox/hbx/release"
@@ -47,8 +48,11 @@ func TestKilledRollbackOfThePriorChangeStaysUndone(t *testing.T) {
 			}
 			d.failHealth = nil
 		}
-		if _, err := Rollback(context.Background(), opts); !errors.Is(err, ErrNoUpgrade) {
+		_, err := Rollback(context.Background(), opts)
+		if !errors.Is(err, ErrNoUpgrade) {
 			t.Errorf("%s: Rollback() = %v, want ErrNoUpgrade", then, err)
+		} else if then == "second rollback" && !strings.Contains(err.Error(), "undone by hbx rollback (killed, then finished by the recovery)") {
+			t.Errorf("%s: Rollback() = %v, want it to say hbx rollback undid it, not a recovery of its own", then, err)
 		}
 		if cur := d.named(release.CurrentLink); cur != "v1" {
 			t.Errorf("%s: current %q, want v1", then, cur)

@@ -152,7 +152,11 @@ func rollbackable(runtimeDir string, j *Journal, cur Release, curErr error) erro
 		// this command: say what it did, and where the data went. The
 		// rollback asked for was that one (a second step back is not
 		// taken on a race with the supervisor).
-		return fmt.Errorf("%w: %s; the last recorded %s, undone by the recovery of the interrupted change; the data written meanwhile is kept in %s%s", ErrNoUpgrade, active, j.describe(), orNone(j.KeptAside), j.priorWay())
+		by := "undone by the recovery of the interrupted change"
+		if j.Error == rollbackBy {
+			by = "undone by hbx rollback (killed, then finished by the recovery)"
+		}
+		return fmt.Errorf("%w: %s; the last recorded %s, %s; the data written meanwhile is kept in %s%s", ErrNoUpgrade, active, j.describe(), by, orNone(j.KeptAside), j.priorWay())
 	case j.Phase != PhaseDone:
 		return fmt.Errorf("%w: %s; the last recorded %s%s", ErrNoUpgrade, active, j.describe(), j.noPrior())
 	}
