@@ -36,17 +36,22 @@ func (g *group) signal(sig syscall.Signal) bool {
 // wait waits for cmd's process (the group's leader) to exit without
 // reaping it (waitid WNOWAIT), SIGKILLs what is left of its group, and
 // then reaps it and waits for its output (cmd.Wait, bounded by
-// cmd.WaitDelay), returning what cmd.Wait does.
+// cmd.WaitDelay), returning what cmd.Wait does. When that wait fails
+// (ECHILD: something else in this process reaped the leader) the group
+// is not signalled: its id may be another group's by then.
 func (g *group) wait(cmd *exec.Cmd) error {
+	var err error
 	for {
 		var info unix.Siginfo
-		if err := unix.Waitid(unix.P_PID, g.pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
+		if err = unix.Waitid(unix.P_PID, g.pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
 			break
 		}
 	}
 	g.mu.Lock()
 	g.exited = true
-	_ = syscall.Kill(-g.pid, syscall.SIGKILL)
+	if err == nil {
+		_ = syscall.Kill(-g.pid, syscall.SIGKILL)
+	}
 	g.mu.Unlock()
 	return cmd.Wait()
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,12 +43,7 @@ func TestGroupKilledBeforeLeaderReaped(t *testing.T) {
 			if lerr != nil || merr != nil {
 				t.Fatalf("read the leader's and the member's stat: %v, %v", lerr, merr)
 			}
-			t.Cleanup(func() { // not this process's child: by its identity, never its bare pid
-				procscan.Signal(member, syscall.SIGKILL, func(pid int) bool {
-					st, err := procscan.ReadStat(pid)
-					return err == nil && st.StartTime == mst.StartTime
-				})
-			})
+			t.Cleanup(func() { mst.Signal(syscall.SIGKILL) }) // not this process's child: by its identity, never its bare pid
 			if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -132,5 +128,28 @@ func TestRunKillAfter(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run() still waits 30 s after its context ended for a payload that ignores SIGTERM, KillAfter 200ms")
+	}
+}
+
+// TestGroupWaitLeaderReapedElsewhere: when something else in this process
+// reaped the leader first, wait returns cmd.Wait's error and the group is
+// not signalled after (its id may be another group's by then): signal
+// reports false.
+func TestGroupWaitLeaderReapedElsewhere(t *testing.T) {
+	cmd := exec.Command("true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(cmd.Process.Pid, &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	g := &group{pid: cmd.Process.Pid}
+	if err := g.wait(cmd); err == nil {
+		t.Errorf("wait() of a leader reaped elsewhere = nil, want cmd.Wait's error")
+	}
+	if g.signal(syscall.SIGTERM) {
+		t.Errorf("signal() after wait = true, want false (the leader is reaped)")
 	}
 }

@@ -47,6 +47,9 @@ func TestCallsAfterRunAreAnsweredAtOnce(t *testing.T) {
 			if res, err := s.Stop(ctx, "app"); !failed && (err != nil || len(res) != 1 || res[0].Error != ErrShuttingDown.Error()) || failed && err == nil {
 				t.Errorf("Stop after Run returned = %+v, %v; want at once, ErrShuttingDown", res, err)
 			}
+			if res, err := s.Start(ctx, "app"); !failed && (err != nil || len(res) != 1 || res[0].Error != ErrShuttingDown.Error()) || failed && !errors.Is(err, ErrShuttingDown) {
+				t.Errorf("Start after Run returned = %+v, %v; want at once, ErrShuttingDown", res, err)
+			}
 			if _, err := s.WaitState(ctx, "app", Running); !errors.Is(err, ErrShuttingDown) {
 				t.Errorf("WaitState(RUNNING) after Run returned = %v, want at once, ErrShuttingDown", err)
 			}
