@@ -199,7 +199,8 @@ type Hold struct {
 // Hold stops the named programs and keeps them stopped until Release or
 // until this process's connection ends (when it dies, too); then the
 // supervisor starts again those it stopped. It returns once they are all
-// stopped.
+// stopped. When ctx ends first, the error wraps context.Cause(ctx) (a
+// signal's cause matches context.Canceled), not the closed connection.
 func (c *Client) Hold(ctx context.Context, names ...string) (*Hold, error) {
 	conn, err := c.dial(ctx)
 	if err != nil {
@@ -209,28 +210,30 @@ func (c *Client) Hold(ctx context.Context, names ...string) (*Hold, error) {
 	req, _ := http.NewRequest(http.MethodPost, "http://hbx/v1/hold", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	if err := req.Write(conn); err != nil {
+	// fail closes the connection; when ctx ended, that is what closed it
+	// mid-request, and ctx's cause is the error, not the closed socket.
+	fail := func(err error) error {
 		stop()
 		conn.Close()
-		return nil, fmt.Errorf("hold: %w", err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("hold: talk to supervisor at %s: %w", c.socket, context.Cause(ctx))
+		}
+		return err
+	}
+	if err := req.Write(conn); err != nil {
+		return nil, fail(fmt.Errorf("hold: %w", err))
 	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
-		stop()
-		conn.Close()
-		return nil, fmt.Errorf("hold: %w", err)
+		return nil, fail(fmt.Errorf("hold: %w", err))
 	}
 	if err := c.responseError(resp); err != nil {
-		stop()
-		conn.Close()
-		return nil, err
+		return nil, fail(err)
 	}
 	var rr resultsResponse
 	if err := json.NewDecoder(resp.Body).Decode(&rr); err != nil {
-		stop()
-		conn.Close()
-		return nil, fmt.Errorf("hold: read answer: %w", err)
+		return nil, fail(fmt.Errorf("hold: read answer: %w", err))
 	}
 	stop()
 	h := &Hold{Results: rr.Results, conn: conn, done: make(chan struct{})}

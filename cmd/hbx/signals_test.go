@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -25,6 +26,28 @@ func init() {
 		case <-time.After(60 * time.Second):
 			os.Exit(3)
 		}
+	}
+	if os.Getenv("HBXTEST_LATE_SIGNAL") == "1" {
+		code := mainCode([]string{"version"}, io.Discard, os.Stderr)
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+		time.Sleep(300 * time.Millisecond)
+		os.Exit(code)
+	}
+}
+
+// TestSignalAfterTheWorkIsDone: a Ctrl-C that reaches hbx after its
+// command returned, before the process exits, does not kill it by the
+// default action (TestInterruptDuringRestoreE2E saw a committed restore
+// end "killed by SIGINT", no line said): hbx exits with the command's
+// status. With HBXTEST_LATE_SIGNAL=1 the test binary runs `hbx version`
+// as main does, then sends itself SIGINT and exits 300ms later.
+func TestSignalAfterTheWorkIsDone(t *testing.T) {
+	c := exec.Command(os.Args[0])
+	c.Env = append(os.Environ(), "HBXTEST_LATE_SIGNAL=1")
+	out, err := c.CombinedOutput()
+	ws, _ := c.ProcessState.Sys().(syscall.WaitStatus)
+	if err != nil {
+		t.Errorf("hbx version, then SIGINT: %v (signaled %v: %v), want exit 0\n%.300s", err, ws.Signaled(), ws.Signal(), out)
 	}
 }
 
