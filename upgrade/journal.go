@@ -155,7 +155,15 @@ func (j *Journal) write(runtimeDir string, p Phase, now time.Time) error {
 
 // describe says what j records, for messages: "upgrade (hbx upgrade)
 // from A to B, rolled back at T".
-func (j *Journal) describe() string {
+func (j *Journal) describe() string { return j.describeOld("") }
+
+// describeActiveOld is describe for a change whose old release is the
+// active one: it says so beside that release instead of a refusal naming
+// the same release twice.
+func (j *Journal) describeActiveOld() string { return j.describeOld(" (the active release)") }
+
+// describeOld is describe with oldNote after the old release.
+func (j *Journal) describeOld(oldNote string) string {
 	by := "hbx upgrade"
 	if j.By != "" {
 		by = j.By
@@ -172,5 +180,5 @@ func (j *Journal) describe() string {
 	if what == "" {
 		what = "is in phase " + string(j.Phase)
 	}
-	return fmt.Sprintf("release change (%s) from %s to %s %s at %s", by, j.Old.Image, j.New.Image, what, j.Updated.Format(time.RFC3339))
+	return fmt.Sprintf("release change (%s) from %s%s to %s %s at %s", by, j.Old.Image, oldNote, j.New.Image, what, j.Updated.Format(time.RFC3339))
 }

@@ -156,9 +156,9 @@ func rollbackable(runtimeDir string, j *Journal, cur Release, curErr error) erro
 		if j.Error == rollbackBy {
 			by = "undone by hbx rollback (killed, then finished by the recovery)"
 		}
-		return fmt.Errorf("%w: %s; the last recorded %s, %s; the data written meanwhile is kept in %s%s", ErrNoUpgrade, active, j.describe(), by, orNone(j.KeptAside), j.priorWay())
+		return fmt.Errorf("%w: the last recorded %s, %s; the data written meanwhile is kept in %s%s", ErrNoUpgrade, j.describeActiveOld(), by, orNone(j.KeptAside), j.priorWay())
 	case j.Phase != PhaseDone:
-		return fmt.Errorf("%w: %s; the last recorded %s%s", ErrNoUpgrade, active, j.describe(), j.noPrior())
+		return fmt.Errorf("%w: the last recorded %s%s", ErrNoUpgrade, j.describeActiveOld(), j.noPrior())
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func TestRollbackAfterSelfRollbackUndoesTheCompletedChange(t *testing.T) {
 		{name: "one self-rollback", completed: true, fails: 1, wantCur: "v1"},
 		{name: "two self-rollbacks", completed: true, fails: 2, wantCur: "v1"},
 		{name: "no completed change before", fails: 1, wantCur: "v2",
-			wantErr: []string{"the active release is " + v2.Image, "from " + v2.Image + " to " + v3.Image + " was rolled back at ", "by the change itself when it failed", "no completed change before it is recorded", "hbx restore ARCHIVE"}},
+			wantErr: []string{"from " + v2.Image + " (the active release) to " + v3.Image + " was rolled back at ", "by the change itself when it failed", "no completed change before it is recorded", "hbx restore ARCHIVE"}},
 		{name: "undone by a recovery", completed: true, fails: 1, recovered: true, wantCur: "v2",
 			wantErr: []string{"undone by the recovery", "to go back past the completed release change (hbx upgrade) from " + v1.Image + " to " + v2.Image, "hbx restore /b/pre-upgrade-1.tar.gz.gpg"}},
 	} {

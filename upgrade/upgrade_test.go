@@ -538,7 +538,7 @@ func TestRollbackSaysWhatIsRecorded(t *testing.T) {
 		{name: "rolled back, then the new release installed outside", rollback: true, cur: newRel,
 			want: []string{"the active release " + newRel.Image + " was installed without a record; the last recorded release change (hbx upgrade) from " + oldRel.Image + " to " + newRel.Image + " was rolled back at "}},
 		{name: "rolled back", rollback: true, cur: oldRel,
-			want: []string{"the active release is " + oldRel.Image + "; the last recorded release change (hbx upgrade) from " + oldRel.Image + " to " + newRel.Image + " was rolled back at "}},
+			want: []string{"no upgrade to roll back: the last recorded release change (hbx upgrade) from " + oldRel.Image + " (the active release) to " + newRel.Image + " was rolled back at "}, wantNotIn: "the active release is"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, opts := newFake(t)
