@@ -16,9 +16,10 @@ import (
 // TestCallsWaitingForAFailedStartAreAnswered: calls made while the
 // install on start runs (in the process and over the socket: start,
 // stop, restart, hold, wait) wait for it; when the start then fails (a
-// log path that is a directory, refused as ErrLogNotRegular like a
-// FIFO), each is answered at once with why, "supervisor did not start:
-// program app: open log ...", ErrShuttingDown over the socket too, and
+// log path that became a directory during the install, refused as
+// ErrLogNotRegular like a FIFO), each is answered at once with why,
+// "supervisor did not start: program app: open log ...", ErrShuttingDown
+// over the socket too, and
 // so is a call made after Run returned. Before, Run returned its
 // StartError and left them waiting for good: the calls in the process
 // hung forever, those on the socket got a dropped connection; and a
@@ -26,9 +27,6 @@ import (
 func TestCallsWaitingForAFailedStartAreAnswered(t *testing.T) {
 	dir := progDir(t, "app")
 	app := helperProgram(t, dir, "app", "sleep", "")
-	if err := os.Mkdir(app.Stderr.Path, 0o755); err != nil { // not a file it can append to
-		t.Fatal(err)
-	}
 	sock := filepath.Join(socketDir(t), "hbx.sock")
 
 	installing, finish := make(chan struct{}), make(chan struct{})
@@ -42,7 +40,9 @@ func TestCallsWaitingForAFailedStartAreAnswered(t *testing.T) {
 			close(installing)
 			select {
 			case <-finish:
-				return nil
+				// Made during the install, past checkLogs: a log path
+				// that became a directory, not a file it can append to.
+				return os.Mkdir(app.Stderr.Path, 0o755)
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -143,9 +143,6 @@ func TestCallsWaitingForAFailedStartAreAnswered(t *testing.T) {
 func TestShutdownDuringAFailedStartIsAnswered(t *testing.T) {
 	dir := progDir(t, "app")
 	app := helperProgram(t, dir, "app", "sleep", "")
-	if err := os.Mkdir(app.Stdout.Path, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	sock := filepath.Join(socketDir(t), "hbx.sock")
 	installing := make(chan struct{})
 	s, err := New(Options{
@@ -155,6 +152,10 @@ func TestShutdownDuringAFailedStartIsAnswered(t *testing.T) {
 		Install: func(ctx context.Context, _ func(string)) error {
 			close(installing)
 			<-ctx.Done()
+			// Made during the install, past checkLogs.
+			if err := os.Mkdir(app.Stdout.Path, 0o755); err != nil {
+				return err
+			}
 			return ctx.Err()
 		},
 		InstallProgram: "app",

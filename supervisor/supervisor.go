@@ -188,9 +188,9 @@ func (s *Supervisor) backoff(n int) time.Duration {
 // descendants and returns nil. In order it: claims the state and the
 // socket (Claim, unless called before; refusing with ErrAlreadyRunning
 // when another live supervisor holds them, removing a stale socket),
-// becomes a child subreaper, runs the install hook, starts the
-// reaper and the program loops, serves the socket and starts the
-// autostart programs in priority order. It returns an error only when it
+// becomes a child subreaper, checks the programs' log paths (checkLogs),
+// runs the install hook, starts the reaper and the program loops, serves
+// the socket and starts the autostart programs in priority order. It returns an error only when it
 // cannot start, a *StartError; the calls that waited for it (the install
 // on start), and later ones, then fail with "supervisor did not start: "
 // and that error, wrapping ErrShuttingDown, before the socket closes.
@@ -234,6 +234,9 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	}
 	if err := s.recordCgroups(); err != nil {
 		return &StartError{fmt.Errorf("record the programs' cgroups: %w", err)}
+	}
+	if err := s.checkLogs(); err != nil {
+		return &StartError{err}
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -914,11 +917,11 @@ func openAppendNoFollow(path string) (*os.File, error) {
 	fd, err := unix.Open(path, flags, 0o600)
 	switch {
 	case errors.Is(err, unix.ELOOP):
-		return nil, fmt.Errorf("%w: a symbolic link, which hbx never follows; remove it", ErrLogNotRegular)
+		return nil, notRegularLog(fs.ModeSymlink)
 	case errors.Is(err, unix.ENXIO): // a FIFO without a reader, a socket
-		return nil, fmt.Errorf("%w: a FIFO, socket or device; remove it", ErrLogNotRegular)
+		return nil, notRegularLog(fs.ModeNamedPipe)
 	case errors.Is(err, unix.EISDIR):
-		return nil, fmt.Errorf("%w: a directory; remove it or log to another path", ErrLogNotRegular)
+		return nil, notRegularLog(fs.ModeDir)
 	case err != nil:
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -936,6 +939,53 @@ func openAppendNoFollow(path string) (*os.File, error) {
 		return nil, &fs.PathError{Op: "fcntl", Path: path, Err: err}
 	}
 	return os.NewFile(uintptr(fd), path), nil
+}
+
+// notRegularLog is ErrLogNotRegular for a log path of type t (a
+// symbolic link, a directory, or any other non-regular type), saying what
+// to do about it.
+func notRegularLog(t fs.FileMode) error {
+	switch {
+	case t&fs.ModeSymlink != 0:
+		return fmt.Errorf("%w: a symbolic link, which hbx never follows; remove it", ErrLogNotRegular)
+	case t.IsDir():
+		return fmt.Errorf("%w: a directory; remove it or log to another path", ErrLogNotRegular)
+	default:
+		return fmt.Errorf("%w: a FIFO, socket or device; remove it", ErrLogNotRegular)
+	}
+}
+
+// checkLogs checks each program's log files as openLog will, without
+// creating or opening anything: the directory's trust (pathtrust.Check)
+// and that an existing file is a regular one (Lstat; notRegularLog). Run
+// calls it before the install on start, so a bad log path is said at
+// once, not after a long install; openLog checks again when it opens.
+func (s *Supervisor) checkLogs() error {
+	for _, p := range s.order {
+		for _, lf := range []LogFile{p.spec.Stdout, p.spec.Stderr} {
+			if err := checkLog(lf); err != nil {
+				return fmt.Errorf("program %s: open log %s: %w", p.spec.Name, lf.Path, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkLog is checkLogs for one log file.
+func checkLog(lf LogFile) error {
+	if err := pathtrust.Check("log directory", dirOf(lf.Path), false, ownTrust()); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(lf.Path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil // openLog creates it
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return notRegularLog(fi.Mode().Type())
+	}
+	return nil
 }
 
 func dirOf(p string) string {
