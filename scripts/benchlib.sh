@@ -24,6 +24,13 @@ apt_need() {
 		{ apt_get update -qq && apt_get install -y -qq "${missing[@]}" >/dev/null; }
 }
 
+# settle: writes back every dirty page of the machine (sync), untimed, so
+# the next timed run does not pay for the write-back of the runs before it:
+# hbx syncs its filesystem before it activates, tar and umoci leave their
+# trees dirty, and whoever syncs next (or the kernel's flusher, during the
+# next run) writes them. measure calls it first.
+settle() { sync; }
+
 # stats VALUE...: prints the median, the minimum and the maximum.
 stats() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; print m, v[1], v[NR]}'; }
 

@@ -90,10 +90,11 @@ registry:
 EOF
 }
 
-# measure LABEL CMD...: sets m_s and m_kib (GNU time %e %M).
+# measure LABEL CMD...: settles (benchlib), then sets m_s and m_kib (GNU time %e %M).
 measure() {
 	local label=$1
 	shift
+	settle
 	if ! "${GNU_TIME}" -f '%e %M' -o "${dir}/logs/${label}.time" "$@" >"${dir}/logs/${label}.log" 2>&1; then
 		tail -n 5 "${dir}/logs/${label}.log" >&2
 		die "${label}: $* failed"

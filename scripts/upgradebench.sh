@@ -168,10 +168,11 @@ src() { # src HOST REF
 	echo "docker://$1/${nametag%:*}@${2#*@}"
 }
 
-# measure LABEL CMD...: sets m_s (GNU time %e).
+# measure LABEL CMD...: settles (benchlib), then sets m_s (GNU time %e).
 measure() {
 	local label=$1
 	shift
+	settle
 	if ! "${GNU_TIME}" -f '%e %M' -o "${dir}/logs/${label}.time" "$@" >"${dir}/logs/${label}.log" 2>&1; then
 		tail -n 5 "${dir}/logs/${label}.log" >&2
 		die "${label}: $* failed"
