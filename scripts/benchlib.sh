@@ -31,6 +31,20 @@ apt_need() {
 # next run) writes them. measure calls it first.
 settle() { sync; }
 
+# measure LABEL CMD...: settles, then runs CMD under GNU time, its output
+# in ${dir}/logs/LABEL.log; sets m_s and m_kib (%e, %M). A failing CMD
+# prints the log's last lines and dies.
+measure() {
+	local label=$1
+	shift
+	settle
+	if ! "${GNU_TIME}" -f '%e %M' -o "${dir}/logs/${label}.time" "$@" >"${dir}/logs/${label}.log" 2>&1; then
+		tail -n 5 "${dir}/logs/${label}.log" >&2
+		die "${label}: $* failed"
+	fi
+	read -r m_s m_kib <"${dir}/logs/${label}.time"
+}
+
 # stats VALUE...: prints the median, the minimum and the maximum.
 stats() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; print m, v[1], v[NR]}'; }
 

@@ -90,18 +90,6 @@ registry:
 EOF
 }
 
-# measure LABEL CMD...: settles (benchlib), then sets m_s and m_kib (GNU time %e %M).
-measure() {
-	local label=$1
-	shift
-	settle
-	if ! "${GNU_TIME}" -f '%e %M' -o "${dir}/logs/${label}.time" "$@" >"${dir}/logs/${label}.log" 2>&1; then
-		tail -n 5 "${dir}/logs/${label}.log" >&2
-		die "${label}: $* failed"
-	fi
-	read -r m_s m_kib <"${dir}/logs/${label}.time"
-}
-
 step "Machine"
 echo "nproc $(nproc); kernel $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "disk: $(df -T "${dir}" | awk 'NR == 2 {print $2 " on " $1}')"

@@ -168,17 +168,13 @@ src() { # src HOST REF
 	echo "docker://$1/${nametag%:*}@${2#*@}"
 }
 
-# measure LABEL CMD...: settles (benchlib), then sets m_s (GNU time %e).
-measure() {
-	local label=$1
-	shift
-	settle
-	if ! "${GNU_TIME}" -f '%e %M' -o "${dir}/logs/${label}.time" "$@" >"${dir}/logs/${label}.log" 2>&1; then
-		tail -n 5 "${dir}/logs/${label}.log" >&2
-		die "${label}: $* failed"
-	fi
-	read -r m_s m_kib <"${dir}/logs/${label}.time"
-	local k=${label##*-}
+# timed LABEL CMD...: measure (benchlib), keeping in rss the largest peak
+# RSS of each path; LABEL is ROUND-LINK-PATH[-STEP] (r1-loopback-C-copy:
+# path C, so skopeo's and umoci's steps count for C).
+timed() {
+	measure "$@"
+	local k
+	IFS=- read -r _ _ k _ <<<"$1"
 	((m_kib > ${rss[${k}]:-0})) && rss[${k}]=${m_kib}
 	true
 }
@@ -207,7 +203,7 @@ run_O() { staging O "${old_hbx}" upgrade-old "$@"; }
 staging() {
 	local A=$1 bin=$2 rt=$3 w=$4 link=$5 label=$6 p0 p1 fb rb
 	p0=$(served)
-	measure "${label}-${A}" "${bin}" --config "${dir}/v2-${link}.yaml" --executor-runtime-dir "${w}/${rt}" install --json
+	timed "${label}-${A}" "${bin}" --config "${dir}/v2-${link}.yaml" --executor-runtime-dir "${w}/${rt}" install --json
 	p1=$(served)
 	fb=$(field "${dir}/logs/${label}-${A}.log" fetched_bytes)
 	rb=$(field "${dir}/logs/${label}-${A}.log" reused_bytes)
@@ -219,7 +215,7 @@ staging() {
 run_B() {
 	local w=$1 link=$2 label=$3 p0 p1 fb
 	p0=$(served)
-	measure "${label}-B" "${hbx}" --config "${dir}/v2-${link}.yaml" --executor-runtime-dir "${w}/cold" install --json
+	timed "${label}-B" "${hbx}" --config "${dir}/v2-${link}.yaml" --executor-runtime-dir "${w}/cold" install --json
 	p1=$(served)
 	fb=$(field "${dir}/logs/${label}-B.log" fetched_bytes)
 	[[ -n "${fb}" ]] || die "${label}-B: no fetched_bytes in hbx install --json's result"
@@ -229,10 +225,10 @@ run_B() {
 run_C() {
 	local w=$1 link=$2 label=$3 host=$4 p0 p1 copy_s
 	p0=$(served)
-	measure "${label}-C-copy" skopeo copy --quiet --src-tls-verify=false "$(src "${host}" "${ref2}")" "oci:${w}/oci:v2"
+	timed "${label}-C-copy" skopeo copy --quiet --src-tls-verify=false "$(src "${host}" "${ref2}")" "oci:${w}/oci:v2"
 	p1=$(served)
 	copy_s=${m_s}
-	measure "${label}-C-unpack" umoci unpack --image "${w}/oci:v2" "${w}/bundle"
+	timed "${label}-C-unpack" umoci unpack --image "${w}/oci:v2" "${w}/bundle"
 	m_s=$(awk -v a="${copy_s}" -v b="${m_s}" 'BEGIN {print a + b}')
 	secs[C,${link}]+=" ${m_s}" proxied[C,${link}]+=" $((p1 - p0))"
 	line[C]=$(printf 'C skopeo+umoci %6.2f s (copy %.2f s%s)' "${m_s}" "${copy_s}" "$(via "${link}" $((p1 - p0)))")
@@ -259,9 +255,9 @@ round() {
 	[[ ${link} == limited ]] && host=${proxy}
 	mkdir -p "${w}"
 	# Setup, not counted: v1 active with its kept blobs; v1 in the layout.
-	measure "${label}-setup-hbx" "${hbx}" --config "${dir}/v1.yaml" --executor-runtime-dir "${w}/upgrade" install -q
-	[[ -n "${old_hbx}" ]] && measure "${label}-setup-old" "${old_hbx}" --config "${dir}/v1.yaml" --executor-runtime-dir "${w}/upgrade-old" install -q
-	[[ ${quick} == 1 ]] || measure "${label}-setup-skopeo" skopeo copy --quiet --src-tls-verify=false "$(src "${registry}" "${ref1}")" "oci:${w}/oci:v1"
+	timed "${label}-setup-hbx" "${hbx}" --config "${dir}/v1.yaml" --executor-runtime-dir "${w}/upgrade" install -q
+	[[ -n "${old_hbx}" ]] && timed "${label}-setup-old" "${old_hbx}" --config "${dir}/v1.yaml" --executor-runtime-dir "${w}/upgrade-old" install -q
+	[[ ${quick} == 1 ]] || timed "${label}-setup-skopeo" skopeo copy --quiet --src-tls-verify=false "$(src "${registry}" "${ref1}")" "oci:${w}/oci:v1"
 	declare -A line
 	local n=${#paths[@]} order=("${paths[@]}" "${paths[@]}") said=""
 	for k in "${order[@]:$((r % n)):n}"; do
